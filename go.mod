@@ -1,0 +1,3 @@
+module spindle.dev
+
+go 1.26

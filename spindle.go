@@ -122,6 +122,7 @@ type DirEntry struct {
 	Blocks   []DirBlock
 	Packdata []byte   // Packing-specific: writer's signature, wrapped keys, commitments.
 	Link     PathName // Target of a link.
+	Inline   []byte   // Contents of Access and Group files, which travel in the entry itself (never encrypted).
 	Writer   UserName // Who wrote, and signed, this entry.
 	Sequence int64    // Sequence number of the last change, in the tree's log.
 }

@@ -127,11 +127,18 @@ type DirEntry struct {
 	Sequence int64    // Sequence number of the last change, in the tree's log.
 }
 
-// A User is a user's key record, as the key cluster holds it.
+// A User is a user's key record, as the key cluster holds it. Every change
+// to a record is signed: a new record by its own key, an update by the key of
+// the record it replaces (or, for a +suffix user, by its base user's key).
+// See package keyraft for the signed encoding.
 type User struct {
 	Name      UserName
 	PublicKey PublicKey
 	DirHosts  []PeerAddr // Nodes that hold the user's directory log; the first sequences it.
+	Version   int64      // 1 for a new record, one more than the record it replaces.
+	Prev      []byte     // Hash of the record this one replaces; empty for version 1.
+	SignedBy  UserName   // Whose key signed the change: Name itself or its base user.
+	Signature Signature  // Signature by SignedBy's current key over the record.
 }
 
 // A BlockStore stores and retrieves blocks by their content address. Every
@@ -162,8 +169,11 @@ type BlockLister interface {
 type KeyServer interface {
 	// Lookup returns the record of the named user. Error kinds: NotExist, Invalid.
 	Lookup(ctx context.Context, name UserName) (*User, error)
-	// Put registers or updates a record. The request must be signed as the
-	// key cluster's policy requires (see package keyraft).
+	// Put registers or updates a record. The record must carry a signature
+	// as the key cluster's policy requires (see package keyraft): Invalid
+	// for a malformed record, Permission for a bad signature or authority,
+	// Exist when the name is held under another key, Transient when the
+	// cluster cannot commit the change now.
 	Put(ctx context.Context, u *User) error
 }
 

@@ -1,0 +1,81 @@
+package pack
+
+import (
+	"fmt"
+
+	"spindle.dev"
+)
+
+// Share returns new packdata for entry, an ee file, whose file key is
+// wrapped for exactly the given readers: wraps already held by a reader
+// are kept as they are, new readers get new wraps, and wraps for keys not
+// in readers are dropped. The file key is unwrapped with keys, current or
+// archived, so after a rotation Share both reads a file wrapped for the
+// old key and re-wraps it for the new one. The writer's signature does not
+// cover the wraps and stays valid. Share does not modify entry.
+//
+// Share fails with CannotDecrypt if keys hold no wrap, Integrity if the
+// entry is malformed or a wrap holds a key other than the committed one,
+// and Invalid for plain and eeintegrity entries, which have no wraps, for
+// an empty reader set and for a malformed reader key.
+func Share(entry *spindle.DirEntry, keys *Keys, readers []spindle.PublicKey) ([]byte, error) {
+	const op spindle.Op = "pack.Share"
+	p, _, _, err := decodeEntry(entry)
+	if err != nil {
+		return nil, spindle.E(op, entry.Name, err)
+	}
+	if p.packing != spindle.EEPack {
+		return nil, spindle.E(op, entry.Name, spindle.Invalid, fmt.Sprintf("%v packing has no wrapped keys to share", p.packing))
+	}
+	key, err := unwrapFileKey(p, keys)
+	if err != nil {
+		return nil, spindle.E(op, entry.Name, err)
+	}
+	wraps, err := wrapFor(key, p.commitment, readers, p.wraps)
+	if err != nil {
+		return nil, spindle.E(op, entry.Name, err)
+	}
+	p.wraps = wraps
+	return p.marshal(), nil
+}
+
+// WrappedKeys returns the hashes ([spindle.KeyHash]) of the public keys
+// for which entry's file key is wrapped, in increasing order. It is empty
+// for plain and eeintegrity entries. Errors are Integrity.
+func WrappedKeys(entry *spindle.DirEntry) ([][32]byte, error) {
+	const op spindle.Op = "pack.WrappedKeys"
+	p, err := unmarshalPackdata(entry.Packdata)
+	if err != nil {
+		return nil, spindle.E(op, entry.Name, spindle.Integrity, fmt.Errorf("packdata: %v", err))
+	}
+	hashes := make([][32]byte, len(p.wraps))
+	for i, w := range p.wraps {
+		hashes[i] = w.keyHash
+	}
+	return hashes, nil
+}
+
+// Resign renames entry to newName and makes signer its writer, signing it
+// anew. The blocks, the wraps and the ee key commitment are kept, so a
+// user who cannot read the file (a rename by a user with write rights
+// only) can still move it: the signature covers the commitment, never the
+// key. Resign checks the entry's structure but not its old signature,
+// which the caller verified when it looked the entry up. On error entry is
+// unchanged.
+func Resign(entry *spindle.DirEntry, newName spindle.PathName, signer spindle.Signer) error {
+	const op spindle.Op = "pack.Resign"
+	if clean, err := spindle.Clean(newName); err != nil || clean != newName {
+		return spindle.E(op, newName, spindle.Invalid, "new name is not a clean path name")
+	}
+	p, _, _, err := decodeEntry(entry)
+	if err != nil {
+		return spindle.E(op, entry.Name, err)
+	}
+	e := *entry
+	e.Name = newName
+	if err := sign(&e, p, signer); err != nil {
+		return spindle.E(op, newName, err)
+	}
+	*entry = e
+	return nil
+}

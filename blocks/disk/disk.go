@@ -1,0 +1,369 @@
+// Package disk is a block store kept in files under one directory.
+//
+// Each block is a file named by the hex form of its SHA-256 digest, in a
+// subdirectory named by the first two hex digits:
+//
+//	DIR/3f/3fa9…e1
+//
+// A Put writes a temporary file under DIR/tmp, syncs it, renames it into
+// place and syncs the directory, so a block is durable before Put returns
+// and a crash never leaves a partial block under its name. Temporary files
+// left by a crash are removed by [Open]. Every Get checks the hash of what
+// it read; a file that does not match is reported as Integrity and removed,
+// never served.
+//
+// A directory is used by one Store at a time: Open takes an advisory lock
+// on DIR/lock that Close releases.
+package disk
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
+)
+
+const (
+	tmpDir   = "tmp"
+	lockFile = "lock"
+)
+
+// Store is a [spindle.BlockStore] and [spindle.BlockLister] on disk.
+// It is safe for concurrent use.
+type Store struct {
+	dir  string
+	lock *os.File
+
+	// stripes serialise the changes to one block file (rename into place,
+	// removal of a corrupt copy, delete), so that removing a bad copy can
+	// never remove a good one that a concurrent Put has just stored.
+	stripes [64]sync.Mutex
+
+	dirMu   sync.Mutex
+	dirMade [256]bool // Fan-out subdirectories known to exist.
+}
+
+var (
+	_ spindle.BlockStore  = (*Store)(nil)
+	_ spindle.BlockLister = (*Store)(nil)
+)
+
+// Open opens the store in dir, creating dir if needed, and removes the
+// temporary files a crash may have left. It fails with Exist if another
+// Store holds dir.
+func Open(dir string) (*Store, error) {
+	const op spindle.Op = "disk.Open"
+	if dir == "" {
+		return nil, spindle.E(op, spindle.Invalid, "empty directory name")
+	}
+	dir = filepath.Clean(dir)
+	if err := os.MkdirAll(filepath.Join(dir, tmpDir), 0o700); err != nil {
+		return nil, spindle.E(op, spindle.IO, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, spindle.E(op, spindle.IO, err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, spindle.E(op, spindle.Exist, fmt.Sprintf("block store %s is in use by another process or store", dir))
+		}
+		return nil, spindle.E(op, spindle.IO, err)
+	}
+	s := &Store{dir: dir, lock: lock}
+	if err := s.removeTemps(); err != nil {
+		s.Close()
+		return nil, spindle.E(op, spindle.IO, err)
+	}
+	return s, nil
+}
+
+// removeTemps deletes every file under DIR/tmp.
+func (s *Store) removeTemps() error {
+	tmp := filepath.Join(s.dir, tmpDir)
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(tmp, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Dir returns the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Close releases the store's directory. The Store must not be used after.
+func (s *Store) Close() error {
+	const op spindle.Op = "disk.Close"
+	if s.lock == nil {
+		return nil
+	}
+	err := s.lock.Close() // Closing the file releases the flock.
+	s.lock = nil
+	if err != nil {
+		return spindle.E(op, spindle.IO, err)
+	}
+	return nil
+}
+
+// Path returns the file name that holds the block with digest d. It exists
+// for tests and tools that inspect the store.
+func (s *Store) Path(d blocks.Digest) string {
+	h := hex.EncodeToString(d[:])
+	return filepath.Join(s.dir, h[:2], h)
+}
+
+func (s *Store) stripe(d blocks.Digest) *sync.Mutex { return &s.stripes[d[0]%byte(len(s.stripes))] }
+
+// Get implements [spindle.BlockStore]. A file whose contents do not match
+// ref is removed and reported as Integrity.
+func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	const op spindle.Op = "disk.Get"
+	if err := ctx.Err(); err != nil {
+		return nil, spindle.E(op, spindle.Transient, err)
+	}
+	d, err := blocks.ParseRef(ref)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	name := s.Path(d)
+	data, err := readBlock(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, spindle.E(op, spindle.NotExist, "block "+string(ref))
+		}
+		return nil, spindle.E(op, spindle.IO, err)
+	}
+	if err := blocks.CheckDigest(d, data); err != nil {
+		s.removeBad(d, name)
+		return nil, spindle.E(op, spindle.Integrity, fmt.Sprintf("block %s: file %s is corrupt and has been removed", ref, name))
+	}
+	return data, nil
+}
+
+// readBlock reads a block file, reading at most one byte more than the
+// largest valid block so that an overlong file is caught by the check
+// without being read whole.
+func readBlock(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size := 0
+	if fi, err := f.Stat(); err == nil && fi.Size() <= spindle.MaxStoredBlockSize {
+		size = int(fi.Size())
+	}
+	buf := make([]byte, size, size+1)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && err != io.ErrUnexpectedEOF {
+		return nil, err
+	}
+	buf = buf[:n]
+	// Read on in case the file grew or was larger than its size said.
+	rest, err := io.ReadAll(io.LimitReader(f, int64(spindle.MaxStoredBlockSize+1-n)))
+	if err != nil {
+		return nil, err
+	}
+	return append(buf, rest...), nil
+}
+
+// removeBad removes the block file name if it still fails its check: a
+// concurrent Put may have replaced it with a good copy meanwhile.
+func (s *Store) removeBad(d blocks.Digest, name string) {
+	mu := s.stripe(d)
+	mu.Lock()
+	defer mu.Unlock()
+	data, err := readBlock(name)
+	if err != nil || blocks.CheckDigest(d, data) == nil {
+		return
+	}
+	if os.Remove(name) == nil {
+		syncDir(filepath.Dir(name))
+	}
+}
+
+// Put implements [spindle.BlockStore]. The block is on stable storage
+// when Put returns. Putting a block whose file is present and sound does
+// not write it again; a corrupt file is replaced.
+func (s *Store) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
+	const op spindle.Op = "disk.Put"
+	if err := ctx.Err(); err != nil {
+		return "", spindle.E(op, spindle.Transient, err)
+	}
+	ref, d, err := blocks.Receive(data)
+	if err != nil {
+		return "", spindle.E(op, err)
+	}
+	name := s.Path(d)
+	if old, err := readBlock(name); err == nil && blocks.CheckDigest(d, old) == nil {
+		return ref, nil
+	}
+	tmp, err := s.writeTemp(data)
+	if err != nil {
+		return "", spindle.E(op, spindle.IO, fmt.Errorf("block %s: %w", ref, err))
+	}
+	if err := s.install(d, tmp, name); err != nil {
+		os.Remove(tmp)
+		return "", spindle.E(op, spindle.IO, fmt.Errorf("block %s: %w", ref, err))
+	}
+	return ref, nil
+}
+
+// writeTemp writes data to a new synced file under DIR/tmp and returns its name.
+func (s *Store) writeTemp(data []byte) (string, error) {
+	f, err := os.CreateTemp(filepath.Join(s.dir, tmpDir), "put-*")
+	if err != nil {
+		return "", err
+	}
+	name := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(name)
+		return "", err
+	}
+	return name, nil
+}
+
+// install renames tmp to name, creating the fan-out directory if needed,
+// and syncs the directory that now holds name.
+func (s *Store) install(d blocks.Digest, tmp, name string) error {
+	sub := filepath.Dir(name)
+	if err := s.makeSubdir(d[0], sub); err != nil {
+		return err
+	}
+	mu := s.stripe(d)
+	mu.Lock()
+	err := os.Rename(tmp, name)
+	mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return syncDir(sub)
+}
+
+// makeSubdir creates the fan-out directory sub for digests starting with
+// b, syncing the store's directory so that the new entry is durable.
+func (s *Store) makeSubdir(b byte, sub string) error {
+	s.dirMu.Lock()
+	defer s.dirMu.Unlock()
+	if s.dirMade[b] {
+		return nil
+	}
+	err := os.Mkdir(sub, 0o700)
+	if err == nil {
+		err = syncDir(s.dir)
+	} else if errors.Is(err, fs.ErrExist) {
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	s.dirMade[b] = true
+	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// List implements [spindle.BlockLister]. Files that are not named like
+// blocks are skipped. fn may call other methods of the store.
+func (s *Store) List(ctx context.Context, fn func(spindle.Ref) error) error {
+	const op spindle.Op = "disk.List"
+	subs, err := os.ReadDir(s.dir)
+	if err != nil {
+		return spindle.E(op, spindle.IO, err)
+	}
+	for _, sub := range subs {
+		if !sub.IsDir() || !isHex(sub.Name(), 2) {
+			continue
+		}
+		ents, err := os.ReadDir(filepath.Join(s.dir, sub.Name()))
+		if err != nil {
+			return spindle.E(op, spindle.IO, err)
+		}
+		for _, e := range ents {
+			if err := ctx.Err(); err != nil {
+				return spindle.E(op, spindle.Transient, err)
+			}
+			n := e.Name()
+			if !e.Type().IsRegular() || !isHex(n, 2*len(blocks.Digest{})) || n[:2] != sub.Name() {
+				continue
+			}
+			var d blocks.Digest
+			hex.Decode(d[:], []byte(n))
+			if err := fn(d.Ref()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// isHex reports whether s is n lower-case hex digits.
+func isHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Delete implements [spindle.BlockLister]. The removal is durable when
+// Delete returns.
+func (s *Store) Delete(ctx context.Context, ref spindle.Ref) error {
+	const op spindle.Op = "disk.Delete"
+	d, err := blocks.ParseRef(ref)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	name := s.Path(d)
+	mu := s.stripe(d)
+	mu.Lock()
+	err = os.Remove(name)
+	mu.Unlock()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(name))
+	}
+	if err != nil {
+		return spindle.E(op, spindle.IO, fmt.Errorf("block %s: %w", ref, err))
+	}
+	return nil
+}

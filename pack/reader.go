@@ -173,7 +173,7 @@ func (r *Reader) load(i int) error {
 	b := r.entry.Blocks[i]
 	data, err := r.get(r.ctx, b.Ref)
 	if err != nil {
-		return fmt.Errorf("block %d: %w", i, err)
+		return spindle.E(spindle.KindOf(err), fmt.Errorf("block %d: %w", i, err))
 	}
 	want := b.Size
 	if r.aead != nil {

@@ -249,7 +249,7 @@ func (w *Writer) store() {
 				sum := sha256.Sum256(s.buf)
 				ref := refOf(sum)
 				if err := w.put(w.ctx, ref, s.buf); err != nil {
-					w.setErr(fmt.Errorf("storing block %d: %w", s.index, err))
+					w.setErr(spindle.E(spindle.KindOf(err), fmt.Errorf("storing block %d: %w", s.index, err)))
 				} else {
 					// Only this goroutine touches blocks until done is closed.
 					w.blocks = append(w.blocks, spindle.DirBlock{Ref: ref, Offset: s.off, Size: int64(s.n)})

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"unicode/utf8"
+
+	"spindle.dev"
+)
+
+const getUsage = `Usage:
+    spin get PATH [DEST]
+
+Reads the spin file PATH, following links, and writes it to the local file
+DEST, or to stdout if DEST is missing or -. DEST is written in full before
+it replaces any file of that name; if DEST is a directory the file is
+written into it. Binary data is not written to a terminal.
+
+Options:
+    -h, -help   print this text
+
+Example:
+    $ spin get dave@example.com/plans.txt
+    $ spin get @/docs/report.pdf report.pdf
+`
+
+func runGet(ctx context.Context, st *State, args []string) error {
+	flags := st.flags()
+	if err := st.parse(flags, args); err != nil {
+		return err
+	}
+	if flags.NArg() < 1 || flags.NArg() > 2 {
+		return usagef("want PATH and optionally DEST, got %d arguments", flags.NArg())
+	}
+	c, err := st.Client(ctx)
+	if err != nil {
+		return err
+	}
+	name, err := st.spinPath(c, flags.Arg(0))
+	if err != nil {
+		return err
+	}
+	dest := flags.Arg(1)
+	if dest == "" || dest == "-" {
+		return st.getStdout(ctx, c, name)
+	}
+	if info, err := os.Stat(dest); err == nil && info.IsDir() {
+		dest = filepath.Join(dest, base(name))
+	}
+	return st.getFile(ctx, c, name, dest, true)
+}
+
+// getStdout writes the file name to stdout, refusing binary data when
+// stdout is a terminal.
+func (st *State) getStdout(ctx context.Context, c spindle.Client, name spindle.PathName) error {
+	f, err := c.Open(ctx, name)
+	if err != nil {
+		return st.fail(string(name), err)
+	}
+	defer f.Close()
+	var w io.Writer = st.Stdout
+	if st.terminal(st.Stdout) {
+		w = &textOnly{w: w}
+	}
+	_, err = io.Copy(w, f)
+	if t, ok := w.(*textOnly); ok && err == nil && len(t.tail) > 0 {
+		err = errBinary // The file ends inside a rune.
+	}
+	if errors.Is(err, errBinary) {
+		st.errorf("%s: refusing to write binary data to a terminal", name)
+		st.hint("give a file to write to: spin get %s FILE", name)
+		return errFailed
+	}
+	if err != nil {
+		return st.fail(string(name), err)
+	}
+	return nil
+}
+
+// getFile writes the spin file name to the local file dest, through a
+// temporary file in the same directory that is renamed into place only
+// when every byte has been read and verified. With bar set, a large file
+// gets a progress bar.
+func (st *State) getFile(ctx context.Context, c spindle.Client, name spindle.PathName, dest string, bar bool) error {
+	f, err := c.Open(ctx, name)
+	if err != nil {
+		return st.fail(string(name), err)
+	}
+	defer f.Close()
+	if e := f.Entry(); e != nil && e.Attr.IsDir() {
+		st.errorf("%s: is a directory", name)
+		st.hint("to copy a directory, use: spin cp -R %s %s", name, dest)
+		return errFailed
+	}
+	var pb *progress
+	if bar {
+		if e := f.Entry(); e != nil {
+			pb = st.progress(e.Size, fmt.Sprintf("get %s", base(name)))
+		}
+	}
+	err = writeLocal(dest, func(w io.Writer) error {
+		_, err := io.Copy(pb.writer(w), f)
+		return err
+	})
+	pb.done(err == nil)
+	if err != nil {
+		var le *localError
+		if errors.As(err, &le) {
+			return st.fail(dest, le.err)
+		}
+		return st.fail(string(name), err)
+	}
+	return nil
+}
+
+// A localError is a failure to write a local file, as opposed to a failure
+// to read from spin.
+type localError struct{ err error }
+
+func (e *localError) Error() string { return e.err.Error() }
+func (e *localError) Unwrap() error { return e.err }
+
+// writeLocal creates or replaces the local file dest with what fill
+// writes, going through a temporary file in dest's directory so that dest
+// is never seen half written. An existing dest keeps its permissions; a new
+// one gets mode 0644. Failures of the local file system are *localError.
+func writeLocal(dest string, fill func(w io.Writer) error) error {
+	dir, file := filepath.Split(dest)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+file+".spin-*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return &localError{&os.PathError{Op: "create", Path: dest, Err: err}}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	mode := os.FileMode(0o644)
+	if info, err := os.Stat(dest); err == nil {
+		if info.IsDir() {
+			return &localError{&os.PathError{Op: "write", Path: dest, Err: errors.New("is a directory")}}
+		}
+		mode = info.Mode().Perm()
+	}
+	bw := &localWriter{w: tmp}
+	if err := fill(bw); err != nil {
+		if bw.err != nil {
+			return &localError{&os.PathError{Op: "write", Path: dest, Err: bw.err}}
+		}
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		return &localError{err}
+	}
+	if err := tmp.Close(); err != nil {
+		return &localError{&os.PathError{Op: "write", Path: dest, Err: err}}
+	}
+	if err := os.Rename(tmp.Name(), dest); err != nil {
+		return &localError{err}
+	}
+	ok = true
+	return nil
+}
+
+// A localWriter remembers its writer's error, to tell a full disk from a
+// failed read.
+type localWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (w *localWriter) Write(b []byte) (int, error) {
+	n, err := w.w.Write(b)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
+}
+
+// errBinary is returned by a textOnly writer given binary data.
+var errBinary = errors.New("binary data")
+
+// textOnly passes UTF-8 text without NUL bytes through to w and fails with
+// errBinary, writing nothing of that chunk, at the first chunk that is not
+// text. A rune split between two writes is carried over.
+type textOnly struct {
+	w    io.Writer
+	tail []byte // An incomplete rune at the end of the last write.
+}
+
+func (t *textOnly) Write(b []byte) (int, error) {
+	data := append(t.tail, b...)
+	// Hold back an incomplete rune at the end: at most 3 bytes.
+	keep := 0
+	for i := len(data) - 1; i >= 0 && i >= len(data)-3; i-- {
+		if utf8.RuneStart(data[i]) {
+			if !utf8.FullRune(data[i:]) {
+				keep = len(data) - i
+			}
+			break
+		}
+	}
+	text := data[:len(data)-keep]
+	if !utf8.Valid(text) || bytes.IndexByte(text, 0) >= 0 {
+		return 0, errBinary
+	}
+	if _, err := t.w.Write(text); err != nil {
+		return 0, err
+	}
+	t.tail = append(t.tail[:0:0], data[len(data)-keep:]...)
+	return len(b), nil
+}

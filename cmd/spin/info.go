@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"spindle.dev"
+)
+
+const infoUsage = `Usage:
+    spin info PATH...
+
+Describes each PATH in detail: kind, writer, packing, size, time, sequence
+number, blocks, the users holding a wrapped key (who can decrypt it), and
+the Access file that governs it. A link is described, not followed.
+
+Options:
+    -h, -help   print this text
+
+Example:
+    $ spin info @/docs/report.pdf
+`
+
+func runInfo(ctx context.Context, st *State, args []string) error {
+	flags := st.flags()
+	if err := st.parse(flags, args); err != nil {
+		return err
+	}
+	if flags.NArg() == 0 {
+		return usagef("want at least one PATH")
+	}
+	c, err := st.Client(ctx)
+	if err != nil {
+		return err
+	}
+	failed := false
+	for i, arg := range flags.Args() {
+		name, err := st.spinPath(c, arg)
+		if err != nil {
+			failed = true
+			continue
+		}
+		e, err := c.Lookup(ctx, name, false)
+		if err != nil {
+			st.fail(string(name), err)
+			failed = true
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(st.Stdout)
+		}
+		var readers []spindle.UserName
+		var readersErr error
+		if e.Packing == spindle.EEPack && !e.Attr.IsDir() && !e.Attr.IsLink() && !e.Attr.IsIncomplete() {
+			readers, readersErr = c.Readers(ctx, name)
+		}
+		access, accessErr := c.WhichAccess(ctx, name)
+		printInfo(st.Stdout, e, readers, access)
+		if readersErr != nil {
+			st.fail(string(name), readersErr)
+			failed = true
+		}
+		if accessErr != nil {
+			st.fail(string(name), accessErr)
+			failed = true
+		}
+	}
+	if failed {
+		return errFailed
+	}
+	return nil
+}
+
+// printInfo prints the description of e, with the readers holding wrapped
+// keys and the governing Access file (nil if none).
+func printInfo(w io.Writer, e *spindle.DirEntry, readers []spindle.UserName, access *spindle.DirEntry) {
+	field := func(name, format string, args ...any) {
+		fmt.Fprintf(w, "%-9s %s\n", name+":", fmt.Sprintf(format, args...))
+	}
+	field("name", "%s", e.Name)
+	kind := "file"
+	switch {
+	case e.Attr.IsDir():
+		kind = "directory"
+	case e.Attr.IsLink():
+		kind = "link"
+	}
+	if e.Attr.IsIncomplete() {
+		kind += " (you may list it but not read it)"
+	}
+	field("kind", "%s", kind)
+	if e.Attr.IsLink() {
+		field("target", "%s", e.Link)
+	}
+	if e.Writer != "" {
+		field("writer", "%s", e.Writer)
+	}
+	if !e.Attr.IsDir() && !e.Attr.IsLink() {
+		field("packing", "%s", e.Packing)
+		field("size", "%d", e.Size)
+	}
+	field("time", "%s", formatTime(e.Time))
+	field("sequence", "%d", e.Sequence)
+	if !e.Attr.IsDir() && !e.Attr.IsLink() && !e.Attr.IsIncomplete() {
+		field("blocks", "%d", len(e.Blocks))
+		for i, b := range e.Blocks {
+			fmt.Fprintf(w, "%-9s %d: %s offset %d size %d\n", "", i, b.Ref, b.Offset, b.Size)
+		}
+		switch e.Packing {
+		case spindle.EEPack:
+			field("readers", "%s", joinUsers(readers))
+		default:
+			field("readers", "anyone who may read it (%s is not encrypted)", e.Packing)
+		}
+	}
+	if access != nil {
+		field("access", "%s", access.Name)
+	} else {
+		p, _ := spindle.Parse(e.Name)
+		field("access", "none: only %s has access", p.User())
+	}
+}
+
+// joinUsers lists users separated by commas, "all" for AllUsers.
+func joinUsers(users []spindle.UserName) string {
+	if len(users) == 0 {
+		return "none"
+	}
+	s := make([]string, len(users))
+	for i, u := range users {
+		if u == spindle.AllUsers {
+			s[i] = "all"
+		} else {
+			s[i] = string(u)
+		}
+	}
+	return strings.Join(s, ", ")
+}

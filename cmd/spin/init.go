@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/term"
+
+	"spindle.dev"
+	"spindle.dev/pack"
+)
+
+const initUsage = `Usage:
+    spin init [-node ADDR] [-keyserver ADDR,...] [-packing P] [-recover] [-force] USER
+
+Makes a key pair for USER, saves it in the directory keys next to the
+config file, and writes the config file ($HOME/spin/config unless -config
+says otherwise). The keys come from a recovery secret, printed once: write
+it down, since it is the only way to make the same keys again. Then run
+spin signup.
+
+Options:
+    -n, -node ADDR        the peer to reach the network through, and to host
+                          your directory (default: the address in the local
+                          node's home, spin/node/addr next to the config)
+    -k, -keyserver LIST   comma-separated addresses of key-cluster members
+                          (default: the node's address)
+    -p, -packing P        default packing of new files: ee, eeintegrity or plain (default ee)
+    -r, -recover          re-create the keys from a recovery secret, read from
+                          stdin or asked for on a terminal
+    -f, -force            replace an existing config and keys
+    -h, -help             print this text
+
+Example:
+    $ spin init ann@example.com
+    $ spin init -recover -node /ip4/192.0.2.7/tcp/4242/p2p/12D3KooW... ann@example.com
+`
+
+func runInit(ctx context.Context, st *State, args []string) error {
+	flags := st.flags()
+	node := flags.String("node", "", "")
+	flags.StringVar(node, "n", "", "")
+	keyservers := flags.String("keyserver", "", "")
+	flags.StringVar(keyservers, "k", "", "")
+	packingName := flags.String("packing", "ee", "")
+	flags.StringVar(packingName, "p", "ee", "")
+	recoverKeys := flags.Bool("recover", false, "")
+	flags.BoolVar(recoverKeys, "r", false, "")
+	force := flags.Bool("force", false, "")
+	flags.BoolVar(force, "f", false, "")
+	if err := st.parse(flags, args); err != nil {
+		return err
+	}
+	if flags.NArg() != 1 {
+		return usagef("want one USER, got %d arguments", flags.NArg())
+	}
+	if _, err := spindle.ParsePacking(*packingName); err != nil {
+		return usagef("-packing: unknown packing %q (want ee, eeintegrity or plain)", *packingName)
+	}
+	user, err := spindle.CleanUser(spindle.UserName(flags.Arg(0)))
+	if err != nil {
+		_, msg := describe(err)
+		st.errorf("%s: not a user name: %s", flags.Arg(0), strings.TrimPrefix(msg, spindle.Invalid.Error()+": "))
+		return errFailed
+	}
+	var servers []spindle.PeerAddr
+	for _, s := range strings.Split(*keyservers, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			servers = append(servers, spindle.PeerAddr(s))
+		}
+	}
+
+	file, err := st.configFile()
+	if err != nil {
+		return st.fail("", err)
+	}
+	file, err = filepath.Abs(file)
+	if err != nil {
+		return st.fail("", err)
+	}
+	dir := filepath.Dir(file)
+	secrets := filepath.Join(dir, "keys")
+	if !*force {
+		for _, f := range []string{file, filepath.Join(secrets, pack.PrivateKeyFile)} {
+			if _, err := os.Stat(f); err == nil {
+				st.errorf("%s already exists", f)
+				st.hint("to replace your config and keys, use: spin init -force; the old keys are lost unless you have their recovery secret")
+				return errFailed
+			}
+		}
+	}
+	if *node == "" {
+		*node = localNodeAddr(filepath.Join(dir, "node", "addr"))
+	}
+	if len(servers) == 0 && *node != "" {
+		servers = []spindle.PeerAddr{spindle.PeerAddr(*node)}
+	}
+	cfg := &Config{
+		Username:  user,
+		Keyserver: servers,
+		Node:      spindle.PeerAddr(*node),
+		Packing:   *packingName,
+		Secrets:   secrets,
+		File:      file,
+		Log:       st.Log,
+	}
+
+	var keys *pack.Keys
+	var secret pack.Secret
+	if *recoverKeys {
+		text, err := st.readSecret()
+		if err != nil {
+			return st.fail("recovery secret", err)
+		}
+		secret, err = pack.ParseSecret(text)
+		if err != nil {
+			return st.fail("recovery secret", err)
+		}
+		keys, err = pack.FromSecret(user, secret)
+		if err != nil {
+			return st.fail(string(user), err)
+		}
+		if err := st.checkRecovered(ctx, cfg, keys); err != nil {
+			return err
+		}
+	} else {
+		keys, secret, err = pack.Generate(user)
+		if err != nil {
+			return st.fail(string(user), err)
+		}
+	}
+	if err := keys.Save(secrets); err != nil {
+		return st.fail(secrets, err)
+	}
+	data, err := cfg.Marshal()
+	if err != nil {
+		return st.fail(file, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return st.fail(dir, err)
+	}
+	if err := writeLocal(file, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		var le *localError
+		if errors.As(err, &le) {
+			err = le.err
+		}
+		return st.fail(file, err)
+	}
+
+	out := st.Stdout
+	if !*recoverKeys {
+		fmt.Fprintf(out, "Your recovery secret is:\n\n    %s\n\n", secret)
+		fmt.Fprintf(out, "Write it down and keep it safe. It is the only way to make your keys again\n")
+		fmt.Fprintf(out, "if this machine is lost (spin init -recover), and it is not shown again.\n\n")
+	}
+	fmt.Fprintf(out, "Keys for %s are in %s\n", user, secrets)
+	fmt.Fprintf(out, "Configuration written to %s\n", file)
+	if cfg.Node == "" {
+		st.hint("no node is configured yet: add node: ADDR to %s (a node prints its ADDR when started with spin node -home DIR)", file)
+	} else if !*recoverKeys {
+		fmt.Fprintf(out, "Next, register with the key cluster: spin signup\n")
+	}
+	return nil
+}
+
+// localNodeAddr returns the first address in a node's addr file, or "" if
+// there is no such file.
+func localNodeAddr(file string) string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(string(data)), "\n")
+	return strings.TrimSpace(first)
+}
+
+// readSecret reads a recovery secret: from a prompt, without echo, when
+// stdin is a terminal, or else from the first line of stdin.
+func (st *State) readSecret() (string, error) {
+	if f, ok := st.Stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(st.Stderr, "recovery secret: ")
+		b, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(st.Stderr)
+		return string(b), err
+	}
+	line, err := bufio.NewReader(io.LimitReader(st.Stdin, 4096)).ReadString('\n')
+	if err != nil && !(errors.Is(err, io.EOF) && line != "") {
+		if errors.Is(err, io.EOF) {
+			return "", errors.New("no secret on stdin")
+		}
+		return "", err
+	}
+	return line, nil
+}
+
+// checkRecovered compares recovered keys with the user's key record, when
+// the key cluster can be reached, so that a mistyped secret is caught
+// before it replaces anything. A user who has not signed up yet, or a
+// network that cannot be reached, passes with a note.
+func (st *State) checkRecovered(ctx context.Context, cfg *Config, keys *pack.Keys) error {
+	if cfg.Node == "" || st.NewClient == nil {
+		return nil
+	}
+	tmp, err := os.MkdirTemp("", "spin-recover-")
+	if err != nil {
+		return st.fail("", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := keys.Save(tmp); err != nil {
+		return st.fail(tmp, err)
+	}
+	probe := *cfg
+	probe.Secrets = tmp
+	c, err := st.NewClient(ctx, &probe)
+	if err != nil {
+		st.errorf("cannot check the recovered key against the key cluster: %s", describeAll(err))
+		return nil
+	}
+	defer c.Close()
+	u, err := c.LookupUser(ctx, cfg.Username)
+	switch {
+	case errors.Is(err, spindle.NotExist):
+		return nil
+	case err != nil:
+		st.errorf("cannot check the recovered key against the key cluster: %s", describeAll(err))
+		return nil
+	}
+	for _, k := range keys.PublicKeys() {
+		if k == u.PublicKey {
+			return nil
+		}
+	}
+	st.errorf("recovery secret: the key it makes is not the key registered for %s", cfg.Username)
+	st.hint("check the secret for typing mistakes; nothing was written")
+	return errFailed
+}

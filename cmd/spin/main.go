@@ -1,0 +1,210 @@
+// Command spin is Spindle's one binary. "spin node" runs a peer; every other
+// subcommand is the client, which holds the user's keys, packs, signs and
+// verifies itself and reaches the network through one peer.
+//
+// Usage:
+//
+//	spin [-config FILE] [-log LEVEL] COMMAND [ARGS]
+//
+// Run "spin help" for the list of commands and "spin help COMMAND" for one.
+// The output rules every command follows are written down in tui.go.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+const globalUsage = `Usage:
+    spin [-config FILE] [-log LEVEL] COMMAND [ARGS]
+    spin help [COMMAND]
+
+Global options (before the command):
+    -config FILE   configuration file (default $HOME/spin/config)
+    -log LEVEL     log level of the client and node: debug, info, warn or error (default warn)
+    -help          print this text
+
+Commands:
+%s
+Example:
+    $ spin init ann@example.com
+    $ spin signup
+    $ spin put report.pdf @/docs/report.pdf
+    $ spin ls -l @/docs
+
+Run "spin help COMMAND" for the usage of one command.
+`
+
+// A command is one subcommand of spin.
+type command struct {
+	name    string
+	summary string // One line for the list of commands.
+	usage   string // The full usage text, starting with synopsis lines.
+	run     func(ctx context.Context, st *State, args []string) error
+}
+
+// commands returns the subcommands, in the order "spin help" lists them.
+// Each is defined, with its usage text and flags, in the file of its name.
+func commands() []*command {
+	return []*command{
+		{"init", "create keys and a configuration", initUsage, runInit},
+		{"signup", "register with the key cluster", signupUsage, runSignup},
+		{"put", "store a file", putUsage, runPut},
+		{"get", "read a file", getUsage, runGet},
+		{"cp", "copy files to, from and within spin", cpUsage, runCp},
+		{"ls", "list files and directories", lsUsage, runLs},
+		{"mkdir", "make directories", mkdirUsage, runMkdir},
+		{"rm", "remove files and directories", rmUsage, runRm},
+		{"link", "make a link", linkUsage, runLink},
+		{"mv", "rename a file or directory", mvUsage, runMv},
+		{"whichaccess", "name the Access file that governs a path", whichaccessUsage, runWhichaccess},
+		{"info", "describe a file in detail", infoUsage, runInfo},
+		{"share", "check or repair who holds keys to files", shareUsage, runShare},
+		{"watch", "stream changes to a tree", watchUsage, runWatch},
+		{"user", "print a user's key record", userUsage, runUser},
+		{"node", "run a peer", nodeUsage, runNodeCmd},
+		{"demo", "run a demonstration network", demoUsage, runDemoCmd},
+	}
+}
+
+func lookupCommand(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	st := &State{
+		Stdin:     os.Stdin,
+		Stdout:    os.Stdout,
+		Stderr:    os.Stderr,
+		Context:   ctx,
+		NewClient: dialClient,
+	}
+	code := run(os.Args[1:], st)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the spin command line args (without the program name) in st and
+// returns the exit code. It closes any client a command opened.
+func run(args []string, st *State) int {
+	ctx := st.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	gfs := flag.NewFlagSet("spin", flag.ContinueOnError)
+	gfs.SetOutput(io.Discard)
+	configFile := gfs.String("config", "", "")
+	logLevel := gfs.String("log", "warn", "")
+	if err := gfs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(st.Stdout, mainUsage())
+			return exitOK
+		}
+		fmt.Fprintf(st.Stderr, "spin: %v\n", err)
+		fmt.Fprint(st.Stderr, mainUsage())
+		return exitUsage
+	}
+	if *configFile != "" {
+		st.ConfigFile = *configFile
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(st.Stderr, "spin: -log: unknown level %q (want debug, info, warn or error)\n", *logLevel)
+		return exitUsage
+	}
+	if st.Log == nil {
+		st.Log = slog.New(slog.NewTextHandler(st.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+
+	rest := gfs.Args()
+	if len(rest) == 0 {
+		fmt.Fprintf(st.Stderr, "spin: no command given\n")
+		fmt.Fprint(st.Stderr, mainUsage())
+		return exitUsage
+	}
+	if rest[0] == "help" {
+		return help(st, rest[1:])
+	}
+	cmd := lookupCommand(rest[0])
+	if cmd == nil {
+		fmt.Fprintf(st.Stderr, "spin: unknown command %q\n", rest[0])
+		st.hint("run: spin help")
+		return exitUsage
+	}
+	st.cmd = cmd.name
+	err := cmd.run(ctx, st, rest[1:])
+	if st.client != nil {
+		if cerr := st.client.Close(); cerr != nil && err == nil {
+			err = st.fail("", cerr)
+		}
+		st.client = nil
+	}
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errHelp):
+		fmt.Fprint(st.Stdout, cmd.usage)
+		return exitOK
+	case errors.As(err, &ue):
+		st.errorf("%s", ue.msg)
+		fmt.Fprint(st.Stderr, cmd.usage)
+		return exitUsage
+	case errors.Is(err, errUsageReported):
+		return exitUsage
+	case errors.Is(err, errFailed):
+		return exitFailure
+	default:
+		st.fail("", err)
+		return exitFailure
+	}
+}
+
+// help prints the usage of a command, or of spin itself, to stdout.
+func help(st *State, args []string) int {
+	switch len(args) {
+	case 0:
+		fmt.Fprint(st.Stdout, mainUsage())
+		return exitOK
+	case 1:
+		if c := lookupCommand(args[0]); c != nil {
+			fmt.Fprint(st.Stdout, c.usage)
+			return exitOK
+		}
+		fmt.Fprintf(st.Stderr, "spin: help: unknown command %q\n", args[0])
+		st.hint("run: spin help")
+		return exitUsage
+	}
+	fmt.Fprintf(st.Stderr, "spin: help: want at most one command\n")
+	return exitUsage
+}
+
+// mainUsage returns spin's own usage text, listing the commands.
+func mainUsage() string {
+	var b strings.Builder
+	cmds := commands()
+	width := 0
+	for _, c := range cmds {
+		width = max(width, len(c.name))
+	}
+	names := make([]string, 0, len(cmds))
+	for _, c := range cmds {
+		names = append(names, fmt.Sprintf("    %-*s   %s\n", width, c.name, c.summary))
+	}
+	b.WriteString(strings.Join(names, ""))
+	return fmt.Sprintf(globalUsage, b.String())
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+
+	"spindle.dev"
+)
+
+const mkdirUsage = `Usage:
+    spin mkdir [-p] PATH...
+
+Makes each directory PATH. Its parent must exist, unless -p is given.
+
+Options:
+    -p, -parents   make missing parents too, and accept directories that exist
+    -h, -help      print this text
+
+Example:
+    $ spin mkdir -p @/photos/2026/summer
+`
+
+func runMkdir(ctx context.Context, st *State, args []string) error {
+	flags := st.flags()
+	parents := flags.Bool("parents", false, "")
+	flags.BoolVar(parents, "p", false, "")
+	if err := st.parse(flags, args); err != nil {
+		return err
+	}
+	if flags.NArg() == 0 {
+		return usagef("want at least one PATH")
+	}
+	c, err := st.Client(ctx)
+	if err != nil {
+		return err
+	}
+	failed := false
+	for _, arg := range flags.Args() {
+		name, err := st.spinPath(c, arg)
+		if err != nil {
+			failed = true
+			continue
+		}
+		if *parents {
+			err = mkdirAll(ctx, c, name)
+		} else {
+			_, err = c.MakeDirectory(ctx, name)
+		}
+		if err != nil {
+			st.fail(string(name), err)
+			failed = true
+		}
+	}
+	if failed {
+		return errFailed
+	}
+	return nil
+}
+
+// mkdirAll makes the directory name and any missing parents. A directory
+// that exists is fine; a file in the way is NotDir.
+func mkdirAll(ctx context.Context, c spindle.Client, name spindle.PathName) error {
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return err
+	}
+	// Find the longest prefix that exists, from the bottom: usually only
+	// the last few elements are missing.
+	n := p.NElem()
+	for ; n > 0; n-- {
+		dir := p.First(n).Path()
+		e, err := c.Lookup(ctx, dir, true)
+		if err == nil {
+			if !e.Attr.IsDir() {
+				return spindle.E(spindle.NotDir, dir)
+			}
+			break
+		}
+		if !errors.Is(err, spindle.NotExist) {
+			return err
+		}
+	}
+	for n++; n <= p.NElem(); n++ {
+		dir := p.First(n).Path()
+		if _, err := c.MakeDirectory(ctx, dir); err != nil && !errors.Is(err, spindle.Exist) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"spindle.dev"
+)
+
+const putUsage = `Usage:
+    spin put [-packing P] SRC PATH
+
+Stores the local file SRC, or stdin if SRC is -, as the spin file PATH,
+replacing any file there. Putting an Access or Group file re-wraps the keys
+of the files it governs, so that new readers can read them at once.
+
+Options:
+    -p, -packing P   how to store the file: ee (encrypted), eeintegrity (signed
+                     plain text) or plain; default: the config's packing, or ee
+    -h, -help        print this text
+
+Example:
+    $ spin put report.pdf @/docs/report.pdf
+    $ echo 'read: bob@example.com' | spin put - @/docs/Access
+`
+
+func runPut(ctx context.Context, st *State, args []string) error {
+	flags := st.flags()
+	packingName := flags.String("packing", "", "")
+	flags.StringVar(packingName, "p", "", "")
+	if err := st.parse(flags, args); err != nil {
+		return err
+	}
+	if flags.NArg() != 2 {
+		return usagef("want SRC and PATH, got %d arguments", flags.NArg())
+	}
+	packing, err := parsePacking(*packingName)
+	if err != nil {
+		return err
+	}
+	src, dst := flags.Arg(0), flags.Arg(1)
+	c, err := st.Client(ctx)
+	if err != nil {
+		return err
+	}
+	name, err := st.spinPath(c, dst)
+	if err != nil {
+		return err
+	}
+	if src == "-" {
+		if _, err := c.Put(ctx, name, st.Stdin, packing, nil); err != nil {
+			return st.fail(string(name), err)
+		}
+		return nil
+	}
+	return st.putFile(ctx, c, src, name, packing, true)
+}
+
+// parsePacking parses the value of a -packing flag; "" means the user's
+// default.
+func parsePacking(s string) (spindle.Packing, error) {
+	if s == "" {
+		return spindle.UnknownPack, nil
+	}
+	p, err := spindle.ParsePacking(s)
+	if err != nil {
+		return 0, usagef("-packing: unknown packing %q (want ee, eeintegrity or plain)", s)
+	}
+	return p, nil
+}
+
+// putFile stores the local file src as name, with a progress bar of its
+// own if bar is set and the file is large.
+func (st *State) putFile(ctx context.Context, c spindle.Client, src string, name spindle.PathName, packing spindle.Packing, bar bool) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return st.fail(src, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return st.fail(src, err)
+	}
+	if info.IsDir() {
+		st.errorf("%s: is a directory", src)
+		st.hint("to copy a directory, use: spin cp -R %s %s", src, name)
+		return errFailed
+	}
+	var pb *progress
+	if bar && info.Mode().IsRegular() {
+		pb = st.progress(info.Size(), fmt.Sprintf("put %s", base(name)))
+	}
+	_, err = c.Put(ctx, name, pb.reader(f), packing, nil)
+	pb.done(err == nil)
+	if err != nil {
+		return st.fail(string(name), err)
+	}
+	return nil
+}

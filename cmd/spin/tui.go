@@ -1,0 +1,287 @@
+package main
+
+// How spin talks to people. Every command follows these rules:
+//
+//   - Results (listings, file contents, key records, reports) go to stdout,
+//     and nothing else does, so that stdout can be piped or redirected.
+//   - Diagnostics go to stderr, one line each, lowercase, without a trailing
+//     period:
+//
+//	spin: <command>: <path>: <reason>
+//
+//     where reason starts with the error's kind ("permission denied",
+//     "private", "does not exist", ...) and may add detail after a colon.
+//   - A diagnostic may be followed by lines that tell the user what to do:
+//
+//	spin: hint: dave@example.com must list you in an Access file
+//
+//   - Binary data is never written to a terminal: get refuses and says how
+//     to write it to a file instead.
+//   - A progress bar is drawn on stderr, and only when stderr is a terminal
+//     and the transfer is large.
+//   - "-" as a source means stdin; "@" alone or at the start of a path
+//     ("@/docs/x") means the user's own root.
+//   - The exit code is 0 when everything worked, 1 when something failed
+//     (after all the work that could be done was done) and 2 for bad usage,
+//     in which case the command's usage text follows the diagnostic.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+
+	"golang.org/x/term"
+
+	"spindle.dev"
+)
+
+// The exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// A State is everything a command runs with: its own standard streams, the
+// configuration and the way to reach the network. Tests build one with
+// buffers as streams and a NewClient that returns an in-memory client, and
+// call run directly.
+type State struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+
+	// Context, if set, bounds every command; main cancels it on SIGINT.
+	Context context.Context
+
+	// Home is the user's home directory; if empty, os.UserHomeDir is used.
+	Home string
+	// ConfigFile is the configuration file; the -config flag sets it and
+	// it defaults to $HOME/spin/config.
+	ConfigFile string
+	// Config is the loaded configuration. If it is nil when a command
+	// needs it, it is loaded from ConfigFile.
+	Config *Config
+	// Log is the logger handed to the network client and node, writing to
+	// Stderr at the level -log names.
+	Log *slog.Logger
+
+	// NewClient connects to the network as cfg says. main sets it to
+	// dialClient (see dial.go).
+	NewClient func(ctx context.Context, cfg *Config) (spindle.Client, error)
+
+	// isTerminal reports whether w is a terminal. Nil means the real test
+	// (see isTerminal); tests set it to pretend.
+	isTerminal func(w io.Writer) bool
+
+	cmd    string         // The subcommand running, for diagnostics.
+	client spindle.Client // Made on first use by Client, closed by run.
+	mu     sync.Mutex     // Serialises diagnostics from concurrent workers.
+}
+
+// errFailed is returned by a command that has already printed why it failed.
+var errFailed = errors.New("failed")
+
+// errUsageReported is returned by a command that has already printed why
+// its command line is wrong.
+var errUsageReported = errors.New("bad usage")
+
+// errHelp is returned by a command that printed its usage because -help was given.
+var errHelp = errors.New("help requested")
+
+// A usageError is a mistake in the command line. run prints it followed by
+// the command's usage text and exits with status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// usagef returns a usageError.
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// flags returns a FlagSet for the command whose usage text is usage. Its
+// errors and usage are printed by parse, not by package flag.
+func (st *State) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet(st.cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parse parses args with fs, turning -help into errHelp and a bad flag into
+// a usageError.
+func (st *State) parse(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		return errHelp
+	default:
+		return &usageError{msg: err.Error()}
+	}
+}
+
+// Client returns the network client, connecting on first use.
+func (st *State) Client(ctx context.Context) (spindle.Client, error) {
+	if st.client != nil {
+		return st.client, nil
+	}
+	cfg, err := st.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	if st.NewClient == nil {
+		return nil, errors.New("no network client built in")
+	}
+	c, err := st.NewClient(ctx, cfg)
+	if err != nil {
+		st.errorf("cannot connect: %s", describeAll(err))
+		if cfg.Node != "" {
+			st.hint("is the node at %s running? start one with: spin node -home DIR", cfg.Node)
+		}
+		return nil, errFailed
+	}
+	st.client = c
+	return c, nil
+}
+
+// terminal reports whether w is a terminal.
+func (st *State) terminal(w io.Writer) bool {
+	if st.isTerminal != nil {
+		return st.isTerminal(w)
+	}
+	return isTerminal(w)
+}
+
+// isTerminal reports whether w is an *os.File open on a terminal.
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// errorf prints "spin: <command>: message" to stderr.
+func (st *State) errorf(format string, args ...any) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	msg := fmt.Sprintf(format, args...)
+	if st.cmd != "" {
+		fmt.Fprintf(st.Stderr, "spin: %s: %s\n", st.cmd, msg)
+	} else {
+		fmt.Fprintf(st.Stderr, "spin: %s\n", msg)
+	}
+}
+
+// hint prints "spin: hint: message" to stderr.
+func (st *State) hint(format string, args ...any) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	fmt.Fprintf(st.Stderr, "spin: hint: %s\n", fmt.Sprintf(format, args...))
+}
+
+// fail prints err as a diagnostic about path (a spin path or a local file
+// name, as the user gave it; the path inside err is preferred when set),
+// adds a hint where one helps, and returns errFailed.
+func (st *State) fail(path string, err error) error {
+	if err == nil || err == errFailed {
+		return err
+	}
+	p, msg := describe(err)
+	if p == "" {
+		p = path
+	}
+	if p != "" {
+		st.errorf("%s: %s", p, msg)
+	} else {
+		st.errorf("%s", msg)
+	}
+	st.hintFor(p, err)
+	return errFailed
+}
+
+// hintFor prints a hint that tells what to do about err on path, if any.
+func (st *State) hintFor(path string, err error) {
+	owner := spindle.UserName("")
+	if p, perr := spindle.Parse(spindle.PathName(path)); perr == nil {
+		owner = p.User()
+	}
+	me := spindle.UserName("")
+	if st.client != nil {
+		me = st.client.User()
+	}
+	switch spindle.KindOf(err) {
+	case spindle.Permission, spindle.Private:
+		if owner != "" && spindle.BaseUser(owner) != spindle.BaseUser(me) {
+			st.hint("%s must list you in an Access file", owner)
+		}
+	case spindle.CannotDecrypt:
+		if owner != "" && owner != me {
+			st.hint("ask %s to run: spin share -fix %s", owner, path)
+		} else if owner != "" {
+			st.hint("run: spin share -fix %s", path)
+		}
+	}
+}
+
+// describe returns the path an error names, if any, and the rest of it as
+// a diagnostic: the kind's text followed by the underlying cause, without
+// the chain of operations, which means nothing to a user.
+func describe(err error) (path, msg string) {
+	var pe *fs.PathError
+	var se *spindle.Error
+	switch {
+	case errors.As(err, &se):
+		kind := spindle.Other
+		var cause error
+		for e := error(se); e != nil; {
+			s, ok := e.(*spindle.Error)
+			if !ok {
+				cause = e
+				break
+			}
+			if path == "" && s.Path != "" {
+				path = string(s.Path)
+			}
+			if kind == spindle.Other && s.Kind != spindle.Other {
+				kind = s.Kind
+			}
+			e = s.Err
+		}
+		var parts []string
+		if kind != spindle.Other {
+			parts = append(parts, kind.Error())
+		}
+		if cause != nil {
+			if cp, cmsg := describe(cause); cmsg != kind.Error() {
+				if cp != "" && cp != path {
+					cmsg = cp + ": " + cmsg
+				}
+				parts = append(parts, cmsg)
+			}
+		}
+		if len(parts) == 0 {
+			parts = append(parts, se.Error())
+		}
+		return path, strings.Join(parts, ": ")
+	case errors.As(err, &pe):
+		return pe.Path, pe.Err.Error()
+	}
+	return "", err.Error()
+}
+
+// describeAll is describe with the path kept in the message.
+func describeAll(err error) string {
+	p, msg := describe(err)
+	if p != "" {
+		return p + ": " + msg
+	}
+	return msg
+}

@@ -461,19 +461,23 @@ func cleanElems(s string) bool {
 	if s == "" {
 		return true
 	}
-	for {
-		i := strings.IndexByte(s, '/')
-		elem := s
-		if i >= 0 {
-			elem = s[:i]
-		}
-		if elem == "" || elem == "." || elem == ".." {
-			return false
-		}
-		if i < 0 {
+	if s[0] == '/' || s[len(s)-1] == '/' || strings.Contains(s, "//") {
+		return false
+	}
+	// Look only at the dots: "." and ".." elements are rare in practice.
+	for i := 0; ; {
+		d := strings.IndexByte(s[i:], '.')
+		if d < 0 {
 			return true
 		}
-		s = s[i+1:]
+		i += d
+		if i == 0 || s[i-1] == '/' { // A dot starts an element.
+			rest := s[i:]
+			if rest == "." || rest == ".." || strings.HasPrefix(rest, "./") || strings.HasPrefix(rest, "../") {
+				return false
+			}
+		}
+		i++
 	}
 }
 
@@ -540,15 +544,19 @@ func WhichAccess(name spindle.PathName, load AccessLoader) (*Access, error) {
 
 // whichAccess is WhichAccess for a parsed name. Its errors carry no Op.
 func whichAccess(p spindle.Parsed, load AccessLoader) (*Access, error) {
-	n := p.NElem()
+	path := string(p.Path())
+	root := strings.IndexByte(path, '/') + 1 // The root, "user/", is path[:root].
+	end := len(path)                         // The directory to look in is path[:end].
 	if p.Last() == accessName {
-		n-- // An Access file has no children: start in its directory.
+		end = strings.LastIndexByte(path, '/') // An Access file has no children: start in its directory.
 	}
-	for ; n >= 0; n-- {
-		dir := p.First(n)
-		file := dir.Path() + accessName
-		if n > 0 {
-			file = dir.Path() + "/" + accessName
+	for {
+		var file spindle.PathName
+		if end <= root {
+			end = root
+			file = spindle.PathName(path[:root] + accessName)
+		} else {
+			file = spindle.PathName(path[:end] + "/" + accessName)
 		}
 		a, err := load(file)
 		if err != nil {
@@ -560,8 +568,11 @@ func whichAccess(p spindle.Parsed, load AccessLoader) (*Access, error) {
 			}
 			return a, nil
 		}
+		if end == root {
+			return New(p.Path()), nil
+		}
+		end = strings.LastIndexByte(path[:end], '/')
 	}
-	return New(p.Path()), nil
 }
 
 // Can reports whether user has right on name, finding the governing Access

@@ -1,0 +1,646 @@
+package keyraft
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"spindle.dev"
+)
+
+// ErrNotLeader is the cause of the Transient error that Put returns on a
+// member that is not the leader: errors.Is(err, ErrNotLeader) tells the
+// caller to forward the request to [Cluster.Leader].
+var ErrNotLeader = errors.New("this member is not the key cluster's leader")
+
+// Defaults for the fields of Config.
+const (
+	DefaultApplyTimeout = 10 * time.Second
+	DefaultOpenTimeout  = 30 * time.Second
+)
+
+// Config configures a member of a key cluster. Dir, ID, Listener and Dial
+// are required; the zero value of every other field works.
+type Config struct {
+	// Dir is the member's home. The Raft log, stable store and snapshots
+	// live in Dir/raft/ and the member's note signing key in
+	// Dir/raft/notekey. An empty Dir keeps everything in memory, for tests:
+	// nothing survives Close.
+	Dir string
+
+	// ID names the member: its Raft server ID and address, which for a
+	// Spindle node is its libp2p peer ID. It may not contain spaces or '+'.
+	ID string
+
+	// Listener accepts the connections of other members; Dial connects to
+	// the member with the given ID. Node passes a listener and a dialer of
+	// libp2p streams. The cluster owns Listener and closes it on Close.
+	Listener net.Listener
+	Dial     func(ctx context.Context, id string) (net.Conn, error)
+
+	// Bootstrap makes a fresh member (one whose Dir holds no Raft state)
+	// the sole voter of a new cluster. It is ignored when Dir holds state.
+	Bootstrap bool
+
+	// Logger receives the member's log and Raft's; nil means slog.Default().
+	Logger *slog.Logger
+
+	// ApplyTimeout bounds how long Put waits for the cluster to commit a
+	// change; zero means DefaultApplyTimeout.
+	ApplyTimeout time.Duration
+
+	// NoteKey, if set, is the note signer key (as made by note.GenerateKey
+	// with the name "spindle-keyraft/"+ID) that signs tree heads; if empty
+	// the key is read from Dir/raft/notekey, made there on first use.
+	NoteKey string
+
+	// For tests in this package: a transport to use instead of Listener
+	// and Dial (raft's in-memory one), and a hook to tune Raft's timing.
+	transport raft.Transport
+	tune      func(*raft.Config)
+}
+
+// A Cluster is one member of a key cluster: a Raft replica of the user
+// records and their transparency log. Any member serves lookups and proofs
+// from its own replica (which may lag the leader); only the leader accepts
+// Put. A Cluster is safe for concurrent use.
+type Cluster struct {
+	cfg    Config
+	log    *slog.Logger
+	raft   *raft.Raft
+	fsm    *fsm
+	trans  raft.Transport
+	stores []io.Closer
+	signer note.Signer
+	vkey   string
+
+	headMu   sync.Mutex
+	headTree tlog.Tree
+	head     []byte // Signed note of headTree, or nil.
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ spindle.KeyServer = (*Cluster)(nil)
+
+// Open starts a member. When the cluster's configuration names this member
+// alone (always so for a bootstrapped one-member cluster), Open waits,
+// bounded by ctx and DefaultOpenTimeout, until the member leads and has
+// applied its whole log, so that lookups see every committed record.
+// Otherwise it returns at once and the member catches up in the background.
+func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	const op spindle.Op = "keyraft.Open"
+	if cfg.ID == "" || strings.ContainsFunc(cfg.ID, func(r rune) bool { return r == '+' || unicode.IsSpace(r) || !unicode.IsPrint(r) }) {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("bad member ID %q", cfg.ID))
+	}
+	if cfg.transport == nil && (cfg.Listener == nil || cfg.Dial == nil) {
+		return nil, spindle.E(op, spindle.Invalid, "config needs a Listener and a Dial function")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ApplyTimeout <= 0 {
+		cfg.ApplyTimeout = DefaultApplyTimeout
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Logger.With("member", cfg.ID), fsm: newFSM()}
+	hl := newHCLogger(c.log, "raft")
+	defer func() {
+		if err != nil {
+			c.closeAll()
+		}
+	}()
+
+	var (
+		logs   raft.LogStore
+		stable raft.StableStore
+		snaps  raft.SnapshotStore
+	)
+	if cfg.Dir == "" {
+		mem := raft.NewInmemStore()
+		logs, stable, snaps = mem, mem, raft.NewInmemSnapshotStore()
+	} else {
+		dir := filepath.Join(cfg.Dir, "raft")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, spindle.E(op, spindle.IO, err)
+		}
+		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+		if err != nil {
+			return nil, spindle.E(op, spindle.IO, fmt.Errorf("open raft store: %w", err))
+		}
+		c.stores = append(c.stores, bolt)
+		logs, stable = bolt, bolt
+		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl.Named("snapshots"))
+		if err != nil {
+			return nil, spindle.E(op, spindle.IO, fmt.Errorf("open snapshot store: %w", err))
+		}
+		snaps = fss
+	}
+	if err := c.loadNoteKey(); err != nil {
+		return nil, spindle.E(op, err)
+	}
+
+	if cfg.transport != nil {
+		c.trans = cfg.transport
+	} else {
+		c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:  &streamLayer{ln: cfg.Listener, id: cfg.ID, dial: cfg.Dial},
+			MaxPool: 3,
+			Timeout: 10 * time.Second,
+			Logger:  hl.Named("transport"),
+		})
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.Logger = hl
+	if cfg.tune != nil {
+		cfg.tune(rc)
+	}
+	if cfg.Bootstrap {
+		has, err := raft.HasExistingState(logs, stable, snaps)
+		if err != nil {
+			return nil, spindle.E(op, spindle.IO, fmt.Errorf("read raft state: %w", err))
+		}
+		if !has {
+			conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: raft.ServerAddress(cfg.ID)}}}
+			if err := raft.BootstrapCluster(rc, logs, stable, snaps, c.trans, conf); err != nil {
+				return nil, spindle.E(op, spindle.IO, fmt.Errorf("bootstrap: %w", err))
+			}
+			c.log.Info("bootstrapped a new key cluster")
+		}
+	}
+	r, err := raft.NewRaft(rc, c.fsm, logs, stable, snaps, c.trans)
+	if err != nil {
+		return nil, spindle.E(op, spindle.IO, fmt.Errorf("start raft: %w", err))
+	}
+	c.raft = r
+
+	f := r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, spindle.E(op, spindle.Internal, err)
+	}
+	if s := f.Configuration().Servers; len(s) == 1 && s[0].ID == rc.LocalID {
+		ctx, cancel := context.WithTimeout(ctx, DefaultOpenTimeout)
+		defer cancel()
+		if _, err := c.WaitLeader(ctx); err != nil {
+			return nil, spindle.E(op, err)
+		}
+		if err := c.wait(ctx, r.Barrier(cfg.ApplyTimeout)); err != nil {
+			return nil, spindle.E(op, spindle.Transient, fmt.Errorf("apply the log: %w", err))
+		}
+	}
+	return c, nil
+}
+
+// loadNoteKey sets up the note signer from the config or from Dir/raft/notekey.
+func (c *Cluster) loadNoteKey() error {
+	name := keyName(c.cfg.ID)
+	skey := c.cfg.NoteKey
+	if skey == "" {
+		var path string
+		if c.cfg.Dir != "" {
+			path = filepath.Join(c.cfg.Dir, "raft", "notekey")
+			b, err := os.ReadFile(path)
+			if err == nil {
+				skey = strings.TrimSpace(string(b))
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return spindle.E(spindle.IO, fmt.Errorf("read note key: %w", err))
+			}
+		}
+		if skey == "" {
+			s, _, err := note.GenerateKey(rand.Reader, name)
+			if err != nil {
+				return spindle.E(spindle.Internal, err)
+			}
+			skey = s
+			if path != "" {
+				if err := writeFileSync(path, []byte(skey+"\n"), 0o600); err != nil {
+					return spindle.E(spindle.IO, fmt.Errorf("write note key: %w", err))
+				}
+			}
+		}
+	}
+	s, err := note.NewSigner(skey)
+	if err != nil {
+		return spindle.E(spindle.Invalid, fmt.Errorf("note key: %v", err))
+	}
+	if s.Name() != name {
+		return spindle.E(spindle.Invalid, fmt.Sprintf("note key is named %q, want %q", s.Name(), name))
+	}
+	vkey, err := vkeyOf(name, skey)
+	if err != nil {
+		return spindle.E(spindle.Invalid, fmt.Errorf("note key: %v", err))
+	}
+	c.signer, c.vkey = s, vkey
+	return nil
+}
+
+// vkeyOf derives the verifier key of a note signer key, which has the form
+// "PRIVATE+KEY+<name>+<hash>+<base64 of 0x01 and the Ed25519 seed>".
+func vkeyOf(name, skey string) (string, error) {
+	parts := strings.SplitN(skey, "+", 5)
+	if len(parts) != 5 {
+		return "", errors.New("malformed signer key")
+	}
+	key, err := base64.StdEncoding.DecodeString(parts[4])
+	if err != nil || len(key) != 1+ed25519.SeedSize || key[0] != 1 {
+		return "", errors.New("signer key is not an Ed25519 key")
+	}
+	pub := ed25519.NewKeyFromSeed(key[1:]).Public().(ed25519.PublicKey)
+	return note.NewEd25519VerifierKey(name, pub)
+}
+
+func writeFileSync(path string, data []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// VerifierKey returns the note verifier key of this member's tree-head
+// signing key, which clients give to [NewChecker] or [NewVerifiers].
+func (c *Cluster) VerifierKey() string { return c.vkey }
+
+// ID returns the member's ID.
+func (c *Cluster) ID() string { return c.cfg.ID }
+
+// Leader returns the ID of the member this member believes leads the
+// cluster, or "" if it knows of none.
+func (c *Cluster) Leader() string {
+	_, id := c.raft.LeaderWithID()
+	return string(id)
+}
+
+// IsLeader reports whether this member is the leader.
+func (c *Cluster) IsLeader() bool { return c.raft.State() == raft.Leader }
+
+// WaitLeader waits until the cluster has a leader and returns its ID. It
+// fails with Transient when ctx ends first.
+func (c *Cluster) WaitLeader(ctx context.Context) (string, error) {
+	const op spindle.Op = "keyraft.WaitLeader"
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if id := c.Leader(); id != "" {
+			return id, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", spindle.E(op, spindle.Transient, fmt.Errorf("no leader elected: %w", ctx.Err()))
+		case <-t.C:
+		}
+	}
+}
+
+// Members returns the IDs of the cluster's voters, as this member knows them.
+func (c *Cluster) Members(ctx context.Context) ([]string, error) {
+	const op spindle.Op = "keyraft.Members"
+	f := c.raft.GetConfiguration()
+	if err := c.wait(ctx, f); err != nil {
+		return nil, spindle.E(op, spindle.Transient, err)
+	}
+	var ids []string
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			ids = append(ids, string(s.ID))
+		}
+	}
+	return ids, nil
+}
+
+// AddVoter adds the member with the given ID to the cluster as a voter. It
+// must be called on the leader (else Transient wrapping ErrNotLeader).
+// Adding a member that is already a voter is not an error.
+func (c *Cluster) AddVoter(ctx context.Context, id string) error {
+	const op spindle.Op = "keyraft.AddVoter"
+	if id == "" {
+		return spindle.E(op, spindle.Invalid, "empty member ID")
+	}
+	f := c.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(id), 0, c.cfg.ApplyTimeout)
+	if err := c.wait(ctx, f); err != nil {
+		return spindle.E(op, c.raftError(err), fmt.Errorf("add %s: %w", id, err))
+	}
+	return nil
+}
+
+// RemoveServer removes the member with the given ID from the cluster. It
+// must be called on the leader.
+func (c *Cluster) RemoveServer(ctx context.Context, id string) error {
+	const op spindle.Op = "keyraft.RemoveServer"
+	f := c.raft.RemoveServer(raft.ServerID(id), 0, c.cfg.ApplyTimeout)
+	if err := c.wait(ctx, f); err != nil {
+		return spindle.E(op, c.raftError(err), fmt.Errorf("remove %s: %w", id, err))
+	}
+	return nil
+}
+
+// Lookup implements [spindle.KeyServer]. It returns the current record of
+// name from this member's replica. Error kinds: Invalid (bad name),
+// NotExist.
+func (c *Cluster) Lookup(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
+	const op spindle.Op = "keyraft.Lookup"
+	if err := ctx.Err(); err != nil {
+		return nil, spindle.E(op, spindle.Transient, name, err)
+	}
+	canon, err := spindle.CleanUser(name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	c.fsm.mu.RLock()
+	defer c.fsm.mu.RUnlock()
+	e := c.fsm.st.current(canon)
+	if e == nil {
+		return nil, spindle.E(op, spindle.NotExist, canon)
+	}
+	return clone(e.rec), nil
+}
+
+// Put implements [spindle.KeyServer]. It checks the record against the
+// policy (see the package documentation) and, on the leader, commits it
+// through Raft, returning once it is applied on this member; the record
+// is checked again when applied. Putting the current record again is not
+// an error. On a member that is not the leader Put returns Transient
+// wrapping [ErrNotLeader], after checking the record, and the caller
+// forwards the request to [Cluster.Leader]. Error kinds: Invalid,
+// Permission, Exist, NotExist (update of an unregistered user), Transient
+// (no leader, timeout, or ctx done: the change may or may not commit, and
+// repeating the Put is safe).
+func (c *Cluster) Put(ctx context.Context, u *spindle.User) error {
+	const op spindle.Op = "keyraft.Put"
+	if u == nil {
+		return spindle.E(op, spindle.Invalid, "nil record")
+	}
+	rec := clone(u)
+	c.fsm.mu.RLock()
+	dup, err := c.fsm.st.check(rec, true)
+	c.fsm.mu.RUnlock()
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	if dup {
+		return nil
+	}
+	if c.raft.State() != raft.Leader {
+		return spindle.E(op, spindle.Transient, rec.Name, fmt.Errorf("%w (leader: %q)", ErrNotLeader, c.Leader()))
+	}
+	cmd := append([]byte{cmdPut}, EncodeRecord(rec)...)
+	f := c.raft.Apply(cmd, c.cfg.ApplyTimeout)
+	if err := c.wait(ctx, f); err != nil {
+		return spindle.E(op, c.raftError(err), rec.Name, err)
+	}
+	if err, ok := f.Response().(error); ok && err != nil {
+		return spindle.E(op, err)
+	}
+	return nil
+}
+
+// wait waits for a raft future, bounded by ctx and the apply timeout.
+func (c *Cluster) wait(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	timer := time.NewTimer(c.cfg.ApplyTimeout + time.Second)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("outcome unknown: %w", ctx.Err())
+	case <-timer.C:
+		return fmt.Errorf("outcome unknown: no answer from raft within %v", c.cfg.ApplyTimeout)
+	}
+}
+
+// raftError returns the Kind of an error from raft or from wait.
+func (c *Cluster) raftError(err error) spindle.Kind {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrAbortedByRestore),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return spindle.Transient
+	}
+	if strings.HasPrefix(err.Error(), "outcome unknown") {
+		return spindle.Transient
+	}
+	return spindle.Other
+}
+
+// signedHead returns the signed head of the tree t, signing it once per tree.
+func (c *Cluster) signedHead(t tlog.Tree) ([]byte, error) {
+	c.headMu.Lock()
+	defer c.headMu.Unlock()
+	if c.head != nil && c.headTree == t {
+		return c.head, nil
+	}
+	h, err := signHead(c.signer, t)
+	if err != nil {
+		return nil, spindle.E(spindle.Internal, err)
+	}
+	c.headTree, c.head = t, h
+	return h, nil
+}
+
+// Head returns this member's current signed tree head.
+func (c *Cluster) Head(ctx context.Context) ([]byte, error) {
+	const op spindle.Op = "keyraft.Head"
+	c.fsm.mu.RLock()
+	n := c.fsm.st.size()
+	th, err := c.fsm.st.treeHash(n)
+	c.fsm.mu.RUnlock()
+	if err != nil {
+		return nil, spindle.E(op, spindle.Internal, err)
+	}
+	h, err := c.signedHead(tlog.Tree{N: n, Hash: th})
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return append([]byte(nil), h...), nil
+}
+
+// LookupProof returns name's current record with a proof of its inclusion
+// in the transparency log, against this member's current signed tree head.
+// Error kinds: Invalid, NotExist.
+func (c *Cluster) LookupProof(ctx context.Context, name spindle.UserName) (*Proof, error) {
+	const op spindle.Op = "keyraft.LookupProof"
+	canon, err := spindle.CleanUser(name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	ps, err := c.proofs(canon, true)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return ps[0], nil
+}
+
+// History returns every version of name's record, oldest first, each with
+// its inclusion proof against one signed tree head, so that the owner can
+// audit every change ever made to the record (see [VerifyHistory]). Error
+// kinds: Invalid, NotExist.
+func (c *Cluster) History(ctx context.Context, name spindle.UserName) ([]*Proof, error) {
+	const op spindle.Op = "keyraft.History"
+	canon, err := spindle.CleanUser(name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	ps, err := c.proofs(canon, false)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return ps, nil
+}
+
+// proofs returns proofs for name's current version, or for all of them.
+func (c *Cluster) proofs(name spindle.UserName, currentOnly bool) ([]*Proof, error) {
+	c.fsm.mu.RLock()
+	st := c.fsm.st
+	idx := st.users[name]
+	if len(idx) == 0 {
+		c.fsm.mu.RUnlock()
+		return nil, spindle.E(spindle.NotExist, name)
+	}
+	if currentOnly {
+		idx = idx[len(idx)-1:]
+	}
+	n := st.size()
+	th, err := st.treeHash(n)
+	var ps []*Proof
+	for _, i := range idx {
+		if err != nil {
+			break
+		}
+		var rp tlog.RecordProof
+		rp, err = tlog.ProveRecord(n, i, st)
+		ps = append(ps, &Proof{Record: append([]byte(nil), st.entries[i].enc...), Index: i, Inclusion: rp})
+	}
+	c.fsm.mu.RUnlock()
+	if err != nil {
+		return nil, spindle.E(spindle.Internal, name, fmt.Errorf("prove record: %w", err))
+	}
+	head, err := c.signedHead(tlog.Tree{N: n, Hash: th})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		p.Head = append([]byte(nil), head...)
+	}
+	return ps, nil
+}
+
+// ConsistencyProof implements [TreeProver]: it proves that this member's log
+// of newSize records extends its log of oldSize records. It fails with
+// Invalid unless 0 < oldSize <= newSize <= the log's size.
+func (c *Cluster) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error) {
+	const op spindle.Op = "keyraft.ConsistencyProof"
+	c.fsm.mu.RLock()
+	defer c.fsm.mu.RUnlock()
+	if n := c.fsm.st.size(); oldSize < 1 || oldSize > newSize || newSize > n {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("no proof from %d to %d records in a log of %d", oldSize, newSize, n))
+	}
+	p, err := tlog.ProveTree(newSize, oldSize, c.fsm.st)
+	if err != nil {
+		return nil, spindle.E(op, spindle.Internal, err)
+	}
+	return p, nil
+}
+
+// Close shuts the member down: Raft stops, the transport and listener are
+// closed, and the stores are closed, after which Close returns. Everything
+// committed was made durable before Put returned. Close may be called more
+// than once.
+func (c *Cluster) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.closeAll() })
+	return c.closeErr
+}
+
+func (c *Cluster) closeAll() error {
+	var errs []error
+	if c.raft != nil {
+		if err := c.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("shut down raft: %w", err))
+		}
+	}
+	switch {
+	case c.cfg.transport != nil:
+		// The test that made the transport closes it.
+	case c.trans != nil:
+		if cl, ok := c.trans.(io.Closer); ok {
+			if err := cl.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close transport: %w", err))
+			}
+		}
+	case c.cfg.Listener != nil:
+		c.cfg.Listener.Close()
+	}
+	for _, s := range c.stores {
+		if err := s.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close store: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		return spindle.E(spindle.Op("keyraft.Close"), spindle.IO, errors.Join(errs...))
+	}
+	return nil
+}
+
+// streamLayer is a raft.StreamLayer over a listener and a dial function.
+// Its address is the member's ID.
+type streamLayer struct {
+	ln   net.Listener
+	id   string
+	dial func(ctx context.Context, id string) (net.Conn, error)
+}
+
+func (s *streamLayer) Accept() (net.Conn, error) { return s.ln.Accept() }
+func (s *streamLayer) Close() error              { return s.ln.Close() }
+func (s *streamLayer) Addr() net.Addr            { return idAddr(s.id) }
+
+func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.dial(ctx, string(addr))
+}
+
+// idAddr is a net.Addr that is a member ID.
+type idAddr string
+
+func (a idAddr) Network() string { return "spindle-keyraft" }
+func (a idAddr) String() string  { return string(a) }

@@ -1,0 +1,317 @@
+package keyraft
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"unicode"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"spindle.dev"
+)
+
+// Limits on a key record. A record that exceeds one is Invalid.
+const (
+	MaxDirHosts     = 16       // Dir hosts named in one record.
+	MaxPeerAddrLen  = 512      // Bytes in one dir host address.
+	MaxSignatureLen = 128      // Bytes in a signature (a P-256 DER signature is at most 72).
+	MaxRecordSize   = 16 << 10 // Bytes in an encoded record.
+)
+
+// HashSize is the size of a record hash, as carried in [spindle.User.Prev].
+const HashSize = tlog.HashSize
+
+// signingDomain separates record signatures from every other use of a user's key.
+const signingDomain = "spindle.dev/keyraft signed record v1\n"
+
+// recordMagic starts an encoded record.
+const recordMagic = "SPKR\x01"
+
+// SigningDigest returns the SHA-256 digest that a key record's signer signs:
+// a domain-separation string followed by the record's Name, PublicKey,
+// DirHosts, Version, Prev and SignedBy, each string or byte field prefixed by
+// its length as a uvarint, the dir host list by its count, and the version as
+// 8 bytes big-endian. The signature itself is not covered. Verify the result
+// with spindle.Verify(key, SigningDigest(u), u.Signature).
+func SigningDigest(u *spindle.User) []byte {
+	b := appendBody([]byte(signingDomain), u)
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+func appendBody(b []byte, u *spindle.User) []byte {
+	b = appendString(b, string(u.Name))
+	b = appendString(b, string(u.PublicKey))
+	b = binary.AppendUvarint(b, uint64(len(u.DirHosts)))
+	for _, h := range u.DirHosts {
+		b = appendString(b, string(h))
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(u.Version))
+	b = appendString(b, string(u.Prev))
+	b = appendString(b, string(u.SignedBy))
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// EncodeRecord returns the canonical encoding of a key record, signature
+// included: the form in which records travel, are replicated and are
+// appended to the transparency log. [DecodeRecord] reverses it.
+func EncodeRecord(u *spindle.User) []byte {
+	b := appendBody([]byte(recordMagic), u)
+	return appendString(b, string(u.Signature))
+}
+
+// RecordHash returns the hash of a key record: the hash of its leaf in the
+// transparency log, and the value the next version carries in Prev.
+func RecordHash(u *spindle.User) []byte {
+	h := tlog.RecordHash(EncodeRecord(u))
+	return h[:]
+}
+
+// DecodeRecord decodes a record encoded by [EncodeRecord] and checks that it
+// is well formed (see [CheckRecord]). Bytes that are not exactly such an
+// encoding, including non-canonical ones, are Invalid. DecodeRecord is safe
+// on untrusted input.
+func DecodeRecord(data []byte) (*spindle.User, error) {
+	const op spindle.Op = "keyraft.DecodeRecord"
+	u, err := decodeRecord(data)
+	if err != nil {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Errorf("malformed record: %w", err))
+	}
+	if err := checkRecord(u); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return u, nil
+}
+
+func decodeRecord(data []byte) (*spindle.User, error) {
+	if len(data) > MaxRecordSize {
+		return nil, fmt.Errorf("%d bytes, more than %d", len(data), MaxRecordSize)
+	}
+	if !bytes.HasPrefix(data, []byte(recordMagic)) {
+		return nil, errors.New("bad magic")
+	}
+	d := decoder{data: data[len(recordMagic):]}
+	u := new(spindle.User)
+	u.Name = spindle.UserName(d.string(spindle.MaxUserNameLen))
+	u.PublicKey = spindle.PublicKey(d.string(256))
+	n := d.uvarint()
+	if n > MaxDirHosts {
+		return nil, fmt.Errorf("%d dir hosts, more than %d", n, MaxDirHosts)
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		u.DirHosts = append(u.DirHosts, spindle.PeerAddr(d.string(MaxPeerAddrLen)))
+	}
+	v := d.uint64()
+	if v > math.MaxInt64 {
+		return nil, errors.New("version out of range")
+	}
+	u.Version = int64(v)
+	if p := d.string(HashSize); p != "" {
+		u.Prev = []byte(p)
+	}
+	u.SignedBy = spindle.UserName(d.string(spindle.MaxUserNameLen))
+	if s := d.string(MaxSignatureLen); s != "" {
+		u.Signature = spindle.Signature(s)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.data) != 0 {
+		return nil, errors.New("trailing bytes")
+	}
+	if !bytes.Equal(EncodeRecord(u), data) {
+		return nil, errors.New("non-canonical encoding")
+	}
+	return u, nil
+}
+
+// CheckRecord reports whether a record is well formed on its own, without
+// regard to the cluster's state: a valid canonical user name other than
+// spindle.AllUsers, a canonical P-256 public key, at most MaxDirHosts
+// distinct dir hosts of at most MaxPeerAddrLen printable bytes each, a
+// positive version, a Prev of HashSize bytes exactly when the version is
+// above 1, a signer that is the user or (for a +suffix user) its base user,
+// and a non-empty signature of at most MaxSignatureLen bytes. Every failure
+// is Invalid.
+func CheckRecord(u *spindle.User) error {
+	const op spindle.Op = "keyraft.CheckRecord"
+	if err := checkRecord(u); err != nil {
+		return spindle.E(op, err)
+	}
+	return nil
+}
+
+func checkRecord(u *spindle.User) error {
+	if u == nil {
+		return spindle.E(spindle.Invalid, "nil record")
+	}
+	canon, err := spindle.CleanUser(u.Name)
+	if err != nil {
+		return spindle.E(spindle.Invalid, u.Name, err)
+	}
+	if canon != u.Name {
+		return spindle.E(spindle.Invalid, u.Name, "user name is not canonical; want "+string(canon))
+	}
+	if u.Name == spindle.AllUsers {
+		return spindle.E(spindle.Invalid, u.Name, "reserved user name")
+	}
+	pub, err := spindle.ParsePublicKey(u.PublicKey)
+	if err != nil {
+		return spindle.E(spindle.Invalid, u.Name, err)
+	}
+	if k, err := spindle.FormatPublicKey(pub); err != nil || k != u.PublicKey {
+		return spindle.E(spindle.Invalid, u.Name, "public key is not in canonical form")
+	}
+	if len(u.DirHosts) > MaxDirHosts {
+		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("%d dir hosts, more than %d", len(u.DirHosts), MaxDirHosts))
+	}
+	for i, h := range u.DirHosts {
+		if err := checkPeerAddr(h); err != nil {
+			return spindle.E(spindle.Invalid, u.Name, fmt.Errorf("dir host %d: %w", i, err))
+		}
+		for _, g := range u.DirHosts[:i] {
+			if g == h {
+				return spindle.E(spindle.Invalid, u.Name, fmt.Errorf("dir host %q listed twice", h))
+			}
+		}
+	}
+	switch {
+	case u.Version < 1:
+		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("version %d; versions start at 1", u.Version))
+	case u.Version == 1 && len(u.Prev) != 0:
+		return spindle.E(spindle.Invalid, u.Name, "version 1 has a previous-record hash")
+	case u.Version > 1 && len(u.Prev) != HashSize:
+		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("previous-record hash has %d bytes, want %d", len(u.Prev), HashSize))
+	}
+	if u.SignedBy != u.Name && u.SignedBy != spindle.BaseUser(u.Name) {
+		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("signer %q is neither the user nor its base user", u.SignedBy))
+	}
+	if len(u.Signature) == 0 {
+		return spindle.E(spindle.Invalid, u.Name, "record is not signed")
+	}
+	if len(u.Signature) > MaxSignatureLen {
+		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("signature of %d bytes, more than %d", len(u.Signature), MaxSignatureLen))
+	}
+	if n := len(EncodeRecord(u)); n > MaxRecordSize {
+		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("record of %d bytes, more than %d", n, MaxRecordSize))
+	}
+	return nil
+}
+
+func checkPeerAddr(h spindle.PeerAddr) error {
+	if h == "" {
+		return errors.New("empty address")
+	}
+	if len(h) > MaxPeerAddrLen {
+		return fmt.Errorf("address of %d bytes, more than %d", len(h), MaxPeerAddrLen)
+	}
+	if i := strings.IndexFunc(string(h), func(r rune) bool {
+		return r > unicode.MaxASCII || !unicode.IsPrint(r) || r == ' '
+	}); i >= 0 {
+		return fmt.Errorf("address %q holds a space, control or non-ASCII character", h)
+	}
+	return nil
+}
+
+// Sign fills in u.SignedBy and u.Signature, signing the record with s, which
+// must hold the key that the cluster's policy requires: the user's own key
+// for a new record, the key of the record being replaced for an update, or
+// the base user's current key for a +suffix user.
+func Sign(u *spindle.User, s spindle.Signer) error {
+	const op spindle.Op = "keyraft.Sign"
+	u.SignedBy = s.UserName()
+	sig, err := s.Sign(SigningDigest(u))
+	if err != nil {
+		return spindle.E(op, u.Name, err)
+	}
+	u.Signature = sig
+	return nil
+}
+
+// Next returns a copy of cur with the version advanced and Prev set to the
+// hash of cur, unsigned: the starting point of an update to cur.
+func Next(cur *spindle.User) *spindle.User {
+	u := clone(cur)
+	u.Version = cur.Version + 1
+	u.Prev = RecordHash(cur)
+	u.SignedBy = ""
+	u.Signature = nil
+	return u
+}
+
+// clone returns a deep copy of u.
+func clone(u *spindle.User) *spindle.User {
+	c := *u
+	c.DirHosts = append([]spindle.PeerAddr(nil), u.DirHosts...)
+	c.Prev = bytes.Clone(u.Prev)
+	c.Signature = bytes.Clone(u.Signature)
+	return &c
+}
+
+// decoder reads the fields of the binary encodings. The first error sticks.
+type decoder struct {
+	data []byte
+	err  error
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	n, k := binary.Uvarint(d.data)
+	if k <= 0 {
+		d.fail(errors.New("bad uvarint"))
+		return 0
+	}
+	d.data = d.data[k:]
+	return n
+}
+
+func (d *decoder) uint64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.data) < 8 {
+		d.fail(errors.New("short data"))
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.data)
+	d.data = d.data[8:]
+	return v
+}
+
+func (d *decoder) bytes(max int) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(max) {
+		d.fail(fmt.Errorf("field of %d bytes, more than %d", n, max))
+		return nil
+	}
+	if n > uint64(len(d.data)) {
+		d.fail(errors.New("short data"))
+		return nil
+	}
+	b := d.data[:n:n]
+	d.data = d.data[n:]
+	return b
+}
+
+func (d *decoder) string(max int) string { return string(d.bytes(max)) }

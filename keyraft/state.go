@@ -1,0 +1,135 @@
+package keyraft
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"spindle.dev"
+)
+
+// state is the replicated state: every accepted record in log order, the
+// stored hashes of the Merkle log over them, and each user's versions.
+// It is changed only by add, which callers serialise; readers hold the
+// fsm's read lock.
+type state struct {
+	entries []entry                      // Accepted records, in log order; entry i is leaf i.
+	hashes  []tlog.Hash                  // Stored hashes of the tree over entries (tlog layout).
+	users   map[spindle.UserName][]int64 // Leaf indices of each user's versions, oldest first.
+}
+
+type entry struct {
+	enc  []byte        // EncodeRecord of rec.
+	rec  *spindle.User // Never handed out; callers get clones.
+	hash tlog.Hash     // tlog.RecordHash(enc).
+}
+
+func newState() *state {
+	return &state{users: make(map[spindle.UserName][]int64)}
+}
+
+// size returns the number of records in the log.
+func (s *state) size() int64 { return int64(len(s.entries)) }
+
+// current returns the current entry of name, or nil.
+func (s *state) current(name spindle.UserName) *entry {
+	idx := s.users[name]
+	if len(idx) == 0 {
+		return nil
+	}
+	return &s.entries[idx[len(idx)-1]]
+}
+
+// ReadHashes implements tlog.HashReader over the stored hashes.
+func (s *state) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, x := range indexes {
+		if x < 0 || x >= int64(len(s.hashes)) {
+			return nil, fmt.Errorf("stored hash %d out of range (have %d)", x, len(s.hashes))
+		}
+		out[i] = s.hashes[x]
+	}
+	return out, nil
+}
+
+// treeHash returns the hash of the tree of the first n records.
+func (s *state) treeHash(n int64) (tlog.Hash, error) {
+	return tlog.TreeHash(n, s)
+}
+
+// check decides whether u may be applied to the state, under the open
+// policy. It reports dup when u is exactly the current record (a repeated
+// request, accepted without change). With verify false, signatures are not
+// checked: for replaying records that were checked when first accepted.
+// check is deterministic: the same state and record always give the same
+// answer, on every member.
+//
+// The rules: a new name needs version 1 and is granted to a record signed
+// by its own key, except that a +suffix user is registered by its base
+// user, whose record must exist. An existing record is replaced only by
+// version+1 with Prev the hash of the current record, signed by the current
+// key of the record or of its base user. Kinds: Invalid (malformed, stale
+// version, wrong Prev), NotExist (update of an unregistered name), Exist (a
+// version 1 for a registered name), Permission (the signature does not
+// verify or the signer has no authority).
+func (s *state) check(u *spindle.User, verify bool) (dup bool, err error) {
+	if err := checkRecord(u); err != nil {
+		return false, err
+	}
+	cur := s.current(u.Name)
+	base := spindle.BaseUser(u.Name)
+	var signerKey spindle.PublicKey
+	if cur == nil {
+		if u.Version != 1 {
+			return false, spindle.E(spindle.NotExist, u.Name, fmt.Sprintf("update to version %d of a user that is not registered", u.Version))
+		}
+		if base != u.Name && u.SignedBy != base {
+			return false, spindle.E(spindle.Permission, u.Name, fmt.Sprintf("a +suffix user is registered by its base user %s", base))
+		}
+		signerKey = u.PublicKey // base == u.Name: possession of the new key.
+	} else {
+		if bytes.Equal(EncodeRecord(u), cur.enc) {
+			return true, nil
+		}
+		if u.Version == 1 {
+			return false, spindle.E(spindle.Exist, u.Name, fmt.Sprintf("user is registered (version %d); an update needs version %d", cur.rec.Version, cur.rec.Version+1))
+		}
+		if u.Version != cur.rec.Version+1 {
+			return false, spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("version %d does not follow the current version %d", u.Version, cur.rec.Version))
+		}
+		if !bytes.Equal(u.Prev, cur.hash[:]) {
+			return false, spindle.E(spindle.Invalid, u.Name, "previous-record hash is not the hash of the current record")
+		}
+		signerKey = cur.rec.PublicKey // The old key authorises the change.
+	}
+	if u.SignedBy != u.Name {
+		b := s.current(base)
+		if b == nil {
+			return false, spindle.E(spindle.Permission, u.Name, fmt.Sprintf("base user %s is not registered", base))
+		}
+		signerKey = b.rec.PublicKey
+	}
+	if !verify {
+		return false, nil
+	}
+	if err := spindle.Verify(signerKey, SigningDigest(u), u.Signature); err != nil {
+		return false, spindle.E(spindle.Permission, u.Name, fmt.Errorf("signature by %s: %w", u.SignedBy, errors.Unwrap(err)))
+	}
+	return false, nil
+}
+
+// add appends a checked record to the log. u must not be changed afterwards.
+func (s *state) add(u *spindle.User) error {
+	enc := EncodeRecord(u)
+	n := s.size()
+	hs, err := tlog.StoredHashes(n, enc, s)
+	if err != nil {
+		return spindle.E(spindle.Internal, u.Name, fmt.Errorf("extend transparency log: %w", err))
+	}
+	s.entries = append(s.entries, entry{enc: enc, rec: u, hash: tlog.RecordHash(enc)})
+	s.hashes = append(s.hashes, hs...)
+	s.users[u.Name] = append(s.users[u.Name], n)
+	return nil
+}

@@ -112,10 +112,10 @@ func VerifyHead(head []byte, verifiers note.Verifiers) (tlog.Tree, error) {
 // record, its leaf index, the Merkle inclusion proof, and the signed tree
 // head it is proved against. [VerifyLookup] checks it.
 type Proof struct {
-	Record    []byte          // EncodeRecord of the record.
-	Index     int64           // Leaf index of the record in the log.
+	Record    []byte           // EncodeRecord of the record.
+	Index     int64            // Leaf index of the record in the log.
 	Inclusion tlog.RecordProof // Proof that leaf Index is in the tree of the head.
-	Head      []byte          // Signed tree head: a note, see VerifyHead.
+	Head      []byte           // Signed tree head: a note, see VerifyHead.
 }
 
 // proofMagic starts an encoded Proof.
@@ -255,8 +255,8 @@ type Checker struct {
 
 	upd  sync.Mutex // Held across an update, so each is checked against the newest head.
 	mu   sync.Mutex // Guards tree and head.
-	tree tlog.Tree // The newest tree seen; N == 0 before any.
-	head []byte    // Its signed head.
+	tree tlog.Tree  // The newest tree seen; N == 0 before any.
+	head []byte     // Its signed head.
 }
 
 // NewChecker returns a checker that trusts tree heads signed by any of the

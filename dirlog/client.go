@@ -1,0 +1,173 @@
+package dirlog
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"spindle.dev"
+)
+
+// A Sequencer accepts signed entries for users' logs. [Server] implements
+// it; a remote dir host reached over the network can too.
+type Sequencer interface {
+	// Head returns the head of owner's log.
+	Head(ctx context.Context, owner spindle.UserName) (*Head, error)
+	// Append checks, stores and applies a signed entry (see [Server.Append]).
+	Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error)
+}
+
+// A Service is everything a dir host offers, each read naming the
+// requesting user. [Server] implements it.
+type Service interface {
+	Sequencer
+	Lookup(ctx context.Context, user spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error)
+	Glob(ctx context.Context, user spindle.UserName, pattern string) ([]*spindle.DirEntry, error)
+	WhichAccess(ctx context.Context, user spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error)
+	Watch(ctx context.Context, user spindle.UserName, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error)
+}
+
+var _ Service = (*Server)(nil)
+
+// maxTries bounds how often Submit signs again after the head moved.
+const maxTries = 16
+
+// Submit makes, signs and appends the entry doing op to d (for a rename, d
+// names the item to move and newName its destination), retrying with a
+// fresh head when another writer got in first. It sets the entry's
+// sequence number, writer and, if zero, its time. It returns what Append
+// returns; after too many conflicts, the last Transient error.
+func Submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operation, d *spindle.DirEntry, newName spindle.PathName) (*spindle.DirEntry, error) {
+	const eop spindle.Op = "dirlog.Submit"
+	p, err := spindle.Parse(d.Name)
+	if err != nil {
+		return nil, spindle.E(eop, signer.UserName(), err)
+	}
+	if newName != "" {
+		q, err := spindle.Parse(newName)
+		if err != nil {
+			return nil, spindle.E(eop, signer.UserName(), err)
+		}
+		newName = q.Path()
+	}
+	var last error
+	for try := 0; try < maxTries; try++ {
+		if try > 0 {
+			// Back off a little, with jitter, so that contending writers
+			// spread out.
+			wait := time.Duration(rand.N(1<<min(try, 8))) * time.Millisecond
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return nil, spindle.E(eop, p.Path(), signer.UserName(), spindle.Transient, ctx.Err())
+			}
+		}
+		h, err := seq.Head(ctx, p.User())
+		if err != nil {
+			return nil, spindle.E(eop, p.Path(), signer.UserName(), err)
+		}
+		e := &Entry{
+			Seq:     h.Seq + 1,
+			Prev:    h.Hash,
+			Time:    spindle.Now(),
+			Op:      op,
+			Entry:   *cloneEntry(d),
+			NewName: newName,
+		}
+		e.Entry.Name = p.Path()
+		e.Entry.Sequence = e.Seq
+		if e.Entry.Time == 0 && (op == OpMkdir || op == OpLink) {
+			e.Entry.Time = e.Time
+		}
+		if err := e.Sign(signer); err != nil {
+			return nil, spindle.E(eop, err)
+		}
+		out, err := seq.Append(ctx, e)
+		if err == nil {
+			return out, nil
+		}
+		if !errors.Is(err, spindle.Transient) {
+			return nil, err
+		}
+		last = err
+	}
+	return nil, last
+}
+
+// A Client acts for one user on a dir host: it signs the user's changes
+// and reads as that user. It implements [spindle.DirServer].
+type Client struct {
+	svc    Service
+	signer spindle.Signer
+}
+
+var _ spindle.DirServer = (*Client)(nil)
+
+// NewClient returns a client of svc acting for the signer's user.
+func NewClient(svc Service, signer spindle.Signer) *Client {
+	return &Client{svc: svc, signer: signer}
+}
+
+// For returns a client of s acting for the signer's user.
+func (s *Server) For(signer spindle.Signer) *Client { return NewClient(s, signer) }
+
+// Lookup implements [spindle.DirServer].
+func (c *Client) Lookup(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
+	return c.svc.Lookup(ctx, c.signer.UserName(), name)
+}
+
+// Put implements [spindle.DirServer]: it makes the file, or, by the
+// entry's attribute, the directory or link that entry describes. The
+// entry's Writer and Sequence are set by signing.
+func (c *Client) Put(ctx context.Context, entry *spindle.DirEntry) (*spindle.DirEntry, error) {
+	op := OpPut
+	switch {
+	case entry.Attr.IsDir():
+		op = OpMkdir
+	case entry.Attr.IsLink():
+		op = OpLink
+	}
+	return Submit(ctx, c.svc, c.signer, op, entry, "")
+}
+
+// Delete implements [spindle.DirServer].
+func (c *Client) Delete(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
+	return Submit(ctx, c.svc, c.signer, OpDelete, &spindle.DirEntry{Name: name}, "")
+}
+
+// Glob implements [spindle.DirServer].
+func (c *Client) Glob(ctx context.Context, pattern string) ([]*spindle.DirEntry, error) {
+	return c.svc.Glob(ctx, c.signer.UserName(), pattern)
+}
+
+// WhichAccess implements [spindle.DirServer].
+func (c *Client) WhichAccess(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
+	return c.svc.WhichAccess(ctx, c.signer.UserName(), name)
+}
+
+// MakeDirectory creates the directory name.
+func (c *Client) MakeDirectory(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
+	return Submit(ctx, c.svc, c.signer, OpMkdir, &spindle.DirEntry{Name: name, Attr: spindle.AttrDirectory}, "")
+}
+
+// PutLink creates or replaces the link name pointing to target.
+func (c *Client) PutLink(ctx context.Context, target, name spindle.PathName) (*spindle.DirEntry, error) {
+	return Submit(ctx, c.svc, c.signer, OpLink, &spindle.DirEntry{Name: name, Attr: spindle.AttrLink, Link: target}, "")
+}
+
+// Rename moves the file, link or directory oldName, with everything below
+// it, to newName, which must not exist.
+func (c *Client) Rename(ctx context.Context, oldName, newName spindle.PathName) (*spindle.DirEntry, error) {
+	return Submit(ctx, c.svc, c.signer, OpRename, &spindle.DirEntry{Name: oldName}, newName)
+}
+
+// Watch streams changes under name (see [Server.Watch]).
+func (c *Client) Watch(ctx context.Context, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
+	return c.svc.Watch(ctx, c.signer.UserName(), name, fromSeq)
+}
+
+// Head returns the head of owner's log.
+func (c *Client) Head(ctx context.Context, owner spindle.UserName) (*Head, error) {
+	return c.svc.Head(ctx, owner)
+}

@@ -1,0 +1,55 @@
+// Package dirlog holds each user's directory tree as a signed, hash-chained,
+// append-only log of writer-signed operations, on one dir host.
+//
+// # Entries
+//
+// An [Entry] records one operation on one tree: its sequence number, the
+// hash of the previous entry, a time, the writer, the operation (put,
+// delete, mkdir, link, rename), the affected [spindle.DirEntry] and, for a
+// rename, the new name. The writer's client builds the entry for the next
+// sequence number and the current head hash, and signs the SHA-256 of its
+// canonical, domain-separated encoding ([Entry.Sign]). The dir host
+// assigns nothing: if the head moved meanwhile, [Server.Append] refuses the
+// entry with a Transient error and the client re-reads the head and signs
+// again ([Client] does this).
+//
+// Access and Group files travel inside the entry that writes them
+// (DirEntry.Inline, at most [MaxInline] bytes), so rights can be decided
+// from logs alone.
+//
+// # Validity
+//
+// Whether an entry is valid is a deterministic function of the log prefix
+// before it: its signature must verify against the writer's key, and the
+// writer must hold the needed right under the Access and Group files in
+// force at that point: create for a new name, write to overwrite, delete to
+// remove, delete on the old and create on the new name to rename; Access and
+// Group files are the owner's alone. A tree begins with the owner's mkdir of
+// its root. A Group file owned by another user is read from that user's log
+// on the same host; the host records, beside the entry, the sequence number
+// of every other log it consulted, so that replay ([Server] at start-up) and
+// [Audit] reproduce the decision exactly.
+//
+// # Storage
+//
+// Each log is a sequence of records framed with a length and a CRC-32C,
+// fsynced before [Server.Append] returns ([DiskStore], and [MemStore] for
+// tests). On start-up every log is re-read and every entry re-checked; a
+// truncated or corrupted tail, or an entry that is no longer valid, is cut
+// at the last valid entry, the cut bytes are kept beside the log for
+// inspection, and the damage is logged and reported by [Server.Damage].
+//
+// # Reads
+//
+// Reads name the requesting user explicitly and follow Upspin's rules: a
+// user with no right on a name learns nothing about it (Private, or
+// Permission when the user has some right on its parent); NotExist is
+// reported only to users with some right on the name; a user with some
+// right but not read gets the entry marked AttrIncomplete, without blocks
+// or packdata. Glob returns only the entries the user may list or read.
+//
+// # Heads
+//
+// [Server.Head] returns the log's head (user, sequence, entry hash) signed
+// by the dir host, so that readers can detect rollback and forks.
+package dirlog

@@ -1,0 +1,381 @@
+package dirlog
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"spindle.dev"
+)
+
+// An Operation is what a log entry does to its tree. The numbers are part of
+// the stored format and never change.
+type Operation uint8
+
+// The operations.
+const (
+	OpPut    Operation = 1 // Create or replace a file (or an Access or Group file).
+	OpDelete Operation = 2 // Remove a file, link or empty directory.
+	OpMkdir  Operation = 3 // Create a directory; the first entry of a log makes the root.
+	OpLink   Operation = 4 // Create or replace a link.
+	OpRename Operation = 5 // Move a file, link or whole directory to NewName.
+)
+
+var opNames = map[Operation]string{
+	OpPut:    "put",
+	OpDelete: "delete",
+	OpMkdir:  "mkdir",
+	OpLink:   "link",
+	OpRename: "rename",
+}
+
+// String returns the operation's name, such as "put".
+func (o Operation) String() string {
+	if s, ok := opNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("operation(%d)", uint8(o))
+}
+
+// Limits on an encoded entry. A decoder refuses anything larger, so that a
+// damaged or hostile log cannot make a host allocate without bound.
+const (
+	MaxInline     = 64 << 10  // Bytes of Access or Group file text in DirEntry.Inline.
+	MaxNameLen    = 8 << 10   // Bytes of a path name.
+	MaxPackdata   = 1 << 20   // Bytes of DirEntry.Packdata.
+	MaxBlocks     = 1 << 20   // Blocks of one file (1 TiB at 1 MiB a block).
+	MaxSignature  = 256       // Bytes of a signature.
+	MaxEntrySize  = 128 << 20 // Bytes of one encoded entry.
+	maxRefLen     = 256       // Bytes of a block reference.
+	maxDeps       = 1 << 12   // Other logs consulted for one decision.
+	entryMagic    = "SPDLE1"  // Starts every encoded entry.
+	signedContext = "spindle.dev/dirlog entry signature v1\n"
+	hashContext   = "spindle.dev/dirlog entry hash v1\n"
+)
+
+// A Hash identifies an entry: the SHA-256 of a fixed context string and the
+// entry's full encoding, signature included. The zero Hash precedes the first
+// entry of every log.
+type Hash [32]byte
+
+// String returns the hash in hexadecimal.
+func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+
+// IsZero reports whether h is the zero hash.
+func (h Hash) IsZero() bool { return h == Hash{} }
+
+// An Entry is one signed operation in a user's log.
+type Entry struct {
+	Seq    int64            // Position in the log, from 1.
+	Prev   Hash             // Hash of the entry at Seq-1; zero for the first.
+	Time   spindle.Time     // When the writer made the entry.
+	Writer spindle.UserName // Who signed it; must equal Entry.Writer.
+	Op     Operation
+	// Entry is the affected item. For put, mkdir and link it is the item
+	// as it will be stored, and its Sequence must equal Seq. For delete and
+	// rename only Name, Writer and Sequence are set; Name is the item
+	// removed or moved.
+	Entry   spindle.DirEntry
+	NewName spindle.PathName // Destination of a rename; empty otherwise.
+	Sig     spindle.Signature
+}
+
+// Tree returns the user whose tree the entry belongs to: the user part of
+// Entry.Name.
+func (e *Entry) Tree() spindle.UserName {
+	p, err := spindle.Parse(e.Entry.Name)
+	if err != nil {
+		return ""
+	}
+	return p.User()
+}
+
+// SignedDigest returns the digest the writer signs: the SHA-256 of a fixed
+// context string and the canonical encoding of every field but Sig.
+func (e *Entry) SignedDigest() []byte {
+	h := sha256.New()
+	h.Write([]byte(signedContext))
+	h.Write(e.appendBody(nil))
+	return h.Sum(nil)
+}
+
+// Sign signs the entry with s, setting Writer, Entry.Writer and Sig. The
+// signer must be the writer.
+func (e *Entry) Sign(s spindle.Signer) error {
+	const op spindle.Op = "dirlog.Entry.Sign"
+	e.Writer = s.UserName()
+	e.Entry.Writer = e.Writer
+	sig, err := s.Sign(e.SignedDigest())
+	if err != nil {
+		return spindle.E(op, e.Entry.Name, e.Writer, err)
+	}
+	e.Sig = sig
+	return nil
+}
+
+// Hash returns the entry's hash, which the next entry names as Prev.
+func (e *Entry) Hash() Hash {
+	h := sha256.New()
+	h.Write([]byte(hashContext))
+	h.Write(e.Marshal())
+	var out Hash
+	h.Sum(out[:0])
+	return out
+}
+
+// Marshal returns the canonical encoding of the entry, signature included.
+// [UnmarshalEntry] accepts exactly the encodings Marshal produces.
+func (e *Entry) Marshal() []byte {
+	b := e.appendBody(nil)
+	return appendBytes(b, e.Sig)
+}
+
+// appendBody appends the encoding of every field but Sig. Every integer has
+// a fixed width and every string and byte slice a 32-bit length, so the
+// encoding of a value is unique.
+func (e *Entry) appendBody(b []byte) []byte {
+	b = append(b, entryMagic...)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.Seq))
+	b = append(b, e.Prev[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.Time))
+	b = appendString(b, string(e.Writer))
+	b = append(b, byte(e.Op))
+	d := &e.Entry
+	b = appendString(b, string(d.Name))
+	b = append(b, byte(d.Attr), byte(d.Packing))
+	b = binary.BigEndian.AppendUint64(b, uint64(d.Time))
+	b = binary.BigEndian.AppendUint64(b, uint64(d.Size))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(d.Blocks)))
+	for _, bl := range d.Blocks {
+		b = appendString(b, string(bl.Ref))
+		b = binary.BigEndian.AppendUint64(b, uint64(bl.Offset))
+		b = binary.BigEndian.AppendUint64(b, uint64(bl.Size))
+	}
+	b = appendBytes(b, d.Packdata)
+	b = appendString(b, string(d.Link))
+	b = appendBytes(b, d.Inline)
+	b = appendString(b, string(d.Writer))
+	b = binary.BigEndian.AppendUint64(b, uint64(d.Sequence))
+	b = appendString(b, string(e.NewName))
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b, s []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+// UnmarshalEntry decodes an entry encoded by [Entry.Marshal]. It checks the
+// structure only (lengths, limits, known operation, attribute and packing
+// values, no trailing bytes), not names, signatures or rights; errors are of
+// kind Invalid. Empty byte slices decode as nil.
+func UnmarshalEntry(data []byte) (*Entry, error) {
+	const op spindle.Op = "dirlog.UnmarshalEntry"
+	if len(data) > MaxEntrySize {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("entry is %d bytes, limit is %d", len(data), MaxEntrySize))
+	}
+	d := decoder{b: data}
+	e := d.entry()
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Errorf("malformed entry: %w", d.err))
+	}
+	return e, nil
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf(format, args...)
+	}
+}
+
+func (d *decoder) take(n int, what string) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(d.b) {
+		d.fail("short data reading %s", what)
+		return nil
+	}
+	s := d.b[:n:n]
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) u8(what string) uint8 {
+	s := d.take(1, what)
+	if s == nil {
+		return 0
+	}
+	return s[0]
+}
+
+func (d *decoder) u32(what string) uint32 {
+	s := d.take(4, what)
+	if s == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint32(s)
+}
+
+func (d *decoder) u64(what string) uint64 {
+	s := d.take(8, what)
+	if s == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint64(s)
+}
+
+// bytes reads a length-prefixed byte slice of at most max bytes; an empty
+// slice is returned as nil.
+func (d *decoder) bytes(max int, what string) []byte {
+	n := d.u32(what + " length")
+	if d.err != nil {
+		return nil
+	}
+	if uint64(n) > uint64(max) {
+		d.fail("%s is %d bytes, limit is %d", what, n, max)
+		return nil
+	}
+	s := d.take(int(n), what)
+	if len(s) == 0 {
+		return nil
+	}
+	return append([]byte(nil), s...)
+}
+
+func (d *decoder) string(max int, what string) string {
+	n := d.u32(what + " length")
+	if d.err != nil {
+		return ""
+	}
+	if uint64(n) > uint64(max) {
+		d.fail("%s is %d bytes, limit is %d", what, n, max)
+		return ""
+	}
+	return string(d.take(int(n), what))
+}
+
+func (d *decoder) entry() *Entry {
+	if string(d.take(len(entryMagic), "magic")) != entryMagic {
+		d.fail("bad magic")
+		return nil
+	}
+	e := &Entry{}
+	e.Seq = int64(d.u64("sequence"))
+	copy(e.Prev[:], d.take(len(e.Prev), "previous hash"))
+	e.Time = spindle.Time(d.u64("time"))
+	e.Writer = spindle.UserName(d.string(spindle.MaxUserNameLen, "writer"))
+	e.Op = Operation(d.u8("operation"))
+	if _, ok := opNames[e.Op]; !ok {
+		d.fail("unknown operation %d", e.Op)
+	}
+	de := &e.Entry
+	de.Name = spindle.PathName(d.string(MaxNameLen, "name"))
+	de.Attr = spindle.Attribute(d.u8("attribute"))
+	switch de.Attr {
+	case spindle.AttrNone, spindle.AttrDirectory, spindle.AttrLink:
+	default:
+		d.fail("bad attribute %d", de.Attr)
+	}
+	de.Packing = spindle.Packing(d.u8("packing"))
+	if de.Packing > spindle.EEPack {
+		d.fail("unknown packing %d", de.Packing)
+	}
+	de.Time = spindle.Time(d.u64("entry time"))
+	de.Size = int64(d.u64("size"))
+	n := d.u32("block count")
+	if n > MaxBlocks {
+		d.fail("%d blocks, limit is %d", n, MaxBlocks)
+	}
+	// Each block takes at least 20 bytes, so a count the data cannot hold
+	// is refused before anything is allocated for it.
+	if d.err == nil && uint64(n)*20 > uint64(len(d.b)) {
+		d.fail("short data reading %d blocks", n)
+	}
+	if d.err == nil && n > 0 {
+		de.Blocks = make([]spindle.DirBlock, n)
+		for i := range de.Blocks {
+			bl := &de.Blocks[i]
+			bl.Ref = spindle.Ref(d.string(maxRefLen, "block reference"))
+			bl.Offset = int64(d.u64("block offset"))
+			bl.Size = int64(d.u64("block size"))
+		}
+	}
+	de.Packdata = d.bytes(MaxPackdata, "packdata")
+	de.Link = spindle.PathName(d.string(MaxNameLen, "link"))
+	de.Inline = d.bytes(MaxInline, "inline data")
+	de.Writer = spindle.UserName(d.string(spindle.MaxUserNameLen, "entry writer"))
+	de.Sequence = int64(d.u64("entry sequence"))
+	e.NewName = spindle.PathName(d.string(MaxNameLen, "new name"))
+	e.Sig = d.bytes(MaxSignature, "signature")
+	if d.err != nil {
+		return nil
+	}
+	return e
+}
+
+// A record is what a log stores for one entry: the entry's encoding and the
+// host's note of the other logs it consulted to decide the entry's
+// validity, by their sequence numbers at that moment.
+type record struct {
+	entry []byte
+	deps  []dep
+}
+
+// A dep names another user's log, and how far into it, that a decision used.
+type dep struct {
+	user spindle.UserName
+	seq  int64
+}
+
+const recordMagic = "SPDLR1"
+
+func (r *record) marshal() []byte {
+	b := append([]byte(nil), recordMagic...)
+	b = appendBytes(b, r.entry)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.deps)))
+	for _, d := range r.deps {
+		b = appendString(b, string(d.user))
+		b = binary.BigEndian.AppendUint64(b, uint64(d.seq))
+	}
+	return b
+}
+
+func unmarshalRecord(data []byte) (*record, error) {
+	d := decoder{b: data}
+	if string(d.take(len(recordMagic), "record magic")) != recordMagic {
+		return nil, errors.New("bad record magic")
+	}
+	r := &record{entry: d.bytes(MaxEntrySize, "entry")}
+	n := d.u32("dependency count")
+	if n > maxDeps {
+		d.fail("%d dependencies, limit is %d", n, maxDeps)
+	}
+	for i := uint32(0); i < n && d.err == nil; i++ {
+		u := spindle.UserName(d.string(spindle.MaxUserNameLen, "dependency user"))
+		s := int64(d.u64("dependency sequence"))
+		r.deps = append(r.deps, dep{u, s})
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return r, nil
+}

@@ -1,0 +1,278 @@
+package dirlog
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+
+	"spindle.dev"
+	"spindle.dev/access"
+)
+
+// A KeyFunc returns a user's current public key. Errors of kind NotExist or
+// Invalid mean the user has no usable key, which makes the user's entries
+// invalid; any other error is a failure to find out, which stops the
+// operation without judging the entry.
+type KeyFunc func(ctx context.Context, user spindle.UserName) (spindle.PublicKey, error)
+
+// verifySignature checks e's signature with the writer's key. It returns
+// invalid for a bad entry and fatal when the key could not be found.
+func verifySignature(ctx context.Context, keys KeyFunc, e *Entry) (invalid, fatal error) {
+	if keys == nil {
+		return nil, spindle.E(spindle.Internal, "dirlog: no key function")
+	}
+	key, err := keys(ctx, e.Writer)
+	if err != nil {
+		switch spindle.KindOf(err) {
+		case spindle.NotExist, spindle.Invalid:
+			return spindle.E(spindle.Permission, e.Entry.Name, e.Writer, fmt.Errorf("writer has no usable key: %w", err)), nil
+		}
+		return nil, spindle.E(e.Entry.Name, e.Writer, err)
+	}
+	if err := spindle.Verify(key, e.SignedDigest(), e.Sig); err != nil {
+		return spindle.E(spindle.Integrity, e.Entry.Name, e.Writer, "entry signature does not verify with the writer's key"), nil
+	}
+	return nil, nil
+}
+
+// groupLoader returns the loader for checking an entry of own: own groups
+// as they are now, other users' groups from their trees as of the sequence
+// numbers dep returns (and records).
+func groupLoader(own *tree, dep func(user spindle.UserName) (*tree, int64, error)) access.GroupLoader {
+	return func(name spindle.PathName) (*access.Group, error) {
+		p, err := spindle.Parse(name)
+		if err != nil {
+			return nil, err
+		}
+		if p.User() == own.user {
+			return own.groupAt(p.Path(), own.seq)
+		}
+		t, seq, err := dep(p.User())
+		if err != nil {
+			return nil, err
+		}
+		if t == nil {
+			return nil, spindle.E(spindle.NotExist, p.Path(), "no log for "+string(p.User())+" on this host")
+		}
+		return t.groupAt(p.Path(), seq)
+	}
+}
+
+// A pending entry is one read from a log and not yet replayed.
+type pending struct {
+	rec *record
+	e   *Entry
+	err error // Why the record could not be decoded.
+}
+
+func decodePending(b []byte) pending {
+	rec, err := unmarshalRecord(b)
+	if err != nil {
+		return pending{err: spindle.E(spindle.Integrity, fmt.Errorf("malformed record: %w", err))}
+	}
+	e, err := UnmarshalEntry(rec.entry)
+	if err != nil {
+		return pending{err: spindle.E(spindle.Integrity, err)}
+	}
+	return pending{rec: rec, e: e}
+}
+
+// A replayer re-checks and folds whole logs, following the dependencies
+// between them that the host recorded, so that every decision is taken
+// again against exactly the state it was first taken against.
+type replayer struct {
+	keys  KeyFunc
+	recs  map[spindle.UserName][]pending
+	trees map[spindle.UserName]*tree
+	next  map[spindle.UserName]int
+	busy  map[spindle.UserName]bool
+	bad   map[spindle.UserName]error // Why a log was cut short.
+	keyOK map[spindle.UserName]spindle.PublicKey
+	// apply, if set, is called for every entry folded in.
+	apply func(user spindle.UserName, e *Entry, events []spindle.Event)
+}
+
+func newReplayer(keys KeyFunc, recs map[spindle.UserName][]pending) *replayer {
+	r := &replayer{
+		keys:  keys,
+		recs:  recs,
+		trees: make(map[spindle.UserName]*tree),
+		next:  make(map[spindle.UserName]int),
+		busy:  make(map[spindle.UserName]bool),
+		bad:   make(map[spindle.UserName]error),
+	}
+	for u := range recs {
+		r.trees[u] = newTree(u)
+	}
+	return r
+}
+
+// run replays every log to its end, in name order (the result does not
+// depend on the order). It returns only errors that stop the replay.
+func (r *replayer) run(ctx context.Context) error {
+	users := make([]spindle.UserName, 0, len(r.recs))
+	for u := range r.recs {
+		users = append(users, u)
+	}
+	sort.Slice(users, func(i, j int) bool { return users[i] < users[j] })
+	for _, u := range users {
+		if err := r.advance(ctx, u, 1<<62); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// advance replays user's log up to sequence upto. An invalid entry cuts the
+// log there; the reason is kept in r.bad.
+func (r *replayer) advance(ctx context.Context, user spindle.UserName, upto int64) error {
+	t := r.trees[user]
+	if t == nil {
+		return nil
+	}
+	r.busy[user] = true
+	defer delete(r.busy, user)
+	for r.next[user] < len(r.recs[user]) && t.seq < upto {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		i := r.next[user]
+		p := r.recs[user][i]
+		invalid, fatal := r.validate(ctx, user, t, p)
+		if fatal != nil {
+			return fatal
+		}
+		if invalid != nil {
+			r.recs[user] = r.recs[user][:i]
+			r.bad[user] = fmt.Errorf("entry %d: %w", i+1, invalid)
+			break
+		}
+		events := t.apply(p.e)
+		if r.apply != nil {
+			r.apply(user, p.e, events)
+		}
+		r.next[user]++
+	}
+	return nil
+}
+
+func (r *replayer) validate(ctx context.Context, user spindle.UserName, t *tree, p pending) (invalid, fatal error) {
+	if p.err != nil {
+		return p.err, nil
+	}
+	e := p.e
+	if e.Tree() != user {
+		return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("entry of %s's tree found in %s's log", e.Tree(), user)), nil
+	}
+	if e.Seq != t.seq+1 || e.Prev != t.head {
+		return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("entry claims sequence %d after %.12s; the log is at %d, %.12s", e.Seq, e.Prev, t.seq, t.head)), nil
+	}
+	if invalid, fatal = verifySignature(ctx, r.cachedKeys, e); invalid != nil || fatal != nil {
+		return invalid, fatal
+	}
+	deps := make(map[spindle.UserName]int64)
+	for _, d := range p.rec.deps {
+		if d.user == user || d.seq < 0 {
+			return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("bad dependency %s at %d", d.user, d.seq)), nil
+		}
+		if r.busy[d.user] {
+			return spindle.E(spindle.Integrity, e.Entry.Name, "dependency cycle through "+string(d.user)+"'s log"), nil
+		}
+		if err := r.advance(ctx, d.user, d.seq); err != nil {
+			return nil, err
+		}
+		var have int64
+		if dt := r.trees[d.user]; dt != nil {
+			have = dt.seq
+		}
+		if have < d.seq {
+			return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("the decision used %s's log at sequence %d, but only %d valid entries of it remain", d.user, d.seq, have)), nil
+		}
+		deps[d.user] = d.seq
+	}
+	load := groupLoader(t, func(u spindle.UserName) (*tree, int64, error) {
+		seq, ok := deps[u]
+		if !ok {
+			return nil, 0, spindle.E(spindle.Integrity, "the decision consulted "+string(u)+"'s log, which the host did not record")
+		}
+		return r.trees[u], seq, nil
+	})
+	if err := t.check(e, load); err != nil {
+		return err, nil
+	}
+	return nil, nil
+}
+
+// cachedKeys is r.keys with a cache, since replay meets the same writers
+// again and again.
+func (r *replayer) cachedKeys(ctx context.Context, user spindle.UserName) (spindle.PublicKey, error) {
+	if k, ok := r.keyOK[user]; ok {
+		return k, nil
+	}
+	k, err := r.keys(ctx, user)
+	if err != nil {
+		return "", err
+	}
+	if r.keyOK == nil {
+		r.keyOK = make(map[spindle.UserName]spindle.PublicKey)
+	}
+	r.keyOK[user] = k
+	return k, nil
+}
+
+// An AuditReport tells what [Audit] found in one log.
+type AuditReport struct {
+	User    spindle.UserName
+	Entries int64 // Valid entries from the start of the log.
+	Head    Hash  // Hash of the last valid entry.
+	// Err says why the log is not valid to its end: a damaged frame, an
+	// entry that does not decode, verify or follow from the log before it.
+	// It is nil for a log that is valid throughout.
+	Err error
+}
+
+// Audit re-checks whole logs from their bytes, as stored on disk or held by
+// a [MemStore], exactly as a host does when it starts: framing, hash chain,
+// signatures (with keys), and every writer's rights under the Access and
+// Group files in force at each point. Logs whose decisions consulted other
+// users' Group files must be audited together with those users' logs. The
+// reports are sorted by user. Audit returns an error only if it could not
+// decide, such as when keys fails with a kind other than NotExist or Invalid.
+func Audit(ctx context.Context, logs map[spindle.UserName][]byte, keys KeyFunc) ([]AuditReport, error) {
+	const op spindle.Op = "dirlog.Audit"
+	recs := make(map[spindle.UserName][]pending)
+	tails := make(map[spindle.UserName]error)
+	for u, data := range logs {
+		if len(data) >= len(fileHeader) && string(data[:len(fileHeader)]) == fileHeader {
+			data = data[len(fileHeader):]
+		}
+		var ps []pending
+		_, _, err := scanFrames(bytes.NewReader(data), 0, func(b []byte) error {
+			ps = append(ps, decodePending(b))
+			return nil
+		})
+		if err != nil {
+			tails[u] = spindle.E(spindle.Integrity, u, err)
+		}
+		recs[u] = ps
+	}
+	r := newReplayer(keys, recs)
+	if err := r.run(ctx); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	var out []AuditReport
+	for u := range logs {
+		t := r.trees[u]
+		rep := AuditReport{User: u, Entries: t.seq, Head: t.head, Err: r.bad[u]}
+		if rep.Err == nil {
+			rep.Err = tails[u]
+		}
+		if rep.Err != nil {
+			rep.Err = spindle.E(op, spindle.Integrity, u, rep.Err)
+		}
+		out = append(out, rep)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].User < out[j].User })
+	return out, nil
+}

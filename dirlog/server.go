@@ -1,0 +1,742 @@
+package dirlog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+
+	"spindle.dev"
+	"spindle.dev/access"
+)
+
+// Config configures a [Server].
+type Config struct {
+	// Keys returns writers' public keys; it is required. A node backs it
+	// with the key cluster.
+	Keys KeyFunc
+	// Host signs the heads the server hands out. If nil, heads are not
+	// signed.
+	Host spindle.Signer
+	// Logger receives reports of damage found and cut at start-up; nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+// A Server holds the logs of many users on one dir host: it checks and
+// sequences their entries and answers reads under the Access rules. It is
+// safe for concurrent use. Appends to one log are serialised; appends to
+// different logs proceed in parallel.
+type Server struct {
+	store Store
+	cfg   Config
+
+	mu     sync.RWMutex // Guards logs, every userLog's tree, recent events and changed.
+	logs   map[spindle.UserName]*userLog
+	damage []error
+	closed bool
+}
+
+// A userLog is one user's log and its fold.
+type userLog struct {
+	user     spindle.UserName
+	appendMu sync.Mutex // Serialises appends and history scans; taken before Server.mu.
+	log      Log        // Nil until the log's first entry is stored.
+	t        *tree
+	recent   []seqEvents   // Events of the latest entries, oldest first.
+	nrecent  int           // Total events in recent.
+	changed  chan struct{} // Closed and replaced on every append.
+	head     *Head         // Last signed head, if any.
+}
+
+// seqEvents are the events of one entry.
+type seqEvents struct {
+	seq    int64
+	events []spindle.Event
+}
+
+// maxRecentEvents bounds the events kept in memory for watchers; older
+// ones are recomputed from the log.
+const maxRecentEvents = 4096
+
+func (l *userLog) push(seq int64, events []spindle.Event) {
+	l.recent = append(l.recent, seqEvents{seq, events})
+	l.nrecent += len(events)
+	for len(l.recent) > 1 && l.nrecent > maxRecentEvents {
+		l.nrecent -= len(l.recent[0].events)
+		l.recent[0] = seqEvents{}
+		l.recent = l.recent[1:]
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// Open opens the server whose logs live in dir (see [DiskStore]).
+func Open(ctx context.Context, dir string, cfg Config) (*Server, error) {
+	st, err := DiskStore(dir)
+	if err != nil {
+		return nil, spindle.E(spindle.Op("dirlog.Open"), err)
+	}
+	return New(ctx, st, cfg)
+}
+
+// New opens a server on store. It reads every log, re-checks every entry
+// as [Audit] does, and folds the logs into trees. A log with a damaged tail
+// or an entry that is not valid is cut after its last valid entry; the cut
+// bytes are kept where the store keeps them, and each cut is logged and
+// reported by [Server.Damage]. New fails, changing nothing, if it cannot
+// read a log or cannot learn a writer's key.
+func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
+	const op spindle.Op = "dirlog.New"
+	if cfg.Keys == nil {
+		return nil, spindle.E(op, spindle.Invalid, "no key function in Config")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*userLog)}
+	users, err := store.Users(ctx)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	opened := make(map[spindle.UserName]Log)
+	closeAll := func() {
+		for _, l := range opened {
+			l.Close()
+		}
+	}
+	recs := make(map[spindle.UserName][]pending)
+	tails := make(map[spindle.UserName]error)
+	for _, u := range users {
+		l, err := store.Open(ctx, u)
+		if err != nil {
+			closeAll()
+			return nil, spindle.E(op, err)
+		}
+		opened[u] = l
+		var ps []pending
+		err = l.Scan(ctx, func(b []byte) error {
+			ps = append(ps, decodePending(b))
+			return nil
+		})
+		if err != nil {
+			if spindle.KindOf(err) != spindle.Integrity {
+				closeAll()
+				return nil, spindle.E(op, err)
+			}
+			tails[u] = err
+		}
+		recs[u] = ps
+	}
+	scanned := make(map[spindle.UserName]int)
+	for u, ps := range recs {
+		scanned[u] = len(ps)
+	}
+	r := newReplayer(cfg.Keys, recs)
+	if err := r.run(ctx); err != nil {
+		closeAll()
+		return nil, spindle.E(op, err)
+	}
+	for _, u := range users {
+		keep := len(r.recs[u])
+		reason := r.bad[u]
+		if reason == nil {
+			reason = tails[u]
+		}
+		if reason == nil {
+			continue
+		}
+		if err := opened[u].Truncate(ctx, keep); err != nil {
+			closeAll()
+			return nil, spindle.E(op, err)
+		}
+		dmg := spindle.E(op, spindle.Integrity, u, fmt.Errorf("log cut after entry %d of %d readable: %w", keep, scanned[u], reason))
+		s.damage = append(s.damage, dmg)
+		cfg.Logger.Error("dirlog: damaged log cut at its last valid entry", "user", string(u), "kept", keep, "err", dmg)
+	}
+	for _, u := range users {
+		s.logs[u] = &userLog{user: u, log: opened[u], t: r.trees[u], changed: make(chan struct{})}
+	}
+	return s, nil
+}
+
+// Damage returns the damage found and cut when the server opened, one
+// error of kind Integrity per damaged log.
+func (s *Server) Damage() []error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return append([]error(nil), s.damage...)
+}
+
+// Close closes every log. The server must not be used afterwards.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var first error
+	for _, l := range s.logs {
+		l.appendMu.Lock()
+		if l.log != nil {
+			if err := l.log.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+		l.appendMu.Unlock()
+	}
+	return first
+}
+
+// lockLog returns user's log with its appendMu held, making an empty one if
+// needed.
+func (s *Server) lockLog(user spindle.UserName) (*userLog, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, spindle.E(spindle.Invalid, "server is closed")
+		}
+		l := s.logs[user]
+		if l == nil {
+			l = &userLog{user: user, t: newTree(user), changed: make(chan struct{})}
+			s.logs[user] = l
+		}
+		s.mu.Unlock()
+		l.appendMu.Lock()
+		s.mu.RLock()
+		cur := s.logs[user]
+		s.mu.RUnlock()
+		if cur == l {
+			return l, nil
+		}
+		l.appendMu.Unlock()
+	}
+}
+
+// unlockLog releases l, forgetting it if it never received an entry.
+func (s *Server) unlockLog(l *userLog) {
+	if l.log == nil {
+		s.mu.Lock()
+		if s.logs[l.user] == l && l.t.seq == 0 {
+			delete(s.logs, l.user)
+		}
+		s.mu.Unlock()
+	}
+	l.appendMu.Unlock()
+}
+
+// Append checks a signed entry and, if it is valid, stores it durably and
+// applies it to its tree, returning the entry as it now stands (for a
+// delete, its last state). The server assigns nothing: the entry must be
+// for the next sequence number and name the current head as Prev, or
+// Append fails with kind Transient and the writer must read the head and
+// sign again (see [Client]). Other errors: Integrity (the signature does
+// not verify), Permission or Private (the writer lacks the right), Invalid,
+// NotExist, Exist, NotDir, IsDir, NotEmpty, and IO.
+func (s *Server) Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error) {
+	const op spindle.Op = "dirlog.Append"
+	if e == nil {
+		return nil, spindle.E(op, spindle.Invalid, "nil entry")
+	}
+	p, err := cleanName(e.Entry.Name, "", "name")
+	if err != nil {
+		return nil, spindle.E(op, e.Writer, err)
+	}
+	owner := p.User()
+	l, err := s.lockLog(owner)
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), e.Writer, err)
+	}
+	defer s.unlockLog(l)
+
+	s.mu.RLock()
+	seq, head := l.t.seq, l.t.head
+	s.mu.RUnlock()
+	if e.Seq != seq+1 || e.Prev != head {
+		// Refuse early, before the cost of a signature check.
+		return nil, spindle.E(op, spindle.Transient, p.Path(), e.Writer, fmt.Sprintf("log head moved: entry is for sequence %d, head is at %d; read the head and sign again", e.Seq, seq))
+	}
+	invalid, fatal := verifySignature(ctx, s.cfg.Keys, e)
+	if fatal != nil {
+		return nil, spindle.E(op, fatal)
+	}
+	if invalid != nil {
+		return nil, spindle.E(op, invalid)
+	}
+
+	deps := make(map[spindle.UserName]int64)
+	s.mu.RLock()
+	err = l.t.check(e, groupLoader(l.t, func(u spindle.UserName) (*tree, int64, error) {
+		other := s.logs[u]
+		if other == nil {
+			deps[u] = 0
+			return nil, 0, nil
+		}
+		seq, ok := deps[u]
+		if !ok {
+			seq = other.t.seq
+			deps[u] = seq
+		}
+		return other.t, seq, nil
+	}))
+	s.mu.RUnlock()
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+
+	rec := record{entry: e.Marshal()}
+	for u, seq := range deps {
+		rec.deps = append(rec.deps, dep{u, seq})
+	}
+	sort.Slice(rec.deps, func(i, j int) bool { return rec.deps[i].user < rec.deps[j].user })
+	if err := ctx.Err(); err != nil {
+		return nil, spindle.E(op, spindle.Transient, p.Path(), e.Writer, err)
+	}
+	if l.log == nil {
+		lg, err := s.store.Open(ctx, owner)
+		if err != nil {
+			return nil, spindle.E(op, p.Path(), e.Writer, err)
+		}
+		if err := lg.Scan(ctx, func([]byte) error { return errExistingLog }); err != nil {
+			lg.Close()
+			return nil, spindle.E(op, spindle.Internal, p.Path(), e.Writer, fmt.Errorf("new log of %s: %w", owner, err))
+		}
+		l.log = lg
+	}
+	if err := l.log.Append(ctx, rec.marshal()); err != nil {
+		return nil, spindle.E(op, p.Path(), e.Writer, err)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	events := l.t.apply(e)
+	l.push(e.Seq, events)
+	switch e.Op {
+	case OpDelete:
+		return cloneEntry(events[0].Entry), nil
+	case OpRename:
+		q, _ := spindle.Parse(e.NewName)
+		n, _ := l.t.find(q)
+		return cloneEntry(&n.entry), nil
+	}
+	n, _ := l.t.find(p)
+	return cloneEntry(&n.entry), nil
+}
+
+var errExistingLog = fmt.Errorf("a log for a user this server did not know already holds entries")
+
+// reader holds what a read needs, under Server.mu held for reading.
+type reader struct {
+	s    *Server
+	t    *tree
+	user spindle.UserName
+	can  rightsFunc
+}
+
+// readerFor returns a reader of owner's tree for user. It must be called
+// with s.mu held for reading.
+func (s *Server) readerFor(owner, user spindle.UserName) *reader {
+	t := newTree(owner)
+	if l := s.logs[owner]; l != nil {
+		t = l.t
+	}
+	load := groupLoader(t, func(u spindle.UserName) (*tree, int64, error) {
+		if l := s.logs[u]; l != nil {
+			return l.t, l.t.seq, nil
+		}
+		return nil, 0, nil
+	})
+	return &reader{s: s, t: t, user: user, can: t.rights(load)}
+}
+
+// show returns what user may see of d with right need (AnyRight, or List
+// for listings): the whole entry if the user may read it, the entry without
+// blocks and packdata, marked AttrIncomplete, if the user holds need but
+// not read, or nil.
+func (r *reader) show(d *spindle.DirEntry, need access.Right) (*spindle.DirEntry, error) {
+	read, err := r.can(r.user, access.Read, d.Name)
+	if err != nil {
+		return nil, err
+	}
+	if read {
+		return cloneEntry(d), nil
+	}
+	ok, err := r.can(r.user, need, d.Name)
+	if err != nil || !ok {
+		return nil, err
+	}
+	c := cloneEntry(d)
+	if access.IsAccessFile(c.Name) || access.IsGroupFile(c.Name) {
+		return c, nil // As in Upspin, anyone with a right may read the rules.
+	}
+	c.Blocks, c.Packdata = nil, nil
+	c.Attr |= spindle.AttrIncomplete
+	return c, nil
+}
+
+// lookup implements Lookup for a parsed name.
+func (r *reader) lookup(p spindle.Parsed) (*spindle.DirEntry, error) {
+	n, blocker := r.t.find(p)
+	if n == nil {
+		if blocker != nil && blocker.entry.Attr.IsLink() {
+			if d, err := r.show(&blocker.entry, access.AnyRight); err != nil {
+				return nil, err
+			} else if d != nil {
+				return d, blockedBy(blocker, p, r.user)
+			}
+		}
+		if err := need(r.can, r.user, access.AnyRight, p); err != nil {
+			return nil, err
+		}
+		if blocker != nil {
+			return nil, blockedBy(blocker, p, r.user)
+		}
+		return nil, spindle.E(spindle.NotExist, p.Path(), r.user)
+	}
+	d, err := r.show(&n.entry, access.AnyRight)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return nil, denied(r.can, r.user, p)
+	}
+	return d, nil
+}
+
+func checkUser(user spindle.UserName) error {
+	if u, err := spindle.CleanUser(user); err != nil || u != user {
+		return spindle.E(spindle.Invalid, user, "requesting user is not a clean user name")
+	}
+	return nil
+}
+
+// Lookup returns the entry for name as user may see it. A user with some
+// right on name but not read gets the entry marked AttrIncomplete, without
+// blocks and packdata. A user with no right gets Private, or Permission if
+// the user has some right on the parent; NotExist only goes to users with
+// some right on name. If name lies beneath a link, Lookup returns the
+// link's entry together with an error of kind NotDir, and the caller
+// follows the link.
+func (s *Server) Lookup(ctx context.Context, user spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
+	const op spindle.Op = "dirlog.Lookup"
+	if err := checkUser(user); err != nil {
+		return nil, spindle.E(op, name, err)
+	}
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return nil, spindle.E(op, user, err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d, err := s.readerFor(p.User(), user).lookup(p)
+	if err != nil {
+		return d, spindle.E(op, p.Path(), user, err)
+	}
+	return d, nil
+}
+
+// Glob returns, sorted by name, the entries matching pattern that user may
+// list or read (see [Server.Lookup] for what a user who may not read gets).
+// Each element after the user name may use path.Match syntax; the user
+// name may not. A pattern without metacharacters behaves as Lookup.
+// Directories on the way are searched whatever the user's rights on them,
+// but only matches the user may see are returned; links are not followed.
+func (s *Server) Glob(ctx context.Context, user spindle.UserName, pattern string) ([]*spindle.DirEntry, error) {
+	const op spindle.Op = "dirlog.Glob"
+	if err := checkUser(user); err != nil {
+		return nil, spindle.E(op, spindle.PathName(pattern), err)
+	}
+	p, err := spindle.Parse(spindle.PathName(pattern))
+	if err != nil {
+		return nil, spindle.E(op, user, err)
+	}
+	meta := false
+	for _, el := range p.Elems() {
+		if _, err := path.Match(el, ""); err != nil {
+			return nil, spindle.E(op, spindle.Invalid, p.Path(), user, fmt.Errorf("bad pattern element %q: %v", el, err))
+		}
+		meta = meta || strings.ContainsAny(el, `*?[\`)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r := s.readerFor(p.User(), user)
+	if !meta {
+		d, err := r.lookup(p)
+		if err != nil {
+			return nil, spindle.E(op, p.Path(), user, err)
+		}
+		return []*spindle.DirEntry{d}, nil
+	}
+	level := []*node{}
+	if r.t.root != nil {
+		level = append(level, r.t.root)
+	}
+	for _, el := range p.Elems() {
+		var next []*node
+		for _, n := range level {
+			if !n.entry.Attr.IsDir() {
+				continue
+			}
+			for name, k := range n.kids {
+				if ok, _ := path.Match(el, name); ok {
+					next = append(next, k)
+				}
+			}
+		}
+		level = next
+	}
+	var out []*spindle.DirEntry
+	for _, n := range level {
+		d, err := r.show(&n.entry, access.List)
+		if err != nil {
+			return nil, spindle.E(op, p.Path(), user, err)
+		}
+		if d != nil {
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// WhichAccess returns the entry of the Access file that governs name, or
+// nil if none does (the owner alone has every right). The user needs some
+// right on name; otherwise the errors are Lookup's.
+func (s *Server) WhichAccess(ctx context.Context, user spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
+	const op spindle.Op = "dirlog.WhichAccess"
+	if err := checkUser(user); err != nil {
+		return nil, spindle.E(op, name, err)
+	}
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return nil, spindle.E(op, user, err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r := s.readerFor(p.User(), user)
+	if err := need(r.can, user, access.AnyRight, p); err != nil {
+		return nil, spindle.E(op, p.Path(), user, err)
+	}
+	a, err := access.WhichAccess(p.Path(), r.t.loadAccess)
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), user, err)
+	}
+	n := r.t.lookup(a.Path())
+	if n == nil || n.acc == nil {
+		return nil, nil
+	}
+	return cloneEntry(&n.entry), nil
+}
+
+// Head returns the head of owner's log, signed by the host if the server
+// has a Host signer. A log with no entries has sequence 0 and the zero hash.
+func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*Head, error) {
+	const op spindle.Op = "dirlog.Head"
+	if err := checkUser(owner); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	s.mu.RLock()
+	l := s.logs[owner]
+	h := &Head{User: owner}
+	if l != nil {
+		if l.head != nil && l.head.Seq == l.t.seq {
+			c := *l.head
+			s.mu.RUnlock()
+			return &c, nil
+		}
+		h.Seq, h.Hash = l.t.seq, l.t.head
+	}
+	s.mu.RUnlock()
+	if s.cfg.Host != nil {
+		if err := h.Sign(s.cfg.Host); err != nil {
+			return nil, spindle.E(op, owner, err)
+		}
+	}
+	if l != nil {
+		s.mu.Lock()
+		if l.t.seq == h.Seq {
+			c := *h
+			l.head = &c
+		}
+		s.mu.Unlock()
+	}
+	return h, nil
+}
+
+// Watch streams the changes to name and everything below it that user may
+// see, as Lookup would show them, until ctx is cancelled, then closes the
+// channel. With fromSeq 0 it first sends the current state (one event per
+// item); with -1 only changes from now on; with a positive fromSeq every
+// change from that sequence number on, then new ones. A delete event holds
+// the item's last state with the sequence number of the delete; a rename
+// is a delete of every moved item followed by its put at the new name.
+// Rights are those in force when an event is sent. If the watch fails, the
+// last event carries the error. The user needs some right on name.
+func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
+	const op spindle.Op = "dirlog.Watch"
+	if err := checkUser(user); err != nil {
+		return nil, spindle.E(op, name, err)
+	}
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return nil, spindle.E(op, user, err)
+	}
+	if fromSeq < -1 {
+		return nil, spindle.E(op, spindle.Invalid, p.Path(), user, fmt.Sprintf("bad sequence %d", fromSeq))
+	}
+	s.mu.RLock()
+	r := s.readerFor(p.User(), user)
+	err = need(r.can, user, access.AnyRight, p)
+	l := s.logs[p.User()]
+	if err == nil && (l == nil || l.t.seq == 0) {
+		err = spindle.E(spindle.NotExist, p.Path(), user, "the tree does not exist")
+	}
+	var first []spindle.Event
+	next := fromSeq
+	if err == nil {
+		switch fromSeq {
+		case 0:
+			if n, _ := r.t.find(p); n != nil {
+				walk(n, func(m *node) bool {
+					d, err2 := r.show(&m.entry, access.AnyRight)
+					if err2 != nil {
+						err = err2
+						return false
+					}
+					if d != nil {
+						first = append(first, spindle.Event{Entry: d})
+					}
+					return true
+				})
+			}
+			next = r.t.seq + 1
+		case -1:
+			next = r.t.seq + 1
+		}
+	}
+	s.mu.RUnlock()
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), user, err)
+	}
+	ch := make(chan spindle.Event, 64)
+	go s.watch(ctx, l, user, p, next, first, ch)
+	return ch, nil
+}
+
+func (s *Server) watch(ctx context.Context, l *userLog, user spindle.UserName, p spindle.Parsed, next int64, batch []spindle.Event, ch chan<- spindle.Event) {
+	const op spindle.Op = "dirlog.Watch"
+	defer close(ch)
+	for {
+		for _, ev := range batch {
+			select {
+			case ch <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+		batch = nil
+		s.mu.RLock()
+		wait := l.changed
+		head := l.t.seq
+		var raw []seqEvents
+		history := false
+		if next <= head {
+			if len(l.recent) > 0 && l.recent[0].seq <= next {
+				i := sort.Search(len(l.recent), func(i int) bool { return l.recent[i].seq >= next })
+				raw = append(raw, l.recent[i:]...)
+			} else {
+				history = true
+			}
+		}
+		s.mu.RUnlock()
+		if history {
+			var err error
+			raw, err = s.history(ctx, l, next)
+			if err != nil {
+				if ctx.Err() == nil {
+					select {
+					case ch <- spindle.Event{Err: spindle.E(op, p.Path(), user, err)}:
+					case <-ctx.Done():
+					}
+				}
+				return
+			}
+		}
+		if len(raw) > 0 {
+			s.mu.RLock()
+			r := s.readerFor(p.User(), user)
+			var err error
+			for _, se := range raw {
+				for _, ev := range se.events {
+					q, _ := spindle.Parse(ev.Entry.Name)
+					if !q.HasPrefix(p) {
+						continue
+					}
+					var d *spindle.DirEntry
+					if d, err = r.show(ev.Entry, access.AnyRight); err != nil {
+						break
+					}
+					if d != nil {
+						batch = append(batch, spindle.Event{Entry: d, Delete: ev.Delete})
+					}
+				}
+				next = se.seq + 1
+			}
+			s.mu.RUnlock()
+			if err != nil {
+				batch = append(batch, spindle.Event{Err: spindle.E(op, p.Path(), user, err)})
+				for _, ev := range batch {
+					select {
+					case ch <- ev:
+					case <-ctx.Done():
+						return
+					}
+				}
+				return
+			}
+			continue
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// history recomputes the events of l's entries from sequence from on by
+// folding the stored log again.
+func (s *Server) history(ctx context.Context, l *userLog, from int64) ([]seqEvents, error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.log == nil {
+		return nil, nil
+	}
+	t := newTree(l.user)
+	var out []seqEvents
+	err := l.log.Scan(ctx, func(b []byte) (err error) {
+		p := decodePending(b)
+		if p.err != nil {
+			return p.err
+		}
+		if p.e.Seq != t.seq+1 || p.e.Prev != t.head {
+			return spindle.E(spindle.Integrity, l.user, fmt.Sprintf("stored log changed while in use: entry %d does not follow entry %d", p.e.Seq, t.seq))
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				err = spindle.E(spindle.Internal, l.user, fmt.Sprintf("stored log changed while in use: entry %d does not apply: %v", p.e.Seq, r))
+			}
+		}()
+		events := t.apply(p.e)
+		if p.e.Seq >= from {
+			out = append(out, seqEvents{p.e.Seq, events})
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,483 @@
+package dirlog
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"spindle.dev"
+)
+
+// A Store holds one append-only log of records per user.
+type Store interface {
+	// Users returns the users that have a log, in no particular order.
+	Users(ctx context.Context) ([]spindle.UserName, error)
+	// Open returns the user's log, creating an empty one if there is none.
+	// A log is opened at most once at a time.
+	Open(ctx context.Context, user spindle.UserName) (Log, error)
+}
+
+// A Log is one user's sequence of records. Each record is framed with its
+// length and a CRC-32C. A Log is used by one goroutine at a time.
+type Log interface {
+	// Scan calls fn with every whole record, in order, and stops at the
+	// first error fn returns, which it returns. If the log ends in a
+	// truncated or damaged record, Scan stops before it and returns an
+	// error of kind Integrity wrapping a *[TailError]; the log itself is
+	// not changed. fn must not keep the slice it is given.
+	Scan(ctx context.Context, fn func(rec []byte) error) error
+	// Append adds one record at the end of the valid records, durably
+	// before it returns.
+	Append(ctx context.Context, rec []byte) error
+	// Truncate keeps the first n records and cuts the rest, keeping the
+	// cut bytes beside the log (for inspection) where the store can. It
+	// needs a Scan first.
+	Truncate(ctx context.Context, n int) error
+	// Close releases the log.
+	Close() error
+}
+
+// A TailError describes the damaged end of a log.
+type TailError struct {
+	Records int    // Whole, valid records before the damage.
+	Offset  int64  // Byte offset where the damage starts.
+	Reason  string // What was wrong.
+}
+
+func (e *TailError) Error() string {
+	return fmt.Sprintf("log damaged at byte %d after %d good records: %s", e.Offset, e.Records, e.Reason)
+}
+
+const (
+	fileHeader = "SPDLOG1\n" // Starts every log file.
+	frameSize  = 8           // Length and CRC before each record.
+	maxRecord  = MaxEntrySize + (1 << 20)
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func appendFrame(b, rec []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(rec)))
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(rec, castagnoli))
+	return append(b, rec...)
+}
+
+// scanFrames reads framed records from r, which starts at byte offset base,
+// calling fn for each. It returns the offsets of the records read, the end
+// of the last one, and a *TailError if the data ends in a damaged frame.
+func scanFrames(r io.Reader, base int64, fn func([]byte) error) (offsets []int64, end int64, err error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	end = base
+	var hdr [frameSize]byte
+	var buf []byte
+	for {
+		n, rerr := io.ReadFull(br, hdr[:])
+		if rerr == io.EOF {
+			return offsets, end, nil
+		}
+		tail := func(reason string) error {
+			return &TailError{Records: len(offsets), Offset: end, Reason: reason}
+		}
+		if rerr == io.ErrUnexpectedEOF {
+			return offsets, end, tail(fmt.Sprintf("truncated frame header (%d bytes)", n))
+		}
+		if rerr != nil {
+			return offsets, end, rerr
+		}
+		size := binary.BigEndian.Uint32(hdr[:4])
+		sum := binary.BigEndian.Uint32(hdr[4:])
+		if size == 0 || size > maxRecord {
+			return offsets, end, tail(fmt.Sprintf("bad record length %d", size))
+		}
+		if cap(buf) < int(size) {
+			buf = make([]byte, size)
+		}
+		buf = buf[:size]
+		if n, rerr := io.ReadFull(br, buf); rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			return offsets, end, tail(fmt.Sprintf("truncated record: %d of %d bytes", n, size))
+		} else if rerr != nil {
+			return offsets, end, rerr
+		}
+		if crc32.Checksum(buf, castagnoli) != sum {
+			return offsets, end, tail("record checksum mismatch")
+		}
+		if err := fn(buf); err != nil {
+			return offsets, end, err
+		}
+		offsets = append(offsets, end)
+		end += frameSize + int64(size)
+	}
+}
+
+// DiskStore returns a store keeping each user's log in the file
+// dir/USER.log, creating dir if needed. Cut tails are kept in
+// dir/USER.log.cut-TIME.
+func DiskStore(dir string) (Store, error) {
+	const op spindle.Op = "dirlog.DiskStore"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, spindle.E(op, spindle.IO, err)
+	}
+	return &diskStore{dir: dir}, nil
+}
+
+type diskStore struct {
+	dir string
+}
+
+var _ Store = (*diskStore)(nil)
+
+const logSuffix = ".log"
+
+func (s *diskStore) Users(ctx context.Context) ([]spindle.UserName, error) {
+	const op spindle.Op = "dirlog.DiskStore.Users"
+	des, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, spindle.E(op, spindle.IO, err)
+	}
+	var users []spindle.UserName
+	for _, de := range des {
+		name, ok := strings.CutSuffix(de.Name(), logSuffix)
+		if !ok || !de.Type().IsRegular() {
+			continue
+		}
+		u, err := spindle.CleanUser(spindle.UserName(name))
+		if err != nil || string(u) != name {
+			return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("log file %s does not name a user", de.Name()))
+		}
+		users = append(users, u)
+	}
+	return users, nil
+}
+
+func (s *diskStore) path(user spindle.UserName) (string, error) {
+	u, err := spindle.CleanUser(user)
+	if err != nil || u != user {
+		return "", spindle.E(spindle.Invalid, user, "not a clean user name")
+	}
+	return filepath.Join(s.dir, string(user)+logSuffix), nil
+}
+
+func (s *diskStore) Open(ctx context.Context, user spindle.UserName) (Log, error) {
+	const op spindle.Op = "dirlog.DiskStore.Open"
+	name, err := s.path(user)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := createLog(name); err != nil {
+			return nil, spindle.E(op, spindle.IO, user, err)
+		}
+		f, err = os.OpenFile(name, os.O_RDWR, 0)
+	}
+	if err != nil {
+		return nil, spindle.E(op, spindle.IO, user, err)
+	}
+	return &diskLog{user: user, name: name, f: f, end: -1}, nil
+}
+
+// createLog makes an empty log file holding only the header, atomically.
+func createLog(name string) error {
+	tmp := name + ".new"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(fileHeader)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(name))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type diskLog struct {
+	user    spindle.UserName
+	name    string
+	f       *os.File
+	offsets []int64 // Start of every valid record.
+	end     int64   // End of the last valid record; -1 before the first Scan.
+}
+
+var _ Log = (*diskLog)(nil)
+
+func (l *diskLog) Scan(ctx context.Context, fn func([]byte) error) error {
+	const op spindle.Op = "dirlog.Log.Scan"
+	if _, err := l.f.Seek(0, io.SeekStart); err != nil {
+		return spindle.E(op, spindle.IO, l.user, err)
+	}
+	var hdr [len(fileHeader)]byte
+	if _, err := io.ReadFull(l.f, hdr[:]); err != nil || string(hdr[:]) != fileHeader {
+		return spindle.E(op, spindle.Integrity, l.user, fmt.Sprintf("%s is not a dirlog file (bad header)", l.name))
+	}
+	var fnErr error
+	offsets, end, err := scanFrames(l.f, int64(len(fileHeader)), func(b []byte) error {
+		fnErr = fn(b)
+		return fnErr
+	})
+	l.offsets, l.end = offsets, end
+	var te *TailError
+	switch {
+	case err == nil:
+		return nil
+	case fnErr != nil:
+		return fnErr
+	case errors.As(err, &te):
+		return spindle.E(op, spindle.Integrity, l.user, err)
+	}
+	return spindle.E(op, spindle.IO, l.user, err)
+}
+
+func (l *diskLog) Append(ctx context.Context, rec []byte) error {
+	const op spindle.Op = "dirlog.Log.Append"
+	if l.end < 0 {
+		if err := l.Scan(ctx, func([]byte) error { return nil }); err != nil {
+			return spindle.E(op, err)
+		}
+	}
+	if len(rec) == 0 || len(rec) > maxRecord {
+		return spindle.E(op, spindle.Invalid, l.user, fmt.Sprintf("record of %d bytes", len(rec)))
+	}
+	frame := appendFrame(nil, rec)
+	if _, err := l.f.WriteAt(frame, l.end); err != nil {
+		l.f.Truncate(l.end) // Best effort: a later Scan cuts a partial frame anyway.
+		return spindle.E(op, spindle.IO, l.user, err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return spindle.E(op, spindle.IO, l.user, err)
+	}
+	l.offsets = append(l.offsets, l.end)
+	l.end += int64(len(frame))
+	return nil
+}
+
+func (l *diskLog) Truncate(ctx context.Context, n int) error {
+	const op spindle.Op = "dirlog.Log.Truncate"
+	if l.end < 0 {
+		return spindle.E(op, spindle.Internal, l.user, "Truncate before Scan")
+	}
+	if n < 0 || n > len(l.offsets) {
+		return spindle.E(op, spindle.Invalid, l.user, fmt.Sprintf("cannot keep %d of %d records", n, len(l.offsets)))
+	}
+	cut := l.end
+	if n < len(l.offsets) {
+		cut = l.offsets[n]
+	}
+	info, err := l.f.Stat()
+	if err != nil {
+		return spindle.E(op, spindle.IO, l.user, err)
+	}
+	if info.Size() > cut {
+		// Keep the cut bytes for inspection before removing them.
+		tail := make([]byte, info.Size()-cut)
+		if _, err := l.f.ReadAt(tail, cut); err != nil && err != io.EOF {
+			return spindle.E(op, spindle.IO, l.user, err)
+		}
+		keep := fmt.Sprintf("%s.cut-%d", l.name, time.Now().UnixNano())
+		if err := writeSynced(keep, tail); err != nil {
+			return spindle.E(op, spindle.IO, l.user, err)
+		}
+		if err := l.f.Truncate(cut); err != nil {
+			return spindle.E(op, spindle.IO, l.user, err)
+		}
+		if err := l.f.Sync(); err != nil {
+			return spindle.E(op, spindle.IO, l.user, err)
+		}
+	}
+	l.offsets = l.offsets[:n]
+	l.end = cut
+	return nil
+}
+
+func writeSynced(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (l *diskLog) Close() error {
+	if err := l.f.Close(); err != nil {
+		return spindle.E(spindle.Op("dirlog.Log.Close"), spindle.IO, l.user, err)
+	}
+	return nil
+}
+
+// MemStore is a [Store] that keeps logs in memory, framed exactly as on
+// disk. Its zero value is ready to use. It is meant for tests, which may
+// read and damage the bytes of a log with [MemStore.Bytes] and
+// [MemStore.SetBytes].
+type MemStore struct {
+	mu   sync.Mutex
+	logs map[spindle.UserName]*memData
+}
+
+type memData struct {
+	data []byte   // Framed records, without a file header.
+	cuts [][]byte // Tails removed by Truncate.
+}
+
+var _ Store = (*MemStore)(nil)
+
+func (s *MemStore) get(user spindle.UserName) *memData {
+	if s.logs == nil {
+		s.logs = make(map[spindle.UserName]*memData)
+	}
+	d := s.logs[user]
+	if d == nil {
+		d = &memData{}
+		s.logs[user] = d
+	}
+	return d
+}
+
+// Users implements [Store].
+func (s *MemStore) Users(ctx context.Context) ([]spindle.UserName, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var users []spindle.UserName
+	for u := range s.logs {
+		users = append(users, u)
+	}
+	sort.Slice(users, func(i, j int) bool { return users[i] < users[j] })
+	return users, nil
+}
+
+// Open implements [Store].
+func (s *MemStore) Open(ctx context.Context, user spindle.UserName) (Log, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.get(user)
+	return &memLog{s: s, user: user, end: -1}, nil
+}
+
+// Bytes returns a copy of the user's framed log.
+func (s *MemStore) Bytes(user spindle.UserName) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.get(user).data...)
+}
+
+// SetBytes replaces the user's framed log with a copy of data.
+func (s *MemStore) SetBytes(user spindle.UserName, data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.get(user).data = append([]byte(nil), data...)
+}
+
+// Cuts returns copies of the tails cut from the user's log.
+func (s *MemStore) Cuts(user spindle.UserName) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out [][]byte
+	for _, c := range s.get(user).cuts {
+		out = append(out, append([]byte(nil), c...))
+	}
+	return out
+}
+
+type memLog struct {
+	s       *MemStore
+	user    spindle.UserName
+	offsets []int64
+	end     int64
+}
+
+var _ Log = (*memLog)(nil)
+
+func (l *memLog) Scan(ctx context.Context, fn func([]byte) error) error {
+	l.s.mu.Lock()
+	data := append([]byte(nil), l.s.get(l.user).data...)
+	l.s.mu.Unlock()
+	offsets, end, err := scanFrames(strings.NewReader(string(data)), 0, fn)
+	l.offsets, l.end = offsets, end
+	var te *TailError
+	if errors.As(err, &te) {
+		return spindle.E(spindle.Op("dirlog.Log.Scan"), spindle.Integrity, l.user, err)
+	}
+	return err
+}
+
+func (l *memLog) Append(ctx context.Context, rec []byte) error {
+	const op spindle.Op = "dirlog.Log.Append"
+	if l.end < 0 {
+		if err := l.Scan(ctx, func([]byte) error { return nil }); err != nil {
+			return spindle.E(op, err)
+		}
+	}
+	if len(rec) == 0 || len(rec) > maxRecord {
+		return spindle.E(op, spindle.Invalid, l.user, fmt.Sprintf("record of %d bytes", len(rec)))
+	}
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	d := l.s.get(l.user)
+	d.data = appendFrame(d.data[:l.end:l.end], rec)
+	l.offsets = append(l.offsets, l.end)
+	l.end = int64(len(d.data))
+	return nil
+}
+
+func (l *memLog) Truncate(ctx context.Context, n int) error {
+	const op spindle.Op = "dirlog.Log.Truncate"
+	if l.end < 0 {
+		return spindle.E(op, spindle.Internal, l.user, "Truncate before Scan")
+	}
+	if n < 0 || n > len(l.offsets) {
+		return spindle.E(op, spindle.Invalid, l.user, fmt.Sprintf("cannot keep %d of %d records", n, len(l.offsets)))
+	}
+	cut := l.end
+	if n < len(l.offsets) {
+		cut = l.offsets[n]
+	}
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	d := l.s.get(l.user)
+	if int64(len(d.data)) > cut {
+		d.cuts = append(d.cuts, append([]byte(nil), d.data[cut:]...))
+		d.data = d.data[:cut:cut]
+	}
+	l.offsets = l.offsets[:n]
+	l.end = cut
+	return nil
+}
+
+func (l *memLog) Close() error { return nil }

@@ -1,0 +1,539 @@
+package dirlog
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"spindle.dev"
+	"spindle.dev/access"
+)
+
+// A node is one item of a tree.
+type node struct {
+	entry spindle.DirEntry
+	kids  map[string]*node // Directories only.
+	acc   *access.Access   // Access files only: the parsed contents.
+	grp   *access.Group    // Group files only: the parsed contents.
+}
+
+// A groupVersion is the state of a Group file from seq on; g is nil while
+// the file does not exist.
+type groupVersion struct {
+	seq int64
+	g   *access.Group
+}
+
+// A tree is the fold of one user's log. It is not safe for concurrent use;
+// the Server guards it.
+type tree struct {
+	user   spindle.UserName
+	root   *node
+	seq    int64
+	head   Hash
+	groups map[spindle.PathName][]groupVersion // History of every Group file.
+}
+
+func newTree(user spindle.UserName) *tree {
+	return &tree{user: user, groups: make(map[spindle.PathName][]groupVersion)}
+}
+
+// find returns the node named by p, or nil. If the walk met a file or link
+// where a directory was needed, that node is returned as blocker.
+func (t *tree) find(p spindle.Parsed) (n, blocker *node) {
+	n = t.root
+	if n == nil {
+		return nil, nil
+	}
+	for i := 0; i < p.NElem(); i++ {
+		if !n.entry.Attr.IsDir() {
+			return nil, n
+		}
+		n = n.kids[p.Elem(i)]
+		if n == nil {
+			return nil, nil
+		}
+	}
+	return n, nil
+}
+
+// lookup is find for a path name that need not be clean.
+func (t *tree) lookup(name spindle.PathName) *node {
+	p, err := spindle.Parse(name)
+	if err != nil || p.User() != t.user {
+		return nil
+	}
+	n, _ := t.find(p)
+	return n
+}
+
+// loadAccess is the tree's access.AccessLoader.
+func (t *tree) loadAccess(name spindle.PathName) (*access.Access, error) {
+	if n := t.lookup(name); n != nil && n.acc != nil {
+		return n.acc, nil
+	}
+	return nil, nil
+}
+
+// groupAt returns the Group file name as it was at sequence seq.
+func (t *tree) groupAt(name spindle.PathName, seq int64) (*access.Group, error) {
+	h := t.groups[name]
+	i := sort.Search(len(h), func(i int) bool { return h[i].seq > seq }) - 1
+	if i < 0 || h[i].g == nil {
+		return nil, spindle.E(spindle.NotExist, name, fmt.Sprintf("group does not exist at sequence %d of %s's log", seq, t.user))
+	}
+	return h[i].g, nil
+}
+
+// A rightsFunc answers access.Can for one tree with its loaders bound.
+type rightsFunc func(user spindle.UserName, right access.Right, name spindle.PathName) (bool, error)
+
+func (t *tree) rights(loadGroup access.GroupLoader) rightsFunc {
+	return func(user spindle.UserName, right access.Right, name spindle.PathName) (bool, error) {
+		return access.Can(user, right, name, t.loadAccess, loadGroup)
+	}
+}
+
+// denied returns the error for a user who lacks a right on p: Permission if
+// the user has some right on p or on its parent, so may know the name,
+// Private otherwise. It never depends on whether p exists.
+func denied(can rightsFunc, user spindle.UserName, p spindle.Parsed) error {
+	for _, q := range []spindle.Parsed{p, p.Dir()} {
+		ok, err := can(user, access.AnyRight, q.Path())
+		if err != nil {
+			return err
+		}
+		if ok {
+			return spindle.E(spindle.Permission, p.Path(), user)
+		}
+	}
+	return spindle.E(spindle.Private, p.Path(), user)
+}
+
+// need checks that user holds right on p, returning the denial otherwise.
+func need(can rightsFunc, user spindle.UserName, right access.Right, p spindle.Parsed) error {
+	ok, err := can(user, right, p.Path())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return denied(can, user, p)
+	}
+	return nil
+}
+
+// cleanName parses name and checks that it is clean and in tree user's tree.
+func cleanName(name spindle.PathName, user spindle.UserName, what string) (spindle.Parsed, error) {
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return p, spindle.E(spindle.Invalid, name, err)
+	}
+	if p.Path() != name {
+		return p, spindle.E(spindle.Invalid, name, fmt.Sprintf("%s is not clean (want %s)", what, p.Path()))
+	}
+	if user != "" && p.User() != user {
+		return p, spindle.E(spindle.Invalid, name, fmt.Sprintf("%s is not in %s's tree", what, user))
+	}
+	return p, nil
+}
+
+const ordinary = "an ordinary file"
+
+// class names what kind of control file, if any, a name is.
+func class(name spindle.PathName) string {
+	switch {
+	case access.IsAccessFile(name):
+		return "an Access file"
+	case access.IsGroupFile(name):
+		return "a Group file"
+	}
+	return ordinary
+}
+
+// check decides whether e may be appended to the tree: it checks everything
+// but the signature. loadGroup loads groups, the tree's own and other
+// users'. The result depends only on the tree and on what loadGroup returns.
+func (t *tree) check(e *Entry, loadGroup access.GroupLoader) error {
+	if e.Seq != t.seq+1 || e.Prev != t.head {
+		return spindle.E(spindle.Transient, e.Entry.Name, e.Writer, fmt.Sprintf("log head moved: entry is for sequence %d after %.12s, head is %d at %.12s; read the head and sign again", e.Seq, e.Prev, t.seq, t.head))
+	}
+	if err := checkFields(e, t.user); err != nil {
+		return err
+	}
+	writer := e.Writer
+	p, _ := spindle.Parse(e.Entry.Name)
+	can := t.rights(loadGroup)
+
+	if t.root == nil {
+		if e.Op == OpMkdir && p.IsRoot() && writer == t.user {
+			return nil
+		}
+		if err := need(can, writer, access.AnyRight, p); err != nil {
+			return err
+		}
+		return spindle.E(spindle.NotExist, p.Path(), writer, "the tree has no root yet: its first entry must be the owner's mkdir of the root")
+	}
+
+	n, blocker := t.find(p)
+	switch e.Op {
+	case OpPut, OpLink, OpMkdir:
+		right := access.Create
+		if n != nil && e.Op != OpMkdir {
+			right = access.Write
+		}
+		if err := need(can, writer, right, p); err != nil {
+			return err
+		}
+		if err := t.checkParent(p, blocker, writer); err != nil {
+			return err
+		}
+		if n != nil {
+			if e.Op == OpMkdir {
+				return spindle.E(spindle.Exist, p.Path(), writer)
+			}
+			if n.entry.Attr.IsDir() {
+				return spindle.E(spindle.IsDir, p.Path(), writer, "cannot replace a directory")
+			}
+		}
+		return nil
+
+	case OpDelete:
+		if err := need(can, writer, access.Delete, p); err != nil {
+			return err
+		}
+		if p.IsRoot() {
+			return spindle.E(spindle.Invalid, p.Path(), writer, "cannot delete the root")
+		}
+		if blocker != nil {
+			return blockedBy(blocker, p, writer)
+		}
+		if n == nil {
+			return spindle.E(spindle.NotExist, p.Path(), writer)
+		}
+		if len(n.kids) > 0 {
+			return spindle.E(spindle.NotEmpty, p.Path(), writer)
+		}
+		return nil
+
+	case OpRename:
+		q, _ := spindle.Parse(e.NewName)
+		if err := need(can, writer, access.Delete, p); err != nil {
+			return err
+		}
+		if err := need(can, writer, access.Create, q); err != nil {
+			return err
+		}
+		if p.IsRoot() || q.IsRoot() {
+			return spindle.E(spindle.Invalid, p.Path(), writer, "cannot rename the root")
+		}
+		if q.HasPrefix(p) {
+			return spindle.E(spindle.Invalid, p.Path(), writer, fmt.Sprintf("cannot move %s inside itself to %s", p.Path(), q.Path()))
+		}
+		if blocker != nil {
+			return blockedBy(blocker, p, writer)
+		}
+		if n == nil {
+			return spindle.E(spindle.NotExist, p.Path(), writer)
+		}
+		dst, dstBlocker := t.find(q)
+		if err := t.checkParent(q, dstBlocker, writer); err != nil {
+			return err
+		}
+		if dst != nil {
+			return spindle.E(spindle.Exist, q.Path(), writer)
+		}
+		// Every moved file keeps its class, and moved Access and Group
+		// files need the rights their new names need (the owner's).
+		var err error
+		walk(n, func(m *node) bool {
+			if m.entry.Attr.IsDir() {
+				return true
+			}
+			old := m.entry.Name
+			now := spindle.PathName(string(q.Path()) + strings.TrimPrefix(string(old), string(p.Path())))
+			if class(old) != class(now) {
+				err = spindle.E(spindle.Invalid, old, writer, fmt.Sprintf("moving %s to %s would make %s into %s", old, now, class(old), class(now)))
+				return false
+			}
+			if class(old) != ordinary {
+				np, _ := spindle.Parse(now)
+				if err = need(can, writer, access.Create, np); err != nil {
+					return false
+				}
+				op, _ := spindle.Parse(old)
+				if err = need(can, writer, access.Delete, op); err != nil {
+					return false
+				}
+			}
+			return true
+		})
+		return err
+	}
+	return spindle.E(spindle.Invalid, p.Path(), writer, "unknown operation "+e.Op.String())
+}
+
+// checkParent checks that the parent of p exists and is a directory.
+func (t *tree) checkParent(p spindle.Parsed, blocker *node, writer spindle.UserName) error {
+	if blocker != nil {
+		return blockedBy(blocker, p, writer)
+	}
+	parent, blocker := t.find(p.Dir())
+	if blocker != nil {
+		return blockedBy(blocker, p, writer)
+	}
+	if parent == nil {
+		return spindle.E(spindle.NotExist, p.Path(), writer, "parent directory "+string(p.Dir().Path())+" does not exist")
+	}
+	if !parent.entry.Attr.IsDir() {
+		return blockedBy(parent, p, writer)
+	}
+	return nil
+}
+
+// blockedBy is the error for a path that runs through a file or link.
+func blockedBy(b *node, p spindle.Parsed, user spindle.UserName) error {
+	if b.entry.Attr.IsLink() {
+		return spindle.E(spindle.NotDir, p.Path(), user, fmt.Sprintf("path crosses link %s; follow it", b.entry.Name))
+	}
+	return spindle.E(spindle.NotDir, p.Path(), user, string(b.entry.Name)+" is not a directory")
+}
+
+// checkFields checks the parts of an entry that do not depend on the tree.
+func checkFields(e *Entry, user spindle.UserName) error {
+	d := &e.Entry
+	invalid := func(msg string) error { return spindle.E(spindle.Invalid, d.Name, e.Writer, msg) }
+	if _, err := cleanName(d.Name, user, "name"); err != nil {
+		return err
+	}
+	if w, err := spindle.CleanUser(e.Writer); err != nil || w != e.Writer {
+		return invalid(fmt.Sprintf("writer %q is not a clean user name", e.Writer))
+	}
+	if d.Writer != e.Writer {
+		return invalid(fmt.Sprintf("entry writer %s differs from log entry writer %s", d.Writer, e.Writer))
+	}
+	if d.Sequence != e.Seq {
+		return invalid(fmt.Sprintf("entry sequence %d differs from log sequence %d", d.Sequence, e.Seq))
+	}
+	if e.Op != OpRename && e.NewName != "" {
+		return invalid("new name set on a " + e.Op.String())
+	}
+	bare := d.Attr == 0 && d.Packing == 0 && d.Size == 0 && d.Time == 0 && len(d.Blocks) == 0 &&
+		len(d.Packdata) == 0 && d.Link == "" && len(d.Inline) == 0
+	ctl := access.IsAccessFile(d.Name) || access.IsGroupFile(d.Name)
+	switch e.Op {
+	case OpDelete:
+		if !bare {
+			return invalid("a delete entry carries only name, writer and sequence")
+		}
+	case OpRename:
+		if !bare {
+			return invalid("a rename entry carries only name, new name, writer and sequence")
+		}
+		if _, err := cleanName(e.NewName, user, "new name"); err != nil {
+			return err
+		}
+	case OpMkdir:
+		if d.Attr != spindle.AttrDirectory || d.Packing != 0 || d.Size != 0 || len(d.Blocks) != 0 ||
+			len(d.Packdata) != 0 || d.Link != "" || len(d.Inline) != 0 {
+			return invalid("a directory entry has the directory attribute and no packing, size, blocks, packdata, link or inline data")
+		}
+		if access.IsAccessFile(d.Name) {
+			return invalid("a directory cannot be named Access")
+		}
+	case OpLink:
+		if d.Attr != spindle.AttrLink || d.Size != 0 || len(d.Blocks) != 0 || len(d.Inline) != 0 {
+			return invalid("a link entry has the link attribute and no size, blocks or inline data")
+		}
+		if ctl {
+			return invalid("a link cannot be " + class(d.Name))
+		}
+		if _, err := cleanName(d.Link, "", "link target"); err != nil {
+			return err
+		}
+	case OpPut:
+		if d.Attr != spindle.AttrNone {
+			return invalid("put makes files; use mkdir or link for directories and links")
+		}
+		if d.Link != "" {
+			return invalid("a file entry has no link target")
+		}
+		if ctl {
+			if len(d.Blocks) != 0 || d.Size != int64(len(d.Inline)) {
+				return invalid(class(d.Name) + " travels in the entry's inline data: no blocks, size equal to its length")
+			}
+			var err error
+			if access.IsAccessFile(d.Name) {
+				_, err = access.Parse(d.Name, d.Inline)
+			} else {
+				_, err = access.ParseGroup(d.Name, d.Inline)
+			}
+			if err != nil {
+				return spindle.E(spindle.Invalid, d.Name, e.Writer, err)
+			}
+			return nil
+		}
+		if len(d.Inline) != 0 {
+			return invalid("only Access and Group files carry inline data")
+		}
+		if d.Packing == spindle.UnknownPack {
+			return invalid("a file needs a packing")
+		}
+		var off int64
+		for i, b := range d.Blocks {
+			if b.Ref == "" || b.Size <= 0 || b.Size > spindle.MaxBlockSize || b.Offset != off {
+				return invalid(fmt.Sprintf("block %d (ref %q, offset %d, size %d) does not continue the file at offset %d with 1 to %d bytes", i, b.Ref, b.Offset, b.Size, off, spindle.MaxBlockSize))
+			}
+			off += b.Size
+		}
+		if off != d.Size {
+			return invalid(fmt.Sprintf("blocks hold %d bytes, size is %d", off, d.Size))
+		}
+	default:
+		return invalid("unknown operation " + e.Op.String())
+	}
+	return nil
+}
+
+// apply folds a checked entry into the tree and returns the changes, as
+// events, in order.
+func (t *tree) apply(e *Entry) []spindle.Event {
+	seq := e.Seq
+	p, _ := spindle.Parse(e.Entry.Name)
+	var events []spindle.Event
+	switch e.Op {
+	case OpPut, OpLink, OpMkdir:
+		n := &node{entry: *cloneEntry(&e.Entry)}
+		if e.Op == OpMkdir {
+			n.kids = make(map[string]*node)
+		}
+		parseControl(n)
+		if p.IsRoot() {
+			t.root = n
+		} else {
+			parent, _ := t.find(p.Dir())
+			parent.kids[p.Last()] = n
+		}
+		t.noteGroup(n.entry.Name, n.grp, seq)
+		events = append(events, spindle.Event{Entry: cloneEntry(&n.entry)})
+	case OpDelete:
+		parent, _ := t.find(p.Dir())
+		n := parent.kids[p.Last()]
+		delete(parent.kids, p.Last())
+		t.noteGroup(n.entry.Name, nil, seq)
+		gone := cloneEntry(&n.entry)
+		gone.Sequence = seq
+		events = append(events, spindle.Event{Entry: gone, Delete: true})
+	case OpRename:
+		q, _ := spindle.Parse(e.NewName)
+		parent, _ := t.find(p.Dir())
+		n := parent.kids[p.Last()]
+		delete(parent.kids, p.Last())
+		walk(n, func(m *node) bool {
+			gone := cloneEntry(&m.entry)
+			gone.Sequence = seq
+			events = append(events, spindle.Event{Entry: gone, Delete: true})
+			t.noteGroup(m.entry.Name, nil, seq)
+			m.entry.Name = spindle.PathName(string(q.Path()) + strings.TrimPrefix(string(m.entry.Name), string(p.Path())))
+			m.entry.Sequence = seq
+			parseControl(m)
+			return true
+		})
+		walk(n, func(m *node) bool {
+			t.noteGroup(m.entry.Name, m.grp, seq)
+			events = append(events, spindle.Event{Entry: cloneEntry(&m.entry)})
+			return true
+		})
+		dst, _ := t.find(q.Dir())
+		dst.kids[q.Last()] = n
+		t.stamp(q, seq)
+	}
+	t.stamp(p, seq)
+	t.seq = seq
+	t.head = e.Hash()
+	return events
+}
+
+// stamp sets seq on p, if it exists, and on every directory above it.
+func (t *tree) stamp(p spindle.Parsed, seq int64) {
+	n := t.root
+	for i := 0; n != nil; i++ {
+		n.entry.Sequence = seq
+		if i == p.NElem() || !n.entry.Attr.IsDir() {
+			return
+		}
+		n = n.kids[p.Elem(i)]
+	}
+}
+
+// noteGroup records the state of name from seq on, if it is a Group file.
+func (t *tree) noteGroup(name spindle.PathName, g *access.Group, seq int64) {
+	if !access.IsGroupFile(name) {
+		return
+	}
+	h := t.groups[name]
+	if len(h) == 0 && g == nil {
+		return
+	}
+	if len(h) > 0 && h[len(h)-1].seq == seq {
+		h[len(h)-1].g = g
+	} else {
+		h = append(h, groupVersion{seq, g})
+	}
+	t.groups[name] = h
+}
+
+// parseControl sets n.acc or n.grp from the inline contents of an Access
+// or Group file. The contents were checked when the entry was, so a parse
+// error here cannot happen; if it did, the node would grant nothing.
+func parseControl(n *node) {
+	n.acc, n.grp = nil, nil
+	if n.entry.Attr != spindle.AttrNone {
+		return
+	}
+	switch name := n.entry.Name; {
+	case access.IsAccessFile(name):
+		n.acc, _ = access.Parse(name, n.entry.Inline)
+	case access.IsGroupFile(name):
+		n.grp, _ = access.ParseGroup(name, n.entry.Inline)
+	}
+}
+
+// walk calls fn on n and, while fn returns true, on everything below it,
+// parents before children, children in name order.
+func walk(n *node, fn func(*node) bool) bool {
+	if !fn(n) {
+		return false
+	}
+	if len(n.kids) == 0 {
+		return true
+	}
+	names := make([]string, 0, len(n.kids))
+	for k := range n.kids {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if !walk(n.kids[k], fn) {
+			return false
+		}
+	}
+	return true
+}
+
+// cloneEntry returns a deep copy of d.
+func cloneEntry(d *spindle.DirEntry) *spindle.DirEntry {
+	c := *d
+	c.Blocks = append([]spindle.DirBlock(nil), d.Blocks...)
+	c.Packdata = append([]byte(nil), d.Packdata...)
+	c.Inline = append([]byte(nil), d.Inline...)
+	if len(d.Blocks) == 0 {
+		c.Blocks = nil
+	}
+	if len(d.Packdata) == 0 {
+		c.Packdata = nil
+	}
+	if len(d.Inline) == 0 {
+		c.Inline = nil
+	}
+	return &c
+}

@@ -114,6 +114,9 @@ func E(args ...any) error {
 		case string:
 			e.Err = errors.New(a)
 		case *Error:
+			if a == nil {
+				continue // A nil *Error is no error, as an untyped nil is.
+			}
 			cp := *a // Copy so the caller's error is not changed.
 			e.Err = &cp
 		case error:
@@ -215,7 +218,8 @@ func KindOf(err error) Kind {
 			err = e.Err
 			continue
 		}
-		if k, ok := err.(Kind); ok {
+		var k Kind
+		if errors.As(err, &k) { // A bare Kind, perhaps wrapped by fmt.Errorf.
 			return k
 		}
 		return Other

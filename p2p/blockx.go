@@ -1,0 +1,371 @@
+package p2p
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
+)
+
+// BlockProtocol is the block exchange protocol.
+//
+// A client opens one stream and sends requests on it without waiting for
+// answers; the server answers each as soon as it is done, in any order.
+// Every message is one frame (see [Conn]):
+//
+//	request:  op (1 byte: 1 get, 2 put) | id (8 bytes, big-endian) | ref (get) or block (put)
+//	response: status (1 byte: 0 ok, 1 error) | id | block (get) or ref (put) or a spindle.Error
+const BlockProtocol protocol.ID = "/spindle/blocks/1"
+
+const (
+	blockGet byte = 1
+	blockPut byte = 2
+
+	statusOK  byte = 0
+	statusErr byte = 1
+
+	blockMsgHeader = 1 + 8
+	blockMaxFrame  = spindle.MaxStoredBlockSize + blockMsgHeader
+)
+
+// DefaultInFlight is the number of requests a block server handles at
+// once on one stream when BlockServerConfig.InFlight is zero.
+const DefaultInFlight = 16
+
+// BlockServerConfig configures ServeBlocks.
+type BlockServerConfig struct {
+	// CanPut reports whether a peer may store blocks here. If nil, no
+	// peer may: Puts fail with Permission.
+	CanPut func(peer.ID) bool
+	// CanGet reports whether a peer may fetch blocks. If nil, any peer
+	// may; blocks are encrypted or meant to be public.
+	CanGet func(peer.ID) bool
+	// InFlight bounds the requests handled at once on one stream
+	// (DefaultInFlight if zero). Requests beyond it wait unread, so a
+	// peer that floods the stream is slowed by flow control, and memory
+	// stays below InFlight blocks per stream.
+	InFlight int
+}
+
+// ServeBlocks serves store to other peers over [BlockProtocol] on h,
+// until ctx is cancelled or h.RemoveStreamHandler(BlockProtocol) is
+// called. Every Put and Get goes through store, which checks the hashes.
+func ServeBlocks(ctx context.Context, h host.Host, store spindle.BlockStore, cfg BlockServerConfig) {
+	if cfg.InFlight <= 0 {
+		cfg.InFlight = DefaultInFlight
+	}
+	srv := &blockServer{store: store, cfg: cfg}
+	HandleStream(ctx, h, BlockProtocol, blockMaxFrame, srv.serve)
+}
+
+type blockServer struct {
+	store spindle.BlockStore
+	cfg   BlockServerConfig
+}
+
+func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
+	remote := c.RemotePeer()
+	sem := make(chan struct{}, srv.cfg.InFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		msg, err := c.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(msg) < blockMsgHeader || (msg[0] != blockGet && msg[0] != blockPut) {
+			c.Reset()
+			return spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Invalid, fmt.Sprintf("peer %s sent a malformed block request", remote))
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			resp := srv.handle(ctx, remote, msg)
+			if err := c.Send(resp); err != nil {
+				c.Reset() // The stream is broken; the reader will see it.
+			}
+		})
+	}
+}
+
+// handle answers one request; msg has been checked to hold a header.
+func (srv *blockServer) handle(ctx context.Context, remote peer.ID, msg []byte) []byte {
+	op, id, body := msg[0], msg[1:9], msg[9:]
+	var result []byte
+	var err error
+	switch op {
+	case blockGet:
+		if srv.cfg.CanGet != nil && !srv.cfg.CanGet(remote) {
+			err = spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Permission, fmt.Sprintf("peer %s may not fetch blocks here", remote))
+			break
+		}
+		result, err = srv.store.Get(ctx, spindle.Ref(body))
+	case blockPut:
+		if srv.cfg.CanPut == nil || !srv.cfg.CanPut(remote) {
+			err = spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Permission, fmt.Sprintf("peer %s may not store blocks here", remote))
+			break
+		}
+		var ref spindle.Ref
+		ref, err = srv.store.Put(ctx, body)
+		result = []byte(ref)
+	}
+	status := statusOK
+	if err != nil {
+		status, result = statusErr, marshalError(err)
+	}
+	resp := make([]byte, 0, blockMsgHeader+len(result))
+	resp = append(resp, status)
+	resp = append(resp, id...)
+	return append(resp, result...)
+}
+
+// A RemoteStore is a [spindle.BlockStore] held by another peer, reached
+// over [BlockProtocol]. Concurrent calls share one stream with many
+// requests in flight, so a large file moves as a pipeline of blocks. Every
+// block returned by Get has been checked with [blocks.Check]. A broken
+// stream is replaced on the next call; a call whose stream broke is retried
+// once, since both operations are idempotent.
+//
+// A RemoteStore is safe for concurrent use. Close it to release its stream.
+type RemoteStore struct {
+	h    host.Host
+	peer peer.ID
+
+	mu     sync.Mutex
+	sess   *blockSession
+	closed bool
+}
+
+var _ spindle.BlockStore = (*RemoteStore)(nil)
+
+// NewRemoteStore returns the block store of peer p, reached from h. It
+// does not connect until the first call.
+func NewRemoteStore(h host.Host, p peer.ID) *RemoteStore {
+	return &RemoteStore{h: h, peer: p}
+}
+
+// Peer returns the peer holding the store.
+func (r *RemoteStore) Peer() peer.ID { return r.peer }
+
+// Close ends the store's stream; calls in progress fail. The store must
+// not be used after.
+func (r *RemoteStore) Close() error {
+	r.mu.Lock()
+	sess := r.sess
+	r.sess, r.closed = nil, true
+	r.mu.Unlock()
+	if sess != nil {
+		sess.fail(spindle.E(spindle.IO, "remote store closed"))
+		sess.c.Close()
+	}
+	return nil
+}
+
+// Get implements [spindle.BlockStore]. Besides the peer's own errors,
+// it returns Integrity if the peer sent bytes that do not match ref, IO
+// if the peer cannot be reached, and Transient if ctx ends first.
+func (r *RemoteStore) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	const op spindle.Op = "p2p.RemoteStore.Get"
+	d, err := blocks.ParseRef(ref)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	data, err := r.call(ctx, blockGet, []byte(ref))
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if err := blocks.CheckDigest(d, data); err != nil {
+		return nil, spindle.E(op, fmt.Errorf("peer %s: %w", r.peer, err))
+	}
+	return data, nil
+}
+
+// Put implements [spindle.BlockStore]. The block is durable on the peer
+// when Put returns. A peer that answers with another ref than the hash of
+// data is reported as Integrity.
+func (r *RemoteStore) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
+	const op spindle.Op = "p2p.RemoteStore.Put"
+	ref, _, err := blocks.Receive(data)
+	if err != nil {
+		return "", spindle.E(op, err)
+	}
+	got, err := r.call(ctx, blockPut, data)
+	if err != nil {
+		return "", spindle.E(op, err)
+	}
+	if spindle.Ref(got) != ref {
+		return "", spindle.E(op, spindle.Integrity, fmt.Sprintf("peer %s stored block %s as %.80q", r.peer, ref, got))
+	}
+	return ref, nil
+}
+
+// errSessionBroken marks failures of the stream itself, after which a
+// call may be retried on a new stream.
+var errSessionBroken = errors.New("block stream broken")
+
+// brokenErr wraps the failure of a block stream, keeping its Kind (IO
+// unless it says otherwise).
+func brokenErr(err error) error {
+	k := spindle.KindOf(err)
+	if k == spindle.Other {
+		k = spindle.IO
+	}
+	return spindle.E(k, fmt.Errorf("%w: %w", errSessionBroken, err))
+}
+
+func (r *RemoteStore) call(ctx context.Context, op byte, body []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, spindle.E(spindle.Transient, err)
+	}
+	for attempt := 0; ; attempt++ {
+		sess, err := r.session(ctx)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := sess.call(ctx, op, body)
+		if err != nil && errors.Is(err, errSessionBroken) && attempt == 0 && ctx.Err() == nil {
+			continue
+		}
+		return resp, err
+	}
+}
+
+// session returns the current stream to the peer, opening one if needed.
+func (r *RemoteStore) session(ctx context.Context) (*blockSession, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, spindle.E(spindle.Invalid, "remote store is closed")
+	}
+	if r.sess != nil && !r.sess.broken() {
+		return r.sess, nil
+	}
+	c, err := Open(ctx, r.h, r.peer, BlockProtocol, blockMaxFrame)
+	if err != nil {
+		return nil, err
+	}
+	r.sess = newBlockSession(c)
+	return r.sess, nil
+}
+
+// A blockSession is one stream with many requests in flight.
+type blockSession struct {
+	c *Conn
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan blockResult
+	err     error // Set when the stream has failed.
+}
+
+type blockResult struct {
+	data []byte
+	err  error
+}
+
+func newBlockSession(c *Conn) *blockSession {
+	s := &blockSession{c: c, pending: make(map[uint64]chan blockResult)}
+	go s.readLoop()
+	return s
+}
+
+func (s *blockSession) broken() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err != nil
+}
+
+// fail marks the session broken and fails every pending call with err.
+func (s *blockSession) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+	for id, ch := range s.pending {
+		ch <- blockResult{err: s.err}
+		delete(s.pending, id)
+	}
+}
+
+func (s *blockSession) readLoop() {
+	peer := s.c.RemotePeer()
+	for {
+		msg, err := s.c.Recv()
+		if err != nil {
+			if err == io.EOF {
+				err = spindle.E(spindle.IO, fmt.Sprintf("peer %s closed the block stream", peer))
+			}
+			s.c.Reset()
+			s.fail(brokenErr(err))
+			return
+		}
+		if len(msg) < blockMsgHeader || msg[0] > statusErr {
+			s.c.Reset()
+			s.fail(spindle.E(spindle.Invalid, fmt.Sprintf("peer %s sent a malformed block response", peer)))
+			return
+		}
+		id := binary.BigEndian.Uint64(msg[1:9])
+		res := blockResult{data: msg[9:]}
+		if msg[0] == statusErr {
+			res = blockResult{err: spindle.UnmarshalError(msg[9:])}
+		}
+		s.mu.Lock()
+		ch, ok := s.pending[id]
+		delete(s.pending, id)
+		s.mu.Unlock()
+		if ok {
+			ch <- res // Buffered: never blocks.
+		}
+		// A response to an abandoned call is dropped.
+	}
+}
+
+func (s *blockSession) call(ctx context.Context, op byte, body []byte) ([]byte, error) {
+	ch := make(chan blockResult, 1)
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.nextID++
+	id := s.nextID
+	s.pending[id] = ch
+	s.mu.Unlock()
+
+	msg := make([]byte, blockMsgHeader, blockMsgHeader+len(body))
+	msg[0] = op
+	binary.BigEndian.PutUint64(msg[1:], id)
+	msg = append(msg, body...)
+	if err := s.c.Send(msg); err != nil {
+		s.c.Reset()
+		s.fail(brokenErr(err))
+		return nil, (<-ch).err
+	}
+	select {
+	case res := <-ch:
+		return res.data, res.err
+	case <-ctx.Done():
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+		return nil, spindle.E(spindle.Transient, ctx.Err())
+	}
+}

@@ -1,0 +1,36 @@
+// Package p2p carries Spindle over libp2p. It is the only package, besides
+// node, that imports libp2p; it converts libp2p's types to Spindle's at
+// its edge ([spindle.PeerAddr], [spindle.BlockStore], *spindle.Error).
+//
+// # Hosts and identity
+//
+// [NewHost] makes a host with TCP and QUIC, Noise and TLS, and a resource
+// manager sized for bulk transfer. A node's Ed25519 identity persists in
+// its home ([LoadOrCreateIdentity]). [Addrs] lists a host's full dialable
+// addresses and [Connect] dials one.
+//
+// # The DHT
+//
+// [NewDHT] starts a private Kademlia DHT (protocol prefix /spindle, server
+// mode, no public bootstrap peers). It locates blocks and caches records;
+// it is never the only copy of anything.
+//
+// # Protocols
+//
+// Node protocols exchange length-prefixed frames with a hard size limit
+// ([Conn]); a peer that sends an oversized or malformed frame gets its
+// stream reset and the receiver an Invalid error. [Handle] and [Call]
+// serve and make one-request, one-response calls; [HandleStream] and
+// [Open] give both sides the framed stream for streamed replies. Errors
+// travel as *spindle.Error with their Kind.
+//
+// The block exchange protocol ([BlockProtocol]) serves a local
+// [spindle.BlockStore] ([ServeBlocks]) and reaches another peer's as a
+// [spindle.BlockStore] ([RemoteStore]), with many blocks in flight on one
+// stream and every fetched block checked against its address.
+//
+// [Listen] and [Dial] hand out streams of a protocol as net.Listener and
+// net.Conn, the seam for Raft's stream layer.
+//
+// Package p2p/p2ptest builds networks of hosts in memory for tests.
+package p2p

@@ -1,0 +1,288 @@
+package p2p
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"spindle.dev"
+)
+
+// DefaultMaxFrame is the frame size limit used when none is given: one
+// stored block plus room for a small header.
+const DefaultMaxFrame = spindle.MaxStoredBlockSize + 1024
+
+// Frame tags. A frame is a tag byte, a 4-byte big-endian payload length
+// and the payload.
+const (
+	tagData  byte = 1 // A message.
+	tagError byte = 2 // A spindle.Error in its MarshalBinary form.
+
+	headerLen = 5
+)
+
+// Stream error codes sent with a reset, so that the other side can tell
+// why its stream was cut.
+const (
+	codeProtocol network.StreamErrorCode = 0x5350_0001 // Oversized or malformed frame.
+	codeCancel   network.StreamErrorCode = 0x5350_0002 // The caller gave up.
+)
+
+// A Conn carries length-prefixed messages over a libp2p stream, for the
+// node's protocols. Each message is at most the Conn's frame limit; an
+// incoming frame that is larger or malformed ends the stream with an
+// Invalid error, so a hostile peer cannot make the receiver allocate
+// more than the limit.
+//
+// One goroutine may call Recv while others call Send and SendError: the
+// writes are serialised.
+type Conn struct {
+	s        network.Stream
+	r        *bufio.Reader
+	maxFrame int
+
+	wmu sync.Mutex
+	hdr [headerLen]byte
+}
+
+// NewConn returns a Conn on s that accepts frames of at most maxFrame
+// bytes (DefaultMaxFrame if maxFrame <= 0). The Conn owns s.
+func NewConn(s network.Stream, maxFrame int) *Conn {
+	if maxFrame <= 0 {
+		maxFrame = DefaultMaxFrame
+	}
+	return &Conn{s: s, r: bufio.NewReaderSize(s, 16<<10), maxFrame: maxFrame}
+}
+
+// Stream returns the underlying stream.
+func (c *Conn) Stream() network.Stream { return c.s }
+
+// RemotePeer returns the ID of the peer at the other end.
+func (c *Conn) RemotePeer() peer.ID { return c.s.Conn().RemotePeer() }
+
+// Send sends one message. It is an Invalid error to send more than the
+// limit the other side is known to accept (DefaultMaxFrame unless the
+// protocol says otherwise): the limit is checked against maxFrame of this
+// Conn, which protocols set alike on both sides.
+func (c *Conn) Send(msg []byte) error {
+	const op spindle.Op = "p2p.Send"
+	if len(msg) > c.maxFrame {
+		return spindle.E(op, spindle.Invalid, fmt.Sprintf("message of %d bytes exceeds the frame limit of %d bytes", len(msg), c.maxFrame))
+	}
+	if err := c.write(tagData, msg); err != nil {
+		return spindle.E(op, spindle.IO, err)
+	}
+	return nil
+}
+
+// SendError sends err to the other side, where Recv returns it. Errors
+// that are not *spindle.Error travel as their message, with kind Other.
+func (c *Conn) SendError(err error) error {
+	const op spindle.Op = "p2p.SendError"
+	data := marshalError(err)
+	if len(data) > c.maxFrame {
+		data = marshalError(spindle.E(spindle.KindOf(err), "error message too long to send"))
+	}
+	if err := c.write(tagError, data); err != nil {
+		return spindle.E(op, spindle.IO, err)
+	}
+	return nil
+}
+
+// marshalError encodes err as a spindle.Error, truncating a huge message.
+func marshalError(err error) []byte {
+	var e *spindle.Error
+	if !errors.As(err, &e) {
+		e = spindle.E(err).(*spindle.Error)
+	}
+	data, _ := e.MarshalBinary()
+	return data
+}
+
+func (c *Conn) write(tag byte, payload []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.hdr[0] = tag
+	binary.BigEndian.PutUint32(c.hdr[1:], uint32(len(payload)))
+	if len(payload) <= 4096 {
+		// Small messages go out in one write, so one yamux frame.
+		buf := make([]byte, 0, headerLen+len(payload))
+		buf = append(append(buf, c.hdr[:]...), payload...)
+		_, err := c.s.Write(buf)
+		return err
+	}
+	if _, err := c.s.Write(c.hdr[:]); err != nil {
+		return err
+	}
+	_, err := c.s.Write(payload)
+	return err
+}
+
+// Recv returns the next message. If the other side sent an error with
+// SendError, Recv returns that error (its Kind preserved) and the Conn
+// stays usable. At the clean end of the stream Recv returns io.EOF. An
+// oversized or malformed frame yields an Invalid error and resets the
+// stream; a frame cut short yields an IO error.
+func (c *Conn) Recv() ([]byte, error) {
+	const op spindle.Op = "p2p.Recv"
+	var hdr [headerLen]byte
+	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		return nil, spindle.E(op, spindle.IO, fmt.Errorf("peer %s: %w", c.RemotePeer(), err))
+	}
+	tag, n := hdr[0], binary.BigEndian.Uint32(hdr[1:])
+	if tag != tagData && tag != tagError {
+		c.s.ResetWithError(codeProtocol)
+		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("peer %s sent a malformed frame (tag %d)", c.RemotePeer(), tag))
+	}
+	if uint64(n) > uint64(c.maxFrame) {
+		c.s.ResetWithError(codeProtocol)
+		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("peer %s sent a frame of %d bytes, over the limit of %d bytes", c.RemotePeer(), n, c.maxFrame))
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(c.r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, spindle.E(op, spindle.IO, fmt.Errorf("peer %s: truncated frame: %w", c.RemotePeer(), err))
+	}
+	if tag == tagError {
+		return nil, spindle.UnmarshalError(buf)
+	}
+	return buf, nil
+}
+
+// CloseWrite tells the other side that no more messages will be sent;
+// its Recv then returns io.EOF.
+func (c *Conn) CloseWrite() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.s.CloseWrite()
+}
+
+// Close closes the stream.
+func (c *Conn) Close() error { return c.s.Close() }
+
+// Reset abandons the stream in both directions.
+func (c *Conn) Reset() error { return c.s.Reset() }
+
+// A Handler answers one request of a request/response protocol. An error
+// it returns travels to the caller as a *spindle.Error.
+type Handler func(ctx context.Context, remote peer.ID, req []byte) (resp []byte, err error)
+
+// A StreamHandler serves one incoming stream of a protocol, for exchanges
+// that are not one request and one response: streamed replies (Watch,
+// block data) or many requests in flight. The Conn is closed when the
+// handler returns; an error it returns is sent to the other side first,
+// unless the stream is already broken.
+type StreamHandler func(ctx context.Context, c *Conn) error
+
+// HandleStream registers fn as the handler of protocol proto on h, with
+// frames of at most maxFrame bytes (DefaultMaxFrame if maxFrame <= 0).
+// The context given to fn is derived from ctx, and cancelled when fn
+// returns. Remove the handler with h.RemoveStreamHandler(proto).
+func HandleStream(ctx context.Context, h host.Host, proto protocol.ID, maxFrame int, fn StreamHandler) {
+	h.SetStreamHandler(proto, func(s network.Stream) {
+		c := NewConn(s, maxFrame)
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if err := fn(sctx, c); err != nil {
+			if spindle.KindOf(err) != spindle.IO {
+				c.SendError(err)
+			}
+		}
+		c.Close()
+	})
+}
+
+// Handle registers fn as the handler of the request/response protocol
+// proto on h: each stream carries one request and one response (or
+// error), each at most maxFrame bytes (DefaultMaxFrame if maxFrame <= 0).
+// The context given to fn is derived from ctx. Call makes the requests.
+func Handle(ctx context.Context, h host.Host, proto protocol.ID, maxFrame int, fn Handler) {
+	HandleStream(ctx, h, proto, maxFrame, func(ctx context.Context, c *Conn) error {
+		req, err := c.Recv()
+		if err != nil {
+			if err == io.EOF {
+				return spindle.E(spindle.Invalid, "stream closed without a request")
+			}
+			return err
+		}
+		resp, err := fn(ctx, c.RemotePeer(), req)
+		if err != nil {
+			return err
+		}
+		return c.Send(resp)
+	})
+}
+
+// Open opens a stream to peer p for protocol proto and returns it as a
+// Conn that accepts frames of at most maxFrame bytes (DefaultMaxFrame if
+// maxFrame <= 0). The caller closes the Conn. ctx bounds only the opening.
+func Open(ctx context.Context, h host.Host, p peer.ID, proto protocol.ID, maxFrame int) (*Conn, error) {
+	const op spindle.Op = "p2p.Open"
+	s, err := h.NewStream(ctx, p, proto)
+	if err != nil {
+		return nil, spindle.E(op, streamErrKind(ctx), fmt.Errorf("peer %s, protocol %s: %w", p, proto, err))
+	}
+	return NewConn(s, maxFrame), nil
+}
+
+// Call sends req to peer p over protocol proto, which the peer serves
+// with Handle, and returns the response, at most maxFrame bytes
+// (DefaultMaxFrame if maxFrame <= 0). An error returned by the peer's
+// handler is returned as a *spindle.Error with its Kind. Cancelling ctx
+// abandons the call and resets the stream.
+func Call(ctx context.Context, h host.Host, p peer.ID, proto protocol.ID, req []byte, maxFrame int) ([]byte, error) {
+	const op spindle.Op = "p2p.Call"
+	c, err := Open(ctx, h, p, proto, maxFrame)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	stop := context.AfterFunc(ctx, func() { c.s.ResetWithError(codeCancel) })
+	defer stop()
+	resp, err := call(c, req)
+	if err != nil {
+		c.Reset()
+		if ctx.Err() != nil {
+			return nil, spindle.E(op, spindle.Transient, fmt.Errorf("peer %s, protocol %s: %w", p, proto, ctx.Err()))
+		}
+		return nil, spindle.E(op, err)
+	}
+	c.Close()
+	return resp, nil
+}
+
+func call(c *Conn, req []byte) ([]byte, error) {
+	if err := c.Send(req); err != nil {
+		return nil, err
+	}
+	if err := c.CloseWrite(); err != nil {
+		return nil, spindle.E(spindle.IO, err)
+	}
+	resp, err := c.Recv()
+	if err == io.EOF {
+		return nil, spindle.E(spindle.IO, fmt.Sprintf("peer %s closed the stream without a response", c.RemotePeer()))
+	}
+	return resp, err
+}
+
+// streamErrKind classifies a failure to open a stream: Transient if ctx
+// ended, IO otherwise.
+func streamErrKind(ctx context.Context) spindle.Kind {
+	if ctx.Err() != nil {
+		return spindle.Transient
+	}
+	return spindle.IO
+}

@@ -1,0 +1,285 @@
+package p2p
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"spindle.dev"
+)
+
+// IdentityFile is the name of the file, under a node's home, that holds its
+// private key.
+const IdentityFile = "peerkey"
+
+// DefaultListenAddrs are the addresses a host listens on when its Config
+// names none: an ephemeral TCP port and an ephemeral QUIC port on the
+// loopback interface, which suit tests. A node that serves other machines
+// chooses its own.
+var DefaultListenAddrs = []string{
+	"/ip4/127.0.0.1/tcp/0",
+	"/ip4/127.0.0.1/udp/0/quic-v1",
+}
+
+// DefaultMemory is the memory, in bytes, that a host's network stack may
+// hold in buffers when Config.Memory is zero.
+const DefaultMemory = 512 << 20
+
+// Config configures a host. Its zero value makes a host with a fresh
+// identity that listens on [DefaultListenAddrs].
+type Config struct {
+	// Key is the host's private key. If nil, the key is loaded from (or
+	// created in) Home/peerkey; if Home is also empty, a new key is made
+	// and not saved.
+	Key crypto.PrivKey
+	// Home is the directory that holds the persistent identity.
+	Home string
+	// ListenAddrs are the multiaddrs to listen on; empty means
+	// DefaultListenAddrs.
+	ListenAddrs []string
+	// Memory bounds the bytes the network stack may hold in buffers, for
+	// all peers together; zero means DefaultMemory. A peer may use a
+	// quarter of it and one stream 32 MiB, enough for bulk transfer at
+	// full speed over links with a large bandwidth-delay product.
+	Memory int64
+	// BehindNAT enables what a machine at home needs to be reached:
+	// UPnP/NAT-PMP port mapping, AutoNAT, relay client and hole punching.
+	BehindNAT bool
+}
+
+// NewHost returns a libp2p host with the TCP and QUIC transports, Noise
+// and TLS security, and a resource manager sized for bulk transfer. The
+// caller closes the host. ctx bounds only the setup.
+func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
+	const op spindle.Op = "p2p.NewHost"
+	if err := ctx.Err(); err != nil {
+		return nil, spindle.E(op, spindle.Transient, err)
+	}
+	key := cfg.Key
+	if key == nil && cfg.Home != "" {
+		var err error
+		if key, err = LoadOrCreateIdentity(filepath.Join(cfg.Home, IdentityFile)); err != nil {
+			return nil, spindle.E(op, err)
+		}
+	}
+	if key == nil {
+		var err error
+		if key, _, err = crypto.GenerateEd25519Key(rand.Reader); err != nil {
+			return nil, spindle.E(op, spindle.Internal, err)
+		}
+	}
+	listen := cfg.ListenAddrs
+	if len(listen) == 0 {
+		listen = DefaultListenAddrs
+	}
+	for _, a := range listen {
+		if _, err := ma.NewMultiaddr(a); err != nil {
+			return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("bad listen address %q: %v", a, err))
+		}
+	}
+	rm, err := newResourceManager(cfg.Memory)
+	if err != nil {
+		return nil, spindle.E(op, spindle.Internal, err)
+	}
+	opts := []libp2p.Option{
+		libp2p.Identity(key),
+		libp2p.ListenAddrStrings(listen...),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(quic.NewTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Security(libp2ptls.ID, libp2ptls.New),
+		libp2p.ResourceManager(rm),
+		libp2p.DisableMetrics(),
+	}
+	if cfg.BehindNAT {
+		opts = append(opts,
+			libp2p.NATPortMap(),
+			libp2p.EnableAutoNATv2(),
+			libp2p.EnableRelay(),
+			libp2p.EnableHolePunching(),
+		)
+	} else {
+		opts = append(opts, libp2p.DisableRelay())
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		rm.Close()
+		return nil, spindle.E(op, spindle.IO, err)
+	}
+	return h, nil
+}
+
+// newResourceManager returns libp2p's default limits scaled to memory
+// bytes, with the per-peer, per-protocol and per-stream memory raised so
+// that block transfer is not throttled by flow-control windows.
+func newResourceManager(memory int64) (network.ResourceManager, error) {
+	if memory <= 0 {
+		memory = DefaultMemory
+	}
+	limits := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&limits)
+	base := limits.Scale(memory, rcmgrFDs)
+	peerMem := rcmgr.LimitVal64(memory / 4)
+	streamMem := rcmgr.LimitVal64(min(memory/4, 32<<20))
+	partial := rcmgr.PartialLimitConfig{
+		System:              rcmgr.ResourceLimits{Memory: rcmgr.LimitVal64(memory)},
+		PeerDefault:         rcmgr.ResourceLimits{Memory: peerMem},
+		ProtocolPeerDefault: rcmgr.ResourceLimits{Memory: peerMem},
+		ServicePeerDefault:  rcmgr.ResourceLimits{Memory: peerMem},
+		ProtocolDefault:     rcmgr.ResourceLimits{Memory: rcmgr.LimitVal64(memory)},
+		Conn:                rcmgr.ResourceLimits{Memory: peerMem},
+		Stream:              rcmgr.ResourceLimits{Memory: streamMem},
+	}
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(partial.Build(base)))
+}
+
+// rcmgrFDs is the number of file descriptors the resource manager allows.
+const rcmgrFDs = 4096
+
+// LoadOrCreateIdentity returns the Ed25519 private key stored in the file
+// name, creating the file (mode 0600, synced, with its directory) with a
+// new key if it does not exist. A file that exists but does not hold a
+// key is an Invalid error, never silently replaced.
+func LoadOrCreateIdentity(name string) (crypto.PrivKey, error) {
+	const op spindle.Op = "p2p.LoadOrCreateIdentity"
+	data, err := os.ReadFile(name)
+	if err == nil {
+		key, err := crypto.UnmarshalPrivateKey(data)
+		if err != nil {
+			return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("identity file %s: %v", name, err))
+		}
+		return key, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, spindle.E(op, spindle.IO, err)
+	}
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		return nil, spindle.E(op, spindle.Internal, err)
+	}
+	data, err = crypto.MarshalPrivateKey(key)
+	if err != nil {
+		return nil, spindle.E(op, spindle.Internal, err)
+	}
+	if err := writeFileSync(name, data); err != nil {
+		return nil, spindle.E(op, spindle.IO, fmt.Errorf("identity file %s: %w", name, err))
+	}
+	return key, nil
+}
+
+// writeFileSync creates name holding data, mode 0600, via a synced
+// temporary file and a rename, then syncs the directory. It fails if name
+// exists, so that two processes racing to create an identity cannot
+// replace each other's key.
+func writeFileSync(name string, data []byte) error {
+	dir := filepath.Dir(name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".peerkey-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Link(tmp, name); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Addrs returns the host's full dialable addresses, each ending in
+// /p2p/<peer ID>, in the host's order of preference.
+func Addrs(h host.Host) []spindle.PeerAddr {
+	mas, err := peer.AddrInfoToP2pAddrs(host.InfoFromHost(h))
+	if err != nil {
+		return nil
+	}
+	out := make([]spindle.PeerAddr, len(mas))
+	for i, m := range mas {
+		out[i] = spindle.PeerAddr(m.String())
+	}
+	return out
+}
+
+// PeerAddrOf returns the bare form of a peer's address: its peer ID.
+func PeerAddrOf(id peer.ID) spindle.PeerAddr { return spindle.PeerAddr(id.String()) }
+
+// ParsePeerAddr parses a PeerAddr: a multiaddr ending in /p2p/<peer ID>,
+// or a bare peer ID (the result then holds no addresses).
+func ParsePeerAddr(addr spindle.PeerAddr) (peer.AddrInfo, error) {
+	const op spindle.Op = "p2p.ParsePeerAddr"
+	s := strings.TrimSpace(string(addr))
+	if s == "" {
+		return peer.AddrInfo{}, spindle.E(op, spindle.Invalid, "empty peer address")
+	}
+	if !strings.HasPrefix(s, "/") {
+		id, err := peer.Decode(s)
+		if err != nil {
+			return peer.AddrInfo{}, spindle.E(op, spindle.Invalid, fmt.Sprintf("bad peer address %q: %v", s, err))
+		}
+		return peer.AddrInfo{ID: id}, nil
+	}
+	ai, err := peer.AddrInfoFromString(s)
+	if err != nil {
+		return peer.AddrInfo{}, spindle.E(op, spindle.Invalid, fmt.Sprintf("bad peer address %q (want a multiaddr ending in /p2p/<peer ID>): %v", s, err))
+	}
+	return *ai, nil
+}
+
+// Connect connects h to the peer at addr and returns the peer's ID. For
+// a bare peer ID, the addresses come from h's peerstore (or its routing,
+// if the host has one).
+func Connect(ctx context.Context, h host.Host, addr spindle.PeerAddr) (peer.ID, error) {
+	const op spindle.Op = "p2p.Connect"
+	ai, err := ParsePeerAddr(addr)
+	if err != nil {
+		return "", spindle.E(op, err)
+	}
+	if ai.ID == h.ID() {
+		return ai.ID, nil
+	}
+	if err := h.Connect(ctx, ai); err != nil {
+		return "", spindle.E(op, spindle.IO, fmt.Errorf("peer %s: %w", addr, err))
+	}
+	return ai.ID, nil
+}

@@ -159,10 +159,14 @@ func (st *State) loadConfig() (*Config, error) {
 		st.mu.Lock()
 		fmt.Fprintf(st.Stderr, "spin: cannot read config %s: %s\n", file, err)
 		st.mu.Unlock()
+		spin := "spin"
+		if st.ConfigFile != "" {
+			spin = "spin -config " + st.ConfigFile
+		}
 		if errors.Is(err, fs.ErrNotExist) {
-			st.hint("run: spin init USER to create it")
+			st.hint("run: %s init USER to create it", spin)
 		} else {
-			st.hint("fix the file, or run: spin init USER to make a new one")
+			st.hint("fix the file, or run: %s init -force USER to make a new one", spin)
 		}
 		return nil, errFailed
 	}

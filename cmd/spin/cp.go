@@ -184,7 +184,8 @@ func (cp *copier) isDir(ctx context.Context, e endpoint) (bool, error) {
 		return info.IsDir(), nil
 	}
 	entry, err := cp.c.Lookup(ctx, e.name, true)
-	if errors.Is(err, spindle.NotExist) {
+	if errors.Is(err, spindle.NotExist) || errors.Is(err, spindle.Private) || errors.Is(err, spindle.Permission) {
+		// A user who may create but not look may still copy a file there.
 		return false, nil
 	}
 	if err != nil {

@@ -44,7 +44,7 @@ func runMv(ctx context.Context, st *State, args []string) error {
 	switch {
 	case err == nil && e.Attr.IsDir():
 		newName = join(newName, base(oldName))
-	case err != nil && !errors.Is(err, spindle.NotExist):
+	case err != nil && !errors.Is(err, spindle.NotExist) && !errors.Is(err, spindle.Private) && !errors.Is(err, spindle.Permission):
 		return st.fail(string(newName), err)
 	}
 	if err := c.Rename(ctx, oldName, newName); err != nil {

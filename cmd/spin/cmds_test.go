@@ -1,0 +1,468 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/pack"
+)
+
+// tree returns the local files below dir as relative name → contents, with
+// directories as name/ → "".
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() {
+			m[rel+"/"] = ""
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		m[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// spinTree returns the fake's entries below dir in the same form as tree.
+func (e *env) spinTree(dir spindle.PathName) map[string]string {
+	e.client.mu.Lock()
+	defer e.client.mu.Unlock()
+	m := map[string]string{}
+	prefix := strings.TrimSuffix(string(dir), "/")
+	for name, ent := range e.client.entries {
+		if string(name) != prefix && !strings.HasPrefix(string(name), prefix+"/") {
+			continue
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(string(name), prefix), "/")
+		if rel == "" {
+			rel = "."
+		}
+		if ent.Attr.IsDir() {
+			m[rel+"/"] = ""
+		} else {
+			m[rel] = string(e.client.data[name])
+		}
+	}
+	return m
+}
+
+func sameTree(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%s:\n got %v\nwant %v", what, got, want)
+	}
+}
+
+func TestCpRecursive(t *testing.T) {
+	e := newEnv(t)
+	e.file("photos/a.jpg", "A")
+	e.file("photos/2026/b.jpg", "BB")
+	e.file("photos/2026/summer/c.jpg", "CCC")
+	os.MkdirAll(filepath.Join(e.dir, "photos/empty"), 0o755)
+	local := filepath.Join(e.dir, "photos")
+	want := tree(t, local)
+
+	// Without -R a directory is refused.
+	e.fails(exitFailure, "spin: cp: "+local+": is a directory\nspin: hint: to copy a directory, use: spin cp -R "+local+" ann@example.com/photos\n",
+		"cp", local, "@/photos")
+
+	// Local to spin: DST does not exist, so it becomes the copy.
+	e.ok("cp", "-R", local, "@/photos")
+	sameTree(t, "local→spin", e.spinTree("ann@example.com/photos"), want)
+
+	// Again into an existing directory: the copy goes inside it.
+	e.ok("mkdir", "@/backup")
+	e.ok("cp", "-R", local, "@/backup")
+	sameTree(t, "local→spin into a directory", e.spinTree("ann@example.com/backup/photos"), want)
+
+	// Spin to spin.
+	e.ok("cp", "-R", "@/photos", "ann@example.com/copy")
+	sameTree(t, "spin→spin", e.spinTree("ann@example.com/copy"), want)
+
+	// Spin to local.
+	back := filepath.Join(e.dir, "back")
+	e.ok("cp", "-R", "@/photos", back)
+	sameTree(t, "spin→local", tree(t, back), want)
+
+	// Several sources into a local directory.
+	multi := filepath.Join(e.dir, "multi")
+	os.Mkdir(multi, 0o755)
+	e.ok("cp", "@/photos/a.jpg", "@/photos/2026/b.jpg", multi)
+	sameTree(t, "several files", tree(t, multi), map[string]string{"./": "", "a.jpg": "A", "b.jpg": "BB"})
+
+	// Several sources need a directory.
+	e.fails(exitFailure, "spin: cp: ann@example.com/nodir: not a directory\nspin: hint: to copy several files, DST must be an existing directory\n",
+		"cp", "@/photos/a.jpg", "@/photos/2026/b.jpg", "@/nodir")
+}
+
+func TestCpErrorsContinue(t *testing.T) {
+	e := newEnv(t)
+	e.file("d/a", "a")
+	e.file("d/b", "b")
+	dir := filepath.Join(e.dir, "d")
+	// bob's tree refuses every write: each failure is reported and cp exits 1.
+	e.client.entries["bob@example.com/in"] = &spindle.DirEntry{Name: "bob@example.com/in", Attr: spindle.AttrDirectory}
+	_, errs, code := e.run("cp", filepath.Join(dir, "a"), filepath.Join(dir, "b"), "ann@example.com/missing/")
+	if code != exitFailure || !strings.Contains(errs, "not a directory") {
+		t.Errorf("exit %d, stderr:\n%s", code, errs)
+	}
+	// bob's tree is private to ann, so whether DST exists is unknown; the
+	// directory cannot be made, and so the files in it are not tried.
+	_, errs, code = e.run("cp", "-R", dir, "bob@example.com/d")
+	if code != exitFailure || errs != "spin: cp: bob@example.com/d: permission denied\nspin: hint: bob@example.com must list you in an Access file\n" {
+		t.Errorf("exit %d, stderr:\n%s", code, errs)
+	}
+}
+
+func TestCpConcurrent(t *testing.T) {
+	e := newEnv(t)
+	const n = 64
+	for i := range n {
+		e.file(fmt.Sprintf("many/f%03d", i), strings.Repeat("x", 4096))
+	}
+	e.client.putDelay = 5 * time.Millisecond
+	start := time.Now()
+	e.ok("cp", "-R", filepath.Join(e.dir, "many"), "@/many")
+	elapsed := time.Since(start)
+	if e.client.puts != n {
+		t.Errorf("%d puts, want %d", e.client.puts, n)
+	}
+	if e.client.maxPuts < 2 || e.client.maxPuts > cpWorkers {
+		t.Errorf("at most %d puts in flight, want 2 to %d", e.client.maxPuts, cpWorkers)
+	}
+	t.Logf("%d files with %v per put: %v, %d in flight at most", n, e.client.putDelay, elapsed, e.client.maxPuts)
+}
+
+func TestLs(t *testing.T) {
+	e := newEnv(t)
+	e.ok("mkdir", "@/docs")
+	e.ok("put", e.file("a", "hello"), "@/docs/a.txt")
+	e.ok("put", "-packing", "plain", e.file("b", "hi"), "@/b.txt")
+	e.ok("link", "@/docs/a.txt", "@/ln")
+	e.ok("mkdir", "@/docs/sub")
+	e.ok("put", e.file("c", "c"), "@/docs/sub/c")
+
+	if got, want := e.ok("ls"), "ann@example.com/b.txt\nann@example.com/docs/\nann@example.com/ln\n"; got != want {
+		t.Errorf("ls:\n%s\nwant:\n%s", got, want)
+	}
+	if got := e.ok("ls", "@"); got != e.ok("ls", "ann@example.com") {
+		t.Errorf("ls @ differs from ls ann@example.com")
+	}
+	if got, want := e.ok("ls", "-R", "@/docs"), "ann@example.com/docs/a.txt\nann@example.com/docs/sub/\nann@example.com/docs/sub/c\n"; got != want {
+		t.Errorf("ls -R:\n%s\nwant:\n%s", got, want)
+	}
+	if got, want := e.ok("ls", "@/*.txt"), "ann@example.com/b.txt\n"; got != want {
+		t.Errorf("ls glob:\n%s\nwant:\n%s", got, want)
+	}
+	when := formatTime(spindle.Time(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC).UnixNano()))
+	want := strings.Join([]string{
+		"- plain 2 " + when + " ann@example.com ann@example.com/b.txt",
+		"d -     0 " + when + " ann@example.com ann@example.com/docs/",
+		"l -     0 " + when + " ann@example.com ann@example.com/ln -> ann@example.com/docs/a.txt",
+		""}, "\n")
+	if got := e.ok("ls", "-l", "@"); got != want {
+		t.Errorf("ls -l:\n%s\nwant:\n%s", got, want)
+	}
+	// A missing name is reported, and the others still listed.
+	out, errs, code := e.run("ls", "@/nope", "@/b.txt")
+	if code != exitFailure || out != "ann@example.com/b.txt\n" || errs != "spin: ls: ann@example.com/nope: does not exist\n" {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+}
+
+func TestMkdirRm(t *testing.T) {
+	e := newEnv(t)
+	e.fails(exitFailure, "spin: mkdir: ann@example.com/a/b: does not exist\n", "mkdir", "@/a/b/c")
+	e.ok("mkdir", "-p", "@/a/b/c")
+	e.ok("mkdir", "-p", "@/a/b/c") // Existing directories are fine with -p.
+	e.fails(exitFailure, "spin: mkdir: ann@example.com/a/b: already exists\n", "mkdir", "@/a/b")
+	e.ok("put", e.file("f", "f"), "@/a/f")
+	e.fails(exitFailure, "spin: mkdir: ann@example.com/a/f: not a directory\n", "mkdir", "-p", "@/a/f/g")
+	sameTree(t, "after mkdir", e.spinTree("ann@example.com/a"), map[string]string{"./": "", "b/": "", "b/c/": "", "f": "f"})
+
+	e.fails(exitFailure, "spin: rm: ann@example.com/a: directory not empty\nspin: hint: to remove a directory and everything in it, use: spin rm -R ann@example.com/a\n", "rm", "@/a")
+	e.ok("rm", "@/a/f")
+	e.ok("rm", "-R", "@/a")
+	if m := e.spinTree("ann@example.com/a"); len(m) != 0 {
+		t.Errorf("left after rm -R: %v", m)
+	}
+	e.fails(exitFailure, "spin: rm: ann@example.com/a: does not exist\n", "rm", "@/a")
+}
+
+func TestMvLink(t *testing.T) {
+	e := newEnv(t)
+	e.ok("mkdir", "-p", "@/drafts/old")
+	e.ok("put", e.file("x", "x"), "@/drafts/old/x")
+	e.ok("mkdir", "@/docs")
+	e.ok("mv", "@/drafts", "@/docs") // Into an existing directory.
+	sameTree(t, "after mv", e.spinTree("ann@example.com/docs"), map[string]string{"./": "", "drafts/": "", "drafts/old/": "", "drafts/old/x": "x"})
+	e.ok("mv", "@/docs/drafts/old/x", "@/docs/y")
+	if d, ok := e.data("ann@example.com/docs/y"); !ok || d != "x" {
+		t.Errorf("after mv of a file: %q %v", d, ok)
+	}
+	e.fails(exitFailure, "spin: mv: ann@example.com/nothing: does not exist\n", "mv", "@/nothing", "@/else")
+
+	e.ok("link", "@/docs/y", "@/l")
+	if got := e.ok("get", "@/l"); got != "x" {
+		t.Errorf("get through a link: %q", got)
+	}
+	e.fails(exitUsage, "spin: link: want TARGET and PATH, got 1 arguments\n"+linkUsage, "link", "@/l")
+}
+
+func TestWhichaccessInfo(t *testing.T) {
+	e := newEnv(t)
+	e.ok("mkdir", "@/docs")
+	e.ok("put", e.file("r", "report"), "@/docs/r")
+	if got, want := e.ok("whichaccess", "@/docs/r"), "ann@example.com/docs/r: no Access file: only ann@example.com has access\n"; got != want {
+		t.Errorf("whichaccess: %q, want %q", got, want)
+	}
+	e.stdin = "read: bob@example.com\n"
+	e.ok("put", "-", "@/Access")
+	if got, want := e.ok("whichaccess", "@/docs/r"), "ann@example.com/Access\n"; got != want {
+		t.Errorf("whichaccess: %q, want %q", got, want)
+	}
+	got := e.ok("info", "@/docs/r")
+	for _, want := range []string{
+		"name:     ann@example.com/docs/r\n",
+		"kind:     file\n",
+		"writer:   ann@example.com\n",
+		"packing:  ee\n",
+		"size:     6\n",
+		"sequence: 2\n",
+		"blocks:   1\n          0: bafkfake offset 0 size 6\n",
+		"readers:  ann@example.com\n",
+		"access:   ann@example.com/Access\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("info lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestShare(t *testing.T) {
+	e := newEnv(t)
+	e.client.shares = []spindle.ShareReport{
+		{Name: "ann@example.com/docs/a", Readers: []spindle.UserName{ann, bob}, Wrapped: []spindle.UserName{ann, bob}},
+		{Name: "ann@example.com/docs/b", Readers: []spindle.UserName{ann, bob}, Wrapped: []spindle.UserName{ann, "carl@example.com"}, Missing: []spindle.UserName{bob}, Extra: []spindle.UserName{"carl@example.com"}},
+	}
+	out, errs, code := e.run("share", "-R", "@/docs")
+	wantOut := "ann@example.com/docs/a: ok; readers: ann@example.com, bob@example.com\n" +
+		"ann@example.com/docs/b: needs fixing; readers: ann@example.com, bob@example.com; missing keys: bob@example.com; extra keys: carl@example.com\n"
+	if code != 0 || out != wantOut || errs != "spin: hint: 1 files need new keys; to repair them, run: spin share -fix -R @/docs\n" {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if got := e.ok("share", "-fix", "-R", "@/docs"); !strings.Contains(got, "docs/b: fixed; readers: ann@example.com, bob@example.com; added keys: bob@example.com; removed keys: carl@example.com\n") {
+		t.Errorf("share -fix:\n%s", got)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	e := newEnv(t)
+	e.ok("mkdir", "@/in")
+	e.ok("put", e.file("a", "a"), "@/in/a")
+	e.ok("link", "@/in/a", "@/in/l")
+	e.ok("rm", "@/in/a")
+	want := "1 mkdir ann@example.com/in ann@example.com\n" +
+		"2 put ann@example.com/in/a ann@example.com\n" +
+		"3 link ann@example.com/in/l ann@example.com\n" +
+		"4 delete ann@example.com/in/a ann@example.com\n"
+	if got := e.ok("watch", "@/in"); got != want {
+		t.Errorf("watch:\n%s\nwant:\n%s", got, want)
+	}
+	if got := e.ok("watch", "-from", "3", "@/in"); got != "3 link ann@example.com/in/l ann@example.com\n4 delete ann@example.com/in/a ann@example.com\n" {
+		t.Errorf("watch -from 3:\n%s", got)
+	}
+	e.fails(exitUsage, "spin: watch: -new and -from exclude each other\n"+watchUsage, "watch", "-new", "-from", "2", "@")
+}
+
+func TestUserSignup(t *testing.T) {
+	e := newEnv(t)
+	want := "name:      bob@example.com\nkey:       p256:key-of-bob@example.com\ndir host:  /ip4/127.0.0.1/tcp/4242/p2p/12D3KooWfake\n"
+	if got := e.ok("user", "bob@Example.COM"); got != want {
+		t.Errorf("user:\n%s\nwant:\n%s", got, want)
+	}
+	if got := e.ok("user"); !strings.HasPrefix(got, "name:      ann@example.com\n") {
+		t.Errorf("user with no name:\n%s", got)
+	}
+	e.fails(exitFailure, "spin: user: carl@example.com: does not exist\n", "user", "carl@example.com")
+	e.fails(exitFailure, "spin: user: carl: not a user name: invalid operation: user name has no @\n", "user", "carl")
+	if got := e.ok("signup"); !strings.HasPrefix(got, "name:      ann@example.com\n") || !e.client.signedUp {
+		t.Errorf("signup printed\n%s\nsigned up: %v", got, e.client.signedUp)
+	}
+	if e.client.closed == 0 {
+		t.Errorf("the client was not closed")
+	}
+}
+
+func TestNotBuiltIn(t *testing.T) {
+	e := newEnv(t)
+	e.fails(exitFailure, "spin: node: spin node is not built in\n", "node", "-home", e.dir)
+	e.fails(exitFailure, "spin: demo: spin demo is not built in\n", "demo")
+	e.client = nil
+	var out, errs strings.Builder
+	st := &State{Stdout: &out, Stderr: &errs, Config: &Config{Username: ann, Secrets: e.dir}}
+	if code := run([]string{"ls", "@"}, st); code != exitFailure || errs.String() != "spin: ls: no network client built in\n" {
+		t.Errorf("exit %d, stderr:\n%s", code, errs.String())
+	}
+}
+
+func TestConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ text, err string }{
+		{"username: ann@example.com\nsecrets: keys\n", ""},
+		{"username: [ann\n", "malformed YAML: yaml: line 1: did not find expected ',' or ']'"},
+		{"username: ann@example.com\nsecrets: keys\ncolour: blue\n", "malformed YAML: yaml: unmarshal errors:\n  line 3: field colour not found in type main.Config"},
+		{"secrets: keys\n", "no username"},
+		{"username: ann\nsecrets: keys\n", `username "ann": invalid operation: user name has no @`},
+		{"username: ann@example.com\nsecrets: keys\npacking: zip\n", `packing: invalid operation: unknown packing "zip" (want ee, eeintegrity or plain)`},
+		{"username: ann@example.com\n", "no secrets directory"},
+	} {
+		f := filepath.Join(dir, "config")
+		os.WriteFile(f, []byte(tc.text), 0o644)
+		cfg, err := ReadConfig(f)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%q: %v", tc.text, err)
+		case tc.err != "" && (err == nil || err.Error() != tc.err):
+			t.Errorf("%q: error %v, want %s", tc.text, err, tc.err)
+		case err == nil && cfg.Secrets != filepath.Join(dir, "keys"):
+			t.Errorf("%q: secrets %q, want it made absolute", tc.text, cfg.Secrets)
+		}
+	}
+
+	// A command that needs the config says what is wrong and what to do.
+	var out, errs strings.Builder
+	st := &State{Stdout: &out, Stderr: &errs, ConfigFile: filepath.Join(dir, "config")}
+	if code := run([]string{"ls"}, st); code != exitFailure || errs.String() != "spin: cannot read config "+filepath.Join(dir, "config")+": no secrets directory\n"+
+		"spin: hint: fix the file, or run: spin -config "+filepath.Join(dir, "config")+" init -force USER to make a new one\n" {
+		t.Errorf("exit %d, stderr:\n%s", code, errs.String())
+	}
+}
+
+func TestInit(t *testing.T) {
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, "spin", "node"), 0o700)
+	os.WriteFile(filepath.Join(home, "spin", "node", "addr"), []byte("/ip4/127.0.0.1/tcp/4242/p2p/12D3KooWnode\n/ip4/127.0.0.1/udp/4242/quic-v1/p2p/12D3KooWnode\n"), 0o644)
+	initRun := func(stdin string, args ...string) (string, string, int) {
+		var out, errs strings.Builder
+		st := &State{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errs, Home: home}
+		code := run(args, st)
+		return out.String(), errs.String(), code
+	}
+	out, errs, code := initRun("", "init", "ann@Example.COM")
+	if code != 0 || errs != "" {
+		t.Fatalf("init: exit %d\n%s\n%s", code, out, errs)
+	}
+	cfg, err := ReadConfig(filepath.Join(home, "spin", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Username != ann || cfg.Node != "/ip4/127.0.0.1/tcp/4242/p2p/12D3KooWnode" || len(cfg.Keyserver) != 1 || cfg.Keyserver[0] != cfg.Node ||
+		cfg.Packing != "ee" || cfg.Secrets != filepath.Join(home, "spin", "keys") {
+		t.Errorf("config: %+v", cfg)
+	}
+	keys, err := pack.Load(cfg.Secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := os.Stat(filepath.Join(cfg.Secrets, pack.PrivateKeyFile)); info.Mode().Perm() != 0o600 {
+		t.Errorf("private key has mode %v", info.Mode().Perm())
+	}
+	// The secret is printed once, indented on a line of its own.
+	var secret string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "    ") {
+			secret = strings.TrimSpace(line)
+		}
+	}
+	if _, err := pack.ParseSecret(secret); err != nil {
+		t.Fatalf("no recovery secret in:\n%s", out)
+	}
+
+	// A second init does not replace the keys.
+	_, errs, code = initRun("", "init", "ann@example.com")
+	if code != exitFailure || !strings.Contains(errs, "config already exists") {
+		t.Errorf("second init: exit %d\n%s", code, errs)
+	}
+
+	// -recover re-creates the same key from the secret on stdin.
+	os.RemoveAll(filepath.Join(home, "spin", "keys"))
+	_, errs, code = initRun(strings.ToUpper(secret)+"\n", "init", "-force", "-recover", "-node", "/ip4/192.0.2.1/tcp/1/p2p/12D3KooWother", "-keyserver", "/ip4/192.0.2.2/tcp/1/p2p/a, /ip4/192.0.2.3/tcp/1/p2p/b", "-packing", "eeintegrity", "ann@example.com")
+	if code != 0 {
+		t.Fatalf("init -recover: exit %d\n%s", code, errs)
+	}
+	again, err := pack.Load(cfg.Secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.PublicKey() != keys.PublicKey() {
+		t.Errorf("recovered key %s, want %s", again.PublicKey(), keys.PublicKey())
+	}
+	cfg, _ = ReadConfig(filepath.Join(home, "spin", "config"))
+	if got := fmt.Sprint(cfg.Keyserver); cfg.Node != "/ip4/192.0.2.1/tcp/1/p2p/12D3KooWother" || got != "[/ip4/192.0.2.2/tcp/1/p2p/a /ip4/192.0.2.3/tcp/1/p2p/b]" || cfg.Packing != "eeintegrity" {
+		t.Errorf("config after -recover: %+v", cfg)
+	}
+
+	// A malformed secret is refused and nothing is written.
+	_, errs, code = initRun("not a secret\n", "init", "-force", "-recover", "ann@example.com")
+	if code != exitFailure || !strings.HasPrefix(errs, "spin: init: recovery secret: invalid operation: recovery secret contains") {
+		t.Errorf("bad secret: exit %d\n%s", code, errs)
+	}
+	_, errs, code = initRun("", "init", "-force", "-recover", "ann@example.com")
+	if code != exitFailure || errs != "spin: init: recovery secret: no secret on stdin\n" {
+		t.Errorf("no secret: exit %d\n%s", code, errs)
+	}
+	_, errs, code = initRun("", "init", "ann")
+	if code != exitFailure || errs != "spin: init: ann: not a user name: user name has no @\n" {
+		t.Errorf("bad user: exit %d\n%s", code, errs)
+	}
+}
+
+func TestCheckRecovered(t *testing.T) {
+	// A recovered key that is not the registered one is refused.
+	home := t.TempDir()
+	fake := newFakeClient(ann)
+	st := &State{Stdin: strings.NewReader(""), Stdout: new(strings.Builder), Stderr: new(strings.Builder), Home: home,
+		NewClient: func(ctx context.Context, cfg *Config) (spindle.Client, error) {
+			if _, err := pack.Load(cfg.Secrets); err != nil {
+				return nil, err
+			}
+			return fake, nil
+		}}
+	_, secret, err := pack.Generate(ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Stdin = strings.NewReader(secret.String() + "\n")
+	if code := run([]string{"init", "-recover", "-node", "/ip4/127.0.0.1/tcp/1/p2p/x", "ann@example.com"}, st); code != exitFailure {
+		t.Fatalf("exit %d\n%s", code, st.Stderr)
+	}
+	if got := st.Stderr.(*strings.Builder).String(); got != "spin: init: recovery secret: the key it makes is not the key registered for ann@example.com\nspin: hint: check the secret for typing mistakes; nothing was written\n" {
+		t.Errorf("stderr:\n%s", got)
+	}
+	if _, err := os.Stat(filepath.Join(home, "spin", "config")); err == nil {
+		t.Errorf("config written after a wrong secret")
+	}
+	// The registered key matches: accepted.
+	keys, _ := pack.FromSecret(ann, secret)
+	fake.users[ann].PublicKey = keys.PublicKey()
+	st.Stdin = strings.NewReader(secret.String() + "\n")
+	st.Stderr = new(strings.Builder)
+	if code := run([]string{"init", "-recover", "-node", "/ip4/127.0.0.1/tcp/1/p2p/x", "ann@example.com"}, st); code != 0 {
+		t.Fatalf("exit %d\n%s", code, st.Stderr)
+	}
+}

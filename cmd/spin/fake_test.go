@@ -183,7 +183,7 @@ type fakeFile struct {
 	entry *spindle.DirEntry
 }
 
-func (f *fakeFile) Close() error               { return nil }
+func (f *fakeFile) Close() error             { return nil }
 func (f *fakeFile) Entry() *spindle.DirEntry { return f.entry }
 
 func (c *fakeClient) Open(ctx context.Context, name spindle.PathName) (spindle.File, error) {

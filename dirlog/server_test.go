@@ -1,0 +1,560 @@
+package dirlog
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"spindle.dev"
+)
+
+func TestOperations(t *testing.T) {
+	for _, k := range storeKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			e := newEnv(t, k.new(t))
+			e.setup()
+			ctx := e.ctx
+			c := e.as(ann)
+
+			d := e.do(c.Lookup(ctx, "ann@example.com/docs/sub/b.txt"))
+			if d.Size != 3<<20 || len(d.Blocks) != 3 || d.Writer != ann || d.Sequence != 5 {
+				t.Fatalf("b.txt = %+v", d)
+			}
+			// Replace a file.
+			d = e.do(c.Put(ctx, file("ann@example.com/docs/a.txt", 20)))
+			if d.Size != 20 || d.Sequence != 6 {
+				t.Fatalf("replaced a.txt = %+v", d)
+			}
+			// A link, and a lookup through it.
+			e.do(c.PutLink(ctx, "bob@example.com/shared", "ann@example.com/docs/bob"))
+			d, err := c.Lookup(ctx, "ann@example.com/docs/bob/x/y")
+			wantKind(t, err, spindle.NotDir, "lookup through link")
+			if d == nil || d.Name != "ann@example.com/docs/bob" || !d.Attr.IsLink() || d.Link != "bob@example.com/shared" {
+				t.Fatalf("lookup through link returned %+v", d)
+			}
+			// Delete: files, empty directories; not non-empty ones or the root.
+			_, err = c.Delete(ctx, "ann@example.com/docs/sub")
+			wantKind(t, err, spindle.NotEmpty, "delete non-empty dir")
+			_, err = c.Delete(ctx, "ann@example.com/")
+			wantKind(t, err, spindle.Invalid, "delete root")
+			_, err = c.Delete(ctx, "ann@example.com/docs/nothing")
+			wantKind(t, err, spindle.NotExist, "delete missing")
+			d = e.do(c.Delete(ctx, "ann@example.com/docs/sub/b.txt"))
+			if d.Name != "ann@example.com/docs/sub/b.txt" || d.Size != 3<<20 {
+				t.Fatalf("delete returned %+v", d)
+			}
+			e.do(c.Delete(ctx, "ann@example.com/docs/sub"))
+			_, err = c.Lookup(ctx, "ann@example.com/docs/sub")
+			wantKind(t, err, spindle.NotExist, "lookup deleted dir")
+			// Structural errors.
+			_, err = c.MakeDirectory(ctx, "ann@example.com/docs")
+			wantKind(t, err, spindle.Exist, "mkdir existing")
+			_, err = c.Put(ctx, file("ann@example.com/no/such/file", 1))
+			wantKind(t, err, spindle.NotExist, "put without parent")
+			_, err = c.Put(ctx, file("ann@example.com/docs/a.txt/under", 1))
+			wantKind(t, err, spindle.NotDir, "put under a file")
+			_, err = c.Put(ctx, file("ann@example.com/docs", 1))
+			wantKind(t, err, spindle.IsDir, "put over a directory")
+			bad := file("ann@example.com/docs/c.txt", 10)
+			bad.Blocks[0].Size = 9
+			_, err = c.Put(ctx, bad)
+			wantKind(t, err, spindle.Invalid, "blocks not covering size")
+			_, err = c.Put(ctx, &spindle.DirEntry{Name: "ann@example.com/docs/c.txt", Packing: spindle.EEPack, Inline: []byte("x"), Size: 1})
+			wantKind(t, err, spindle.Invalid, "inline data in an ordinary file")
+			_, err = c.Put(ctx, control("ann@example.com/Access", "rread: bob@example.com"))
+			wantKind(t, err, spindle.Invalid, "malformed Access file")
+			if !strings.Contains(err.Error(), "line 1") {
+				t.Errorf("malformed Access error does not name the line: %v", err)
+			}
+			_, err = c.MakeDirectory(ctx, "ann@example.com/docs/Access")
+			wantKind(t, err, spindle.Invalid, "directory named Access")
+			// Another user's tree does not exist until its owner makes it.
+			_, err = e.as(bob).Put(ctx, file("bob@example.com/x", 1))
+			wantKind(t, err, spindle.NotExist, "put before root")
+			_, err = e.as(ann).MakeDirectory(ctx, "bob@example.com/")
+			wantKind(t, err, spindle.Private, "mkdir of someone else's root")
+			e.do(e.as(bob).MakeDirectory(ctx, "bob@example.com"))
+			e.do(e.as(bob).Put(ctx, file("bob@example.com/x", 1)))
+		})
+	}
+}
+
+func TestSequenceStamping(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	e.setup()
+	ctx := e.ctx
+	c := e.as(ann)
+	seqOf := func(name spindle.PathName) int64 {
+		t.Helper()
+		return e.do(c.Lookup(ctx, name)).Sequence
+	}
+	// setup: 1 root, 2 docs, 3 a.txt, 4 sub, 5 b.txt.
+	for name, want := range map[spindle.PathName]int64{
+		"ann@example.com/": 5, "ann@example.com/docs": 5, "ann@example.com/docs/a.txt": 3,
+		"ann@example.com/docs/sub": 5, "ann@example.com/docs/sub/b.txt": 5,
+	} {
+		if got := seqOf(name); got != want {
+			t.Errorf("%s: sequence %d, want %d", name, got, want)
+		}
+	}
+	e.do(c.Put(ctx, file("ann@example.com/docs/a.txt", 1)))
+	e.do(c.MakeDirectory(ctx, "ann@example.com/other"))
+	for name, want := range map[spindle.PathName]int64{
+		"ann@example.com/": 7, "ann@example.com/docs": 6, "ann@example.com/docs/a.txt": 6,
+		"ann@example.com/docs/sub": 5, "ann@example.com/other": 7,
+	} {
+		if got := seqOf(name); got != want {
+			t.Errorf("%s: sequence %d, want %d", name, got, want)
+		}
+	}
+	e.do(c.Delete(ctx, "ann@example.com/docs/sub/b.txt"))
+	if seqOf("ann@example.com/docs/sub") != 8 || seqOf("ann@example.com/docs") != 8 || seqOf("ann@example.com/other") != 7 {
+		t.Error("delete did not stamp exactly the ancestors")
+	}
+}
+
+func TestRenameDirectory(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	e.setup()
+	ctx := e.ctx
+	c := e.as(ann)
+	e.do(c.Put(ctx, control("ann@example.com/docs/sub/Access", "r: bob@example.com\n*: ann@example.com\n")))
+	e.do(c.MakeDirectory(ctx, "ann@example.com/archive"))
+	before := e.dump(ann)
+
+	_, err := c.Rename(ctx, "ann@example.com/docs", "ann@example.com/docs/sub/inside")
+	wantKind(t, err, spindle.Invalid, "rename into itself")
+	_, err = c.Rename(ctx, "ann@example.com/docs", "ann@example.com/archive")
+	wantKind(t, err, spindle.Exist, "rename onto existing")
+	_, err = c.Rename(ctx, "ann@example.com/", "ann@example.com/x")
+	wantKind(t, err, spindle.Invalid, "rename root")
+	_, err = c.Rename(ctx, "ann@example.com/docs/a.txt", "ann@example.com/docs/Access")
+	wantKind(t, err, spindle.Invalid, "rename a file into an Access file")
+	_, err = c.Rename(ctx, "ann@example.com/docs", "bob@example.com/docs")
+	wantKind(t, err, spindle.Invalid, "rename across trees")
+	if e.dump(ann) != before {
+		t.Fatal("refused renames changed the tree")
+	}
+
+	d := e.do(c.Rename(ctx, "ann@example.com/docs", "ann@example.com/archive/2026"))
+	if d.Name != "ann@example.com/archive/2026" || !d.Attr.IsDir() {
+		t.Fatalf("rename returned %+v", d)
+	}
+	seq := d.Sequence
+	for _, name := range []spindle.PathName{"ann@example.com/docs", "ann@example.com/docs/a.txt", "ann@example.com/docs/sub/b.txt"} {
+		_, err := c.Lookup(ctx, name)
+		wantKind(t, err, spindle.NotExist, "old name "+string(name))
+	}
+	for _, name := range []spindle.PathName{"ann@example.com/", "ann@example.com/archive", "ann@example.com/archive/2026", "ann@example.com/archive/2026/a.txt", "ann@example.com/archive/2026/sub/b.txt", "ann@example.com/archive/2026/sub/Access"} {
+		d := e.do(c.Lookup(ctx, name))
+		if d.Name != name || d.Sequence != seq {
+			t.Errorf("%s after rename: name %s sequence %d, want %d", name, d.Name, d.Sequence, seq)
+		}
+	}
+	if b := e.do(c.Lookup(ctx, "ann@example.com/archive/2026/sub/b.txt")); len(b.Blocks) != 3 || b.Size != 3<<20 {
+		t.Errorf("moved file lost its blocks: %+v", b)
+	}
+	// The moved Access file governs its new place.
+	if _, err := e.as(bob).Lookup(ctx, "ann@example.com/archive/2026/sub/b.txt"); err != nil {
+		t.Errorf("bob cannot read under the moved Access file: %v", err)
+	}
+	if w := e.do(c.WhichAccess(ctx, "ann@example.com/archive/2026/sub/b.txt")); w == nil || w.Name != "ann@example.com/archive/2026/sub/Access" {
+		t.Errorf("WhichAccess after move = %+v", w)
+	}
+	// Renaming a file.
+	e.do(c.Rename(ctx, "ann@example.com/archive/2026/a.txt", "ann@example.com/a.txt"))
+	e.do(c.Lookup(ctx, "ann@example.com/a.txt"))
+	after := e.dump(ann)
+	e.reopen()
+	if got := e.dump(ann); got != after {
+		t.Fatalf("replay after renames differs:\n%s\nwant\n%s", got, after)
+	}
+}
+
+func TestReplay(t *testing.T) {
+	for _, k := range storeKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			e := newEnv(t, k.new(t))
+			e.setup()
+			ctx := e.ctx
+			c := e.as(ann)
+			e.do(c.Put(ctx, control("ann@example.com/Access", "*: ann@example.com\nr,l,c,w: bob@example.com\n")))
+			e.do(e.as(bob).Put(ctx, file("ann@example.com/docs/from-bob", 5)))
+			e.do(c.PutLink(ctx, "ann@example.com/docs", "ann@example.com/l"))
+			e.do(c.Rename(ctx, "ann@example.com/docs/sub", "ann@example.com/sub2"))
+			e.do(c.Delete(ctx, "ann@example.com/docs/a.txt"))
+			e.do(e.as(bob).MakeDirectory(ctx, "bob@example.com/"))
+			want := e.dump(ann) + e.dump(bob)
+			wantHead := e.do2(e.s.Head(ctx, ann))
+			e.reopen()
+			if got := e.dump(ann) + e.dump(bob); got != want {
+				t.Fatalf("replayed tree differs:\n%s\nwant\n%s", got, want)
+			}
+			if d := e.s.Damage(); len(d) != 0 {
+				t.Fatalf("damage reported on a clean log: %v", d)
+			}
+			h := e.do2(e.s.Head(ctx, ann))
+			if h.Seq != wantHead.Seq || h.Hash != wantHead.Hash {
+				t.Fatalf("head after replay %d %s, want %d %s", h.Seq, h.Hash, wantHead.Seq, wantHead.Hash)
+			}
+			// The log continues after the restart.
+			e.do(e.as(ann).Put(ctx, file("ann@example.com/after", 1)))
+			if h2 := e.do2(e.s.Head(ctx, ann)); h2.Seq != h.Seq+1 {
+				t.Fatalf("head after append %d, want %d", h2.Seq, h.Seq+1)
+			}
+		})
+	}
+}
+
+func (e *env) do2(h *Head, err error) *Head {
+	e.t.Helper()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return h
+}
+
+func TestDamagedTail(t *testing.T) {
+	for _, k := range storeKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			store := k.new(t)
+			e := newEnv(t, store)
+			e.setup()
+			ctx := e.ctx
+			want := e.dump(ann) // State after entry 5.
+			e.do(e.as(ann).Put(ctx, file("ann@example.com/docs/last", 100)))
+			good := k.bytes(t, store, ann)
+			e.s.Close()
+
+			// A torn last write.
+			k.set(t, store, ann, good[:len(good)-7])
+			e.open()
+			if got := e.dump(ann); got != want {
+				t.Fatalf("after torn tail:\n%s\nwant\n%s", got, want)
+			}
+			dmg := e.s.Damage()
+			if len(dmg) != 1 || spindle.KindOf(dmg[0]) != spindle.Integrity {
+				t.Fatalf("Damage = %v", dmg)
+			}
+			// The cut is durable: opening again finds a clean log.
+			e.reopen()
+			if len(e.s.Damage()) != 0 || e.dump(ann) != want {
+				t.Fatal("cut not durable")
+			}
+			// Appends go on from the last valid entry.
+			if d := e.do(e.as(ann).Put(ctx, file("ann@example.com/docs/last", 100))); d.Sequence != 6 {
+				t.Fatalf("first entry after cut has sequence %d", d.Sequence)
+			}
+			e.s.Close()
+
+			// A corrupted byte in the middle (entry 3) cuts there.
+			bad := append([]byte(nil), good...)
+			bad[len(bad)/2] ^= 0x40
+			k.set(t, store, ann, bad)
+			e.open()
+			dmg = e.s.Damage()
+			if len(dmg) != 1 {
+				t.Fatalf("Damage = %v", dmg)
+			}
+			h := e.do2(e.s.Head(ctx, ann))
+			if h.Seq >= 6 || h.Seq < 1 {
+				t.Fatalf("head after mid-log corruption is %d", h.Seq)
+			}
+			if k.cuts(t, store, ann) < 2 {
+				t.Error("cut bytes were not kept")
+			}
+		})
+	}
+}
+
+// appendRaw appends an entry to user's stored log behind the server's back.
+func appendRaw(t *testing.T, k storeKind, store Store, user spindle.UserName, en *Entry) {
+	t.Helper()
+	rec := record{entry: en.Marshal()}
+	k.set(t, store, user, appendFrame(k.bytes(t, store, user), rec.marshal()))
+}
+
+func TestForgedAndUnauthorizedEntries(t *testing.T) {
+	for _, k := range storeKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			store := k.new(t)
+			e := newEnv(t, store)
+			e.setup()
+			ctx := e.ctx
+			want := e.dump(ann)
+			h := e.do2(e.s.Head(ctx, ann))
+			next := func(w spindle.UserName, name spindle.PathName) *Entry {
+				return &Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Writer: w, Op: OpPut,
+					Entry: *withSeq(file(name, 4), w, h.Seq+1)}
+			}
+			// Signed by bob's key but claiming to be ann's.
+			forged := next(ann, "ann@example.com/docs/forged")
+			sig, _ := e.signers[bob].Sign(forged.SignedDigest())
+			forged.Sig = sig
+			_, err := e.s.Append(ctx, forged)
+			wantKind(t, err, spindle.Integrity, "entry signed with the wrong key")
+			// Signed by ann, then altered.
+			altered := next(ann, "ann@example.com/docs/x")
+			altered.Sign(e.signers[ann])
+			altered.Entry.Size, altered.Entry.Blocks[0].Size = 5, 5
+			_, err = e.s.Append(ctx, altered)
+			wantKind(t, err, spindle.Integrity, "altered entry")
+			// Properly signed by bob, who has no right in ann's tree.
+			unauthorized := next(bob, "ann@example.com/docs/bob.txt")
+			unauthorized.Sign(e.signers[bob])
+			_, err = e.s.Append(ctx, unauthorized)
+			wantKind(t, err, spindle.Private, "bob writing to ann's tree")
+			// A writer with no key at all.
+			nobody := newSigner(t, "nobody@example.com")
+			stranger := next(nobody.user, "ann@example.com/docs/n")
+			stranger.Sign(nobody)
+			_, err = e.s.Append(ctx, stranger)
+			wantKind(t, err, spindle.Permission, "writer without a key")
+			if e.dump(ann) != want {
+				t.Fatal("refused entries changed the tree")
+			}
+
+			// The same entries written straight into the log are refused at
+			// replay: the log is cut before them.
+			for _, bad := range []*Entry{forged, unauthorized} {
+				e.s.Close()
+				good := k.bytes(t, store, ann)
+				appendRaw(t, k, store, ann, bad)
+				e.open()
+				if got := e.dump(ann); got != want {
+					t.Fatalf("replay accepted a bad entry:\n%s", got)
+				}
+				dmg := e.s.Damage()
+				if len(dmg) != 1 {
+					t.Fatalf("Damage = %v", dmg)
+				}
+				reports, err := Audit(ctx, map[spindle.UserName][]byte{ann: append(good, appendFrame(nil, (&record{entry: bad.Marshal()}).marshal())...)}, e.keys)
+				if err != nil || len(reports) != 1 || reports[0].Err == nil || reports[0].Entries != h.Seq {
+					t.Fatalf("Audit = %+v, %v", reports, err)
+				}
+			}
+		})
+	}
+}
+
+func withSeq(d *spindle.DirEntry, w spindle.UserName, seq int64) *spindle.DirEntry {
+	d.Writer, d.Sequence = w, seq
+	return d
+}
+
+func TestAudit(t *testing.T) {
+	store := &MemStore{}
+	e := newEnv(t, store)
+	e.setup()
+	e.do(e.as(bob).MakeDirectory(e.ctx, "bob@example.com/"))
+	logs := map[spindle.UserName][]byte{ann: store.Bytes(ann), bob: store.Bytes(bob)}
+	reports, err := Audit(e.ctx, logs, e.keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != 2 || reports[0].User != ann || reports[0].Entries != 5 || reports[0].Err != nil || reports[1].Entries != 1 {
+		t.Fatalf("Audit = %+v", reports)
+	}
+	h := e.do2(e.s.Head(e.ctx, ann))
+	if reports[0].Head != h.Hash {
+		t.Fatal("audit head differs from the server's")
+	}
+	// Swapping two entries breaks the chain.
+	var recs [][]byte
+	scanFrames(strings.NewReader(string(logs[ann])), 0, func(b []byte) error {
+		recs = append(recs, append([]byte(nil), b...))
+		return nil
+	})
+	var swapped []byte
+	for _, i := range []int{0, 1, 3, 2, 4} {
+		swapped = appendFrame(swapped, recs[i])
+	}
+	reports, _ = Audit(e.ctx, map[spindle.UserName][]byte{ann: swapped}, e.keys)
+	if reports[0].Err == nil || reports[0].Entries != 2 || spindle.KindOf(reports[0].Err) != spindle.Integrity {
+		t.Fatalf("Audit of swapped log = %+v", reports[0])
+	}
+}
+
+func TestHead(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	h0 := e.do2(e.s.Head(e.ctx, ann))
+	if h0.Seq != 0 || !h0.Hash.IsZero() {
+		t.Fatalf("head of a missing log = %+v", h0)
+	}
+	e.setup()
+	h := e.do2(e.s.Head(e.ctx, ann))
+	if h.Seq != 5 || h.Host != e.host.user {
+		t.Fatalf("head = %+v", h)
+	}
+	if err := h.Verify(e.host.pub); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Verify(e.signers[ann].pub); err == nil {
+		t.Fatal("head verified with the wrong key")
+	}
+	tampered := *h
+	tampered.Seq++
+	wantKind(t, tampered.Verify(e.host.pub), spindle.Integrity, "tampered head")
+	if err := CheckHead(h0, h); err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, CheckHead(h, h0), spindle.Integrity, "rollback")
+	fork := *h
+	fork.Hash[0] ^= 1
+	wantKind(t, CheckHead(h, &fork), spindle.Integrity, "fork")
+}
+
+func TestConcurrentWriters(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	e.setup()
+	ctx := e.ctx
+	e.do(e.as(ann).Put(ctx, control("ann@example.com/Access", "*: ann@example.com bob@example.com cat@example.com\n")))
+	e.do(e.as(bob).MakeDirectory(ctx, "bob@example.com/"))
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := e.as(ann).Watch(wctx, "ann@example.com/", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const per = 15
+	for _, u := range []spindle.UserName{ann, bob, cat} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := e.as(u)
+			for i := 0; i < per; i++ {
+				if _, err := c.Put(ctx, file(spindle.PathName(fmt.Sprintf("ann@example.com/docs/%s-%d", u, i)), 10)); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := c.Glob(ctx, "ann@example.com/docs/*"); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	// Bob's own tree grows in parallel.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < per; i++ {
+			if _, err := e.as(bob).MakeDirectory(ctx, spindle.PathName(fmt.Sprintf("bob@example.com/d%d", i))); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	h := e.do2(e.s.Head(ctx, ann))
+	if h.Seq != 6+3*per {
+		t.Fatalf("head at %d, want %d", h.Seq, 6+3*per)
+	}
+	seen := 0
+	timeout := time.After(10 * time.Second)
+	for seen < 3*per {
+		select {
+		case ev := <-events:
+			if ev.Err != nil {
+				t.Fatal(ev.Err)
+			}
+			seen++
+		case <-timeout:
+			t.Fatalf("watch delivered %d of %d events", seen, 3*per)
+		}
+	}
+	want := e.dump(ann)
+	e.reopen()
+	if e.dump(ann) != want {
+		t.Fatal("replay after concurrent writes differs")
+	}
+}
+
+func TestWatch(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	e.setup()
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	c := e.as(ann)
+	e.do(c.Put(ctx, control("ann@example.com/docs/Access", "*: ann@example.com\nl: bob@example.com\n")))
+
+	next := func(ch <-chan spindle.Event) spindle.Event {
+		t.Helper()
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatal("watch channel closed")
+			}
+			if ev.Err != nil {
+				t.Fatal(ev.Err)
+			}
+			return ev
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event")
+		}
+		return spindle.Event{}
+	}
+	// Current state first.
+	ch, err := c.Watch(ctx, "ann@example.com/docs/sub", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(ch); ev.Entry.Name != "ann@example.com/docs/sub" {
+		t.Fatalf("first event %s", ev.Entry.Name)
+	}
+	if ev := next(ch); ev.Entry.Name != "ann@example.com/docs/sub/b.txt" || len(ev.Entry.Blocks) != 3 {
+		t.Fatalf("second event %+v", ev.Entry)
+	}
+	// Bob sees changes he may list, without blocks.
+	bch, err := e.as(bob).Watch(ctx, "ann@example.com/docs", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.as(cat).Watch(ctx, "ann@example.com/docs", -1)
+	wantKind(t, err, spindle.Private, "cat watching")
+
+	e.do(c.Put(ctx, file("ann@example.com/docs/sub/c.txt", 5)))
+	e.do(c.Put(ctx, file("ann@example.com/elsewhere", 5)))
+	e.do(c.Delete(ctx, "ann@example.com/docs/sub/c.txt"))
+	if ev := next(ch); ev.Entry.Name != "ann@example.com/docs/sub/c.txt" || ev.Delete {
+		t.Fatalf("put event %+v", ev)
+	}
+	if ev := next(ch); ev.Entry.Name != "ann@example.com/docs/sub/c.txt" || !ev.Delete || ev.Entry.Sequence != 9 {
+		t.Fatalf("delete event %+v", ev)
+	}
+	ev := next(bch)
+	if ev.Entry.Name != "ann@example.com/docs/sub/c.txt" || !ev.Entry.Attr.IsIncomplete() || ev.Entry.Blocks != nil {
+		t.Fatalf("bob's event %+v", ev.Entry)
+	}
+	// After a restart, history comes from the log.
+	e.reopen()
+	hch, err := e.as(ann).Watch(ctx, "ann@example.com/docs/sub", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := 0; i < 4; i++ {
+		ev := next(hch)
+		names = append(names, fmt.Sprintf("%d:%s:%v", ev.Entry.Sequence, strings.TrimPrefix(string(ev.Entry.Name), "ann@example.com/docs/"), ev.Delete))
+	}
+	if got := strings.Join(names, " "); got != "4:sub:false 5:sub/b.txt:false 7:sub/c.txt:false 9:sub/c.txt:true" {
+		t.Fatalf("history = %s", got)
+	}
+	// And then live changes follow.
+	e.do(e.as(ann).Put(ctx, file("ann@example.com/docs/sub/d.txt", 1)))
+	if ev := next(hch); ev.Entry.Name != "ann@example.com/docs/sub/d.txt" || ev.Entry.Sequence != 10 {
+		t.Fatalf("live event after history %+v", ev.Entry)
+	}
+	cancel()
+	for range hch {
+	}
+}

@@ -297,3 +297,42 @@ func TestLinkAndInline(t *testing.T) {
 		t.Fatalf("changed Link: %v, want Integrity", err)
 	}
 }
+
+// TestConcurrentReadAt reads one file from several goroutines at once,
+// mixing sequential runs (which read ahead) with random jumps.
+func TestConcurrentReadAt(t *testing.T) {
+	ak := testKeys(t, alice, 1)
+	s := newMemBlocks()
+	data := testData(6*spindle.MaxBlockSize+11, 4)
+	e := packFile(t, s, "alice@example.com/f", data, spindle.EEPack, ak)
+	r, err := NewReader(context.Background(), e, ReadConfig{Keys: ak, WriterKeys: []spindle.PublicKey{ak.PublicKey()}, Get: s.get})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			buf := make([]byte, 100000)
+			for j := range 40 {
+				off := int64(j * len(buf))
+				if g%2 == 1 {
+					off = rand.Int64N(int64(len(data)))
+				}
+				n, err := r.ReadAt(buf, off)
+				if err != nil && err != io.EOF {
+					t.Error(err)
+					return
+				}
+				if !bytes.Equal(buf[:n], data[min(off, int64(len(data))):min(off+int64(n), int64(len(data)))]) {
+					t.Errorf("ReadAt(%d) returned wrong data", off)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r.Close()
+	if _, err := r.ReadAt(make([]byte, 1), 0); !errors.Is(err, spindle.Invalid) {
+		t.Fatalf("ReadAt after Close: %v, want Invalid", err)
+	}
+}

@@ -28,10 +28,12 @@ type ReadConfig struct {
 	Get GetFunc
 }
 
-// A Reader unpacks a file block by block, verifying as it goes. It holds
-// one block in memory whatever the file's size, and supports random access
-// through ReadAt and Seek. ReadAt is safe for concurrent use; Read and
-// Seek, which share an offset, are not.
+// A Reader unpacks a file block by block, verifying as it goes. While the
+// file is read sequentially it fetches, verifies and decrypts the next two
+// blocks in the background, so it holds at most three blocks in memory
+// whatever the file's size. It supports random access through ReadAt and
+// Seek. ReadAt is safe for concurrent use; Read and Seek, which share an
+// offset, are not.
 type Reader struct {
 	ctx        context.Context
 	entry      *spindle.DirEntry
@@ -43,9 +45,12 @@ type Reader struct {
 	off int64 // For Read and Seek.
 
 	mu     sync.Mutex
-	cached int    // Index of the block in plain, or -1.
-	plain  []byte // Plaintext of block cached.
-	buf    []byte // Decryption buffer, reused.
+	cached int      // Index of the block in plain, or -1.
+	plain  []byte   // Plaintext of block cached.
+	cur    []byte   // Decryption buffer holding plain.
+	free   [][]byte // Decryption buffers not in use.
+	ahead  []*fetch // Blocks being read ahead, in order.
+	closed bool
 }
 
 var _ spindle.File = (*Reader)(nil)
@@ -129,11 +134,14 @@ func (r *Reader) Seek(offset int64, whence int) (int64, error) {
 	return r.off, nil
 }
 
-// Close implements io.Closer. It releases the block buffers.
+// Close implements io.Closer. It waits for any read-ahead to finish and
+// releases the block buffers.
 func (r *Reader) Close() error {
 	r.mu.Lock()
-	r.plain, r.buf, r.cached = nil, nil, -1
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	r.dropAhead()
+	r.plain, r.cur, r.free, r.cached = nil, nil, nil, -1
+	r.closed = true
 	return nil
 }
 
@@ -147,6 +155,9 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return 0, spindle.E(op, r.entry.Name, spindle.Invalid, "read after close")
+	}
 	n := 0
 	blocks := r.entry.Blocks
 	for n < len(p) && off < r.entry.Size {
@@ -164,44 +175,125 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// load fetches, verifies and unpacks block i into r.plain.
+// readAhead is the number of blocks a Reader fetches, verifies and
+// decrypts in the background, each on its own goroutine, while reading
+// sequentially.
+const readAhead = 2
+
+// A fetch is the loading of one block, in the background or not.
+type fetch struct {
+	index int
+	buf   []byte // Decryption buffer owned by the fetch.
+	plain []byte
+	err   error
+	done  chan struct{}
+}
+
+// load makes block i the cached block, taking it from the read-ahead
+// queue if it is there, and, if reading is sequential, starts fetching the
+// blocks after it.
 func (r *Reader) load(i int) error {
 	if r.cached == i {
 		return nil
 	}
-	r.cached = -1
+	sequential := i == r.cached+1
+	var f *fetch
+	for len(r.ahead) > 0 && f == nil {
+		g := r.ahead[0]
+		r.ahead = r.ahead[1:]
+		if g.index == i {
+			f = g
+			break
+		}
+		<-g.done
+		r.release(g.buf)
+	}
+	if f == nil {
+		f = r.newFetch(i)
+		r.fetch(f)
+	}
+	<-f.done
+	r.release(r.cur)
+	r.cur = f.buf
+	if f.err != nil {
+		r.plain, r.cached = nil, -1
+		r.dropAhead()
+		return f.err
+	}
+	r.plain, r.cached = f.plain, i
+	if sequential {
+		for next := i + 1 + len(r.ahead); len(r.ahead) < readAhead && next < len(r.entry.Blocks); next++ {
+			g := r.newFetch(next)
+			r.ahead = append(r.ahead, g)
+			go r.fetch(g)
+		}
+	}
+	return nil
+}
+
+func (r *Reader) newFetch(i int) *fetch {
+	f := &fetch{index: i, done: make(chan struct{})}
+	if r.aead != nil {
+		if n := len(r.free); n > 0 {
+			f.buf, r.free = r.free[n-1], r.free[:n-1]
+		} else {
+			f.buf = make([]byte, 0, spindle.MaxBlockSize)
+		}
+	}
+	return f
+}
+
+// release returns a decryption buffer to the free list.
+func (r *Reader) release(buf []byte) {
+	if buf != nil {
+		r.free = append(r.free, buf)
+	}
+}
+
+// dropAhead waits for the read-ahead queue and empties it.
+func (r *Reader) dropAhead() {
+	for _, g := range r.ahead {
+		<-g.done
+		r.release(g.buf)
+	}
+	r.ahead = r.ahead[:0]
+}
+
+// fetch fetches, verifies and unpacks block f.index. It touches only f and
+// the Reader's immutable fields, so it may run on its own goroutine.
+func (r *Reader) fetch(f *fetch) {
+	defer close(f.done)
+	i := f.index
 	b := r.entry.Blocks[i]
 	data, err := r.get(r.ctx, b.Ref)
 	if err != nil {
-		return spindle.E(spindle.KindOf(err), fmt.Errorf("block %d: %w", i, err))
+		f.err = spindle.E(spindle.KindOf(err), fmt.Errorf("block %d: %w", i, err))
+		return
 	}
 	want := b.Size
 	if r.aead != nil {
 		want += gcmOverhead
 	}
 	if int64(len(data)) != want {
-		return spindle.E(spindle.Integrity, fmt.Sprintf("block %d: stored size is %d bytes, want %d", i, len(data), want))
+		f.err = spindle.E(spindle.Integrity, fmt.Sprintf("block %d: stored size is %d bytes, want %d", i, len(data), want))
+		return
 	}
 	if sha256.Sum256(data) != r.digests[i] {
-		return spindle.E(spindle.Integrity, fmt.Sprintf("block %d: content does not match its hash", i))
+		f.err = spindle.E(spindle.Integrity, fmt.Sprintf("block %d: content does not match its hash", i))
+		return
 	}
 	if r.aead == nil {
-		r.plain = data
-		r.cached = i
-		return nil
-	}
-	if cap(r.buf) < int(b.Size) {
-		r.buf = make([]byte, 0, spindle.MaxBlockSize)
+		f.plain = data
+		return
 	}
 	var nonce [12]byte
 	var aad [40]byte
 	blockNonce(&nonce, uint64(i))
 	blockAAD(&aad, &r.commitment, uint64(i))
-	plain, err := r.aead.Open(r.buf[:0], nonce[:], data, aad[:])
+	plain, err := r.aead.Open(f.buf[:0], nonce[:], data, aad[:])
 	if err != nil {
-		return spindle.E(spindle.Integrity, fmt.Sprintf("block %d: does not decrypt: %v", i, err))
+		f.err = spindle.E(spindle.Integrity, fmt.Sprintf("block %d: does not decrypt: %v", i, err))
+		return
 	}
-	r.plain = plain
-	r.cached = i
-	return nil
+	f.plain = plain
 }

@@ -150,10 +150,6 @@ func (g *grants) has(user spindle.UserName, domain string) bool {
 	return ok
 }
 
-func (g *grants) empty() bool {
-	return !g.all && len(g.users) == 0 && len(g.domains) == 0 && len(g.groups) == 0
-}
-
 // finish sorts and removes duplicates.
 func (g *grants) finish() {
 	slices.Sort(g.users)

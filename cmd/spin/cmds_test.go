@@ -466,3 +466,94 @@ func TestCheckRecovered(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, st.Stderr)
 	}
 }
+
+func TestFlagAfterArguments(t *testing.T) {
+	e := newEnv(t)
+	e.fails(exitUsage, "spin: ls: flag -l must come before the arguments\n"+lsUsage, "ls", "@", "-l")
+	e.fails(exitUsage, "spin: put: flag -packing=plain must come before the arguments\n"+putUsage, "put", "a", "@/a", "-packing=plain")
+	// After --, a name may start with -.
+	e.file("-l", "dash")
+	_, errs, _ := e.run("put", "--", "-l", "@/dash")
+	if !strings.Contains(errs, "-l: no such file") {
+		t.Errorf("put -- -l: %s", errs) // Relative to the test's directory, not e.dir.
+	}
+}
+
+func TestProgress(t *testing.T) {
+	e := newEnv(t)
+	big := e.file("big", strings.Repeat("x", progressMin+1))
+	small := e.file("small", "x")
+	_, errs, _ := e.run("put", big, "@/big")
+	if errs != "" {
+		t.Errorf("progress drawn when stderr is not a terminal:\n%q", errs)
+	}
+	e.term = true
+	if _, errs, _ = e.run("put", small, "@/small"); errs != "" {
+		t.Errorf("progress drawn for a small file:\n%q", errs)
+	}
+	_, errs, code := e.run("put", big, "@/big")
+	if code != 0 || !strings.Contains(errs, "put big") || !strings.Contains(errs, "100%") || !strings.Contains(errs, "MiB") {
+		t.Errorf("no progress bar on a terminal: exit %d, stderr %q", code, errs)
+	}
+	dest := filepath.Join(e.dir, "big.out")
+	_, errs, _ = e.run("get", "@/big", dest)
+	if !strings.Contains(errs, "get big") || !strings.Contains(errs, "100%") {
+		t.Errorf("no progress bar for get: %q", errs)
+	}
+	checkFile(t, dest, strings.Repeat("x", progressMin+1))
+}
+
+func TestRmManyFiles(t *testing.T) {
+	e := newEnv(t)
+	e.ok("mkdir", "@/many")
+	for i := range 50 {
+		e.ok("put", e.file("f", "x"), fmt.Sprintf("ann@example.com/many/f%02d", i))
+	}
+	e.ok("rm", "-R", "@/many")
+	if m := e.spinTree("ann@example.com/many"); len(m) != 0 {
+		t.Errorf("left after rm -R: %v", m)
+	}
+}
+
+func TestInitForceKeepsOldKeys(t *testing.T) {
+	home := t.TempDir()
+	var out strings.Builder
+	st := func() *State {
+		out.Reset()
+		return &State{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out, Home: home}
+	}
+	if code := run([]string{"init", "ann@example.com"}, st()); code != 0 {
+		t.Fatal(out.String())
+	}
+	first, _ := pack.Load(filepath.Join(home, "spin", "keys"))
+	if code := run([]string{"init", "-force", "ann@example.com"}, st()); code != 0 {
+		t.Fatal(out.String())
+	}
+	olds, _ := filepath.Glob(filepath.Join(home, "spin", "keys.old-*"))
+	if len(olds) != 1 || !strings.Contains(out.String(), "Previous keys moved to "+olds[0]) {
+		t.Fatalf("old keys: %v\n%s", olds, out.String())
+	}
+	old, err := pack.Load(olds[0])
+	if err != nil || old.PublicKey() != first.PublicKey() {
+		t.Errorf("old keys not kept: %v", err)
+	}
+}
+
+// BenchmarkCpR copies 2,000 files of 4 KiB from the local disk into the
+// in-memory fake: the cost of the command itself, without a network.
+func BenchmarkCpR(b *testing.B) {
+	e := &env{t: b, client: newFakeClient(ann), dir: b.TempDir()}
+	data := strings.Repeat("x", 4096)
+	for i := range 2000 {
+		f := filepath.Join(e.dir, "src", fmt.Sprintf("d%d", i/100), fmt.Sprintf("f%04d", i))
+		os.MkdirAll(filepath.Dir(f), 0o755)
+		os.WriteFile(f, []byte(data), 0o644)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, errs, code := e.run("cp", "-R", filepath.Join(e.dir, "src"), fmt.Sprintf("@/dst%d", i)); code != 0 {
+			b.Fatal(errs)
+		}
+	}
+	b.ReportMetric(float64(2000*b.N)/b.Elapsed().Seconds(), "files/s")
+}

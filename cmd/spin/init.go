@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/term"
 
@@ -34,7 +35,8 @@ Options:
     -p, -packing P        default packing of new files: ee, eeintegrity or plain (default ee)
     -r, -recover          re-create the keys from a recovery secret, read from
                           stdin or asked for on a terminal
-    -f, -force            replace an existing config and keys
+    -f, -force            replace an existing config and keys; the old keys
+                          are moved aside to keys.old-TIME
     -h, -help             print this text
 
 Example:
@@ -90,7 +92,7 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		for _, f := range []string{file, filepath.Join(secrets, pack.PrivateKeyFile)} {
 			if _, err := os.Stat(f); err == nil {
 				st.errorf("%s already exists", f)
-				st.hint("to replace your config and keys, use: spin init -force; the old keys are lost unless you have their recovery secret")
+				st.hint("to replace your config and keys, use: spin init -force %s", user)
 				return errFailed
 			}
 		}
@@ -133,6 +135,17 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		keys, secret, err = pack.Generate(user)
 		if err != nil {
 			return st.fail(string(user), err)
+		}
+	}
+	if *force {
+		// Keep the keys being replaced: files written with them stay
+		// readable only with them.
+		if _, err := os.Stat(secrets); err == nil {
+			old := secrets + ".old-" + time.Now().UTC().Format("20060102T150405")
+			if err := os.Rename(secrets, old); err != nil {
+				return st.fail(secrets, err)
+			}
+			fmt.Fprintf(st.Stdout, "Previous keys moved to %s\n", old)
 		}
 	}
 	if err := keys.Save(secrets); err != nil {

@@ -86,6 +86,11 @@ func lookupCommand(name string) *command {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal has cancelled the work, a second one kills.
+		<-ctx.Done()
+		stop()
+	}()
 	st := &State{
 		Stdin:     os.Stdin,
 		Stdout:    os.Stdout,

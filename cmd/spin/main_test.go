@@ -41,7 +41,7 @@ const bob = spindle.UserName("bob@example.com")
 
 // An env is a State with a fake client for ann, and a directory for local files.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	client *fakeClient
 	st     *State
 	dir    string

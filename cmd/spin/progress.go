@@ -30,6 +30,7 @@ func (st *State) progress(size int64, desc string) *progress {
 		progressbar.OptionSetDescription(desc),
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionShowCount(),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionSetWidth(20),
 		progressbar.OptionThrottle(100*time.Millisecond),

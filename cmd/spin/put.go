@@ -49,7 +49,15 @@ func runPut(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	if src == "-" {
-		if _, err := c.Put(ctx, name, st.Stdin, packing, nil); err != nil {
+		var pb *progress
+		if f, ok := st.Stdin.(*os.File); ok {
+			if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
+				pb = st.progress(info.Size(), fmt.Sprintf("put %s", base(name)))
+			}
+		}
+		_, err := c.Put(ctx, name, pb.reader(st.Stdin), packing, nil)
+		pb.done(err == nil)
+		if err != nil {
 			return st.fail(string(name), err)
 		}
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"sync"
 
 	"spindle.dev"
 )
@@ -64,12 +65,16 @@ func runRm(ctx context.Context, st *State, args []string) error {
 type remover struct {
 	st     *State
 	c      spindle.Client
+	mu     sync.Mutex // Guards failed.
 	failed bool
 }
 
+// fail reports a failure; it is safe for concurrent use.
 func (r *remover) fail(path string, err error) {
 	r.st.fail(path, err)
+	r.mu.Lock()
 	r.failed = true
+	r.mu.Unlock()
 }
 
 // removeAll removes name and, if it is a directory, everything below it,
@@ -88,16 +93,33 @@ func (r *remover) removeAll(ctx context.Context, name spindle.PathName) bool {
 		}
 		sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
 		ok := true
+		var files []spindle.PathName
 		for _, child := range entries {
 			if child.Attr.IsDir() {
 				ok = r.removeAll(ctx, child.Name) && ok
-				continue
-			}
-			if err := r.c.Delete(ctx, child.Name); err != nil {
-				r.fail(string(child.Name), err)
-				ok = false
+			} else {
+				files = append(files, child.Name)
 			}
 		}
+		// Files go several at a time, as cp puts them.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		sem := make(chan struct{}, cpWorkers)
+		for _, f := range files {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if err := r.c.Delete(ctx, f); err != nil {
+					r.fail(string(f), err)
+					mu.Lock()
+					ok = false
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
 		if !ok {
 			return false // The reason has been reported; the directory is not empty.
 		}

@@ -117,17 +117,28 @@ func (st *State) flags() *flag.FlagSet {
 }
 
 // parse parses args with fs, turning -help into errHelp and a bad flag into
-// a usageError.
+// a usageError. Flags come before the other arguments; one of this
+// command's flags after them is reported rather than taken for a name
+// (a name that starts with - can follow --).
 func (st *State) parse(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	switch {
-	case err == nil:
-		return nil
 	case errors.Is(err, flag.ErrHelp):
 		return errHelp
-	default:
+	case err != nil:
 		return &usageError{msg: err.Error()}
 	}
+	rest := fs.Args()
+	if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+		return nil
+	}
+	for _, a := range rest {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name != "" && (fs.Lookup(name) != nil || name == "h" || name == "help") {
+			return &usageError{msg: fmt.Sprintf("flag %s must come before the arguments", a)}
+		}
+	}
+	return nil
 }
 
 // Client returns the network client, connecting on first use.

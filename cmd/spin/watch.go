@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
@@ -75,8 +74,8 @@ func runWatch(ctx context.Context, st *State, args []string) error {
 	}
 	for ev := range events {
 		if ev.Err != nil {
-			if ctx.Err() != nil && errors.Is(ev.Err, context.Canceled) {
-				return nil
+			if ctx.Err() != nil {
+				return nil // Interrupted: the normal end of a watch.
 			}
 			return st.fail(string(name), ev.Err)
 		}

@@ -1,0 +1,116 @@
+package keyraft
+
+import (
+	"bytes"
+	"testing"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"spindle.dev"
+)
+
+// The seed corpora are in testdata/fuzz; each holds valid encodings made by
+// the code above and a few damaged ones. Run each fuzzer with
+//
+//	go test -run=NONE -fuzz=FuzzDecodeRecord -fuzztime=60s -parallel=1 ./keyraft
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add([]byte(recordMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		u, err := DecodeRecord(data)
+		if err != nil {
+			if spindle.KindOf(err) != spindle.Invalid {
+				t.Fatalf("DecodeRecord error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			return
+		}
+		if !bytes.Equal(EncodeRecord(u), data) {
+			t.Fatalf("decoded record re-encodes differently")
+		}
+		if err := CheckRecord(u); err != nil {
+			t.Fatalf("decoded record fails CheckRecord: %v", err)
+		}
+		// A record that decodes may still be refused by the policy, but the
+		// check must not fail in any other way.
+		st := newState()
+		if _, err := st.check(u, true); err != nil {
+			switch spindle.KindOf(err) {
+			case spindle.Permission, spindle.NotExist:
+			default:
+				t.Fatalf("check of a decoded record: %v", err)
+			}
+		}
+	})
+}
+
+// fuzzVerifierKey is the verifier key of the note key that signed the heads
+// in the seed corpus of FuzzUnmarshalProof.
+const fuzzVerifierKey = "spindle-keyraft/m0+bf1f695a+AbJt5oSwufR3oqTbN+7S9M96rhy7Y1HtR1ZlWWcRzzgI"
+
+func FuzzUnmarshalProof(f *testing.F) {
+	f.Add([]byte(proofMagic))
+	v, err := note.NewVerifier(fuzzVerifierKey)
+	if err != nil {
+		f.Fatal(err)
+	}
+	verifiers := note.VerifierList(v)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := UnmarshalProof(data)
+		if err != nil {
+			if spindle.KindOf(err) != spindle.Invalid {
+				t.Fatalf("UnmarshalProof error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			return
+		}
+		b, _ := p.MarshalBinary()
+		if !bytes.Equal(b, data) {
+			t.Fatalf("decoded proof re-encodes differently")
+		}
+		u, tree, err := VerifyLookup(p, "user0@example.com", verifiers)
+		if err != nil {
+			switch spindle.KindOf(err) {
+			case spindle.Invalid, spindle.Integrity:
+			default:
+				t.Fatalf("VerifyLookup error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			return
+		}
+		if u.Name != "user0@example.com" || p.Index >= tree.N {
+			t.Fatalf("VerifyLookup accepted record %s at %d of %d", u.Name, p.Index, tree.N)
+		}
+	})
+}
+
+func FuzzRestore(f *testing.F) {
+	f.Add([]byte(snapshotMagic + "\x00" + string(make([]byte, 32))))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m := newFSM()
+		if err := m.Restore(readCloser(data)); err != nil {
+			switch spindle.KindOf(err) {
+			case spindle.Invalid, spindle.Integrity:
+			default:
+				t.Fatalf("Restore error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			if m.st.size() != 0 {
+				t.Fatal("failed Restore changed the state")
+			}
+			return
+		}
+		if got := snapshotBytes(t, m); !bytes.Equal(got, data) {
+			t.Fatalf("restored state snapshots differently")
+		}
+	})
+}
+
+func FuzzParseHead(f *testing.F) {
+	f.Add(headHeader + "3\n" + "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		tree, err := parseHead(text)
+		if err != nil {
+			return
+		}
+		if string(formatHead(tree)) != text {
+			t.Fatalf("head %q re-formats as %q", text, formatHead(tree))
+		}
+	})
+}

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -26,6 +29,14 @@ func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){"spin": main})
 }
 
+// TestScript runs the scripts in testdata. Besides testscript's own
+// commands they may use
+//
+//	waitfile FILE [SECONDS]   wait until FILE exists and is not empty (default 60s)
+//	envfile VAR FILE          set $VAR to the first line of FILE
+//
+// and the condition [node], true when spin node is built in. HOME is the
+// script's work directory.
 func TestScript(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata",
@@ -33,7 +44,52 @@ func TestScript(t *testing.T) {
 			env.Setenv("HOME", env.WorkDir)
 			return nil
 		},
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "node":
+				return runNode != nil, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitfile": cmdWaitfile,
+			"envfile":  cmdEnvfile,
+		},
 	})
+}
+
+func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: waitfile FILE [SECONDS]")
+	}
+	limit := 60 * time.Second
+	if len(args) == 2 {
+		n, err := strconv.Atoi(args[1])
+		if err != nil {
+			ts.Fatalf("waitfile: bad SECONDS %q", args[1])
+		}
+		limit = time.Duration(n) * time.Second
+	}
+	file := ts.MkAbs(args[0])
+	deadline := time.Now().Add(limit)
+	for {
+		if info, err := os.Stat(file); err == nil && info.Size() > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("waitfile: %s did not appear within %v", file, limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func cmdEnvfile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: envfile VAR FILE")
+	}
+	data := ts.ReadFile(args[1])
+	first, _, _ := strings.Cut(strings.TrimSpace(data), "\n")
+	ts.Setenv(args[0], strings.TrimSpace(first))
 }
 
 const ann = spindle.UserName("ann@example.com")

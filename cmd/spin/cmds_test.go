@@ -557,3 +557,21 @@ func BenchmarkCpR(b *testing.B) {
 	}
 	b.ReportMetric(float64(2000*b.N)/b.Elapsed().Seconds(), "files/s")
 }
+
+func TestCpInterrupted(t *testing.T) {
+	e := newEnv(t)
+	for i := range 40 {
+		e.file(fmt.Sprintf("many/f%02d", i), "x")
+	}
+	e.client.putDelay = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(50*time.Millisecond, cancel) // As SIGINT does in main.
+	e.ctx = ctx
+	// The fake ignores the context, so puts in flight finish; the rest are
+	// not started, and the interruption is reported once.
+	e.fails(exitFailure, "spin: cp: interrupted\n", "cp", "-R", filepath.Join(e.dir, "many"), "@/many")
+	if e.client.puts >= 40 {
+		t.Errorf("all %d files copied after the interruption", e.client.puts)
+	}
+}

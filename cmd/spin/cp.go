@@ -151,12 +151,13 @@ type copier struct {
 	recursive bool
 	packing   spindle.Packing
 
-	dirs      []endpoint // Directories to make, parents before children.
-	dirParent []int      // Index of each directory's parent in dirs, or -1.
-	dirFailed []bool
-	jobs      []copyJob
-	failed    bool
-	mu        sync.Mutex // Guards failed while the jobs run.
+	dirs        []endpoint // Directories to make, parents before children.
+	dirParent   []int      // Index of each directory's parent in dirs, or -1.
+	dirFailed   []bool
+	jobs        []copyJob
+	mu          sync.Mutex // Guards failed and interrupted while the jobs run.
+	failed      bool
+	interrupted bool // An interruption has been reported.
 }
 
 // endpoint interprets a command-line argument.
@@ -194,12 +195,20 @@ func (cp *copier) isDir(ctx context.Context, e endpoint) (bool, error) {
 	return entry.Attr.IsDir(), nil
 }
 
-// fail reports a failure; it is safe for concurrent use.
+// fail reports a failure; it is safe for concurrent use. An interruption
+// is reported once, not once for every file in flight.
 func (cp *copier) fail(path string, err error) {
-	cp.st.fail(path, err)
 	cp.mu.Lock()
 	cp.failed = true
+	quiet := cp.interrupted
+	if errors.Is(err, context.Canceled) {
+		cp.interrupted = true
+		path = ""
+	}
 	cp.mu.Unlock()
+	if !quiet {
+		cp.st.fail(path, err)
+	}
 }
 
 // planTop plans the copy of the source named on the command line.

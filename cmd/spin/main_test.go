@@ -102,7 +102,8 @@ type env struct {
 	st     *State
 	dir    string
 	stdin  string
-	term   bool // Pretend stdout and stderr are terminals.
+	term   bool            // Pretend stdout and stderr are terminals.
+	ctx    context.Context // If set, the context commands run in.
 }
 
 func newEnv(t *testing.T) *env {
@@ -125,6 +126,7 @@ func (e *env) run(args ...string) (stdout, stderr string, code int) {
 			return e.client, nil
 		},
 		isTerminal: func(w io.Writer) bool { return e.term },
+		Context:    e.ctx,
 	}
 	code = run(args, e.st)
 	return out.String(), errb.String(), code

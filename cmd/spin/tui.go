@@ -225,8 +225,11 @@ func (st *State) hintFor(path string, err error) {
 		owner = p.User()
 	}
 	me := spindle.UserName("")
-	if st.client != nil {
+	switch {
+	case st.client != nil:
 		me = st.client.User()
+	case st.Config != nil:
+		me = st.Config.Username
 	}
 	switch spindle.KindOf(err) {
 	case spindle.Permission, spindle.Private:
@@ -246,6 +249,14 @@ func (st *State) hintFor(path string, err error) {
 // a diagnostic: the kind's text followed by the underlying cause, without
 // the chain of operations, which means nothing to a user.
 func describe(err error) (path, msg string) {
+	if errors.Is(err, context.Canceled) {
+		path, _ = describeParts(err)
+		return path, "interrupted"
+	}
+	return describeParts(err)
+}
+
+func describeParts(err error) (path, msg string) {
 	var pe *fs.PathError
 	var se *spindle.Error
 	switch {

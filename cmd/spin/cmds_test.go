@@ -145,6 +145,13 @@ func TestCpConcurrent(t *testing.T) {
 		t.Errorf("at most %d puts in flight, want 2 to %d", e.client.maxPuts, cpWorkers)
 	}
 	t.Logf("%d files with %v per put: %v, %d in flight at most", n, e.client.putDelay, elapsed, e.client.maxPuts)
+
+	e.client.maxPuts = 0
+	e.ok("cp", "-j", "1", "-R", filepath.Join(e.dir, "many"), "@/one")
+	if e.client.maxPuts != 1 {
+		t.Errorf("cp -j 1: %d puts in flight at most", e.client.maxPuts)
+	}
+	e.fails(exitUsage, "spin: cp: -jobs: want 1 to 256 files at once, not 0\n"+cpUsage, "cp", "-j", "0", "a", "@/a")
 }
 
 func TestLs(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 )
 
 const cpUsage = `Usage:
-    spin cp [-R] [-packing P] SRC DST
-    spin cp [-R] [-packing P] SRC... DIR
+    spin cp [-R] [-packing P] [-j N] SRC DST
+    spin cp [-R] [-packing P] [-j N] SRC... DIR
 
 Copies files from the local file system to spin, from spin to the local
 file system, or within spin. Names that start with @ or with a user name
@@ -28,6 +28,7 @@ Options:
     -R, -recursive   copy directories and everything below them
     -p, -packing P   packing of files written to spin: ee, eeintegrity or
                      plain; default: the config's packing, or ee
+    -j, -jobs N      copy N files at once (default 8)
     -h, -help        print this text
 
 Example:
@@ -35,9 +36,9 @@ Example:
     $ spin cp ann@example.com/docs/a.txt ann@example.com/docs/b.txt .
 `
 
-// cpWorkers is the number of files cp copies at once. Every file is a few
-// round trips to the peer, so copying many small files is bound by latency,
-// not bandwidth.
+// cpWorkers is the number of files cp copies at once unless -j says
+// otherwise, and rm -R removes. Every file is a few round trips to the peer,
+// so copying many small files is bound by latency, not bandwidth.
 const cpWorkers = 8
 
 func runCp(ctx context.Context, st *State, args []string) error {
@@ -46,8 +47,13 @@ func runCp(ctx context.Context, st *State, args []string) error {
 	flags.BoolVar(recursive, "R", false, "")
 	packingName := flags.String("packing", "", "")
 	flags.StringVar(packingName, "p", "", "")
+	jobs := flags.Int("jobs", cpWorkers, "")
+	flags.IntVar(jobs, "j", cpWorkers, "")
 	if err := st.parse(flags, args); err != nil {
 		return err
+	}
+	if *jobs < 1 || *jobs > 256 {
+		return usagef("-jobs: want 1 to 256 files at once, not %d", *jobs)
 	}
 	if flags.NArg() < 2 {
 		return usagef("want SRC and DST, got %d arguments", flags.NArg())
@@ -69,7 +75,7 @@ func runCp(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return err
 	}
-	cp := &copier{st: st, c: c, recursive: *recursive, packing: packing}
+	cp := &copier{st: st, c: c, recursive: *recursive, packing: packing, workers: *jobs}
 	dst, err := cp.endpoint(dstArg)
 	if err != nil {
 		return err
@@ -127,7 +133,13 @@ func (e endpoint) join(elem string) endpoint {
 // base returns the name e is copied under into a directory.
 func (e endpoint) base() string {
 	if !e.spin {
-		return filepath.Base(e.local)
+		b := filepath.Base(e.local)
+		if b == "." || b == ".." || b == string(filepath.Separator) {
+			if abs, err := filepath.Abs(e.local); err == nil {
+				b = filepath.Base(abs)
+			}
+		}
+		return b
 	}
 	if b := base(e.name); b != "" {
 		return b
@@ -150,6 +162,7 @@ type copier struct {
 	c         spindle.Client
 	recursive bool
 	packing   spindle.Packing
+	workers   int // Files copied at once.
 
 	dirs        []endpoint // Directories to make, parents before children.
 	dirParent   []int      // Index of each directory's parent in dirs, or -1.
@@ -321,7 +334,7 @@ func (cp *copier) planLocal(info fs.FileInfo, src, dst endpoint, parent int, top
 }
 
 // run makes the planned directories in order, then copies the files,
-// cpWorkers at a time. Files inside a directory that could not be made are
+// cp.workers at a time. Files inside a directory that could not be made are
 // skipped, since the failure has been reported once already.
 func (cp *copier) run(ctx context.Context) {
 	cp.dirFailed = make([]bool, len(cp.dirs))
@@ -342,7 +355,7 @@ func (cp *copier) run(ctx context.Context) {
 	pb := cp.st.progress(total, "cp")
 	jobs := make(chan *copyJob)
 	var wg sync.WaitGroup
-	for range min(cpWorkers, len(cp.jobs)) {
+	for range min(cp.workers, len(cp.jobs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -93,7 +93,8 @@ var errFailed = errors.New("failed")
 // its command line is wrong.
 var errUsageReported = errors.New("bad usage")
 
-// errHelp is returned by a command that printed its usage because -help was given.
+// errHelp is returned by parse when -help is given; run then prints the
+// command's usage to stdout and exits 0.
 var errHelp = errors.New("help requested")
 
 // A usageError is a mistake in the command line. run prints it followed by
@@ -107,8 +108,9 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// flags returns a FlagSet for the command whose usage text is usage. Its
-// errors and usage are printed by parse, not by package flag.
+// flags returns an empty FlagSet for the running command. Package flag
+// prints nothing: parse turns its errors into usageErrors, which run prints
+// with the command's usage text.
 func (st *State) flags() *flag.FlagSet {
 	fs := flag.NewFlagSet(st.cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

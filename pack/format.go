@@ -2,11 +2,10 @@ package pack
 
 import (
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"github.com/ipfs/go-cid"
 
 	"spindle.dev"
 )
@@ -182,16 +181,22 @@ func unmarshalPackdata(b []byte) (*packdata, error) {
 // sha2-256 multihash: version 1, codec 0x55, hash 0x12, length 32.
 var rawCIDPrefix = [4]byte{0x01, 0x55, 0x12, 0x20}
 
-// refOf returns the Ref of a block whose stored bytes have the given SHA-256.
+// The canonical string form of such a CID is multibase "b" (lower-case
+// base32 without padding) of its 36 bytes: 59 characters.
+var cidBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+const refLen = 1 + 58
+
+// refOf returns the Ref of a block whose stored bytes have the given
+// SHA-256: the string form of its CIDv1, as go-cid prints it.
 func refOf(sum [32]byte) spindle.Ref {
-	var b [36]byte
-	copy(b[:], rawCIDPrefix[:])
-	copy(b[4:], sum[:])
-	c, err := cid.Cast(b[:])
-	if err != nil {
-		panic("pack: cannot build a CID: " + err.Error()) // The input is always well formed.
-	}
-	return spindle.Ref(c.String())
+	var bin [36]byte
+	copy(bin[:], rawCIDPrefix[:])
+	copy(bin[4:], sum[:])
+	var text [refLen]byte
+	text[0] = 'b'
+	cidBase32.Encode(text[1:], bin[:])
+	return spindle.Ref(text[:])
 }
 
 // RefOf returns the Ref of a block with the given stored bytes: its CIDv1
@@ -202,19 +207,20 @@ func RefOf(data []byte) spindle.Ref { return refOf(sha256.Sum256(data)) }
 // sha2-256, in its canonical string form.
 func refDigest(ref spindle.Ref) ([32]byte, error) {
 	var sum [32]byte
-	if len(ref) > 128 {
-		return sum, errors.New("ref too long")
+	if len(ref) != refLen || ref[0] != 'b' {
+		return sum, fmt.Errorf("ref %.80q is not the string form of a CIDv1 of a raw sha2-256 block", ref)
 	}
-	c, err := cid.Decode(string(ref))
-	if err != nil {
-		return sum, fmt.Errorf("bad ref %q: %v", ref, err)
+	var in [refLen - 1]byte
+	copy(in[:], ref[1:])
+	var bin [37]byte
+	n, err := cidBase32.Decode(bin[:], in[:])
+	if err != nil || n != 36 || [4]byte(bin[:4]) != rawCIDPrefix {
+		return sum, fmt.Errorf("ref %q is not the string form of a CIDv1 of a raw sha2-256 block", ref)
 	}
-	b := c.Bytes()
-	if len(b) != 36 || [4]byte(b[:4]) != rawCIDPrefix {
-		return sum, fmt.Errorf("ref %q is not a CIDv1 of a raw sha2-256 block", ref)
-	}
-	copy(sum[:], b[4:])
-	if refOf(sum) != ref {
+	copy(sum[:], bin[4:36])
+	var text [refLen - 1]byte
+	cidBase32.Encode(text[:], bin[:36])
+	if string(text[:]) != string(ref[1:]) {
 		return sum, fmt.Errorf("ref %q is not in canonical form", ref)
 	}
 	return sum, nil

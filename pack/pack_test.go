@@ -3,6 +3,11 @@ package pack
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"strings"
+
+	"github.com/ipfs/go-cid"
+
 	"errors"
 	"fmt"
 	"io"
@@ -334,5 +339,31 @@ func TestConcurrentReadAt(t *testing.T) {
 	r.Close()
 	if _, err := r.ReadAt(make([]byte, 1), 0); !errors.Is(err, spindle.Invalid) {
 		t.Fatalf("ReadAt after Close: %v, want Invalid", err)
+	}
+}
+
+// TestRefOf checks refs against go-cid, the reference implementation.
+func TestRefOf(t *testing.T) {
+	for _, data := range [][]byte{nil, []byte("x"), testData(1000, 3)} {
+		sum := sha256.Sum256(data)
+		mh := append([]byte{0x12, 0x20}, sum[:]...) // Multihash sha2-256.
+		want := cid.NewCidV1(cid.Raw, mh).String()
+		if got := RefOf(data); string(got) != want {
+			t.Fatalf("RefOf = %s, go-cid says %s", got, want)
+		}
+		if d, err := refDigest(spindle.Ref(want)); err != nil || d != sum {
+			t.Fatalf("refDigest(%s) = %x, %v", want, d, err)
+		}
+		for _, other := range []string{
+			cid.NewCidV1(cid.DagProtobuf, mh).String(),
+			cid.NewCidV0(mh).String(),
+			strings.ToUpper(want),
+			want[:len(want)-1] + "b", // Non-zero trailing bits.
+			want + "a",
+		} {
+			if _, err := refDigest(spindle.Ref(other)); err == nil {
+				t.Errorf("refDigest accepted %s", other)
+			}
+		}
 	}
 }

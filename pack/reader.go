@@ -187,6 +187,8 @@ type fetch struct {
 	plain []byte
 	err   error
 	done  chan struct{}
+	nonce [12]byte
+	aad   [40]byte
 }
 
 // load makes block i the cached block, taking it from the read-ahead
@@ -286,11 +288,9 @@ func (r *Reader) fetch(f *fetch) {
 		f.plain = data
 		return
 	}
-	var nonce [12]byte
-	var aad [40]byte
-	blockNonce(&nonce, uint64(i))
-	blockAAD(&aad, &r.commitment, uint64(i))
-	plain, err := r.aead.Open(f.buf[:0], nonce[:], data, aad[:])
+	blockNonce(&f.nonce, uint64(i))
+	blockAAD(&f.aad, &r.commitment, uint64(i))
+	plain, err := r.aead.Open(f.buf[:0], f.nonce[:], data, f.aad[:])
 	if err != nil {
 		f.err = spindle.E(spindle.Integrity, fmt.Sprintf("block %d: does not decrypt: %v", i, err))
 		return

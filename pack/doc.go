@@ -55,9 +55,10 @@
 // [PutFunc] as soon as it is full, hashing and storing one block on a
 // second goroutine while the next is filled and sealed; it holds three
 // block buffers whatever the file's size, and [Writer.Close] signs. [Reader]
-// fetches blocks through a [GetFunc] as they are read, checks the size,
-// hash and GCM tag of each, and supports random access with ReadAt and
-// Seek; [NewReader] checks the signature and the continuity of the block
+// fetches blocks through a [GetFunc] as they are read (and, while reading
+// sequentially, fetches and decrypts the next two on their own
+// goroutines), checks the size, hash and GCM tag of each, and supports
+// random access with ReadAt and Seek; [NewReader] checks the signature and the continuity of the block
 // list first. A failed check is an Integrity error naming the path and the
 // block index; a reader holding no wrap gets CannotDecrypt.
 //

@@ -22,6 +22,15 @@ const (
 	ArchiveFile    = "archive.key" // Previous private keys, newest first, mode 0600.
 )
 
+// DefaultDir returns the conventional key directory, $HOME/spin/keys.
+func DefaultDir() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", spindle.E(spindle.Op("pack.DefaultDir"), spindle.NotExist, err)
+	}
+	return filepath.Join(home, "spin", "keys"), nil
+}
+
 const (
 	privateHeader = "spindle private key v1"
 	archiveHeader = "spindle key archive v1"

@@ -287,9 +287,18 @@ func TestWatch(t *testing.T) {
 		"2 put ann@example.com/in/a ann@example.com\n" +
 		"3 link ann@example.com/in/l ann@example.com\n" +
 		"4 delete ann@example.com/in/a ann@example.com\n"
-	if got := e.ok("watch", "@/in"); got != want {
-		t.Errorf("watch:\n%s\nwant:\n%s", got, want)
+	if got := e.ok("watch", "-from", "1", "@/in"); got != want {
+		t.Errorf("watch -from 1:\n%s\nwant:\n%s", got, want)
 	}
+	want = "1 mkdir ann@example.com/in ann@example.com\n" +
+		"3 link ann@example.com/in/l ann@example.com\n"
+	if got := e.ok("watch", "@/in"); got != want {
+		t.Errorf("watch (current state):\n%s\nwant:\n%s", got, want)
+	}
+	if got := e.ok("watch", "-new", "@/in"); got != "" {
+		t.Errorf("watch -new printed old changes:\n%s", got)
+	}
+	e.fails(exitUsage, "spin: watch: -from: sequence numbers start at 1\n"+watchUsage, "watch", "-from", "0", "@")
 	if got := e.ok("watch", "-from", "3", "@/in"); got != "3 link ann@example.com/in/l ann@example.com\n4 delete ann@example.com/in/a ann@example.com\n" {
 		t.Errorf("watch -from 3:\n%s", got)
 	}

@@ -372,11 +372,27 @@ func (c *fakeClient) Watch(ctx context.Context, name spindle.PathName, fromSeq i
 	if err != nil {
 		return nil, err
 	}
+	// As dirlog.Server.Watch: 0 sends the current state, -1 nothing
+	// that has happened, n every change from sequence n on. The fake then
+	// closes the channel instead of waiting for more.
 	var evs []spindle.Event
-	for _, ev := range c.events {
-		ep, _ := spindle.Parse(ev.Entry.Name)
-		if ev.Entry.Sequence >= fromSeq && ep.HasPrefix(p) {
-			evs = append(evs, ev)
+	switch fromSeq {
+	case -1:
+	case 0:
+		for name, e := range c.entries {
+			ep, _ := spindle.Parse(name)
+			if ep.HasPrefix(p) {
+				cp := *e
+				evs = append(evs, spindle.Event{Entry: &cp})
+			}
+		}
+		sort.Slice(evs, func(i, j int) bool { return evs[i].Entry.Name < evs[j].Entry.Name })
+	default:
+		for _, ev := range c.events {
+			ep, _ := spindle.Parse(ev.Entry.Name)
+			if ev.Entry.Sequence >= fromSeq && ep.HasPrefix(p) {
+				evs = append(evs, ev)
+			}
 		}
 	}
 	ch := make(chan spindle.Event, len(evs))

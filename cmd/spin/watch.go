@@ -11,17 +11,17 @@ import (
 const watchUsage = `Usage:
     spin watch [-new | -from SEQ] PATH
 
-Prints the changes to PATH and everything below it, one line each, as they
-happen, until interrupted:
+Prints PATH and everything below it, one line per item, and then every
+change to them as it happens, until interrupted:
 
     SEQUENCE put|mkdir|link|delete NAME WRITER
 
-By default the changes already made are printed first, from the start of
-the tree's log.
+A rename shows as the delete of each moved item and its put at the new name.
 
 Options:
     -new         print only changes made from now on
-    -from SEQ    start at sequence number SEQ
+    -from SEQ    print every change from sequence number SEQ on (1 is the
+                 start of the tree's log), then new ones
     -h, -help    print this text
 
 Example:
@@ -47,8 +47,14 @@ func runWatch(ctx context.Context, st *State, args []string) error {
 	if *onlyNew && fromSet {
 		return usagef("-new and -from exclude each other")
 	}
-	if *from < 0 {
-		return usagef("-from: sequence numbers start at 0")
+	if fromSet && *from < 1 {
+		return usagef("-from: sequence numbers start at 1")
+	}
+	// Watch's fromSeq: 0 sends the current state first, -1 only new
+	// changes, a positive number the changes from there on.
+	seq := *from
+	if *onlyNew {
+		seq = -1
 	}
 	c, err := st.Client(ctx)
 	if err != nil {
@@ -57,16 +63,6 @@ func runWatch(ctx context.Context, st *State, args []string) error {
 	name, err := st.spinPath(c, flags.Arg(0))
 	if err != nil {
 		return err
-	}
-	seq := *from
-	if *onlyNew {
-		// The sequence number of a directory is that of the last change
-		// below it.
-		e, err := c.Lookup(ctx, name, false)
-		if err != nil {
-			return st.fail(string(name), err)
-		}
-		seq = e.Sequence + 1
 	}
 	events, err := c.Watch(ctx, name, seq)
 	if err != nil {

@@ -2,7 +2,6 @@ package pack
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdh"
 	"fmt"
 	"os"
@@ -36,6 +35,7 @@ func fuzzSeeds(t testing.TB) map[string][][]byte {
 	}
 	w, _ := fuzzWrapFixture(t)
 	seeds["FuzzWrap"] = append(seeds["FuzzWrap"], w.append(nil))
+	seeds["FuzzRef"] = append(seeds["FuzzRef"], []byte(RefOf([]byte("block"))), []byte("bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi"))
 	seeds["FuzzSecret"] = append(seeds["FuzzSecret"], []byte("lusab-babad-gutih-tugad.gutuk-bisog-mudof-sakat"), []byte("ZUZUZ ZUZUZ ZUZUZ ZUZUZ ZUZUZ ZUZUZ ZUZUZ ZUZUZ"))
 	return seeds
 }
@@ -158,4 +158,17 @@ func FuzzSecret(f *testing.F) {
 	})
 }
 
-var _ = context.Background
+func FuzzRef(f *testing.F) {
+	for _, b := range fuzzSeeds(f)["FuzzRef"] {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sum, err := refDigest(spindle.Ref(data))
+		if err != nil {
+			return
+		}
+		if refOf(sum) != spindle.Ref(data) {
+			t.Fatalf("ref %q decodes to %x, which prints as %q", data, sum, refOf(sum))
+		}
+	})
+}

@@ -2,7 +2,6 @@ package pack
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdh"
 	"errors"
 	"fmt"
@@ -274,5 +273,4 @@ func TestTamperWraps(t *testing.T) {
 	w.eph[10] ^= 1
 	got, err = readAll(withWrap(w), s, bk, ak.PublicKey())
 	mustFail(t, "invalid ephemeral key", got, err, spindle.CannotDecrypt)
-	_ = context.Background
 }

@@ -14,7 +14,9 @@ import (
 )
 
 // A GetFunc fetches the stored bytes of a block. The Reader treats the
-// returned slice as read-only and does not keep it after the next call.
+// returned slice as read-only and keeps it no longer than the block stays
+// its current block. A Reader calls its GetFunc from several goroutines
+// at once when it reads ahead.
 type GetFunc func(ctx context.Context, ref spindle.Ref) ([]byte, error)
 
 // A ReadConfig says how a [Reader] opens a file.

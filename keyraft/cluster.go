@@ -204,7 +204,7 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, spindle.E(op, err)
 		}
 		if err := c.wait(ctx, r.Barrier(cfg.ApplyTimeout)); err != nil {
-			return nil, spindle.E(op, spindle.Transient, fmt.Errorf("apply the log: %w", err))
+			return nil, raftError(op, "", fmt.Errorf("apply the log: %w", err))
 		}
 	}
 	return c, nil
@@ -356,7 +356,7 @@ func (c *Cluster) AddVoter(ctx context.Context, id string) error {
 	}
 	f := c.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(id), 0, c.cfg.ApplyTimeout)
 	if err := c.wait(ctx, f); err != nil {
-		return spindle.E(op, c.raftError(err), fmt.Errorf("add %s: %w", id, err))
+		return raftError(op, "", fmt.Errorf("add %s: %w", id, err))
 	}
 	return nil
 }
@@ -367,7 +367,7 @@ func (c *Cluster) RemoveServer(ctx context.Context, id string) error {
 	const op spindle.Op = "keyraft.RemoveServer"
 	f := c.raft.RemoveServer(raft.ServerID(id), 0, c.cfg.ApplyTimeout)
 	if err := c.wait(ctx, f); err != nil {
-		return spindle.E(op, c.raftError(err), fmt.Errorf("remove %s: %w", id, err))
+		return raftError(op, "", fmt.Errorf("remove %s: %w", id, err))
 	}
 	return nil
 }
@@ -424,13 +424,16 @@ func (c *Cluster) Put(ctx context.Context, u *spindle.User) error {
 	cmd := append([]byte{cmdPut}, EncodeRecord(rec)...)
 	f := c.raft.Apply(cmd, c.cfg.ApplyTimeout)
 	if err := c.wait(ctx, f); err != nil {
-		return spindle.E(op, c.raftError(err), rec.Name, err)
+		return raftError(op, rec.Name, err)
 	}
 	if err, ok := f.Response().(error); ok && err != nil {
 		return spindle.E(op, err)
 	}
 	return nil
 }
+
+// errOutcomeUnknown means that wait gave up before raft answered.
+var errOutcomeUnknown = errors.New("outcome unknown")
 
 // wait waits for a raft future, bounded by ctx and the apply timeout.
 func (c *Cluster) wait(ctx context.Context, f raft.Future) error {
@@ -442,25 +445,25 @@ func (c *Cluster) wait(ctx context.Context, f raft.Future) error {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("outcome unknown: %w", ctx.Err())
+		return fmt.Errorf("%w: %w", errOutcomeUnknown, ctx.Err())
 	case <-timer.C:
-		return fmt.Errorf("outcome unknown: no answer from raft within %v", c.cfg.ApplyTimeout)
+		return fmt.Errorf("%w: no answer from raft within %v", errOutcomeUnknown, c.cfg.ApplyTimeout)
 	}
 }
 
-// raftError returns the Kind of an error from raft or from wait.
-func (c *Cluster) raftError(err error) spindle.Kind {
+// raftError wraps an error from raft or from wait: a lost or missing
+// leadership becomes Transient wrapping ErrNotLeader, other temporary
+// failures Transient.
+func raftError(op spindle.Op, name spindle.UserName, err error) error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrEnqueueTimeout),
-		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrAbortedByRestore),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return spindle.Transient
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return spindle.E(op, spindle.Transient, name, fmt.Errorf("%w: %w", ErrNotLeader, err))
+	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrRaftShutdown),
+		errors.Is(err, raft.ErrAbortedByRestore), errors.Is(err, errOutcomeUnknown):
+		return spindle.E(op, spindle.Transient, name, err)
 	}
-	if strings.HasPrefix(err.Error(), "outcome unknown") {
-		return spindle.Transient
-	}
-	return spindle.Other
+	return spindle.E(op, name, err)
 }
 
 // signedHead returns the signed head of the tree t, signing it once per tree.

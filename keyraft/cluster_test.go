@@ -287,6 +287,9 @@ func testThreeMembers(t *testing.T, tcp bool) {
 	if !errors.Is(err, ErrNotLeader) || !errors.Is(err, spindle.Transient) {
 		t.Errorf("Put on a follower: %v, want Transient ErrNotLeader", err)
 	}
+	if err := follower.c.AddVoter(ctx, "12D3KooWSomeone"); !errors.Is(err, ErrNotLeader) || !errors.Is(err, spindle.Transient) {
+		t.Errorf("AddVoter on a follower: %v, want Transient ErrNotLeader", err)
+	}
 	if follower.c.Leader() != leader.id {
 		t.Errorf("follower names leader %q, want %q", follower.c.Leader(), leader.id)
 	}

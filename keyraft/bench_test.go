@@ -1,0 +1,124 @@
+package keyraft
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"spindle.dev"
+)
+
+// records returns n signed version-1 records of fresh users.
+func records(b *testing.B, prefix string, n int) []*spindle.User {
+	us := make([]*spindle.User, n)
+	for i := range us {
+		s := newSigner(b, spindle.UserName(fmt.Sprintf("%s%d@example.com", prefix, i)))
+		us[i] = register(b, s, "/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWBenchHost")
+	}
+	return us
+}
+
+// BenchmarkPut measures committed registrations on a one-member cluster
+// with bolt on disk: each Put is checked, appended to the Raft log,
+// fsynced, applied and added to the transparency log.
+func BenchmarkPut(b *testing.B) {
+	c := diskCluster(b, b.TempDir(), true)
+	defer c.Close()
+	us := records(b, "seq", b.N)
+	ctx := ctxT(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := c.Put(ctx, us[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "puts/s")
+}
+
+// BenchmarkPutParallel is BenchmarkPut with concurrent clients, which Raft
+// batches into fewer disk writes.
+func BenchmarkPutParallel(b *testing.B) {
+	c := diskCluster(b, b.TempDir(), true)
+	defer c.Close()
+	us := records(b, "par", b.N)
+	ctx := ctxT(b)
+	var next atomic.Int64
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := c.Put(ctx, us[next.Add(1)-1]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "puts/s")
+}
+
+// BenchmarkLookup measures a lookup in a cluster of 1,000 users.
+func BenchmarkLookup(b *testing.B) {
+	c, names := lookupCluster(b)
+	ctx := ctxT(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Lookup(ctx, names[i%len(names)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLookupProof measures a lookup with its inclusion proof and
+// signed tree head, and the client's verification of it.
+func BenchmarkLookupProof(b *testing.B) {
+	c, names := lookupCluster(b)
+	ctx := ctxT(b)
+	v := mustVerifiers(b, c)
+	b.Run("serve", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := c.LookupProof(ctx, names[i%len(names)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("verify", func(b *testing.B) {
+		p, err := c.LookupProof(ctx, names[7])
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, _, err := VerifyLookup(p, names[7], v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func lookupCluster(b *testing.B) (*Cluster, []spindle.UserName) {
+	c := diskCluster(b, b.TempDir(), true)
+	b.Cleanup(func() { c.Close() })
+	us := records(b, "look", 1000)
+	var names []spindle.UserName
+	var wg sync.WaitGroup
+	errs := make(chan error, len(us))
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < len(us); i += 8 {
+				errs <- c.Put(ctxT(b), us[i])
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, u := range us {
+		names = append(names, u.Name)
+	}
+	return c, names
+}

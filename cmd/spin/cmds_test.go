@@ -327,7 +327,7 @@ func TestUserSignup(t *testing.T) {
 func TestNotBuiltIn(t *testing.T) {
 	e := newEnv(t)
 	e.fails(exitFailure, "spin: node: spin node is not built in\n", "node", "-home", e.dir)
-	e.fails(exitFailure, "spin: demo: spin demo is not built in\n", "demo")
+	e.fails(exitFailure, "spin: demo: spin demo needs spin node, which is not built in\n", "demo")
 	e.client = nil
 	var out, errs strings.Builder
 	st := &State{Stdout: &out, Stderr: &errs, Config: &Config{Username: ann, Secrets: e.dir}}
@@ -589,5 +589,56 @@ func TestCpInterrupted(t *testing.T) {
 	e.fails(exitFailure, "spin: cp: interrupted\n", "cp", "-R", filepath.Join(e.dir, "many"), "@/many")
 	if e.client.puts >= 40 {
 		t.Errorf("all %d files copied after the interruption", e.client.puts)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	// A stand-in for spin node: it writes an address and runs until
+	// cancelled, as the real one does.
+	var nodeArgs []string
+	runNode = func(ctx context.Context, st *State, args []string) int {
+		nodeArgs = args
+		home := args[1]
+		os.MkdirAll(home, 0o700)
+		os.WriteFile(filepath.Join(home, "addr"), []byte("/ip4/127.0.0.1/tcp/4242/p2p/12D3KooWdemo\n"), 0o644)
+		fmt.Fprintln(st.Stdout, "node log line")
+		<-ctx.Done()
+		return exitOK
+	}
+	t.Cleanup(func() { runNode = nil })
+	world := newFakeClient(ann)
+	var out, errs strings.Builder
+	st := &State{Stdout: &out, Stderr: &errs,
+		NewClient: func(ctx context.Context, cfg *Config) (spindle.Client, error) {
+			if cfg.Node != "/ip4/127.0.0.1/tcp/4242/p2p/12D3KooWdemo" {
+				return nil, fmt.Errorf("config names node %q", cfg.Node)
+			}
+			if _, err := pack.Load(cfg.Secrets); err != nil {
+				return nil, err
+			}
+			return world.as(cfg.Username), nil
+		}}
+	if code := run([]string{"demo"}, st); code != 0 {
+		t.Fatalf("demo: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errs.String())
+	}
+	got := out.String()
+	for _, want := range []string{
+		"Starting a node: spin node -home ",
+		"The node is ready at /ip4/127.0.0.1/tcp/4242/p2p/12D3KooWdemo\n",
+		"ann$ spin init -node $NODE ann@example.com\n    Your recovery secret is:\n\n        ",
+		"bob$ spin get ann@example.com/shared/plans.txt\n    spin: get: ann@example.com/shared/plans.txt: permission denied\n    spin: hint: ann@example.com must list you in an Access file\n",
+		"ann$ echo \"read: bob@example.com\" | spin put - @/shared/Access\n",
+		"Now bob can read it.\nbob$ spin get ann@example.com/shared/plans.txt\n    Meet at noon by the river.\n",
+		"bob$ echo \"hello\" | spin put - ann@example.com/shared/bob.txt\n    spin: put: ann@example.com/shared/bob.txt: permission denied\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, got)
+		}
+	}
+	if fmt.Sprint(nodeArgs[2:]) != "[-listen /ip4/127.0.0.1/tcp/0 -writers all]" {
+		t.Errorf("node started with %q", nodeArgs)
+	}
+	if _, err := os.Stat(filepath.Dir(nodeArgs[1])); err == nil {
+		t.Errorf("demo directory %s left behind", filepath.Dir(nodeArgs[1]))
 	}
 }

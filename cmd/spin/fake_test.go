@@ -20,7 +20,11 @@ import (
 // what that user granted with grant, and sees the rest as private.
 type fakeClient struct {
 	me spindle.UserName
+	*fakeWorld
+}
 
+// A fakeWorld is what all fake clients made with as share.
+type fakeWorld struct {
 	mu       sync.Mutex
 	entries  map[spindle.PathName]*spindle.DirEntry
 	data     map[spindle.PathName][]byte
@@ -41,13 +45,12 @@ type fakeClient struct {
 var _ spindle.Client = (*fakeClient)(nil)
 
 func newFakeClient(me spindle.UserName, others ...spindle.UserName) *fakeClient {
-	c := &fakeClient{
-		me:       me,
+	c := &fakeClient{me: me, fakeWorld: &fakeWorld{
 		entries:  make(map[spindle.PathName]*spindle.DirEntry),
 		data:     make(map[spindle.PathName][]byte),
 		readable: make(map[spindle.PathName]bool),
 		users:    make(map[spindle.UserName]*spindle.User),
-	}
+	}}
 	for _, u := range append([]spindle.UserName{me}, others...) {
 		root := spindle.PathName(u + "/")
 		c.entries[root] = &spindle.DirEntry{Name: root, Attr: spindle.AttrDirectory, Writer: u}
@@ -57,6 +60,17 @@ func newFakeClient(me spindle.UserName, others ...spindle.UserName) *fakeClient 
 }
 
 const fakeOp spindle.Op = "fake"
+
+// as returns a client for user u in the same world.
+func (c *fakeClient) as(u spindle.UserName) *fakeClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	root := spindle.PathName(u + "/")
+	if _, ok := c.entries[root]; !ok {
+		c.entries[root] = &spindle.DirEntry{Name: root, Attr: spindle.AttrDirectory, Writer: u}
+	}
+	return &fakeClient{me: u, fakeWorld: c.fakeWorld}
+}
 
 func (c *fakeClient) User() spindle.UserName { return c.me }
 
@@ -69,14 +83,28 @@ func (c *fakeClient) clean(name spindle.PathName) (spindle.Parsed, error) {
 	return spindle.Parse(p)
 }
 
-// check decides whether me may act on p; write asks for a write right.
-// Callers hold c.mu.
+// check decides whether me may act on p; write asks for a write right. In
+// another user's tree, me may read what is marked readable, or what an
+// Access file mentioning me governs. Callers hold c.mu.
 func (c *fakeClient) check(p spindle.Parsed, write bool) error {
 	if p.User() == c.me {
 		return nil
 	}
 	if !write && c.readable[p.Path()] {
 		return nil
+	}
+	if !write {
+		for dir := p.Dir(); ; dir = dir.Dir() {
+			if a, ok := c.data[join(dir.Path(), "Access")]; ok {
+				if strings.Contains(string(a), string(c.me)) {
+					return nil
+				}
+				break
+			}
+			if dir.IsRoot() {
+				break
+			}
+		}
 	}
 	if _, ok := c.entries[p.Path()]; ok && !write {
 		return spindle.E(fakeOp, spindle.Permission, p.Path())
@@ -422,6 +450,9 @@ func (c *fakeClient) Signup(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.signedUp = true
+	if _, ok := c.users[c.me]; !ok {
+		c.users[c.me] = &spindle.User{Name: c.me, PublicKey: spindle.PublicKey("p256:key-of-" + c.me)}
+	}
 	return nil
 }
 

@@ -2,30 +2,51 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	"spindle.dev"
+	"spindle.dev/node"
+	"spindle.dev/pack"
 )
 
 // The parts of spin that come from package node are wired here, and only
-// here: the network client every client command uses and the peer that
-// "spin node" (and "spin demo") runs. main hands dialClient to
-// State.NewClient.
+// here: the network client every client command uses, the peer that "spin
+// node" runs, and "spin demo". main hands dialClient to State.NewClient.
 
 // dialClient connects to the network through the peer cfg.Node names, as
 // cfg.Username with the keys in cfg.Secrets.
-//
-// TODO(coordinator): set to node.Dial once package node exists.
 var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) {
-	return nil, errors.New("no network client built in")
+	keys, err := pack.Load(cfg.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	if keys.UserName() != cfg.Username {
+		return nil, fmt.Errorf("keys in %s are for %s, not %s", cfg.Secrets, keys.UserName(), cfg.Username)
+	}
+	var packing spindle.Packing
+	if cfg.Packing != "" {
+		packing, err = spindle.ParsePacking(cfg.Packing)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return node.Dial(ctx, node.ClientConfig{Keys: keys, Node: cfg.Node, Packing: packing})
 }
 
-// runNode runs "spin node" with the arguments after "node", printing to
-// st's streams, until it fails or ctx is cancelled, and returns the exit
-// code. It must write the node's addresses to HOME/addr once it is ready,
-// and stop cleanly when ctx is cancelled: spin demo relies on both. Nil
-// means this binary has no node built in.
-//
-// TODO(coordinator): set from package node, here in the declaration, so
-// that tests see it too.
-var runNode func(ctx context.Context, st *State, args []string) int
+// runNode runs "spin node" with the arguments after "node".
+var runNode = func(ctx context.Context, st *State, args []string) int {
+	return node.RunCommand(ctx, args, st.Stdout, st.Stderr, st.Log)
+}
+
+// runDemo runs "spin demo".
+var runDemo = func(ctx context.Context, st *State, args []string) int {
+	if len(args) > 0 {
+		fmt.Fprintf(st.Stderr, "spin: demo: takes no arguments\n")
+		return exitUsage
+	}
+	if err := node.Demo(ctx, st.Stdout); err != nil {
+		fmt.Fprintf(st.Stderr, "spin: demo: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}

@@ -1,0 +1,450 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/host"
+
+	"spindle.dev"
+	"spindle.dev/dirlog"
+	"spindle.dev/keyraft"
+	"spindle.dev/p2p"
+	"spindle.dev/pack"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Keys are the user's keys; required.
+	Keys *pack.Keys
+	// Node is the peer the client reaches the network through; required.
+	Node spindle.PeerAddr
+	// Packing is the default packing of new files; UnknownPack means ee.
+	Packing spindle.Packing
+	// Host, if set, is the libp2p host to dial from (tests use mocknet);
+	// the client does not close it. If nil the client makes its own.
+	Host host.Host
+	// Logger receives the client's diagnostics; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// A Client implements spindle.Client: it packs, signs and verifies with the
+// user's keys and reaches everything else through one node.
+type Client struct {
+	cfg     ClientConfig
+	user    spindle.UserName
+	keys    *pack.Keys
+	log     *slog.Logger
+	h       host.Host
+	ownHost bool
+	svc     *remote
+	dir     *dirlog.Client
+	blocks  *p2p.RemoteStore
+
+	mu       sync.Mutex
+	userKeys map[spindle.UserName]*spindle.User // Key records looked up so far.
+}
+
+var _ spindle.Client = (*Client)(nil)
+
+// Dial connects to the node cfg.Node names and signs in as the keys' user,
+// if the user is registered (else Signup will).
+func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
+	const op spindle.Op = "node.Dial"
+	if cfg.Keys == nil {
+		return nil, spindle.E(op, spindle.Invalid, "no keys")
+	}
+	c := &Client{cfg: cfg, user: cfg.Keys.UserName(), keys: cfg.Keys, log: cfg.Logger, userKeys: map[spindle.UserName]*spindle.User{}}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if cfg.Host != nil {
+		c.h = cfg.Host
+	} else {
+		h, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
+		if err != nil {
+			return nil, spindle.E(op, err)
+		}
+		c.h, c.ownHost = h, true
+	}
+	if cfg.Node == "" {
+		c.Close()
+		return nil, spindle.E(op, spindle.Invalid, "no node address configured")
+	}
+	pid, err := p2p.Connect(ctx, c.h, cfg.Node)
+	if err != nil {
+		c.Close()
+		return nil, spindle.E(op, spindle.IO, fmt.Errorf("cannot reach node %s: %w", cfg.Node, err))
+	}
+	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth}
+	c.dir = dirlog.NewClient(c.svc, c.keys)
+	c.blocks = p2p.NewRemoteStore(c.h, pid)
+	if err := c.auth(ctx); err != nil && !errors.Is(err, spindle.NotExist) {
+		c.Close()
+		return nil, spindle.E(op, c.user, err)
+	}
+	return c, nil
+}
+
+// auth signs in to the node as the client's user.
+func (c *Client) auth(ctx context.Context) error {
+	a := &authMsg{
+		User:       c.user,
+		ClientPeer: c.h.ID().String(),
+		NodePeer:   c.svc.peer.String(),
+		Time:       spindle.Now(),
+	}
+	sig, err := c.keys.Sign(a.digest())
+	if err != nil {
+		return err
+	}
+	a.Sig = sig
+	_, err = c.svc.call1(ctx, &request{Method: mAuth, Auth: a})
+	return err
+}
+
+// User implements spindle.Client.
+func (c *Client) User() spindle.UserName { return c.user }
+
+// Close implements spindle.Client.
+func (c *Client) Close() error {
+	var errs []error
+	if c.blocks != nil {
+		errs = append(errs, c.blocks.Close())
+	}
+	if c.ownHost && c.h != nil {
+		errs = append(errs, c.h.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// clean expands "@" and cleans name.
+func (c *Client) clean(name spindle.PathName) (spindle.Parsed, error) {
+	s := string(name)
+	if s == "@" || strings.HasPrefix(s, "@/") {
+		s = string(c.user) + "/" + strings.TrimPrefix(s[1:], "/")
+	}
+	return spindle.Parse(spindle.PathName(s))
+}
+
+// Signup implements spindle.Client: it registers the user's key with the
+// node as dir host, creates the user's root, and signs in.
+func (c *Client) Signup(ctx context.Context) error {
+	const op spindle.Op = "client.Signup"
+	addr := p2p.PeerAddrOf(c.svc.peer)
+	cur, err := c.lookupUser(ctx, c.user, true)
+	switch {
+	case err == nil && cur.PublicKey != c.keys.PublicKey():
+		return spindle.E(op, c.user, spindle.Exist, "the name is registered with another key")
+	case err == nil:
+		if !slices.Contains(cur.DirHosts, addr) {
+			next := keyraft.Next(cur)
+			next.DirHosts = append(next.DirHosts, addr)
+			if err := c.putUser(ctx, next); err != nil {
+				return spindle.E(op, c.user, err)
+			}
+		}
+	case errors.Is(err, spindle.NotExist):
+		u := &spindle.User{Name: c.user, PublicKey: c.keys.PublicKey(), DirHosts: []spindle.PeerAddr{addr}, Version: 1}
+		if err := c.putUser(ctx, u); err != nil {
+			return spindle.E(op, c.user, err)
+		}
+	default:
+		return spindle.E(op, c.user, err)
+	}
+	if err := c.auth(ctx); err != nil {
+		return spindle.E(op, c.user, err)
+	}
+	root := spindle.PathName(string(c.user) + "/")
+	if _, err := c.dir.MakeDirectory(ctx, root); err != nil && !errors.Is(err, spindle.Exist) {
+		return spindle.E(op, c.user, err)
+	}
+	return nil
+}
+
+func (c *Client) putUser(ctx context.Context, u *spindle.User) error {
+	if err := keyraft.Sign(u, c.keys); err != nil {
+		return err
+	}
+	_, err := c.svc.call(ctx, &request{Method: mKeyPut, Data: keyraft.EncodeRecord(u)})
+	c.mu.Lock()
+	delete(c.userKeys, u.Name)
+	c.mu.Unlock()
+	return err
+}
+
+// LookupUser implements spindle.Client.
+func (c *Client) LookupUser(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
+	u, err := c.lookupUser(ctx, name, true)
+	if err != nil {
+		return nil, spindle.E(spindle.Op("client.LookupUser"), err)
+	}
+	cp := *u
+	return &cp, nil
+}
+
+func (c *Client) lookupUser(ctx context.Context, name spindle.UserName, fresh bool) (*spindle.User, error) {
+	name, err := spindle.CleanUser(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fresh {
+		c.mu.Lock()
+		u := c.userKeys[name]
+		c.mu.Unlock()
+		if u != nil {
+			return u, nil
+		}
+	}
+	resp, err := c.svc.call(ctx, &request{Method: mKeyLookup, User: name})
+	if err != nil {
+		return nil, err
+	}
+	u, err := keyraft.DecodeRecord(resp.Data)
+	if err != nil {
+		return nil, err
+	}
+	if u.Name != name {
+		return nil, spindle.E(name, spindle.Integrity, "key cluster answered with the record of "+string(u.Name))
+	}
+	c.mu.Lock()
+	c.userKeys[name] = u
+	c.mu.Unlock()
+	return u, nil
+}
+
+func (c *Client) userKey(ctx context.Context, name spindle.UserName) (spindle.PublicKey, error) {
+	u, err := c.lookupUser(ctx, name, false)
+	if err != nil {
+		return "", err
+	}
+	return u.PublicKey, nil
+}
+
+// Lookup implements spindle.Client.
+func (c *Client) Lookup(ctx context.Context, name spindle.PathName, follow bool) (*spindle.DirEntry, error) {
+	const op spindle.Op = "client.Lookup"
+	p, err := c.clean(name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	e, err := c.lookup(ctx, p.Path(), follow)
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), err)
+	}
+	return e, nil
+}
+
+// maxLinkHops bounds the links followed in one lookup.
+const maxLinkHops = 20
+
+// lookup looks name up, following links beneath it, and the final link
+// itself if follow is set.
+func (c *Client) lookup(ctx context.Context, name spindle.PathName, follow bool) (*spindle.DirEntry, error) {
+	for hops := 0; ; hops++ {
+		if hops > maxLinkHops {
+			return nil, spindle.E(name, spindle.BrokenLink, "too many links")
+		}
+		e, err := c.dir.Lookup(ctx, name)
+		if err != nil {
+			if e != nil && e.Attr.IsLink() && errors.Is(err, spindle.NotDir) {
+				// name lies beneath the link e: continue from its target.
+				rest := strings.TrimPrefix(string(name), string(e.Name))
+				name = spindle.PathName(string(e.Link) + rest)
+				continue
+			}
+			return nil, err
+		}
+		if follow && e.Attr.IsLink() {
+			name = e.Link
+			continue
+		}
+		return e, nil
+	}
+}
+
+// Glob implements spindle.Client.
+func (c *Client) Glob(ctx context.Context, pattern string) ([]*spindle.DirEntry, error) {
+	if pattern == "@" || strings.HasPrefix(pattern, "@/") {
+		pattern = string(c.user) + "/" + strings.TrimPrefix(pattern[1:], "/")
+	}
+	es, err := c.dir.Glob(ctx, pattern)
+	if err != nil {
+		return nil, spindle.E(spindle.Op("client.Glob"), spindle.PathName(pattern), err)
+	}
+	return es, nil
+}
+
+// MakeDirectory implements spindle.Client.
+func (c *Client) MakeDirectory(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
+	const op spindle.Op = "client.MakeDirectory"
+	p, err := c.clean(name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	e, err := c.dir.MakeDirectory(ctx, p.Path())
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), err)
+	}
+	return e, nil
+}
+
+// Delete implements spindle.Client.
+func (c *Client) Delete(ctx context.Context, name spindle.PathName) error {
+	const op spindle.Op = "client.Delete"
+	p, err := c.clean(name)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	if _, err := c.dir.Delete(ctx, p.Path()); err != nil {
+		return spindle.E(op, p.Path(), err)
+	}
+	return nil
+}
+
+// PutLink implements spindle.Client.
+func (c *Client) PutLink(ctx context.Context, target, linkName spindle.PathName) (*spindle.DirEntry, error) {
+	const op spindle.Op = "client.PutLink"
+	t, err := c.clean(target)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	l, err := c.clean(linkName)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	e, err := c.dir.PutLink(ctx, t.Path(), l.Path())
+	if err != nil {
+		return nil, spindle.E(op, l.Path(), err)
+	}
+	return e, nil
+}
+
+// Rename implements spindle.Client.
+func (c *Client) Rename(ctx context.Context, oldName, newName spindle.PathName) error {
+	const op spindle.Op = "client.Rename"
+	o, err := c.clean(oldName)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	n, err := c.clean(newName)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	if _, err := c.dir.Rename(ctx, o.Path(), n.Path()); err != nil {
+		return spindle.E(op, o.Path(), err)
+	}
+	return nil
+}
+
+// WhichAccess implements spindle.Client.
+func (c *Client) WhichAccess(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
+	const op spindle.Op = "client.WhichAccess"
+	p, err := c.clean(name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	e, err := c.dir.WhichAccess(ctx, p.Path())
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), err)
+	}
+	return e, nil
+}
+
+// Watch implements spindle.Client.
+func (c *Client) Watch(ctx context.Context, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
+	const op spindle.Op = "client.Watch"
+	p, err := c.clean(name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	ch, err := c.dir.Watch(ctx, p.Path(), fromSeq)
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), err)
+	}
+	return ch, nil
+}
+
+// Open implements spindle.Client.
+func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File, error) {
+	const op spindle.Op = "client.Open"
+	p, err := c.clean(name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	e, err := c.lookup(ctx, p.Path(), true)
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), err)
+	}
+	if e.Attr.IsDir() {
+		return nil, spindle.E(op, p.Path(), spindle.IsDir)
+	}
+	if e.Attr.IsIncomplete() {
+		return nil, spindle.E(op, p.Path(), spindle.Permission, "you may list this file but not read it")
+	}
+	if e.Inline != nil && len(e.Blocks) == 0 {
+		return newInlineFile(e), nil
+	}
+	wkey, err := c.userKey(ctx, e.Writer)
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), fmt.Errorf("key of writer %s: %w", e.Writer, err))
+	}
+	r, err := pack.NewReader(ctx, e, pack.ReadConfig{
+		Keys:       c.keys,
+		WriterKeys: []spindle.PublicKey{wkey},
+		Get:        c.blocks.Get,
+	})
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), err)
+	}
+	return r, nil
+}
+
+// Readers implements spindle.Client.
+func (c *Client) Readers(ctx context.Context, name spindle.PathName) ([]spindle.UserName, error) {
+	const op spindle.Op = "client.Readers"
+	p, err := c.clean(name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	e, err := c.lookup(ctx, p.Path(), true)
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), err)
+	}
+	wrapped, _, err := c.wrappedUsers(ctx, e)
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), err)
+	}
+	return wrapped, nil
+}
+
+// inlineFile is an Access or Group file, whose text is in its entry.
+type inlineFile struct {
+	*strings.Reader
+	e *spindle.DirEntry
+}
+
+func newInlineFile(e *spindle.DirEntry) *inlineFile {
+	return &inlineFile{Reader: strings.NewReader(string(e.Inline)), e: e}
+}
+
+func (f *inlineFile) Entry() *spindle.DirEntry { return f.e }
+func (f *inlineFile) Close() error             { return nil }
+
+var _ io.ReaderAt = (*inlineFile)(nil)
+
+// pathDir returns the directory of a clean path name.
+func pathDir(name spindle.PathName) spindle.PathName {
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return spindle.PathName(path.Dir(string(name)))
+	}
+	return p.Dir().Path()
+}

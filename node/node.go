@@ -1,0 +1,314 @@
+// Package node runs a Spindle peer: it wires the block store, the key
+// cluster, the directory logs and the libp2p host together and serves them
+// to clients, and it holds the client that the spin command uses (Dial).
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"spindle.dev"
+	"spindle.dev/blocks/disk"
+	"spindle.dev/blocks/mem"
+	"spindle.dev/dirlog"
+	"spindle.dev/keyraft"
+	"spindle.dev/p2p"
+)
+
+// Config configures a node. The zero value, with Home set, runs a node that
+// stores everything under Home, listens on loopback, and admits no writers.
+type Config struct {
+	// Home holds the node's state: blocks/, raft/, dirlogs/ and peerkey.
+	// An empty Home keeps everything in memory, for tests.
+	Home string
+	// Listen lists the multiaddrs to listen on; empty means loopback TCP and
+	// QUIC on ephemeral ports.
+	Listen []string
+	// Writers names who may create a tree and store blocks here: user
+	// names, *@domain wildcards, or "all".
+	Writers []string
+	// Host, if set, is used instead of a new libp2p host (tests build hosts
+	// over mocknet). The node does not close it.
+	Host host.Host
+	// Logger receives the node's log; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// A Node is a running Spindle peer.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	host    host.Host
+	ownHost bool
+	store   spindle.BlockStore
+	closeBS func() error
+	keys    *keyraft.Cluster
+	dir     *dirlog.Server
+	writers writerSet
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	sessions map[peer.ID]spindle.UserName // Authenticated client peers.
+}
+
+// New starts a node. On a fresh home it bootstraps a key cluster of one.
+func New(ctx context.Context, cfg Config) (_ *Node, err error) {
+	const op spindle.Op = "node.New"
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	writers, err := parseWriters(cfg.Writers)
+	if err != nil {
+		return nil, spindle.E(op, spindle.Invalid, err)
+	}
+	n := &Node{cfg: cfg, log: log, writers: writers, sessions: make(map[peer.ID]spindle.UserName)}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if cfg.Home != "" {
+		if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
+			return nil, spindle.E(op, spindle.IO, err)
+		}
+	}
+
+	// The host.
+	if cfg.Host != nil {
+		n.host = cfg.Host
+	} else {
+		h, err := p2p.NewHost(ctx, p2p.Config{Home: cfg.Home, ListenAddrs: cfg.Listen})
+		if err != nil {
+			return nil, spindle.E(op, err)
+		}
+		n.host, n.ownHost = h, true
+	}
+	n.host.Network().Notify(&network.NotifyBundle{
+		DisconnectedF: func(_ network.Network, c network.Conn) { n.forget(c.RemotePeer()) },
+	})
+
+	// The block store.
+	if cfg.Home == "" {
+		n.store = new(mem.Store)
+		n.closeBS = func() error { return nil }
+	} else {
+		s, err := disk.Open(filepath.Join(cfg.Home, "blocks"))
+		if err != nil {
+			return nil, spindle.E(op, err)
+		}
+		n.store, n.closeBS = s, s.Close
+	}
+
+	// The key cluster.
+	ln, err := p2p.Listen(n.host, RaftProtocol)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	n.keys, err = keyraft.Open(ctx, keyraft.Config{
+		Dir:       cfg.Home,
+		ID:        n.host.ID().String(),
+		Listener:  ln,
+		Dial:      p2p.Dialer(n.host, RaftProtocol),
+		Bootstrap: true,
+		Logger:    log.With("part", "keyraft"),
+	})
+	if err != nil {
+		ln.Close()
+		return nil, spindle.E(op, err)
+	}
+
+	// The directory logs.
+	dcfg := dirlog.Config{Keys: n.userKey, Logger: log.With("part", "dirlog")}
+	if cfg.Home == "" {
+		n.dir, err = dirlog.New(ctx, new(dirlog.MemStore), dcfg)
+	} else {
+		n.dir, err = dirlog.Open(ctx, filepath.Join(cfg.Home, "dirlogs"), dcfg)
+	}
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	for _, d := range n.dir.Damage() {
+		log.Warn("directory log damaged; cut at its last valid entry", "err", d)
+	}
+
+	// Serve.
+	p2p.ServeBlocks(n.ctx, n.host, n.store, p2p.BlockServerConfig{CanPut: n.canStore})
+	p2p.Handle(n.ctx, n.host, ClientProtocol, maxMessage, n.serveClient)
+	p2p.HandleStream(n.ctx, n.host, WatchProtocol, maxMessage, n.serveWatch)
+	log.Info("node ready", "peer", n.host.ID(), "addrs", n.Addrs())
+	return n, nil
+}
+
+// userKey returns a user's current key from the key cluster.
+func (n *Node) userKey(ctx context.Context, user spindle.UserName) (spindle.PublicKey, error) {
+	u, err := n.keys.Lookup(ctx, user)
+	if err != nil {
+		return "", err
+	}
+	return u.PublicKey, nil
+}
+
+// Addrs returns the node's full dialable addresses.
+func (n *Node) Addrs() []spindle.PeerAddr { return p2p.Addrs(n.host) }
+
+// Host returns the node's libp2p host.
+func (n *Node) Host() host.Host { return n.host }
+
+// Close shuts the node down. Everything it acknowledged is already durable.
+func (n *Node) Close() error {
+	n.cancel()
+	var errs []error
+	if n.host != nil {
+		for _, p := range []string{ClientProtocol, WatchProtocol, string(p2p.BlockProtocol)} {
+			n.host.RemoveStreamHandler(protocolID(p))
+		}
+	}
+	if n.dir != nil {
+		errs = append(errs, n.dir.Close())
+	}
+	if n.keys != nil {
+		errs = append(errs, n.keys.Close())
+	}
+	if n.closeBS != nil {
+		errs = append(errs, n.closeBS())
+	}
+	if n.ownHost && n.host != nil {
+		errs = append(errs, n.host.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// session returns the user the peer has authenticated as, or "".
+func (n *Node) session(p peer.ID) spindle.UserName {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sessions[p]
+}
+
+func (n *Node) forget(p peer.ID) {
+	if n.host.Network().Connectedness(p) == network.Connected {
+		return // Another connection to the peer is still open.
+	}
+	n.mu.Lock()
+	delete(n.sessions, p)
+	n.mu.Unlock()
+}
+
+// canStore reports whether peer p may store blocks here.
+func (n *Node) canStore(p peer.ID) bool {
+	u := n.session(p)
+	return u != "" && n.writers.admits(u)
+}
+
+// maxClockSkew bounds the difference between a client's clock and the node's.
+const maxClockSkew = 10 * time.Minute
+
+// authenticate checks an authMsg from peer p and opens a session.
+func (n *Node) authenticate(ctx context.Context, p peer.ID, a *authMsg) error {
+	const op spindle.Op = "node.Auth"
+	if a == nil {
+		return spindle.E(op, spindle.Invalid, "no credentials")
+	}
+	user, err := spindle.CleanUser(a.User)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	if a.ClientPeer != p.String() || a.NodePeer != n.host.ID().String() {
+		return spindle.E(op, user, spindle.Permission, "credentials made for another connection")
+	}
+	if d := time.Since(a.Time.Go()); d > maxClockSkew || d < -maxClockSkew {
+		return spindle.E(op, user, spindle.Permission, fmt.Sprintf("credentials timed %v away from this node's clock", d.Round(time.Second)))
+	}
+	key, err := n.userKey(ctx, user)
+	if err != nil {
+		return spindle.E(op, user, err)
+	}
+	if err := spindle.Verify(key, a.digest(), a.Sig); err != nil {
+		return spindle.E(op, user, spindle.Permission, err)
+	}
+	n.mu.Lock()
+	n.sessions[p] = user
+	n.mu.Unlock()
+	return nil
+}
+
+// writerSet is the parsed -writers list.
+type writerSet struct {
+	all     bool
+	users   map[spindle.UserName]bool
+	domains map[string]bool
+}
+
+func parseWriters(list []string) (writerSet, error) {
+	w := writerSet{users: map[spindle.UserName]bool{}, domains: map[string]bool{}}
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		switch {
+		case s == "":
+		case s == "all":
+			w.all = true
+		case strings.HasPrefix(s, "*@"):
+			_, _, _, dom, err := spindle.ParseUser(spindle.UserName("x" + s[1:]))
+			if err != nil {
+				return w, fmt.Errorf("bad writer %q: %v", s, err)
+			}
+			w.domains[dom] = true
+		default:
+			u, err := spindle.CleanUser(spindle.UserName(s))
+			if err != nil {
+				return w, fmt.Errorf("bad writer %q: %v", s, err)
+			}
+			w.users[u] = true
+		}
+	}
+	return w, nil
+}
+
+// admits reports whether user may create a tree and store blocks. A
+// +suffix user is admitted with its base user.
+func (w writerSet) admits(user spindle.UserName) bool {
+	if w.all {
+		return true
+	}
+	for _, u := range []spindle.UserName{user, spindle.BaseUser(user)} {
+		if w.users[u] {
+			return true
+		}
+		if i := strings.LastIndexByte(string(u), '@'); i >= 0 && w.domains[string(u[i+1:])] {
+			return true
+		}
+	}
+	return false
+}
+
+// firstAddr returns the first TCP address of addrs, or the first of all.
+func firstAddr(addrs []spindle.PeerAddr) spindle.PeerAddr {
+	for _, a := range addrs {
+		m, err := ma.NewMultiaddr(string(a))
+		if err == nil {
+			if _, err := m.ValueForProtocol(ma.P_TCP); err == nil {
+				return a
+			}
+		}
+	}
+	if len(addrs) > 0 {
+		return addrs[0]
+	}
+	return ""
+}

@@ -1,0 +1,90 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/pack"
+)
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func startNode(t *testing.T, home string) *Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := New(ctx, Config{Home: home, Writers: []string{"all"}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func dialAs(t *testing.T, n *Node, user spindle.UserName) *Client {
+	t.Helper()
+	keys, _, err := pack.Generate(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := Dial(ctx, ClientConfig{Keys: keys, Node: firstAddr(n.Addrs()), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestPutGetShare(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx := context.Background()
+	ann := dialAs(t, n, "ann@example.com")
+	bob := dialAs(t, n, "bob@example.com")
+
+	data := make([]byte, 3<<20+5)
+	rand.Read(data)
+	if _, err := ann.Put(ctx, "@/big", bytes.NewReader(data), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ann.Open(ctx, "ann@example.com/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back: %v, equal=%v", err, bytes.Equal(got, data))
+	}
+	if _, err := bob.Open(ctx, "ann@example.com/big"); !errors.Is(err, spindle.Private) && !errors.Is(err, spindle.Permission) {
+		t.Fatalf("bob read before share: %v", err)
+	}
+	if _, err := ann.Put(ctx, "@/Access", bytes.NewReader([]byte("read,list: bob@example.com\n*: ann@example.com\n")), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err = bob.Open(ctx, "ann@example.com/big")
+	if err != nil {
+		t.Fatalf("bob read after share: %v", err)
+	}
+	got, err = io.ReadAll(f)
+	f.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("bob read back: %v", err)
+	}
+}

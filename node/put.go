@@ -1,0 +1,447 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"spindle.dev"
+	"spindle.dev/access"
+	"spindle.dev/pack"
+)
+
+// Put implements spindle.Client.
+func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, packing spindle.Packing, progress func(int64)) (*spindle.DirEntry, error) {
+	const op spindle.Op = "client.Put"
+	p, err := c.clean(name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	name = p.Path()
+	if access.IsAccessFile(name) || access.IsGroupFile(name) {
+		e, err := c.putRules(ctx, name, r)
+		if err != nil {
+			return nil, spindle.E(op, name, err)
+		}
+		return e, nil
+	}
+	if packing == spindle.UnknownPack {
+		packing = c.cfg.Packing
+	}
+	if packing == spindle.UnknownPack {
+		packing = spindle.EEPack
+	}
+	var readers []spindle.PublicKey
+	if packing == spindle.EEPack {
+		var public bool
+		readers, public, _, err = c.readerKeys(ctx, name)
+		if err != nil {
+			return nil, spindle.E(op, name, err)
+		}
+		if public {
+			// Anyone may read it: encryption would protect nothing.
+			packing = spindle.EEIntegrityPack
+		}
+	}
+	if progress != nil {
+		r = &progressReader{r: r, fn: progress}
+	}
+	pipe := newPutPipe(c.blocks, 8)
+	entry := &spindle.DirEntry{Name: name}
+	err = pack.Pack(ctx, entry, r, pack.Config{
+		Packing: packing,
+		Signer:  c.keys,
+		Readers: readers,
+		Put:     pipe.put,
+	})
+	if werr := pipe.wait(); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return nil, spindle.E(op, name, err)
+	}
+	e, err := c.dir.Put(ctx, entry)
+	if err != nil {
+		return nil, spindle.E(op, name, err)
+	}
+	return e, nil
+}
+
+// putRules stores an Access or Group file, whose text travels in its entry,
+// after checking that it parses, and then re-wraps the keys of every file
+// whose readers it may have changed, so that new readers can read at once.
+func (c *Client) putRules(ctx context.Context, name spindle.PathName, r io.Reader) (*spindle.DirEntry, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxRulesSize+1))
+	if err != nil {
+		return nil, spindle.E(spindle.IO, err)
+	}
+	if len(data) > maxRulesSize {
+		return nil, spindle.E(spindle.Invalid, fmt.Sprintf("Access and Group files are limited to %d bytes", maxRulesSize))
+	}
+	if access.IsAccessFile(name) {
+		_, err = access.Parse(name, data)
+	} else {
+		_, err = access.ParseGroup(name, data)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	e, err := c.dir.Put(ctx, &spindle.DirEntry{
+		Name:    name,
+		Packing: spindle.PlainPack,
+		Time:    spindle.Now(),
+		Size:    int64(len(data)),
+		Inline:  data,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Re-share what the change governs: for an Access file its directory,
+	// for a Group file the owner's whole tree (any Access file may name it).
+	p, _ := spindle.Parse(name)
+	scope := p.Dir()
+	if access.IsGroupFile(name) {
+		scope = p.First(0)
+	}
+	if _, err := c.share(ctx, scope.Path(), true, true); err != nil {
+		return e, spindle.E(spindle.Op("client.Share"), scope.Path(), fmt.Errorf("stored, but re-sharing failed: %w", err))
+	}
+	return e, nil
+}
+
+// maxRulesSize bounds Access and Group files, which travel inside log entries.
+const maxRulesSize = 64 << 10
+
+// readerKeys returns the keys to wrap a new file at name for: every user the
+// governing Access file grants read, and the tree's owner. public reports
+// that the file is readable by all. unknown lists readers that could not be
+// named with a key (wildcards, unregistered users).
+func (c *Client) readerKeys(ctx context.Context, name spindle.PathName) (keys []spindle.PublicKey, public bool, unknown []string, err error) {
+	users, err := c.readers(ctx, name)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	for _, u := range users {
+		if u == spindle.AllUsers {
+			return nil, true, nil, nil
+		}
+	}
+	for _, u := range users {
+		k, err := c.userKey(ctx, u)
+		if err != nil {
+			if errors.Is(err, spindle.NotExist) || errors.Is(err, spindle.Invalid) {
+				unknown = append(unknown, string(u))
+				continue
+			}
+			return nil, false, nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, false, unknown, nil
+}
+
+// readers returns the users granted read on name, with the owner.
+func (c *Client) readers(ctx context.Context, name spindle.PathName) ([]spindle.UserName, error) {
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return nil, err
+	}
+	owner := p.User()
+	ae, err := c.dir.WhichAccess(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if ae == nil {
+		return []spindle.UserName{owner}, nil
+	}
+	a, err := access.Parse(ae.Name, ae.Inline)
+	if err != nil {
+		return nil, err
+	}
+	users, err := a.Users(access.Read, func(g spindle.PathName) (*access.Group, error) {
+		ge, err := c.dir.Lookup(ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		return access.ParseGroup(g, ge.Inline)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(users, owner) {
+		users = append(users, owner)
+	}
+	return users, nil
+}
+
+// wrappedUsers names the holders of wrapped keys for e, as far as the
+// client can: it matches the wraps' key hashes against the keys of the
+// file's readers, its owner and its writer. Unmatched hashes are returned
+// in hex.
+func (c *Client) wrappedUsers(ctx context.Context, e *spindle.DirEntry) ([]spindle.UserName, []string, error) {
+	hashes, err := pack.WrappedKeys(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	cands, err := c.readers(ctx, e.Name)
+	if err != nil {
+		cands = nil // Still name the owner and writer.
+	}
+	p, _ := spindle.Parse(e.Name)
+	cands = append(cands, p.User(), e.Writer, c.user)
+	byHash := map[[32]byte]spindle.UserName{}
+	for _, u := range cands {
+		if k, err := c.userKey(ctx, u); err == nil {
+			if h, err := spindle.KeyHash(k); err == nil {
+				byHash[h] = u
+			}
+		}
+	}
+	var users []spindle.UserName
+	var unknown []string
+	for _, h := range hashes {
+		if u, ok := byHash[h]; ok {
+			if !slices.Contains(users, u) {
+				users = append(users, u)
+			}
+		} else {
+			unknown = append(unknown, fmt.Sprintf("%x", h[:8]))
+		}
+	}
+	slices.Sort(users)
+	return users, unknown, nil
+}
+
+// Share implements spindle.Client.
+func (c *Client) Share(ctx context.Context, name spindle.PathName, recursive, fix bool) ([]spindle.ShareReport, error) {
+	const op spindle.Op = "client.Share"
+	p, err := c.clean(name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	reps, err := c.share(ctx, p.Path(), recursive, fix)
+	if err != nil {
+		return reps, spindle.E(op, p.Path(), err)
+	}
+	return reps, nil
+}
+
+func (c *Client) share(ctx context.Context, name spindle.PathName, recursive, fix bool) ([]spindle.ShareReport, error) {
+	files, err := c.files(ctx, name, recursive)
+	if err != nil {
+		return nil, err
+	}
+	var reps []spindle.ShareReport
+	for _, e := range files {
+		if e.Packing != spindle.EEPack || e.Attr.IsIncomplete() {
+			continue
+		}
+		rep, err := c.shareOne(ctx, e, fix)
+		if err != nil {
+			return reps, err
+		}
+		reps = append(reps, rep)
+	}
+	return reps, nil
+}
+
+// files returns the file entries at name: the file itself, or the files in
+// the directory (and below it if recursive).
+func (c *Client) files(ctx context.Context, name spindle.PathName, recursive bool) ([]*spindle.DirEntry, error) {
+	e, err := c.dir.Lookup(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !e.Attr.IsDir() {
+		if e.Attr.IsLink() {
+			return nil, nil
+		}
+		return []*spindle.DirEntry{e}, nil
+	}
+	var out []*spindle.DirEntry
+	dirs := []spindle.PathName{name}
+	for len(dirs) > 0 {
+		d := dirs[0]
+		dirs = dirs[1:]
+		pat := string(d)
+		if pat[len(pat)-1] != '/' {
+			pat += "/"
+		}
+		es, err := c.dir.Glob(ctx, globEscape(pat)+"*")
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			switch {
+			case e.Attr.IsDir():
+				if recursive {
+					dirs = append(dirs, e.Name)
+				}
+			case e.Attr.IsLink():
+			default:
+				out = append(out, e)
+			}
+		}
+	}
+	return out, nil
+}
+
+// globEscape quotes the metacharacters of a name for use in a Glob pattern.
+func globEscape(s string) string {
+	var b bytes.Buffer
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// shareOne compares the wraps of one ee file with its readers and, with fix,
+// re-wraps its key for exactly its readers.
+func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (spindle.ShareReport, error) {
+	rep := spindle.ShareReport{Name: e.Name}
+	readers, err := c.readers(ctx, e.Name)
+	if err != nil {
+		return rep, err
+	}
+	rep.Readers = readers
+	wrapped, unknown, err := c.wrappedUsers(ctx, e)
+	if err != nil {
+		return rep, err
+	}
+	rep.Wrapped, rep.Unknowns = wrapped, unknown
+	want := slices.Clone(readers)
+	if !slices.Contains(want, e.Writer) {
+		want = append(want, e.Writer) // The writer keeps its wrap, as pack always gives one.
+	}
+	for _, u := range readers {
+		if u != spindle.AllUsers && !slices.Contains(wrapped, u) {
+			if _, err := c.userKey(ctx, u); err == nil {
+				rep.Missing = append(rep.Missing, u)
+			}
+		}
+	}
+	for _, u := range wrapped {
+		if !slices.Contains(want, u) {
+			rep.Extra = append(rep.Extra, u)
+		}
+	}
+	if !fix || (len(rep.Missing) == 0 && len(rep.Extra) == 0 && len(rep.Unknowns) == 0) {
+		return rep, nil
+	}
+	keys, _, _, err := c.readerKeys(ctx, e.Name)
+	if err != nil {
+		return rep, err
+	}
+	if wk, err := c.userKey(ctx, e.Writer); err == nil && !slices.Contains(keys, wk) {
+		keys = append(keys, wk)
+	}
+	pd, err := pack.Share(e, c.keys, keys)
+	if err != nil {
+		return rep, err
+	}
+	ne := *e
+	ne.Packdata = pd
+	if e.Writer != c.user {
+		// The log records who changed the entry; the packing's signature
+		// must name the same writer, so sign it anew (the commitment, not
+		// the key, is signed, so nothing else changes).
+		if err := pack.Resign(&ne, ne.Name, c.keys); err != nil {
+			return rep, err
+		}
+	}
+	if _, err := c.dir.Put(ctx, &ne); err != nil {
+		return rep, err
+	}
+	rep.Fixed = true
+	return rep, nil
+}
+
+// progressReader reports the bytes read through it.
+type progressReader struct {
+	r  io.Reader
+	fn func(int64)
+	n  int64
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	p.fn(p.n)
+	return n, err
+}
+
+// putPipe stores blocks with several in flight, so that the network round
+// trip and the node's fsync of one block overlap the packing of the next.
+type putPipe struct {
+	store spindle.BlockStore
+	sem   chan struct{}
+	wg    sync.WaitGroup
+	pool  sync.Pool
+
+	mu  sync.Mutex
+	err error
+}
+
+func newPutPipe(store spindle.BlockStore, inFlight int) *putPipe {
+	return &putPipe{store: store, sem: make(chan struct{}, inFlight)}
+}
+
+// put is a pack.PutFunc.
+func (p *putPipe) put(ctx context.Context, ref spindle.Ref, data []byte) error {
+	p.mu.Lock()
+	err := p.err
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return spindle.E(spindle.Transient, ctx.Err())
+	}
+	var buf []byte
+	if b, ok := p.pool.Get().(*[]byte); ok && cap(*b) >= len(data) {
+		buf = (*b)[:len(data)]
+	} else {
+		buf = make([]byte, len(data), spindle.MaxStoredBlockSize)
+	}
+	copy(buf, data)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		got, err := p.store.Put(ctx, buf)
+		if err == nil && got != ref {
+			err = spindle.E(spindle.Integrity, "store filed block "+string(ref)+" as "+string(got))
+		}
+		p.pool.Put(&buf)
+		<-p.sem
+		if err != nil {
+			p.mu.Lock()
+			if p.err == nil {
+				p.err = err
+			}
+			p.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+// wait waits for every block to be stored and returns the first error.
+func (p *putPipe) wait() error {
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+

@@ -1,0 +1,159 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"spindle.dev"
+	"spindle.dev/dirlog"
+	"spindle.dev/p2p"
+)
+
+// remote reaches a node's client protocol. It implements dirlog.Service:
+// the user named in each read is ignored, because the node acts for the
+// user the connection has authenticated as.
+type remote struct {
+	h    host.Host
+	peer peer.ID
+	// reauth signs in again, after the node forgot the session (it
+	// restarted, or the connection dropped).
+	reauth func(ctx context.Context) error
+}
+
+var _ dirlog.Service = (*remote)(nil)
+
+// sessionOp is the Op of the error a node returns to a peer that has not
+// signed in.
+const sessionOp spindle.Op = "node.session"
+
+func (r *remote) call(ctx context.Context, req *request) (*response, error) {
+	resp, err := r.call1(ctx, req)
+	var e *spindle.Error
+	if err != nil && r.reauth != nil && req.Method != mAuth && errors.As(err, &e) && e.Op == sessionOp {
+		if aerr := r.reauth(ctx); aerr == nil {
+			resp, err = r.call1(ctx, req)
+		}
+	}
+	return resp, err
+}
+
+func (r *remote) call1(ctx context.Context, req *request) (*response, error) {
+	data, err := encode(req)
+	if err != nil {
+		return nil, spindle.E(spindle.Internal, err)
+	}
+	out, err := p2p.Call(ctx, r.h, r.peer, ClientProtocol, data, maxMessage)
+	if err != nil {
+		return nil, err
+	}
+	var resp response
+	if err := decode(out, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Err != nil {
+		return &resp, spindle.UnmarshalError(resp.Err)
+	}
+	return &resp, nil
+}
+
+// Head implements dirlog.Sequencer.
+func (r *remote) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head, error) {
+	resp, err := r.call(ctx, &request{Method: mDirHead, User: owner})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Head == nil {
+		return nil, spindle.E(spindle.Op("node.Head"), spindle.IO, "node sent no head")
+	}
+	return resp.Head, nil
+}
+
+// Append implements dirlog.Sequencer.
+func (r *remote) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry, error) {
+	resp, err := r.call(ctx, &request{Method: mDirAppend, Data: e.Marshal()})
+	if resp == nil {
+		return nil, err
+	}
+	return resp.Entry, err
+}
+
+// Lookup implements dirlog.Service.
+func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
+	resp, err := r.call(ctx, &request{Method: mDirLookup, Name: name})
+	if resp == nil {
+		return nil, err
+	}
+	return resp.Entry, err
+}
+
+// Glob implements dirlog.Service.
+func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) ([]*spindle.DirEntry, error) {
+	resp, err := r.call(ctx, &request{Method: mDirGlob, Pattern: pattern})
+	if resp == nil {
+		return nil, err
+	}
+	return resp.Entries, err
+}
+
+// WhichAccess implements dirlog.Service.
+func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
+	resp, err := r.call(ctx, &request{Method: mDirWhich, Name: name})
+	if resp == nil {
+		return nil, err
+	}
+	return resp.Entry, err
+}
+
+// Watch implements dirlog.Service.
+func (r *remote) Watch(ctx context.Context, _ spindle.UserName, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
+	c, err := p2p.Open(ctx, r.h, r.peer, WatchProtocol, maxMessage)
+	if err != nil {
+		return nil, err
+	}
+	data, err := encode(&request{Method: mDirWatch, Name: name, Seq: fromSeq})
+	if err != nil {
+		c.Close()
+		return nil, spindle.E(spindle.Internal, err)
+	}
+	if err := c.Send(data); err != nil {
+		c.Close()
+		return nil, err
+	}
+	ch := make(chan spindle.Event, 16)
+	go func() {
+		<-ctx.Done()
+		c.Reset()
+	}()
+	go func() {
+		defer close(ch)
+		defer c.Close()
+		for {
+			msg, err := c.Recv()
+			if err != nil {
+				if err != io.EOF && ctx.Err() == nil {
+					ch <- spindle.Event{Err: err}
+				}
+				return
+			}
+			var resp response
+			if err := decode(msg, &resp); err != nil {
+				ch <- spindle.Event{Err: err}
+				return
+			}
+			ev := spindle.Event{Entry: resp.Entry, Delete: resp.Delete}
+			if resp.Err != nil {
+				ev.Err = spindle.UnmarshalError(resp.Err)
+			}
+			select {
+			case ch <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, nil
+}

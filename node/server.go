@@ -1,0 +1,136 @@
+package node
+
+import (
+	"context"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"spindle.dev"
+	"spindle.dev/dirlog"
+	"spindle.dev/keyraft"
+	"spindle.dev/p2p"
+)
+
+func protocolID(s string) protocol.ID { return protocol.ID(s) }
+
+// serveClient answers one request of the client protocol. Errors about the
+// request itself travel in the response, so that an answer may carry an
+// entry and an error together.
+func (n *Node) serveClient(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+	var req request
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	resp, err := n.dispatch(ctx, remote, &req)
+	if resp == nil {
+		resp = new(response)
+	}
+	resp.Err = errBytes(err)
+	return encode(resp)
+}
+
+func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*response, error) {
+	switch req.Method {
+	case mAuth:
+		return nil, n.authenticate(ctx, remote, req.Auth)
+	case mKeyLookup:
+		u, err := n.keys.Lookup(ctx, req.User)
+		if err != nil {
+			return nil, err
+		}
+		return &response{Data: keyraft.EncodeRecord(u)}, nil
+	case mKeyPut:
+		u, err := keyraft.DecodeRecord(req.Data)
+		if err != nil {
+			return nil, err
+		}
+		return nil, n.keys.Put(ctx, u)
+	case mDirHead:
+		h, err := n.dir.Head(ctx, req.User)
+		return &response{Head: h}, err
+	case mNodeWriters:
+		return &response{Data: boolByte(n.writers.admits(req.User))}, nil
+	}
+
+	// The rest act for the user the peer has authenticated as.
+	user := n.session(remote)
+	if user == "" {
+		return nil, spindle.E(sessionOp, spindle.Permission, "not signed in: the client has not authenticated (run spin signup)")
+	}
+	switch req.Method {
+	case mDirAppend:
+		e, err := dirlog.UnmarshalEntry(req.Data)
+		if err != nil {
+			return nil, err
+		}
+		const op spindle.Op = "node.Append"
+		if e.Writer != user {
+			return nil, spindle.E(op, user, spindle.Permission, "entry is signed as "+string(e.Writer)+", not as the signed-in user")
+		}
+		if owner := e.Tree(); !n.writers.admits(owner) {
+			return nil, spindle.E(op, e.Entry.Name, user, spindle.Permission, "this node does not host the tree of "+string(owner)+" (see spin node -writers)")
+		}
+		de, err := n.dir.Append(ctx, e)
+		return &response{Entry: de}, err
+	case mDirLookup:
+		de, err := n.dir.Lookup(ctx, user, req.Name)
+		return &response{Entry: de}, err
+	case mDirGlob:
+		des, err := n.dir.Glob(ctx, user, req.Pattern)
+		return &response{Entries: des}, err
+	case mDirWhich:
+		de, err := n.dir.WhichAccess(ctx, user, req.Name)
+		return &response{Entry: de}, err
+	}
+	return nil, spindle.E(spindle.Op("node.Client"), spindle.Invalid, "unknown method "+req.Method)
+}
+
+func boolByte(b bool) []byte {
+	if b {
+		return []byte{1}
+	}
+	return []byte{0}
+}
+
+// serveWatch serves one Watch: a request, then one response per event
+// until the client goes away or the watch ends.
+func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
+	data, err := c.Recv()
+	if err != nil {
+		return err
+	}
+	var req request
+	if err := decode(data, &req); err != nil {
+		return err
+	}
+	user := n.session(c.RemotePeer())
+	if user == "" {
+		return spindle.E(sessionOp, spindle.Permission, "not signed in")
+	}
+	// End the watch when the client closes its side.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for {
+			if _, err := c.Recv(); err != nil {
+				cancel()
+				return
+			}
+		}
+	}()
+	events, err := n.dir.Watch(ctx, user, req.Name, req.Seq)
+	if err != nil {
+		return err
+	}
+	for ev := range events {
+		msg, err := encode(&response{Entry: ev.Entry, Delete: ev.Delete, Err: errBytes(ev.Err)})
+		if err != nil {
+			return err
+		}
+		if err := c.Send(msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"spindle.dev"
@@ -39,6 +40,43 @@ const maxTries = 16
 // sequence number, writer and, if zero, its time. It returns what Append
 // returns; after too many conflicts, the last Transient error.
 func Submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operation, d *spindle.DirEntry, newName spindle.PathName) (*spindle.DirEntry, error) {
+	return submit(ctx, seq, signer, op, d, newName, nil)
+}
+
+// A headCache remembers, per tree, the head after a client's own last
+// append, so that the next entry can be signed without asking for the head.
+type headCache struct {
+	mu    sync.Mutex
+	heads map[spindle.UserName]Head
+}
+
+func (c *headCache) get(u spindle.UserName) (Head, bool) {
+	if c == nil {
+		return Head{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.heads[u]
+	return h, ok
+}
+
+func (c *headCache) set(u spindle.UserName, h *Head) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h == nil {
+		delete(c.heads, u)
+		return
+	}
+	if c.heads == nil {
+		c.heads = make(map[spindle.UserName]Head)
+	}
+	c.heads[u] = *h
+}
+
+func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operation, d *spindle.DirEntry, newName spindle.PathName, cache *headCache) (*spindle.DirEntry, error) {
 	const eop spindle.Op = "dirlog.Submit"
 	p, err := spindle.Parse(d.Name)
 	if err != nil {
@@ -52,8 +90,9 @@ func Submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 		newName = q.Path()
 	}
 	var last error
+	usedCache := false
 	for try := 0; try < maxTries; try++ {
-		if try > 0 {
+		if try > 0 && !(try == 1 && usedCache) {
 			// Back off a little, with jitter, so that contending writers
 			// spread out.
 			wait := time.Duration(rand.N(1<<min(try, 8))) * time.Millisecond
@@ -63,9 +102,14 @@ func Submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 				return nil, spindle.E(eop, p.Path(), signer.UserName(), spindle.Transient, ctx.Err())
 			}
 		}
-		h, err := seq.Head(ctx, p.User())
-		if err != nil {
-			return nil, spindle.E(eop, p.Path(), signer.UserName(), err)
+		h, ok := cache.get(p.User())
+		usedCache = ok && try == 0
+		if !ok || try > 0 {
+			got, err := seq.Head(ctx, p.User())
+			if err != nil {
+				return nil, spindle.E(eop, p.Path(), signer.UserName(), err)
+			}
+			h = *got
 		}
 		e := &Entry{
 			Seq:     h.Seq + 1,
@@ -85,8 +129,10 @@ func Submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 		}
 		out, err := seq.Append(ctx, e)
 		if err == nil {
+			cache.set(p.User(), &Head{User: p.User(), Seq: e.Seq, Hash: e.Hash()})
 			return out, nil
 		}
+		cache.set(p.User(), nil)
 		if !errors.Is(err, spindle.Transient) {
 			return nil, err
 		}
@@ -100,6 +146,7 @@ func Submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 type Client struct {
 	svc    Service
 	signer spindle.Signer
+	heads  headCache
 }
 
 var _ spindle.DirServer = (*Client)(nil)
@@ -128,12 +175,12 @@ func (c *Client) Put(ctx context.Context, entry *spindle.DirEntry) (*spindle.Dir
 	case entry.Attr.IsLink():
 		op = OpLink
 	}
-	return Submit(ctx, c.svc, c.signer, op, entry, "")
+	return submit(ctx, c.svc, c.signer, op, entry, "", &c.heads)
 }
 
 // Delete implements [spindle.DirServer].
 func (c *Client) Delete(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
-	return Submit(ctx, c.svc, c.signer, OpDelete, &spindle.DirEntry{Name: name}, "")
+	return submit(ctx, c.svc, c.signer, OpDelete, &spindle.DirEntry{Name: name}, "", &c.heads)
 }
 
 // Glob implements [spindle.DirServer].
@@ -148,18 +195,18 @@ func (c *Client) WhichAccess(ctx context.Context, name spindle.PathName) (*spind
 
 // MakeDirectory creates the directory name.
 func (c *Client) MakeDirectory(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
-	return Submit(ctx, c.svc, c.signer, OpMkdir, &spindle.DirEntry{Name: name, Attr: spindle.AttrDirectory}, "")
+	return submit(ctx, c.svc, c.signer, OpMkdir, &spindle.DirEntry{Name: name, Attr: spindle.AttrDirectory}, "", &c.heads)
 }
 
 // PutLink creates or replaces the link name pointing to target.
 func (c *Client) PutLink(ctx context.Context, target, name spindle.PathName) (*spindle.DirEntry, error) {
-	return Submit(ctx, c.svc, c.signer, OpLink, &spindle.DirEntry{Name: name, Attr: spindle.AttrLink, Link: target}, "")
+	return submit(ctx, c.svc, c.signer, OpLink, &spindle.DirEntry{Name: name, Attr: spindle.AttrLink, Link: target}, "", &c.heads)
 }
 
 // Rename moves the file, link or directory oldName, with everything below
 // it, to newName, which must not exist.
 func (c *Client) Rename(ctx context.Context, oldName, newName spindle.PathName) (*spindle.DirEntry, error) {
-	return Submit(ctx, c.svc, c.signer, OpRename, &spindle.DirEntry{Name: oldName}, newName)
+	return submit(ctx, c.svc, c.signer, OpRename, &spindle.DirEntry{Name: oldName}, newName, &c.heads)
 }
 
 // Watch streams changes under name (see [Server.Watch]).

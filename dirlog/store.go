@@ -450,7 +450,7 @@ func (l *memLog) Append(ctx context.Context, rec []byte) error {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	d := l.s.get(l.user)
-	d.data = appendFrame(d.data[:l.end:l.end], rec)
+	d.data = appendFrame(d.data[:l.end], rec)
 	l.offsets = append(l.offsets, l.end)
 	l.end = int64(len(d.data))
 	return nil

@@ -32,10 +32,11 @@ type tree struct {
 	seq    int64
 	head   Hash
 	groups map[spindle.PathName][]groupVersion // History of every Group file.
+	acl    map[spindle.PathName]*access.Access  // Every Access file, parsed.
 }
 
 func newTree(user spindle.UserName) *tree {
-	return &tree{user: user, groups: make(map[spindle.PathName][]groupVersion)}
+	return &tree{user: user, groups: make(map[spindle.PathName][]groupVersion), acl: make(map[spindle.PathName]*access.Access)}
 }
 
 // find returns the node named by p, or nil. If the walk met a file or link
@@ -69,10 +70,7 @@ func (t *tree) lookup(name spindle.PathName) *node {
 
 // loadAccess is the tree's access.AccessLoader.
 func (t *tree) loadAccess(name spindle.PathName) (*access.Access, error) {
-	if n := t.lookup(name); n != nil && n.acc != nil {
-		return n.acc, nil
-	}
-	return nil, nil
+	return t.acl[name], nil
 }
 
 // groupAt returns the Group file name as it was at sequence seq.
@@ -413,13 +411,13 @@ func (t *tree) apply(e *Entry) []spindle.Event {
 			parent, _ := t.find(p.Dir())
 			parent.kids[p.Last()] = n
 		}
-		t.noteGroup(n.entry.Name, n.grp, seq)
+		t.noteControl(n.entry.Name, n, seq)
 		events = append(events, spindle.Event{Entry: cloneEntry(&n.entry)})
 	case OpDelete:
 		parent, _ := t.find(p.Dir())
 		n := parent.kids[p.Last()]
 		delete(parent.kids, p.Last())
-		t.noteGroup(n.entry.Name, nil, seq)
+		t.noteControl(n.entry.Name, nil, seq)
 		gone := cloneEntry(&n.entry)
 		gone.Sequence = seq
 		events = append(events, spindle.Event{Entry: gone, Delete: true})
@@ -432,14 +430,14 @@ func (t *tree) apply(e *Entry) []spindle.Event {
 			gone := cloneEntry(&m.entry)
 			gone.Sequence = seq
 			events = append(events, spindle.Event{Entry: gone, Delete: true})
-			t.noteGroup(m.entry.Name, nil, seq)
+			t.noteControl(m.entry.Name, nil, seq)
 			m.entry.Name = spindle.PathName(string(q.Path()) + strings.TrimPrefix(string(m.entry.Name), string(p.Path())))
 			m.entry.Sequence = seq
 			parseControl(m)
 			return true
 		})
 		walk(n, func(m *node) bool {
-			t.noteGroup(m.entry.Name, m.grp, seq)
+			t.noteControl(m.entry.Name, m, seq)
 			events = append(events, spindle.Event{Entry: cloneEntry(&m.entry)})
 			return true
 		})
@@ -465,10 +463,23 @@ func (t *tree) stamp(p spindle.Parsed, seq int64) {
 	}
 }
 
-// noteGroup records the state of name from seq on, if it is a Group file.
-func (t *tree) noteGroup(name spindle.PathName, g *access.Group, seq int64) {
+// noteControl records that from seq on the node at name is n (nil if
+// none), if name is an Access or Group file.
+func (t *tree) noteControl(name spindle.PathName, n *node, seq int64) {
+	if access.IsAccessFile(name) {
+		if n != nil && n.acc != nil {
+			t.acl[name] = n.acc
+		} else {
+			delete(t.acl, name)
+		}
+		return
+	}
 	if !access.IsGroupFile(name) {
 		return
+	}
+	var g *access.Group
+	if n != nil {
+		g = n.grp
 	}
 	h := t.groups[name]
 	if len(h) == 0 && g == nil {

@@ -69,7 +69,10 @@ func (n *Net) Split(t testing.TB, a, b []int) {
 			if err := n.Mock.UnlinkPeers(p, q); err != nil {
 				t.Fatalf("p2ptest.Split: %v", err)
 			}
+			// Close from both ends: a connection being set up may not yet
+			// be known to one of them.
 			n.Mock.DisconnectPeers(p, q)
+			n.Mock.DisconnectPeers(q, p)
 		}
 	}
 }

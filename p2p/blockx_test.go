@@ -1,0 +1,307 @@
+package p2p_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
+	"spindle.dev/blocks/blockstest"
+	"spindle.dev/blocks/disk"
+	"spindle.dev/blocks/mem"
+	"spindle.dev/p2p"
+	"spindle.dev/p2p/p2ptest"
+)
+
+func allowAll(peer.ID) bool { return true }
+
+// serve serves a fresh memory store from h and returns it.
+func serve(t testing.TB, h host.Host, cfg p2p.BlockServerConfig) *mem.Store {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	store := new(mem.Store)
+	p2p.ServeBlocks(ctx, h, store, cfg)
+	return store
+}
+
+func remote(t testing.TB, from host.Host, to peer.ID) *p2p.RemoteStore {
+	r := p2p.NewRemoteStore(from, to)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// The remote store passes the suite every block store passes.
+func TestRemoteStoreSuite(t *testing.T) {
+	blockstest.Test(t, func(t *testing.T) spindle.BlockStore {
+		net := p2ptest.NewNet(t, 2)
+		serve(t, net.Hosts[0], p2p.BlockServerConfig{CanPut: allowAll})
+		return remote(t, net.Hosts[1], net.Hosts[0].ID())
+	})
+}
+
+func TestBlockExchangeMocknet(t *testing.T) {
+	net := p2ptest.NewNet(t, 3)
+	serve(t, net.Hosts[0], p2p.BlockServerConfig{CanPut: allowAll})
+	testExchange(t, remote(t, net.Hosts[1], net.Hosts[0].ID()), remote(t, net.Hosts[2], net.Hosts[0].ID()))
+}
+
+func TestBlockExchangeTCP(t *testing.T) {
+	tcp := p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}}
+	srv, a, b := newHost(t, tcp), newHost(t, tcp), newHost(t, tcp)
+	ds, err := disk.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p2p.ServeBlocks(ctx, srv, ds, p2p.BlockServerConfig{CanPut: allowAll})
+	for _, h := range []host.Host{a, b} {
+		if _, err := p2p.Connect(ctx, h, p2p.Addrs(srv)[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testExchange(t, remote(t, a, srv.ID()), remote(t, b, srv.ID()))
+}
+
+// testExchange puts blocks through one remote store, many in flight, and
+// reads them back through both.
+func testExchange(t *testing.T, w, r spindle.BlockStore) {
+	ctx := context.Background()
+	const n = 40
+	refs := make([]spindle.Ref, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ref, err := w.Put(ctx, blockstest.Block(uint64(i), 10000+i*25000))
+			if err != nil {
+				t.Error(err)
+			}
+			refs[i] = ref
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, s := range []spindle.BlockStore{w, r} {
+		for i := range n {
+			wg.Go(func() {
+				got, err := s.Get(ctx, refs[i])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !bytes.Equal(got, blockstest.Block(uint64(i), 10000+i*25000)) {
+					t.Errorf("block %d came back altered", i)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+func TestPutAdmission(t *testing.T) {
+	ctx := context.Background()
+	net := p2ptest.NewNet(t, 3)
+	srv, friend, stranger := net.Hosts[0], net.Hosts[1], net.Hosts[2]
+	store := serve(t, srv, p2p.BlockServerConfig{CanPut: func(p peer.ID) bool { return p == friend.ID() }})
+	ref, err := remote(t, friend, srv.ID()).Put(ctx, []byte("mine"))
+	if err != nil {
+		t.Fatalf("admitted Put: %v", err)
+	}
+	sr := remote(t, stranger, srv.ID())
+	if _, err := sr.Put(ctx, []byte("spam")); !errors.Is(err, spindle.Permission) {
+		t.Fatalf("Put by a peer not admitted: %v, want Permission", err)
+	}
+	if _, err := store.Get(ctx, blocks.RefOf([]byte("spam"))); !errors.Is(err, spindle.NotExist) {
+		t.Fatalf("refused block was stored: %v", err)
+	}
+	if got, err := sr.Get(ctx, ref); err != nil || string(got) != "mine" {
+		t.Fatalf("Get by a peer that may not put = %q, %v", got, err)
+	}
+
+	// With no CanPut, nobody may put.
+	net2 := p2ptest.NewNet(t, 2)
+	serve(t, net2.Hosts[0], p2p.BlockServerConfig{})
+	if _, err := remote(t, net2.Hosts[1], net2.Hosts[0].ID()).Put(ctx, []byte("x")); !errors.Is(err, spindle.Permission) {
+		t.Fatalf("Put with no CanPut: %v, want Permission", err)
+	}
+}
+
+// hostileServer answers BlockProtocol on h with respond, which gets each
+// request's op, id and body and returns the raw frame bytes to send.
+func hostileServer(h host.Host, respond func(op byte, id []byte, body []byte) []byte) {
+	h.SetStreamHandler(p2p.BlockProtocol, func(s network.Stream) {
+		defer s.Close()
+		for {
+			var hdr [5]byte
+			if _, err := io.ReadFull(s, hdr[:]); err != nil {
+				return
+			}
+			msg := make([]byte, binary.BigEndian.Uint32(hdr[1:]))
+			if _, err := io.ReadFull(s, msg); err != nil {
+				return
+			}
+			if _, err := s.Write(respond(msg[0], msg[1:9], msg[9:])); err != nil {
+				return
+			}
+		}
+	})
+}
+
+func frame(payload ...[]byte) []byte {
+	p := bytes.Join(payload, nil)
+	b := rawFrame(1, uint32(len(p)))
+	return append(b, p...)
+}
+
+func TestHostileBlockServer(t *testing.T) {
+	ctx := context.Background()
+	good := []byte("the real block")
+	ref := blocks.RefOf(good)
+
+	t.Run("wrong bytes", func(t *testing.T) {
+		net := p2ptest.NewNet(t, 2)
+		hostileServer(net.Hosts[0], func(op byte, id, body []byte) []byte {
+			return frame([]byte{0}, id, []byte("forged block"))
+		})
+		r := remote(t, net.Hosts[1], net.Hosts[0].ID())
+		got, err := r.Get(ctx, ref)
+		if !errors.Is(err, spindle.Integrity) || got != nil {
+			t.Fatalf("Get of a forged block = %q, %v; want Integrity", got, err)
+		}
+		// A local cache filled from the remote store is not poisoned.
+		var cache mem.Store
+		if data, err := r.Get(ctx, ref); err == nil {
+			cache.Put(ctx, data)
+		}
+		if _, err := cache.Get(ctx, ref); !errors.Is(err, spindle.NotExist) {
+			t.Fatalf("forged block reached the cache: %v", err)
+		}
+		// A Put acknowledged with another ref is caught too.
+		if _, err := r.Put(ctx, good); !errors.Is(err, spindle.Integrity) {
+			t.Fatalf("Put acknowledged with a wrong ref: %v, want Integrity", err)
+		}
+	})
+
+	t.Run("oversized frame", func(t *testing.T) {
+		net := p2ptest.NewNet(t, 2)
+		hostileServer(net.Hosts[0], func(op byte, id, body []byte) []byte {
+			return rawFrame(1, 1<<31)
+		})
+		r := remote(t, net.Hosts[1], net.Hosts[0].ID())
+		_, err := r.Get(ctx, ref)
+		if !errors.Is(err, spindle.Invalid) {
+			t.Fatalf("Get answered by an oversized frame: %v, want Invalid", err)
+		}
+	})
+
+	t.Run("malformed response", func(t *testing.T) {
+		net := p2ptest.NewNet(t, 2)
+		hostileServer(net.Hosts[0], func(op byte, id, body []byte) []byte {
+			return frame([]byte{9, 9})
+		})
+		r := remote(t, net.Hosts[1], net.Hosts[0].ID())
+		if _, err := r.Get(ctx, ref); !errors.Is(err, spindle.Invalid) {
+			t.Fatalf("Get answered by a malformed frame: %v, want Invalid", err)
+		}
+	})
+
+	t.Run("silent", func(t *testing.T) {
+		net := p2ptest.NewNet(t, 2)
+		hostileServer(net.Hosts[0], func(op byte, id, body []byte) []byte { return nil })
+		r := remote(t, net.Hosts[1], net.Hosts[0].ID())
+		ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		if _, err := r.Get(ctx, ref); !errors.Is(err, spindle.Transient) {
+			t.Fatalf("Get from a silent peer: %v, want Transient", err)
+		}
+	})
+}
+
+func TestHostileBlockClient(t *testing.T) {
+	ctx := context.Background()
+	net := p2ptest.NewNet(t, 3)
+	srv, evil, honest := net.Hosts[0], net.Hosts[1], net.Hosts[2]
+	store := serve(t, srv, p2p.BlockServerConfig{CanPut: allowAll})
+
+	for _, bad := range [][]byte{
+		rawFrame(1, spindle.MaxStoredBlockSize+100),                                   // Oversized frame.
+		frame([]byte{7}, make([]byte, 8), []byte("x")),                                // Unknown op.
+		frame([]byte{1, 2, 3}),                                                        // Short request.
+		frame([]byte{2}, make([]byte, 8), make([]byte, spindle.MaxStoredBlockSize+1)), // Oversized block.
+	} {
+		s, err := evil.NewStream(ctx, srv.ID(), p2p.BlockProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Write(bad)
+		s.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadAll(s); err == nil {
+			t.Errorf("server did not reset a stream carrying %d bad bytes", len(bad))
+		}
+		s.Close()
+	}
+	// A Get for a malformed ref is answered with Invalid and the stream lives on.
+	r := remote(t, evil, srv.ID())
+	if _, err := r.Get(ctx, "bafkqaaa"); !errors.Is(err, spindle.Invalid) {
+		t.Fatalf("Get of a malformed ref: %v, want Invalid", err)
+	}
+
+	n := 0
+	store.List(ctx, func(spindle.Ref) error { n++; return nil })
+	if n != 0 {
+		t.Fatalf("store holds %d blocks after hostile requests, want 0", n)
+	}
+	ref, err := remote(t, honest, srv.ID()).Put(ctx, []byte("fine"))
+	if err != nil {
+		t.Fatalf("honest Put after hostile requests: %v", err)
+	}
+	if got, err := store.Get(ctx, ref); err != nil || string(got) != "fine" {
+		t.Fatalf("stored block = %q, %v", got, err)
+	}
+}
+
+// A RemoteStore whose stream breaks opens a new one.
+func TestRemoteStoreReconnects(t *testing.T) {
+	ctx := context.Background()
+	net := p2ptest.NewNet(t, 2)
+	srv, cli := net.Hosts[0], net.Hosts[1]
+	serve(t, srv, p2p.BlockServerConfig{CanPut: allowAll})
+	r := remote(t, cli, srv.ID())
+	ref, err := r.Put(ctx, []byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := net.Mock.DisconnectPeers(srv.ID(), cli.ID()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got, err := r.Get(ctx, ref); err != nil || string(got) != "a" {
+		t.Fatalf("Get after a disconnect = %q, %v", got, err)
+	}
+	net.Split(t, []int{0}, []int{1})
+	// Mocknet closes the connection asynchronously: wait for it.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := r.Get(ctx, ref)
+		if errors.Is(err, spindle.IO) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("Get from an unreachable peer: %v, want IO", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,112 @@
+package p2p_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/host"
+
+	"spindle.dev"
+	"spindle.dev/p2p"
+)
+
+func newHost(t testing.TB, cfg p2p.Config) host.Host {
+	t.Helper()
+	h, err := p2p.NewHost(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func TestIdentity(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "home", p2p.IdentityFile)
+	k1, err := p2p.LoadOrCreateIdentity(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("identity file mode %v, want 0600", fi.Mode().Perm())
+	}
+	k2, err := p2p.LoadOrCreateIdentity(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k1.Equals(k2) {
+		t.Fatal("second load returned another key")
+	}
+	ents, _ := os.ReadDir(filepath.Dir(name))
+	if len(ents) != 1 {
+		t.Errorf("home holds %d files after creating the identity, want 1", len(ents))
+	}
+	if err := os.WriteFile(name, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2p.LoadOrCreateIdentity(name); !errors.Is(err, spindle.Invalid) {
+		t.Fatalf("load of a corrupt identity: %v, want Invalid", err)
+	}
+	if data, _ := os.ReadFile(name); string(data) != "garbage" {
+		t.Fatal("a corrupt identity file was replaced")
+	}
+}
+
+func TestHostHomeKeepsIdentity(t *testing.T) {
+	home := t.TempDir()
+	h1 := newHost(t, p2p.Config{Home: home})
+	id := h1.ID()
+	h1.Close()
+	h2 := newHost(t, p2p.Config{Home: home})
+	if h2.ID() != id {
+		t.Fatalf("host on the same home has ID %s, want %s", h2.ID(), id)
+	}
+}
+
+func TestAddrsAndConnect(t *testing.T) {
+	a := newHost(t, p2p.Config{})
+	b := newHost(t, p2p.Config{})
+	addrs := p2p.Addrs(a)
+	var tcp, quic bool
+	for _, ad := range addrs {
+		if !strings.HasSuffix(string(ad), "/p2p/"+a.ID().String()) {
+			t.Errorf("address %s does not end in /p2p/<id>", ad)
+		}
+		tcp = tcp || strings.Contains(string(ad), "/tcp/")
+		quic = quic || strings.Contains(string(ad), "/quic-v1/")
+	}
+	if !tcp || !quic {
+		t.Fatalf("addresses %v lack TCP or QUIC", addrs)
+	}
+	for _, ad := range addrs {
+		id, err := p2p.Connect(context.Background(), b, ad)
+		if err != nil {
+			t.Fatalf("Connect(%s): %v", ad, err)
+		}
+		if id != a.ID() {
+			t.Fatalf("Connect returned %s, want %s", id, a.ID())
+		}
+	}
+	// A bare peer ID works once the addresses are known.
+	if _, err := p2p.Connect(context.Background(), b, p2p.PeerAddrOf(a.ID())); err != nil {
+		t.Fatalf("Connect by bare ID: %v", err)
+	}
+}
+
+func TestBadAddrs(t *testing.T) {
+	for _, a := range []spindle.PeerAddr{"", "/ip4/127.0.0.1/tcp/1", "nonsense", "/ip4/1.2.3.4/tcp/1/p2p/notanid"} {
+		if _, err := p2p.ParsePeerAddr(a); !errors.Is(err, spindle.Invalid) {
+			t.Errorf("ParsePeerAddr(%q): %v, want Invalid", a, err)
+		}
+	}
+	if _, err := p2p.NewHost(context.Background(), p2p.Config{ListenAddrs: []string{"tcp:1234"}}); !errors.Is(err, spindle.Invalid) {
+		t.Errorf("NewHost with a bad listen address: %v, want Invalid", err)
+	}
+}

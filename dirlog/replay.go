@@ -89,8 +89,6 @@ type replayer struct {
 	busy  map[spindle.UserName]bool
 	bad   map[spindle.UserName]error // Why a log was cut short.
 	keyOK map[spindle.UserName]spindle.PublicKey
-	// apply, if set, is called for every entry folded in.
-	apply func(user spindle.UserName, e *Entry, events []spindle.Event)
 }
 
 func newReplayer(keys KeyFunc, recs map[spindle.UserName][]pending) *replayer {
@@ -148,10 +146,7 @@ func (r *replayer) advance(ctx context.Context, user spindle.UserName, upto int6
 			r.bad[user] = fmt.Errorf("entry %d: %w", i+1, invalid)
 			break
 		}
-		events := t.apply(p.e)
-		if r.apply != nil {
-			r.apply(user, p.e, events)
-		}
+		t.apply(p.e)
 		r.next[user]++
 	}
 	return nil

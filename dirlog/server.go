@@ -38,6 +38,7 @@ type Server struct {
 	logs   map[spindle.UserName]*userLog
 	damage []error
 	closed bool
+	done   chan struct{} // Closed by Close, to end watches.
 }
 
 // A userLog is one user's log and its fold.
@@ -52,17 +53,17 @@ type userLog struct {
 	head     *Head         // Last signed head, if any.
 }
 
-// seqEvents are the events of one entry.
+// seqEvents are the changes one entry made.
 type seqEvents struct {
 	seq    int64
-	events []spindle.Event
+	events []change
 }
 
 // maxRecentEvents bounds the events kept in memory for watchers; older
 // ones are recomputed from the log.
 const maxRecentEvents = 4096
 
-func (l *userLog) push(seq int64, events []spindle.Event) {
+func (l *userLog) push(seq int64, events []change) {
 	l.recent = append(l.recent, seqEvents{seq, events})
 	l.nrecent += len(events)
 	for len(l.recent) > 1 && l.nrecent > maxRecentEvents {
@@ -97,7 +98,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*userLog)}
+	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*userLog), done: make(chan struct{})}
 	users, err := store.Users(ctx)
 	if err != nil {
 		return nil, spindle.E(op, err)
@@ -179,6 +180,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.done)
 	var first error
 	for _, l := range s.logs {
 		l.appendMu.Lock()
@@ -318,7 +320,7 @@ func (s *Server) Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error
 	l.push(e.Seq, events)
 	switch e.Op {
 	case OpDelete:
-		return cloneEntry(events[0].Entry), nil
+		return cloneEntry(events[0].ev.Entry), nil
 	case OpRename:
 		q, _ := spindle.Parse(e.NewName)
 		n, _ := l.t.find(q)
@@ -335,6 +337,7 @@ type reader struct {
 	s    *Server
 	t    *tree
 	user spindle.UserName
+	load access.GroupLoader
 	can  rightsFunc
 }
 
@@ -351,7 +354,7 @@ func (s *Server) readerFor(owner, user spindle.UserName) *reader {
 		}
 		return nil, 0, nil
 	})
-	return &reader{s: s, t: t, user: user, can: t.rights(load)}
+	return &reader{s: s, t: t, user: user, load: load, can: t.rights(load)}
 }
 
 // show returns what user may see of d with right need (AnyRight, or List
@@ -359,14 +362,19 @@ func (s *Server) readerFor(owner, user spindle.UserName) *reader {
 // blocks and packdata, marked AttrIncomplete, if the user holds need but
 // not read, or nil.
 func (r *reader) show(d *spindle.DirEntry, need access.Right) (*spindle.DirEntry, error) {
-	read, err := r.can(r.user, access.Read, d.Name)
+	return r.showWith(r.can, d, need)
+}
+
+// showWith is show with rights decided by can.
+func (r *reader) showWith(can rightsFunc, d *spindle.DirEntry, need access.Right) (*spindle.DirEntry, error) {
+	read, err := can(r.user, access.Read, d.Name)
 	if err != nil {
 		return nil, err
 	}
 	if read {
 		return cloneEntry(d), nil
 	}
-	ok, err := r.can(r.user, need, d.Name)
+	ok, err := can(r.user, need, d.Name)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -575,7 +583,9 @@ func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*Head, error
 // change from that sequence number on, then new ones. A delete event holds
 // the item's last state with the sequence number of the delete; a rename
 // is a delete of every moved item followed by its put at the new name.
-// Rights are those in force when an event is sent. If the watch fails, the
+// Whether the user may see a change is judged by the Access file that
+// governed the item when the change was made (and the groups as they are
+// when the event is sent). The channel is also closed when the server is. If the watch fails, the
 // last event carries the error. The user needs some right on name.
 func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
 	const op spindle.Op = "dirlog.Watch"
@@ -672,17 +682,22 @@ func (s *Server) watch(ctx context.Context, l *userLog, user spindle.UserName, p
 			r := s.readerFor(p.User(), user)
 			var err error
 			for _, se := range raw {
-				for _, ev := range se.events {
-					q, _ := spindle.Parse(ev.Entry.Name)
+				for _, c := range se.events {
+					q, _ := spindle.Parse(c.ev.Entry.Name)
 					if !q.HasPrefix(p) {
 						continue
 					}
+					// Judge by the Access file in force at the change, so
+					// that a rename cannot reveal what was hidden.
+					can := func(u spindle.UserName, right access.Right, name spindle.PathName) (bool, error) {
+						return c.acc.Can(u, right, name, r.load)
+					}
 					var d *spindle.DirEntry
-					if d, err = r.show(ev.Entry, access.AnyRight); err != nil {
+					if d, err = r.showWith(can, c.ev.Entry, access.AnyRight); err != nil {
 						break
 					}
 					if d != nil {
-						batch = append(batch, spindle.Event{Entry: d, Delete: ev.Delete})
+						batch = append(batch, spindle.Event{Entry: d, Delete: c.ev.Delete})
 					}
 				}
 				next = se.seq + 1
@@ -703,6 +718,8 @@ func (s *Server) watch(ctx context.Context, l *userLog, user spindle.UserName, p
 		}
 		select {
 		case <-wait:
+		case <-s.done:
+			return
 		case <-ctx.Done():
 			return
 		}

@@ -557,4 +557,32 @@ func TestWatch(t *testing.T) {
 	cancel()
 	for range hch {
 	}
+
+	// Renaming a hidden directory reveals nothing to a watcher.
+	ctx, cancel = context.WithCancel(e.ctx)
+	defer cancel()
+	c = e.as(ann)
+	e.do(c.Put(ctx, control("ann@example.com/Access", "*: ann@example.com\nl: bob@example.com\n")))
+	e.do(c.MakeDirectory(ctx, "ann@example.com/secret"))
+	e.do(c.Put(ctx, control("ann@example.com/secret/Access", "*: ann@example.com\n")))
+	e.do(c.Put(ctx, file("ann@example.com/secret/x", 1)))
+	bch, err = e.as(bob).Watch(ctx, "ann@example.com/", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.do(c.Rename(ctx, "ann@example.com/secret", "ann@example.com/hidden"))
+	e.do(c.Put(ctx, file("ann@example.com/visible", 1)))
+	if ev := next(bch); ev.Entry.Name != "ann@example.com/visible" {
+		t.Fatalf("bob saw %s (delete %v) change", ev.Entry.Name, ev.Delete)
+	}
+	// Closing the server ends its watches.
+	e.s.Close()
+	select {
+	case _, ok := <-bch:
+		if ok {
+			t.Fatal("event after close")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch not ended by Close")
+	}
 }

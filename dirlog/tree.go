@@ -392,12 +392,34 @@ func checkFields(e *Entry, user spindle.UserName) error {
 	return nil
 }
 
-// apply folds a checked entry into the tree and returns the changes, as
-// events, in order.
-func (t *tree) apply(e *Entry) []spindle.Event {
+// A change is one event of an applied entry, with the Access file that
+// governed the item at that moment (before a delete, after a put), by
+// which watchers' rights are judged.
+type change struct {
+	ev  spindle.Event
+	acc *access.Access
+}
+
+// governing returns the Access file that governs name now.
+func (t *tree) governing(name spindle.PathName) *access.Access {
+	a, err := access.WhichAccess(name, t.loadAccess)
+	if err != nil {
+		return access.New(name) // Cannot happen for a name in the tree; grants the owner only.
+	}
+	return a
+}
+
+// apply folds a checked entry into the tree and returns the changes, in
+// order.
+func (t *tree) apply(e *Entry) []change {
 	seq := e.Seq
 	p, _ := spindle.Parse(e.Entry.Name)
-	var events []spindle.Event
+	var changes []change
+	gone := func(n *node) {
+		d := cloneEntry(&n.entry)
+		d.Sequence = seq
+		changes = append(changes, change{spindle.Event{Entry: d, Delete: true}, t.governing(d.Name)})
+	}
 	switch e.Op {
 	case OpPut, OpLink, OpMkdir:
 		n := &node{entry: *cloneEntry(&e.Entry)}
@@ -412,43 +434,45 @@ func (t *tree) apply(e *Entry) []spindle.Event {
 			parent.kids[p.Last()] = n
 		}
 		t.noteControl(n.entry.Name, n, seq)
-		events = append(events, spindle.Event{Entry: cloneEntry(&n.entry)})
+		changes = append(changes, change{spindle.Event{Entry: cloneEntry(&n.entry)}, t.governing(n.entry.Name)})
 	case OpDelete:
 		parent, _ := t.find(p.Dir())
 		n := parent.kids[p.Last()]
+		gone(n)
 		delete(parent.kids, p.Last())
 		t.noteControl(n.entry.Name, nil, seq)
-		gone := cloneEntry(&n.entry)
-		gone.Sequence = seq
-		events = append(events, spindle.Event{Entry: gone, Delete: true})
 	case OpRename:
 		q, _ := spindle.Parse(e.NewName)
 		parent, _ := t.find(p.Dir())
 		n := parent.kids[p.Last()]
+		walk(n, func(m *node) bool {
+			gone(m)
+			return true
+		})
 		delete(parent.kids, p.Last())
 		walk(n, func(m *node) bool {
-			gone := cloneEntry(&m.entry)
-			gone.Sequence = seq
-			events = append(events, spindle.Event{Entry: gone, Delete: true})
 			t.noteControl(m.entry.Name, nil, seq)
 			m.entry.Name = spindle.PathName(string(q.Path()) + strings.TrimPrefix(string(m.entry.Name), string(p.Path())))
 			m.entry.Sequence = seq
 			parseControl(m)
 			return true
 		})
-		walk(n, func(m *node) bool {
-			t.noteControl(m.entry.Name, m, seq)
-			events = append(events, spindle.Event{Entry: cloneEntry(&m.entry)})
-			return true
-		})
 		dst, _ := t.find(q.Dir())
 		dst.kids[q.Last()] = n
+		walk(n, func(m *node) bool {
+			t.noteControl(m.entry.Name, m, seq)
+			return true
+		})
+		walk(n, func(m *node) bool {
+			changes = append(changes, change{spindle.Event{Entry: cloneEntry(&m.entry)}, t.governing(m.entry.Name)})
+			return true
+		})
 		t.stamp(q, seq)
 	}
 	t.stamp(p, seq)
 	t.seq = seq
 	t.head = e.Hash()
-	return events
+	return changes
 }
 
 // stamp sets seq on p, if it exists, and on every directory above it.

@@ -32,7 +32,7 @@ type tree struct {
 	seq    int64
 	head   Hash
 	groups map[spindle.PathName][]groupVersion // History of every Group file.
-	acl    map[spindle.PathName]*access.Access  // Every Access file, parsed.
+	acl    map[spindle.PathName]*access.Access // Every Access file, parsed.
 }
 
 func newTree(user spindle.UserName) *tree {

@@ -131,12 +131,12 @@ func BenchmarkEE(b *testing.B) {
 	}
 
 	// The verdict. The box is shared, so the four steps are timed in turn,
-	// several rounds over, and each keeps its best time: load that comes
+	// five rounds over, and each keeps its best time: load that comes
 	// and goes then hits the ceilings and ee alike.
 	b.Run("vs-ceiling", func(b *testing.B) {
 		best := make([]time.Duration, len(steps))
 		for b.Loop() {
-			for range 3 {
+			for range 5 {
 				for i, step := range steps {
 					start := time.Now()
 					step.f()

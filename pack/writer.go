@@ -87,6 +87,11 @@ type Writer struct {
 	closed  bool
 }
 
+var (
+	_ io.WriteCloser = (*Writer)(nil)
+	_ io.ReaderFrom  = (*Writer)(nil)
+)
+
 // A slot is one block buffer travelling between the writer and the
 // goroutine that hashes and stores blocks.
 type slot struct {

@@ -26,9 +26,10 @@
 // remove, delete on the old and create on the new name to rename; Access and
 // Group files are the owner's alone. A tree begins with the owner's mkdir of
 // its root. A Group file owned by another user is read from that user's log
-// on the same host; the host records, beside the entry, the sequence number
-// of every other log it consulted, so that replay ([Server] at start-up) and
-// [Audit] reproduce the decision exactly.
+// on the same host. The host records, beside the entry, the writer's key
+// that verified it and the sequence number of every other log it consulted,
+// so that replay ([Server] at start-up) and [Audit] reproduce the decision
+// exactly, also after the writer has rotated keys (given a key history).
 //
 // # Storage
 //

@@ -50,6 +50,7 @@ const (
 	MaxEntrySize  = 128 << 20 // Bytes of one encoded entry.
 	maxRefLen     = 256       // Bytes of a block reference.
 	maxDeps       = 1 << 12   // Other logs consulted for one decision.
+	maxKeyLen     = 1 << 10   // Bytes of a public key's text form.
 	entryMagic    = "SPDLE1"  // Starts every encoded entry.
 	signedContext = "spindle.dev/dirlog entry signature v1\n"
 	hashContext   = "spindle.dev/dirlog entry hash v1\n"
@@ -330,10 +331,12 @@ func (d *decoder) entry() *Entry {
 }
 
 // A record is what a log stores for one entry: the entry's encoding and the
-// host's note of the other logs it consulted to decide the entry's
-// validity, by their sequence numbers at that moment.
+// host's notes on its decision: the writer's key that verified the
+// signature, and the other logs it consulted, by their sequence numbers at
+// that moment.
 type record struct {
 	entry []byte
+	key   spindle.PublicKey
 	deps  []dep
 }
 
@@ -348,6 +351,7 @@ const recordMagic = "SPDLR1"
 func (r *record) marshal() []byte {
 	b := append([]byte(nil), recordMagic...)
 	b = appendBytes(b, r.entry)
+	b = appendString(b, string(r.key))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(r.deps)))
 	for _, d := range r.deps {
 		b = appendString(b, string(d.user))
@@ -362,6 +366,7 @@ func unmarshalRecord(data []byte) (*record, error) {
 		return nil, errors.New("bad record magic")
 	}
 	r := &record{entry: d.bytes(MaxEntrySize, "entry")}
+	r.key = spindle.PublicKey(d.string(maxKeyLen, "key"))
 	n := d.u32("dependency count")
 	if n > maxDeps {
 		d.fail("%d dependencies, limit is %d", n, maxDeps)

@@ -16,9 +16,16 @@ import (
 // operation without judging the entry.
 type KeyFunc func(ctx context.Context, user spindle.UserName) (spindle.PublicKey, error)
 
-// verifySignature checks e's signature with the writer's key. It returns
-// invalid for a bad entry and fatal when the key could not be found.
-func verifySignature(ctx context.Context, keys KeyFunc, e *Entry) (invalid, fatal error) {
+// A KeyHistoryFunc returns every key a user has held, current one
+// included, as the key cluster's log records them.
+type KeyHistoryFunc func(ctx context.Context, user spindle.UserName) ([]spindle.PublicKey, error)
+
+// verifySignature checks e's signature with the writer's key: the key the
+// host recorded when it accepted the entry, if any, which must be the
+// writer's current key or, after a key rotation, one that history confirms
+// the writer held. It returns invalid for a bad entry and fatal when the
+// keys could not be learnt or an old key cannot be confirmed.
+func verifySignature(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, e *Entry, recorded spindle.PublicKey) (invalid, fatal error) {
 	if keys == nil {
 		return nil, spindle.E(spindle.Internal, "dirlog: no key function")
 	}
@@ -29,6 +36,24 @@ func verifySignature(ctx context.Context, keys KeyFunc, e *Entry) (invalid, fata
 			return spindle.E(spindle.Permission, e.Entry.Name, e.Writer, fmt.Errorf("writer has no usable key: %w", err)), nil
 		}
 		return nil, spindle.E(e.Entry.Name, e.Writer, err)
+	}
+	if recorded != "" && recorded != key {
+		if err := spindle.Verify(recorded, e.SignedDigest(), e.Sig); err != nil {
+			return spindle.E(spindle.Integrity, e.Entry.Name, e.Writer, "entry signature does not verify with the key recorded for it"), nil
+		}
+		if history == nil {
+			return nil, spindle.E(spindle.Integrity, e.Entry.Name, e.Writer, fmt.Sprintf("entry %d was signed with %s, which is not the writer's current key; without a key history it cannot be confirmed as the writer's (see Config.KeyHistory)", e.Seq, recorded))
+		}
+		held, err := history(ctx, e.Writer)
+		if err != nil {
+			return nil, spindle.E(e.Entry.Name, e.Writer, err)
+		}
+		for _, k := range held {
+			if k == recorded {
+				return nil, nil
+			}
+		}
+		return spindle.E(spindle.Integrity, e.Entry.Name, e.Writer, "entry was signed with a key the writer never held"), nil
 	}
 	if err := spindle.Verify(key, e.SignedDigest(), e.Sig); err != nil {
 		return spindle.E(spindle.Integrity, e.Entry.Name, e.Writer, "entry signature does not verify with the writer's key"), nil
@@ -82,7 +107,8 @@ func decodePending(b []byte) pending {
 // between them that the host recorded, so that every decision is taken
 // again against exactly the state it was first taken against.
 type replayer struct {
-	keys  KeyFunc
+	keys    KeyFunc
+	history KeyHistoryFunc
 	recs  map[spindle.UserName][]pending
 	trees map[spindle.UserName]*tree
 	next  map[spindle.UserName]int
@@ -91,9 +117,10 @@ type replayer struct {
 	keyOK map[spindle.UserName]spindle.PublicKey
 }
 
-func newReplayer(keys KeyFunc, recs map[spindle.UserName][]pending) *replayer {
+func newReplayer(keys KeyFunc, history KeyHistoryFunc, recs map[spindle.UserName][]pending) *replayer {
 	r := &replayer{
-		keys:  keys,
+		keys:    keys,
+		history: history,
 		recs:  recs,
 		trees: make(map[spindle.UserName]*tree),
 		next:  make(map[spindle.UserName]int),
@@ -163,7 +190,7 @@ func (r *replayer) validate(ctx context.Context, user spindle.UserName, t *tree,
 	if e.Seq != t.seq+1 || e.Prev != t.head {
 		return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("entry claims sequence %d after %.12s; the log is at %d, %.12s", e.Seq, e.Prev, t.seq, t.head)), nil
 	}
-	if invalid, fatal = verifySignature(ctx, r.cachedKeys, e); invalid != nil || fatal != nil {
+	if invalid, fatal = verifySignature(ctx, r.cachedKeys, r.history, e, p.rec.key); invalid != nil || fatal != nil {
 		return invalid, fatal
 	}
 	deps := make(map[spindle.UserName]int64)
@@ -230,11 +257,12 @@ type AuditReport struct {
 // Audit re-checks whole logs from their bytes, as stored on disk or held by
 // a [MemStore], exactly as a host does when it starts: framing, hash chain,
 // signatures (with keys), and every writer's rights under the Access and
-// Group files in force at each point. Logs whose decisions consulted other
+// Group files in force at each point. Entries signed with a key the writer
+// has since replaced need history (which may be nil otherwise). Logs whose decisions consulted other
 // users' Group files must be audited together with those users' logs. The
 // reports are sorted by user. Audit returns an error only if it could not
 // decide, such as when keys fails with a kind other than NotExist or Invalid.
-func Audit(ctx context.Context, logs map[spindle.UserName][]byte, keys KeyFunc) ([]AuditReport, error) {
+func Audit(ctx context.Context, logs map[spindle.UserName][]byte, keys KeyFunc, history KeyHistoryFunc) ([]AuditReport, error) {
 	const op spindle.Op = "dirlog.Audit"
 	recs := make(map[spindle.UserName][]pending)
 	tails := make(map[spindle.UserName]error)
@@ -252,7 +280,7 @@ func Audit(ctx context.Context, logs map[spindle.UserName][]byte, keys KeyFunc) 
 		}
 		recs[u] = ps
 	}
-	r := newReplayer(keys, recs)
+	r := newReplayer(keys, history, recs)
 	if err := r.run(ctx); err != nil {
 		return nil, spindle.E(op, err)
 	}

@@ -211,11 +211,11 @@ func TestForeignGroup(t *testing.T) {
 		t.Fatalf("damage: %v", d)
 	}
 	// Audit needs both logs; ann's alone cannot be re-decided.
-	reports, err := Audit(ctx, map[spindle.UserName][]byte{ann: store.Bytes(ann), bob: store.Bytes(bob)}, e.keys)
+	reports, err := Audit(ctx, map[spindle.UserName][]byte{ann: store.Bytes(ann), bob: store.Bytes(bob)}, e.keys, nil)
 	if err != nil || reports[0].Err != nil || reports[1].Err != nil {
 		t.Fatalf("Audit of both logs = %+v, %v", reports, err)
 	}
-	reports, err = Audit(ctx, map[spindle.UserName][]byte{ann: store.Bytes(ann)}, e.keys)
+	reports, err = Audit(ctx, map[spindle.UserName][]byte{ann: store.Bytes(ann)}, e.keys, nil)
 	if err != nil || reports[0].Err == nil || reports[0].Entries != 2 {
 		t.Fatalf("Audit of ann's log alone = %+v, %v", reports, err)
 	}

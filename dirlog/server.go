@@ -18,6 +18,10 @@ type Config struct {
 	// Keys returns writers' public keys; it is required. A node backs it
 	// with the key cluster.
 	Keys KeyFunc
+	// KeyHistory returns every key a user has held. It is needed only
+	// to replay entries signed before a key rotation: without it, New
+	// refuses to open a log holding such an entry rather than cut it.
+	KeyHistory KeyHistoryFunc
 	// Host signs the heads the server hands out. If nil, heads are not
 	// signed.
 	Host spindle.Signer
@@ -136,7 +140,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	for u, ps := range recs {
 		scanned[u] = len(ps)
 	}
-	r := newReplayer(cfg.Keys, recs)
+	r := newReplayer(cfg.Keys, cfg.KeyHistory, recs)
 	if err := r.run(ctx); err != nil {
 		closeAll()
 		return nil, spindle.E(op, err)
@@ -263,7 +267,11 @@ func (s *Server) Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error
 		// Refuse early, before the cost of a signature check.
 		return nil, spindle.E(op, spindle.Transient, p.Path(), e.Writer, fmt.Sprintf("log head moved: entry is for sequence %d, head is at %d; read the head and sign again", e.Seq, seq))
 	}
-	invalid, fatal := verifySignature(ctx, s.cfg.Keys, e)
+	key, err := s.cfg.Keys(ctx, e.Writer)
+	if err != nil && spindle.KindOf(err) != spindle.NotExist && spindle.KindOf(err) != spindle.Invalid {
+		return nil, spindle.E(op, p.Path(), e.Writer, err)
+	}
+	invalid, fatal := verifySignature(ctx, func(context.Context, spindle.UserName) (spindle.PublicKey, error) { return key, err }, nil, e, "")
 	if fatal != nil {
 		return nil, spindle.E(op, fatal)
 	}
@@ -291,7 +299,7 @@ func (s *Server) Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error
 		return nil, spindle.E(op, err)
 	}
 
-	rec := record{entry: e.Marshal()}
+	rec := record{entry: e.Marshal(), key: key}
 	for u, seq := range deps {
 		rec.deps = append(rec.deps, dep{u, seq})
 	}

@@ -331,7 +331,7 @@ func TestForgedAndUnauthorizedEntries(t *testing.T) {
 				if len(dmg) != 1 {
 					t.Fatalf("Damage = %v", dmg)
 				}
-				reports, err := Audit(ctx, map[spindle.UserName][]byte{ann: append(good, appendFrame(nil, (&record{entry: bad.Marshal()}).marshal())...)}, e.keys)
+				reports, err := Audit(ctx, map[spindle.UserName][]byte{ann: append(good, appendFrame(nil, (&record{entry: bad.Marshal()}).marshal())...)}, e.keys, nil)
 				if err != nil || len(reports) != 1 || reports[0].Err == nil || reports[0].Entries != h.Seq {
 					t.Fatalf("Audit = %+v, %v", reports, err)
 				}
@@ -351,7 +351,7 @@ func TestAudit(t *testing.T) {
 	e.setup()
 	e.do(e.as(bob).MakeDirectory(e.ctx, "bob@example.com/"))
 	logs := map[spindle.UserName][]byte{ann: store.Bytes(ann), bob: store.Bytes(bob)}
-	reports, err := Audit(e.ctx, logs, e.keys)
+	reports, err := Audit(e.ctx, logs, e.keys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestAudit(t *testing.T) {
 	for _, i := range []int{0, 1, 3, 2, 4} {
 		swapped = appendFrame(swapped, recs[i])
 	}
-	reports, _ = Audit(e.ctx, map[spindle.UserName][]byte{ann: swapped}, e.keys)
+	reports, _ = Audit(e.ctx, map[spindle.UserName][]byte{ann: swapped}, e.keys, nil)
 	if reports[0].Err == nil || reports[0].Entries != 2 || spindle.KindOf(reports[0].Err) != spindle.Integrity {
 		t.Fatalf("Audit of swapped log = %+v", reports[0])
 	}
@@ -584,5 +584,56 @@ func TestWatch(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("watch not ended by Close")
+	}
+}
+
+func TestKeyRotation(t *testing.T) {
+	store := &MemStore{}
+	e := newEnv(t, store)
+	e.setup()
+	want := e.dump(ann)
+	old := e.signers[ann]
+	e.s.Close()
+	e.mu.Lock()
+	e.signers[ann] = newSigner(t, ann)
+	e.mu.Unlock()
+
+	// Without a key history, entries signed with the old key can be
+	// neither confirmed nor cut: New refuses to open.
+	_, err := New(e.ctx, store, Config{Keys: e.keys})
+	wantKind(t, err, spindle.Integrity, "replay after rotation without history")
+	if got := len(store.Cuts(ann)); got != 0 {
+		t.Fatalf("%d cuts made", got)
+	}
+	// With a history that confirms the old key, the tree comes back whole.
+	e.history = func(ctx context.Context, u spindle.UserName) ([]spindle.PublicKey, error) {
+		k, _ := e.keys(ctx, u)
+		if u == ann {
+			return []spindle.PublicKey{old.pub, k}, nil
+		}
+		return []spindle.PublicKey{k}, nil
+	}
+	e.open()
+	if got := e.dump(ann); got != want || len(e.s.Damage()) != 0 {
+		t.Fatalf("replay with key history:\n%s\ndamage %v", got, e.s.Damage())
+	}
+	// The old key signs no more.
+	_, err = e.s.For(old).Put(e.ctx, file("ann@example.com/docs/old-key", 1))
+	wantKind(t, err, spindle.Integrity, "append signed with the old key")
+	e.do(e.as(ann).Put(e.ctx, file("ann@example.com/docs/new-key", 1)))
+	want = e.dump(ann)
+	e.reopen()
+	if e.dump(ann) != want {
+		t.Fatal("replay across the rotation differs")
+	}
+	// A history that does not know the key: the entries are invalid.
+	e.s.Close()
+	e.history = func(ctx context.Context, u spindle.UserName) ([]spindle.PublicKey, error) {
+		k, _ := e.keys(ctx, u)
+		return []spindle.PublicKey{k}, nil
+	}
+	e.open()
+	if len(e.s.Damage()) != 1 || e.dump(ann) != "(no tree)" {
+		t.Fatalf("unknown old key accepted: %v\n%s", e.s.Damage(), e.dump(ann))
 	}
 }

@@ -109,23 +109,23 @@ func decodePending(b []byte) pending {
 type replayer struct {
 	keys    KeyFunc
 	history KeyHistoryFunc
-	recs  map[spindle.UserName][]pending
-	trees map[spindle.UserName]*tree
-	next  map[spindle.UserName]int
-	busy  map[spindle.UserName]bool
-	bad   map[spindle.UserName]error // Why a log was cut short.
-	keyOK map[spindle.UserName]spindle.PublicKey
+	recs    map[spindle.UserName][]pending
+	trees   map[spindle.UserName]*tree
+	next    map[spindle.UserName]int
+	busy    map[spindle.UserName]bool
+	bad     map[spindle.UserName]error // Why a log was cut short.
+	keyOK   map[spindle.UserName]spindle.PublicKey
 }
 
 func newReplayer(keys KeyFunc, history KeyHistoryFunc, recs map[spindle.UserName][]pending) *replayer {
 	r := &replayer{
 		keys:    keys,
 		history: history,
-		recs:  recs,
-		trees: make(map[spindle.UserName]*tree),
-		next:  make(map[spindle.UserName]int),
-		busy:  make(map[spindle.UserName]bool),
-		bad:   make(map[spindle.UserName]error),
+		recs:    recs,
+		trees:   make(map[spindle.UserName]*tree),
+		next:    make(map[spindle.UserName]int),
+		busy:    make(map[spindle.UserName]bool),
+		bad:     make(map[spindle.UserName]error),
 	}
 	for u := range recs {
 		r.trees[u] = newTree(u)

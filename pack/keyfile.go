@@ -45,10 +45,31 @@ const (
 // mode 0600, and the archive, if not empty, to [ArchiveFile] with mode
 // 0600. Each file is written to a temporary file, synced and renamed, so a
 // crash leaves either the old or the new file.
+//
+// Save never destroys a key: if dir already holds a private key that is
+// neither k's current key nor in k's archive, it fails with Exist and
+// writes nothing. To replace a key, [Keys.Rotate] the loaded keys instead.
 func (k *Keys) Save(dir string) error {
 	const op spindle.Op = "pack.Save"
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return spindle.E(op, k.user, spindle.IO, err)
+	}
+	privName := filepath.Join(dir, PrivateKeyFile)
+	old, err := readPrivateFile(privName)
+	switch {
+	case errors.Is(err, spindle.NotExist):
+	case err != nil:
+		return spindle.E(op, k.user, err)
+	default:
+		_, pairs, err := parseKeyFile(old, privateHeader)
+		if err != nil {
+			return spindle.E(op, k.user, spindle.Invalid, fmt.Errorf("%s: %w", privName, err))
+		}
+		for _, p := range pairs {
+			if k.pairFor(p.hash) == nil {
+				return spindle.E(op, k.user, spindle.Exist, fmt.Sprintf("%s holds another key, which saving would destroy; load and rotate it instead", privName))
+			}
+		}
 	}
 	var priv bytes.Buffer
 	fmt.Fprintf(&priv, "%s\nuser %s\n", privateHeader, k.user)
@@ -99,7 +120,15 @@ func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, name)
+	if err := os.Rename(tmp, name); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(name))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Load reads keys written by [Keys.Save] from dir. It refuses, with an

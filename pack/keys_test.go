@@ -103,6 +103,14 @@ func TestKeyFiles(t *testing.T) {
 		t.Fatalf("loaded keys differ: %v %v", got.UserName(), got.PublicKeys())
 	}
 
+	// Saving other keys over them is refused.
+	if err := testKeys(t, alice, 7).Save(dir); !errors.Is(err, spindle.Exist) {
+		t.Fatalf("Save over another key: %v, want Exist", err)
+	}
+	if got, err := Load(dir); err != nil || got.PublicKey() != k.PublicKey() {
+		t.Fatalf("refused Save changed the files: %v", err)
+	}
+
 	// Rotate twice: the archive holds both old keys, newest first.
 	k.Rotate(Secret{2})
 	k.Rotate(Secret{3})

@@ -179,19 +179,26 @@ func (s *Server) Damage() []error {
 // Close closes every log. The server must not be used afterwards.
 func (s *Server) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
 	close(s.done)
-	var first error
+	logs := make([]*userLog, 0, len(s.logs))
 	for _, l := range s.logs {
+		logs = append(logs, l)
+	}
+	s.mu.Unlock()
+	var first error
+	for _, l := range logs {
+		// Appends in progress finish first; later ones fail in lockLog.
 		l.appendMu.Lock()
 		if l.log != nil {
 			if err := l.log.Close(); err != nil && first == nil {
 				first = err
 			}
+			l.log = nil
 		}
 		l.appendMu.Unlock()
 	}
@@ -215,8 +222,12 @@ func (s *Server) lockLog(user spindle.UserName) (*userLog, error) {
 		s.mu.Unlock()
 		l.appendMu.Lock()
 		s.mu.RLock()
-		cur := s.logs[user]
+		cur, closed := s.logs[user], s.closed
 		s.mu.RUnlock()
+		if closed {
+			l.appendMu.Unlock()
+			return nil, spindle.E(spindle.Invalid, "server is closed")
+		}
 		if cur == l {
 			return l, nil
 		}
@@ -252,6 +263,11 @@ func (s *Server) Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error
 	p, err := cleanName(e.Entry.Name, "", "name")
 	if err != nil {
 		return nil, spindle.E(op, e.Writer, err)
+	}
+	// The entry must be one a decoder accepts, or replay would refuse it.
+	encoded := e.Marshal()
+	if _, err := UnmarshalEntry(encoded); err != nil {
+		return nil, spindle.E(op, p.Path(), e.Writer, err)
 	}
 	owner := p.User()
 	l, err := s.lockLog(owner)
@@ -299,7 +315,7 @@ func (s *Server) Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error
 		return nil, spindle.E(op, err)
 	}
 
-	rec := record{entry: e.Marshal(), key: key}
+	rec := record{entry: encoded, key: key}
 	for u, seq := range deps {
 		rec.deps = append(rec.deps, dep{u, seq})
 	}

@@ -69,6 +69,8 @@ func TestOperations(t *testing.T) {
 			if !strings.Contains(err.Error(), "line 1") {
 				t.Errorf("malformed Access error does not name the line: %v", err)
 			}
+			_, err = c.Put(ctx, control("ann@example.com/Group/big", strings.Repeat("bob@example.com\n", MaxInline/16+1)))
+			wantKind(t, err, spindle.Invalid, "oversized Group file")
 			_, err = c.MakeDirectory(ctx, "ann@example.com/docs/Access")
 			wantKind(t, err, spindle.Invalid, "directory named Access")
 			// Another user's tree does not exist until its owner makes it.

@@ -444,4 +444,3 @@ func (p *putPipe) wait() error {
 	defer p.mu.Unlock()
 	return p.err
 }
-

@@ -1,0 +1,483 @@
+package nodetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
+)
+
+const (
+	ann  spindle.UserName = "ann@example.com"
+	bob  spindle.UserName = "bob@example.com"
+	carl spindle.UserName = "carl@other.org"
+)
+
+// A scenario is one end-to-end story, run in every kind of environment
+// unless procsOnly says it needs a real process.
+type scenario struct {
+	name      string
+	procsOnly bool
+	run       func(t *testing.T, r *Runner)
+}
+
+var scenarios = []scenario{
+	{"put-get-packings", false, putGetPackings},
+	{"glob-and-ls", false, globAndList},
+	{"mkdir-rm-mv", false, mkdirRmMv},
+	{"links", false, links},
+	{"sequence-numbers", false, sequenceNumbers},
+	{"grant-each-right", false, grantEachRight},
+	{"grant-domain-all-groups", false, grantDomainAllGroups},
+	{"revoke-reader", false, revokeReader},
+	{"private-permission-notexist", false, privatePermissionNotExist},
+	{"access-files-owner-only", false, accessFilesOwnerOnly},
+	{"rewrap-on-access-change", false, rewrapOnAccessChange},
+	{"bad-input", false, badInput},
+	{"restart-keeps-everything", false, restartKeepsEverything},
+	{"corrupt-block-detected", false, corruptBlockDetected},
+	{"kill-during-put", true, killDuringPut},
+}
+
+func TestScenarios(t *testing.T) {
+	for _, kind := range []string{InProc, Procs} {
+		for _, sc := range scenarios {
+			t.Run(kind+"/"+sc.name, func(t *testing.T) {
+				if sc.procsOnly && kind != Procs {
+					t.Skip("needs a real node process")
+				}
+				env := New(t, Setup{Kind: kind, Users: []spindle.UserName{ann, bob, carl}})
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				defer cancel()
+				r := NewRunner(ctx, env)
+				sc.run(t, r)
+				if r.Failed() {
+					t.Fatal(r.Diag())
+				}
+			})
+		}
+	}
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+func putGetPackings(t *testing.T, r *Runner) {
+	for _, p := range []spindle.Packing{spindle.EEPack, spindle.EEIntegrityPack, spindle.PlainPack} {
+		name := spindle.PathName("ann@example.com/" + p.String())
+		r.PutPacking(name, "hello, "+p.String(), p)
+		r.Check(r.Entry() != nil && r.Entry().Packing == p, "packing of %s", name)
+		r.Get(name)
+		r.GotData("hello, " + p.String())
+	}
+	r.Put("ann@example.com/empty", "")
+	r.Get("ann@example.com/empty")
+	r.GotData("")
+	big := randomBytes(2<<20 + 77)
+	r.PutBytes("ann@example.com/big", big)
+	r.Check(r.Entry() != nil && len(r.Entry().Blocks) == 3, "a file of 2 MiB+77 has 3 blocks")
+	r.Get("ann@example.com/big")
+	r.GotBytes(big)
+	r.Do(func(ctx context.Context, c spindle.Client) error {
+		f, err := c.Open(ctx, "ann@example.com/big")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		buf := make([]byte, 1000)
+		off := int64(1<<20 - 500)
+		if _, err := f.ReadAt(buf, off); err != nil {
+			return err
+		}
+		if !bytes.Equal(buf, big[off:off+1000]) {
+			return errors.New("random read across a block boundary returned wrong bytes")
+		}
+		return nil
+	})
+}
+
+func globAndList(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/docs")
+	r.Put("ann@example.com/docs/a.txt", "a")
+	r.Put("ann@example.com/docs/b.txt", "b")
+	r.Put("ann@example.com/docs/c.md", "c")
+	r.Glob("ann@example.com/docs/*.txt")
+	r.GotEntries("ann@example.com/docs/a.txt", "ann@example.com/docs/b.txt")
+	r.Glob("@/docs/*")
+	r.GotEntries("ann@example.com/docs/a.txt", "ann@example.com/docs/b.txt", "ann@example.com/docs/c.md")
+	r.Glob("ann@example.com/*")
+	r.GotEntries("ann@example.com/docs")
+}
+
+func mkdirRmMv(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/d")
+	r.MakeDir("ann@example.com/d/e")
+	r.Put("ann@example.com/d/e/f", "deep")
+	r.Put("ann@example.com/d/g", "shallow")
+	r.MakeDir("ann@example.com/d")
+	r.Want(spindle.Exist)
+	r.MakeDir("ann@example.com/nope/x")
+	r.Want(spindle.NotExist)
+	r.Delete("ann@example.com/d")
+	r.Want(spindle.NotEmpty)
+	// Move a file, then a whole non-empty directory.
+	r.Rename("ann@example.com/d/g", "ann@example.com/g2")
+	r.Get("ann@example.com/g2")
+	r.GotData("shallow")
+	r.Lookup("ann@example.com/d/g")
+	r.Want(spindle.NotExist)
+	r.Rename("ann@example.com/d", "ann@example.com/moved")
+	r.Get("ann@example.com/moved/e/f")
+	r.GotData("deep")
+	r.Lookup("ann@example.com/d")
+	r.Want(spindle.NotExist)
+	r.Delete("ann@example.com/moved/e/f")
+	r.Delete("ann@example.com/moved/e")
+	r.Delete("ann@example.com/moved")
+	r.Glob("ann@example.com/*")
+	r.GotEntries("ann@example.com/g2")
+}
+
+func links(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/real")
+	r.Put("ann@example.com/real/file", "linked")
+	r.PutLink("ann@example.com/real/file", "ann@example.com/flink")
+	r.Get("ann@example.com/flink")
+	r.GotData("linked")
+	r.Lookup("ann@example.com/flink")
+	r.Check(r.Entry() != nil && r.Entry().Attr.IsLink() && r.Entry().Link == "ann@example.com/real/file", "lookup without follow returns the link")
+	r.PutLink("ann@example.com/real", "ann@example.com/dlink")
+	r.Get("ann@example.com/dlink/file")
+	r.GotData("linked")
+}
+
+func sequenceNumbers(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/s")
+	r.Lookup("ann@example.com/s")
+	var dirSeq int64
+	if e := r.Entry(); e != nil {
+		dirSeq = e.Sequence
+	}
+	r.Put("ann@example.com/s/x", "1")
+	var fileSeq int64
+	if e := r.Entry(); e != nil {
+		fileSeq = e.Sequence
+	}
+	r.Check(fileSeq > dirSeq, "file sequence %d after directory's %d", fileSeq, dirSeq)
+	r.Lookup("ann@example.com/s")
+	r.GotSequence(func(s int64) bool { return s == fileSeq }, "the sequence of the change below it")
+	r.Put("ann@example.com/s/x", "2")
+	r.Lookup("ann@example.com/s/x")
+	r.GotSequence(func(s int64) bool { return s > fileSeq }, "a higher sequence after overwrite")
+}
+
+func grantEachRight(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/p")
+	r.Put("ann@example.com/p/file", "secret")
+	r.Put("ann@example.com/p/Access", "*: ann@example.com\n")
+	// bob has nothing.
+	r.As(bob)
+	r.Get("ann@example.com/p/file")
+	r.Want(spindle.Private)
+	// Read.
+	r.As(ann)
+	r.Put("ann@example.com/p/Access", "*: ann@example.com\nread: bob@example.com\n")
+	r.As(bob)
+	r.Get("ann@example.com/p/file")
+	r.GotData("secret")
+	r.Put("ann@example.com/p/file", "bob was here")
+	r.Want(spindle.Permission)
+	r.Glob("ann@example.com/p/*")
+	r.GotEntries("ann@example.com/p/Access", "ann@example.com/p/file")
+	// List: sees the name, not the contents.
+	r.As(ann)
+	r.Put("ann@example.com/p/Access", "*: ann@example.com\nlist: bob@example.com\n")
+	r.As(bob)
+	r.Lookup("ann@example.com/p/file")
+	r.GotIncomplete(true)
+	r.Get("ann@example.com/p/file")
+	r.Want(spindle.Permission)
+	// Write: may overwrite, not create.
+	r.As(ann)
+	r.Put("ann@example.com/p/Access", "*: ann@example.com\nwrite: bob@example.com\n")
+	r.As(bob)
+	r.Put("ann@example.com/p/file", "overwritten by bob")
+	r.Put("ann@example.com/p/new", "x")
+	r.Want(spindle.Permission)
+	r.As(ann)
+	r.Get("ann@example.com/p/file")
+	r.GotData("overwritten by bob")
+	// Create.
+	r.Put("ann@example.com/p/Access", "*: ann@example.com\ncreate: bob@example.com\n")
+	r.As(bob)
+	r.Put("ann@example.com/p/new", "created by bob")
+	r.Delete("ann@example.com/p/new")
+	r.Want(spindle.Permission)
+	// Delete.
+	r.As(ann)
+	r.Put("ann@example.com/p/Access", "*: ann@example.com\ndelete: bob@example.com\n")
+	r.As(bob)
+	r.Delete("ann@example.com/p/new")
+	r.As(ann)
+	r.Lookup("ann@example.com/p/new")
+	r.Want(spindle.NotExist)
+}
+
+func grantDomainAllGroups(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/dom")
+	r.Put("ann@example.com/dom/Access", "*: ann@example.com\nr,l: *@example.com\n")
+	r.Put("ann@example.com/dom/f", "for example.com")
+	r.As(bob)
+	r.Get("ann@example.com/dom/f")
+	r.GotData("for example.com")
+	r.As(carl)
+	r.Get("ann@example.com/dom/f")
+	r.Want(spindle.Private)
+
+	r.As(ann)
+	r.MakeDir("ann@example.com/pub")
+	r.Put("ann@example.com/pub/Access", "*: ann@example.com\nread: all\nlist: all\n")
+	r.Put("ann@example.com/pub/f", "for everyone")
+	r.Check(r.Entry() != nil && r.Entry().Packing == spindle.EEIntegrityPack, "a file readable by all is stored with eeintegrity")
+	r.As(carl)
+	r.Get("ann@example.com/pub/f")
+	r.GotData("for everyone")
+
+	// Groups, nested: friends includes carl's group, which includes carl.
+	r.As(ann)
+	r.MakeDir("ann@example.com/Group")
+	r.Put("ann@example.com/Group/friends", "bob@example.com, carl@other.org/Group/mates\n")
+	r.As(carl)
+	r.MakeDir("carl@other.org/Group")
+	r.Put("carl@other.org/Group/mates", "carl@other.org\n")
+	r.Put("carl@other.org/Group/Access", "r: all\n")
+	r.As(ann)
+	r.MakeDir("ann@example.com/grp")
+	r.Put("ann@example.com/grp/Access", "*: ann@example.com\nread, list: friends\n")
+	r.Put("ann@example.com/grp/f", "for friends")
+	r.As(bob)
+	r.Get("ann@example.com/grp/f")
+	r.GotData("for friends")
+	r.As(carl)
+	r.Get("ann@example.com/grp/f")
+	r.GotData("for friends")
+}
+
+func revokeReader(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/rv")
+	r.Put("ann@example.com/rv/Access", "*: ann@example.com\nread, list: bob@example.com\n")
+	r.Put("ann@example.com/rv/old", "bob may read")
+	r.Readers("ann@example.com/rv/old")
+	r.GotReaders(ann, bob)
+	r.As(ann)
+	r.Put("ann@example.com/rv/Access", "*: ann@example.com\n")
+	r.Put("ann@example.com/rv/new", "bob may not read")
+	r.Readers("ann@example.com/rv/new")
+	r.GotReaders(ann)
+	// The Access change re-wrapped the old file too.
+	r.Readers("ann@example.com/rv/old")
+	r.GotReaders(ann)
+	r.As(bob)
+	r.Get("ann@example.com/rv/new")
+	r.Want(spindle.Private)
+}
+
+func privatePermissionNotExist(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/ppn")
+	r.Put("ann@example.com/ppn/Access", "*: ann@example.com\nlist: bob@example.com\n")
+	r.Put("ann@example.com/ppn/there", "x")
+	r.As(bob)
+	r.Lookup("ann@example.com/ppn/missing")
+	r.Want(spindle.NotExist)
+	r.Get("ann@example.com/ppn/there")
+	r.Want(spindle.Permission)
+	r.As(carl)
+	r.Lookup("ann@example.com/ppn/missing")
+	r.Want(spindle.Private)
+	r.Lookup("ann@example.com/ppn/there")
+	r.Want(spindle.Private)
+}
+
+func accessFilesOwnerOnly(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/open")
+	r.Put("ann@example.com/open/Access", "*: all\n")
+	r.As(bob)
+	r.Put("ann@example.com/open/file", "bob may write here")
+	r.Put("ann@example.com/open/Access", "*: bob@example.com\n")
+	r.Want(spindle.Permission)
+	r.Put("ann@example.com/Group/x", "bob@example.com\n")
+	r.Want(spindle.Private) // bob has no right at all on ann@example.com/Group.
+	r.Delete("ann@example.com/open/Access")
+	r.Want(spindle.Permission)
+}
+
+func rewrapOnAccessChange(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/rw")
+	r.Put("ann@example.com/rw/a", "one")
+	r.MakeDir("ann@example.com/rw/sub")
+	r.Put("ann@example.com/rw/sub/b", "two")
+	r.As(bob)
+	r.Get("ann@example.com/rw/a")
+	r.Want(spindle.Private)
+	r.As(ann)
+	r.Share("ann@example.com/rw", true, false)
+	// Grant read: existing files become readable at once, no share -fix.
+	r.Put("ann@example.com/rw/Access", "read, list: bob@example.com\n")
+	r.As(bob)
+	r.Get("ann@example.com/rw/a")
+	r.GotData("one")
+	r.Get("ann@example.com/rw/sub/b")
+	r.GotData("two")
+}
+
+func badInput(t *testing.T, r *Runner) {
+	r.Put("ann@example.com/Access", "read bob@example.com\n")
+	r.Want(spindle.Invalid)
+	r.Put("ann@example.com/Access", "rea: bob@example.com\n")
+	r.Want(spindle.Invalid)
+	r.MakeDir("ann@example.com/Group")
+	r.Put("ann@example.com/Group/g", "all\n")
+	r.Want(spindle.Invalid)
+	r.Put("not a name/x", "x")
+	r.Want(spindle.Invalid)
+	r.Put("ann@nodot/x", "x")
+	r.Want(spindle.Invalid)
+	r.Get("nobody@nowhere.org/x")
+	r.Want(spindle.Private) // An unknown user's tree reveals nothing.
+	r.Do(func(ctx context.Context, c spindle.Client) error {
+		_, err := c.LookupUser(ctx, "nobody@nowhere.org")
+		if !errors.Is(err, spindle.NotExist) {
+			return errors.New("lookup of an unknown user: want NotExist, got " + errString(err))
+		}
+		_, err = c.Put(ctx, "ann@example.com/Access", strings.NewReader("no colon here\n"), 0, nil)
+		if err == nil || !strings.Contains(err.Error(), "line 1") {
+			return errors.New("a malformed Access file's error must name the line: " + errString(err))
+		}
+		return nil
+	})
+	// Nothing bad was stored.
+	r.WhichAccess("ann@example.com/x")
+	r.GotNoEntry()
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+func restartKeepsEverything(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/keep")
+	r.Put("ann@example.com/keep/Access", "*: ann@example.com\nr,l: bob@example.com\n")
+	data := randomBytes(1<<20 + 3)
+	r.PutBytes("ann@example.com/keep/f", data)
+	r.Check(r.env.Restart() == nil, "restart")
+	r.Get("ann@example.com/keep/f")
+	r.GotBytes(data)
+	r.As(bob)
+	r.Get("ann@example.com/keep/f")
+	r.GotBytes(data)
+	r.As(ann)
+	r.Put("ann@example.com/keep/after", "after restart")
+	r.Get("ann@example.com/keep/after")
+	r.GotData("after restart")
+}
+
+func corruptBlockDetected(t *testing.T, r *Runner) {
+	r.Put("ann@example.com/c", "this block will rot on disk")
+	e := r.Entry()
+	if e == nil || len(e.Blocks) != 1 {
+		r.Check(false, "no entry with one block")
+		return
+	}
+	d, err := blocks.ParseRef(e.Blocks[0].Ref)
+	if err != nil {
+		r.Check(false, "parse ref: %v", err)
+		return
+	}
+	file := findBlockFile(r.env.Home, d)
+	if file == "" {
+		r.Check(false, "block file not found under %s", r.env.Home)
+		return
+	}
+	b, err := os.ReadFile(file)
+	r.Check(err == nil && len(b) > 0, "read block file")
+	b[len(b)/2] ^= 0x40
+	r.Check(os.WriteFile(file, b, 0o600) == nil, "write block file")
+	r.Get("ann@example.com/c")
+	r.Want(spindle.Integrity)
+	_, err = os.Stat(file)
+	r.Check(os.IsNotExist(err), "the corrupt block file was removed, not served again")
+}
+
+func findBlockFile(home string, d blocks.Digest) string {
+	var found string
+	want := strings.ToLower(strings.TrimSpace(hexString(d[:])))
+	filepath.WalkDir(filepath.Join(home, "blocks"), func(p string, de os.DirEntry, err error) error {
+		if err == nil && !de.IsDir() && de.Name() == want {
+			found = p
+		}
+		return nil
+	})
+	return found
+}
+
+func hexString(b []byte) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, digits[c>>4], digits[c&15])
+	}
+	return string(out)
+}
+
+// killDuringPut kills the node with SIGKILL while a large file is being
+// stored: afterwards the file is either absent or whole, never half there.
+func killDuringPut(t *testing.T, r *Runner) {
+	data := randomBytes(64 << 20)
+	c, err := r.env.Client(ann)
+	if err != nil {
+		r.Check(false, "client: %v", err)
+		return
+	}
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		var once bool
+		_, err := c.Put(r.ctx, "ann@example.com/killed", bytes.NewReader(data), 0, func(n int64) {
+			if !once && n > 8<<20 {
+				once = true
+				close(started)
+			}
+		})
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		r.Check(false, "put finished before the kill: %v", err)
+		return
+	}
+	r.Check(r.env.Kill() == nil, "kill -9 and restart")
+	<-done
+	r.Get("ann@example.com/killed")
+	if r.err != nil && r.fresh && errors.Is(r.err, spindle.NotExist) {
+		r.Want(spindle.NotExist)
+		return
+	}
+	r.GotBytes(data)
+	_ = io.EOF
+}

@@ -114,17 +114,21 @@ type DirBlock struct {
 
 // A DirEntry describes a file, directory or link.
 type DirEntry struct {
-	Name     PathName  // Clean path name.
-	Attr     Attribute // File, directory or link.
-	Packing  Packing   // How the blocks are packed; UnknownPack for directories.
-	Time     Time      // Time of the last write.
-	Size     int64     // Plaintext size of a file.
-	Blocks   []DirBlock
-	Packdata []byte   // Packing-specific: writer's signature, wrapped keys, commitments.
-	Link     PathName // Target of a link.
-	Inline   []byte   // Contents of Access and Group files, which travel in the entry itself (never encrypted).
-	Writer   UserName // Who wrote, and signed, this entry.
-	Sequence int64    // Sequence number of the last change, in the tree's log.
+	Name PathName // Clean path name.
+	// SignedName is the name the writer signed, if the entry has since
+	// been moved by a rename (of it or of a directory above it); empty
+	// when it is Name. Readers verify the writer's signature against it.
+	SignedName PathName
+	Attr       Attribute // File, directory or link.
+	Packing    Packing   // How the blocks are packed; UnknownPack for directories.
+	Time       Time      // Time of the last write.
+	Size       int64     // Plaintext size of a file.
+	Blocks     []DirBlock
+	Packdata   []byte   // Packing-specific: writer's signature, wrapped keys, commitments.
+	Link       PathName // Target of a link.
+	Inline     []byte   // Contents of Access and Group files, which travel in the entry itself (never encrypted).
+	Writer     UserName // Who wrote, and signed, this entry.
+	Sequence   int64    // Sequence number of the last change, in the tree's log.
 }
 
 // A User is a user's key record, as the key cluster holds it. Every change
@@ -201,4 +205,12 @@ type Signer interface {
 	PublicKey() PublicKey
 	// Sign signs the SHA-256 digest of a message.
 	Sign(digest []byte) (Signature, error)
+}
+
+// SignedPath returns the name the writer signed: SignedName if set, else Name.
+func (e *DirEntry) SignedPath() PathName {
+	if e.SignedName != "" {
+		return e.SignedName
+	}
+	return e.Name
 }

@@ -286,6 +286,7 @@ func commit(fileKey []byte) [32]byte {
 //
 //	signaturePrefix
 //	len(name) (4) name       len(writer) (4) writer
+//	(name is the signed name: SignedName if set, else Name)
 //	attr (1)  packing (1)    time (8)  size (8)
 //	len(link) (4) link       sha256(inline) (32)
 //	number of blocks (8)     blockSum (32)
@@ -301,7 +302,7 @@ func signedDigest(e *spindle.DirEntry, sum, commitment [32]byte) []byte {
 		h.Write([]byte(s))
 	}
 	h.Write([]byte(signaturePrefix))
-	str(string(e.Name))
+	str(string(e.SignedPath()))
 	str(string(e.Writer))
 	h.Write([]byte{byte(e.Attr), byte(e.Packing)})
 	binary.BigEndian.PutUint64(buf[:], uint64(e.Time))

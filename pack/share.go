@@ -73,6 +73,7 @@ func Resign(entry *spindle.DirEntry, newName spindle.PathName, signer spindle.Si
 	}
 	e := *entry
 	e.Name = newName
+	e.SignedName = ""
 	if err := sign(&e, p, signer); err != nil {
 		return spindle.E(op, newName, err)
 	}

@@ -61,3 +61,30 @@ func BenchmarkLookup(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReplay measures opening a server on a disk log of 2,000
+// entries: read, re-verify every signature and right, fold.
+func BenchmarkReplay(b *testing.B) {
+	store, err := DiskStore(filepath.Join(b.TempDir(), "logs"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := newEnv(b, store)
+	c := e.as(ann)
+	e.do(c.MakeDirectory(e.ctx, "ann@example.com/"))
+	e.do(c.Put(e.ctx, control("ann@example.com/Access", "*: ann@example.com\nr: bob@example.com\n")))
+	const n = 2000
+	for i := 2; i < n; i++ {
+		e.do(c.Put(e.ctx, file(spindle.PathName(fmt.Sprintf("ann@example.com/f%d", i)), 4096)))
+	}
+	e.s.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s, err := New(e.ctx, store, Config{Keys: e.keys})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "entries/s")
+}

@@ -265,9 +265,13 @@ func (s *Server) Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error
 		return nil, spindle.E(op, e.Writer, err)
 	}
 	// The entry must be one a decoder accepts, or replay would refuse it.
+	// From here on the decoded copy is used, so that what is checked,
+	// stored and applied are the same whatever the caller does with e.
 	encoded := e.Marshal()
-	if _, err := UnmarshalEntry(encoded); err != nil {
-		return nil, spindle.E(op, p.Path(), e.Writer, err)
+	writer := e.Writer
+	e, err = UnmarshalEntry(encoded)
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), writer, err)
 	}
 	owner := p.User()
 	l, err := s.lockLog(owner)

@@ -81,3 +81,44 @@ func CheckHead(seen, got *Head) error {
 	}
 	return nil
 }
+
+const headMagic = "SPDLH1"
+
+// Marshal returns the canonical encoding of the head, signature included,
+// for travel between peers and for publishing.
+func (h *Head) Marshal() []byte {
+	b := append([]byte(nil), headMagic...)
+	b = appendString(b, string(h.User))
+	b = binary.BigEndian.AppendUint64(b, uint64(h.Seq))
+	b = append(b, h.Hash[:]...)
+	b = appendString(b, string(h.Host))
+	b = appendString(b, string(h.HostKey))
+	return appendBytes(b, h.Sig)
+}
+
+// UnmarshalHead decodes a head encoded by [Head.Marshal]. It checks the
+// structure only; use [Head.Verify] for the signature. Errors are Invalid.
+func UnmarshalHead(data []byte) (*Head, error) {
+	const op spindle.Op = "dirlog.UnmarshalHead"
+	d := decoder{b: data}
+	if string(d.take(len(headMagic), "magic")) != headMagic {
+		d.fail("bad magic")
+	}
+	h := &Head{}
+	h.User = spindle.UserName(d.string(spindle.MaxUserNameLen, "user"))
+	h.Seq = int64(d.u64("sequence"))
+	copy(h.Hash[:], d.take(len(h.Hash), "hash"))
+	h.Host = spindle.UserName(d.string(spindle.MaxUserNameLen, "host"))
+	h.HostKey = spindle.PublicKey(d.string(maxKeyLen, "host key"))
+	h.Sig = d.bytes(MaxSignature, "signature")
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err == nil && h.Seq < 0 {
+		d.fail("negative sequence %d", h.Seq)
+	}
+	if d.err != nil {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Errorf("malformed head: %w", d.err))
+	}
+	return h, nil
+}

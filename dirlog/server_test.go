@@ -397,6 +397,13 @@ func TestHead(t *testing.T) {
 	if err := h.Verify(e.signers[ann].pub); err == nil {
 		t.Fatal("head verified with the wrong key")
 	}
+	dec, err := UnmarshalHead(h.Marshal())
+	if err != nil || dec.Verify(e.host.pub) != nil || dec.Seq != h.Seq || dec.Hash != h.Hash || dec.User != ann {
+		t.Fatalf("head round trip: %+v, %v", dec, err)
+	}
+	if _, err := UnmarshalHead(h.Marshal()[:20]); err == nil {
+		t.Fatal("truncated head accepted")
+	}
 	tampered := *h
 	tampered.Seq++
 	wantKind(t, tampered.Verify(e.host.pub), spindle.Integrity, "tampered head")

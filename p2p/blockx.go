@@ -96,17 +96,18 @@ func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			resp := srv.handle(ctx, remote, msg)
-			if err := c.Send(resp); err != nil {
+			status, result := srv.handle(ctx, remote, msg)
+			if err := c.sendParts([]byte{status}, msg[1:9], result); err != nil {
 				c.Reset() // The stream is broken; the reader will see it.
 			}
 		})
 	}
 }
 
-// handle answers one request; msg has been checked to hold a header.
-func (srv *blockServer) handle(ctx context.Context, remote peer.ID, msg []byte) []byte {
-	op, id, body := msg[0], msg[1:9], msg[9:]
+// handle answers one request, whose header has been checked, with a
+// status and a result.
+func (srv *blockServer) handle(ctx context.Context, remote peer.ID, msg []byte) (byte, []byte) {
+	op, body := msg[0], msg[9:]
 	var result []byte
 	var err error
 	switch op {
@@ -125,14 +126,10 @@ func (srv *blockServer) handle(ctx context.Context, remote peer.ID, msg []byte) 
 		ref, err = srv.store.Put(ctx, body)
 		result = []byte(ref)
 	}
-	status := statusOK
 	if err != nil {
-		status, result = statusErr, marshalError(err)
+		return statusErr, marshalError(err)
 	}
-	resp := make([]byte, 0, blockMsgHeader+len(result))
-	resp = append(resp, status)
-	resp = append(resp, id...)
-	return append(resp, result...)
+	return statusOK, result
 }
 
 // A RemoteStore is a [spindle.BlockStore] held by another peer, reached
@@ -350,11 +347,10 @@ func (s *blockSession) call(ctx context.Context, op byte, body []byte) ([]byte, 
 	s.pending[id] = ch
 	s.mu.Unlock()
 
-	msg := make([]byte, blockMsgHeader, blockMsgHeader+len(body))
-	msg[0] = op
-	binary.BigEndian.PutUint64(msg[1:], id)
-	msg = append(msg, body...)
-	if err := s.c.Send(msg); err != nil {
+	var hdr [blockMsgHeader]byte
+	hdr[0] = op
+	binary.BigEndian.PutUint64(hdr[1:], id)
+	if err := s.c.sendParts(hdr[:], body); err != nil {
 		s.c.Reset()
 		s.fail(brokenErr(err))
 		return nil, (<-ch).err

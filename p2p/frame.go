@@ -78,10 +78,7 @@ func (c *Conn) Send(msg []byte) error {
 	if len(msg) > c.maxFrame {
 		return spindle.E(op, spindle.Invalid, fmt.Sprintf("message of %d bytes exceeds the frame limit of %d bytes", len(msg), c.maxFrame))
 	}
-	if err := c.write(tagData, msg); err != nil {
-		return spindle.E(op, spindle.IO, err)
-	}
-	return nil
+	return c.sendParts(msg)
 }
 
 // SendError sends err to the other side, where Recv returns it. Errors
@@ -108,23 +105,51 @@ func marshalError(err error) []byte {
 	return data
 }
 
-func (c *Conn) write(tag byte, payload []byte) error {
+func (c *Conn) write(tag byte, parts ...[]byte) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.hdr[0] = tag
-	binary.BigEndian.PutUint32(c.hdr[1:], uint32(len(payload)))
-	if len(payload) <= 4096 {
-		// Small messages go out in one write, so one yamux frame.
-		buf := make([]byte, 0, headerLen+len(payload))
-		buf = append(append(buf, c.hdr[:]...), payload...)
+	binary.BigEndian.PutUint32(c.hdr[1:], uint32(n))
+	if n <= 4096 {
+		// Small messages go out in one write, so in one muxer frame.
+		buf := make([]byte, 0, headerLen+n)
+		buf = append(buf, c.hdr[:]...)
+		for _, p := range parts {
+			buf = append(buf, p...)
+		}
 		_, err := c.s.Write(buf)
 		return err
 	}
 	if _, err := c.s.Write(c.hdr[:]); err != nil {
 		return err
 	}
-	_, err := c.s.Write(payload)
-	return err
+	for _, p := range parts {
+		if _, err := c.s.Write(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendParts sends one message made of the concatenation of parts,
+// without copying them into one buffer.
+func (c *Conn) sendParts(parts ...[]byte) error {
+	const op spindle.Op = "p2p.Send"
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n > c.maxFrame {
+		return spindle.E(op, spindle.Invalid, fmt.Sprintf("message of %d bytes exceeds the frame limit of %d bytes", n, c.maxFrame))
+	}
+	if err := c.write(tagData, parts...); err != nil {
+		return spindle.E(op, spindle.IO, err)
+	}
+	return nil
 }
 
 // Recv returns the next message. If the other side sent an error with

@@ -103,8 +103,10 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 		libp2p.ListenAddrStrings(listen...),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Transport(quic.NewTransport),
-		libp2p.Security(noise.ID, noise.New),
+		// TLS first: its AES-GCM runs in hardware and carries bulk
+		// transfer at several times the speed of Noise's ChaCha20.
 		libp2p.Security(libp2ptls.ID, libp2ptls.New),
+		libp2p.Security(noise.ID, noise.New),
 		libp2p.ResourceManager(rm),
 		libp2p.DisableMetrics(),
 	}

@@ -43,6 +43,8 @@ type Server struct {
 	damage []error
 	closed bool
 	done   chan struct{} // Closed by Close, to end watches.
+
+	maxRecent int // Events kept in memory per log for watchers.
 }
 
 // A userLog is one user's log and its fold.
@@ -67,10 +69,10 @@ type seqEvents struct {
 // ones are recomputed from the log.
 const maxRecentEvents = 4096
 
-func (l *userLog) push(seq int64, events []change) {
+func (l *userLog) push(seq int64, events []change, max int) {
 	l.recent = append(l.recent, seqEvents{seq, events})
 	l.nrecent += len(events)
-	for len(l.recent) > 1 && l.nrecent > maxRecentEvents {
+	for len(l.recent) > 1 && l.nrecent > max {
 		l.nrecent -= len(l.recent[0].events)
 		l.recent[0] = seqEvents{}
 		l.recent = l.recent[1:]
@@ -102,7 +104,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*userLog), done: make(chan struct{})}
+	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*userLog), done: make(chan struct{}), maxRecent: maxRecentEvents}
 	users, err := store.Users(ctx)
 	if err != nil {
 		return nil, spindle.E(op, err)
@@ -345,7 +347,7 @@ func (s *Server) Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	events := l.t.apply(e)
-	l.push(e.Seq, events)
+	l.push(e.Seq, events, s.maxRecent)
 	switch e.Op {
 	case OpDelete:
 		return cloneEntry(events[0].ev.Entry), nil

@@ -646,3 +646,42 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatalf("unknown old key accepted: %v\n%s", e.s.Damage(), e.dump(ann))
 	}
 }
+
+func TestWatchHistoryFromDisk(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, &MemStore{}) // For its signers and keys.
+	e.s.Close()
+	s, err := Open(e.ctx, dir, Config{Keys: e.keys, Host: e.host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.maxRecent = 3
+	c := s.For(e.signers[ann])
+	e.do(c.MakeDirectory(e.ctx, "ann@example.com/"))
+	for i := 0; i < 10; i++ {
+		e.do(c.Put(e.ctx, file(spindle.PathName(fmt.Sprintf("ann@example.com/f%d", i)), 1)))
+	}
+	s.mu.RLock()
+	kept := len(s.logs[ann].recent)
+	s.mu.RUnlock()
+	if kept != 3 {
+		t.Fatalf("%d entries' events kept, want 3", kept)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	ch, err := c.Watch(ctx, "ann@example.com/", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for want := int64(3); want <= 11; want++ {
+		select {
+		case ev := <-ch:
+			if ev.Err != nil || ev.Entry.Sequence != want || ev.Entry.Name != spindle.PathName(fmt.Sprintf("ann@example.com/f%d", want-2)) {
+				t.Fatalf("event %+v, want f%d at %d", ev, want-2, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no event for sequence %d", want)
+		}
+	}
+}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	"spindle.dev"
 	"spindle.dev/blocks"

@@ -37,9 +37,11 @@ const (
 	blockMaxFrame  = spindle.MaxStoredBlockSize + blockMsgHeader
 )
 
-// DefaultInFlight is the number of requests a block server handles at
-// once on one stream when BlockServerConfig.InFlight is zero.
-const DefaultInFlight = 16
+// Defaults for BlockServerConfig.
+const (
+	DefaultInFlight       = 16 // Requests handled at once on one stream.
+	DefaultServerInFlight = 48 // Requests handled at once on all streams.
+)
 
 // BlockServerConfig configures ServeBlocks.
 type BlockServerConfig struct {
@@ -50,26 +52,32 @@ type BlockServerConfig struct {
 	// may; blocks are encrypted or meant to be public.
 	CanGet func(peer.ID) bool
 	// InFlight bounds the requests handled at once on one stream
-	// (DefaultInFlight if zero). Requests beyond it wait unread, so a
-	// peer that floods the stream is slowed by flow control, and memory
-	// stays below InFlight blocks per stream.
-	InFlight int
+	// (DefaultInFlight if zero), and ServerInFlight those on all streams
+	// together (DefaultServerInFlight if zero). Requests beyond them wait
+	// unread, so a peer that floods its stream is slowed by flow control,
+	// and the server holds at most about two blocks per request in flight.
+	InFlight       int
+	ServerInFlight int
 }
 
 // ServeBlocks serves store to other peers over [BlockProtocol] on h,
-// until ctx is cancelled or h.RemoveStreamHandler(BlockProtocol) is
-// called. Every Put and Get goes through store, which checks the hashes.
+// until ctx is done. Every Put and Get goes through store, which checks
+// the hashes.
 func ServeBlocks(ctx context.Context, h host.Host, store spindle.BlockStore, cfg BlockServerConfig) {
 	if cfg.InFlight <= 0 {
 		cfg.InFlight = DefaultInFlight
 	}
-	srv := &blockServer{store: store, cfg: cfg}
+	if cfg.ServerInFlight <= 0 {
+		cfg.ServerInFlight = DefaultServerInFlight
+	}
+	srv := &blockServer{store: store, cfg: cfg, all: make(chan struct{}, cfg.ServerInFlight)}
 	HandleStream(ctx, h, BlockProtocol, blockMaxFrame, srv.serve)
 }
 
 type blockServer struct {
 	store spindle.BlockStore
 	cfg   BlockServerConfig
+	all   chan struct{} // Semaphore of requests in flight on all streams.
 }
 
 func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
@@ -94,8 +102,13 @@ func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 		case <-ctx.Done():
 			return nil
 		}
+		select {
+		case srv.all <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
 		wg.Go(func() {
-			defer func() { <-sem }()
+			defer func() { <-sem; <-srv.all }()
 			status, result := srv.handle(ctx, remote, msg)
 			if err := c.sendParts([]byte{status}, msg[1:9], result); err != nil {
 				c.Reset() // The stream is broken; the reader will see it.

@@ -305,3 +305,50 @@ func TestRemoteStoreReconnects(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// slowStore counts the calls in progress and holds each until released.
+type slowStore struct {
+	mem.Store
+	mu       sync.Mutex
+	now, max int
+	release  chan struct{}
+}
+
+func (s *slowStore) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	s.mu.Lock()
+	s.now++
+	s.max = max(s.max, s.now)
+	s.mu.Unlock()
+	<-s.release
+	s.mu.Lock()
+	s.now--
+	s.mu.Unlock()
+	return s.Store.Get(ctx, ref)
+}
+
+func TestServerInFlightBound(t *testing.T) {
+	ctx := context.Background()
+	net := p2ptest.NewNet(t, 2)
+	store := &slowStore{release: make(chan struct{})}
+	ref, _ := store.Put(ctx, []byte("b"))
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p2p.ServeBlocks(sctx, net.Hosts[0], store, p2p.BlockServerConfig{InFlight: 3})
+	r := remote(t, net.Hosts[1], net.Hosts[0].ID())
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			if _, err := r.Get(ctx, ref); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	for range 10 {
+		store.release <- struct{}{}
+	}
+	wg.Wait()
+	if store.max != 3 {
+		t.Fatalf("server handled %d requests at once, want 3", store.max)
+	}
+}

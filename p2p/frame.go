@@ -214,27 +214,34 @@ type Handler func(ctx context.Context, remote peer.ID, req []byte) (resp []byte,
 type StreamHandler func(ctx context.Context, c *Conn) error
 
 // HandleStream registers fn as the handler of protocol proto on h, with
-// frames of at most maxFrame bytes (DefaultMaxFrame if maxFrame <= 0).
-// The context given to fn is derived from ctx, and cancelled when fn
-// returns. Remove the handler with h.RemoveStreamHandler(proto).
+// frames of at most maxFrame bytes (DefaultMaxFrame if maxFrame <= 0),
+// until ctx is done: then the handler is removed and the streams it is
+// serving are reset. The context given to fn is derived from ctx and
+// cancelled when fn returns; fn learns that the other side has gone when
+// Recv or Send fails.
 func HandleStream(ctx context.Context, h host.Host, proto protocol.ID, maxFrame int, fn StreamHandler) {
 	h.SetStreamHandler(proto, func(s network.Stream) {
 		c := NewConn(s, maxFrame)
+		stop := context.AfterFunc(ctx, func() { s.Reset() })
 		sctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		if err := fn(sctx, c); err != nil {
-			if spindle.KindOf(err) != spindle.IO {
-				c.SendError(err)
-			}
+		err := fn(sctx, c)
+		cancel()
+		if !stop() {
+			return // Reset because ctx is done.
+		}
+		if err != nil && spindle.KindOf(err) != spindle.IO {
+			c.SendError(err)
 		}
 		c.Close()
 	})
+	context.AfterFunc(ctx, func() { h.RemoveStreamHandler(proto) })
 }
 
 // Handle registers fn as the handler of the request/response protocol
 // proto on h: each stream carries one request and one response (or
 // error), each at most maxFrame bytes (DefaultMaxFrame if maxFrame <= 0).
-// The context given to fn is derived from ctx. Call makes the requests.
+// The context given to fn is derived from ctx; the handler is removed when
+// ctx is done. Call makes the requests.
 func Handle(ctx context.Context, h host.Host, proto protocol.ID, maxFrame int, fn Handler) {
 	HandleStream(ctx, h, proto, maxFrame, func(ctx context.Context, c *Conn) error {
 		req, err := c.Recv()

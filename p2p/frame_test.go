@@ -232,3 +232,32 @@ func TestStreamedReplies(t *testing.T) {
 		t.Fatalf("Recv after the end: %v, want io.EOF", err)
 	}
 }
+
+func TestHandlerStopsWithContext(t *testing.T) {
+	net := p2ptest.NewNet(t, 2)
+	srv, cli := net.Hosts[0], net.Hosts[1]
+	sctx, stop := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	p2p.HandleStream(sctx, srv, echoProto, 0, func(ctx context.Context, c *p2p.Conn) error {
+		close(started)
+		<-ctx.Done() // A long-lived handler, such as Watch.
+		return ctx.Err()
+	})
+	ctx := context.Background()
+	c, err := p2p.Open(ctx, cli, srv.ID(), echoProto, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Send([]byte("watch")); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	stop()
+	if _, err := c.Recv(); err == nil || err == io.EOF {
+		t.Fatalf("Recv on a stream whose server stopped: %v, want a reset", err)
+	}
+	if _, err := p2p.Call(ctx, cli, srv.ID(), echoProto, []byte("x"), 0); err == nil {
+		t.Fatal("Call after the handler was removed succeeded")
+	}
+}

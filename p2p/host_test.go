@@ -110,3 +110,11 @@ func TestBadAddrs(t *testing.T) {
 		t.Errorf("NewHost with a bad listen address: %v, want Invalid", err)
 	}
 }
+
+
+func TestBehindNATHost(t *testing.T) {
+	h := newHost(t, p2p.Config{BehindNAT: true})
+	if len(p2p.Addrs(h)) == 0 {
+		t.Fatal("host behind NAT has no addresses")
+	}
+}

@@ -111,7 +111,6 @@ func TestBadAddrs(t *testing.T) {
 	}
 }
 
-
 func TestBehindNATHost(t *testing.T) {
 	h := newHost(t, p2p.Config{BehindNAT: true})
 	if len(p2p.Addrs(h)) == 0 {

@@ -288,6 +288,20 @@ func TestCheckerRejectsBogusProof(t *testing.T) {
 	if _, err := chk.Update(ctx, h8, fixedProver(good)); err != nil {
 		t.Errorf("good consistency proof: %v", err)
 	}
+	// A member that has not caught up serves the empty log, a prefix of
+	// every log: not evidence of a rewrite.
+	empty, err := signHead(c.signer, tlog.Tree{N: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chk.Update(ctx, empty, nil); err != nil || chk.Tree().N != 8 {
+		t.Errorf("empty head: %v, checker at %d", err, chk.Tree().N)
+	}
+	populate(t, c, 8, 1)
+	h9, _ := c.Head(ctx)
+	if _, err := chk.Update(ctx, h9, nil); !errors.Is(err, spindle.Invalid) {
+		t.Errorf("newer head without a prover: %v, want Invalid", err)
+	}
 	if err := chk.Trust(h5); !errors.Is(err, spindle.Invalid) {
 		t.Errorf("Trust after updates: %v, want Invalid", err)
 	}

@@ -217,6 +217,9 @@ func (d *decoder) hashes() []tlog.Hash {
 // [Checker] to make sure the log seen is never rewritten.
 func VerifyLookup(p *Proof, name spindle.UserName, verifiers note.Verifiers) (*spindle.User, tlog.Tree, error) {
 	const op spindle.Op = "keyraft.VerifyLookup"
+	if p == nil {
+		return nil, tlog.Tree{}, spindle.E(op, spindle.Invalid, name, "nil proof")
+	}
 	t, err := VerifyHead(p.Head, verifiers)
 	if err != nil {
 		return nil, tlog.Tree{}, spindle.E(op, name, err)
@@ -306,7 +309,8 @@ func (c *Checker) Trust(head []byte) error {
 
 // Update accepts a signed tree head if it is consistent with the newest one
 // seen, asking prover for a consistency proof when the sizes differ, and
-// remembers it if it is newer. It returns the head's tree. Two different
+// remembers it if it is newer. It returns the head's tree. The prover is
+// needed only when the sizes differ. Two different
 // trees of one size, or a failed consistency proof, are Integrity errors
 // whose message shows both heads: evidence that the log was rewritten.
 func (c *Checker) Update(ctx context.Context, head []byte, prover TreeProver) (tlog.Tree, error) {
@@ -339,7 +343,9 @@ func (c *Checker) update(ctx context.Context, t tlog.Tree, head []byte, prover T
 		}
 		return nil
 	case t.N == 0:
-		return evidence(fmt.Sprintf("empty log after one of %d records", old.N))
+		return nil // The empty log is a prefix of every log: a member that has not caught up.
+	case prover == nil:
+		return spindle.E(spindle.Invalid, fmt.Sprintf("head of %d records differs in size from the %d seen, and no prover to check it", t.N, old.N))
 	case t.N > old.N:
 		p, err := prover.ConsistencyProof(ctx, old.N, t.N)
 		if err != nil {
@@ -397,6 +403,9 @@ func VerifyHistory(proofs []*Proof, name spindle.UserName, verifiers note.Verifi
 	}
 	var out []*spindle.User
 	for i, p := range proofs {
+		if p == nil {
+			return nil, spindle.E(op, spindle.Invalid, name, "nil proof")
+		}
 		if !bytes.Equal(p.Head, proofs[0].Head) {
 			return nil, spindle.E(op, spindle.Integrity, name, fmt.Sprintf("version %d is proved against another tree head", i+1))
 		}

@@ -159,6 +159,7 @@ func (e *Entry) appendBody(b []byte) []byte {
 	b = appendBytes(b, d.Inline)
 	b = appendString(b, string(d.Writer))
 	b = binary.BigEndian.AppendUint64(b, uint64(d.Sequence))
+	b = appendString(b, string(d.SignedName))
 	b = appendString(b, string(e.NewName))
 	return b
 }
@@ -322,6 +323,7 @@ func (d *decoder) entry() *Entry {
 	de.Inline = d.bytes(MaxInline, "inline data")
 	de.Writer = spindle.UserName(d.string(spindle.MaxUserNameLen, "entry writer"))
 	de.Sequence = int64(d.u64("entry sequence"))
+	de.SignedName = spindle.PathName(d.string(MaxNameLen, "signed name"))
 	e.NewName = spindle.PathName(d.string(MaxNameLen, "new name"))
 	e.Sig = d.bytes(MaxSignature, "signature")
 	if d.err != nil {

@@ -75,7 +75,7 @@ func TestPutGetShare(t *testing.T) {
 	if _, err := bob.Open(ctx, "ann@example.com/big"); !errors.Is(err, spindle.Private) && !errors.Is(err, spindle.Permission) {
 		t.Fatalf("bob read before share: %v", err)
 	}
-	if _, err := ann.Put(ctx, "@/Access", bytes.NewReader([]byte("read,list: bob@example.com\n*: ann@example.com\n")), 0, nil); err != nil {
+	if _, err := ann.Put(ctx, "@/Access", bytes.NewReader([]byte("read,list: bob@example.com\n")), 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	f, err = bob.Open(ctx, "ann@example.com/big")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -48,8 +49,32 @@ func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
 	all := make([]any, 0, 2+len(h.args)+len(args))
 	all = append(all, "component", h.name)
 	all = append(all, h.args...)
-	all = append(all, args...)
+	for _, a := range args {
+		all = append(all, hcValue(a))
+	}
 	h.l.Log(ctx, lv, msg, all...)
+}
+
+// hcValue renders the value types that hclog formats specially.
+func hcValue(a any) any {
+	switch v := a.(type) {
+	case hclog.Format:
+		if len(v) > 0 {
+			if f, ok := v[0].(string); ok {
+				return fmt.Sprintf(f, v[1:]...)
+			}
+		}
+		return fmt.Sprint(v...)
+	case hclog.Hex:
+		return fmt.Sprintf("0x%x", int(v))
+	case hclog.Octal:
+		return fmt.Sprintf("0%o", int(v))
+	case hclog.Binary:
+		return fmt.Sprintf("0b%b", int(v))
+	case hclog.Quote:
+		return fmt.Sprintf("%q", string(v))
+	}
+	return a
 }
 
 func (h *hclogger) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }

@@ -69,10 +69,10 @@ func (c *Conn) Stream() network.Stream { return c.s }
 // RemotePeer returns the ID of the peer at the other end.
 func (c *Conn) RemotePeer() peer.ID { return c.s.Conn().RemotePeer() }
 
-// Send sends one message. It is an Invalid error to send more than the
-// limit the other side is known to accept (DefaultMaxFrame unless the
-// protocol says otherwise): the limit is checked against maxFrame of this
-// Conn, which protocols set alike on both sides.
+// Send sends one message. A message longer than the Conn's frame limit is
+// refused with Invalid: a protocol uses one limit on both sides, so the
+// other side would reject it. A failed write is an IO error, after which
+// the stream is unusable.
 func (c *Conn) Send(msg []byte) error {
 	const op spindle.Op = "p2p.Send"
 	if len(msg) > c.maxFrame {
@@ -159,33 +159,48 @@ func (c *Conn) sendParts(parts ...[]byte) error {
 // stream; a frame cut short yields an IO error.
 func (c *Conn) Recv() ([]byte, error) {
 	const op spindle.Op = "p2p.Recv"
-	var hdr [headerLen]byte
-	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
-		if err == io.EOF {
-			return nil, io.EOF
-		}
+	tag, buf, err := readFrame(c.r, c.maxFrame)
+	switch {
+	case err == io.EOF:
+		return nil, io.EOF
+	case spindle.KindOf(err) == spindle.Invalid:
+		c.s.ResetWithError(codeProtocol)
+		return nil, spindle.E(op, fmt.Errorf("peer %s: %w", c.RemotePeer(), err))
+	case err != nil:
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("peer %s: %w", c.RemotePeer(), err))
-	}
-	tag, n := hdr[0], binary.BigEndian.Uint32(hdr[1:])
-	if tag != tagData && tag != tagError {
-		c.s.ResetWithError(codeProtocol)
-		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("peer %s sent a malformed frame (tag %d)", c.RemotePeer(), tag))
-	}
-	if uint64(n) > uint64(c.maxFrame) {
-		c.s.ResetWithError(codeProtocol)
-		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("peer %s sent a frame of %d bytes, over the limit of %d bytes", c.RemotePeer(), n, c.maxFrame))
-	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(c.r, buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, spindle.E(op, spindle.IO, fmt.Errorf("peer %s: truncated frame: %w", c.RemotePeer(), err))
-	}
-	if tag == tagError {
+	case tag == tagError:
 		return nil, spindle.UnmarshalError(buf)
 	}
 	return buf, nil
+}
+
+// readFrame reads one frame of at most maxFrame bytes from r. It returns
+// io.EOF at a clean end, an Invalid error for an oversized or malformed
+// frame (having read only its header), and another error for a frame cut
+// short.
+func readFrame(r io.Reader, maxFrame int) (byte, []byte, error) {
+	var hdr [headerLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			err = errors.New("truncated frame header")
+		}
+		return 0, nil, err
+	}
+	tag, n := hdr[0], binary.BigEndian.Uint32(hdr[1:])
+	if tag != tagData && tag != tagError {
+		return 0, nil, spindle.E(spindle.Invalid, fmt.Sprintf("malformed frame (tag %d)", tag))
+	}
+	if uint64(n) > uint64(maxFrame) {
+		return 0, nil, spindle.E(spindle.Invalid, fmt.Sprintf("frame of %d bytes exceeds the limit of %d bytes", n, maxFrame))
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = errors.New("truncated frame")
+		}
+		return 0, nil, err
+	}
+	return tag, buf, nil
 }
 
 // CloseWrite tells the other side that no more messages will be sent;

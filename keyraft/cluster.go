@@ -66,6 +66,13 @@ type Config struct {
 	// change; zero means DefaultApplyTimeout.
 	ApplyTimeout time.Duration
 
+	// HeartbeatTimeout is how long a member waits without hearing from a
+	// leader before it stands for election, and so also how long a
+	// restarted one-member cluster takes to elect itself. Zero means
+	// raft's default, 1s, suited to members that talk across the
+	// internet; on one machine or in tests 100ms does.
+	HeartbeatTimeout time.Duration
+
 	// NoteKey, if set, is the note signer key (as made by note.GenerateKey
 	// with the name "spindle-keyraft/"+ID) that signs tree heads; if empty
 	// the key is read from Dir/raft/notekey, made there on first use.
@@ -113,6 +120,9 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	if cfg.transport == nil && (cfg.Listener == nil || cfg.Dial == nil) {
 		return nil, spindle.E(op, spindle.Invalid, "config needs a Listener and a Dial function")
+	}
+	if cfg.HeartbeatTimeout < 0 || (cfg.HeartbeatTimeout > 0 && cfg.HeartbeatTimeout < 10*time.Millisecond) {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("heartbeat timeout %v is below 10ms", cfg.HeartbeatTimeout))
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -171,6 +181,9 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
 	rc.Logger = hl
+	if d := cfg.HeartbeatTimeout; d > 0 {
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = d, d, d/2
+	}
 	if cfg.tune != nil {
 		cfg.tune(rc)
 	}

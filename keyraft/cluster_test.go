@@ -164,6 +164,7 @@ func TestOpenConfigErrors(t *testing.T) {
 		{ID: "a+b", Listener: n.listen(t, "y"), Dial: n.dial},
 		{ID: "ok"},
 		{ID: "ok", Listener: n.listen(t, "z")},
+		{ID: "ok", Listener: n.listen(t, "v"), Dial: n.dial, HeartbeatTimeout: time.Millisecond},
 		{ID: "ok", Dir: t.TempDir(), Listener: n.listen(t, "w"), Dial: n.dial, NoteKey: "PRIVATE+KEY+bad"},
 	} {
 		c, err := Open(ctx, cfg)

@@ -9,6 +9,7 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"time"
 
 	"spindle.dev"
 	"spindle.dev/keyraft"
@@ -53,7 +54,8 @@ func Example() {
 	}
 	c, err := keyraft.Open(ctx, keyraft.Config{
 		ID: "12D3KooWExample", Listener: ln, Dial: dial, Bootstrap: true,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger:           slog.New(slog.DiscardHandler),
+		HeartbeatTimeout: 100 * time.Millisecond, // One machine: elect quickly.
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/blocks"
 	"spindle.dev/blocks/blockstest"
+	"spindle.dev/blocks/disk"
 	"spindle.dev/p2p"
 )
 
@@ -107,4 +108,39 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkRemotePutDiskTCP stores 1 MiB blocks, 16 in flight, in a disk
+// store on another host over loopback TCP: the path of a file upload.
+func BenchmarkRemotePutDiskTCP(b *testing.B) {
+	cfg := p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}}
+	srv, cli := newHost(b, cfg), newHost(b, cfg)
+	ds, err := disk.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ds.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p2p.ServeBlocks(ctx, srv, ds, p2p.BlockServerConfig{CanPut: allowAll})
+	if _, err := p2p.Connect(ctx, cli, p2p.Addrs(srv)[0]); err != nil {
+		b.Fatal(err)
+	}
+	r := remote(b, cli, srv.ID())
+	var seed atomic.Uint64
+	b.SetBytes(spindle.MaxBlockSize)
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		data := blockstest.Block(seed.Add(1), spindle.MaxBlockSize)
+		i := uint64(0)
+		for pb.Next() {
+			i++
+			data[0], data[1], data[2], data[3] = byte(i), byte(i>>8), byte(i>>16), byte(i>>24)
+			if _, err := r.Put(ctx, data); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

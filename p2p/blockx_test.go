@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -350,5 +351,41 @@ func TestServerInFlightBound(t *testing.T) {
 	wg.Wait()
 	if store.max != 3 {
 		t.Fatalf("server handled %d requests at once, want 3", store.max)
+	}
+}
+
+// A block whose file on the serving peer's disk is corrupt reaches the
+// caller as Integrity, and the serving peer drops its bad copy.
+func TestCorruptOnServerDisk(t *testing.T) {
+	ctx := context.Background()
+	net := p2ptest.NewNet(t, 2)
+	ds, err := disk.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p2p.ServeBlocks(sctx, net.Hosts[0], ds, p2p.BlockServerConfig{CanPut: allowAll})
+	r := remote(t, net.Hosts[1], net.Hosts[0].ID())
+	data := blockstest.Block(9, 70000)
+	ref, err := r.Put(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := blocks.ParseRef(ref)
+	name := ds.Path(d)
+	data[100] ^= 1
+	if err := os.WriteFile(name, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get(ctx, ref); !errors.Is(err, spindle.Integrity) {
+		t.Fatalf("Get of a block corrupt on the server: %v, want Integrity", err)
+	}
+	if _, err := os.Stat(name); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("server kept its corrupt copy: %v", err)
+	}
+	if _, err := r.Get(ctx, ref); !errors.Is(err, spindle.NotExist) {
+		t.Fatalf("second Get: %v, want NotExist", err)
 	}
 }

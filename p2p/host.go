@@ -40,7 +40,7 @@ var DefaultListenAddrs = []string{
 
 // DefaultMemory is the memory, in bytes, that a host's network stack may
 // hold in buffers when Config.Memory is zero.
-const DefaultMemory = 512 << 20
+const DefaultMemory = 192 << 20
 
 // Config configures a host. Its zero value makes a host with a fresh
 // identity that listens on [DefaultListenAddrs].

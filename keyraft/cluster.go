@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -404,6 +405,32 @@ func (c *Cluster) Lookup(ctx context.Context, name spindle.UserName) (*spindle.U
 		return nil, spindle.E(op, spindle.NotExist, canon)
 	}
 	return clone(e.rec), nil
+}
+
+// Domain returns, sorted, the registered users whose domain is domain. A
+// writer's client uses it to wrap a file's key for the readers an Access
+// file names with *@domain. It reveals nothing new: every record is in the
+// public transparency log. Error kinds: Invalid (bad domain).
+func (c *Cluster) Domain(ctx context.Context, domain string) ([]spindle.UserName, error) {
+	const op spindle.Op = "keyraft.Domain"
+	if err := ctx.Err(); err != nil {
+		return nil, spindle.E(op, spindle.Transient, err)
+	}
+	_, _, _, dom, err := spindle.ParseUser(spindle.UserName("x@" + domain))
+	if err != nil {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Errorf("bad domain %q", domain))
+	}
+	suffix := "@" + dom
+	c.fsm.mu.RLock()
+	var out []spindle.UserName
+	for u := range c.fsm.st.users {
+		if strings.HasSuffix(string(u), suffix) {
+			out = append(out, u)
+		}
+	}
+	c.fsm.mu.RUnlock()
+	slices.Sort(out)
+	return out, nil
 }
 
 // Put implements [spindle.KeyServer]. It checks the record against the

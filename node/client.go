@@ -45,8 +45,10 @@ type Client struct {
 	h       host.Host
 	ownHost bool
 	svc     *remote
-	dir     *dirlog.Client
+	dir     *serialDir
 	blocks  *p2p.RemoteStore
+
+	bufs sync.Pool // Block buffers for putPipe.
 
 	mu       sync.Mutex
 	userKeys map[spindle.UserName]*spindle.User // Key records looked up so far.
@@ -84,7 +86,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("cannot reach node %s: %w", cfg.Node, err))
 	}
 	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth}
-	c.dir = dirlog.NewClient(c.svc, c.keys)
+	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
 	if err := c.auth(ctx); err != nil && !errors.Is(err, spindle.NotExist) {
 		c.Close()

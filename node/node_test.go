@@ -15,14 +15,20 @@ import (
 	"spindle.dev/pack"
 )
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	return slog.New(slog.DiscardHandler)
 }
 
-func startNode(t *testing.T, home string) *Node {
+func ann(p string) spindle.PathName { return spindle.PathName("ann@example.com/" + p) }
+
+func startNodeB(b *testing.B) *Node { return startNode(b, b.TempDir()) }
+
+func dialAsB(b *testing.B, n *Node, u spindle.UserName) *Client { return dialAs(b, n, u) }
+
+func startNode(t testing.TB, home string) *Node {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -33,7 +39,7 @@ func startNode(t *testing.T, home string) *Node {
 	return n
 }
 
-func dialAs(t *testing.T, n *Node, user spindle.UserName) *Client {
+func dialAs(t testing.TB, n *Node, user spindle.UserName) *Client {
 	t.Helper()
 	keys, _, err := pack.Generate(user)
 	if err != nil {

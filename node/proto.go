@@ -30,6 +30,7 @@ const (
 	mAuth        = "auth"
 	mKeyLookup   = "key.lookup"
 	mKeyPut      = "key.put"
+	mKeyDomain   = "key.domain"
 	mDirHead     = "dir.head"
 	mDirAppend   = "dir.append"
 	mDirLookup   = "dir.lookup"
@@ -56,6 +57,7 @@ type request struct {
 // as a Lookup that stops at a link.
 type response struct {
 	Entry   *spindle.DirEntry   `cbor:"1,keyasint,omitempty"`
+	Users   []spindle.UserName  `cbor:"7,keyasint,omitempty"`
 	Entries []*spindle.DirEntry `cbor:"2,keyasint,omitempty"`
 	Head    *dirlog.Head        `cbor:"3,keyasint,omitempty"`
 	Data    []byte              `cbor:"4,keyasint,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 
 	"spindle.dev"
@@ -50,7 +51,7 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 	if progress != nil {
 		r = &progressReader{r: r, fn: progress}
 	}
-	pipe := newPutPipe(c.blocks, 8)
+	pipe := newPutPipe(c.blocks, 8, &c.bufs)
 	entry := &spindle.DirEntry{Name: name}
 	err = pack.Pack(ctx, entry, r, pack.Config{
 		Packing: packing,
@@ -133,6 +134,10 @@ func (c *Client) readerKeys(ctx context.Context, name spindle.PathName) (keys []
 			return nil, true, nil, nil
 		}
 	}
+	users, err = c.expandWildcards(ctx, users)
+	if err != nil {
+		return nil, false, nil, err
+	}
 	for _, u := range users {
 		k, err := c.userKey(ctx, u)
 		if err != nil {
@@ -145,6 +150,32 @@ func (c *Client) readerKeys(ctx context.Context, name spindle.PathName) (keys []
 		keys = append(keys, k)
 	}
 	return keys, false, unknown, nil
+}
+
+// expandWildcards replaces each *@domain in users by the users the key
+// cluster has registered in that domain. Users who register later get a
+// wrapped key when the owner next shares (spin share -fix).
+func (c *Client) expandWildcards(ctx context.Context, users []spindle.UserName) ([]spindle.UserName, error) {
+	var out []spindle.UserName
+	for _, u := range users {
+		dom, ok := strings.CutPrefix(string(u), "*@")
+		if !ok {
+			if !slices.Contains(out, u) {
+				out = append(out, u)
+			}
+			continue
+		}
+		resp, err := c.svc.call(ctx, &request{Method: mKeyDomain, Pattern: dom})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range resp.Users {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out, nil
 }
 
 // readers returns the users granted read on name, with the owner.
@@ -191,6 +222,9 @@ func (c *Client) wrappedUsers(ctx context.Context, e *spindle.DirEntry) ([]spind
 		return nil, nil, err
 	}
 	cands, err := c.readers(ctx, e.Name)
+	if err == nil {
+		cands, err = c.expandWildcards(ctx, cands)
+	}
 	if err != nil {
 		cands = nil // Still name the owner and writer.
 	}
@@ -311,6 +345,9 @@ func globEscape(s string) string {
 func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (spindle.ShareReport, error) {
 	rep := spindle.ShareReport{Name: e.Name}
 	readers, err := c.readers(ctx, e.Name)
+	if err == nil {
+		readers, err = c.expandWildcards(ctx, readers)
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -387,14 +424,14 @@ type putPipe struct {
 	store spindle.BlockStore
 	sem   chan struct{}
 	wg    sync.WaitGroup
-	pool  sync.Pool
+	pool  *sync.Pool // Buffers of MaxStoredBlockSize, shared by the client's puts.
 
 	mu  sync.Mutex
 	err error
 }
 
-func newPutPipe(store spindle.BlockStore, inFlight int) *putPipe {
-	return &putPipe{store: store, sem: make(chan struct{}, inFlight)}
+func newPutPipe(store spindle.BlockStore, inFlight int, pool *sync.Pool) *putPipe {
+	return &putPipe{store: store, sem: make(chan struct{}, inFlight), pool: pool}
 }
 
 // put is a pack.PutFunc.
@@ -410,11 +447,18 @@ func (p *putPipe) put(ctx context.Context, ref spindle.Ref, data []byte) error {
 	case <-ctx.Done():
 		return spindle.E(spindle.Transient, ctx.Err())
 	}
+	// Whole blocks reuse pooled buffers; the short last block of a file
+	// gets one of its own size.
 	var buf []byte
-	if b, ok := p.pool.Get().(*[]byte); ok && cap(*b) >= len(data) {
-		buf = (*b)[:len(data)]
+	pooled := len(data) >= spindle.MaxBlockSize/2
+	if pooled {
+		if b, ok := p.pool.Get().(*[]byte); ok {
+			buf = (*b)[:len(data)]
+		} else {
+			buf = make([]byte, len(data), spindle.MaxStoredBlockSize)
+		}
 	} else {
-		buf = make([]byte, len(data), spindle.MaxStoredBlockSize)
+		buf = make([]byte, len(data))
 	}
 	copy(buf, data)
 	p.wg.Add(1)
@@ -424,7 +468,9 @@ func (p *putPipe) put(ctx context.Context, ref spindle.Ref, data []byte) error {
 		if err == nil && got != ref {
 			err = spindle.E(spindle.Integrity, "store filed block "+string(ref)+" as "+string(got))
 		}
-		p.pool.Put(&buf)
+		if pooled {
+			p.pool.Put(&buf)
+		}
 		<-p.sem
 		if err != nil {
 			p.mu.Lock()

@@ -46,6 +46,9 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*res
 			return nil, err
 		}
 		return nil, n.keys.Put(ctx, u)
+	case mKeyDomain:
+		users, err := n.keys.Domain(ctx, req.Pattern)
+		return &response{Users: users}, err
 	case mDirHead:
 		h, err := n.dir.Head(ctx, req.User)
 		return &response{Head: h}, err

@@ -150,7 +150,7 @@ func NewWriter(ctx context.Context, entry *spindle.DirEntry, c Config) (*Writer,
 	w.work = make(chan *slot, slots)
 	w.done = make(chan struct{})
 	for range slots {
-		w.free <- &slot{buf: make([]byte, 0, spindle.MaxBlockSize+gcmOverhead)}
+		w.free <- &slot{buf: (*blockBufs.Get().(*[]byte))[:0]}
 	}
 	w.cur = <-w.free
 	go w.store()
@@ -357,6 +357,7 @@ func (w *Writer) Close() error {
 	}
 	close(w.work)
 	<-w.done
+	w.releaseBuffers()
 	if err := w.firstErr(); err != nil {
 		return spindle.E(op, w.entry.Name, err)
 	}
@@ -408,4 +409,33 @@ func Pack(ctx context.Context, entry *spindle.DirEntry, r io.Reader, c Config) e
 		return err
 	}
 	return w.Close()
+}
+
+// blockBufs holds block buffers between files, so that storing many small
+// files does not allocate (and clear) megabytes for each.
+var blockBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, spindle.MaxBlockSize+gcmOverhead)
+	return &b
+}}
+
+// releaseBuffers returns the block buffers to blockBufs once the storing
+// goroutine has finished with them.
+func (w *Writer) releaseBuffers() {
+	put := func(s *slot) {
+		if s != nil && cap(s.buf) >= spindle.MaxBlockSize+gcmOverhead {
+			b := s.buf[:0]
+			blockBufs.Put(&b)
+			s.buf = nil
+		}
+	}
+	put(w.cur)
+	w.cur = nil
+	for {
+		select {
+		case s := <-w.free:
+			put(s)
+		default:
+			return
+		}
+	}
 }

@@ -1,0 +1,162 @@
+package nodetest
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These benchmarks drive real processes: a `spin node` and the `spin`
+// command, as a user would. They report throughput and the peak resident
+// memory of the command (from its rusage) and of the node (VmHWM).
+//
+//	go test ./node/nodetest -run '^$' -bench CLI -benchtime 1x
+
+// cliUser is a user with a home of its own, running the spin binary.
+type cliUser struct {
+	bin, home string
+}
+
+func (u *cliUser) run(tb testing.TB, args ...string) (*os.ProcessState, string) {
+	tb.Helper()
+	cmd := exec.Command(u.bin, args...)
+	cmd.Env = append(os.Environ(), "HOME="+u.home)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("spin %s: %v\n%s", strings.Join(args, " "), err, out.Bytes())
+	}
+	return cmd.ProcessState, out.String()
+}
+
+func maxRSS(ps *os.ProcessState) int64 {
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss << 10 // Linux reports KiB.
+	}
+	return 0
+}
+
+// peakRSS reads the peak resident set of a running process.
+func peakRSS(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// newCLIEnv starts a node process and a signed-up CLI user.
+func newCLIEnv(b *testing.B) (*Env, *cliUser) {
+	env := New(b, Setup{Kind: Procs})
+	bin, err := spinBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	u := &cliUser{bin: bin, home: b.TempDir()}
+	u.run(b, "init", "-node", string(env.Addr()), "ann@example.com")
+	u.run(b, "signup")
+	return env, u
+}
+
+// writeRandomFile writes n pseudo-random bytes to a new file.
+func writeRandomFile(tb testing.TB, name string, n int64) {
+	f, err := os.Create(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	rng := rand.NewChaCha8([32]byte{1, 2, 3})
+	buf := make([]byte, 1<<20)
+	for left := n; left > 0; {
+		k := min(int64(len(buf)), left)
+		rng.Read(buf[:k])
+		if _, err := f.Write(buf[:k]); err != nil {
+			tb.Fatal(err)
+		}
+		left -= k
+	}
+}
+
+const benchFileSize = 1 << 30
+
+func BenchmarkCLIPut1GiB(b *testing.B) {
+	env, u := newCLIEnv(b)
+	src := filepath.Join(b.TempDir(), "big")
+	writeRandomFile(b, src, benchFileSize)
+	b.SetBytes(benchFileSize)
+	b.ResetTimer()
+	var rss int64
+	for i := range b.N {
+		ps, _ := u.run(b, "put", src, fmt.Sprintf("@/big%d", i))
+		rss = max(rss, maxRSS(ps))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(rss)/(1<<20), "cli-peak-MiB")
+	b.ReportMetric(float64(peakRSS(env.cmd.Process.Pid))/(1<<20), "node-peak-MiB")
+}
+
+func BenchmarkCLIGet1GiB(b *testing.B) {
+	env, u := newCLIEnv(b)
+	dir := b.TempDir()
+	src := filepath.Join(dir, "big")
+	writeRandomFile(b, src, benchFileSize)
+	u.run(b, "put", src, "@/big")
+	os.Remove(src)
+	dst := filepath.Join(dir, "out")
+	b.SetBytes(benchFileSize)
+	b.ResetTimer()
+	var rss int64
+	for range b.N {
+		ps, _ := u.run(b, "get", "@/big", dst)
+		rss = max(rss, maxRSS(ps))
+	}
+	b.StopTimer()
+	if fi, err := os.Stat(dst); err != nil || fi.Size() != benchFileSize {
+		b.Fatalf("got %v, %v", fi, err)
+	}
+	b.ReportMetric(float64(rss)/(1<<20), "cli-peak-MiB")
+	b.ReportMetric(float64(peakRSS(env.cmd.Process.Pid))/(1<<20), "node-peak-MiB")
+}
+
+func BenchmarkCLICopyTree(b *testing.B) {
+	const files = 2000
+	_, u := newCLIEnv(b)
+	src := filepath.Join(b.TempDir(), "tree")
+	rng := rand.NewChaCha8([32]byte{4})
+	buf := make([]byte, 4096)
+	for i := range files {
+		d := filepath.Join(src, fmt.Sprintf("d%02d", i%20))
+		os.MkdirAll(d, 0o755)
+		rng.Read(buf)
+		if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("f%04d", i)), buf, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	var rss int64
+	for i := range b.N {
+		ps, _ := u.run(b, "cp", "-R", src, fmt.Sprintf("@/copy%d", i))
+		rss = max(rss, maxRSS(ps))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(files*b.N)/time.Since(start).Seconds(), "files/s")
+	b.ReportMetric(float64(rss)/(1<<20), "cli-peak-MiB")
+}

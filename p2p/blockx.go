@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -41,6 +42,8 @@ const (
 const (
 	DefaultInFlight       = 16 // Requests handled at once on one stream.
 	DefaultServerInFlight = 48 // Requests handled at once on all streams.
+
+	DefaultSendTimeout = 2 * time.Minute // Time to send one response.
 )
 
 // BlockServerConfig configures ServeBlocks.
@@ -58,6 +61,11 @@ type BlockServerConfig struct {
 	// and the server holds at most about two blocks per request in flight.
 	InFlight       int
 	ServerInFlight int
+	// SendTimeout bounds the time to send one response
+	// (DefaultSendTimeout if zero). A peer that stops reading its
+	// responses has its stream reset, so that it cannot hold the
+	// server's request slots.
+	SendTimeout time.Duration
 }
 
 // ServeBlocks serves store to other peers over [BlockProtocol] on h,
@@ -69,6 +77,9 @@ func ServeBlocks(ctx context.Context, h host.Host, store spindle.BlockStore, cfg
 	}
 	if cfg.ServerInFlight <= 0 {
 		cfg.ServerInFlight = DefaultServerInFlight
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = DefaultSendTimeout
 	}
 	srv := &blockServer{store: store, cfg: cfg, all: make(chan struct{}, cfg.ServerInFlight)}
 	HandleStream(ctx, h, BlockProtocol, blockMaxFrame, srv.serve)
@@ -110,7 +121,10 @@ func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 		wg.Go(func() {
 			defer func() { <-sem; <-srv.all }()
 			status, result := srv.handle(ctx, remote, msg)
-			if err := c.sendParts([]byte{status}, msg[1:9], result); err != nil {
+			stall := time.AfterFunc(srv.cfg.SendTimeout, func() { c.Reset() })
+			err := c.sendParts([]byte{status}, msg[1:9], result)
+			stall.Stop()
+			if err != nil {
 				c.Reset() // The stream is broken; the reader will see it.
 			}
 		})

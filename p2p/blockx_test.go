@@ -389,3 +389,45 @@ func TestCorruptOnServerDisk(t *testing.T) {
 		t.Fatalf("second Get: %v, want NotExist", err)
 	}
 }
+
+// A peer that sends requests but never reads the answers loses its stream
+// and does not keep other peers from being served.
+func TestStalledReaderReleasesSlots(t *testing.T) {
+	ctx := context.Background()
+	tcp := p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}}
+	srv, evil, honest := newHost(t, tcp), newHost(t, tcp), newHost(t, tcp)
+	store := new(mem.Store)
+	var refs []spindle.Ref
+	for i := range 4 {
+		ref, _ := store.Put(ctx, blockstest.Block(uint64(i), spindle.MaxBlockSize))
+		refs = append(refs, ref)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p2p.ServeBlocks(sctx, srv, store, p2p.BlockServerConfig{InFlight: 4, ServerInFlight: 4, SendTimeout: 300 * time.Millisecond})
+	for _, h := range []host.Host{evil, honest} {
+		if _, err := p2p.Connect(ctx, h, p2p.Addrs(srv)[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Ask for 64 MiB of blocks and read none of them: more than flow
+	// control lets the server send.
+	s, err := evil.NewStream(ctx, srv.ID(), p2p.BlockProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	for i := range 64 {
+		var id [8]byte
+		binary.BigEndian.PutUint64(id[:], uint64(i))
+		if _, err := s.Write(frame([]byte{1}, id[:], []byte(refs[i%len(refs)]))); err != nil {
+			break
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // Let the server fill its slots.
+	gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer gcancel()
+	if _, err := remote(t, honest, srv.ID()).Get(gctx, refs[0]); err != nil {
+		t.Fatalf("Get while another peer stalls: %v", err)
+	}
+}

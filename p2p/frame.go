@@ -193,15 +193,40 @@ func readFrame(r io.Reader, maxFrame int) (byte, []byte, error) {
 	if uint64(n) > uint64(maxFrame) {
 		return 0, nil, spindle.E(spindle.Invalid, fmt.Sprintf("frame of %d bytes exceeds the limit of %d bytes", n, maxFrame))
 	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
+	// A large frame's buffer is allocated only once its first
+	// initialFrameBuf bytes have arrived, so that a peer that announces a
+	// large frame and sends little of it holds little memory.
+	truncated := func(err error) error {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			err = errors.New("truncated frame")
+			return errors.New("truncated frame")
 		}
-		return 0, nil, err
+		return err
+	}
+	if n <= initialFrameBuf {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return 0, nil, truncated(err)
+		}
+		return tag, buf, nil
+	}
+	head := frameHeads.Get().(*[initialFrameBuf]byte)
+	defer frameHeads.Put(head)
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return 0, nil, truncated(err)
+	}
+	buf := make([]byte, n)
+	copy(buf, head[:])
+	if _, err := io.ReadFull(r, buf[initialFrameBuf:]); err != nil {
+		return 0, nil, truncated(err)
 	}
 	return tag, buf, nil
 }
+
+var frameHeads = sync.Pool{New: func() any { return new([initialFrameBuf]byte) }}
+
+// initialFrameBuf is the part of a large frame read before its buffer is
+// allocated.
+const initialFrameBuf = 32 << 10
 
 // CloseWrite tells the other side that no more messages will be sent;
 // its Recv then returns io.EOF.

@@ -65,3 +65,22 @@ func TestReadFrame(t *testing.T) {
 		}
 	}
 }
+
+func TestReadFrameSizes(t *testing.T) {
+	for _, n := range []int{0, 1, initialFrameBuf - 1, initialFrameBuf, initialFrameBuf + 1, 3*initialFrameBuf + 7, DefaultMaxFrame} {
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(i * 7)
+		}
+		in := append([]byte{tagData, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}, payload...)
+		tag, buf, err := readFrame(bytes.NewReader(in), DefaultMaxFrame)
+		if err != nil || tag != tagData || !bytes.Equal(buf, payload) {
+			t.Fatalf("frame of %d bytes: tag %d, %d bytes, %v", n, tag, len(buf), err)
+		}
+		if n > 0 {
+			if _, _, err := readFrame(bytes.NewReader(in[:len(in)-1]), DefaultMaxFrame); err == nil || err == io.EOF {
+				t.Fatalf("frame of %d bytes cut short: %v", n, err)
+			}
+		}
+	}
+}

@@ -56,9 +56,14 @@ func TestBlockExchangeMocknet(t *testing.T) {
 	testExchange(t, remote(t, net.Hosts[1], net.Hosts[0].ID()), remote(t, net.Hosts[2], net.Hosts[0].ID()))
 }
 
-func TestBlockExchangeTCP(t *testing.T) {
-	tcp := p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}}
-	srv, a, b := newHost(t, tcp), newHost(t, tcp), newHost(t, tcp)
+func TestBlockExchangeTCP(t *testing.T)  { testExchangeOver(t, "/ip4/127.0.0.1/tcp/0") }
+func TestBlockExchangeQUIC(t *testing.T) { testExchangeOver(t, "/ip4/127.0.0.1/udp/0/quic-v1") }
+
+// testExchangeOver exchanges blocks between hosts listening on listen,
+// with a disk store behind the server.
+func testExchangeOver(t *testing.T, listen string) {
+	cfg := p2p.Config{ListenAddrs: []string{listen}}
+	srv, a, b := newHost(t, cfg), newHost(t, cfg), newHost(t, cfg)
 	ds, err := disk.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

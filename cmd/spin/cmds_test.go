@@ -325,6 +325,9 @@ func TestUserSignup(t *testing.T) {
 }
 
 func TestNotBuiltIn(t *testing.T) {
+	saved := runNode
+	runNode = nil
+	t.Cleanup(func() { runNode = saved })
 	e := newEnv(t)
 	e.fails(exitFailure, "spin: node: spin node is not built in\n", "node", "-home", e.dir)
 	e.fails(exitFailure, "spin: demo: spin demo needs spin node, which is not built in\n", "demo")
@@ -605,7 +608,8 @@ func TestDemo(t *testing.T) {
 		<-ctx.Done()
 		return exitOK
 	}
-	t.Cleanup(func() { runNode = nil })
+	saved := runNode
+	t.Cleanup(func() { runNode = saved })
 	world := newFakeClient(ann)
 	var out, errs strings.Builder
 	st := &State{Stdout: &out, Stderr: &errs,

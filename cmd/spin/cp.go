@@ -426,7 +426,7 @@ func (cp *copier) copy(ctx context.Context, j *copyJob, pb *progress) {
 		}
 		defer f.Close()
 		err = writeLocal(j.dst.local, func(w io.Writer) error {
-			_, err := io.Copy(pb.writer(w), f)
+			_, err := copyData(pb.writer(w), f)
 			return err
 		})
 		if err != nil {

@@ -67,7 +67,7 @@ func (st *State) getStdout(ctx context.Context, c spindle.Client, name spindle.P
 	if st.terminal(st.Stdout) {
 		w = &textOnly{w: w}
 	}
-	_, err = io.Copy(w, f)
+	_, err = copyData(w, f)
 	if t, ok := w.(*textOnly); ok && err == nil && len(t.tail) > 0 {
 		err = errBinary // The file ends inside a rune.
 	}
@@ -104,7 +104,7 @@ func (st *State) getFile(ctx context.Context, c spindle.Client, name spindle.Pat
 		}
 	}
 	err = writeLocal(dest, func(w io.Writer) error {
-		_, err := io.Copy(pb.writer(w), f)
+		_, err := copyData(pb.writer(w), f)
 		return err
 	})
 	pb.done(err == nil)
@@ -223,4 +223,14 @@ func (t *textOnly) Write(b []byte) (int, error) {
 	}
 	t.tail = append(t.tail[:0:0], data[len(data)-keep:]...)
 	return len(b), nil
+}
+
+// copyBufSize is the buffer copyData reads through: large enough that
+// copying a big file costs few system calls.
+const copyBufSize = 256 << 10
+
+// copyData copies src to dst through a buffer of copyBufSize bytes, unless
+// one of them can do better (io.WriterTo, io.ReaderFrom).
+func copyData(dst io.Writer, src io.Reader) (int64, error) {
+	return io.CopyBuffer(dst, src, make([]byte, copyBufSize))
 }

@@ -126,7 +126,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		Listener:  ln,
 		Dial:      p2p.Dialer(n.host, RaftProtocol),
 		Bootstrap: true,
-		Logger:    log.With("part", "keyraft"),
+		// A restarted one-member cluster elects itself after one heartbeat
+		// timeout; raft's 1s default suits members across the internet,
+		// which a later issue brings.
+		HeartbeatTimeout: 250 * time.Millisecond,
+		Logger:           log.With("part", "keyraft"),
 	})
 	if err != nil {
 		ln.Close()

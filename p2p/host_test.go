@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"spindle.dev"
 	"spindle.dev/p2p"
@@ -115,5 +117,24 @@ func TestBehindNATHost(t *testing.T) {
 	h := newHost(t, p2p.Config{BehindNAT: true})
 	if len(p2p.Addrs(h)) == 0 {
 		t.Fatal("host behind NAT has no addresses")
+	}
+}
+
+// A peer that offers TCP and QUIC is reached over TCP, the cheaper
+// transport for bulk transfer.
+func TestDialPrefersTCP(t *testing.T) {
+	a, b := newHost(t, p2p.Config{}), newHost(t, p2p.Config{})
+	for _, ad := range p2p.Addrs(a) {
+		b.Peerstore().AddAddrs(a.ID(), []ma.Multiaddr{ma.StringCast(string(ad))}, time.Hour)
+	}
+	if _, err := p2p.Connect(context.Background(), b, p2p.PeerAddrOf(a.ID())); err != nil {
+		t.Fatal(err)
+	}
+	conns := b.Network().ConnsToPeer(a.ID())
+	if len(conns) == 0 {
+		t.Fatal("no connection")
+	}
+	if got := conns[0].RemoteMultiaddr().String(); !strings.Contains(got, "/tcp/") {
+		t.Fatalf("connected over %s, want TCP", got)
 	}
 }

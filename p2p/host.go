@@ -66,9 +66,11 @@ type Config struct {
 	BehindNAT bool
 }
 
-// NewHost returns a libp2p host with the TCP and QUIC transports, Noise
-// and TLS security, and a resource manager sized for bulk transfer. The
-// caller closes the host. ctx bounds only the setup.
+// NewHost returns a libp2p host with the TCP and QUIC transports, TLS and
+// Noise security (TLS preferred, for its hardware AES), and a resource
+// manager sized for bulk transfer. When it dials a peer that offers both
+// TCP and QUIC it tries TCP first, the cheaper of the two for moving
+// blocks. The caller closes the host. ctx bounds only the setup.
 func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 	const op spindle.Op = "p2p.NewHost"
 	if err := ctx.Err(); err != nil {

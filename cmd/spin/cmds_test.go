@@ -344,7 +344,7 @@ func TestConfig(t *testing.T) {
 	for _, tc := range []struct{ text, err string }{
 		{"username: ann@example.com\nsecrets: keys\n", ""},
 		{"username: [ann\n", "malformed YAML: yaml: line 1: did not find expected ',' or ']'"},
-		{"username: ann@example.com\nsecrets: keys\ncolour: blue\n", "malformed YAML: yaml: unmarshal errors:\n  line 3: field colour not found in type main.Config"},
+		{"username: ann@example.com\nsecrets: keys\ncolour: blue\n", "malformed YAML: line 3: unknown field colour"},
 		{"secrets: keys\n", "no username"},
 		{"username: ann\nsecrets: keys\n", `username "ann": invalid operation: user name has no @`},
 		{"username: ann@example.com\nsecrets: keys\npacking: zip\n", `packing: invalid operation: unknown packing "zip" (want ee, eeintegrity or plain)`},

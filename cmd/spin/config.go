@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -42,6 +44,9 @@ type Config struct {
 	// Log receives the client's log events.
 	Log *slog.Logger `yaml:"-"`
 }
+
+// unknownField matches yaml.v3's report of a field Config lacks.
+var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
 
 // maxConfigSize bounds the configuration file spin reads.
 const maxConfigSize = 1 << 20
@@ -85,6 +90,14 @@ func ParseConfig(data []byte) (*Config, error) {
 	dec.KnownFields(true)
 	cfg := new(Config)
 	if err := dec.Decode(cfg); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			msgs := make([]string, len(te.Errors))
+			for i, m := range te.Errors {
+				msgs[i] = unknownField.ReplaceAllString(m, "unknown field $1")
+			}
+			return nil, fmt.Errorf("malformed YAML: %s", strings.Join(msgs, "; "))
+		}
 		return nil, fmt.Errorf("malformed YAML: %v", err)
 	}
 	if cfg.Username == "" {

@@ -231,7 +231,12 @@ func (st *State) checkRecovered(ctx context.Context, cfg *Config, keys *pack.Key
 	probe := *cfg
 	probe.Secrets = tmp
 	c, err := st.NewClient(ctx, &probe)
-	if err != nil {
+	switch {
+	case errors.Is(err, spindle.Permission) || errors.Is(err, spindle.Integrity):
+		// The node checks the key of a user who signs in against the key
+		// record, and refused this one.
+		return st.wrongSecret(cfg.Username)
+	case err != nil:
 		st.errorf("cannot check the recovered key against the key cluster: %s", describeAll(err))
 		return nil
 	}
@@ -249,7 +254,11 @@ func (st *State) checkRecovered(ctx context.Context, cfg *Config, keys *pack.Key
 			return nil
 		}
 	}
-	st.errorf("recovery secret: the key it makes is not the key registered for %s", cfg.Username)
+	return st.wrongSecret(cfg.Username)
+}
+
+func (st *State) wrongSecret(user spindle.UserName) error {
+	st.errorf("recovery secret: the key it makes is not the key registered for %s", user)
 	st.hint("check the secret for typing mistakes; nothing was written")
 	return errFailed
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,6 +35,8 @@ func TestMain(m *testing.M) {
 //
 //	waitfile FILE [SECONDS]   wait until FILE exists and is not empty (default 60s)
 //	envfile VAR FILE          set $VAR to the first line of FILE
+//	extract REGEXP FILE       write the first group REGEXP matches in the
+//	                          last command's stdout to FILE
 //
 // and the condition [node], true when spin node is built in. HOME is the
 // script's work directory.
@@ -54,6 +57,7 @@ func TestScript(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitfile": cmdWaitfile,
 			"envfile":  cmdEnvfile,
+			"extract":  cmdExtract,
 		},
 	})
 }
@@ -81,6 +85,19 @@ func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func cmdExtract(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: extract REGEXP FILE")
+	}
+	re, err := regexp.Compile(args[0])
+	ts.Check(err)
+	m := re.FindStringSubmatch(ts.ReadFile("stdout"))
+	if len(m) < 2 {
+		ts.Fatalf("extract: no match for %s in stdout", args[0])
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(m[1]+"\n"), 0o600))
 }
 
 func cmdEnvfile(ts *testscript.TestScript, neg bool, args []string) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,7 +93,8 @@ func (d *demo) startNode(ctx context.Context) (stop func() error, err error) {
 	fmt.Fprintf(d.st.Stdout, "Starting a node: spin node %s\n", strings.Join(args, " "))
 	nctx, cancel := context.WithCancel(ctx)
 	done := make(chan int, 1)
-	nst := &State{Stdin: strings.NewReader(""), Stdout: &d.nodeLog, Stderr: &d.nodeLog, Log: d.st.Log, NewClient: d.st.NewClient, cmd: "node"}
+	nst := &State{Stdin: strings.NewReader(""), Stdout: &d.nodeLog, Stderr: &d.nodeLog, NewClient: d.st.NewClient, cmd: "node",
+		Log: slog.New(slog.NewTextHandler(&d.nodeLog, &slog.HandlerOptions{Level: d.level()}))}
 	go func() { done <- runNode(nctx, nst, args) }()
 	stop = func() error {
 		cancel()
@@ -131,6 +133,16 @@ func (d *demo) startNode(ctx context.Context) (stop func() error, err error) {
 		case <-tick.C:
 		}
 	}
+}
+
+// level returns the level of the demo's logger, warn if it has none.
+func (d *demo) level() slog.Level {
+	for _, l := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn} {
+		if d.st.Log != nil && d.st.Log.Enabled(context.Background(), l) {
+			return l
+		}
+	}
+	return slog.LevelWarn
 }
 
 // A demoStep is one spin command run as one user.

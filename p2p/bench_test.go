@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"spindle.dev"
 	"spindle.dev/blocks"
 	"spindle.dev/blocks/blockstest"
@@ -143,4 +145,25 @@ func BenchmarkRemotePutDiskTCP(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkCallTCP measures one small request/response call, on a new
+// stream each time, over loopback TCP.
+func BenchmarkCallTCP(b *testing.B) {
+	cfg := p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}}
+	srv, cli := newHost(b, cfg), newHost(b, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p2p.Handle(ctx, srv, echoProto, 0, func(ctx context.Context, _ peer.ID, req []byte) ([]byte, error) {
+		return req, nil
+	})
+	if _, err := p2p.Connect(ctx, cli, p2p.Addrs(srv)[0]); err != nil {
+		b.Fatal(err)
+	}
+	req := make([]byte, 200)
+	for b.Loop() {
+		if _, err := p2p.Call(ctx, cli, srv.ID(), echoProto, req, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -60,7 +60,7 @@ func NewConn(s network.Stream, maxFrame int) *Conn {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
-	return &Conn{s: s, r: bufio.NewReaderSize(s, 16<<10), maxFrame: maxFrame}
+	return &Conn{s: s, r: bufio.NewReaderSize(s, 4<<10), maxFrame: maxFrame}
 }
 
 // Stream returns the underlying stream.

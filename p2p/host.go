@@ -154,7 +154,7 @@ func newResourceManager(memory int64) (network.ResourceManager, error) {
 		Conn:                rcmgr.ResourceLimits{Memory: peerMem},
 		Stream:              rcmgr.ResourceLimits{Memory: streamMem},
 	}
-	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(partial.Build(base)))
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(partial.Build(base)), rcmgr.WithMetricsDisabled())
 }
 
 // quicFallback is how long a dial waits for TCP before trying QUIC.

@@ -646,3 +646,12 @@ func TestDemo(t *testing.T) {
 		t.Errorf("demo directory %s left behind", filepath.Dir(nodeArgs[1]))
 	}
 }
+
+func TestDirectoryHints(t *testing.T) {
+	e := newEnv(t)
+	e.ok("mkdir", "@/d")
+	e.fails(exitFailure, "spin: get: ann@example.com/d: is a directory\n"+
+		"spin: hint: to list it, use: spin ls ann@example.com/d; to copy it, use: spin cp -R ann@example.com/d DIR\n", "get", "@/d")
+	e.fails(exitFailure, "spin: put: ann@example.com/d: is a directory\n"+
+		"spin: hint: PATH names the file to write; to copy into the directory, use: spin cp SRC ann@example.com/d\n", "put", e.file("f", "f"), "@/d")
+}

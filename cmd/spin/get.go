@@ -60,7 +60,11 @@ func runGet(ctx context.Context, st *State, args []string) error {
 func (st *State) getStdout(ctx context.Context, c spindle.Client, name spindle.PathName) error {
 	f, err := c.Open(ctx, name)
 	if err != nil {
-		return st.fail(string(name), err)
+		st.fail(string(name), err)
+		if errors.Is(err, spindle.IsDir) {
+			st.hint("to list it, use: spin ls %s; to copy it, use: spin cp -R %s DIR", name, name)
+		}
+		return errFailed
 	}
 	defer f.Close()
 	var w io.Writer = st.Stdout
@@ -89,7 +93,11 @@ func (st *State) getStdout(ctx context.Context, c spindle.Client, name spindle.P
 func (st *State) getFile(ctx context.Context, c spindle.Client, name spindle.PathName, dest string, bar bool) error {
 	f, err := c.Open(ctx, name)
 	if err != nil {
-		return st.fail(string(name), err)
+		st.fail(string(name), err)
+		if errors.Is(err, spindle.IsDir) {
+			st.hint("to copy a directory, use: spin cp -R %s %s", name, dest)
+		}
+		return errFailed
 	}
 	defer f.Close()
 	if e := f.Entry(); e != nil && e.Attr.IsDir() {

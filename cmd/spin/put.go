@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -58,7 +59,7 @@ func runPut(ctx context.Context, st *State, args []string) error {
 		_, err := c.Put(ctx, name, pb.reader(st.Stdin), packing, nil)
 		pb.done(err == nil)
 		if err != nil {
-			return st.fail(string(name), err)
+			return st.putFailed(name, err)
 		}
 		return nil
 	}
@@ -102,7 +103,16 @@ func (st *State) putFile(ctx context.Context, c spindle.Client, src string, name
 	_, err = c.Put(ctx, name, pb.reader(f), packing, nil)
 	pb.done(err == nil)
 	if err != nil {
-		return st.fail(string(name), err)
+		return st.putFailed(name, err)
 	}
 	return nil
+}
+
+// putFailed reports a failed put to name.
+func (st *State) putFailed(name spindle.PathName, err error) error {
+	st.fail(string(name), err)
+	if errors.Is(err, spindle.IsDir) {
+		st.hint("PATH names the file to write; to copy into the directory, use: spin cp SRC %s", name)
+	}
+	return errFailed
 }

@@ -655,3 +655,29 @@ func TestDirectoryHints(t *testing.T) {
 	e.fails(exitFailure, "spin: put: ann@example.com/d: is a directory\n"+
 		"spin: hint: PATH names the file to write; to copy into the directory, use: spin cp SRC ann@example.com/d\n", "put", e.file("f", "f"), "@/d")
 }
+
+func TestInitSeveralConfigs(t *testing.T) {
+	// Two users with config files in one directory get separate keys.
+	dir := t.TempDir()
+	for _, u := range []string{"ann", "bob"} {
+		var out strings.Builder
+		st := &State{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out}
+		cfgFile := filepath.Join(dir, u+".yaml")
+		if code := run([]string{"-config", cfgFile, "init", "-node", "/ip4/127.0.0.1/tcp/1/p2p/x", u + "@example.com"}, st); code != 0 {
+			t.Fatalf("init %s: %s", u, out.String())
+		}
+		cfg, err := ReadConfig(cfgFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Secrets != filepath.Join(dir, u+".keys") {
+			t.Errorf("%s's keys are in %s", u, cfg.Secrets)
+		}
+		if k, err := pack.Load(cfg.Secrets); err != nil || string(k.UserName()) != u+"@example.com" {
+			t.Errorf("%s's keys: %v", u, err)
+		}
+	}
+	if got := keysDir("/h/spin/config"); got != "/h/spin/keys" {
+		t.Errorf("keysDir of the usual config: %s", got)
+	}
+}

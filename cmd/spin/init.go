@@ -18,11 +18,11 @@ import (
 )
 
 const initUsage = `Usage:
-    spin init [-node ADDR] [-keyserver ADDR,...] [-packing P] [-recover] [-force] USER
+    spin init [-node ADDR] [-keyserver ADDR,...] [-packing P] [-secrets DIR] [-recover] [-force] USER
 
-Makes a key pair for USER, saves it in the directory keys next to the
-config file, and writes the config file ($HOME/spin/config unless -config
-says otherwise). The keys come from a recovery secret, printed once: write
+Makes a key pair for USER, saves it in a directory next to the config file
+(keys for the usual $HOME/spin/config, NAME.keys for a config file
+NAME.yaml given with -config), and writes the config file. The keys come from a recovery secret, printed once: write
 it down, since it is the only way to make the same keys again. Then run
 spin signup.
 
@@ -33,6 +33,7 @@ Options:
     -k, -keyserver LIST   comma-separated addresses of key-cluster members
                           (default: the node's address)
     -p, -packing P        default packing of new files: ee, eeintegrity or plain (default ee)
+    -s, -secrets DIR      keep the keys in DIR instead
     -r, -recover          re-create the keys from a recovery secret, read from
                           stdin or asked for on a terminal
     -f, -force            replace an existing config and keys; the old keys
@@ -54,6 +55,8 @@ func runInit(ctx context.Context, st *State, args []string) error {
 	flags.StringVar(packingName, "p", "ee", "")
 	recoverKeys := flags.Bool("recover", false, "")
 	flags.BoolVar(recoverKeys, "r", false, "")
+	secretsDir := flags.String("secrets", "", "")
+	flags.StringVar(secretsDir, "s", "", "")
 	force := flags.Bool("force", false, "")
 	flags.BoolVar(force, "f", false, "")
 	if err := st.parse(flags, args); err != nil {
@@ -87,7 +90,12 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		return st.fail("", err)
 	}
 	dir := filepath.Dir(file)
-	secrets := filepath.Join(dir, "keys")
+	secrets := keysDir(file)
+	if *secretsDir != "" {
+		if secrets, err = filepath.Abs(*secretsDir); err != nil {
+			return st.fail(*secretsDir, err)
+		}
+	}
 	if !*force {
 		for _, f := range []string{file, filepath.Join(secrets, pack.PrivateKeyFile)} {
 			if _, err := os.Stat(f); err == nil {
@@ -180,6 +188,17 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		fmt.Fprintf(out, "Next, register with the key cluster: spin signup\n")
 	}
 	return nil
+}
+
+// keysDir returns the directory for the keys of the user whose config is
+// file: keys beside a file named config, else NAME.keys beside NAME.ext,
+// so that several users' configs can share a directory.
+func keysDir(file string) string {
+	dir, base := filepath.Split(file)
+	if base == "config" {
+		return filepath.Join(dir, "keys")
+	}
+	return filepath.Join(dir, strings.TrimSuffix(base, filepath.Ext(base))+".keys")
 }
 
 // localNodeAddr returns the first address in a node's addr file, or "" if

@@ -579,8 +579,9 @@ func BenchmarkCpR(b *testing.B) {
 
 func TestCpInterrupted(t *testing.T) {
 	e := newEnv(t)
-	for i := range 40 {
-		e.file(fmt.Sprintf("many/f%02d", i), "x")
+	const n = 200 // 20ms each, 8 at a time: 500ms in all, interrupted at 50ms.
+	for i := range n {
+		e.file(fmt.Sprintf("many/f%03d", i), "x")
 	}
 	e.client.putDelay = 20 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
@@ -590,7 +591,7 @@ func TestCpInterrupted(t *testing.T) {
 	// The fake ignores the context, so puts in flight finish; the rest are
 	// not started, and the interruption is reported once.
 	e.fails(exitFailure, "spin: cp: interrupted\n", "cp", "-R", filepath.Join(e.dir, "many"), "@/many")
-	if e.client.puts >= 40 {
+	if e.client.puts >= n {
 		t.Errorf("all %d files copied after the interruption", e.client.puts)
 	}
 }

@@ -336,6 +336,8 @@ func TestErrorShapes(t *testing.T) {
 			"a@b.com/x", "invalid operation: Access file line 3: bad right \"rread\""},
 		{spindle.E(spindle.Op("x"), spindle.Integrity, spindle.PathName("a@b.com/y"), "block bafk...: hash mismatch"), "a@b.com/y", "integrity check failed: block bafk...: hash mismatch"},
 		{spindle.NotExist, "", "does not exist"},
+		{spindle.E(spindle.Op("client.Rename"), spindle.PathName("a@b.com/old"), spindle.E(spindle.Op("dirlog.Rename"), spindle.Permission, spindle.PathName("a@b.com/new"))),
+			"a@b.com/old", "permission denied: a@b.com/new"},
 		{&os.PathError{Op: "open", Path: "/tmp/f", Err: os.ErrPermission}, "/tmp/f", "permission denied"},
 	} {
 		path, msg := describe(tc.err)

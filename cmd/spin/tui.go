@@ -265,14 +265,18 @@ func describeParts(err error) (path, msg string) {
 	case errors.As(err, &se):
 		kind := spindle.Other
 		var cause error
+		other := "" // A second path further down the chain, such as a rename's target.
 		for e := error(se); e != nil; {
 			s, ok := e.(*spindle.Error)
 			if !ok {
 				cause = e
 				break
 			}
-			if path == "" && s.Path != "" {
+			switch {
+			case path == "":
 				path = string(s.Path)
+			case other == "" && s.Path != "" && string(s.Path) != path:
+				other = string(s.Path)
 			}
 			if kind == spindle.Other && s.Kind != spindle.Other {
 				kind = s.Kind
@@ -282,6 +286,9 @@ func describeParts(err error) (path, msg string) {
 		var parts []string
 		if kind != spindle.Other {
 			parts = append(parts, kind.Error())
+		}
+		if other != "" {
+			parts = append(parts, other)
 		}
 		if cause != nil {
 			if cp, cmsg := describe(cause); cmsg != kind.Error() {

@@ -105,7 +105,9 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 	opts := []libp2p.Option{
 		libp2p.Identity(key),
 		libp2p.ListenAddrStrings(listen...),
-		libp2p.Transport(tcp.NewTCPTransport),
+		// No SO_REUSEPORT: a second node on a taken port must fail to
+		// start, not share the port and answer for the first.
+		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
 		libp2p.Transport(quic.NewTransport),
 		// TLS first: its AES-GCM runs in hardware and carries bulk
 		// transfer at several times the speed of Noise's ChaCha20.

@@ -11,7 +11,7 @@ import (
 
 // The parts of spin that come from package node are wired here, and only
 // here: the network client every client command uses, the peer that "spin
-// node" runs, and "spin demo". main hands dialClient to State.NewClient.
+// node" runs. main hands dialClient to State.NewClient.
 
 // dialClient connects to the network through the peer cfg.Node names, as
 // cfg.Username with the keys in cfg.Secrets.
@@ -36,17 +36,4 @@ var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) 
 // runNode runs "spin node" with the arguments after "node".
 var runNode = func(ctx context.Context, st *State, args []string) int {
 	return node.RunCommand(ctx, args, st.Stdout, st.Stderr, st.Log)
-}
-
-// runDemo runs "spin demo".
-var runDemo = func(ctx context.Context, st *State, args []string) int {
-	if len(args) > 0 {
-		fmt.Fprintf(st.Stderr, "spin: demo: takes no arguments\n")
-		return exitUsage
-	}
-	if err := node.Demo(ctx, st.Stdout); err != nil {
-		fmt.Fprintf(st.Stderr, "spin: demo: %v\n", err)
-		return exitFailure
-	}
-	return exitOK
 }

@@ -401,7 +401,7 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 	r, err := pack.NewReader(ctx, e, pack.ReadConfig{
 		Keys:       c.keys,
 		WriterKeys: []spindle.PublicKey{wkey},
-		Get:        c.blocks.Get,
+		Get:        c.blocks.Fetch, // pack.Reader checks each block's hash and tag itself.
 	})
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)

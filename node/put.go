@@ -421,7 +421,7 @@ func (p *progressReader) Read(b []byte) (int, error) {
 // putPipe stores blocks with several in flight, so that the network round
 // trip and the node's fsync of one block overlap the packing of the next.
 type putPipe struct {
-	store spindle.BlockStore
+	store refPutter
 	sem   chan struct{}
 	wg    sync.WaitGroup
 	pool  *sync.Pool // Buffers of MaxStoredBlockSize, shared by the client's puts.
@@ -430,7 +430,13 @@ type putPipe struct {
 	err error
 }
 
-func newPutPipe(store spindle.BlockStore, inFlight int, pool *sync.Pool) *putPipe {
+// refPutter stores a block whose ref the caller has computed; the store
+// checks it (p2p.RemoteStore does).
+type refPutter interface {
+	PutRef(ctx context.Context, ref spindle.Ref, data []byte) error
+}
+
+func newPutPipe(store refPutter, inFlight int, pool *sync.Pool) *putPipe {
 	return &putPipe{store: store, sem: make(chan struct{}, inFlight), pool: pool}
 }
 
@@ -464,10 +470,7 @@ func (p *putPipe) put(ctx context.Context, ref spindle.Ref, data []byte) error {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		got, err := p.store.Put(ctx, buf)
-		if err == nil && got != ref {
-			err = spindle.E(spindle.Integrity, "store filed block "+string(ref)+" as "+string(got))
-		}
+		err := p.store.PutRef(ctx, ref, buf)
 		if pooled {
 			p.pool.Put(&buf)
 		}

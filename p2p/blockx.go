@@ -239,6 +239,41 @@ func (r *RemoteStore) Put(ctx context.Context, data []byte) (spindle.Ref, error)
 	return ref, nil
 }
 
+// PutRef is Put for a caller that has already hashed data: ref must be
+// blocks.RefOf(data). It saves hashing the block a second time, and
+// loses no safety: the peer hashes what it receives and an answer with
+// another ref is Integrity.
+func (r *RemoteStore) PutRef(ctx context.Context, ref spindle.Ref, data []byte) error {
+	const op spindle.Op = "p2p.RemoteStore.PutRef"
+	if len(data) > spindle.MaxStoredBlockSize {
+		return spindle.E(op, spindle.Invalid, fmt.Sprintf("block of %d bytes exceeds the limit of %d", len(data), spindle.MaxStoredBlockSize))
+	}
+	got, err := r.call(ctx, blockPut, data)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	if spindle.Ref(got) != ref {
+		return spindle.E(op, spindle.Integrity, fmt.Sprintf("peer %s stored block %s as %.80q", r.peer, ref, got))
+	}
+	return nil
+}
+
+// Fetch is Get without the hash check, for a caller that checks every
+// block itself (pack.Reader does, together with its GCM tag), so that a
+// block is hashed once on its way in. Fetch never returns more than a
+// stored block's bytes.
+func (r *RemoteStore) Fetch(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	const op spindle.Op = "p2p.RemoteStore.Fetch"
+	if _, err := blocks.ParseRef(ref); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	data, err := r.call(ctx, blockGet, []byte(ref))
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return data, nil
+}
+
 // errSessionBroken marks failures of the stream itself, after which a
 // call may be retried on a new stream.
 var errSessionBroken = errors.New("block stream broken")

@@ -112,6 +112,11 @@ func (st *State) getFile(ctx context.Context, c spindle.Client, name spindle.Pat
 		}
 	}
 	err = writeLocal(dest, func(w io.Writer) error {
+		if lw, ok := w.(*localWriter); ok {
+			if out, ok := lw.w.(*os.File); ok && f.Entry() != nil && f.Entry().Size >= parallelMin {
+				return copyParallel(out, f, f.Entry().Size, pb.add)
+			}
+		}
 		_, err := copyData(pb.writer(w), f)
 		return err
 	})

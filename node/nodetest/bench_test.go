@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -159,4 +160,56 @@ func BenchmarkCLICopyTree(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(files*b.N)/time.Since(start).Seconds(), "files/s")
 	b.ReportMetric(float64(rss)/(1<<20), "cli-peak-MiB")
+}
+
+// BenchmarkDiskCeiling measures what this machine's disk allows, for
+// judging the CLI figures: 1 MiB files written, synced and renamed into
+// place by 8 workers (the node's block store), and one new file written
+// in 1 MiB pieces without sync (spin get's destination).
+func BenchmarkDiskCeiling(b *testing.B) {
+	buf := make([]byte, 1<<20)
+	rand.NewChaCha8([32]byte{9}).Read(buf)
+	b.Run("blocks-fsync-8", func(b *testing.B) {
+		dir := b.TempDir()
+		b.SetBytes(1 << 20)
+		var next atomicCounter
+		b.SetParallelism(4) // 4 × GOMAXPROCS(2) = 8 workers.
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				f, err := os.CreateTemp(dir, "t-*")
+				if err != nil {
+					b.Fatal(err)
+				}
+				f.Write(buf)
+				f.Sync()
+				f.Close()
+				os.Rename(f.Name(), filepath.Join(dir, fmt.Sprint(next.add())))
+			}
+		})
+	})
+	b.Run("new-file", func(b *testing.B) {
+		f, err := os.Create(filepath.Join(b.TempDir(), "out"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		b.SetBytes(1 << 20)
+		for range b.N {
+			if _, err := f.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+type atomicCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *atomicCounter) add() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	return c.n
 }

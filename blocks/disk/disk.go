@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"spindle.dev"
@@ -50,6 +51,8 @@ type Store struct {
 
 	dirMu   sync.Mutex
 	dirMade [256]bool // Fan-out subdirectories known to exist.
+
+	noDirect atomic.Bool // The file system does not support O_DIRECT.
 }
 
 var (
@@ -226,6 +229,13 @@ func (s *Store) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 
 // writeTemp writes data to a new synced file under DIR/tmp and returns its name.
 func (s *Store) writeTemp(data []byte) (string, error) {
+	if len(data) >= directMin && !s.noDirect.Load() {
+		name, ok, err := s.writeTempDirect(data)
+		if ok {
+			return name, err
+		}
+		s.noDirect.Store(true) // The file system refuses O_DIRECT: buffer from now on.
+	}
 	f, err := os.CreateTemp(filepath.Join(s.dir, tmpDir), "put-*")
 	if err != nil {
 		return "", err

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"unsafe"
 
 	"spindle.dev"
 )
@@ -20,8 +21,18 @@ const parallelWorkers = 4
 // several workers each reading one block (ReadAt, which spindle files
 // allow concurrently) and writing it at its offset. It calls count with
 // each block's length as it is written.
+//
+// Where the system allows, the blocks are written with O_DIRECT through a
+// second descriptor of dst, padded to the alignment it needs; dst is then
+// cut to size.
 func copyParallel(dst *os.File, src io.ReaderAt, size int64, count func(int)) error {
 	const chunk = spindle.MaxBlockSize
+	out := dst
+	direct := false
+	if d, err := openDirect(dst.Name()); err == nil {
+		defer d.Close()
+		out, direct = d, true
+	}
 	var (
 		mu   sync.Mutex
 		next int64
@@ -49,7 +60,7 @@ func copyParallel(dst *os.File, src io.ReaderAt, size int64, count func(int)) er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := make([]byte, chunk)
+			buf := alignedBuffer(chunk)
 			for {
 				off, ok := take()
 				if !ok {
@@ -60,7 +71,12 @@ func copyParallel(dst *os.File, src io.ReaderAt, size int64, count func(int)) er
 					fail(err)
 					return
 				}
-				if _, err := dst.WriteAt(buf[:n], off); err != nil {
+				w := n
+				if direct {
+					w = (n + directAlign - 1) / directAlign * directAlign
+					clear(buf[n:w])
+				}
+				if _, err := out.WriteAt(buf[:w], off); err != nil {
 					fail(&localError{&os.PathError{Op: "write", Path: dst.Name(), Err: err}})
 					return
 				}
@@ -69,5 +85,24 @@ func copyParallel(dst *os.File, src io.ReaderAt, size int64, count func(int)) er
 		}()
 	}
 	wg.Wait()
+	if ferr == nil && direct {
+		if err := dst.Truncate(size); err != nil {
+			ferr = &localError{err}
+		}
+	}
 	return ferr
+}
+
+// directAlign is the alignment O_DIRECT needs of buffers, lengths and offsets.
+const directAlign = 4096
+
+// alignedBuffer returns a buffer of n bytes (n a multiple of directAlign)
+// whose start is aligned to directAlign.
+func alignedBuffer(n int) []byte {
+	b := make([]byte, n+directAlign)
+	off := int(uintptr(unsafe.Pointer(&b[0])) % directAlign)
+	if off != 0 {
+		off = directAlign - off
+	}
+	return b[off : off+n : off+n]
 }

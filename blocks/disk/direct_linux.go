@@ -1,0 +1,77 @@
+package disk
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"spindle.dev"
+)
+
+// Large blocks are written with O_DIRECT: straight from an aligned buffer
+// to the device, past the page cache. On the virtual disks Spindle nodes
+// often run on, filling the page cache and writing it back costs more CPU
+// than the rest of a Put (hashing included), and the block is not read
+// again soon: it was just written by a client that holds its contents.
+
+// directAlign is the alignment O_DIRECT needs of buffers, sizes and offsets.
+const directAlign = 4096
+
+// directMin is the smallest block written with O_DIRECT.
+const directMin = 64 << 10
+
+// directBufs holds aligned buffers large enough for any stored block.
+var directBufs = sync.Pool{New: func() any {
+	b := make([]byte, spindle.MaxStoredBlockSize+2*directAlign)
+	off := directAlign - int(uintptr(unsafe.Pointer(&b[0]))%directAlign)
+	if off == directAlign {
+		off = 0
+	}
+	b = b[off : off+spindle.MaxStoredBlockSize+directAlign]
+	return &b
+}}
+
+// writeTempDirect writes data to a new synced file under DIR/tmp with
+// O_DIRECT. It returns ok false, having written nothing, if the file
+// system does not support O_DIRECT.
+func (s *Store) writeTempDirect(data []byte) (name string, ok bool, err error) {
+	var rnd [12]byte
+	rand.Read(rnd[:])
+	name = filepath.Join(s.dir, tmpDir, "put-"+hex.EncodeToString(rnd[:]))
+	fd, err := syscall.Open(name, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC|syscall.O_DIRECT, 0o600)
+	if err == syscall.EINVAL {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", true, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), name)
+	bp := directBufs.Get().(*[]byte)
+	padded := (len(data) + directAlign - 1) / directAlign * directAlign
+	buf := (*bp)[:padded]
+	n := copy(buf, data)
+	clear(buf[n:])
+	_, err = f.Write(buf)
+	directBufs.Put(bp)
+	if err == nil && padded != len(data) {
+		err = f.Truncate(int64(len(data)))
+	}
+	if err == nil {
+		err = f.Sync() // The size and the allocation, which O_DIRECT does not make durable.
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(name)
+		if pe, isPath := err.(*os.PathError); isPath && pe.Err == syscall.EINVAL {
+			return "", false, nil
+		}
+		return "", true, err
+	}
+	return name, true, nil
+}

@@ -37,6 +37,13 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 		packing = spindle.EEPack
 	}
 	var readers []spindle.PublicKey
+	if packing != spindle.EEPack {
+		// Make sure the node knows who we are before blocks go to it:
+		// after a restart it has forgotten, and the call signs in again.
+		if _, err := c.dir.WhichAccess(ctx, name); err != nil {
+			return nil, spindle.E(op, name, err)
+		}
+	}
 	if packing == spindle.EEPack {
 		var public bool
 		readers, public, _, err = c.readerKeys(ctx, name)

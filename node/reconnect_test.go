@@ -1,0 +1,52 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"spindle.dev"
+)
+
+// A client outlives a restart of its node: it reconnects and signs in
+// again by itself.
+func TestClientSurvivesNodeRestart(t *testing.T) {
+	home := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n, err := New(ctx, Config{Home: home, Writers: []string{"all"}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := firstAddr(n.Addrs())
+	c := dialAs(t, n, "ann@example.com")
+	if _, err := c.Put(ctx, "@/before", bytes.NewReader([]byte("one")), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	// The same home, the same port.
+	listen := strings.TrimSuffix(string(addr), "/p2p/"+n.host.ID().String())
+	n2, err := New(ctx, Config{Home: home, Listen: []string{listen}, Writers: []string{"all"}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Close()
+	for _, p := range []spindle.Packing{spindle.PlainPack, spindle.EEPack} {
+		_, err := c.Put(ctx, "@/after", bytes.NewReader([]byte("two")), p, nil)
+		if err != nil {
+			t.Fatalf("put after restart: %v", err)
+		}
+	}
+	f, err := c.Open(ctx, "@/before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(f)
+	f.Close()
+	if string(got) != "one" {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -50,8 +50,9 @@ type Client struct {
 
 	bufs sync.Pool // Block buffers for putPipe.
 
-	mu       sync.Mutex
-	userKeys map[spindle.UserName]*spindle.User // Key records looked up so far.
+	mu           sync.Mutex
+	userKeys     map[spindle.UserName]*spindle.User // Key records looked up so far.
+	readersCache map[spindle.PathName]cachedReaders // Reader keys by directory, for Put.
 }
 
 var _ spindle.Client = (*Client)(nil)

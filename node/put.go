@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"spindle.dev"
 	"spindle.dev/access"
@@ -46,7 +47,7 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 	}
 	if packing == spindle.EEPack {
 		var public bool
-		readers, public, _, err = c.readerKeys(ctx, name)
+		readers, public, err = c.putReaders(ctx, name)
 		if err != nil {
 			return nil, spindle.E(op, name, err)
 		}
@@ -101,6 +102,7 @@ func (c *Client) putRules(ctx context.Context, name spindle.PathName, r io.Reade
 	if data == nil {
 		data = []byte{}
 	}
+	c.forgetReaders()
 	e, err := c.dir.Put(ctx, &spindle.DirEntry{
 		Name:    name,
 		Packing: spindle.PlainPack,
@@ -122,6 +124,48 @@ func (c *Client) putRules(ctx context.Context, name spindle.PathName, r io.Reade
 		return e, spindle.E(spindle.Op("client.Share"), scope.Path(), fmt.Errorf("stored, but re-sharing failed: %w", err))
 	}
 	return e, nil
+}
+
+// readersTTL is how long a client reuses the reader keys it worked out
+// for a directory when putting files: a copy of many files asks once, not
+// once a file. The client's own Access and Group changes clear the cache;
+// another client's become visible within readersTTL (and the re-sharing
+// their writer's client does covers files put meanwhile).
+const readersTTL = 2 * time.Second
+
+type cachedReaders struct {
+	keys   []spindle.PublicKey
+	public bool
+	at     time.Time
+}
+
+// putReaders is readerKeys for a new file, cached per directory.
+func (c *Client) putReaders(ctx context.Context, name spindle.PathName) ([]spindle.PublicKey, bool, error) {
+	dir := pathDir(name)
+	c.mu.Lock()
+	r, ok := c.readersCache[dir]
+	c.mu.Unlock()
+	if ok && time.Since(r.at) < readersTTL {
+		return r.keys, r.public, nil
+	}
+	keys, public, _, err := c.readerKeys(ctx, name)
+	if err != nil {
+		return nil, false, err
+	}
+	c.mu.Lock()
+	if c.readersCache == nil {
+		c.readersCache = make(map[spindle.PathName]cachedReaders)
+	}
+	c.readersCache[dir] = cachedReaders{keys: keys, public: public, at: time.Now()}
+	c.mu.Unlock()
+	return keys, public, nil
+}
+
+// forgetReaders clears the reader cache, after a change of rights.
+func (c *Client) forgetReaders() {
+	c.mu.Lock()
+	c.readersCache = nil
+	c.mu.Unlock()
 }
 
 // maxRulesSize bounds Access and Group files, which travel inside log entries.

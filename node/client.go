@@ -231,6 +231,31 @@ func (c *Client) userKey(ctx context.Context, name spindle.UserName) (spindle.Pu
 	return u.PublicKey, nil
 }
 
+// writerKeys returns the keys accepted for a writer's signature: the
+// current key and, with history, the keys the writer held before a
+// rotation, as the key cluster's log records them, so that files written
+// before a rotation stay readable.
+func (c *Client) writerKeys(ctx context.Context, writer spindle.UserName, history bool) ([]spindle.PublicKey, error) {
+	cur, err := c.userKey(ctx, writer)
+	if err != nil {
+		return nil, err
+	}
+	keys := []spindle.PublicKey{cur}
+	if !history {
+		return keys, nil
+	}
+	resp, err := c.svc.call(ctx, &request{Method: mKeyHistory, User: writer})
+	if err != nil {
+		return keys, nil // The current key still verifies everything written since.
+	}
+	for _, k := range resp.Keys {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
 // Lookup implements spindle.Client.
 func (c *Client) Lookup(ctx context.Context, name spindle.PathName, follow bool) (*spindle.DirEntry, error) {
 	const op spindle.Op = "client.Lookup"
@@ -395,15 +420,23 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 	if e.Inline != nil && len(e.Blocks) == 0 {
 		return newInlineFile(e), nil
 	}
-	wkey, err := c.userKey(ctx, e.Writer)
-	if err != nil {
-		return nil, spindle.E(op, p.Path(), fmt.Errorf("key of writer %s: %w", e.Writer, err))
+	// Most files verify with the writer's current key; only if that fails
+	// are the keys the writer held before a rotation fetched and tried.
+	var r *pack.Reader
+	for _, history := range []bool{false, true} {
+		wkeys, kerr := c.writerKeys(ctx, e.Writer, history)
+		if kerr != nil {
+			return nil, spindle.E(op, p.Path(), fmt.Errorf("key of writer %s: %w", e.Writer, kerr))
+		}
+		r, err = pack.NewReader(ctx, e, pack.ReadConfig{
+			Keys:       c.keys,
+			WriterKeys: wkeys,
+			Get:        c.blocks.Fetch, // pack.Reader checks each block's hash and tag itself.
+		})
+		if err == nil || !errors.Is(err, spindle.Integrity) || len(wkeys) > 1 && history {
+			break
+		}
 	}
-	r, err := pack.NewReader(ctx, e, pack.ReadConfig{
-		Keys:       c.keys,
-		WriterKeys: []spindle.PublicKey{wkey},
-		Get:        c.blocks.Fetch, // pack.Reader checks each block's hash and tag itself.
-	})
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)
 	}

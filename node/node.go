@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -138,7 +139,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 
 	// The directory logs.
-	dcfg := dirlog.Config{Keys: n.userKey, Logger: log.With("part", "dirlog")}
+	dcfg := dirlog.Config{Keys: n.userKey, KeyHistory: n.keyHistory, Logger: log.With("part", "dirlog")}
 	if cfg.Home == "" {
 		n.dir, err = dirlog.New(ctx, new(dirlog.MemStore), dcfg)
 	} else {
@@ -166,6 +167,26 @@ func (n *Node) userKey(ctx context.Context, user spindle.UserName) (spindle.Publ
 		return "", err
 	}
 	return u.PublicKey, nil
+}
+
+// keyHistory returns every key a user has held, oldest first, from the
+// key cluster's log, so that entries signed before a rotation replay.
+func (n *Node) keyHistory(ctx context.Context, user spindle.UserName) ([]spindle.PublicKey, error) {
+	proofs, err := n.keys.History(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	var keys []spindle.PublicKey
+	for _, p := range proofs {
+		u, err := keyraft.DecodeRecord(p.Record)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(keys, u.PublicKey) {
+			keys = append(keys, u.PublicKey)
+		}
+	}
+	return keys, nil
 }
 
 // Addrs returns the node's full dialable addresses.

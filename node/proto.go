@@ -31,6 +31,7 @@ const (
 	mKeyLookup   = "key.lookup"
 	mKeyPut      = "key.put"
 	mKeyDomain   = "key.domain"
+	mKeyHistory  = "key.history"
 	mDirHead     = "dir.head"
 	mDirAppend   = "dir.append"
 	mDirLookup   = "dir.lookup"
@@ -58,6 +59,7 @@ type request struct {
 type response struct {
 	Entry   *spindle.DirEntry   `cbor:"1,keyasint,omitempty"`
 	Users   []spindle.UserName  `cbor:"7,keyasint,omitempty"`
+	Keys    []spindle.PublicKey `cbor:"8,keyasint,omitempty"`
 	Entries []*spindle.DirEntry `cbor:"2,keyasint,omitempty"`
 	Head    *dirlog.Head        `cbor:"3,keyasint,omitempty"`
 	Data    []byte              `cbor:"4,keyasint,omitempty"`

@@ -49,6 +49,9 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*res
 	case mKeyDomain:
 		users, err := n.keys.Domain(ctx, req.Pattern)
 		return &response{Users: users}, err
+	case mKeyHistory:
+		keys, err := n.keyHistory(ctx, req.User)
+		return &response{Keys: keys}, err
 	case mDirHead:
 		h, err := n.dir.Head(ctx, req.User)
 		return &response{Head: h}, err

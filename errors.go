@@ -271,11 +271,13 @@ const errorMagic = "SPE1"
 func (e *Error) MarshalBinary() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(errorMagic)
-	e.marshal(&b)
+	e.marshal(&b, 0)
 	return b.Bytes(), nil
 }
 
-func (e *Error) marshal(b *bytes.Buffer) {
+// marshal encodes e; below maxErrorDepth, nested errors travel as their
+// messages, so that every encoding decodes.
+func (e *Error) marshal(b *bytes.Buffer, depth int) {
 	putString := func(s string) {
 		b.Write(binary.AppendUvarint(nil, uint64(len(s))))
 		b.WriteString(s)
@@ -284,15 +286,16 @@ func (e *Error) marshal(b *bytes.Buffer) {
 	b.WriteByte(byte(e.Kind))
 	putString(string(e.Path))
 	putString(string(e.User))
-	switch inner := e.Err.(type) {
-	case nil:
+	inner, nested := e.Err.(*Error)
+	switch {
+	case e.Err == nil:
 		b.WriteByte(0)
-	case *Error:
+	case nested && depth < maxErrorDepth:
 		b.WriteByte(2)
-		inner.marshal(b)
+		inner.marshal(b, depth+1)
 	default:
 		b.WriteByte(1)
-		putString(inner.Error())
+		putString(e.Err.Error())
 	}
 }
 

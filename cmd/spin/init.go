@@ -62,6 +62,10 @@ func runInit(ctx context.Context, st *State, args []string) error {
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
+	if *node != "" && !strings.HasPrefix(*node, "/") {
+		// Most often an empty $NODE, so that -node took the user name.
+		return usagef("-node: %q is not a multiaddr such as /ip4/127.0.0.1/tcp/7447/p2p/12D3KooW...", *node)
+	}
 	if flags.NArg() != 1 {
 		return usagef("want one USER, got %d arguments", flags.NArg())
 	}

@@ -258,16 +258,9 @@ func (c *Client) writerKeys(ctx context.Context, writer spindle.UserName, histor
 
 // Lookup implements spindle.Client.
 func (c *Client) Lookup(ctx context.Context, name spindle.PathName, follow bool) (*spindle.DirEntry, error) {
-	const op spindle.Op = "client.Lookup"
-	p, err := c.clean(name)
-	if err != nil {
-		return nil, spindle.E(op, err)
-	}
-	e, err := c.lookup(ctx, p.Path(), follow)
-	if err != nil {
-		return nil, spindle.E(op, p.Path(), err)
-	}
-	return e, nil
+	return onPath(c, "client.Lookup", name, func(p spindle.PathName) (*spindle.DirEntry, error) {
+		return c.lookup(ctx, p, follow)
+	})
 }
 
 // maxLinkHops bounds the links followed in one lookup.
@@ -310,31 +303,34 @@ func (c *Client) Glob(ctx context.Context, pattern string) ([]*spindle.DirEntry,
 	return es, nil
 }
 
-// MakeDirectory implements spindle.Client.
-func (c *Client) MakeDirectory(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
-	const op spindle.Op = "client.MakeDirectory"
+// onPath cleans name and runs fn on the clean path, naming op and the
+// path in any error.
+func onPath[T any](c *Client, op spindle.Op, name spindle.PathName, fn func(spindle.PathName) (T, error)) (T, error) {
+	var zero T
 	p, err := c.clean(name)
 	if err != nil {
-		return nil, spindle.E(op, err)
+		return zero, spindle.E(op, err)
 	}
-	e, err := c.dir.MakeDirectory(ctx, p.Path())
+	v, err := fn(p.Path())
 	if err != nil {
-		return nil, spindle.E(op, p.Path(), err)
+		return zero, spindle.E(op, p.Path(), err)
 	}
-	return e, nil
+	return v, nil
+}
+
+// MakeDirectory implements spindle.Client.
+func (c *Client) MakeDirectory(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
+	return onPath(c, "client.MakeDirectory", name, func(p spindle.PathName) (*spindle.DirEntry, error) {
+		return c.dir.MakeDirectory(ctx, p)
+	})
 }
 
 // Delete implements spindle.Client.
 func (c *Client) Delete(ctx context.Context, name spindle.PathName) error {
-	const op spindle.Op = "client.Delete"
-	p, err := c.clean(name)
-	if err != nil {
-		return spindle.E(op, err)
-	}
-	if _, err := c.dir.Delete(ctx, p.Path()); err != nil {
-		return spindle.E(op, p.Path(), err)
-	}
-	return nil
+	_, err := onPath(c, "client.Delete", name, func(p spindle.PathName) (*spindle.DirEntry, error) {
+		return c.dir.Delete(ctx, p)
+	})
+	return err
 }
 
 // PutLink implements spindle.Client.
@@ -374,30 +370,16 @@ func (c *Client) Rename(ctx context.Context, oldName, newName spindle.PathName) 
 
 // WhichAccess implements spindle.Client.
 func (c *Client) WhichAccess(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
-	const op spindle.Op = "client.WhichAccess"
-	p, err := c.clean(name)
-	if err != nil {
-		return nil, spindle.E(op, err)
-	}
-	e, err := c.dir.WhichAccess(ctx, p.Path())
-	if err != nil {
-		return nil, spindle.E(op, p.Path(), err)
-	}
-	return e, nil
+	return onPath(c, "client.WhichAccess", name, func(p spindle.PathName) (*spindle.DirEntry, error) {
+		return c.dir.WhichAccess(ctx, p)
+	})
 }
 
 // Watch implements spindle.Client.
 func (c *Client) Watch(ctx context.Context, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
-	const op spindle.Op = "client.Watch"
-	p, err := c.clean(name)
-	if err != nil {
-		return nil, spindle.E(op, err)
-	}
-	ch, err := c.dir.Watch(ctx, p.Path(), fromSeq)
-	if err != nil {
-		return nil, spindle.E(op, p.Path(), err)
-	}
-	return ch, nil
+	return onPath(c, "client.Watch", name, func(p spindle.PathName) (<-chan spindle.Event, error) {
+		return c.dir.Watch(ctx, p, fromSeq)
+	})
 }
 
 // Open implements spindle.Client.

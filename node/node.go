@@ -18,7 +18,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	ma "github.com/multiformats/go-multiaddr"
 
 	"spindle.dev"
 	"spindle.dev/blocks/disk"
@@ -320,20 +319,4 @@ func (w writerSet) admits(user spindle.UserName) bool {
 		}
 	}
 	return false
-}
-
-// firstAddr returns the first TCP address of addrs, or the first of all.
-func firstAddr(addrs []spindle.PeerAddr) spindle.PeerAddr {
-	for _, a := range addrs {
-		m, err := ma.NewMultiaddr(string(a))
-		if err == nil {
-			if _, err := m.ValueForProtocol(ma.P_TCP); err == nil {
-				return a
-			}
-		}
-	}
-	if len(addrs) > 0 {
-		return addrs[0]
-	}
-	return ""
 }

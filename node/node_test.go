@@ -46,7 +46,7 @@ func dialAs(t testing.TB, n *Node, user spindle.UserName) *Client {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	c, err := Dial(ctx, ClientConfig{Keys: keys, Node: firstAddr(n.Addrs()), Logger: testLogger(t)})
+	c, err := Dial(ctx, ClientConfig{Keys: keys, Node: orderAddrs(n.Addrs())[0], Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,18 +27,17 @@ const maxMessage = 16 << 20
 
 // Methods of the client protocol.
 const (
-	mAuth        = "auth"
-	mKeyLookup   = "key.lookup"
-	mKeyPut      = "key.put"
-	mKeyDomain   = "key.domain"
-	mKeyHistory  = "key.history"
-	mDirHead     = "dir.head"
-	mDirAppend   = "dir.append"
-	mDirLookup   = "dir.lookup"
-	mDirGlob     = "dir.glob"
-	mDirWhich    = "dir.whichaccess"
-	mDirWatch    = "dir.watch"
-	mNodeWriters = "node.canwrite"
+	mAuth       = "auth"
+	mKeyLookup  = "key.lookup"
+	mKeyPut     = "key.put"
+	mKeyDomain  = "key.domain"
+	mKeyHistory = "key.history"
+	mDirHead    = "dir.head"
+	mDirAppend  = "dir.append"
+	mDirLookup  = "dir.lookup"
+	mDirGlob    = "dir.glob"
+	mDirWhich   = "dir.whichaccess"
+	mDirWatch   = "dir.watch"
 )
 
 // request is a message of the client protocol. Which fields are used depends

@@ -24,7 +24,7 @@ func TestHostileRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	pid, err := p2p.Connect(ctx, h, firstAddr(n.Addrs()))
+	pid, err := p2p.Connect(ctx, h, orderAddrs(n.Addrs())[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestWritersAdmission(t *testing.T) {
 	defer n.Close()
 	dialAs(t, n, "ann@example.com")
 	keys, _, _ := pack.Generate("eve@evil.org")
-	eve, err := Dial(ctx, ClientConfig{Keys: keys, Node: firstAddr(n.Addrs())})
+	eve, err := Dial(ctx, ClientConfig{Keys: keys, Node: orderAddrs(n.Addrs())[0]})
 	if err != nil {
 		t.Fatal(err)
 	}

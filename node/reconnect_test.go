@@ -21,7 +21,7 @@ func TestClientSurvivesNodeRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := firstAddr(n.Addrs())
+	addr := orderAddrs(n.Addrs())[0]
 	c := dialAs(t, n, "ann@example.com")
 	if _, err := c.Put(ctx, "@/before", bytes.NewReader([]byte("one")), 0, nil); err != nil {
 		t.Fatal(err)

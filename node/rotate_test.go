@@ -20,7 +20,7 @@ func TestKeyRotationAcrossRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	n := startNode(t, home)
-	addr := firstAddr(n.Addrs())
+	addr := orderAddrs(n.Addrs())[0]
 	keys, first, err := pack.Generate("ann@example.com")
 	if err != nil {
 		t.Fatal(err)

@@ -55,8 +55,6 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*res
 	case mDirHead:
 		h, err := n.dir.Head(ctx, req.User)
 		return &response{Head: h}, err
-	case mNodeWriters:
-		return &response{Data: boolByte(n.writers.admits(req.User))}, nil
 	}
 
 	// The rest act for the user the peer has authenticated as.
@@ -90,13 +88,6 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*res
 		return &response{Entry: de}, err
 	}
 	return nil, spindle.E(spindle.Op("node.Client"), spindle.Invalid, "unknown method "+req.Method)
-}
-
-func boolByte(b bool) []byte {
-	if b {
-		return []byte{1}
-	}
-	return []byte{0}
 }
 
 // serveWatch serves one Watch: a request, then one response per event

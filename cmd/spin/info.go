@@ -28,25 +28,10 @@ func runInfo(ctx context.Context, st *State, args []string) error {
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
-	if flags.NArg() == 0 {
-		return usagef("want at least one PATH")
-	}
-	c, err := st.Client(ctx)
-	if err != nil {
-		return err
-	}
-	failed := false
-	for i, arg := range flags.Args() {
-		name, err := st.spinPath(c, arg)
-		if err != nil {
-			failed = true
-			continue
-		}
+	return st.eachPath(ctx, flags.Args(), func(c spindle.Client, i int, name spindle.PathName) error {
 		e, err := c.Lookup(ctx, name, false)
 		if err != nil {
-			st.fail(string(name), err)
-			failed = true
-			continue
+			return err
 		}
 		if i > 0 {
 			fmt.Fprintln(st.Stdout)
@@ -58,19 +43,12 @@ func runInfo(ctx context.Context, st *State, args []string) error {
 		}
 		access, accessErr := c.WhichAccess(ctx, name)
 		printInfo(st.Stdout, e, readers, access)
-		if readersErr != nil {
-			st.fail(string(name), readersErr)
-			failed = true
+		readersErr = st.fail(string(name), readersErr)
+		if err := st.fail(string(name), accessErr); err != nil {
+			return err
 		}
-		if accessErr != nil {
-			st.fail(string(name), accessErr)
-			failed = true
-		}
-	}
-	if failed {
-		return errFailed
-	}
-	return nil
+		return readersErr
+	})
 }
 
 // printInfo prints the description of e, with the readers holding wrapped

@@ -27,34 +27,13 @@ func runMkdir(ctx context.Context, st *State, args []string) error {
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
-	if flags.NArg() == 0 {
-		return usagef("want at least one PATH")
-	}
-	c, err := st.Client(ctx)
-	if err != nil {
-		return err
-	}
-	failed := false
-	for _, arg := range flags.Args() {
-		name, err := st.spinPath(c, arg)
-		if err != nil {
-			failed = true
-			continue
-		}
+	return st.eachPath(ctx, flags.Args(), func(c spindle.Client, _ int, name spindle.PathName) error {
 		if *parents {
-			err = mkdirAll(ctx, c, name)
-		} else {
-			_, err = c.MakeDirectory(ctx, name)
+			return mkdirAll(ctx, c, name)
 		}
-		if err != nil {
-			st.fail(string(name), err)
-			failed = true
-		}
-	}
-	if failed {
-		return errFailed
-	}
-	return nil
+		_, err := c.MakeDirectory(ctx, name)
+		return err
+	})
 }
 
 // mkdirAll makes the directory name and any missing parents. A directory

@@ -37,26 +37,11 @@ func runShare(ctx context.Context, st *State, args []string) error {
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
-	if flags.NArg() == 0 {
-		return usagef("want at least one PATH")
-	}
-	c, err := st.Client(ctx)
-	if err != nil {
-		return err
-	}
-	failed := false
 	unfixed := 0
-	for _, arg := range flags.Args() {
-		name, err := st.spinPath(c, arg)
-		if err != nil {
-			failed = true
-			continue
-		}
+	err := st.eachPath(ctx, flags.Args(), func(c spindle.Client, _ int, name spindle.PathName) error {
 		reports, err := c.Share(ctx, name, *recursive, *fix)
 		if err != nil {
-			st.fail(string(name), err)
-			failed = true
-			continue
+			return err
 		}
 		for _, r := range reports {
 			fmt.Fprintln(st.Stdout, shareLine(r))
@@ -64,14 +49,12 @@ func runShare(ctx context.Context, st *State, args []string) error {
 				unfixed++
 			}
 		}
-	}
+		return nil
+	})
 	if unfixed > 0 && !*fix {
 		st.hint("%d files need new keys; to repair them, run: spin share -fix%s %s", unfixed, map[bool]string{true: " -R", false: ""}[*recursive], strings.Join(flags.Args(), " "))
 	}
-	if failed {
-		return errFailed
-	}
-	return nil
+	return err
 }
 
 // shareLine describes one share report on one line.

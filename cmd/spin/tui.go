@@ -167,6 +167,33 @@ func (st *State) Client(ctx context.Context) (spindle.Client, error) {
 	return c, nil
 }
 
+// eachPath runs fn on every PATH argument, of which there must be at least
+// one, with the command's client. A failure is reported (see fail) and the
+// next path tried; eachPath returns errFailed if any path failed.
+func (st *State) eachPath(ctx context.Context, paths []string, fn func(c spindle.Client, i int, name spindle.PathName) error) error {
+	if len(paths) == 0 {
+		return usagef("want at least one PATH")
+	}
+	c, err := st.Client(ctx)
+	if err != nil {
+		return err
+	}
+	failed := false
+	for i, arg := range paths {
+		name, err := st.spinPath(c, arg)
+		if err == nil {
+			err = st.fail(string(name), fn(c, i, name))
+		}
+		if err != nil {
+			failed = true
+		}
+	}
+	if failed {
+		return errFailed
+	}
+	return nil
+}
+
 // terminal reports whether w is a terminal.
 func (st *State) terminal(w io.Writer) bool {
 	if st.isTerminal != nil {

@@ -27,39 +27,20 @@ func runWhichaccess(ctx context.Context, st *State, args []string) error {
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
-	if flags.NArg() == 0 {
-		return usagef("want at least one PATH")
-	}
-	c, err := st.Client(ctx)
-	if err != nil {
-		return err
-	}
-	failed := false
-	for _, arg := range flags.Args() {
-		name, err := st.spinPath(c, arg)
-		if err != nil {
-			failed = true
-			continue
-		}
+	return st.eachPath(ctx, flags.Args(), func(c spindle.Client, _ int, name spindle.PathName) error {
 		e, err := c.WhichAccess(ctx, name)
 		if err != nil {
-			st.fail(string(name), err)
-			failed = true
-			continue
+			return err
 		}
-		if e == nil {
+		switch {
+		case e == nil:
 			p, _ := spindle.Parse(name)
 			fmt.Fprintf(st.Stdout, "%s: no Access file: only %s has access\n", name, p.User())
-			continue
-		}
-		if flags.NArg() > 1 {
+		case flags.NArg() > 1:
 			fmt.Fprintf(st.Stdout, "%s: %s\n", name, e.Name)
-		} else {
+		default:
 			fmt.Fprintln(st.Stdout, e.Name)
 		}
-	}
-	if failed {
-		return errFailed
-	}
-	return nil
+		return nil
+	})
 }

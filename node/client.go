@@ -436,7 +436,8 @@ func (c *Client) Readers(ctx context.Context, name spindle.PathName) ([]spindle.
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)
 	}
-	wrapped, _, err := c.wrappedUsers(ctx, e)
+	readers, _ := c.readerUsers(ctx, e.Name) // Without them, the owner and writer are still named.
+	wrapped, _, err := c.wrappedUsers(ctx, e, readers)
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)
 	}

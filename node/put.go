@@ -176,18 +176,27 @@ const maxRulesSize = 64 << 10
 // that the file is readable by all. unknown lists readers that could not be
 // named with a key (wildcards, unregistered users).
 func (c *Client) readerKeys(ctx context.Context, name spindle.PathName) (keys []spindle.PublicKey, public bool, unknown []string, err error) {
+	users, err := c.readerUsers(ctx, name)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	return c.keysFor(ctx, users)
+}
+
+// readerUsers returns the users granted read on name, with the owner and
+// with every *@domain expanded.
+func (c *Client) readerUsers(ctx context.Context, name spindle.PathName) ([]spindle.UserName, error) {
 	users, err := c.readers(ctx, name)
 	if err != nil {
-		return nil, false, nil, err
+		return nil, err
 	}
-	for _, u := range users {
-		if u == spindle.AllUsers {
-			return nil, true, nil, nil
-		}
-	}
-	users, err = c.expandWildcards(ctx, users)
-	if err != nil {
-		return nil, false, nil, err
+	return c.expandWildcards(ctx, users)
+}
+
+// keysFor returns the current keys of users, as readerKeys does.
+func (c *Client) keysFor(ctx context.Context, users []spindle.UserName) (keys []spindle.PublicKey, public bool, unknown []string, err error) {
+	if slices.Contains(users, spindle.AllUsers) {
+		return nil, true, nil, nil
 	}
 	for _, u := range users {
 		k, err := c.userKey(ctx, u)
@@ -264,23 +273,16 @@ func (c *Client) readers(ctx context.Context, name spindle.PathName) ([]spindle.
 }
 
 // wrappedUsers names the holders of wrapped keys for e, as far as the
-// client can: it matches the wraps' key hashes against the keys of the
-// file's readers, its owner and its writer. Unmatched hashes are returned
-// in hex.
-func (c *Client) wrappedUsers(ctx context.Context, e *spindle.DirEntry) ([]spindle.UserName, []string, error) {
+// client can: it matches the wraps' key hashes against the keys of readers
+// (the file's readers as readerUsers finds them, or nil if unknown), its
+// owner and its writer. Unmatched hashes are returned in hex.
+func (c *Client) wrappedUsers(ctx context.Context, e *spindle.DirEntry, readers []spindle.UserName) ([]spindle.UserName, []string, error) {
 	hashes, err := pack.WrappedKeys(e)
 	if err != nil {
 		return nil, nil, err
 	}
-	cands, err := c.readers(ctx, e.Name)
-	if err == nil {
-		cands, err = c.expandWildcards(ctx, cands)
-	}
-	if err != nil {
-		cands = nil // Still name the owner and writer.
-	}
 	p, _ := spindle.Parse(e.Name)
-	cands = append(cands, p.User(), e.Writer, c.user)
+	cands := append(slices.Clone(readers), p.User(), e.Writer, c.user)
 	byHash := map[[32]byte]spindle.UserName{}
 	for _, u := range cands {
 		if k, err := c.userKey(ctx, u); err == nil {
@@ -395,15 +397,12 @@ func globEscape(s string) string {
 // re-wraps its key for exactly its readers.
 func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (spindle.ShareReport, error) {
 	rep := spindle.ShareReport{Name: e.Name}
-	readers, err := c.readers(ctx, e.Name)
-	if err == nil {
-		readers, err = c.expandWildcards(ctx, readers)
-	}
+	readers, err := c.readerUsers(ctx, e.Name)
 	if err != nil {
 		return rep, err
 	}
 	rep.Readers = readers
-	wrapped, unknown, err := c.wrappedUsers(ctx, e)
+	wrapped, unknown, err := c.wrappedUsers(ctx, e, readers)
 	if err != nil {
 		return rep, err
 	}
@@ -427,7 +426,7 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 	if !fix || (len(rep.Missing) == 0 && len(rep.Extra) == 0 && len(rep.Unknowns) == 0) {
 		return rep, nil
 	}
-	keys, _, _, err := c.readerKeys(ctx, e.Name)
+	keys, _, _, err := c.keysFor(ctx, readers)
 	if err != nil {
 		return rep, err
 	}

@@ -10,8 +10,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
@@ -50,6 +52,10 @@ type Client struct {
 
 	bufs sync.Pool // Block buffers for putPipe.
 
+	// disconnected is set when the connection to the node drops; the
+	// node forgets the session then, and Put signs in again.
+	disconnected atomic.Bool
+
 	mu           sync.Mutex
 	userKeys     map[spindle.UserName]*spindle.User // Key records looked up so far.
 	readersCache map[spindle.PathName]cachedReaders // Reader keys by directory, for Put.
@@ -86,6 +92,13 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		c.Close()
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("cannot reach node %s: %w", cfg.Node, err))
 	}
+	c.h.Network().Notify(&network.NotifyBundle{
+		DisconnectedF: func(_ network.Network, conn network.Conn) {
+			if conn.RemotePeer() == pid {
+				c.disconnected.Store(true)
+			}
+		},
+	})
 	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.blocks = p2p.NewRemoteStore(c.h, pid)

@@ -38,13 +38,6 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 		packing = spindle.EEPack
 	}
 	var readers []spindle.PublicKey
-	if packing != spindle.EEPack {
-		// Make sure the node knows who we are before blocks go to it:
-		// after a restart it has forgotten, and the call signs in again.
-		if _, err := c.dir.WhichAccess(ctx, name); err != nil {
-			return nil, spindle.E(op, name, err)
-		}
-	}
 	if packing == spindle.EEPack {
 		var public bool
 		readers, public, err = c.putReaders(ctx, name)
@@ -58,6 +51,13 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 	}
 	if progress != nil {
 		r = &progressReader{r: r, fn: progress}
+	}
+	// The node admits blocks only from a signed-in peer; after it has
+	// restarted, or the connection dropped, sign in again first.
+	if c.disconnected.Swap(false) {
+		if err := c.auth(ctx); err != nil {
+			return nil, spindle.E(op, name, err)
+		}
 	}
 	pipe := newPutPipe(c.blocks, putInFlight, &c.bufs)
 	entry := &spindle.DirEntry{Name: name}

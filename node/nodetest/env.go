@@ -10,7 +10,6 @@
 package nodetest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -281,17 +280,32 @@ var spinBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// prefixWriter returns a writer that logs each line to t with a prefix.
+// prefixWriter returns a writer that prints each line to stderr with a
+// prefix when the tests run verbosely, and discards it otherwise.
 func prefixWriter(t testing.TB, name string) io.Writer {
-	pr, pw := io.Pipe()
-	go func() {
-		s := bufio.NewScanner(pr)
-		s.Buffer(nil, 1<<20)
-		for s.Scan() {
-			if testing.Verbose() {
-				fmt.Fprintf(os.Stderr, "%s: %s\n", name, s.Text())
-			}
+	if !testing.Verbose() {
+		return io.Discard
+	}
+	return &linePrefixer{prefix: name + ": "}
+}
+
+// linePrefixer writes whole lines to stderr, each after a prefix.
+type linePrefixer struct {
+	mu     sync.Mutex
+	prefix string
+	buf    []byte
+}
+
+func (w *linePrefixer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
 		}
-	}()
-	return pw
+		fmt.Fprintf(os.Stderr, "%s%s\n", w.prefix, w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
 }

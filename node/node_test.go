@@ -94,3 +94,33 @@ func TestPutGetShare(t *testing.T) {
 		t.Fatalf("bob read back: %v", err)
 	}
 }
+
+// Opening a directory to all re-shares the ee files already in it without
+// dropping anyone's key: the owner still reads a file another user wrote.
+func TestShareWithAllKeepsOwnerKey(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx := context.Background()
+	ann := dialAs(t, n, "ann@example.com")
+	bob := dialAs(t, n, "bob@example.com")
+	dialAs(t, n, "carl@example.org")
+	put := func(c *Client, name, text string) {
+		t.Helper()
+		if _, err := c.Put(ctx, spindle.PathName(name), bytes.NewReader([]byte(text)), 0, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(ann, "@/Access", "*: ann@example.com, bob@example.com\nread: carl@example.org\n")
+	put(bob, "ann@example.com/bobs", "written by bob")
+	// carl's wrap is now extra, so the file is re-wrapped.
+	put(ann, "@/Access", "*: ann@example.com\nread, list: all\n")
+	f, err := ann.Open(ctx, "@/bobs")
+	if err != nil {
+		t.Fatalf("owner cannot open a file after opening its directory to all: %v", err)
+	}
+	got, _ := io.ReadAll(f)
+	f.Close()
+	if string(got) != "written by bob" {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -426,7 +426,11 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 	if !fix || (len(rep.Missing) == 0 && len(rep.Extra) == 0 && len(rep.Unknowns) == 0) {
 		return rep, nil
 	}
-	keys, _, _, err := c.keysFor(ctx, readers)
+	// Wrap for every reader who can be named. When all may read, an ee
+	// file (written before that) stays encrypted: its named readers, the
+	// owner among them, keep their wraps.
+	named := slices.DeleteFunc(slices.Clone(readers), func(u spindle.UserName) bool { return u == spindle.AllUsers })
+	keys, _, _, err := c.keysFor(ctx, named)
 	if err != nil {
 		return rep, err
 	}

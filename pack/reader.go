@@ -28,18 +28,34 @@ type ReadConfig struct {
 	WriterKeys []spindle.PublicKey
 	// Get fetches blocks. Required.
 	Get GetFunc
+	// Release, if set, hands the Reader ownership of the slices Get
+	// returns: the Reader may overwrite them (it decrypts in place, so a
+	// block needs one buffer, not two) and passes each to Release once it
+	// no longer needs it, for the fetcher to reuse. If Release is nil the
+	// Reader treats them as read-only and decrypts into buffers of its own.
+	Release func([]byte)
+	// ReadAhead is the number of blocks fetched, verified and decrypted in
+	// the background while the file is read sequentially
+	// (DefaultReadAhead if zero, none if negative). The Reader holds up to
+	// ReadAhead+1 blocks in memory.
+	ReadAhead int
 }
 
+// DefaultReadAhead is the read-ahead of a Reader whose config sets none.
+const DefaultReadAhead = 4
+
 // A Reader unpacks a file block by block, verifying as it goes. While the
-// file is read sequentially it fetches, verifies and decrypts the next two
-// blocks in the background, so it holds at most three blocks in memory
-// whatever the file's size. It supports random access through ReadAt and
-// Seek. ReadAt is safe for concurrent use; Read and Seek, which share an
-// offset, are not.
+// file is read sequentially it fetches, verifies and decrypts the next
+// blocks in the background (see [ReadConfig.ReadAhead]), so the memory it
+// holds is bounded whatever the file's size. It supports random access
+// through ReadAt and Seek. ReadAt is safe for concurrent use; Read and
+// Seek, which share an offset, are not.
 type Reader struct {
 	ctx        context.Context
 	entry      *spindle.DirEntry
 	get        GetFunc
+	giveBack   func([]byte) // ReadConfig.Release.
+	readAhead  int
 	aead       cipher.AEAD // ee only.
 	commitment [32]byte
 	digests    [][32]byte
@@ -49,7 +65,7 @@ type Reader struct {
 	mu     sync.Mutex
 	cached int      // Index of the block in plain, or -1.
 	plain  []byte   // Plaintext of block cached.
-	cur    []byte   // Decryption buffer holding plain.
+	cur    *fetch   // The fetch that loaded plain, holding its buffers.
 	free   [][]byte // Decryption buffers not in use.
 	ahead  []*fetch // Blocks being read ahead, in order.
 	closed bool
@@ -77,7 +93,15 @@ func NewReader(ctx context.Context, entry *spindle.DirEntry, c ReadConfig) (*Rea
 		get:        c.Get,
 		commitment: p.commitment,
 		digests:    digests,
+		giveBack:   c.Release,
+		readAhead:  c.ReadAhead,
 		cached:     -1,
+	}
+	switch {
+	case r.readAhead == 0:
+		r.readAhead = DefaultReadAhead
+	case r.readAhead < 0:
+		r.readAhead = 0
 	}
 	if p.packing == spindle.EEPack {
 		key, err := unwrapFileKey(p, c.Keys)
@@ -142,6 +166,7 @@ func (r *Reader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.dropAhead()
+	r.release(r.cur)
 	r.plain, r.cur, r.free, r.cached = nil, nil, nil, -1
 	r.closed = true
 	return nil
@@ -177,15 +202,11 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// readAhead is the number of blocks a Reader fetches, verifies and
-// decrypts in the background, each on its own goroutine, while reading
-// sequentially.
-const readAhead = 2
-
 // A fetch is the loading of one block, in the background or not.
 type fetch struct {
 	index int
-	buf   []byte // Decryption buffer owned by the fetch.
+	owned []byte // The slice Get returned, if the Reader owns it.
+	buf   []byte // Decryption buffer taken from the Reader's free list.
 	plain []byte
 	err   error
 	done  chan struct{}
@@ -210,7 +231,7 @@ func (r *Reader) load(i int) error {
 			break
 		}
 		<-g.done
-		r.release(g.buf)
+		r.release(g)
 	}
 	if f == nil {
 		f = r.newFetch(i)
@@ -218,15 +239,16 @@ func (r *Reader) load(i int) error {
 	}
 	<-f.done
 	r.release(r.cur)
-	r.cur = f.buf
+	r.cur = f
 	if f.err != nil {
-		r.plain, r.cached = nil, -1
+		r.release(f)
+		r.plain, r.cur, r.cached = nil, nil, -1
 		r.dropAhead()
 		return f.err
 	}
 	r.plain, r.cached = f.plain, i
 	if sequential {
-		for next := i + 1 + len(r.ahead); len(r.ahead) < readAhead && next < len(r.entry.Blocks); next++ {
+		for next := i + 1 + len(r.ahead); len(r.ahead) < r.readAhead && next < len(r.entry.Blocks); next++ {
 			g := r.newFetch(next)
 			r.ahead = append(r.ahead, g)
 			go r.fetch(g)
@@ -237,7 +259,7 @@ func (r *Reader) load(i int) error {
 
 func (r *Reader) newFetch(i int) *fetch {
 	f := &fetch{index: i, done: make(chan struct{})}
-	if r.aead != nil {
+	if r.aead != nil && r.giveBack == nil {
 		if n := len(r.free); n > 0 {
 			f.buf, r.free = r.free[n-1], r.free[:n-1]
 		} else {
@@ -247,18 +269,28 @@ func (r *Reader) newFetch(i int) *fetch {
 	return f
 }
 
-// release returns a decryption buffer to the free list.
-func (r *Reader) release(buf []byte) {
-	if buf != nil {
-		r.free = append(r.free, buf)
+// release returns the buffers of a finished fetch: its decryption buffer
+// to the free list, the slice Get returned to ReadConfig.Release.
+func (r *Reader) release(f *fetch) {
+	if f == nil {
+		return
 	}
+	if f.buf != nil {
+		r.free = append(r.free, f.buf)
+		f.buf = nil
+	}
+	if f.owned != nil {
+		r.giveBack(f.owned)
+		f.owned = nil
+	}
+	f.plain = nil
 }
 
 // dropAhead waits for the read-ahead queue and empties it.
 func (r *Reader) dropAhead() {
 	for _, g := range r.ahead {
 		<-g.done
-		r.release(g.buf)
+		r.release(g)
 	}
 	r.ahead = r.ahead[:0]
 }
@@ -273,6 +305,9 @@ func (r *Reader) fetch(f *fetch) {
 	if err != nil {
 		f.err = spindle.E(spindle.KindOf(err), fmt.Errorf("block %d: %w", i, err))
 		return
+	}
+	if r.giveBack != nil {
+		f.owned = data
 	}
 	want := b.Size
 	if r.aead != nil {
@@ -290,9 +325,13 @@ func (r *Reader) fetch(f *fetch) {
 		f.plain = data
 		return
 	}
+	dst := f.buf[:0]
+	if f.owned != nil {
+		dst = data[:0] // In place: Open allows exact overlap.
+	}
 	blockNonce(&f.nonce, uint64(i))
 	blockAAD(&f.aad, &r.commitment, uint64(i))
-	plain, err := r.aead.Open(f.buf[:0], f.nonce[:], data, f.aad[:])
+	plain, err := r.aead.Open(dst, f.nonce[:], data, f.aad[:])
 	if err != nil {
 		f.err = spindle.E(spindle.Integrity, fmt.Sprintf("block %d: does not decrypt: %v", i, err))
 		return

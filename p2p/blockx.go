@@ -82,13 +82,15 @@ func ServeBlocks(ctx context.Context, h host.Host, store spindle.BlockStore, cfg
 		cfg.SendTimeout = DefaultSendTimeout
 	}
 	srv := &blockServer{store: store, cfg: cfg, all: make(chan struct{}, cfg.ServerInFlight)}
+	srv.recycle, _ = store.(blocks.Recycler)
 	HandleStream(ctx, h, BlockProtocol, blockMaxFrame, srv.serve)
 }
 
 type blockServer struct {
-	store spindle.BlockStore
-	cfg   BlockServerConfig
-	all   chan struct{} // Semaphore of requests in flight on all streams.
+	store   spindle.BlockStore
+	recycle blocks.Recycler // The store's, if it lends its Get buffers.
+	cfg     BlockServerConfig
+	all     chan struct{} // Semaphore of requests in flight on all streams.
 }
 
 func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
@@ -97,14 +99,15 @@ func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		msg, err := c.Recv()
+		var hdr [blockMsgHeader]byte
+		body, err := c.recvSplit(hdr[:], blockBuffer)
 		if err == io.EOF {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if len(msg) < blockMsgHeader || (msg[0] != blockGet && msg[0] != blockPut) {
+		if hdr[0] != blockGet && hdr[0] != blockPut {
 			c.Reset()
 			return spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Invalid, fmt.Sprintf("peer %s sent a malformed block request", remote))
 		}
@@ -120,10 +123,14 @@ func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 		}
 		wg.Go(func() {
 			defer func() { <-sem; <-srv.all }()
-			status, result := srv.handle(ctx, remote, msg)
+			status, result := srv.handle(ctx, remote, hdr[0], body)
+			RecycleBlock(body) // Stores keep no slice they are given.
 			stall := time.AfterFunc(srv.cfg.SendTimeout, func() { c.Reset() })
-			err := c.sendParts([]byte{status}, msg[1:9], result)
+			err := c.sendParts([]byte{status}, hdr[1:9], result)
 			stall.Stop()
+			if hdr[0] == blockGet && status == statusOK && srv.recycle != nil {
+				srv.recycle.Recycle(result)
+			}
 			if err != nil {
 				c.Reset() // The stream is broken; the reader will see it.
 			}
@@ -133,8 +140,7 @@ func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 
 // handle answers one request, whose header has been checked, with a
 // status and a result.
-func (srv *blockServer) handle(ctx context.Context, remote peer.ID, msg []byte) (byte, []byte) {
-	op, body := msg[0], msg[9:]
+func (srv *blockServer) handle(ctx context.Context, remote peer.ID, op byte, body []byte) (byte, []byte) {
 	var result []byte
 	var err error
 	switch op {
@@ -261,7 +267,9 @@ func (r *RemoteStore) PutRef(ctx context.Context, ref spindle.Ref, data []byte) 
 // Fetch is Get without the hash check, for a caller that checks every
 // block itself (pack.Reader does, together with its GCM tag), so that a
 // block is hashed once on its way in. Fetch never returns more than a
-// stored block's bytes.
+// stored block's bytes. The returned slice is the caller's to modify; a
+// caller done with it may pass it to [RecycleBlock] so that later fetches
+// reuse its memory.
 func (r *RemoteStore) Fetch(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	const op spindle.Op = "p2p.RemoteStore.Fetch"
 	if _, err := blocks.ParseRef(ref); err != nil {
@@ -272,6 +280,35 @@ func (r *RemoteStore) Fetch(ctx context.Context, ref spindle.Ref) ([]byte, error
 		return nil, spindle.E(op, err)
 	}
 	return data, nil
+}
+
+// blockBufs holds buffers for blocks received over BlockProtocol, so that
+// moving a large file does not allocate (and clear, and collect) a block
+// buffer per block. A buffer holds any stored block.
+var blockBufs = sync.Pool{New: func() any {
+	b := make([]byte, spindle.MaxStoredBlockSize)
+	return &b
+}}
+
+// blockBuffer returns a buffer for a received block of n bytes.
+func blockBuffer(n int) []byte {
+	if n > spindle.MaxStoredBlockSize {
+		return make([]byte, n) // Only error messages can be larger.
+	}
+	return (*blockBufs.Get().(*[]byte))[:n]
+}
+
+// RecycleBlock hands back a block returned by [RemoteStore.Get] or
+// [RemoteStore.Fetch], for reuse by later calls. The caller must not use
+// block, or any slice of its memory, after. Slices that did not come from
+// a RemoteStore are ignored unless they are large enough to hold a block,
+// in which case they are reused as well.
+func RecycleBlock(block []byte) {
+	if cap(block) < spindle.MaxStoredBlockSize {
+		return
+	}
+	block = block[:cap(block)]
+	blockBufs.Put(&block)
 }
 
 // errSessionBroken marks failures of the stream itself, after which a
@@ -365,8 +402,9 @@ func (s *blockSession) fail(err error) {
 
 func (s *blockSession) readLoop() {
 	peer := s.c.RemotePeer()
+	var hdr [blockMsgHeader]byte
 	for {
-		msg, err := s.c.Recv()
+		body, err := s.c.recvSplit(hdr[:], blockBuffer)
 		if err != nil {
 			if err == io.EOF {
 				err = spindle.E(spindle.IO, fmt.Sprintf("peer %s closed the block stream", peer))
@@ -375,15 +413,16 @@ func (s *blockSession) readLoop() {
 			s.fail(brokenErr(err))
 			return
 		}
-		if len(msg) < blockMsgHeader || msg[0] > statusErr {
+		if hdr[0] > statusErr {
 			s.c.Reset()
 			s.fail(spindle.E(spindle.Invalid, fmt.Sprintf("peer %s sent a malformed block response", peer)))
 			return
 		}
-		id := binary.BigEndian.Uint64(msg[1:9])
-		res := blockResult{data: msg[9:]}
-		if msg[0] == statusErr {
-			res = blockResult{err: spindle.UnmarshalError(msg[9:])}
+		id := binary.BigEndian.Uint64(hdr[1:9])
+		res := blockResult{data: body}
+		if hdr[0] == statusErr {
+			res = blockResult{err: spindle.UnmarshalError(body)}
+			RecycleBlock(body)
 		}
 		s.mu.Lock()
 		ch, ok := s.pending[id]
@@ -391,8 +430,9 @@ func (s *blockSession) readLoop() {
 		s.mu.Unlock()
 		if ok {
 			ch <- res // Buffered: never blocks.
+		} else {
+			RecycleBlock(res.data) // The answer to an abandoned call.
 		}
-		// A response to an abandoned call is dropped.
 	}
 }
 

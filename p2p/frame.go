@@ -158,8 +158,13 @@ func (c *Conn) sendParts(parts ...[]byte) error {
 // oversized or malformed frame yields an Invalid error and resets the
 // stream; a frame cut short yields an IO error.
 func (c *Conn) Recv() ([]byte, error) {
-	const op spindle.Op = "p2p.Recv"
 	tag, buf, err := readFrame(c.r, c.maxFrame)
+	return c.received(tag, buf, err)
+}
+
+// received maps the outcome of reading a frame to what Recv returns.
+func (c *Conn) received(tag byte, buf []byte, err error) ([]byte, error) {
+	const op spindle.Op = "p2p.Recv"
 	switch {
 	case err == io.EOF:
 		return nil, io.EOF
@@ -179,47 +184,96 @@ func (c *Conn) Recv() ([]byte, error) {
 // frame (having read only its header), and another error for a frame cut
 // short.
 func readFrame(r io.Reader, maxFrame int) (byte, []byte, error) {
+	tag, n, err := readFrameHeader(r, maxFrame)
+	if err != nil {
+		return 0, nil, err
+	}
+	buf, err := readPayload(r, n, makeBuffer)
+	return tag, buf, err
+}
+
+// readFrameHeader reads a frame's header and checks its tag and length.
+func readFrameHeader(r io.Reader, maxFrame int) (tag byte, n int, err error) {
 	var hdr [headerLen]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		if err == io.ErrUnexpectedEOF {
 			err = errors.New("truncated frame header")
 		}
+		return 0, 0, err
+	}
+	tag, size := hdr[0], binary.BigEndian.Uint32(hdr[1:])
+	if tag != tagData && tag != tagError {
+		return 0, 0, spindle.E(spindle.Invalid, fmt.Sprintf("malformed frame (tag %d)", tag))
+	}
+	if uint64(size) > uint64(maxFrame) {
+		return 0, 0, spindle.E(spindle.Invalid, fmt.Sprintf("frame of %d bytes exceeds the limit of %d bytes", size, maxFrame))
+	}
+	return tag, int(size), nil
+}
+
+func makeBuffer(n int) []byte { return make([]byte, n) }
+
+// recvSplit is Recv for messages that start with a fixed header: it reads
+// the next message's first len(hdr) bytes into hdr and the rest into a
+// buffer from alloc (called with the rest's length, which it must return
+// room for), so that a protocol carrying large payloads can reuse their
+// buffers. A message shorter than hdr is Invalid and resets the stream.
+// Errors are those of Recv.
+func (c *Conn) recvSplit(hdr []byte, alloc func(n int) []byte) ([]byte, error) {
+	tag, buf, err := readFrameSplit(c.r, c.maxFrame, hdr, alloc)
+	return c.received(tag, buf, err)
+}
+
+// readFrameSplit is readFrame for recvSplit. An error frame is returned
+// whole, in a buffer of its own.
+func readFrameSplit(r io.Reader, maxFrame int, hdr []byte, alloc func(n int) []byte) (byte, []byte, error) {
+	tag, n, err := readFrameHeader(r, maxFrame)
+	if err != nil {
 		return 0, nil, err
 	}
-	tag, n := hdr[0], binary.BigEndian.Uint32(hdr[1:])
-	if tag != tagData && tag != tagError {
-		return 0, nil, spindle.E(spindle.Invalid, fmt.Sprintf("malformed frame (tag %d)", tag))
+	if tag == tagError {
+		buf, err := readPayload(r, n, makeBuffer)
+		return tag, buf, err
 	}
-	if uint64(n) > uint64(maxFrame) {
-		return 0, nil, spindle.E(spindle.Invalid, fmt.Sprintf("frame of %d bytes exceeds the limit of %d bytes", n, maxFrame))
+	if n < len(hdr) {
+		return 0, nil, spindle.E(spindle.Invalid, fmt.Sprintf("message of %d bytes is shorter than its %d-byte header", n, len(hdr)))
 	}
-	// A large frame's buffer is allocated only once its first
-	// initialFrameBuf bytes have arrived, so that a peer that announces a
-	// large frame and sends little of it holds little memory.
-	truncated := func(err error) error {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return errors.New("truncated frame")
-		}
-		return err
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return 0, nil, truncatedFrame(err)
 	}
+	buf, err := readPayload(r, n-len(hdr), alloc)
+	return tag, buf, err
+}
+
+// readPayload reads n bytes into a buffer from alloc. As in readFrame, a
+// large payload's buffer is taken only once its first initialFrameBuf
+// bytes have arrived.
+func readPayload(r io.Reader, n int, alloc func(n int) []byte) ([]byte, error) {
 	if n <= initialFrameBuf {
 		buf := make([]byte, n)
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return 0, nil, truncated(err)
+			return nil, truncatedFrame(err)
 		}
-		return tag, buf, nil
+		return buf, nil
 	}
 	head := frameHeads.Get().(*[initialFrameBuf]byte)
 	defer frameHeads.Put(head)
 	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return 0, nil, truncated(err)
+		return nil, truncatedFrame(err)
 	}
-	buf := make([]byte, n)
+	buf := alloc(n)[:n]
 	copy(buf, head[:])
 	if _, err := io.ReadFull(r, buf[initialFrameBuf:]); err != nil {
-		return 0, nil, truncated(err)
+		return nil, truncatedFrame(err)
 	}
-	return tag, buf, nil
+	return buf, nil
+}
+
+func truncatedFrame(err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return errors.New("truncated frame")
+	}
+	return err
 }
 
 var frameHeads = sync.Pool{New: func() any { return new([initialFrameBuf]byte) }}

@@ -113,3 +113,11 @@ func Receive(data []byte) (spindle.Ref, Digest, error) {
 func sizeMessage(n int) string {
 	return fmt.Sprintf("block of %d bytes exceeds the limit of %d bytes", n, spindle.MaxStoredBlockSize)
 }
+
+// A Recycler is a store whose Get lends buffers it can reuse: a caller
+// done with a block that Get returned may hand it back with Recycle, and
+// must not touch it after. Callers that never recycle lose nothing but
+// the reuse.
+type Recycler interface {
+	Recycle(block []byte)
+}

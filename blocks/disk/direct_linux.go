@@ -5,11 +5,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
-	"unsafe"
-
-	"spindle.dev"
 )
 
 // Large blocks are written with O_DIRECT: straight from an aligned buffer
@@ -18,22 +14,8 @@ import (
 // than the rest of a Put (hashing included), and the block is not read
 // again soon: it was just written by a client that holds its contents.
 
-// directAlign is the alignment O_DIRECT needs of buffers, sizes and offsets.
-const directAlign = 4096
-
 // directMin is the smallest block written with O_DIRECT.
 const directMin = 64 << 10
-
-// directBufs holds aligned buffers large enough for any stored block.
-var directBufs = sync.Pool{New: func() any {
-	b := make([]byte, spindle.MaxStoredBlockSize+2*directAlign)
-	off := directAlign - int(uintptr(unsafe.Pointer(&b[0]))%directAlign)
-	if off == directAlign {
-		off = 0
-	}
-	b = b[off : off+spindle.MaxStoredBlockSize+directAlign]
-	return &b
-}}
 
 // writeTempDirect writes data to a new synced file under DIR/tmp with
 // O_DIRECT. It returns ok false, having written nothing, if the file
@@ -74,4 +56,17 @@ func (s *Store) writeTempDirect(data []byte) (name string, ok bool, err error) {
 		return "", true, err
 	}
 	return name, true, nil
+}
+
+// openDirect opens name for reading with O_DIRECT. It returns ok false,
+// having opened nothing, if the file system does not support O_DIRECT.
+func openDirect(name string) (f *os.File, ok bool, err error) {
+	fd, err := syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_DIRECT, 0)
+	if err == syscall.EINVAL {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	return os.NewFile(uintptr(fd), name), true, nil
 }

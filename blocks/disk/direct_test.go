@@ -5,6 +5,9 @@ import (
 	"context"
 	"os"
 	"testing"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
 )
 
 // Large blocks take the O_DIRECT path where the file system allows it, and
@@ -38,5 +41,62 @@ func TestDirectAndFallback(t *testing.T) {
 			}
 		}
 		s.Close()
+	}
+}
+
+// Lent buffers come back through Recycle and serve later Gets correctly;
+// a large file that is corrupt or overlong is caught on the O_DIRECT path
+// as on the buffered one.
+func TestRecycleAndLargeCorruption(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var datas [][]byte
+	var refs []spindle.Ref
+	for i := range 4 {
+		data := bytes.Repeat([]byte{byte(i + 1)}, spindle.MaxBlockSize+16)
+		ref, err := s.Put(ctx, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		datas, refs = append(datas, data), append(refs, ref)
+	}
+	for round := range 3 {
+		for i, ref := range refs {
+			got, err := s.Get(ctx, ref)
+			if err != nil || !bytes.Equal(got, datas[i]) {
+				t.Fatalf("round %d: Get block %d: %v (equal %v)", round, i, err, bytes.Equal(got, datas[i]))
+			}
+			s.Recycle(got)
+		}
+	}
+	s.Recycle(make([]byte, 10)) // Not lent: ignored.
+
+	d0, _ := blocks.ParseRef(refs[0])
+	name := s.Path(d0)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, 2*directAlign+3))
+	f.Close()
+	if _, err := s.Get(ctx, refs[0]); !spindle.Match(spindle.E(spindle.Integrity), err) {
+		t.Fatalf("Get of an overlong block file: %v, want Integrity", err)
+	}
+	if _, err := os.Stat(name); !os.IsNotExist(err) {
+		t.Fatalf("overlong block file not removed: %v", err)
+	}
+
+	d1, _ := blocks.ParseRef(refs[1])
+	bad := bytes.Clone(datas[1])
+	bad[len(bad)-1] ^= 1
+	if err := os.WriteFile(s.Path(d1), bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, refs[1]); !spindle.Match(spindle.E(spindle.Integrity), err) {
+		t.Fatalf("Get of a corrupt block file: %v, want Integrity", err)
 	}
 }

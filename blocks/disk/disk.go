@@ -21,7 +21,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,7 +51,8 @@ type Store struct {
 	dirMu   sync.Mutex
 	dirMade [256]bool // Fan-out subdirectories known to exist.
 
-	noDirect atomic.Bool // The file system does not support O_DIRECT.
+	noDirect     atomic.Bool // The file system does not support O_DIRECT writes.
+	noDirectRead atomic.Bool // Nor O_DIRECT reads.
 }
 
 var (
@@ -131,74 +131,6 @@ func (s *Store) Path(d blocks.Digest) string {
 }
 
 func (s *Store) stripe(d blocks.Digest) *sync.Mutex { return &s.stripes[d[0]%byte(len(s.stripes))] }
-
-// Get implements [spindle.BlockStore]. A file whose contents do not match
-// ref is removed and reported as Integrity.
-func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
-	const op spindle.Op = "disk.Get"
-	if err := ctx.Err(); err != nil {
-		return nil, spindle.E(op, spindle.Transient, err)
-	}
-	d, err := blocks.ParseRef(ref)
-	if err != nil {
-		return nil, spindle.E(op, err)
-	}
-	name := s.Path(d)
-	data, err := readBlock(name)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, spindle.E(op, spindle.NotExist, "block "+string(ref))
-		}
-		return nil, spindle.E(op, spindle.IO, err)
-	}
-	if err := blocks.CheckDigest(d, data); err != nil {
-		s.removeBad(d, name)
-		return nil, spindle.E(op, spindle.Integrity, fmt.Sprintf("block %s: file %s is corrupt and has been removed", ref, name))
-	}
-	return data, nil
-}
-
-// readBlock reads a block file, reading at most one byte more than the
-// largest valid block so that an overlong file is caught by the check
-// without being read whole.
-func readBlock(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size := 0
-	if fi, err := f.Stat(); err == nil && fi.Size() <= spindle.MaxStoredBlockSize {
-		size = int(fi.Size())
-	}
-	buf := make([]byte, size, size+1)
-	n, err := io.ReadFull(f, buf)
-	if err != nil && err != io.ErrUnexpectedEOF {
-		return nil, err
-	}
-	buf = buf[:n]
-	// Read on in case the file grew or was larger than its size said.
-	rest, err := io.ReadAll(io.LimitReader(f, int64(spindle.MaxStoredBlockSize+1-n)))
-	if err != nil {
-		return nil, err
-	}
-	return append(buf, rest...), nil
-}
-
-// removeBad removes the block file name if it still fails its check: a
-// concurrent Put may have replaced it with a good copy meanwhile.
-func (s *Store) removeBad(d blocks.Digest, name string) {
-	mu := s.stripe(d)
-	mu.Lock()
-	defer mu.Unlock()
-	data, err := readBlock(name)
-	if err != nil || blocks.CheckDigest(d, data) == nil {
-		return
-	}
-	if os.Remove(name) == nil {
-		syncDir(filepath.Dir(name))
-	}
-}
 
 // Put implements [spindle.BlockStore]. The block is on stable storage
 // when Put returns. Putting a block whose file is present and sound does

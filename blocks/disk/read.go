@@ -1,0 +1,178 @@
+package disk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
+)
+
+// Large blocks are read, like they are written, with O_DIRECT into
+// aligned buffers that the store lends: the caller of Get may hand them
+// back with Recycle (the node's block server does once it has sent the
+// block), so that serving a large file neither copies it through the page
+// cache nor allocates and clears a buffer per block.
+
+// directAlign is the alignment O_DIRECT needs of buffers, sizes and offsets.
+const directAlign = 4096
+
+// bufSize is the size of a lent buffer: any stored block, plus the room
+// an O_DIRECT read needs to find the end of the file.
+const bufSize = spindle.MaxStoredBlockSize + directAlign
+
+// directBufs holds aligned buffers of bufSize bytes.
+var directBufs = sync.Pool{New: func() any {
+	b := make([]byte, bufSize+directAlign)
+	off := directAlign - int(uintptr(unsafe.Pointer(&b[0]))%directAlign)
+	if off == directAlign {
+		off = 0
+	}
+	b = b[off : off+bufSize : off+bufSize]
+	return &b
+}}
+
+func lendBuffer() []byte { return *directBufs.Get().(*[]byte) }
+
+// Recycle implements [blocks.Recycler]: block, returned by Get, is reused
+// by later calls. Slices that Get did not lend are ignored.
+func (s *Store) Recycle(block []byte) {
+	if cap(block) != bufSize || uintptr(unsafe.Pointer(unsafe.SliceData(block)))%directAlign != 0 {
+		return
+	}
+	block = block[:bufSize]
+	directBufs.Put(&block)
+}
+
+var _ blocks.Recycler = (*Store)(nil)
+
+// Get implements [spindle.BlockStore]. A file whose contents do not match
+// ref is removed and reported as Integrity. The caller may hand the
+// returned block back with [Store.Recycle].
+func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	const op spindle.Op = "disk.Get"
+	if err := ctx.Err(); err != nil {
+		return nil, spindle.E(op, spindle.Transient, err)
+	}
+	d, err := blocks.ParseRef(ref)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	name := s.Path(d)
+	data, err := s.read(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, spindle.E(op, spindle.NotExist, "block "+string(ref))
+		}
+		return nil, spindle.E(op, spindle.IO, err)
+	}
+	if err := blocks.CheckDigest(d, data); err != nil {
+		s.Recycle(data)
+		s.removeBad(d, name)
+		return nil, spindle.E(op, spindle.Integrity, fmt.Sprintf("block %s: file %s is corrupt and has been removed", ref, name))
+	}
+	return data, nil
+}
+
+// read reads a block file: a large one with O_DIRECT into a lent buffer
+// where the file system allows, a small one into a buffer of its own. It
+// reads at most one byte more than the largest valid block, so that an
+// overlong file is caught by the hash check without being read whole.
+func (s *Store) read(name string) ([]byte, error) {
+	if s.noDirectRead.Load() {
+		return readBlock(name)
+	}
+	fi, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() < directMin {
+		return readBlock(name)
+	}
+	f, ok, err := openDirect(name)
+	if !ok {
+		s.noDirectRead.Store(true)
+		return readBlock(name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := lendBuffer()
+	n, err := readFull(f, buf)
+	if err != nil {
+		s.Recycle(buf)
+		var errno syscall.Errno
+		if errors.As(err, &errno) && errno == syscall.EINVAL {
+			s.noDirectRead.Store(true)
+			return readBlock(name)
+		}
+		return nil, err
+	}
+	return buf[:min(n, spindle.MaxStoredBlockSize+1)], nil
+}
+
+// readFull reads f into buf until end of file or buf is full.
+func readFull(f *os.File, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		k, err := f.Read(buf[n:])
+		n += k
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// readBlock reads a block file through the page cache, reading at most
+// one byte more than the largest valid block.
+func readBlock(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size := 0
+	if fi, err := f.Stat(); err == nil && fi.Size() <= spindle.MaxStoredBlockSize {
+		size = int(fi.Size())
+	}
+	buf := make([]byte, size, size+1)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && err != io.ErrUnexpectedEOF {
+		return nil, err
+	}
+	buf = buf[:n]
+	// Read on in case the file grew or was larger than its size said.
+	rest, err := io.ReadAll(io.LimitReader(f, int64(spindle.MaxStoredBlockSize+1-n)))
+	if err != nil {
+		return nil, err
+	}
+	return append(buf, rest...), nil
+}
+
+// removeBad removes the block file name if it still fails its check: a
+// concurrent Put may have replaced it with a good copy meanwhile.
+func (s *Store) removeBad(d blocks.Digest, name string) {
+	mu := s.stripe(d)
+	mu.Lock()
+	defer mu.Unlock()
+	data, err := readBlock(name)
+	if err != nil || blocks.CheckDigest(d, data) == nil {
+		return
+	}
+	if os.Remove(name) == nil {
+		syncDir(filepath.Dir(name))
+	}
+}

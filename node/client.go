@@ -395,6 +395,11 @@ func (c *Client) Watch(ctx context.Context, name spindle.PathName, fromSeq int64
 	})
 }
 
+// readAhead is the number of blocks an open file fetches ahead of a
+// sequential reader. Fetching a block takes a round trip to the node and
+// its disk; eight in flight keep both busy, for 9 MiB of buffers.
+const readAhead = 8
+
 // Open implements spindle.Client.
 func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File, error) {
 	const op spindle.Op = "client.Open"
@@ -427,6 +432,8 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 			Keys:       c.keys,
 			WriterKeys: wkeys,
 			Get:        c.blocks.Fetch, // pack.Reader checks each block's hash and tag itself.
+			Release:    p2p.RecycleBlock,
+			ReadAhead:  readAhead,
 		})
 		if err == nil || !errors.Is(err, spindle.Integrity) || len(wkeys) > 1 && history {
 			break

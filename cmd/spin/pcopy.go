@@ -9,23 +9,25 @@ import (
 	"spindle.dev"
 )
 
-// parallelMin is the size from which get writes a file with several
-// workers: on file systems where allocating new blocks is slow, one writer
-// leaves the network and the disk idle in turn.
+// parallelMin is the size from which get writes a file through
+// copyParallel.
 const parallelMin = 8 << 20
 
-// parallelWorkers is the number of blocks fetched and written at once.
-const parallelWorkers = 4
+// parallelWriters is the number of blocks written to the local file at
+// once. On file systems where allocating new blocks is slow, one writer
+// would leave the network idle while it writes.
+const parallelWriters = 2
 
-// copyParallel copies size bytes of src to dst, block by block, with
-// several workers each reading one block (ReadAt, which spindle files
-// allow concurrently) and writing it at its offset. It calls count with
-// each block's length as it is written.
+// copyParallel copies size bytes of src to dst. One goroutine reads src in
+// order, block by block, so that a spindle file keeps reading ahead (it
+// fetches the next blocks only while it is read sequentially); writers
+// write the blocks at their offsets meanwhile. It calls count, from any
+// goroutine, with each block's length as it is written.
 //
 // Where the system allows, the blocks are written with O_DIRECT through a
 // second descriptor of dst, padded to the alignment it needs; dst is then
 // cut to size.
-func copyParallel(dst *os.File, src io.ReaderAt, size int64, count func(int)) error {
+func copyParallel(dst *os.File, src io.Reader, size int64, count func(int)) error {
 	const chunk = spindle.MaxBlockSize
 	out := dst
 	direct := false
@@ -33,22 +35,15 @@ func copyParallel(dst *os.File, src io.ReaderAt, size int64, count func(int)) er
 		defer d.Close()
 		out, direct = d, true
 	}
+	type job struct {
+		buf []byte
+		off int64
+		n   int
+	}
 	var (
 		mu   sync.Mutex
-		next int64
 		ferr error
-		wg   sync.WaitGroup
 	)
-	take := func() (int64, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if ferr != nil || next >= size {
-			return 0, false
-		}
-		off := next
-		next += chunk
-		return off, true
-	}
 	fail := func(err error) {
 		mu.Lock()
 		if ferr == nil {
@@ -56,34 +51,51 @@ func copyParallel(dst *os.File, src io.ReaderAt, size int64, count func(int)) er
 		}
 		mu.Unlock()
 	}
-	for range parallelWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := alignedBuffer(chunk)
-			for {
-				off, ok := take()
-				if !ok {
-					return
-				}
-				n := int(min(chunk, size-off))
-				if _, err := src.ReadAt(buf[:n], off); err != nil && !(err == io.EOF && n > 0) {
-					fail(err)
-					return
-				}
-				w := n
-				if direct {
-					w = (n + directAlign - 1) / directAlign * directAlign
-					clear(buf[n:w])
-				}
-				if _, err := out.WriteAt(buf[:w], off); err != nil {
-					fail(&localError{&os.PathError{Op: "write", Path: dst.Name(), Err: err}})
-					return
-				}
-				count(n)
-			}
-		}()
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return ferr != nil
 	}
+	// Two buffers per writer: one being written, one being filled.
+	free := make(chan []byte, 2*parallelWriters)
+	for range cap(free) {
+		free <- alignedBuffer(chunk)
+	}
+	jobs := make(chan job, cap(free))
+	var wg sync.WaitGroup
+	for range parallelWriters {
+		wg.Go(func() {
+			for j := range jobs {
+				if !failed() {
+					w := j.n
+					if direct {
+						w = (j.n + directAlign - 1) / directAlign * directAlign
+						clear(j.buf[j.n:w])
+					}
+					if _, err := out.WriteAt(j.buf[:w], j.off); err != nil {
+						fail(&localError{&os.PathError{Op: "write", Path: dst.Name(), Err: err}})
+					} else {
+						count(j.n)
+					}
+				}
+				free <- j.buf
+			}
+		})
+	}
+	for off := int64(0); off < size && !failed(); {
+		buf := <-free
+		n := int(min(chunk, size-off))
+		if _, err := io.ReadFull(src, buf[:n]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF // The file is shorter than its entry says.
+			}
+			fail(err)
+			break
+		}
+		jobs <- job{buf, off, n}
+		off += int64(n)
+	}
+	close(jobs)
 	wg.Wait()
 	if ferr == nil && direct {
 		if err := dst.Truncate(size); err != nil {

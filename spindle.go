@@ -146,8 +146,10 @@ type User struct {
 }
 
 // A BlockStore stores and retrieves blocks by their content address. Every
-// implementation verifies the hash on Put and on Get: Get never returns
-// bytes whose hash does not match ref, reporting Integrity instead.
+// implementation verifies the hash on Put, and Get never returns bytes
+// whose hash does not match ref, reporting Integrity instead: a store
+// checks the hash again, or a checksum it recorded when it checked the
+// hash at Put.
 // Implementations are safe for concurrent use and never keep or share the
 // slices they are given or return.
 type BlockStore interface {

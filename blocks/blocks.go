@@ -3,9 +3,11 @@
 // A block is at most [spindle.MaxStoredBlockSize] bytes. Its address, a
 // [spindle.Ref], is the string form of a CIDv1 with codec raw and a
 // sha2-256 multihash of the stored bytes. Every store checks the hash on
-// Put and on Get through the helpers in this package ([Receive] and
-// [Check]), so that no backend can forget the check; a mismatch is an
-// Integrity error.
+// Put through [Receive], so that no backend can forget the check, and
+// never returns from Get bytes other than those it checked: a mismatch is
+// an Integrity error. A store may guard what it holds with a cheaper
+// checksum recorded at Put (blocks/disk keeps a CRC-32C beside each
+// block), because every receiver of a block hashes it again.
 //
 // The stores are in subpackages: blocks/disk keeps blocks in files under a
 // directory, blocks/mem keeps them in memory for tests, and

@@ -33,14 +33,13 @@ func (s *Store) writeTempDirect(data []byte) (name string, ok bool, err error) {
 	}
 	f := os.NewFile(uintptr(fd), name)
 	bp := directBufs.Get().(*[]byte)
-	padded := (len(data) + directAlign - 1) / directAlign * directAlign
-	buf := (*bp)[:padded]
-	n := copy(buf, data)
-	clear(buf[n:])
-	_, err = f.Write(buf)
+	file := appendTrailer(append((*bp)[:0], data...), data)
+	padded := (len(file) + directAlign - 1) / directAlign * directAlign
+	clear(file[len(file):padded])
+	_, err = f.Write(file[:padded])
 	directBufs.Put(bp)
-	if err == nil && padded != len(data) {
-		err = f.Truncate(int64(len(data)))
+	if err == nil && padded != len(file) {
+		err = f.Truncate(int64(len(file)))
 	}
 	if err == nil {
 		err = f.Sync() // The size and the allocation, which O_DIRECT does not make durable.

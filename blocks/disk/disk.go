@@ -8,9 +8,10 @@
 // A Put writes a temporary file under DIR/tmp, syncs it, renames it into
 // place and syncs the directory, so a block is durable before Put returns
 // and a crash never leaves a partial block under its name. Temporary files
-// left by a crash are removed by [Open]. Every Get checks the hash of what
-// it read; a file that does not match is reported as Integrity and removed,
-// never served.
+// left by a crash are removed by [Open]. Put checks the block's SHA-256
+// and stores a CRC-32C beside it; every Get checks what it read against
+// the CRC, or the hash if the CRC is missing or wrong, and a file that
+// does not match is reported as Integrity and removed, never served.
 //
 // A directory is used by one Store at a time: Open takes an advisory lock
 // on DIR/lock that Close releases.
@@ -145,7 +146,7 @@ func (s *Store) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 		return "", spindle.E(op, err)
 	}
 	name := s.Path(d)
-	if old, err := readBlock(name); err == nil && blocks.CheckDigest(d, old) == nil {
+	if s.sound(d, name) {
 		return ref, nil
 	}
 	tmp, err := s.writeTemp(data)
@@ -174,6 +175,9 @@ func (s *Store) writeTemp(data []byte) (string, error) {
 	}
 	name := f.Name()
 	_, err = f.Write(data)
+	if err == nil {
+		_, err = f.Write(appendTrailer(nil, data))
+	}
 	if err == nil {
 		err = f.Sync()
 	}

@@ -46,7 +46,9 @@ func TestCorruptFile(t *testing.T) {
 		corrupt func([]byte) []byte
 	}{
 		{"flip", func(b []byte) []byte { b[5000] ^= 0x40; return b }},
+		{"flip-last", func(b []byte) []byte { b[len(b)-1-disk.TrailerLen] ^= 1; return b }},
 		{"truncate", func(b []byte) []byte { return b[:len(b)-1] }},
+		{"truncate-block", func(b []byte) []byte { return disk.AppendTrailer(nil, b[:len(data)-1]) }},
 		{"extend", func(b []byte) []byte { return append(b, 0) }},
 		{"empty", func(b []byte) []byte { return nil }},
 		{"huge", func(b []byte) []byte { return make([]byte, spindle.MaxStoredBlockSize+10) }},
@@ -59,8 +61,8 @@ func TestCorruptFile(t *testing.T) {
 			}
 			name := s.Path(digest(t, ref))
 			onDisk, err := os.ReadFile(name)
-			if err != nil || !bytes.Equal(onDisk, data) {
-				t.Fatalf("block file %s does not hold the block: %v", name, err)
+			if err != nil || !bytes.Equal(onDisk, disk.AppendTrailer(bytes.Clone(data), data)) {
+				t.Fatalf("block file %s does not hold the block and its trailer: %v", name, err)
 			}
 			if err := os.WriteFile(name, tc.corrupt(onDisk), 0o600); err != nil {
 				t.Fatal(err)
@@ -101,8 +103,51 @@ func TestPutRepairs(t *testing.T) {
 	if _, err := s.Put(ctx, data); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := os.ReadFile(name); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("file after Put = %q, %v; want %q", got, err, data)
+	if got, err := os.ReadFile(name); err != nil || !bytes.Equal(got, disk.AppendTrailer(bytes.Clone(data), data)) {
+		t.Fatalf("file after Put = %q, %v; want %q and its trailer", got, err, data)
+	}
+}
+
+// A file whose trailer alone is damaged, or that has none (as written
+// before trailers existed), is served if its hash matches.
+func TestTrailerDamageAndLegacyFiles(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	for _, n := range []int{0, 1, 10000, spindle.MaxStoredBlockSize - disk.TrailerLen, spindle.MaxStoredBlockSize} {
+		data := blockstest.Block(uint64(n), n)
+		ref, err := s.Put(ctx, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := s.Path(digest(t, ref))
+		for _, tc := range []struct {
+			name string
+			file []byte
+		}{
+			{"crc flipped", func() []byte { f := disk.AppendTrailer(bytes.Clone(data), data); f[len(f)-1] ^= 1; return f }()},
+			{"magic flipped", func() []byte { f := disk.AppendTrailer(bytes.Clone(data), data); f[len(data)] ^= 1; return f }()},
+			{"no trailer", bytes.Clone(data)},
+		} {
+			if err := os.WriteFile(name, tc.file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Get(ctx, ref)
+			if tc.name == "magic flipped" {
+				// The trailer is no longer recognised, and the file with
+				// its remains does not hash to the block.
+				if !errors.Is(err, spindle.Integrity) {
+					t.Fatalf("%d bytes, %s: Get = %v, want Integrity", n, tc.name, err)
+				}
+				if _, err := s.Put(ctx, data); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("%d bytes, %s: Get = %d bytes, %v; want the block", n, tc.name, len(got), err)
+			}
+			s.Recycle(got)
+		}
 	}
 }
 

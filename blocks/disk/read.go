@@ -2,8 +2,10 @@ package disk
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -16,6 +18,46 @@ import (
 	"spindle.dev/blocks"
 )
 
+// A block file holds the block's bytes and a trailer: the four bytes
+// "spB1" and the CRC-32C (Castagnoli) of the block, big-endian. Put
+// verifies a block's SHA-256 before it writes the file; Get then checks
+// the CRC, which catches what goes wrong on disks (flipped bits, torn or
+// misdirected writes, truncation) at a twentieth of the cost of hashing
+// again, so that serving a block costs little more than reading it. The
+// SHA-256 remains the authority: a file whose trailer is missing (written
+// before trailers existed) or does not match is hashed, and served only if
+// the hash matches; otherwise it is reported as Integrity and removed.
+// Every receiver of a block hashes it again in any case.
+const trailerLen = 8
+
+var trailerMagic = [4]byte{'s', 'p', 'B', '1'}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// appendTrailer appends the trailer for block data to b.
+func appendTrailer(b, data []byte) []byte {
+	b = append(b, trailerMagic[:]...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(data, castagnoli))
+}
+
+// verifyFile returns the block held in the contents of a block file,
+// which must have digest d.
+func verifyFile(d blocks.Digest, file []byte) ([]byte, error) {
+	if n := len(file) - trailerLen; n >= 0 && [4]byte(file[n:n+4]) == trailerMagic {
+		data := file[:n]
+		if binary.BigEndian.Uint32(file[n+4:]) == crc32.Checksum(data, castagnoli) && n <= spindle.MaxStoredBlockSize {
+			return data, nil
+		}
+		if blocks.CheckDigest(d, data) == nil {
+			return data, nil // Only the trailer was damaged.
+		}
+	}
+	if err := blocks.CheckDigest(d, file); err != nil {
+		return nil, err
+	}
+	return file, nil
+}
+
 // Large blocks are read, like they are written, with O_DIRECT into
 // aligned buffers that the store lends: the caller of Get may hand them
 // back with Recycle (the node's block server does once it has sent the
@@ -25,9 +67,12 @@ import (
 // directAlign is the alignment O_DIRECT needs of buffers, sizes and offsets.
 const directAlign = 4096
 
-// bufSize is the size of a lent buffer: any stored block, plus the room
-// an O_DIRECT read needs to find the end of the file.
-const bufSize = spindle.MaxStoredBlockSize + directAlign
+// maxFile is the size of the largest valid block file.
+const maxFile = spindle.MaxStoredBlockSize + trailerLen
+
+// bufSize is the size of a lent buffer: any block file, plus the room an
+// O_DIRECT read needs to find the end of the file.
+const bufSize = (maxFile/directAlign + 1) * directAlign
 
 // directBufs holds aligned buffers of bufSize bytes.
 var directBufs = sync.Pool{New: func() any {
@@ -74,18 +119,30 @@ func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 		}
 		return nil, spindle.E(op, spindle.IO, err)
 	}
-	if err := blocks.CheckDigest(d, data); err != nil {
+	block, err := verifyFile(d, data)
+	if err != nil {
 		s.Recycle(data)
 		s.removeBad(d, name)
 		return nil, spindle.E(op, spindle.Integrity, fmt.Sprintf("block %s: file %s is corrupt and has been removed", ref, name))
 	}
-	return data, nil
+	return block, nil
+}
+
+// sound reports whether the block file name holds the block with digest d.
+func (s *Store) sound(d blocks.Digest, name string) bool {
+	data, err := s.read(name)
+	if err != nil {
+		return false
+	}
+	_, err = verifyFile(d, data)
+	s.Recycle(data)
+	return err == nil
 }
 
 // read reads a block file: a large one with O_DIRECT into a lent buffer
 // where the file system allows, a small one into a buffer of its own. It
-// reads at most one byte more than the largest valid block, so that an
-// overlong file is caught by the hash check without being read whole.
+// reads at most one byte more than the largest valid block file, so that
+// an overlong file is caught without being read whole.
 func (s *Store) read(name string) ([]byte, error) {
 	if s.noDirectRead.Load() {
 		return readBlock(name)
@@ -117,7 +174,7 @@ func (s *Store) read(name string) ([]byte, error) {
 		}
 		return nil, err
 	}
-	return buf[:min(n, spindle.MaxStoredBlockSize+1)], nil
+	return buf[:min(n, maxFile+1)], nil
 }
 
 // readFull reads f into buf until end of file or buf is full.
@@ -137,7 +194,7 @@ func readFull(f *os.File, buf []byte) (int, error) {
 }
 
 // readBlock reads a block file through the page cache, reading at most
-// one byte more than the largest valid block.
+// one byte more than the largest valid block file.
 func readBlock(name string) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
@@ -145,7 +202,7 @@ func readBlock(name string) ([]byte, error) {
 	}
 	defer f.Close()
 	size := 0
-	if fi, err := f.Stat(); err == nil && fi.Size() <= spindle.MaxStoredBlockSize {
+	if fi, err := f.Stat(); err == nil && fi.Size() <= maxFile {
 		size = int(fi.Size())
 	}
 	buf := make([]byte, size, size+1)
@@ -155,7 +212,7 @@ func readBlock(name string) ([]byte, error) {
 	}
 	buf = buf[:n]
 	// Read on in case the file grew or was larger than its size said.
-	rest, err := io.ReadAll(io.LimitReader(f, int64(spindle.MaxStoredBlockSize+1-n)))
+	rest, err := io.ReadAll(io.LimitReader(f, int64(maxFile+1-n)))
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +226,10 @@ func (s *Store) removeBad(d blocks.Digest, name string) {
 	mu.Lock()
 	defer mu.Unlock()
 	data, err := readBlock(name)
-	if err != nil || blocks.CheckDigest(d, data) == nil {
+	if err != nil {
+		return
+	}
+	if _, err := verifyFile(d, data); err == nil {
 		return
 	}
 	if os.Remove(name) == nil {

@@ -1,0 +1,6 @@
+package disk
+
+// For the external tests.
+const TrailerLen = trailerLen
+
+var AppendTrailer = appendTrailer

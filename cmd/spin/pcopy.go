@@ -13,16 +13,17 @@ import (
 // copyParallel.
 const parallelMin = 8 << 20
 
-// parallelWriters is the number of blocks written to the local file at
-// once. On file systems where allocating new blocks is slow, one writer
-// would leave the network idle while it writes.
-const parallelWriters = 2
+// copyBuffers is the number of blocks copyParallel holds: one being
+// written, the others being filled.
+const copyBuffers = 3
 
-// copyParallel copies size bytes of src to dst. One goroutine reads src in
-// order, block by block, so that a spindle file keeps reading ahead (it
-// fetches the next blocks only while it is read sequentially); writers
-// write the blocks at their offsets meanwhile. It calls count, from any
-// goroutine, with each block's length as it is written.
+// copyParallel copies size bytes of src to dst, reading and writing at
+// the same time. The caller's goroutine reads src in order, block by
+// block, so that a spindle file keeps reading ahead (it fetches the next
+// blocks only while it is read sequentially); a writer goroutine writes
+// the blocks meanwhile, in order too: on ext4, writers at several offsets
+// of a growing file wait for each other and are slower than one. It calls
+// count with each block's length as it is written.
 //
 // Where the system allows, the blocks are written with O_DIRECT through a
 // second descriptor of dst, padded to the alignment it needs; dst is then
@@ -56,32 +57,29 @@ func copyParallel(dst *os.File, src io.Reader, size int64, count func(int)) erro
 		defer mu.Unlock()
 		return ferr != nil
 	}
-	// Two buffers per writer: one being written, one being filled.
-	free := make(chan []byte, 2*parallelWriters)
+	free := make(chan []byte, copyBuffers)
 	for range cap(free) {
 		free <- alignedBuffer(chunk)
 	}
 	jobs := make(chan job, cap(free))
 	var wg sync.WaitGroup
-	for range parallelWriters {
-		wg.Go(func() {
-			for j := range jobs {
-				if !failed() {
-					w := j.n
-					if direct {
-						w = (j.n + directAlign - 1) / directAlign * directAlign
-						clear(j.buf[j.n:w])
-					}
-					if _, err := out.WriteAt(j.buf[:w], j.off); err != nil {
-						fail(&localError{&os.PathError{Op: "write", Path: dst.Name(), Err: err}})
-					} else {
-						count(j.n)
-					}
+	wg.Go(func() {
+		for j := range jobs {
+			if !failed() {
+				w := j.n
+				if direct {
+					w = (j.n + directAlign - 1) / directAlign * directAlign
+					clear(j.buf[j.n:w])
 				}
-				free <- j.buf
+				if _, err := out.WriteAt(j.buf[:w], j.off); err != nil {
+					fail(&localError{&os.PathError{Op: "write", Path: dst.Name(), Err: err}})
+				} else {
+					count(j.n)
+				}
 			}
-		})
-	}
+			free <- j.buf
+		}
+	})
 	for off := int64(0); off < size && !failed(); {
 		buf := <-free
 		n := int(min(chunk, size-off))

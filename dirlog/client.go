@@ -3,6 +3,7 @@ package dirlog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -17,6 +18,10 @@ type Sequencer interface {
 	Head(ctx context.Context, owner spindle.UserName) (*Head, error)
 	// Append checks, stores and applies a signed entry (see [Server.Append]).
 	Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error)
+	// AppendBatch appends signed entries of one tree in order, and
+	// returns those it appended and why it stopped short, if it did (see
+	// [Server.AppendBatch]).
+	AppendBatch(ctx context.Context, es []*Entry) ([]*spindle.DirEntry, error)
 }
 
 // A Service is everything a dir host offers, each read naming the
@@ -141,6 +146,130 @@ func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 	return nil, last
 }
 
+// submitBatch puts the entries ds, all of one tree, as Client.Put would one
+// after another, sending as many as the sequencer takes at once: each
+// round signs the entries still to go for the places after the head, one
+// after another, and appends them together. An entry refused for a reason
+// other than a moved head gets its error and the rest are signed again
+// after it. It returns each entry's result and error.
+func submitBatch(ctx context.Context, seq Sequencer, signer spindle.Signer, ds []*spindle.DirEntry, cache *headCache) ([]*spindle.DirEntry, []error) {
+	const eop spindle.Op = "dirlog.Submit"
+	outs := make([]*spindle.DirEntry, len(ds))
+	errs := make([]error, len(ds))
+	var todo []int // Indexes into ds still to put, in order.
+	var names []spindle.Parsed
+	var owner spindle.UserName
+	for i, d := range ds {
+		p, err := spindle.Parse(d.Name)
+		if err == nil && len(todo) > 0 && p.User() != owner {
+			err = spindle.E(spindle.Invalid, "a batch holds entries of one tree only")
+		}
+		if err != nil {
+			errs[i] = spindle.E(eop, signer.UserName(), err)
+			continue
+		}
+		owner = p.User()
+		todo = append(todo, i)
+		names = append(names, p)
+	}
+	var last error
+	fresh := false // The head was read after the last conflict.
+	for tries := 0; len(todo) > 0 && tries < maxTries; {
+		h, ok := cache.get(owner)
+		if !ok {
+			got, err := seq.Head(ctx, owner)
+			if err != nil {
+				for _, i := range todo {
+					errs[i] = spindle.E(eop, ds[i].Name, signer.UserName(), err)
+				}
+				return outs, errs
+			}
+			h, fresh = *got, true
+		}
+		es := make([]*Entry, 0, min(len(todo), MaxBatch))
+		for j, i := range todo[:cap(es)] {
+			e := &Entry{
+				Seq:   h.Seq + 1,
+				Prev:  h.Hash,
+				Time:  spindle.Now(),
+				Op:    putOp(ds[i]),
+				Entry: *cloneEntry(ds[i]),
+			}
+			e.Entry.Name = names[j].Path()
+			e.Entry.Sequence = e.Seq
+			if e.Entry.Time == 0 && (e.Op == OpMkdir || e.Op == OpLink) {
+				e.Entry.Time = e.Time
+			}
+			if err := e.Sign(signer); err != nil {
+				for _, i := range todo {
+					errs[i] = spindle.E(eop, err)
+				}
+				return outs, errs
+			}
+			es = append(es, e)
+			h = Head{User: owner, Seq: e.Seq, Hash: e.Hash()}
+		}
+		done, err := seq.AppendBatch(ctx, es)
+		if len(done) > len(es) {
+			done, err = nil, spindle.E(eop, spindle.IO, owner, fmt.Sprintf("dir host answered %d entries for %d", len(done), len(es)))
+		}
+		for j, d := range done {
+			outs[todo[j]] = d
+		}
+		if len(done) > 0 {
+			e := es[len(done)-1]
+			cache.set(owner, &Head{User: owner, Seq: e.Seq, Hash: e.Hash()})
+		}
+		todo, names = todo[len(done):], names[len(done):]
+		switch {
+		case err == nil && len(done) < len(es):
+			err = spindle.E(eop, spindle.IO, owner, fmt.Sprintf("dir host appended %d of %d entries and gave no reason", len(done), len(es)))
+			fallthrough
+		case err != nil && !errors.Is(err, spindle.Transient):
+			// The first entry left is refused; the head is where the
+			// entries appended left it, or where it was.
+			errs[todo[0]] = err
+			todo, names = todo[1:], names[1:]
+			if len(done) == 0 {
+				cache.set(owner, &Head{User: owner, Seq: es[0].Seq - 1, Hash: es[0].Prev})
+			}
+		case err != nil:
+			// Another writer got in first: read the head again and,
+			// unless the head was fresh already, sign again at once.
+			last = err
+			cache.set(owner, nil)
+			if len(done) == 0 {
+				tries++
+				if fresh {
+					wait := time.Duration(rand.N(1<<min(tries, 8))) * time.Millisecond
+					select {
+					case <-time.After(wait):
+					case <-ctx.Done():
+						last = spindle.E(eop, owner, signer.UserName(), spindle.Transient, ctx.Err())
+						tries = maxTries
+					}
+				}
+			}
+		}
+		fresh = false
+	}
+	for _, i := range todo {
+		errs[i] = last
+	}
+	return outs, errs
+}
+
+// putOp is the operation that puts d.
+func putOp(d *spindle.DirEntry) Operation {
+	switch {
+	case d.Attr.IsDir():
+		return OpMkdir
+	case d.Attr.IsLink():
+		return OpLink
+	}
+	return OpPut
+}
+
 // A Client acts for one user on a dir host: it signs the user's changes
 // and reads as that user. It implements [spindle.DirServer].
 type Client struct {
@@ -168,14 +297,14 @@ func (c *Client) Lookup(ctx context.Context, name spindle.PathName) (*spindle.Di
 // entry's attribute, the directory or link that entry describes. The
 // entry's Writer and Sequence are set by signing.
 func (c *Client) Put(ctx context.Context, entry *spindle.DirEntry) (*spindle.DirEntry, error) {
-	op := OpPut
-	switch {
-	case entry.Attr.IsDir():
-		op = OpMkdir
-	case entry.Attr.IsLink():
-		op = OpLink
-	}
-	return submit(ctx, c.svc, c.signer, op, entry, "", &c.heads)
+	return submit(ctx, c.svc, c.signer, putOp(entry), entry, "", &c.heads)
+}
+
+// PutBatch puts entries of one tree, as Put would one after another, with
+// as few round trips to the dir host as it allows. It returns the result
+// and the error of each entry; one entry's failure does not stop the others.
+func (c *Client) PutBatch(ctx context.Context, entries []*spindle.DirEntry) ([]*spindle.DirEntry, []error) {
+	return submitBatch(ctx, c.svc, c.signer, entries, &c.heads)
 }
 
 // Delete implements [spindle.DirServer].

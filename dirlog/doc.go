@@ -35,7 +35,9 @@
 //
 // Each log is a sequence of records framed with a length and a CRC-32C,
 // fsynced before [Server.Append] returns ([DiskStore], and [MemStore] for
-// tests). On start-up every log is re-read and every entry re-checked; a
+// tests). [Server.AppendBatch] takes many entries of one tree at once and
+// stores those that cannot affect each other's checks with one fsync
+// (group commit); readers see entries only once they are durable. On start-up every log is re-read and every entry re-checked; a
 // truncated or corrupted tail, or an entry that is no longer valid, is cut
 // at the last valid entry, the cut bytes are kept beside the log for
 // inspection, and the damage is logged and reported by [Server.Damage].

@@ -259,105 +259,237 @@ func (s *Server) unlockLog(l *userLog) {
 // NotExist, Exist, NotDir, IsDir, NotEmpty, and IO.
 func (s *Server) Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error) {
 	const op spindle.Op = "dirlog.Append"
-	if e == nil {
-		return nil, spindle.E(op, spindle.Invalid, "nil entry")
-	}
-	p, err := cleanName(e.Entry.Name, "", "name")
+	out, err := s.appendBatch(ctx, op, []*Entry{e})
 	if err != nil {
-		return nil, spindle.E(op, e.Writer, err)
+		return nil, err
 	}
-	// The entry must be one a decoder accepts, or replay would refuse it.
+	return out[0], nil
+}
+
+// MaxBatch is the most entries [Server.AppendBatch] takes at once.
+const MaxBatch = 256
+
+// AppendBatch appends entries to one tree in order, each as [Server.Append]
+// would: entry i+1 must follow entry i (its sequence number and Prev), the
+// first the current head. It returns, in order, the entries as they now
+// stand for the longest prefix of es that was appended; if that is not all
+// of es, the error says why the next entry was refused (with Append's
+// kinds), and the entries after it were not tried.
+//
+// Entries that cannot affect one another's checks (files, links and
+// directories that are not Access or Group files, none inside another,
+// not renames) are checked together and stored with one sync; readers
+// see them only when they are durable.
+func (s *Server) AppendBatch(ctx context.Context, es []*Entry) ([]*spindle.DirEntry, error) {
+	return s.appendBatch(ctx, "dirlog.AppendBatch", es)
+}
+
+// batchItem is an entry of a batch, decoded from its canonical encoding.
+type batchItem struct {
+	e       *Entry
+	encoded []byte
+	p       spindle.Parsed
+}
+
+func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*Entry) ([]*spindle.DirEntry, error) {
+	if len(es) > MaxBatch {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("%d entries in a batch, limit is %d", len(es), MaxBatch))
+	}
+	// Each entry must be one a decoder accepts, or replay would refuse it.
 	// From here on the decoded copy is used, so that what is checked,
-	// stored and applied are the same whatever the caller does with e.
-	encoded := e.Marshal()
-	writer := e.Writer
-	e, err = UnmarshalEntry(encoded)
-	if err != nil {
-		return nil, spindle.E(op, p.Path(), writer, err)
+	// stored and applied are the same whatever the caller does with es.
+	items := make([]batchItem, 0, len(es))
+	var stop error // Why es[len(items)] is refused, if it is.
+	for _, e := range es {
+		if e == nil {
+			stop = spindle.E(op, spindle.Invalid, "nil entry")
+			break
+		}
+		p, err := cleanName(e.Entry.Name, "", "name")
+		if err != nil {
+			stop = spindle.E(op, e.Writer, err)
+			break
+		}
+		if len(items) > 0 && p.User() != items[0].p.User() {
+			stop = spindle.E(op, spindle.Invalid, p.Path(), e.Writer, "a batch holds entries of one tree only")
+			break
+		}
+		encoded := e.Marshal()
+		d, err := UnmarshalEntry(encoded)
+		if err != nil {
+			stop = spindle.E(op, p.Path(), e.Writer, err)
+			break
+		}
+		items = append(items, batchItem{e: d, encoded: encoded, p: p})
 	}
-	owner := p.User()
+	if len(items) == 0 {
+		return nil, stop
+	}
+	owner := items[0].p.User()
 	l, err := s.lockLog(owner)
 	if err != nil {
-		return nil, spindle.E(op, p.Path(), e.Writer, err)
+		return nil, spindle.E(op, items[0].p.Path(), items[0].e.Writer, err)
 	}
 	defer s.unlockLog(l)
 
+	var out []*spindle.DirEntry
+	for len(items) > 0 {
+		n := independent(items)
+		done, err := s.commit(ctx, op, l, items[:n])
+		out = append(out, done...)
+		if err != nil {
+			return out, err
+		}
+		items = items[n:]
+	}
+	return out, stop
+}
+
+// independent returns the length of the longest prefix of items (at least
+// one) whose entries can be checked against one state of the tree: each
+// would be judged the same after the others were applied. That holds for
+// puts, links, mkdirs and deletes of ordinary names none of which lies at
+// or inside another: they leave the Access and Group files, and every
+// other entry's name, parent and children, as they were.
+func independent(items []batchItem) int {
+	for n, it := range items {
+		switch it.e.Op {
+		case OpPut, OpLink, OpMkdir, OpDelete:
+		default:
+			return max(n, 1)
+		}
+		if it.p.IsRoot() || class(it.p.Path()) != ordinary {
+			return max(n, 1)
+		}
+		for _, prev := range items[:n] {
+			if it.p.HasPrefix(prev.p) || prev.p.HasPrefix(it.p) {
+				return n
+			}
+		}
+	}
+	return len(items)
+}
+
+// commit checks items, which independent has passed, against l's tree,
+// stores those before the first that fails with one sync, and then applies
+// them. It returns what it applied and, if it applied fewer than all, why
+// the next one was refused. l's appendMu is held.
+func (s *Server) commit(ctx context.Context, op spindle.Op, l *userLog, items []batchItem) ([]*spindle.DirEntry, error) {
+	// Refuse entries that are not for the next places in the log early,
+	// before the cost of a signature check.
 	s.mu.RLock()
 	seq, head := l.t.seq, l.t.head
 	s.mu.RUnlock()
-	if e.Seq != seq+1 || e.Prev != head {
-		// Refuse early, before the cost of a signature check.
-		return nil, spindle.E(op, spindle.Transient, p.Path(), e.Writer, fmt.Sprintf("log head moved: entry is for sequence %d, head is at %d; read the head and sign again", e.Seq, seq))
+	var stop error
+	for i, it := range items {
+		if e := it.e; e.Seq != seq+1 || e.Prev != head {
+			stop = spindle.E(op, spindle.Transient, it.p.Path(), e.Writer, fmt.Sprintf("log head moved: entry is for sequence %d, head is at %d; read the head and sign again", e.Seq, seq))
+			items = items[:i]
+			break
+		}
+		seq, head = it.e.Seq, it.e.Hash()
 	}
-	key, err := s.cfg.Keys(ctx, e.Writer)
-	if err != nil && spindle.KindOf(err) != spindle.NotExist && spindle.KindOf(err) != spindle.Invalid {
-		return nil, spindle.E(op, p.Path(), e.Writer, err)
-	}
-	invalid, fatal := verifySignature(ctx, func(context.Context, spindle.UserName) (spindle.PublicKey, error) { return key, err }, nil, e, "")
-	if fatal != nil {
-		return nil, spindle.E(op, fatal)
-	}
-	if invalid != nil {
-		return nil, spindle.E(op, invalid)
+	keys := make([]spindle.PublicKey, 0, len(items))
+	for i, it := range items {
+		key, err := s.verify(ctx, op, it)
+		if err != nil {
+			stop = err
+			items = items[:i]
+			break
+		}
+		keys = append(keys, key)
 	}
 
-	deps := make(map[spindle.UserName]int64)
+	recs := make([][]byte, 0, len(items))
 	s.mu.RLock()
-	err = l.t.check(e, groupLoader(l.t, func(u spindle.UserName) (*tree, int64, error) {
-		other := s.logs[u]
-		if other == nil {
-			deps[u] = 0
-			return nil, 0, nil
+	for i, it := range items {
+		deps := make(map[spindle.UserName]int64)
+		err := l.t.checkOp(it.e, groupLoader(l.t, func(u spindle.UserName) (*tree, int64, error) {
+			other := s.logs[u]
+			if other == nil {
+				deps[u] = 0
+				return nil, 0, nil
+			}
+			seq, ok := deps[u]
+			if !ok {
+				seq = other.t.seq
+				deps[u] = seq
+			}
+			return other.t, seq, nil
+		}))
+		if err != nil {
+			stop = spindle.E(op, err)
+			items = items[:i]
+			break
 		}
-		seq, ok := deps[u]
-		if !ok {
-			seq = other.t.seq
-			deps[u] = seq
+		rec := record{entry: it.encoded, key: keys[i]}
+		for u, seq := range deps {
+			rec.deps = append(rec.deps, dep{u, seq})
 		}
-		return other.t, seq, nil
-	}))
+		sort.Slice(rec.deps, func(i, j int) bool { return rec.deps[i].user < rec.deps[j].user })
+		recs = append(recs, rec.marshal())
+	}
 	s.mu.RUnlock()
-	if err != nil {
-		return nil, spindle.E(op, err)
+	if len(items) == 0 {
+		return nil, stop
 	}
-
-	rec := record{entry: encoded, key: key}
-	for u, seq := range deps {
-		rec.deps = append(rec.deps, dep{u, seq})
-	}
-	sort.Slice(rec.deps, func(i, j int) bool { return rec.deps[i].user < rec.deps[j].user })
+	first := items[0]
 	if err := ctx.Err(); err != nil {
-		return nil, spindle.E(op, spindle.Transient, p.Path(), e.Writer, err)
+		return nil, spindle.E(op, spindle.Transient, first.p.Path(), first.e.Writer, err)
 	}
 	if l.log == nil {
-		lg, err := s.store.Open(ctx, owner)
+		lg, err := s.store.Open(ctx, l.user)
 		if err != nil {
-			return nil, spindle.E(op, p.Path(), e.Writer, err)
+			return nil, spindle.E(op, first.p.Path(), first.e.Writer, err)
 		}
 		if err := lg.Scan(ctx, func([]byte) error { return errExistingLog }); err != nil {
 			lg.Close()
-			return nil, spindle.E(op, spindle.Internal, p.Path(), e.Writer, fmt.Errorf("new log of %s: %w", owner, err))
+			return nil, spindle.E(op, spindle.Internal, first.p.Path(), first.e.Writer, fmt.Errorf("new log of %s: %w", l.user, err))
 		}
 		l.log = lg
 	}
-	if err := l.log.Append(ctx, rec.marshal()); err != nil {
-		return nil, spindle.E(op, p.Path(), e.Writer, err)
+	if err := l.log.Append(ctx, recs...); err != nil {
+		return nil, spindle.E(op, first.p.Path(), first.e.Writer, err)
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	events := l.t.apply(e)
-	l.push(e.Seq, events, s.maxRecent)
-	switch e.Op {
-	case OpDelete:
-		return cloneEntry(events[0].ev.Entry), nil
-	case OpRename:
-		q, _ := spindle.Parse(e.NewName)
-		n, _ := l.t.find(q)
-		return cloneEntry(&n.entry), nil
+	out := make([]*spindle.DirEntry, 0, len(items))
+	for _, it := range items {
+		e := it.e
+		events := l.t.apply(e)
+		l.push(e.Seq, events, s.maxRecent)
+		switch e.Op {
+		case OpDelete:
+			out = append(out, cloneEntry(events[0].ev.Entry))
+		case OpRename:
+			q, _ := spindle.Parse(e.NewName)
+			n, _ := l.t.find(q)
+			out = append(out, cloneEntry(&n.entry))
+		default:
+			n, _ := l.t.find(it.p)
+			out = append(out, cloneEntry(&n.entry))
+		}
 	}
-	n, _ := l.t.find(p)
-	return cloneEntry(&n.entry), nil
+	return out, stop
+}
+
+// verify checks the signature of a batch's entry and returns the key that
+// verified it.
+func (s *Server) verify(ctx context.Context, op spindle.Op, it batchItem) (spindle.PublicKey, error) {
+	e := it.e
+	key, err := s.cfg.Keys(ctx, e.Writer)
+	if err != nil && spindle.KindOf(err) != spindle.NotExist && spindle.KindOf(err) != spindle.Invalid {
+		return "", spindle.E(op, it.p.Path(), e.Writer, err)
+	}
+	invalid, fatal := verifySignature(ctx, func(context.Context, spindle.UserName) (spindle.PublicKey, error) { return key, err }, nil, e, "")
+	if fatal != nil {
+		return "", spindle.E(op, fatal)
+	}
+	if invalid != nil {
+		return "", spindle.E(op, invalid)
+	}
+	return key, nil
 }
 
 var errExistingLog = fmt.Errorf("a log for a user this server did not know already holds entries")

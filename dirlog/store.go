@@ -36,9 +36,10 @@ type Log interface {
 	// error of kind Integrity wrapping a *[TailError]; the log itself is
 	// not changed. fn must not keep the slice it is given.
 	Scan(ctx context.Context, fn func(rec []byte) error) error
-	// Append adds one record at the end of the valid records, durably
-	// before it returns.
-	Append(ctx context.Context, rec []byte) error
+	// Append adds records at the end of the valid records, in order and
+	// durably, with one sync for them all, before it returns. If it fails,
+	// none of them counts as appended: the next Append writes over them.
+	Append(ctx context.Context, recs ...[]byte) error
 	// Truncate keeps the first n records and cuts the rest, keeping the
 	// cut bytes beside the log (for inspection) where the store can. It
 	// needs a Scan first.
@@ -259,27 +260,49 @@ func (l *diskLog) Scan(ctx context.Context, fn func([]byte) error) error {
 	return spindle.E(op, spindle.IO, l.user, err)
 }
 
-func (l *diskLog) Append(ctx context.Context, rec []byte) error {
+func (l *diskLog) Append(ctx context.Context, recs ...[]byte) error {
 	const op spindle.Op = "dirlog.Log.Append"
 	if l.end < 0 {
 		if err := l.Scan(ctx, func([]byte) error { return nil }); err != nil {
 			return spindle.E(op, err)
 		}
 	}
-	if len(rec) == 0 || len(rec) > maxRecord {
-		return spindle.E(op, spindle.Invalid, l.user, fmt.Sprintf("record of %d bytes", len(rec)))
+	frames, err := appendFrames(l.user, recs)
+	if err != nil {
+		return spindle.E(op, err)
 	}
-	frame := appendFrame(nil, rec)
-	if _, err := l.f.WriteAt(frame, l.end); err != nil {
+	if _, err := l.f.WriteAt(frames, l.end); err != nil {
 		l.f.Truncate(l.end) // Best effort: a later Scan cuts a partial frame anyway.
 		return spindle.E(op, spindle.IO, l.user, err)
 	}
 	if err := l.f.Sync(); err != nil {
 		return spindle.E(op, spindle.IO, l.user, err)
 	}
-	l.offsets = append(l.offsets, l.end)
-	l.end += int64(len(frame))
+	for _, rec := range recs {
+		l.offsets = append(l.offsets, l.end)
+		l.end += frameSize + int64(len(rec))
+	}
 	return nil
+}
+
+// appendFrames frames recs for Append, refusing an empty or oversized
+// record and an empty list.
+func appendFrames(user spindle.UserName, recs [][]byte) ([]byte, error) {
+	if len(recs) == 0 {
+		return nil, spindle.E(spindle.Invalid, user, "no records to append")
+	}
+	size := 0
+	for _, rec := range recs {
+		if len(rec) == 0 || len(rec) > maxRecord {
+			return nil, spindle.E(spindle.Invalid, user, fmt.Sprintf("record of %d bytes", len(rec)))
+		}
+		size += frameSize + len(rec)
+	}
+	b := make([]byte, 0, size)
+	for _, rec := range recs {
+		b = appendFrame(b, rec)
+	}
+	return b, nil
 }
 
 func (l *diskLog) Truncate(ctx context.Context, n int) error {
@@ -437,22 +460,25 @@ func (l *memLog) Scan(ctx context.Context, fn func([]byte) error) error {
 	return err
 }
 
-func (l *memLog) Append(ctx context.Context, rec []byte) error {
+func (l *memLog) Append(ctx context.Context, recs ...[]byte) error {
 	const op spindle.Op = "dirlog.Log.Append"
 	if l.end < 0 {
 		if err := l.Scan(ctx, func([]byte) error { return nil }); err != nil {
 			return spindle.E(op, err)
 		}
 	}
-	if len(rec) == 0 || len(rec) > maxRecord {
-		return spindle.E(op, spindle.Invalid, l.user, fmt.Sprintf("record of %d bytes", len(rec)))
+	frames, err := appendFrames(l.user, recs)
+	if err != nil {
+		return spindle.E(op, err)
 	}
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	d := l.s.get(l.user)
-	d.data = appendFrame(d.data[:l.end], rec)
-	l.offsets = append(l.offsets, l.end)
-	l.end = int64(len(d.data))
+	d.data = append(d.data[:l.end], frames...)
+	for _, rec := range recs {
+		l.offsets = append(l.offsets, l.end)
+		l.end += frameSize + int64(len(rec))
+	}
 	return nil
 }
 

@@ -34,6 +34,7 @@ const (
 	mKeyHistory = "key.history"
 	mDirHead    = "dir.head"
 	mDirAppend  = "dir.append"
+	mDirBatch   = "dir.appendbatch"
 	mDirLookup  = "dir.lookup"
 	mDirGlob    = "dir.glob"
 	mDirWhich   = "dir.whichaccess"
@@ -50,6 +51,7 @@ type request struct {
 	Seq     int64            `cbor:"5,keyasint,omitempty"`
 	Data    []byte           `cbor:"6,keyasint,omitempty"` // An encoded dirlog entry or key record.
 	Auth    *authMsg         `cbor:"7,keyasint,omitempty"`
+	Batch   [][]byte         `cbor:"8,keyasint,omitempty"` // Encoded dirlog entries, for dir.appendbatch.
 }
 
 // response answers a request. Err, if set, is an encoded *spindle.Error;

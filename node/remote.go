@@ -81,6 +81,19 @@ func (r *remote) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry
 	return resp.Entry, err
 }
 
+// AppendBatch implements dirlog.Sequencer.
+func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindle.DirEntry, error) {
+	batch := make([][]byte, len(es))
+	for i, e := range es {
+		batch[i] = e.Marshal()
+	}
+	resp, err := r.call(ctx, &request{Method: mDirBatch, Batch: batch})
+	if resp == nil {
+		return nil, err
+	}
+	return resp.Entries, err
+}
+
 // Lookup implements dirlog.Service.
 func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
 	resp, err := r.call(ctx, &request{Method: mDirLookup, Name: name})

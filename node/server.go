@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -64,19 +65,36 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*res
 	}
 	switch req.Method {
 	case mDirAppend:
-		e, err := dirlog.UnmarshalEntry(req.Data)
+		e, err := n.appendable(user, req.Data)
 		if err != nil {
 			return nil, err
 		}
-		const op spindle.Op = "node.Append"
-		if e.Writer != user {
-			return nil, spindle.E(op, user, spindle.Permission, "entry is signed as "+string(e.Writer)+", not as the signed-in user")
-		}
-		if owner := e.Tree(); !n.writers.admits(owner) {
-			return nil, spindle.E(op, e.Entry.Name, user, spindle.Permission, "this node does not host the tree of "+string(owner)+" (see spin node -writers)")
-		}
 		de, err := n.dir.Append(ctx, e)
 		return &response{Entry: de}, err
+	case mDirBatch:
+		if len(req.Batch) > dirlog.MaxBatch {
+			return nil, spindle.E(spindle.Op("node.AppendBatch"), user, spindle.Invalid, fmt.Sprintf("%d entries in a batch, limit is %d", len(req.Batch), dirlog.MaxBatch))
+		}
+		// Append the entries before the first bad one, and report it.
+		var es []*dirlog.Entry
+		var bad error
+		for _, data := range req.Batch {
+			e, err := n.appendable(user, data)
+			if err != nil {
+				bad = err
+				break
+			}
+			es = append(es, e)
+		}
+		var des []*spindle.DirEntry
+		var err error
+		if len(es) > 0 {
+			des, err = n.dir.AppendBatch(ctx, es)
+		}
+		if err == nil {
+			err = bad
+		}
+		return &response{Entries: des}, err
 	case mDirLookup:
 		de, err := n.dir.Lookup(ctx, user, req.Name)
 		return &response{Entry: de}, err
@@ -88,6 +106,23 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*res
 		return &response{Entry: de}, err
 	}
 	return nil, spindle.E(spindle.Op("node.Client"), spindle.Invalid, "unknown method "+req.Method)
+}
+
+// appendable decodes an entry that user sends to be appended and checks
+// that user signed it and that this node hosts its tree.
+func (n *Node) appendable(user spindle.UserName, data []byte) (*dirlog.Entry, error) {
+	const op spindle.Op = "node.Append"
+	e, err := dirlog.UnmarshalEntry(data)
+	if err != nil {
+		return nil, err
+	}
+	if e.Writer != user {
+		return nil, spindle.E(op, user, spindle.Permission, "entry is signed as "+string(e.Writer)+", not as the signed-in user")
+	}
+	if owner := e.Tree(); !n.writers.admits(owner) {
+		return nil, spindle.E(op, e.Entry.Name, user, spindle.Permission, "this node does not host the tree of "+string(owner)+" (see spin node -writers)")
+	}
+	return e, nil
 }
 
 // serveWatch serves one Watch: a request, then one response per event

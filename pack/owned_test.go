@@ -3,6 +3,7 @@ package pack
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -133,4 +134,62 @@ func TestOwnedBuffers(t *testing.T) {
 			})
 		}
 	}
+}
+
+// WriteTo writes the rest of the file from the Read offset, in owned and
+// unowned mode, and stops at the first failing write.
+func TestWriteTo(t *testing.T) {
+	ak := testKeys(t, alice, 1)
+	const size = 3*spindle.MaxBlockSize + 77
+	for _, packing := range packings {
+		s := newMemBlocks()
+		data := testData(size, 5)
+		e := packFile(t, s, "alice@example.com/f", data, packing, ak)
+		for _, owned := range []bool{false, true} {
+			l := newLender(s)
+			cfg := ReadConfig{Keys: ak, WriterKeys: []spindle.PublicKey{ak.PublicKey()}, Get: s.get}
+			if owned {
+				cfg.Get, cfg.Release = l.get, l.release
+			}
+			for _, from := range []int64{0, 1, spindle.MaxBlockSize, size - 1, size} {
+				r, err := NewReader(context.Background(), e, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := r.Seek(from, io.SeekStart); err != nil {
+					t.Fatal(err)
+				}
+				var buf bytes.Buffer
+				n, err := r.WriteTo(&buf)
+				if err != nil || n != size-from || !bytes.Equal(buf.Bytes(), data[from:]) {
+					t.Fatalf("%v owned=%v from %d: WriteTo = %d, %v; contents equal %v", packing, owned, from, n, err, bytes.Equal(buf.Bytes(), data[from:]))
+				}
+				if k, err := r.Read(make([]byte, 1)); k != 0 || err != io.EOF {
+					t.Fatalf("Read after WriteTo = %d, %v; want EOF", k, err)
+				}
+				fw := &failingWriter{left: spindle.MaxBlockSize + 10}
+				r.Seek(0, io.SeekStart)
+				n, err = r.WriteTo(fw)
+				if !errors.Is(err, errDiskFull) || n != spindle.MaxBlockSize+10 {
+					t.Fatalf("WriteTo a failing writer = %d, %v; want %d and %v", n, err, spindle.MaxBlockSize+10, errDiskFull)
+				}
+				r.Close()
+			}
+			l.check(t)
+		}
+	}
+}
+
+var errDiskFull = errors.New("disk full")
+
+type failingWriter struct{ left int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.left {
+		k := w.left
+		w.left = 0
+		return k, errDiskFull
+	}
+	w.left -= len(p)
+	return len(p), nil
 }

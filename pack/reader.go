@@ -71,7 +71,10 @@ type Reader struct {
 	closed bool
 }
 
-var _ spindle.File = (*Reader)(nil)
+var (
+	_ spindle.File = (*Reader)(nil)
+	_ io.WriterTo  = (*Reader)(nil)
+)
 
 // NewReader verifies entry (see [Verify]) and, for ee, unwraps its file
 // key with c.Keys, current or archived. It fails with Integrity if the
@@ -138,6 +141,34 @@ func (r *Reader) Read(p []byte) (int, error) {
 		err = nil
 	}
 	return n, err
+}
+
+// WriteTo implements io.WriterTo: it writes the file from the offset of
+// Read to its end, handing w each block's plaintext straight from the
+// Reader's buffers, without copying it. Concurrent ReadAt calls wait
+// while w writes.
+func (r *Reader) WriteTo(w io.Writer) (int64, error) {
+	const op spindle.Op = "pack.WriteTo"
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, spindle.E(op, r.entry.Name, spindle.Invalid, "read after close")
+	}
+	var n int64
+	blocks := r.entry.Blocks
+	for r.off < r.entry.Size {
+		i := sort.Search(len(blocks), func(i int) bool { return blocks[i].Offset+blocks[i].Size > r.off })
+		if err := r.load(i); err != nil {
+			return n, spindle.E(op, r.entry.Name, err)
+		}
+		k, err := w.Write(r.plain[r.off-blocks[i].Offset:])
+		n += int64(k)
+		r.off += int64(k)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // Seek implements io.Seeker.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -284,11 +285,19 @@ func (r *RemoteStore) Fetch(ctx context.Context, ref spindle.Ref) ([]byte, error
 
 // blockBufs holds buffers for blocks received over BlockProtocol, so that
 // moving a large file does not allocate (and clear, and collect) a block
-// buffer per block. A buffer holds any stored block.
+// buffer per block. A buffer holds any stored block and starts at a
+// multiple of blockAlign, so that what is decrypted in place in it can be
+// written to a file opened with O_DIRECT without a copy.
 var blockBufs = sync.Pool{New: func() any {
-	b := make([]byte, spindle.MaxStoredBlockSize)
+	b := make([]byte, spindle.MaxStoredBlockSize+blockAlign)
+	off := int(-uintptr(unsafe.Pointer(&b[0])) % blockAlign)
+	b = b[off : off+spindle.MaxStoredBlockSize : off+spindle.MaxStoredBlockSize]
 	return &b
 }}
+
+// blockAlign is the alignment of received blocks: the page size, which
+// O_DIRECT asks of buffers.
+const blockAlign = 4096
 
 // blockBuffer returns a buffer for a received block of n bytes.
 func blockBuffer(n int) []byte {

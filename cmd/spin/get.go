@@ -113,8 +113,10 @@ func (st *State) getFile(ctx context.Context, c spindle.Client, name spindle.Pat
 	}
 	err = writeLocal(dest, func(w io.Writer) error {
 		if lw, ok := w.(*localWriter); ok {
-			if out, ok := lw.w.(*os.File); ok && f.Entry() != nil && f.Entry().Size >= parallelMin {
-				return copyParallel(out, f, f.Entry().Size, pb.add)
+			if out, ok := lw.w.(*os.File); ok && f.Entry() != nil && f.Entry().Size >= directMin {
+				if done, err := copyDirect(out, f, f.Entry().Size, pb.add); done {
+					return err
+				}
 			}
 		}
 		_, err := copyData(pb.writer(w), f)

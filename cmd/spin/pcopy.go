@@ -3,104 +3,106 @@ package main
 import (
 	"io"
 	"os"
-	"sync"
 	"unsafe"
 
 	"spindle.dev"
 )
 
-// parallelMin is the size from which get writes a file through
-// copyParallel.
-const parallelMin = 8 << 20
+// directMin is the size from which get writes a file with O_DIRECT:
+// straight from memory to the device, past the page cache. Writing a
+// large file through the page cache costs more CPU than decrypting it on
+// the virtual disks many machines have.
+const directMin = 8 << 20
 
-// copyBuffers is the number of blocks copyParallel holds: one being
-// written, the others being filled.
-const copyBuffers = 3
-
-// copyParallel copies size bytes of src to dst, reading and writing at
-// the same time. The caller's goroutine reads src in order, block by
-// block, so that a spindle file keeps reading ahead (it fetches the next
-// blocks only while it is read sequentially); a writer goroutine writes
-// the blocks meanwhile, in order too: on ext4, writers at several offsets
-// of a growing file wait for each other and are slower than one. It calls
-// count with each block's length as it is written.
+// copyDirect copies src, size bytes, to dst, a new empty file, through a
+// second descriptor opened with O_DIRECT. It reports done false, having
+// written nothing, if the system does not allow O_DIRECT; the caller then
+// copies through the page cache.
 //
-// Where the system allows, the blocks are written with O_DIRECT through a
-// second descriptor of dst, padded to the alignment it needs; dst is then
-// cut to size.
-func copyParallel(dst *os.File, src io.Reader, size int64, count func(int)) error {
-	const chunk = spindle.MaxBlockSize
-	out := dst
-	direct := false
-	if d, err := openDirect(dst.Name()); err == nil {
-		defer d.Close()
-		out, direct = d, true
+// A spindle file hands over each block's plaintext where it was decrypted
+// (it is an io.WriterTo) and keeps fetching the next blocks meanwhile;
+// blocks that are aligned as O_DIRECT needs are written without a copy.
+// It calls count with the bytes written so far, as they are written.
+// Write failures are *localError.
+func copyDirect(dst *os.File, src io.Reader, size int64, count func(int)) (done bool, err error) {
+	d, err := openDirect(dst.Name())
+	if err != nil {
+		return false, nil
 	}
-	type job struct {
-		buf []byte
-		off int64
-		n   int
+	defer d.Close()
+	w := &directWriter{f: d, name: dst.Name(), buf: alignedBuffer(spindle.MaxBlockSize), count: count}
+	n, err := io.Copy(w, src)
+	if err == nil {
+		err = w.flush()
 	}
-	var (
-		mu   sync.Mutex
-		ferr error
-	)
-	fail := func(err error) {
-		mu.Lock()
-		if ferr == nil {
-			ferr = err
+	if err == nil && n != size {
+		err = io.ErrUnexpectedEOF // The file is shorter or longer than its entry says.
+	}
+	if err == nil {
+		if terr := dst.Truncate(n); terr != nil { // Cut the padding of the last write.
+			err = &localError{terr}
 		}
-		mu.Unlock()
 	}
-	failed := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return ferr != nil
-	}
-	free := make(chan []byte, copyBuffers)
-	for range cap(free) {
-		free <- alignedBuffer(chunk)
-	}
-	jobs := make(chan job, cap(free))
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for j := range jobs {
-			if !failed() {
-				w := j.n
-				if direct {
-					w = (j.n + directAlign - 1) / directAlign * directAlign
-					clear(j.buf[j.n:w])
-				}
-				if _, err := out.WriteAt(j.buf[:w], j.off); err != nil {
-					fail(&localError{&os.PathError{Op: "write", Path: dst.Name(), Err: err}})
-				} else {
-					count(j.n)
-				}
+	return true, err
+}
+
+// A directWriter writes a file sequentially with O_DIRECT, which needs
+// buffers, lengths and offsets aligned to directAlign. Aligned runs of the
+// data go straight to the file; the rest is gathered in buf. The last,
+// partial piece is written padded with zeros by flush, and the caller cuts
+// the file to its size.
+type directWriter struct {
+	f     *os.File
+	name  string
+	buf   []byte // Aligned, a multiple of directAlign long.
+	n     int    // Bytes waiting in buf.
+	count func(int)
+}
+
+func (w *directWriter) Write(p []byte) (int, error) {
+	total := len(p)
+	for len(p) > 0 {
+		if w.n == 0 && len(p) >= directAlign && uintptr(unsafe.Pointer(&p[0]))%directAlign == 0 {
+			k := len(p) / directAlign * directAlign
+			if err := w.write(p[:k], k); err != nil {
+				return total - len(p), err
 			}
-			free <- j.buf
+			p = p[k:]
+			continue
 		}
-	})
-	for off := int64(0); off < size && !failed(); {
-		buf := <-free
-		n := int(min(chunk, size-off))
-		if _, err := io.ReadFull(src, buf[:n]); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF // The file is shorter than its entry says.
+		c := copy(w.buf[w.n:], p)
+		w.n += c
+		p = p[c:]
+		if w.n == len(w.buf) {
+			if err := w.write(w.buf, w.n); err != nil {
+				return total - len(p) - c, err
 			}
-			fail(err)
-			break
-		}
-		jobs <- job{buf, off, n}
-		off += int64(n)
-	}
-	close(jobs)
-	wg.Wait()
-	if ferr == nil && direct {
-		if err := dst.Truncate(size); err != nil {
-			ferr = &localError{err}
+			w.n = 0
 		}
 	}
-	return ferr
+	return total, nil
+}
+
+// flush writes what waits in buf, padded to directAlign.
+func (w *directWriter) flush() error {
+	if w.n == 0 {
+		return nil
+	}
+	padded := (w.n + directAlign - 1) / directAlign * directAlign
+	clear(w.buf[w.n:padded])
+	err := w.write(w.buf[:padded], w.n)
+	w.n = 0
+	return err
+}
+
+// write writes b, of which the first n bytes are data, at the end of the
+// file.
+func (w *directWriter) write(b []byte, n int) error {
+	if _, err := w.f.Write(b); err != nil {
+		return &localError{&os.PathError{Op: "write", Path: w.name, Err: err}}
+	}
+	w.count(n)
+	return nil
 }
 
 // directAlign is the alignment O_DIRECT needs of buffers, lengths and offsets.

@@ -124,7 +124,14 @@ func (c *Conn) write(tag byte, parts ...[]byte) error {
 		_, err := c.s.Write(buf)
 		return err
 	}
-	if _, err := c.s.Write(c.hdr[:]); err != nil {
+	// The header and any small leading parts go out in one write, so that
+	// they do not each cost a muxer frame, a TLS record and a system call.
+	head := append(make([]byte, 0, 64), c.hdr[:]...)
+	for len(parts) > 1 && len(head)+len(parts[0]) <= cap(head) {
+		head = append(head, parts[0]...)
+		parts = parts[1:]
+	}
+	if _, err := c.s.Write(head); err != nil {
 		return err
 	}
 	for _, p := range parts {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
@@ -126,5 +127,63 @@ func TestBatchRequests(t *testing.T) {
 	}
 	if _, err := c.Lookup(ctx, "@/bobs", false); !errors.Is(err, spindle.NotExist) {
 		t.Fatalf("the forged entry was appended: %v", err)
+	}
+}
+
+// slowStore is a refPutter that holds each block a while and records the
+// most blocks it held at once.
+type slowStore struct {
+	mu       sync.Mutex
+	now, max int
+}
+
+func (s *slowStore) PutRef(ctx context.Context, ref spindle.Ref, data []byte) error {
+	s.mu.Lock()
+	s.now++
+	s.max = max(s.max, s.now)
+	s.mu.Unlock()
+	time.Sleep(2 * time.Millisecond)
+	s.mu.Lock()
+	s.now--
+	s.mu.Unlock()
+	return nil
+}
+
+// Many puts at once keep at most the client's budget of blocks in flight
+// together, and each at most its own.
+func TestPutPipesShareBudget(t *testing.T) {
+	store := &slowStore{}
+	shared := make(chan struct{}, clientPutInFlight)
+	var pool sync.Pool
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	block := make([]byte, spindle.MaxBlockSize)
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := newPutPipe(store, putInFlight, shared, &pool)
+			for range 20 {
+				if err := p.put(ctx, "ref", block); err != nil {
+					t.Error(err)
+				}
+			}
+			if err := p.wait(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if store.max > clientPutInFlight || store.max < putInFlight {
+		t.Fatalf("at most %d blocks in flight, want %d to %d", store.max, putInFlight, clientPutInFlight)
+	}
+	one := &slowStore{}
+	p := newPutPipe(one, putInFlight, make(chan struct{}, clientPutInFlight), &pool)
+	for range 40 {
+		p.put(ctx, "ref", block)
+	}
+	p.wait()
+	if one.max > putInFlight {
+		t.Fatalf("one put kept %d blocks in flight, want at most %d", one.max, putInFlight)
 	}
 }

@@ -50,7 +50,8 @@ type Client struct {
 	dir     *serialDir
 	blocks  *p2p.RemoteStore
 
-	bufs sync.Pool // Block buffers for putPipe.
+	bufs     sync.Pool     // Block buffers for putPipe.
+	putSlots chan struct{} // Blocks on their way to the node, from all puts together.
 
 	// disconnected is set when the connection to the node drops; the
 	// node forgets the session then, and Put signs in again.
@@ -70,7 +71,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if cfg.Keys == nil {
 		return nil, spindle.E(op, spindle.Invalid, "no keys")
 	}
-	c := &Client{cfg: cfg, user: cfg.Keys.UserName(), keys: cfg.Keys, log: cfg.Logger, userKeys: map[spindle.UserName]*spindle.User{}}
+	c := &Client{cfg: cfg, user: cfg.Keys.UserName(), keys: cfg.Keys, log: cfg.Logger, userKeys: map[spindle.UserName]*spindle.User{}, putSlots: make(chan struct{}, clientPutInFlight)}
 	if c.log == nil {
 		c.log = slog.Default()
 	}

@@ -59,7 +59,7 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 			return nil, spindle.E(op, name, err)
 		}
 	}
-	pipe := newPutPipe(c.blocks, putInFlight, &c.bufs)
+	pipe := newPutPipe(c.blocks, putInFlight, c.putSlots, &c.bufs)
 	entry := &spindle.DirEntry{Name: name}
 	err = pack.Pack(ctx, entry, r, pack.Config{
 		Packing: packing,
@@ -475,10 +475,11 @@ func (p *progressReader) Read(b []byte) (int, error) {
 // putPipe stores blocks with several in flight, so that the network round
 // trip and the node's fsync of one block overlap the packing of the next.
 type putPipe struct {
-	store refPutter
-	sem   chan struct{}
-	wg    sync.WaitGroup
-	pool  *sync.Pool // Buffers of MaxStoredBlockSize, shared by the client's puts.
+	store  refPutter
+	sem    chan struct{} // Blocks in flight for this put.
+	shared chan struct{} // Blocks in flight for all the client's puts, which bounds their buffers.
+	wg     sync.WaitGroup
+	pool   *sync.Pool // Buffers of MaxStoredBlockSize, shared by the client's puts.
 
 	mu  sync.Mutex
 	err error
@@ -490,8 +491,8 @@ type refPutter interface {
 	PutRef(ctx context.Context, ref spindle.Ref, data []byte) error
 }
 
-func newPutPipe(store refPutter, inFlight int, pool *sync.Pool) *putPipe {
-	return &putPipe{store: store, sem: make(chan struct{}, inFlight), pool: pool}
+func newPutPipe(store refPutter, inFlight int, shared chan struct{}, pool *sync.Pool) *putPipe {
+	return &putPipe{store: store, sem: make(chan struct{}, inFlight), shared: shared, pool: pool}
 }
 
 // put is a pack.PutFunc.
@@ -505,6 +506,12 @@ func (p *putPipe) put(ctx context.Context, ref spindle.Ref, data []byte) error {
 	select {
 	case p.sem <- struct{}{}:
 	case <-ctx.Done():
+		return spindle.E(spindle.Transient, ctx.Err())
+	}
+	select {
+	case p.shared <- struct{}{}:
+	case <-ctx.Done():
+		<-p.sem
 		return spindle.E(spindle.Transient, ctx.Err())
 	}
 	// Whole blocks reuse pooled buffers; the short last block of a file
@@ -528,6 +535,7 @@ func (p *putPipe) put(ctx context.Context, ref spindle.Ref, data []byte) error {
 		if pooled {
 			p.pool.Put(&buf)
 		}
+		<-p.shared
 		<-p.sem
 		if err != nil {
 			p.mu.Lock()
@@ -550,4 +558,10 @@ func (p *putPipe) wait() error {
 
 // putInFlight is the number of blocks a Put keeps on their way to the node
 // at once, to cover the node's fsync of each. 16 measured no faster.
-const putInFlight = 8
+// clientPutInFlight bounds the blocks of all of a client's puts together
+// (spin cp puts many files at once), and so the memory their buffers take:
+// it matches the requests a node serves at once on one block stream.
+const (
+	putInFlight       = 8
+	clientPutInFlight = 16
+)

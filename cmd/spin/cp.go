@@ -28,7 +28,7 @@ Options:
     -R, -recursive   copy directories and everything below them
     -p, -packing P   packing of files written to spin: ee, eeintegrity or
                      plain; default: the config's packing, or ee
-    -j, -jobs N      copy N files at once (default 8)
+    -j, -jobs N      copy N files at once (default 16)
     -h, -help        print this text
 
 Example:
@@ -38,8 +38,13 @@ Example:
 
 // cpWorkers is the number of files cp copies at once unless -j says
 // otherwise, and rm -R removes. Every file is a few round trips to the peer,
-// so copying many small files is bound by latency, not bandwidth.
-const cpWorkers = 8
+// so copying many small files is bound by latency, not bandwidth; and the
+// more files wait at once to be entered in the directory log, the more go
+// in one batch (one round trip and one fsync). 16 copied 2,000 small files
+// 7-26% faster than 8, and 32 no faster than 16. The client bounds the
+// blocks in flight for all files together, so large files take no more
+// memory.
+const cpWorkers = 16
 
 func runCp(ctx context.Context, st *State, args []string) error {
 	flags := st.flags()

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"spindle.dev"
 	"spindle.dev/dirlog"
+	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
 
@@ -185,5 +188,38 @@ func TestPutPipesShareBudget(t *testing.T) {
 	p.wait()
 	if one.max > putInFlight {
 		t.Fatalf("one put kept %d blocks in flight, want at most %d", one.max, putInFlight)
+	}
+}
+
+// A client whose node does not know batches (an older node) puts its
+// entries one at a time.
+func TestBatchFallbackForOlderNode(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	c := dialAs(t, n, "ann@example.com")
+	ctx := context.Background()
+	p2p.Handle(n.ctx, n.host, ClientProtocol, maxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+		var req request
+		if err := decode(data, &req); err == nil && req.Method == mDirBatch {
+			return encode(&response{Err: errBytes(spindle.E(unknownOp, spindle.Invalid, "unknown method "+req.Method))})
+		}
+		return n.serveClient(ctx, remote, data)
+	})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Put(ctx, spindle.PathName(fmt.Sprintf("@/f%d", i)), bytes.NewReader([]byte("x")), 0, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if !c.svc.noBatch.Load() {
+		t.Fatal("the client did not notice that the node has no batches")
+	}
+	if es, err := c.Glob(ctx, "@/f*"); err != nil || len(es) != 8 {
+		t.Fatalf("%d files, %v; want 8", len(es), err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -22,6 +23,9 @@ type remote struct {
 	// reauth signs in again, after the node forgot the session (it
 	// restarted, or the connection dropped).
 	reauth func(ctx context.Context) error
+	// noBatch is set once the node has answered that it does not know
+	// dir.appendbatch.
+	noBatch atomic.Bool
 }
 
 var _ dirlog.Service = (*remote)(nil)
@@ -81,17 +85,33 @@ func (r *remote) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry
 	return resp.Entry, err
 }
 
-// AppendBatch implements dirlog.Sequencer.
+// AppendBatch implements dirlog.Sequencer. A node too old to know
+// batches gets the entries one at a time.
 func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindle.DirEntry, error) {
-	batch := make([][]byte, len(es))
-	for i, e := range es {
-		batch[i] = e.Marshal()
+	if !r.noBatch.Load() {
+		batch := make([][]byte, len(es))
+		for i, e := range es {
+			batch[i] = e.Marshal()
+		}
+		resp, err := r.call(ctx, &request{Method: mDirBatch, Batch: batch})
+		var e *spindle.Error
+		if !(errors.As(err, &e) && e.Op == unknownOp) {
+			if resp == nil {
+				return nil, err
+			}
+			return resp.Entries, err
+		}
+		r.noBatch.Store(true)
 	}
-	resp, err := r.call(ctx, &request{Method: mDirBatch, Batch: batch})
-	if resp == nil {
-		return nil, err
+	var out []*spindle.DirEntry
+	for _, e := range es {
+		d, err := r.Append(ctx, e)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, d)
 	}
-	return resp.Entries, err
+	return out, nil
 }
 
 // Lookup implements dirlog.Service.

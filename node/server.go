@@ -105,8 +105,12 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*res
 		de, err := n.dir.WhichAccess(ctx, user, req.Name)
 		return &response{Entry: de}, err
 	}
-	return nil, spindle.E(spindle.Op("node.Client"), spindle.Invalid, "unknown method "+req.Method)
+	return nil, spindle.E(unknownOp, spindle.Invalid, "unknown method "+req.Method)
 }
+
+// unknownOp is the Op of the error a node returns for a method it does not
+// know, as an older node does for dir.appendbatch.
+const unknownOp spindle.Op = "node.Client"
 
 // appendable decodes an entry that user sends to be appended and checks
 // that user signed it and that this node hosts its tree.

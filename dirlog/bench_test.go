@@ -36,6 +36,31 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendBatch measures signed appends of independent entries in
+// batches of 8 through the client helper, stored with one fsync a batch.
+func BenchmarkAppendBatch(b *testing.B) {
+	store, err := DiskStore(filepath.Join(b.TempDir(), "logs"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := newEnv(b, store)
+	c := e.as(ann)
+	e.do(c.MakeDirectory(e.ctx, "ann@example.com/"))
+	e.do(c.MakeDirectory(e.ctx, "ann@example.com/dir"))
+	const batch = 8
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ds := make([]*spindle.DirEntry, batch)
+		for j := range ds {
+			ds[j] = file(spindle.PathName(fmt.Sprintf("ann@example.com/dir/f%d-%d", i, j)), 4096)
+		}
+		if _, errs := c.PutBatch(e.ctx, ds); errs[0] != nil || errs[batch-1] != nil {
+			b.Fatal(errs)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "entries/s")
+}
+
 // BenchmarkLookup measures a Lookup by a reader with read rights through an
 // Access file, in a tree of 10,000 files.
 func BenchmarkLookup(b *testing.B) {

@@ -70,6 +70,10 @@ func Open(dir string) (*Store, error) {
 		return nil, spindle.E(op, spindle.Invalid, "empty directory name")
 	}
 	dir = filepath.Clean(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, spindle.E(op, spindle.IO, err)
+	}
+	markTopDir(dir)
 	if err := os.MkdirAll(filepath.Join(dir, tmpDir), 0o700); err != nil {
 		return nil, spindle.E(op, spindle.IO, err)
 	}

@@ -25,7 +25,11 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		for i := uint64(0); ; i++ {
-			ref, err := s.Put(context.Background(), blockstest.Block(i, 200000+int(i%7)*1000))
+			size := 200000 + int(i%7)*1000
+			if i%2 == 1 {
+				size = 1000 + int(i%5)*3000 // Small: appended to a segment.
+			}
+			ref, err := s.Put(context.Background(), blockstest.Block(i, size))
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(1)
@@ -58,13 +62,13 @@ func TestKillDuringPuts(t *testing.T) {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		acked = append(acked, spindle.Ref(sc.Text()))
-		if len(acked) == 25 {
+		if len(acked) == 40 {
 			cmd.Process.Kill()
 			break
 		}
 	}
 	cmd.Wait()
-	if len(acked) < 25 {
+	if len(acked) < 40 {
 		t.Fatalf("child acknowledged only %d blocks", len(acked))
 	}
 

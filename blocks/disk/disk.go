@@ -8,10 +8,14 @@
 // A Put writes a temporary file under DIR/tmp, syncs it, renames it into
 // place and syncs the directory, so a block is durable before Put returns
 // and a crash never leaves a partial block under its name. Temporary files
-// left by a crash are removed by [Open]. Put checks the block's SHA-256
-// and stores a CRC-32C beside it; every Get checks what it read against
-// the CRC, or the hash if the CRC is missing or wrong, and a file that
-// does not match is reported as Integrity and removed, never served.
+// left by a crash are removed by [Open]. Blocks under 64 KiB are not given
+// a file each: they are appended to segment files under DIR/small, and
+// concurrent Puts share one fsync (see small.go).
+//
+// Put checks the block's SHA-256 and stores a CRC-32C beside it; every Get
+// checks what it read against the CRC, or the hash if the CRC is missing
+// or wrong, and a copy that does not match is reported as Integrity and
+// removed, never served.
 //
 // A directory is used by one Store at a time: Open takes an advisory lock
 // on DIR/lock that Close releases.
@@ -51,6 +55,8 @@ type Store struct {
 
 	dirMu   sync.Mutex
 	dirMade [256]bool // Fan-out subdirectories known to exist.
+
+	small *smallStore // Blocks under smallMax bytes.
 
 	noDirect     atomic.Bool // The file system does not support O_DIRECT writes.
 	noDirectRead atomic.Bool // Nor O_DIRECT reads.
@@ -93,6 +99,10 @@ func Open(dir string) (*Store, error) {
 		s.Close()
 		return nil, spindle.E(op, spindle.IO, err)
 	}
+	if s.small, err = openSmall(dir); err != nil {
+		s.Close()
+		return nil, spindle.E(op, spindle.IO, err)
+	}
 	return s, nil
 }
 
@@ -111,6 +121,11 @@ func (s *Store) removeTemps() error {
 	return nil
 }
 
+// Damage describes the damage Open found in the segments that hold small
+// blocks and could not repair: the blocks it hides read as absent until
+// they are put again.
+func (s *Store) Damage() []error { return s.small.damage }
+
 // Dir returns the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
@@ -120,7 +135,14 @@ func (s *Store) Close() error {
 	if s.lock == nil {
 		return nil
 	}
-	err := s.lock.Close() // Closing the file releases the flock.
+	var err error
+	if s.small != nil {
+		err = s.small.close()
+		s.small = nil
+	}
+	if lerr := s.lock.Close(); err == nil { // Closing the file releases the flock.
+		err = lerr
+	}
 	s.lock = nil
 	if err != nil {
 		return spindle.E(op, spindle.IO, err)
@@ -148,6 +170,15 @@ func (s *Store) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	ref, d, err := blocks.Receive(data)
 	if err != nil {
 		return "", spindle.E(op, err)
+	}
+	if len(data) < smallMax {
+		if _, err := s.small.get(d); err == nil {
+			return ref, nil
+		}
+		if err := s.small.put(d, data); err != nil {
+			return "", spindle.E(op, spindle.IO, fmt.Errorf("block %s: %w", ref, err))
+		}
+		return ref, nil
 	}
 	name := s.Path(d)
 	if s.sound(d, name) {
@@ -249,6 +280,17 @@ func syncDir(dir string) error {
 // blocks are skipped. fn may call other methods of the store.
 func (s *Store) List(ctx context.Context, fn func(spindle.Ref) error) error {
 	const op spindle.Op = "disk.List"
+	small := make(map[blocks.Digest]bool)
+	err := s.small.list(func(d blocks.Digest) error {
+		if err := ctx.Err(); err != nil {
+			return spindle.E(op, spindle.Transient, err)
+		}
+		small[d] = true
+		return fn(d.Ref())
+	})
+	if err != nil {
+		return err
+	}
 	subs, err := os.ReadDir(s.dir)
 	if err != nil {
 		return spindle.E(op, spindle.IO, err)
@@ -271,6 +313,9 @@ func (s *Store) List(ctx context.Context, fn func(spindle.Ref) error) error {
 			}
 			var d blocks.Digest
 			hex.Decode(d[:], []byte(n))
+			if small[d] {
+				continue // Listed already.
+			}
 			if err := fn(d.Ref()); err != nil {
 				return err
 			}
@@ -300,6 +345,9 @@ func (s *Store) Delete(ctx context.Context, ref spindle.Ref) error {
 	d, err := blocks.ParseRef(ref)
 	if err != nil {
 		return spindle.E(op, err)
+	}
+	if err := s.small.remove(d); err != nil {
+		return spindle.E(op, spindle.IO, fmt.Errorf("block %s: %w", ref, err))
 	}
 	name := s.Path(d)
 	mu := s.stripe(d)

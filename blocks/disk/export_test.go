@@ -4,3 +4,6 @@ package disk
 const TrailerLen = trailerLen
 
 var AppendTrailer = appendTrailer
+
+// SmallMax is the size from which blocks get a file of their own.
+const SmallMax = smallMax

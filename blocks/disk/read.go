@@ -111,6 +111,14 @@ func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
+	switch data, err := s.small.get(d); {
+	case err == nil:
+		return data, nil
+	case err == errCorrupt:
+		return nil, spindle.E(op, spindle.Integrity, fmt.Sprintf("block %s: its record under %s is corrupt and has been removed", ref, s.small.dir))
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, spindle.E(op, spindle.IO, fmt.Errorf("block %s: %w", ref, err))
+	}
 	name := s.Path(d)
 	data, err := s.read(name)
 	if err != nil {

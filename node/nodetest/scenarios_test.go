@@ -397,42 +397,70 @@ func restartKeepsEverything(t *testing.T, r *Runner) {
 }
 
 func corruptBlockDetected(t *testing.T, r *Runner) {
-	r.Put("ann@example.com/c", "this block will rot on disk")
-	e := r.Entry()
-	if e == nil || len(e.Blocks) != 1 {
-		r.Check(false, "no entry with one block")
-		return
+	// A small block, kept in a segment file with others, and a large one,
+	// kept in a file of its own.
+	for _, f := range []struct {
+		name spindle.PathName
+		data string
+	}{
+		{"ann@example.com/c", "this block will rot on disk"},
+		{"ann@example.com/c-large", string(randomBytes(200 << 10))},
+	} {
+		r.Put(f.name, f.data)
+		e := r.Entry()
+		if e == nil || len(e.Blocks) != 1 {
+			r.Check(false, "no entry with one block")
+			return
+		}
+		d, err := blocks.ParseRef(e.Blocks[0].Ref)
+		if err != nil {
+			r.Check(false, "parse ref: %v", err)
+			return
+		}
+		file, off := findBlock(r.env.Home, d)
+		if file == "" {
+			r.Check(false, "block %s not found under %s", e.Blocks[0].Ref, r.env.Home)
+			return
+		}
+		b, err := os.ReadFile(file)
+		r.Check(err == nil && len(b) > int(off)+10, "read block file")
+		b[off+10] ^= 0x40
+		r.Check(os.WriteFile(file, b, 0o600) == nil, "write block file")
+		r.Get(f.name)
+		r.Want(spindle.Integrity)
+		if off == 0 {
+			_, err = os.Stat(file)
+			r.Check(os.IsNotExist(err), "the corrupt block file was removed, not served again")
+		}
+		r.Get(f.name)
+		r.Want(spindle.NotExist) // The copy is gone; the node no longer has the block.
 	}
-	d, err := blocks.ParseRef(e.Blocks[0].Ref)
-	if err != nil {
-		r.Check(false, "parse ref: %v", err)
-		return
-	}
-	file := findBlockFile(r.env.Home, d)
-	if file == "" {
-		r.Check(false, "block file not found under %s", r.env.Home)
-		return
-	}
-	b, err := os.ReadFile(file)
-	r.Check(err == nil && len(b) > 0, "read block file")
-	b[len(b)/2] ^= 0x40
-	r.Check(os.WriteFile(file, b, 0o600) == nil, "write block file")
-	r.Get("ann@example.com/c")
-	r.Want(spindle.Integrity)
-	_, err = os.Stat(file)
-	r.Check(os.IsNotExist(err), "the corrupt block file was removed, not served again")
 }
 
-func findBlockFile(home string, d blocks.Digest) string {
+// findBlock returns the file holding the block with digest d under a
+// node's home, and the offset of the block's bytes in it: a file of its
+// own, or a record in a segment of small blocks.
+func findBlock(home string, d blocks.Digest) (string, int64) {
 	var found string
-	want := strings.ToLower(strings.TrimSpace(hexString(d[:])))
+	var off int64
+	want := hexString(d[:])
 	filepath.WalkDir(filepath.Join(home, "blocks"), func(p string, de os.DirEntry, err error) error {
-		if err == nil && !de.IsDir() && de.Name() == want {
+		if err != nil || de.IsDir() || found != "" {
+			return nil
+		}
+		if de.Name() == want {
 			found = p
+			return nil
+		}
+		if strings.HasSuffix(p, ".seg") {
+			b, err := os.ReadFile(p)
+			if i := bytes.Index(b, append([]byte("spS1"), d[:]...)); err == nil && i >= 0 {
+				found, off = p, int64(i+4+32+4+4)
+			}
 		}
 		return nil
 	})
-	return found
+	return found, off
 }
 
 func hexString(b []byte) string {

@@ -1,0 +1,418 @@
+package disk
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"spindle.dev/blocks"
+)
+
+// Small blocks (under smallMax bytes: directory-sized files, small
+// documents, the tails of others) are not given a file each. Creating,
+// syncing and renaming a file, and syncing its directory, cost a node far
+// more than the block's bytes, and on ext4 creating files right after
+// many were deleted costs more still. Instead they are appended to
+// segment files under DIR/small, and concurrent Puts share one fsync
+// (group commit). An in-memory index, rebuilt when the store opens, maps
+// each block to its place.
+//
+// A segment is a sequence of records:
+//
+//	magic "spS1" (4) | digest (32) | length (4, big-endian) | CRC-32C of the data (4) | data
+//
+// A record with length tombstone deletes the block named by its digest.
+// The last segment is checked record by record when the store opens and
+// cut at the first record that is torn or corrupt, which only a crash
+// while appending leaves; older segments were complete when closed.
+
+// segmentMax is the size at which a new segment is started (a variable
+// for tests).
+var segmentMax int64 = 256 << 20
+
+const (
+	smallMax     = 64 << 10
+	recordHeader = 4 + 32 + 4 + 4
+	tombstone    = 0xFFFFFFFF
+	smallDir     = "small"
+)
+
+var recordMagic = [4]byte{'s', 'p', 'S', '1'}
+
+// A loc is where a small block is stored.
+type loc struct {
+	seg int   // Segment number.
+	off int64 // Offset of the block's data.
+	n   int   // Length of the data.
+}
+
+// smallStore is the part of a Store that holds small blocks.
+type smallStore struct {
+	dir string
+
+	mu    sync.Mutex
+	index map[blocks.Digest]loc
+	segs  map[int]*os.File // Every segment, open for reading; the last also for appending.
+	cur   int              // The segment appended to.
+	size  int64            // Its size.
+	wrote uint64           // Appends made, counted.
+	err   error            // A failed append that could not be undone: no more appends.
+
+	damage []error // Found by openSmall.
+	full   bool    // The last segment is damaged: start a new one.
+
+	syncMu sync.Mutex
+	synced uint64 // Appends known durable.
+}
+
+// openSmall opens the small-block segments under dir, creating dir if
+// needed, and indexes them.
+func openSmall(dir string) (*smallStore, error) {
+	s := &smallStore{dir: filepath.Join(dir, smallDir), index: make(map[blocks.Digest]loc), segs: make(map[int]*os.File)}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	var nums []int
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".seg")
+		if n, err := strconv.Atoi(name); ok && err == nil && n >= 0 && e.Type().IsRegular() {
+			nums = append(nums, n)
+		}
+	}
+	sort.Ints(nums)
+	for i, n := range nums {
+		f, err := os.OpenFile(s.segName(n), os.O_RDWR, 0)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.segs[n] = f
+		size, err := s.scan(n, f, i == len(nums)-1)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.cur, s.size = n, size
+	}
+	if len(nums) == 0 || s.full {
+		next := 0
+		if len(nums) > 0 {
+			next = nums[len(nums)-1] + 1
+		}
+		if err := s.newSegment(next); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *smallStore) segName(n int) string {
+	return filepath.Join(s.dir, fmt.Sprintf("%08d.seg", n))
+}
+
+// newSegment creates segment n, makes it the one appended to, and syncs
+// the directory so that it survives a crash.
+func (s *smallStore) newSegment(n int) error {
+	f, err := os.OpenFile(s.segName(n), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := syncDir(s.dir); err != nil {
+		f.Close()
+		os.Remove(s.segName(n))
+		return err
+	}
+	s.segs[n] = f
+	s.cur, s.size = n, 0
+	return nil
+}
+
+// scan indexes segment n and returns its size. In the last segment every
+// record is checked and a bad tail is cut off; in older ones only the
+// headers are read.
+func (s *smallStore) scan(n int, f *os.File, last bool) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	end := fi.Size()
+	var hdr [recordHeader]byte
+	var data []byte
+	off := int64(0)
+	for off < end {
+		if _, err := f.ReadAt(hdr[:], off); err != nil {
+			break // Torn header.
+		}
+		d, length, crc, ok := parseHeader(hdr[:])
+		if !ok {
+			break
+		}
+		if length == tombstone {
+			delete(s.index, d)
+			off += recordHeader
+			continue
+		}
+		if length >= smallMax || off+recordHeader+int64(length) > end {
+			break
+		}
+		if last {
+			if cap(data) < int(length) {
+				data = make([]byte, smallMax)
+			}
+			data = data[:length]
+			if _, err := f.ReadAt(data, off+recordHeader); err != nil {
+				return 0, err
+			}
+			if crc32.Checksum(data, castagnoli) != crc {
+				if off+recordHeader+int64(length) == end {
+					break // The last record, torn by a crash.
+				}
+				// Rot inside a record: skip it, keep the rest.
+				s.damage = append(s.damage, fmt.Errorf("small block segment %s: the record at offset %d is corrupt and was dropped", s.segName(n), off))
+				off += recordHeader + int64(length)
+				continue
+			}
+		}
+		s.index[d] = loc{seg: n, off: off + recordHeader, n: int(length)}
+		off += recordHeader + int64(length)
+	}
+	if off < end {
+		if !last {
+			// Damage on disk: the blocks after it cannot be found until
+			// a repair puts them again.
+			s.damage = append(s.damage, fmt.Errorf("small block segment %s is damaged at offset %d; the %d bytes after it are not indexed", s.segName(n), off, end-off))
+			return end, nil
+		}
+		if hasMagic(f, off+1, end) {
+			// Not a torn append but damage, with records after it that
+			// cannot be framed: keep them on disk, append elsewhere.
+			s.damage = append(s.damage, fmt.Errorf("small block segment %s is damaged at offset %d; the %d bytes after it are not indexed", s.segName(n), off, end-off))
+			s.full = true
+			return end, nil
+		}
+		// A crash while appending: what follows the last sound record
+		// was never acknowledged.
+		if err := f.Truncate(off); err != nil {
+			return 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+	}
+	return off, nil
+}
+
+// hasMagic reports whether the bytes of f from off to end hold a record
+// magic.
+func hasMagic(f *os.File, off, end int64) bool {
+	buf := make([]byte, 1<<20)
+	for off < end {
+		n, _ := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
+		if n == 0 {
+			return false
+		}
+		if bytes.Contains(buf[:n], recordMagic[:]) {
+			return true
+		}
+		if n <= len(recordMagic) {
+			return false
+		}
+		off += int64(n - len(recordMagic) + 1) // Overlap: a magic across chunks.
+	}
+	return false
+}
+
+func parseHeader(h []byte) (d blocks.Digest, length, crc uint32, ok bool) {
+	if !bytes.Equal(h[:4], recordMagic[:]) {
+		return d, 0, 0, false
+	}
+	copy(d[:], h[4:36])
+	return d, binary.BigEndian.Uint32(h[36:]), binary.BigEndian.Uint32(h[40:]), true
+}
+
+func appendRecord(b []byte, d blocks.Digest, data []byte, length uint32) []byte {
+	b = append(b, recordMagic[:]...)
+	b = append(b, d[:]...)
+	b = binary.BigEndian.AppendUint32(b, length)
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(data, castagnoli))
+	return append(b, data...)
+}
+
+// has reports whether block d is indexed.
+func (s *smallStore) has(d blocks.Digest) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.index[d]
+	return ok
+}
+
+// get returns block d, or an error wrapping fs.ErrNotExist if it is not
+// here, or errCorrupt if its record no longer matches its CRC (the
+// record is then dropped).
+func (s *smallStore) get(d blocks.Digest) ([]byte, error) {
+	s.mu.Lock()
+	l, ok := s.index[d]
+	f := s.segs[l.seg]
+	s.mu.Unlock()
+	if !ok {
+		return nil, os.ErrNotExist
+	}
+	buf := make([]byte, recordHeader+l.n)
+	if _, err := f.ReadAt(buf, l.off-recordHeader); err != nil {
+		return nil, err
+	}
+	hd, length, crc, okh := parseHeader(buf)
+	data := buf[recordHeader:]
+	if !okh || hd != d || int(length) != l.n || crc32.Checksum(data, castagnoli) != crc {
+		if blocks.CheckDigest(d, data) == nil {
+			return data, nil // Only the record's header was damaged.
+		}
+		s.drop(d, l)
+		return nil, errCorrupt
+	}
+	return data, nil
+}
+
+var errCorrupt = errors.New("corrupt small block record")
+
+// drop removes block d from the index if it is still at l, and records a
+// tombstone so that it stays gone after a restart.
+func (s *smallStore) drop(d blocks.Digest, l loc) {
+	s.mu.Lock()
+	if cur, ok := s.index[d]; !ok || cur != l {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.index, d)
+	s.mu.Unlock()
+	s.append(d, nil, tombstone)
+}
+
+// put stores data, whose digest is d, durably.
+func (s *smallStore) put(d blocks.Digest, data []byte) error {
+	l, err := s.append(d, data, uint32(len(data)))
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.index[d] = l
+	s.mu.Unlock()
+	return nil
+}
+
+// remove deletes block d durably; removing an absent block does nothing.
+func (s *smallStore) remove(d blocks.Digest) error {
+	s.mu.Lock()
+	_, ok := s.index[d]
+	delete(s.index, d)
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	_, err := s.append(d, nil, tombstone)
+	return err
+}
+
+// append writes one record and returns when it is durable. Appends that
+// arrive while another is syncing share the next sync.
+func (s *smallStore) append(d blocks.Digest, data []byte, length uint32) (loc, error) {
+	rec := appendRecord(make([]byte, 0, recordHeader+len(data)), d, data, length)
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return loc{}, err
+	}
+	if s.size+int64(len(rec)) > segmentMax {
+		if err := s.rotate(); err != nil {
+			s.mu.Unlock()
+			return loc{}, err
+		}
+	}
+	f, off := s.segs[s.cur], s.size
+	if _, err := f.WriteAt(rec, off); err != nil {
+		// Cut what was written, so that the next record follows a sound one.
+		if terr := f.Truncate(off); terr != nil {
+			s.err = fmt.Errorf("small block segment %s: %w (and cutting it back failed: %v)", f.Name(), err, terr)
+		}
+		s.mu.Unlock()
+		return loc{}, err
+	}
+	s.size += int64(len(rec))
+	s.wrote++
+	seq, seg := s.wrote, s.cur
+	s.mu.Unlock()
+	if err := s.syncTo(seq); err != nil {
+		return loc{}, err
+	}
+	return loc{seg: seg, off: off + recordHeader, n: len(data)}, nil
+}
+
+// rotate syncs and retires the current segment and starts a new one. The
+// caller holds s.mu.
+func (s *smallStore) rotate() error {
+	if err := s.segs[s.cur].Sync(); err != nil {
+		return err
+	}
+	return s.newSegment(s.cur + 1)
+}
+
+// syncTo returns once append number seq is durable: it syncs the current
+// segment unless a sync that began after that append has already done so.
+func (s *smallStore) syncTo(seq uint64) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.synced >= seq {
+		return nil
+	}
+	s.mu.Lock()
+	upto, f := s.wrote, s.segs[s.cur]
+	s.mu.Unlock()
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	s.synced = upto
+	return nil
+}
+
+// list calls fn with every small block's digest.
+func (s *smallStore) list(fn func(blocks.Digest) error) error {
+	s.mu.Lock()
+	ds := make([]blocks.Digest, 0, len(s.index))
+	for d := range s.index {
+		ds = append(ds, d)
+	}
+	s.mu.Unlock()
+	for _, d := range ds {
+		if err := fn(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *smallStore) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var err error
+	for _, f := range s.segs {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	s.segs = nil
+	return err
+}

@@ -172,7 +172,7 @@ func (s *Store) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 		return "", spindle.E(op, err)
 	}
 	if len(data) < smallMax {
-		if _, err := s.small.get(d); err == nil {
+		if s.small.stored(d) {
 			return ref, nil
 		}
 		if err := s.small.put(d, data); err != nil {

@@ -251,14 +251,6 @@ func appendRecord(b []byte, d blocks.Digest, data []byte, length uint32) []byte 
 	return append(b, data...)
 }
 
-// has reports whether block d is indexed.
-func (s *smallStore) has(d blocks.Digest) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.index[d]
-	return ok
-}
-
 // get returns block d, or an error wrapping fs.ErrNotExist if it is not
 // here, or errCorrupt if its record no longer matches its CRC (the
 // record is then dropped).
@@ -291,55 +283,49 @@ var errCorrupt = errors.New("corrupt small block record")
 // drop removes block d from the index if it is still at l, and records a
 // tombstone so that it stays gone after a restart.
 func (s *smallStore) drop(d blocks.Digest, l loc) {
-	s.mu.Lock()
-	if cur, ok := s.index[d]; !ok || cur != l {
-		s.mu.Unlock()
-		return
-	}
-	delete(s.index, d)
-	s.mu.Unlock()
-	s.append(d, nil, tombstone)
+	s.append(d, nil, tombstone, func() bool {
+		cur, ok := s.index[d]
+		return ok && cur == l
+	})
 }
 
 // put stores data, whose digest is d, durably.
 func (s *smallStore) put(d blocks.Digest, data []byte) error {
-	l, err := s.append(d, data, uint32(len(data)))
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.index[d] = l
-	s.mu.Unlock()
-	return nil
+	_, err := s.append(d, data, uint32(len(data)), nil)
+	return err
 }
 
 // remove deletes block d durably; removing an absent block does nothing.
 func (s *smallStore) remove(d blocks.Digest) error {
-	s.mu.Lock()
-	_, ok := s.index[d]
-	delete(s.index, d)
-	s.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	_, err := s.append(d, nil, tombstone)
+	_, err := s.append(d, nil, tombstone, func() bool {
+		_, ok := s.index[d]
+		return ok
+	})
 	return err
 }
 
-// append writes one record and returns when it is durable. Appends that
+// append writes one record, if check (called with s.mu held) is nil or
+// allows it, and returns once the record is durable. The index changes
+// with the write, under the same lock, so that it always agrees with the
+// order of the records in the segments; a block is served from the moment
+// it is written, and a Put returns once it is durable. Appends that
 // arrive while another is syncing share the next sync.
-func (s *smallStore) append(d blocks.Digest, data []byte, length uint32) (loc, error) {
+func (s *smallStore) append(d blocks.Digest, data []byte, length uint32, check func() bool) (done bool, err error) {
 	rec := appendRecord(make([]byte, 0, recordHeader+len(data)), d, data, length)
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
 		s.mu.Unlock()
-		return loc{}, err
+		return false, err
+	}
+	if check != nil && !check() {
+		s.mu.Unlock()
+		return false, nil
 	}
 	if s.size+int64(len(rec)) > segmentMax {
 		if err := s.rotate(); err != nil {
 			s.mu.Unlock()
-			return loc{}, err
+			return false, err
 		}
 	}
 	f, off := s.segs[s.cur], s.size
@@ -349,16 +335,43 @@ func (s *smallStore) append(d blocks.Digest, data []byte, length uint32) (loc, e
 			s.err = fmt.Errorf("small block segment %s: %w (and cutting it back failed: %v)", f.Name(), err, terr)
 		}
 		s.mu.Unlock()
-		return loc{}, err
+		return false, err
 	}
 	s.size += int64(len(rec))
+	if length == tombstone {
+		delete(s.index, d)
+	} else {
+		s.index[d] = loc{seg: s.cur, off: off + recordHeader, n: len(data)}
+	}
 	s.wrote++
-	seq, seg := s.wrote, s.cur
+	seq := s.wrote
 	s.mu.Unlock()
 	if err := s.syncTo(seq); err != nil {
-		return loc{}, err
+		// After a failed fsync the segment's state on disk is unknown
+		// (and the kernel may have dropped the dirty pages): take no more
+		// appends, and answer no Put from records that may not be
+		// durable, until the store is opened again and rescans.
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = fmt.Errorf("small block segment %s: sync failed: %w", f.Name(), err)
+		}
+		s.mu.Unlock()
+		return true, err
 	}
-	return loc{seg: seg, off: off + recordHeader, n: len(data)}, nil
+	return true, nil
+}
+
+// stored reports whether block d is here and sound, for Put to skip
+// storing it again. A store whose appends have failed answers false.
+func (s *smallStore) stored(d blocks.Digest) bool {
+	s.mu.Lock()
+	broken := s.err != nil
+	s.mu.Unlock()
+	if broken {
+		return false
+	}
+	_, err := s.get(d)
+	return err == nil
 }
 
 // rotate syncs and retires the current segment and starts a new one. The

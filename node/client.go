@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -58,7 +59,7 @@ type Client struct {
 	disconnected atomic.Bool
 
 	mu           sync.Mutex
-	userKeys     map[spindle.UserName]*spindle.User // Key records looked up so far.
+	userKeys     map[spindle.UserName]cachedUser    // Key records looked up so far.
 	readersCache map[spindle.PathName]cachedReaders // Reader keys by directory, for Put.
 }
 
@@ -71,7 +72,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if cfg.Keys == nil {
 		return nil, spindle.E(op, spindle.Invalid, "no keys")
 	}
-	c := &Client{cfg: cfg, user: cfg.Keys.UserName(), keys: cfg.Keys, log: cfg.Logger, userKeys: map[spindle.UserName]*spindle.User{}, putSlots: make(chan struct{}, clientPutInFlight)}
+	c := &Client{cfg: cfg, user: cfg.Keys.UserName(), keys: cfg.Keys, log: cfg.Logger, userKeys: map[spindle.UserName]cachedUser{}, putSlots: make(chan struct{}, clientPutInFlight)}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -214,10 +215,10 @@ func (c *Client) lookupUser(ctx context.Context, name spindle.UserName, fresh bo
 	}
 	if !fresh {
 		c.mu.Lock()
-		u := c.userKeys[name]
+		cu := c.userKeys[name]
 		c.mu.Unlock()
-		if u != nil {
-			return u, nil
+		if cu.u != nil && time.Since(cu.at) < keyCacheTTL {
+			return cu.u, nil
 		}
 	}
 	resp, err := c.svc.call(ctx, &request{Method: mKeyLookup, User: name})
@@ -232,9 +233,21 @@ func (c *Client) lookupUser(ctx context.Context, name spindle.UserName, fresh bo
 		return nil, spindle.E(name, spindle.Integrity, "key cluster answered with the record of "+string(u.Name))
 	}
 	c.mu.Lock()
-	c.userKeys[name] = u
+	c.userKeys[name] = cachedUser{u, time.Now()}
 	c.mu.Unlock()
 	return u, nil
+}
+
+// keyCacheTTL is how long a client uses a key record it looked up before
+// it looks again. A short-lived command never notices; a long-lived client
+// (a mount, the web UI) wraps new files for a reader's rotated key within
+// this time, and stops trusting a key its owner replaced.
+var keyCacheTTL = time.Minute
+
+// A cachedUser is a key record and when it was looked up.
+type cachedUser struct {
+	u  *spindle.User
+	at time.Time
 }
 
 func (c *Client) userKey(ctx context.Context, name spindle.UserName) (spindle.PublicKey, error) {

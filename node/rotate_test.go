@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,3 +102,94 @@ type oldSigner struct {
 func (s oldSigner) UserName() spindle.UserName                    { return s.oldKeys.UserName() }
 func (s oldSigner) PublicKey() spindle.PublicKey                  { return s.pub }
 func (s oldSigner) Sign(digest []byte) (spindle.Signature, error) { return s.oldKeys.Sign(digest) }
+
+// A long-lived client notices a reader's key rotation once its cached key
+// record expires: files it writes after that are wrapped for the reader's
+// new key, not the replaced one.
+func TestClientKeyCacheExpires(t *testing.T) {
+	defer func(old time.Duration) { keyCacheTTL = old }(keyCacheTTL)
+	keyCacheTTL = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := startNode(t, t.TempDir())
+	addr := orderAddrs(n.Addrs())[0]
+	dial := func(user spindle.UserName) (*Client, *pack.Keys, pack.Secret) {
+		keys, secret, err := pack.Generate(user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Dial(ctx, ClientConfig{Keys: keys, Node: addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := c.Signup(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return c, keys, secret
+	}
+	ann, _, _ := dial("ann@example.com")
+	bob, bobKeys, bobFirst := dial("bob@example.com")
+	if _, err := ann.Put(ctx, "ann@example.com/Access", strings.NewReader("*: ann@example.com\nread: bob@example.com\n"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	wrappedFor := func(name spindle.PathName) [][32]byte {
+		e, err := ann.Put(ctx, name, strings.NewReader("for bob"), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := pack.WrappedKeys(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	kh := func(k spindle.PublicKey) [32]byte {
+		h, err := spindle.KeyHash(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	oldKey := bobKeys.PublicKey()
+	if !slices.Contains(wrappedFor("ann@example.com/before"), kh(oldKey)) {
+		t.Fatal("file not wrapped for bob's key")
+	}
+
+	// bob rotates; the new record is signed with his old key.
+	oldKeys, err := pack.FromSecret("bob@example.com", bobFirst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := bob.LookupUser(ctx, "bob@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := pack.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := keyraft.Next(cur)
+	if err := bobKeys.Rotate(secret); err != nil {
+		t.Fatal(err)
+	}
+	next.PublicKey = bobKeys.PublicKey()
+	if err := keyraft.Sign(next, oldSigner{oldKeys: oldKeys, pub: oldKey}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.svc.call(ctx, &request{Method: mKeyPut, Data: keyraft.EncodeRecord(next)}); err != nil {
+		t.Fatalf("rotate: %v", err)
+	}
+
+	time.Sleep(keyCacheTTL + 100*time.Millisecond)
+	ann.forgetReaders() // The 2 s cache of a directory's reader keys, which is not what this test is about.
+	after := wrappedFor("ann@example.com/after")
+	if slices.Contains(after, kh(oldKey)) || !slices.Contains(after, kh(bobKeys.PublicKey())) {
+		t.Fatal("after the cached record expired, the file is still wrapped for bob's replaced key")
+	}
+	f, err := bob.Open(ctx, "ann@example.com/after")
+	if err != nil {
+		t.Fatalf("bob opens the file with his new key: %v", err)
+	}
+	f.Close()
+}

@@ -147,19 +147,13 @@ func (s *Store) sound(d blocks.Digest, name string) bool {
 	return err == nil
 }
 
-// read reads a block file: a large one with O_DIRECT into a lent buffer
-// where the file system allows, a small one into a buffer of its own. It
-// reads at most one byte more than the largest valid block file, so that
-// an overlong file is caught without being read whole.
+// read reads a block file with O_DIRECT into a lent buffer, or through the
+// page cache where the file system does not allow O_DIRECT. (Block files
+// hold blocks of 64 KiB or more; smaller ones live in segments.) It reads
+// at most one byte more than the largest valid block file, so that an
+// overlong file is caught without being read whole.
 func (s *Store) read(name string) ([]byte, error) {
 	if s.noDirectRead.Load() {
-		return readBlock(name)
-	}
-	fi, err := os.Stat(name)
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() < directMin {
 		return readBlock(name)
 	}
 	f, ok, err := openDirect(name)

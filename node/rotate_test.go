@@ -26,10 +26,6 @@ func TestKeyRotationAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldKeys, err := pack.FromSecret("ann@example.com", first)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c, err := Dial(ctx, ClientConfig{Keys: keys, Node: addr})
 	if err != nil {
 		t.Fatal(err)
@@ -41,26 +37,7 @@ func TestKeyRotationAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Rotate: the new record is signed with the old key.
-	cur, err := c.LookupUser(ctx, "ann@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret, err := pack.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := keyraft.Next(cur)
-	if err := keys.Rotate(secret); err != nil {
-		t.Fatal(err)
-	}
-	next.PublicKey = keys.PublicKey()
-	if err := keyraft.Sign(next, oldSigner{oldKeys: oldKeys, pub: cur.PublicKey}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.svc.call(ctx, &request{Method: mKeyPut, Data: keyraft.EncodeRecord(next)}); err != nil {
-		t.Fatalf("rotate: %v", err)
-	}
+	rotate(ctx, t, c, keys, first)
 	c.Close()
 
 	// Restart the node on the same home and port.
@@ -90,6 +67,37 @@ func TestKeyRotationAcrossRestart(t *testing.T) {
 	}
 	if _, err := c2.Put(ctx, "@/new", bytes.NewReader([]byte("new key")), 0, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// rotate replaces the key of c's user, whose keys were made from first,
+// with a new one: keys rotate locally, and the key cluster gets a new
+// record signed with the old key.
+func rotate(ctx context.Context, t *testing.T, c *Client, keys *pack.Keys, first pack.Secret) {
+	t.Helper()
+	user := keys.UserName()
+	oldKeys, err := pack.FromSecret(user, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := c.LookupUser(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := pack.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := keyraft.Next(cur)
+	if err := keys.Rotate(secret); err != nil {
+		t.Fatal(err)
+	}
+	next.PublicKey = keys.PublicKey()
+	if err := keyraft.Sign(next, oldSigner{oldKeys: oldKeys, pub: cur.PublicKey}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.svc.call(ctx, &request{Method: mKeyPut, Data: keyraft.EncodeRecord(next)}); err != nil {
+		t.Fatalf("rotate: %v", err)
 	}
 }
 
@@ -156,30 +164,7 @@ func TestClientKeyCacheExpires(t *testing.T) {
 		t.Fatal("file not wrapped for bob's key")
 	}
 
-	// bob rotates; the new record is signed with his old key.
-	oldKeys, err := pack.FromSecret("bob@example.com", bobFirst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur, err := bob.LookupUser(ctx, "bob@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret, err := pack.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := keyraft.Next(cur)
-	if err := bobKeys.Rotate(secret); err != nil {
-		t.Fatal(err)
-	}
-	next.PublicKey = bobKeys.PublicKey()
-	if err := keyraft.Sign(next, oldSigner{oldKeys: oldKeys, pub: oldKey}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bob.svc.call(ctx, &request{Method: mKeyPut, Data: keyraft.EncodeRecord(next)}); err != nil {
-		t.Fatalf("rotate: %v", err)
-	}
+	rotate(ctx, t, bob, bobKeys, bobFirst)
 
 	time.Sleep(keyCacheTTL + 100*time.Millisecond)
 	ann.forgetReaders() // The 2 s cache of a directory's reader keys, which is not what this test is about.

@@ -155,13 +155,12 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 		return 0, spindle.E(op, r.entry.Name, spindle.Invalid, "read after close")
 	}
 	var n int64
-	blocks := r.entry.Blocks
 	for r.off < r.entry.Size {
-		i := sort.Search(len(blocks), func(i int) bool { return blocks[i].Offset+blocks[i].Size > r.off })
-		if err := r.load(i); err != nil {
+		plain, err := r.loadAt(r.off)
+		if err != nil {
 			return n, spindle.E(op, r.entry.Name, err)
 		}
-		k, err := w.Write(r.plain[r.off-blocks[i].Offset:])
+		k, err := w.Write(plain)
 		n += int64(k)
 		r.off += int64(k)
 		if err != nil {
@@ -217,13 +216,12 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 		return 0, spindle.E(op, r.entry.Name, spindle.Invalid, "read after close")
 	}
 	n := 0
-	blocks := r.entry.Blocks
 	for n < len(p) && off < r.entry.Size {
-		i := sort.Search(len(blocks), func(i int) bool { return blocks[i].Offset+blocks[i].Size > off })
-		if err := r.load(i); err != nil {
+		plain, err := r.loadAt(off)
+		if err != nil {
 			return n, spindle.E(op, r.entry.Name, err)
 		}
-		k := copy(p[n:], r.plain[off-blocks[i].Offset:])
+		k := copy(p[n:], plain)
 		n += k
 		off += int64(k)
 	}
@@ -231,6 +229,17 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 		return n, io.EOF
 	}
 	return n, nil
+}
+
+// loadAt loads the block holding offset off, which must lie in the file,
+// and returns its plaintext from off to the block's end. r.mu is held.
+func (r *Reader) loadAt(off int64) ([]byte, error) {
+	blocks := r.entry.Blocks
+	i := sort.Search(len(blocks), func(i int) bool { return blocks[i].Offset+blocks[i].Size > off })
+	if err := r.load(i); err != nil {
+		return nil, err
+	}
+	return r.plain[off-blocks[i].Offset:], nil
 }
 
 // A fetch is the loading of one block, in the background or not.

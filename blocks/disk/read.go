@@ -166,7 +166,10 @@ func (s *Store) read(name string) ([]byte, error) {
 	}
 	defer f.Close()
 	buf := lendBuffer()
-	n, err := readFull(f, buf)
+	n, err := io.ReadFull(f, buf) // Short: the file ends first, as it should.
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
 	if err != nil {
 		s.Recycle(buf)
 		var errno syscall.Errno
@@ -177,22 +180,6 @@ func (s *Store) read(name string) ([]byte, error) {
 		return nil, err
 	}
 	return buf[:min(n, maxFile+1)], nil
-}
-
-// readFull reads f into buf until end of file or buf is full.
-func readFull(f *os.File, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		k, err := f.Read(buf[n:])
-		n += k
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // readBlock reads a block file through the page cache, reading at most

@@ -50,8 +50,9 @@ type Conn struct {
 	r        *bufio.Reader
 	maxFrame int
 
-	wmu sync.Mutex
-	hdr [headerLen]byte
+	wmu  sync.Mutex
+	hdr  [headerLen]byte
+	head [64]byte // A frame's header and small leading parts, written at once.
 }
 
 // NewConn returns a Conn on s that accepts frames of at most maxFrame
@@ -126,7 +127,7 @@ func (c *Conn) write(tag byte, parts ...[]byte) error {
 	}
 	// The header and any small leading parts go out in one write, so that
 	// they do not each cost a muxer frame, a TLS record and a system call.
-	head := append(make([]byte, 0, 64), c.hdr[:]...)
+	head := append(c.head[:0], c.hdr[:]...)
 	for len(parts) > 1 && len(head)+len(parts[0]) <= cap(head) {
 		head = append(head, parts[0]...)
 		parts = parts[1:]

@@ -76,18 +76,25 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	if cfg.Host != nil {
+	if cfg.Node == "" {
+		return nil, spindle.E(op, spindle.Invalid, "no node address configured")
+	}
+	switch {
+	case cfg.Host != nil:
 		c.h = cfg.Host
-	} else {
+	case p2p.IsLocalAddr(cfg.Node):
+		// The node's socket on this machine: no TLS, no TCP.
+		h, err := p2p.NewLocalHost(ctx, p2p.LocalConfig{})
+		if err != nil {
+			return nil, spindle.E(op, err)
+		}
+		c.h, c.ownHost = h, true
+	default:
 		h, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
 		if err != nil {
 			return nil, spindle.E(op, err)
 		}
 		c.h, c.ownHost = h, true
-	}
-	if cfg.Node == "" {
-		c.Close()
-		return nil, spindle.E(op, spindle.Invalid, "no node address configured")
 	}
 	pid, err := p2p.Connect(ctx, c.h, cfg.Node)
 	if err != nil {

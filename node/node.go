@@ -30,8 +30,9 @@ import (
 // Config configures a node. The zero value, with Home set, runs a node that
 // stores everything under Home, listens on loopback, and admits no writers.
 type Config struct {
-	// Home holds the node's state: blocks/, raft/, dirlogs/ and peerkey.
-	// An empty Home keeps everything in memory, for tests.
+	// Home holds the node's state: blocks/, raft/, dirlogs/ and peerkey,
+	// and the Unix socket "sock" for clients on this machine. An empty
+	// Home keeps everything in memory, for tests.
 	Home string
 	// Listen lists the multiaddrs to listen on; empty means loopback TCP and
 	// QUIC on ephemeral ports.
@@ -44,6 +45,8 @@ type Config struct {
 	Host host.Host
 	// Logger receives the node's log; nil means slog.Default().
 	Logger *slog.Logger
+	// NoSocket turns the Unix socket in Home off.
+	NoSocket bool
 }
 
 // A Node is a running Spindle peer.
@@ -52,6 +55,7 @@ type Node struct {
 	log     *slog.Logger
 	host    host.Host
 	ownHost bool
+	local   host.Host // The Unix-socket host for clients on this machine, or nil.
 	store   spindle.BlockStore
 	closeBS func() error
 	keys    *keyraft.Cluster
@@ -151,12 +155,61 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		log.Warn("directory log damaged; cut at its last valid entry", "err", d)
 	}
 
+	// The socket for clients on this machine.
+	if cfg.Home != "" && !cfg.NoSocket {
+		if err := n.listenLocal(ctx); err != nil {
+			return nil, spindle.E(op, err)
+		}
+	}
+
 	// Serve.
-	p2p.ServeBlocks(n.ctx, n.host, n.store, p2p.BlockServerConfig{CanPut: n.canStore})
-	p2p.Handle(n.ctx, n.host, ClientProtocol, maxMessage, n.serveClient)
-	p2p.HandleStream(n.ctx, n.host, WatchProtocol, maxMessage, n.serveWatch)
-	log.Info("node ready", "peer", n.host.ID(), "addrs", n.Addrs())
+	for _, h := range n.hosts() {
+		p2p.ServeBlocks(n.ctx, h, n.store, p2p.BlockServerConfig{CanPut: n.canStore})
+		p2p.Handle(n.ctx, h, ClientProtocol, maxMessage, n.serveClient)
+		p2p.HandleStream(n.ctx, h, WatchProtocol, maxMessage, n.serveWatch)
+	}
+	log.Info("node ready", "peer", n.host.ID(), "addrs", n.Addrs(), "socket", n.SocketAddr())
 	return n, nil
+}
+
+// listenLocal starts the host that serves clients on this machine through
+// the Unix socket in the node's home (see p2p.NewLocalHost). A home whose
+// path is too long for a socket gets none; its clients use TCP.
+func (n *Node) listenLocal(ctx context.Context) error {
+	path, ok := p2p.SocketPath(n.cfg.Home)
+	if !ok {
+		n.log.Warn("node home path too long for a Unix socket; local clients will use TCP", "path", path)
+		return nil
+	}
+	h, err := p2p.NewLocalHost(ctx, p2p.LocalConfig{Key: n.host.Peerstore().PrivKey(n.host.ID()), Socket: path})
+	if err != nil {
+		return err
+	}
+	h.Network().Notify(&network.NotifyBundle{
+		DisconnectedF: func(_ network.Network, c network.Conn) { n.forget(c.RemotePeer()) },
+	})
+	n.local = h
+	return nil
+}
+
+// hosts returns the hosts the node serves clients on.
+func (n *Node) hosts() []host.Host {
+	if n.local != nil {
+		return []host.Host{n.host, n.local}
+	}
+	return []host.Host{n.host}
+}
+
+// SocketAddr returns the address of the node's Unix socket, through which
+// clients on this machine reach it fastest, or "" if it has none.
+func (n *Node) SocketAddr() spindle.PeerAddr {
+	if n.local == nil {
+		return ""
+	}
+	if a := p2p.Addrs(n.local); len(a) > 0 {
+		return a[0]
+	}
+	return ""
 }
 
 // userKey returns a user's current key from the key cluster.
@@ -199,8 +252,10 @@ func (n *Node) Close() error {
 	n.cancel()
 	var errs []error
 	if n.host != nil {
-		for _, p := range []string{ClientProtocol, WatchProtocol, string(p2p.BlockProtocol)} {
-			n.host.RemoveStreamHandler(protocolID(p))
+		for _, h := range n.hosts() {
+			for _, p := range []string{ClientProtocol, WatchProtocol, string(p2p.BlockProtocol)} {
+				h.RemoveStreamHandler(protocolID(p))
+			}
 		}
 	}
 	if n.dir != nil {
@@ -211,6 +266,9 @@ func (n *Node) Close() error {
 	}
 	if n.closeBS != nil {
 		errs = append(errs, n.closeBS())
+	}
+	if n.local != nil {
+		errs = append(errs, n.local.Close())
 	}
 	if n.ownHost && n.host != nil {
 		errs = append(errs, n.host.Close())

@@ -92,7 +92,12 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		fmt.Fprintf(stderr, "spin: node: %v\n", err)
 		return 1
 	}
+	// The socket first: "spin init" offers the first address to clients on
+	// this machine. Other machines use the network addresses after it.
 	addrs := orderAddrs(n.Addrs())
+	if a := n.SocketAddr(); a != "" {
+		addrs = append([]spindle.PeerAddr{a}, addrs...)
+	}
 	var b strings.Builder
 	for _, a := range addrs {
 		b.WriteString(string(a))

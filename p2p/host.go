@@ -138,7 +138,7 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 // newResourceManager returns libp2p's default limits scaled to memory
 // bytes, with the per-peer, per-protocol and per-stream memory raised so
 // that block transfer is not throttled by flow-control windows.
-func newResourceManager(memory int64) (network.ResourceManager, error) {
+func newResourceManager(memory int64, opts ...rcmgr.Option) (network.ResourceManager, error) {
 	if memory <= 0 {
 		memory = DefaultMemory
 	}
@@ -156,7 +156,8 @@ func newResourceManager(memory int64) (network.ResourceManager, error) {
 		Conn:                rcmgr.ResourceLimits{Memory: peerMem},
 		Stream:              rcmgr.ResourceLimits{Memory: streamMem},
 	}
-	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(partial.Build(base)), rcmgr.WithMetricsDisabled())
+	opts = append(opts, rcmgr.WithMetricsDisabled())
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(partial.Build(base)), opts...)
 }
 
 // quicFallback is how long a dial waits for TCP before trying QUIC.
@@ -292,7 +293,9 @@ func Addrs(h host.Host) []spindle.PeerAddr {
 func PeerAddrOf(id peer.ID) spindle.PeerAddr { return spindle.PeerAddr(id.String()) }
 
 // ParsePeerAddr parses a PeerAddr: a multiaddr ending in /p2p/<peer ID>,
-// or a bare peer ID (the result then holds no addresses).
+// or a bare peer ID (the result then holds no addresses). A Unix socket's
+// path takes the rest of its multiaddr, so "/unix/PATH/p2p/ID" is read as
+// the socket PATH of peer ID.
 func ParsePeerAddr(addr spindle.PeerAddr) (peer.AddrInfo, error) {
 	const op spindle.Op = "p2p.ParsePeerAddr"
 	s := strings.TrimSpace(string(addr))
@@ -305,6 +308,12 @@ func ParsePeerAddr(addr spindle.PeerAddr) (peer.AddrInfo, error) {
 			return peer.AddrInfo{}, spindle.E(op, spindle.Invalid, fmt.Sprintf("bad peer address %q: %v", s, err))
 		}
 		return peer.AddrInfo{ID: id}, nil
+	}
+	if ai, ok, err := splitUnixPeerAddr(s); ok {
+		if err != nil {
+			return peer.AddrInfo{}, spindle.E(op, spindle.Invalid, fmt.Sprintf("bad peer address %q: %v", s, err))
+		}
+		return ai, nil
 	}
 	ai, err := peer.AddrInfoFromString(s)
 	if err != nil {

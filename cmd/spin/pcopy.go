@@ -20,8 +20,8 @@ const directMin = 8 << 20
 // copies through the page cache.
 //
 // A spindle file hands over each block's plaintext where it was decrypted
-// (it is an io.WriterTo) and keeps fetching the next blocks meanwhile;
-// blocks that are aligned as O_DIRECT needs are written without a copy.
+// (it is an io.WriterTo) and keeps fetching the next blocks meanwhile.
+// The blocks are gathered into writes of directWrite bytes.
 // It calls count with the bytes written so far, as they are written.
 // Write failures are *localError.
 func copyDirect(dst *os.File, src io.Reader, size int64, count func(int)) (done bool, err error) {
@@ -30,7 +30,7 @@ func copyDirect(dst *os.File, src io.Reader, size int64, count func(int)) (done 
 		return false, nil
 	}
 	defer d.Close()
-	w := &directWriter{f: d, name: dst.Name(), buf: alignedBuffer(spindle.MaxBlockSize), count: count}
+	w := &directWriter{f: d, name: dst.Name(), buf: alignedBuffer(directWrite), count: count}
 	n, err := io.Copy(w, src)
 	if err == nil {
 		err = w.flush()
@@ -47,8 +47,9 @@ func copyDirect(dst *os.File, src io.Reader, size int64, count func(int)) (done 
 }
 
 // A directWriter writes a file sequentially with O_DIRECT, which needs
-// buffers, lengths and offsets aligned to directAlign. Aligned runs of the
-// data go straight to the file; the rest is gathered in buf. The last,
+// buffers, lengths and offsets aligned to directAlign. Data is gathered in
+// buf and written when it is full; only aligned pieces of at least a whole
+// buf go straight to the file. The last,
 // partial piece is written padded with zeros by flush, and the caller cuts
 // the file to its size.
 type directWriter struct {
@@ -62,7 +63,7 @@ type directWriter struct {
 func (w *directWriter) Write(p []byte) (int, error) {
 	total := len(p)
 	for len(p) > 0 {
-		if w.n == 0 && len(p) >= directAlign && uintptr(unsafe.Pointer(&p[0]))%directAlign == 0 {
+		if w.n == 0 && len(p) >= len(w.buf) && uintptr(unsafe.Pointer(&p[0]))%directAlign == 0 {
 			k := len(p) / directAlign * directAlign
 			if err := w.write(p[:k], k); err != nil {
 				return total - len(p), err
@@ -104,6 +105,12 @@ func (w *directWriter) write(b []byte, n int) error {
 	w.count(n)
 	return nil
 }
+
+// directWrite is the size of get's writes. While the node reads blocks
+// from the same disk, a virtual disk took 1 GiB in 4 MiB writes in 1.7 s
+// and in 1 MiB writes in 2.5 s; a 1 GiB get went from 3.3-3.7 s to
+// 3.0-3.1 s. 8 MiB was a little faster still but put the CLI at 63 MiB.
+const directWrite = 4 * spindle.MaxBlockSize
 
 // directAlign is the alignment O_DIRECT needs of buffers, lengths and offsets.
 const directAlign = 4096

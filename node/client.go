@@ -418,10 +418,13 @@ func (c *Client) Watch(ctx context.Context, name spindle.PathName, fromSeq int64
 
 // readAhead is the number of blocks an open file fetches ahead of a
 // sequential reader. Fetching a block takes a round trip to the node and
-// its disk; sixteen in flight keep both busy through the stalls of a
-// shared machine (eight gave 15-25% less throughput on the 2-core test
-// box), for 17 MiB of buffers.
-const readAhead = 16
+// its disk; twelve in flight keep both busy through the stalls of a
+// shared machine, for 13 MiB of buffers. (Over loopback TLS eight gave
+// 15-25% less throughput than sixteen on the 2-core test box; through the
+// node's socket twelve and sixteen were alike, 2.67-3.51 s against
+// 2.45-3.12 s per GiB in alternating runs, and twelve keeps the CLI
+// near 52 MiB instead of 58.)
+const readAhead = 12
 
 // Open implements spindle.Client.
 func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -680,5 +681,52 @@ func TestInitSeveralConfigs(t *testing.T) {
 	}
 	if got := keysDir("/h/spin/config"); got != "/h/spin/keys" {
 		t.Errorf("keysDir of the usual config: %s", got)
+	}
+}
+
+// spin init picks the node's socket when it may connect to it, and names
+// key-cluster members by network addresses only.
+func TestLocalNodeAddrs(t *testing.T) {
+	dir, err := os.MkdirTemp("", "spinit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const tcp = "/ip4/127.0.0.1/tcp/4242/p2p/12D3KooWnode"
+	file := filepath.Join(dir, "addr")
+	for _, tc := range []struct {
+		socket              string
+		wantClient, wantNet string
+	}{
+		{sock, "/unix" + sock + "/p2p/12D3KooWnode", tcp},
+		{filepath.Join(dir, "gone"), tcp, tcp}, // A socket this user cannot reach.
+	} {
+		addr := "/unix" + tc.socket + "/p2p/12D3KooWnode"
+		os.WriteFile(file, []byte(addr+"\n"+tcp+"\n/ip4/127.0.0.1/udp/4242/quic-v1/p2p/12D3KooWnode\n"), 0o644)
+		client, network := localNodeAddrs(file)
+		if client != tc.wantClient || network != tc.wantNet {
+			t.Errorf("socket %s: localNodeAddrs = %q, %q; want %q, %q", tc.socket, client, network, tc.wantClient, tc.wantNet)
+		}
+	}
+
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, "spin", "node"), 0o700)
+	os.WriteFile(filepath.Join(home, "spin", "node", "addr"), []byte("/unix"+sock+"/p2p/12D3KooWnode\n"+tcp+"\n"), 0o644)
+	var out, errs strings.Builder
+	if code := run([]string{"init", "ann@example.com"}, &State{Stdout: &out, Stderr: &errs, Home: home}); code != 0 {
+		t.Fatalf("init: exit %d\n%s", code, errs.String())
+	}
+	cfg, err := ReadConfig(filepath.Join(home, "spin", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Node != spindle.PeerAddr("/unix"+sock+"/p2p/12D3KooWnode") || len(cfg.Keyserver) != 1 || cfg.Keyserver[0] != tcp {
+		t.Errorf("config: node %q, keyserver %q", cfg.Node, cfg.Keyserver)
 	}
 }

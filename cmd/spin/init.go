@@ -28,10 +28,11 @@ spin signup.
 
 Options:
     -n, -node ADDR        the peer to reach the network through, and to host
-                          your directory (default: the address in the local
-                          node's home, spin/node/addr next to the config)
+                          your directory (default: from the local node's
+                          home, spin/node/addr next to the config: its socket
+                          if you may use it, else its first network address)
     -k, -keyserver LIST   comma-separated addresses of key-cluster members
-                          (default: the node's address)
+                          (default: the node's network address)
     -p, -packing P        default packing of new files: ee, eeintegrity or plain (default ee)
     -s, -secrets DIR      keep the keys in DIR instead
     -r, -recover          re-create the keys from a recovery secret, read from
@@ -109,11 +110,19 @@ func runInit(ctx context.Context, st *State, args []string) error {
 			}
 		}
 	}
+	network := ""
 	if *node == "" {
-		*node = localNodeAddr(filepath.Join(dir, "node", "addr"))
+		*node, network = localNodeAddrs(filepath.Join(dir, "node", "addr"))
 	}
-	if len(servers) == 0 && *node != "" {
-		servers = []spindle.PeerAddr{spindle.PeerAddr(*node)}
+	if len(servers) == 0 {
+		// Key-cluster members are named by network addresses: other
+		// machines cannot use a node's socket.
+		if network == "" && !isSocketAddr(*node) {
+			network = *node
+		}
+		if network != "" {
+			servers = []spindle.PeerAddr{spindle.PeerAddr(network)}
+		}
 	}
 	cfg := &Config{
 		Username:  user,
@@ -205,15 +214,52 @@ func keysDir(file string) string {
 	return filepath.Join(dir, strings.TrimSuffix(base, filepath.Ext(base))+".keys")
 }
 
-// localNodeAddr returns the first address in a node's addr file, or "" if
-// there is no such file.
+// localNodeAddr returns the address in a node's addr file that a client
+// on this machine should use, or "" if there is no such file.
 func localNodeAddr(file string) string {
+	a, _ := localNodeAddrs(file)
+	return a
+}
+
+// localNodeAddrs reads a node's addr file (the node's socket, then its
+// network addresses, one per line) and returns the address a client on
+// this machine should use, and the first network address. The client
+// uses the socket if it may connect to it (the node runs as the same
+// system user), and otherwise the first network address.
+func localNodeAddrs(file string) (client, network string) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return ""
+		return "", ""
 	}
-	first, _, _ := strings.Cut(strings.TrimSpace(string(data)), "\n")
-	return strings.TrimSpace(first)
+	for _, line := range strings.Split(string(data), "\n") {
+		a := strings.TrimSpace(line)
+		switch {
+		case a == "":
+		case isSocketAddr(a):
+			if client == "" && socketUsable(a) {
+				client = a
+			}
+		case network == "":
+			network = a
+		}
+	}
+	if client == "" {
+		client = network
+	}
+	return client, network
+}
+
+// isSocketAddr reports whether a peer address is a node's Unix socket.
+func isSocketAddr(a string) bool { return strings.HasPrefix(a, "/unix/") }
+
+// socketUsable reports whether this process may connect to the socket of
+// a /unix/PATH/p2p/ID address.
+func socketUsable(addr string) bool {
+	path := strings.TrimPrefix(addr, "/unix")
+	if i := strings.LastIndex(path, "/p2p/"); i >= 0 {
+		path = path[:i]
+	}
+	return canConnect(path)
 }
 
 // readSecret reads a recovery secret: from a prompt, without echo, when

@@ -2,11 +2,14 @@ package p2p_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
@@ -41,8 +44,19 @@ func (s *sinkStore) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 // over real loopback TCP (or QUIC) in this process, and the server's
 // store.
 func benchPair(b *testing.B, listen string) (*p2p.RemoteStore, *sinkStore) {
-	cfg := p2p.Config{ListenAddrs: []string{listen}}
-	srv, cli := newHost(b, cfg), newHost(b, cfg)
+	var srv, cli host.Host
+	if listen == "unix" {
+		dir, err := os.MkdirTemp("", "spbench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(dir) })
+		srv = newLocalHost(b, p2p.LocalConfig{Socket: filepath.Join(dir, p2p.SocketFile)})
+		cli = newLocalHost(b, p2p.LocalConfig{})
+	} else {
+		cfg := p2p.Config{ListenAddrs: []string{listen}}
+		srv, cli = newHost(b, cfg), newHost(b, cfg)
+	}
 	store := &sinkStore{m: map[spindle.Ref][]byte{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
@@ -100,6 +114,8 @@ func benchRemote(b *testing.B, listen string, get bool) {
 	})
 }
 
+func BenchmarkRemoteGetUnix(b *testing.B) { benchRemote(b, "unix", true) }
+func BenchmarkRemotePutUnix(b *testing.B) { benchRemote(b, "unix", false) }
 func BenchmarkRemoteGetTCP(b *testing.B)  { benchRemote(b, "/ip4/127.0.0.1/tcp/0", true) }
 func BenchmarkRemotePutTCP(b *testing.B)  { benchRemote(b, "/ip4/127.0.0.1/tcp/0", false) }
 func BenchmarkRemoteGetQUIC(b *testing.B) { benchRemote(b, "/ip4/127.0.0.1/udp/0/quic-v1", true) }
@@ -166,4 +182,14 @@ func BenchmarkCallTCP(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func newLocalHost(t testing.TB, cfg p2p.LocalConfig) host.Host {
+	t.Helper()
+	h, err := p2p.NewLocalHost(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
 }

@@ -36,6 +36,13 @@ type ClientConfig struct {
 	Host host.Host
 	// Logger receives the client's diagnostics; nil means slog.Default().
 	Logger *slog.Logger
+	// KeyLog, if set, is the file that holds the key cluster's verifier
+	// key and the newest signed tree head seen (see keylog.go). Every key
+	// record is then proved to be in the cluster's transparency log. If
+	// the file does not exist, the node's verifier key is trusted and
+	// written there. Without a KeyLog, the client trusts its node's
+	// records.
+	KeyLog string
 }
 
 // A Client implements spindle.Client: it packs, signs and verifies with the
@@ -50,6 +57,7 @@ type Client struct {
 	svc     *remote
 	dir     *serialDir
 	blocks  *p2p.RemoteStore
+	keyLog  *keyLog // Nil if the client trusts its node's key records.
 
 	bufs     sync.Pool     // Block buffers for putPipe.
 	putSlots chan struct{} // Blocks on their way to the node, from all puts together.
@@ -111,6 +119,14 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
+	if cfg.KeyLog != "" {
+		l, err := c.openKeyLog(ctx, cfg.KeyLog)
+		if err != nil {
+			c.Close()
+			return nil, spindle.E(op, err)
+		}
+		c.keyLog = l
+	}
 	if err := c.auth(ctx); err != nil && !errors.Is(err, spindle.NotExist) {
 		c.Close()
 		return nil, spindle.E(op, c.user, err)
@@ -141,6 +157,9 @@ func (c *Client) User() spindle.UserName { return c.user }
 // Close implements spindle.Client.
 func (c *Client) Close() error {
 	var errs []error
+	if c.keyLog != nil {
+		errs = append(errs, c.keyLog.save())
+	}
 	if c.blocks != nil {
 		errs = append(errs, c.blocks.Close())
 	}
@@ -228,11 +247,15 @@ func (c *Client) lookupUser(ctx context.Context, name spindle.UserName, fresh bo
 			return cu.u, nil
 		}
 	}
-	resp, err := c.svc.call(ctx, &request{Method: mKeyLookup, User: name})
-	if err != nil {
-		return nil, err
+	var u *spindle.User
+	if c.keyLog != nil {
+		u, err = c.provedRecord(ctx, name)
+	} else {
+		var resp *response
+		if resp, err = c.svc.call(ctx, &request{Method: mKeyLookup, User: name}); err == nil {
+			u, err = keyraft.DecodeRecord(resp.Data)
+		}
 	}
-	u, err := keyraft.DecodeRecord(resp.Data)
 	if err != nil {
 		return nil, err
 	}
@@ -278,11 +301,22 @@ func (c *Client) writerKeys(ctx context.Context, writer spindle.UserName, histor
 	if !history {
 		return keys, nil
 	}
-	resp, err := c.svc.call(ctx, &request{Method: mKeyHistory, User: writer})
+	var old []spindle.PublicKey
+	if c.keyLog != nil {
+		old, err = c.provedHistory(ctx, writer)
+		if errors.Is(err, spindle.Integrity) {
+			return nil, err
+		}
+	} else {
+		var resp *response
+		if resp, err = c.svc.call(ctx, &request{Method: mKeyHistory, User: writer}); err == nil {
+			old = resp.Keys
+		}
+	}
 	if err != nil {
 		return keys, nil // The current key still verifies everything written since.
 	}
-	for _, k := range resp.Keys {
+	for _, k := range old {
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}

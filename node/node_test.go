@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func dialAs(t testing.TB, n *Node, user spindle.UserName) *Client {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	c, err := Dial(ctx, ClientConfig{Keys: keys, Node: orderAddrs(n.Addrs())[0], Logger: testLogger(t)})
+	c, err := Dial(ctx, ClientConfig{Keys: keys, Node: orderAddrs(n.Addrs())[0], Logger: testLogger(t), KeyLog: filepath.Join(t.TempDir(), "keylog")})
 	if err != nil {
 		t.Fatal(err)
 	}

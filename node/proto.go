@@ -32,13 +32,19 @@ const (
 	mKeyPut     = "key.put"
 	mKeyDomain  = "key.domain"
 	mKeyHistory = "key.history"
-	mDirHead    = "dir.head"
-	mDirAppend  = "dir.append"
-	mDirBatch   = "dir.appendbatch"
-	mDirLookup  = "dir.lookup"
-	mDirGlob    = "dir.glob"
-	mDirWhich   = "dir.whichaccess"
-	mDirWatch   = "dir.watch"
+	// Proved lookups, for clients that check the key cluster's
+	// transparency log (see ClientConfig.KeyLog).
+	mKeyProof       = "key.proof"       // User → Data: a keyraft.Proof of the current record.
+	mKeyProofs      = "key.proofs"      // User → Proofs: every version's keyraft.Proof, oldest first.
+	mKeyConsistency = "key.consistency" // Seq, Size → Data: a consistency proof between the two tree sizes.
+	mKeyVerifier    = "key.verifier"    // → Data: the note verifier key of the cluster's tree heads.
+	mDirHead        = "dir.head"
+	mDirAppend      = "dir.append"
+	mDirBatch       = "dir.appendbatch"
+	mDirLookup      = "dir.lookup"
+	mDirGlob        = "dir.glob"
+	mDirWhich       = "dir.whichaccess"
+	mDirWatch       = "dir.watch"
 )
 
 // request is a message of the client protocol. Which fields are used depends
@@ -52,6 +58,7 @@ type request struct {
 	Data    []byte           `cbor:"6,keyasint,omitempty"` // An encoded dirlog entry or key record.
 	Auth    *authMsg         `cbor:"7,keyasint,omitempty"`
 	Batch   [][]byte         `cbor:"8,keyasint,omitempty"` // Encoded dirlog entries, for dir.appendbatch.
+	Size    int64            `cbor:"9,keyasint,omitempty"` // The larger tree size, for key.consistency.
 }
 
 // response answers a request. Err, if set, is an encoded *spindle.Error;
@@ -66,12 +73,15 @@ type response struct {
 	Data    []byte              `cbor:"4,keyasint,omitempty"`
 	Err     []byte              `cbor:"5,keyasint,omitempty"`
 	Delete  bool                `cbor:"6,keyasint,omitempty"` // For watch events.
+	Proofs  [][]byte            `cbor:"9,keyasint,omitempty"` // Encoded keyraft.Proofs, for key.proofs.
 }
 
 // authMsg proves that the client's peer acts for User: the user signs the
 // two peer IDs and the time, and the node checks the signature with the key
-// cluster's record. Noise has already authenticated the client's peer ID,
-// so a copied authMsg is useless to any other peer.
+// cluster's record. The connection's security protocol (TLS or Noise over
+// the network, LocalSecurity over the node's socket) has already
+// authenticated the client's peer ID, so a copied authMsg is useless to
+// any other peer.
 type authMsg struct {
 	User       spindle.UserName  `cbor:"1,keyasint"`
 	ClientPeer string            `cbor:"2,keyasint"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +27,11 @@ func TestKeyRotationAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Dial(ctx, ClientConfig{Keys: keys, Node: addr})
+	// The key log goes across the restart: the restarted cluster's log
+	// must extend the one the client saw, and the old key's record is
+	// proved from it.
+	keyLog := filepath.Join(t.TempDir(), "keylog")
+	c, err := Dial(ctx, ClientConfig{Keys: keys, Node: addr, KeyLog: keyLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +56,7 @@ func TestKeyRotationAcrossRestart(t *testing.T) {
 	if d := n2.dir.Damage(); len(d) > 0 {
 		t.Fatalf("log cut after rotation: %v", d)
 	}
-	c2, err := Dial(ctx, ClientConfig{Keys: keys, Node: addr})
+	c2, err := Dial(ctx, ClientConfig{Keys: keys, Node: addr, KeyLog: keyLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +131,7 @@ func TestClientKeyCacheExpires(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := Dial(ctx, ClientConfig{Keys: keys, Node: addr})
+		c, err := Dial(ctx, ClientConfig{Keys: keys, Node: addr, KeyLog: filepath.Join(t.TempDir(), "keylog")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,6 +53,33 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*res
 	case mKeyHistory:
 		keys, err := n.keyHistory(ctx, req.User)
 		return &response{Keys: keys}, err
+	case mKeyProof:
+		p, err := n.keys.LookupProof(ctx, req.User)
+		if err != nil {
+			return nil, err
+		}
+		data, err := p.MarshalBinary()
+		return &response{Data: data}, err
+	case mKeyProofs:
+		ps, err := n.keys.History(ctx, req.User)
+		if err != nil {
+			return nil, err
+		}
+		resp := &response{Proofs: make([][]byte, len(ps))}
+		for i, p := range ps {
+			if resp.Proofs[i], err = p.MarshalBinary(); err != nil {
+				return nil, err
+			}
+		}
+		return resp, nil
+	case mKeyConsistency:
+		p, err := n.keys.ConsistencyProof(ctx, req.Seq, req.Size)
+		if err != nil {
+			return nil, err
+		}
+		return &response{Data: keyraft.MarshalTreeProof(p)}, nil
+	case mKeyVerifier:
+		return &response{Data: []byte(n.keys.VerifierKey())}, nil
 	case mDirHead:
 		h, err := n.dir.Head(ctx, req.User)
 		return &response{Head: h}, err

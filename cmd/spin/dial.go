@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"spindle.dev"
 	"spindle.dev/node"
@@ -30,7 +32,18 @@ var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) 
 			return nil, err
 		}
 	}
-	return node.Dial(ctx, node.ClientConfig{Keys: keys, Node: cfg.Node, Packing: packing})
+	return node.Dial(ctx, node.ClientConfig{Keys: keys, Node: cfg.Node, Packing: packing, KeyLog: keyLogFile(cfg.File)})
+}
+
+// keyLogFile returns the file, beside the config file, that holds what the
+// client has seen of the key cluster's transparency log: "keylog" for the
+// default config, NAME.keylog for a config NAME.EXT.
+func keyLogFile(config string) string {
+	dir, base := filepath.Split(config)
+	if base == "config" {
+		return filepath.Join(dir, "keylog")
+	}
+	return filepath.Join(dir, strings.TrimSuffix(base, filepath.Ext(base))+".keylog")
 }
 
 // runNode runs "spin node" with the arguments after "node".

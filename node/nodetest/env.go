@@ -49,6 +49,7 @@ type Env struct {
 	Users   []spindle.UserName
 	Home    string // The node's home directory.
 	packing spindle.Packing
+	keyLogs string // Where the clients keep their key logs.
 
 	mu      sync.Mutex
 	node    *node.Node // InProc.
@@ -73,6 +74,7 @@ func New(t testing.TB, s Setup) *Env {
 		Users:   s.Users,
 		Home:    t.TempDir(),
 		packing: s.Packing,
+		keyLogs: t.TempDir(),
 		listen:  "/ip4/127.0.0.1/tcp/0",
 		keys:    map[spindle.UserName]*pack.Keys{},
 		clients: map[spindle.UserName]*node.Client{},
@@ -113,7 +115,7 @@ func (e *Env) Client(u spindle.UserName) (spindle.Client, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := node.Dial(ctx, node.ClientConfig{Keys: keys, Node: e.addr, Packing: e.packing, Logger: e.logger("client")})
+	c, err := node.Dial(ctx, node.ClientConfig{Keys: keys, Node: e.addr, Packing: e.packing, Logger: e.logger("client"), KeyLog: filepath.Join(e.keyLogs, string(u))})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,170 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/keyraft"
+	"spindle.dev/p2p"
+	"spindle.dev/pack"
+)
+
+func dialKeyLog(t *testing.T, n *Node, user spindle.UserName, keyLog string) (*Client, error) {
+	t.Helper()
+	keys, _, err := pack.Generate(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Dial(context.Background(), ClientConfig{Keys: keys, Node: orderAddrs(n.Addrs())[0], Logger: testLogger(t), KeyLog: keyLog})
+}
+
+// A client trusts the first key cluster it meets, keeps the newest tree
+// head it has seen, and takes records only with proofs from that log.
+func TestKeyLogRemembersHead(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "keylog")
+	ann, err := dialKeyLog(t, n, "ann@example.com", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ann.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bob := dialAs(t, n, "bob@example.com")
+	bob.Close()
+	u, err := ann.LookupUser(ctx, "bob@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Name != "bob@example.com" {
+		t.Fatalf("looked up %s", u.Name)
+	}
+	if err := ann.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vkey, head, _ := strings.Cut(string(data), "\n")
+	if vkey != n.keys.VerifierKey() {
+		t.Errorf("key log trusts %q, want the node's %q", vkey, n.keys.VerifierKey())
+	}
+	v, err := keyraft.NewVerifiers(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := keyraft.VerifyHead([]byte(head), v)
+	if err != nil {
+		t.Fatalf("key log head: %v", err)
+	}
+	if tree.N < 2 {
+		t.Errorf("key log head is of %d records, want the 2 or more that hold ann and bob", tree.N)
+	}
+}
+
+// A node whose key cluster is another one than the client trusts cannot
+// hand it records.
+func TestKeyLogRejectsAnotherCluster(t *testing.T) {
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "keylog")
+	n1 := startNode(t, t.TempDir())
+	c, err := dialKeyLog(t, n1, "ann@example.com", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	n1.Close()
+	before, _ := os.ReadFile(file)
+
+	n2 := startNode(t, t.TempDir())
+	defer n2.Close()
+	dialAs(t, n2, "bob@example.com")
+	c, err = dialKeyLog(t, n2, "ann@example.com", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.LookupUser(ctx, "bob@example.com")
+	if !errors.Is(err, spindle.Integrity) {
+		t.Errorf("lookup through another cluster: %v, want an Integrity error", err)
+	}
+	c.Close()
+	if after, _ := os.ReadFile(file); string(after) != string(before) {
+		t.Errorf("key log changed after a rejected head:\n%s\nthen\n%s", before, after)
+	}
+}
+
+// A cluster that shows a client a log that does not extend the one it saw
+// before (a fork: same signing key, other history) is caught.
+func TestKeyLogCatchesForkedLog(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	file := filepath.Join(t.TempDir(), "keylog")
+	homeA := t.TempDir()
+	a := startNode(t, homeA)
+	ann, err := dialKeyLog(t, a, "ann@example.com", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ann.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dialAs(t, a, "bob@example.com").Close()
+	if _, err := ann.LookupUser(ctx, "bob@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	ann.Close()
+	a.Close()
+
+	// The fork: a new cluster with A's identity and tree-head key.
+	homeB := t.TempDir()
+	os.MkdirAll(filepath.Join(homeB, "raft"), 0o700)
+	for _, f := range []string{p2p.IdentityFile, filepath.Join("raft", "notekey")} {
+		data, err := os.ReadFile(filepath.Join(homeA, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(homeB, f), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := startNode(t, homeB)
+	defer b.Close()
+	if b.keys.VerifierKey() != a.keys.VerifierKey() {
+		t.Fatal("the fork signs with another key; the test sets it up wrong")
+	}
+	for _, u := range []spindle.UserName{"carl@example.com", "dave@example.com", "erin@example.com"} {
+		dialAs(t, b, u).Close()
+	}
+	ann, err = dialKeyLog(t, b, "ann@example.com", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ann.Close()
+	_, err = ann.LookupUser(ctx, "carl@example.com")
+	if !errors.Is(err, spindle.Integrity) || !strings.Contains(err.Error(), "rewritten") {
+		t.Errorf("lookup in a forked log: %v, want an Integrity error saying the log was rewritten", err)
+	}
+}
+
+func TestKeyLogUnreadable(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	file := filepath.Join(t.TempDir(), "keylog")
+	os.WriteFile(file, []byte("not a verifier key\n"), 0o600)
+	_, err := dialKeyLog(t, n, "ann@example.com", file)
+	if !errors.Is(err, spindle.Invalid) || !strings.Contains(err.Error(), file) {
+		t.Errorf("dial with a broken key log: %v, want an Invalid error naming %s", err, file)
+	}
+}

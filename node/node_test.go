@@ -58,6 +58,20 @@ func dialAs(t testing.TB, n *Node, user spindle.UserName) *Client {
 	return c
 }
 
+// mustRead fails the test unless c reads want from name.
+func mustRead(t *testing.T, c *Client, name spindle.PathName, want []byte) {
+	t.Helper()
+	f, err := c.Open(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read back %s: %v, equal=%v", name, err, bytes.Equal(got, want))
+	}
+}
+
 func TestPutGetShare(t *testing.T) {
 	n := startNode(t, t.TempDir())
 	defer n.Close()
@@ -70,30 +84,14 @@ func TestPutGetShare(t *testing.T) {
 	if _, err := ann.Put(ctx, "@/big", bytes.NewReader(data), 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	f, err := ann.Open(ctx, "ann@example.com/big")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := io.ReadAll(f)
-	f.Close()
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("read back: %v, equal=%v", err, bytes.Equal(got, data))
-	}
+	mustRead(t, ann, "ann@example.com/big", data)
 	if _, err := bob.Open(ctx, "ann@example.com/big"); !errors.Is(err, spindle.Private) && !errors.Is(err, spindle.Permission) {
 		t.Fatalf("bob read before share: %v", err)
 	}
 	if _, err := ann.Put(ctx, "@/Access", bytes.NewReader([]byte("read,list: bob@example.com\n")), 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	f, err = bob.Open(ctx, "ann@example.com/big")
-	if err != nil {
-		t.Fatalf("bob read after share: %v", err)
-	}
-	got, err = io.ReadAll(f)
-	f.Close()
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("bob read back: %v", err)
-	}
+	mustRead(t, bob, "ann@example.com/big", data) // After the share.
 }
 
 // Opening a directory to all re-shares the ee files already in it without

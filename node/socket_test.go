@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,18 +56,7 @@ func TestClientOverSocket(t *testing.T) {
 	if _, err := local.Put(ctx, "@/f", bytes.NewReader(data), 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	readBack := func(c *Client) {
-		t.Helper()
-		f, err := c.Open(ctx, "ann@example.com/f")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(f)
-		f.Close()
-		if err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("read back: %v, equal=%v", err, bytes.Equal(got, data))
-		}
-	}
+	readBack := func(c *Client) { t.Helper(); mustRead(t, c, "ann@example.com/f", data) }
 	readBack(local)
 	remote := dial(orderAddrs(n.Addrs())[0])
 	readBack(remote)

@@ -317,7 +317,6 @@ func (t *unixTransport) dial(ctx context.Context, raddr ma.Multiaddr, p peer.ID,
 	}
 	mc, err := wrapUnixConn(c)
 	if err != nil {
-		c.Close()
 		return nil, err
 	}
 	return t.upgrader.Upgrade(ctx, t, mc, network.DirOutbound, p, scope)
@@ -341,13 +340,19 @@ func (t *unixTransport) Listen(laddr ma.Multiaddr) (transport.Listener, error) {
 const socketBuffer = 4 << 20
 
 // wrapUnixConn sizes a new connection's buffers and gives it multiaddrs.
+// It closes c if it fails.
 func wrapUnixConn(c net.Conn) (manet.Conn, error) {
 	if uc, ok := c.(*net.UnixConn); ok {
 		// Best effort: the kernel caps the sizes at net.core.[rw]mem_max.
 		uc.SetWriteBuffer(socketBuffer)
 		uc.SetReadBuffer(socketBuffer)
 	}
-	return manet.WrapNetConn(c)
+	mc, err := manet.WrapNetConn(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return mc, nil
 }
 
 // A unixListener is a manet.Listener for Unix connections.
@@ -361,12 +366,7 @@ func (l *unixListener) Accept() (manet.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	mc, err := wrapUnixConn(c)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	return mc, nil
+	return wrapUnixConn(c)
 }
 
 func (l *unixListener) Close() error            { return l.l.Close() }

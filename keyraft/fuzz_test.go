@@ -1,6 +1,8 @@
 package keyraft
 
 import (
+	"golang.org/x/mod/sumdb/tlog"
+
 	"bytes"
 	"testing"
 
@@ -111,6 +113,29 @@ func FuzzParseHead(f *testing.F) {
 		}
 		if string(formatHead(tree)) != text {
 			t.Fatalf("head %q re-formats as %q", text, formatHead(tree))
+		}
+	})
+}
+
+// A client checks consistency proofs its node sends; they may be hostile.
+func FuzzUnmarshalTreeProof(f *testing.F) {
+	f.Add([]byte{0})
+	f.Add(MarshalTreeProof(tlog.TreeProof{{1}, {2}}))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := UnmarshalTreeProof(data)
+		if err != nil {
+			if spindle.KindOf(err) != spindle.Invalid {
+				t.Fatalf("UnmarshalTreeProof error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			return
+		}
+		if !bytes.Equal(MarshalTreeProof(p), data) {
+			t.Fatalf("decoded tree proof re-encodes differently")
+		}
+		// Checking it against made-up trees fails cleanly.
+		if err := tlog.CheckTree(p, 7, tlog.Hash{1}, 3, tlog.Hash{2}); err == nil {
+			t.Fatalf("a fuzzed proof proved made-up trees consistent")
 		}
 	})
 }

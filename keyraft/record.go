@@ -279,6 +279,12 @@ func (d *decoder) uvarint() uint64 {
 		d.fail(errors.New("bad uvarint"))
 		return 0
 	}
+	if k != len(binary.AppendUvarint(nil, n)) {
+		// Every value has one encoding, so that decoding and encoding
+		// again gives back the bytes that were signed or hashed.
+		d.fail(errors.New("uvarint not in its shortest form"))
+		return 0
+	}
 	d.data = d.data[k:]
 	return n
 }

@@ -144,3 +144,33 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// The client decodes what its node answers, which may be hostile.
+func FuzzDecodeResponse(f *testing.F) {
+	for _, r := range []*response{
+		{Entry: &spindle.DirEntry{Name: "ann@example.com/x"}},
+		{Users: []spindle.UserName{"ann@example.com"}, Keys: []spindle.PublicKey{"k"}},
+		{Data: []byte("SPKP\x01"), Proofs: [][]byte{{1, 2}}},
+		{Err: []byte{1}, Delete: true},
+	} {
+		b, _ := encode(r)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var resp response
+		if err := decode(data, &resp); err != nil {
+			if !errors.Is(err, spindle.Invalid) {
+				t.Fatalf("decode error of kind %v", spindle.KindOf(err))
+			}
+			return
+		}
+		b, err := encode(&resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var again response
+		if err := decode(b, &again); err != nil {
+			t.Fatalf("re-decoding an encoded response: %v", err)
+		}
+	})
+}

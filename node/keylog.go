@@ -62,6 +62,17 @@ func (c *Client) openKeyLog(ctx context.Context, file string) (*keyLog, error) {
 	if err != nil {
 		return nil, spindle.E(spindle.Invalid, fmt.Errorf("key log %s: %w", file, err))
 	}
+	// Say so at once if the node belongs to another cluster, rather than
+	// fail each lookup with a head signed by a key nobody trusts.
+	resp, err := c.svc.call(ctx, &request{Method: mKeyVerifier})
+	if err != nil {
+		return nil, fmt.Errorf("asking the node for the key cluster's verifier key: %w", err)
+	}
+	if theirs := strings.TrimSpace(string(resp.Data)); theirs != l.vkey {
+		return nil, spindle.E(spindle.Integrity, fmt.Sprintf(
+			"the node's key cluster signs with %s, but this client trusts only %s (from %s); "+
+				"if you moved to another cluster on purpose, remove that file or run spin init -force", theirs, l.vkey, file))
+	}
 	return l, nil
 }
 

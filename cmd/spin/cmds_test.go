@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -728,5 +729,32 @@ func TestLocalNodeAddrs(t *testing.T) {
 	}
 	if cfg.Node != spindle.PeerAddr("/unix"+sock+"/p2p/12D3KooWnode") || len(cfg.Keyserver) != 1 || cfg.Keyserver[0] != tcp {
 		t.Errorf("config: node %q, keyserver %q", cfg.Node, cfg.Keyserver)
+	}
+}
+
+// A new config may name another key cluster: init moves the key log of
+// the old one aside, so that the next command trusts the cluster it meets.
+func TestInitMovesKeyLogAside(t *testing.T) {
+	home := t.TempDir()
+	run1 := func(args ...string) {
+		t.Helper()
+		var out, errs strings.Builder
+		if code := run(args, &State{Stdout: &out, Stderr: &errs, Home: home}); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, errs.String())
+		}
+	}
+	run1("init", "-node", "/ip4/127.0.0.1/tcp/4242/p2p/12D3KooWnode", "ann@example.com")
+	keyLog := filepath.Join(home, "spin", "keylog")
+	os.WriteFile(keyLog, []byte("trusted cluster\n"), 0o600)
+	run1("init", "-force", "-node", "/ip4/127.0.0.1/tcp/4243/p2p/12D3KooWother", "ann@example.com")
+	if _, err := os.Stat(keyLog); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("key log still in place after init -force: %v", err)
+	}
+	old, _ := filepath.Glob(keyLog + ".old-*")
+	if len(old) != 1 {
+		t.Fatalf("moved key logs: %v, want one", old)
+	}
+	if data, _ := os.ReadFile(old[0]); string(data) != "trusted cluster\n" {
+		t.Errorf("moved key log holds %q", data)
 	}
 }

@@ -172,6 +172,15 @@ func runInit(ctx context.Context, st *State, args []string) error {
 	if err := keys.Save(secrets); err != nil {
 		return st.fail(secrets, err)
 	}
+	// A new config may name another node and key cluster: the client
+	// trusts the cluster it meets next, as on first use.
+	if kl := keyLogFile(file); fileExists(kl) {
+		old := kl + ".old-" + time.Now().UTC().Format("20060102T150405")
+		if err := os.Rename(kl, old); err != nil {
+			return st.fail(kl, err)
+		}
+		fmt.Fprintf(st.Stdout, "Previous key log moved to %s\n", old)
+	}
 	data, err := cfg.Marshal()
 	if err != nil {
 		return st.fail(file, err)
@@ -330,4 +339,9 @@ func (st *State) wrongSecret(user spindle.UserName) error {
 	st.errorf("recovery secret: the key it makes is not the key registered for %s", user)
 	st.hint("check the secret for typing mistakes; nothing was written")
 	return errFailed
+}
+
+func fileExists(name string) bool {
+	_, err := os.Lstat(name)
+	return err == nil
 }

@@ -43,6 +43,10 @@ type ClientConfig struct {
 	// written there. Without a KeyLog, the client trusts its node's
 	// records.
 	KeyLog string
+	// DirHeads, if set, is the file that holds the newest head of each
+	// user's directory log the client has seen (see dirheads.go). Every
+	// answer is then checked not to come from an older state of the log.
+	DirHeads string
 }
 
 // A Client implements spindle.Client: it packs, signs and verifies with the
@@ -57,7 +61,8 @@ type Client struct {
 	svc     *remote
 	dir     *serialDir
 	blocks  *p2p.RemoteStore
-	keyLog  *keyLog // Nil if the client trusts its node's key records.
+	keyLog  *keyLog   // Nil if the client trusts its node's key records.
+	heads   *dirHeads // Nil if the client does not check for rollbacks.
 
 	bufs     sync.Pool     // Block buffers for putPipe.
 	putSlots chan struct{} // Blocks on their way to the node, from all puts together.
@@ -119,6 +124,14 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
+	if cfg.DirHeads != "" {
+		d, err := openDirHeads(cfg.DirHeads)
+		if err != nil {
+			c.Close()
+			return nil, spindle.E(op, err)
+		}
+		c.heads, c.svc.heads = d, d
+	}
 	if cfg.KeyLog != "" {
 		l, err := c.openKeyLog(ctx, cfg.KeyLog)
 		if err != nil {
@@ -159,6 +172,9 @@ func (c *Client) Close() error {
 	var errs []error
 	if c.keyLog != nil {
 		errs = append(errs, c.keyLog.save())
+	}
+	if c.heads != nil {
+		errs = append(errs, c.heads.save())
 	}
 	if c.blocks != nil {
 		errs = append(errs, c.blocks.Close())

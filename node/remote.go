@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -26,6 +27,28 @@ type remote struct {
 	// noBatch is set once the node has answered that it does not know
 	// dir.appendbatch.
 	noBatch atomic.Bool
+	// heads, if set, checks each head of a user's log that comes with an
+	// answer; an error fails the call.
+	heads *dirHeads
+}
+
+// callDir makes a call about owner's log and checks the head that comes
+// with the answer against the newest head seen when the call was made.
+// (Not against the newest seen when the answer arrives: answers to
+// concurrent calls may arrive in any order.)
+func (r *remote) callDir(ctx context.Context, req *request, owner string) (*response, error) {
+	if r.heads == nil {
+		return r.call(ctx, req)
+	}
+	owner, _, _ = strings.Cut(owner, "/")
+	floor := r.heads.floor(spindle.UserName(owner))
+	resp, err := r.call(ctx, req)
+	if resp != nil && resp.Head != nil {
+		if herr := r.heads.check(floor, resp.Head); herr != nil {
+			return nil, herr
+		}
+	}
+	return resp, err
 }
 
 var _ dirlog.Service = (*remote)(nil)
@@ -66,7 +89,7 @@ func (r *remote) call1(ctx context.Context, req *request) (*response, error) {
 
 // Head implements dirlog.Sequencer.
 func (r *remote) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head, error) {
-	resp, err := r.call(ctx, &request{Method: mDirHead, User: owner})
+	resp, err := r.callDir(ctx, &request{Method: mDirHead, User: owner}, string(owner))
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +139,7 @@ func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindl
 
 // Lookup implements dirlog.Service.
 func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
-	resp, err := r.call(ctx, &request{Method: mDirLookup, Name: name})
+	resp, err := r.callDir(ctx, &request{Method: mDirLookup, Name: name}, string(name))
 	if resp == nil {
 		return nil, err
 	}
@@ -125,7 +148,7 @@ func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.Pa
 
 // Glob implements dirlog.Service.
 func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) ([]*spindle.DirEntry, error) {
-	resp, err := r.call(ctx, &request{Method: mDirGlob, Pattern: pattern})
+	resp, err := r.callDir(ctx, &request{Method: mDirGlob, Pattern: pattern}, pattern)
 	if resp == nil {
 		return nil, err
 	}
@@ -134,7 +157,7 @@ func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) (
 
 // WhichAccess implements dirlog.Service.
 func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
-	resp, err := r.call(ctx, &request{Method: mDirWhich, Name: name})
+	resp, err := r.callDir(ctx, &request{Method: mDirWhich, Name: name}, string(name))
 	if resp == nil {
 		return nil, err
 	}

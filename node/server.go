@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -124,13 +125,13 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*res
 		return &response{Entries: des}, err
 	case mDirLookup:
 		de, err := n.dir.Lookup(ctx, user, req.Name)
-		return &response{Entry: de}, err
+		return n.withHead(ctx, &response{Entry: de}, string(req.Name), err)
 	case mDirGlob:
 		des, err := n.dir.Glob(ctx, user, req.Pattern)
-		return &response{Entries: des}, err
+		return n.withHead(ctx, &response{Entries: des}, req.Pattern, err)
 	case mDirWhich:
 		de, err := n.dir.WhichAccess(ctx, user, req.Name)
-		return &response{Entry: de}, err
+		return n.withHead(ctx, &response{Entry: de}, string(req.Name), err)
 	}
 	return nil, spindle.E(unknownOp, spindle.Invalid, "unknown method "+req.Method)
 }
@@ -196,4 +197,20 @@ func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
 		}
 	}
 	return nil
+}
+
+// withHead adds to a successful answer about name (a path or a glob
+// pattern) the head of its owner's log, taken after the answer, so that a
+// client that remembers the newest head it has seen notices a node that
+// answers from an older state of the log (see Client's dirHeads). Failed
+// answers carry no head: a user without rights learns nothing more.
+func (n *Node) withHead(ctx context.Context, resp *response, name string, err error) (*response, error) {
+	if err != nil {
+		return resp, err
+	}
+	owner, _, _ := strings.Cut(name, "/")
+	if h, herr := n.dir.Head(ctx, spindle.UserName(owner)); herr == nil {
+		resp.Head = h
+	}
+	return resp, nil
 }

@@ -32,18 +32,28 @@ var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) 
 			return nil, err
 		}
 	}
-	return node.Dial(ctx, node.ClientConfig{Keys: keys, Node: cfg.Node, Packing: packing, KeyLog: keyLogFile(cfg.File)})
+	return node.Dial(ctx, node.ClientConfig{
+		Keys:     keys,
+		Node:     cfg.Node,
+		Packing:  packing,
+		KeyLog:   keyLogFile(cfg.File),
+		DirHeads: stateFile(cfg.File, "dirheads"),
+	})
 }
 
-// keyLogFile returns the file, beside the config file, that holds what the
-// client has seen of the key cluster's transparency log: "keylog" for the
-// default config, NAME.keylog for a config NAME.EXT.
-func keyLogFile(config string) string {
+// keyLogFile returns the file that holds what the client has seen of the
+// key cluster's transparency log.
+func keyLogFile(config string) string { return stateFile(config, "keylog") }
+
+// stateFile returns the file, beside the config file, in which a client
+// keeps what it has seen of the network (see node.ClientConfig): NAME for
+// the default config, CONFIG.NAME for a config CONFIG.EXT.
+func stateFile(config, name string) string {
 	dir, base := filepath.Split(config)
 	if base == "config" {
-		return filepath.Join(dir, "keylog")
+		return filepath.Join(dir, name)
 	}
-	return filepath.Join(dir, strings.TrimSuffix(base, filepath.Ext(base))+".keylog")
+	return filepath.Join(dir, strings.TrimSuffix(base, filepath.Ext(base))+"."+name)
 }
 
 // runNode runs "spin node" with the arguments after "node".

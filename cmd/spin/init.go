@@ -173,13 +173,17 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		return st.fail(secrets, err)
 	}
 	// A new config may name another node and key cluster: the client
-	// trusts the cluster it meets next, as on first use.
-	if kl := keyLogFile(file); fileExists(kl) {
-		old := kl + ".old-" + time.Now().UTC().Format("20060102T150405")
-		if err := os.Rename(kl, old); err != nil {
-			return st.fail(kl, err)
+	// trusts the cluster it meets next, as on first use, and starts
+	// remembering directory heads afresh.
+	for _, f := range []string{keyLogFile(file), stateFile(file, "dirheads")} {
+		if !fileExists(f) {
+			continue
 		}
-		fmt.Fprintf(st.Stdout, "Previous key log moved to %s\n", old)
+		old := f + ".old-" + time.Now().UTC().Format("20060102T150405")
+		if err := os.Rename(f, old); err != nil {
+			return st.fail(f, err)
+		}
+		fmt.Fprintf(st.Stdout, "Previous %s moved to %s\n", filepath.Base(f), old)
 	}
 	data, err := cfg.Marshal()
 	if err != nil {

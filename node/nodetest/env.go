@@ -115,7 +115,7 @@ func (e *Env) Client(u spindle.UserName) (spindle.Client, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := node.Dial(ctx, node.ClientConfig{Keys: keys, Node: e.addr, Packing: e.packing, Logger: e.logger("client"), KeyLog: filepath.Join(e.keyLogs, string(u))})
+	c, err := node.Dial(ctx, node.ClientConfig{Keys: keys, Node: e.addr, Packing: e.packing, Logger: e.logger("client"), KeyLog: filepath.Join(e.keyLogs, string(u)), DirHeads: filepath.Join(e.keyLogs, string(u)+".dirheads")})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,145 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"spindle.dev"
+	"spindle.dev/dirlog"
+)
+
+// A node answers for the directory logs it keeps, and could answer from an
+// older state of a log than it once showed: hide a file that was put, bring
+// back one that was removed, or show an Access file from before a reader
+// was revoked. Entries are signed by their writers, so it cannot make any
+// up, but a rollback needs no forgery. So with ClientConfig.DirHeads the
+// client remembers, for every tree it has looked at, the newest head (the
+// log's sequence number and hash) the node showed it, and checks every
+// head that comes with an answer against it (dirlog.CheckHead): an older
+// sequence number is a rollback, another hash at the same one a fork.
+// Either fails the call with an Integrity error naming both heads.
+//
+// The heads are the node's word, not signed: they show this client that
+// its node went back on itself, not a third party. Signed heads, published
+// for every reader to compare, come with dir hosts on other machines.
+
+// dirHeads is the newest head a client has seen of each user's log, kept
+// in a file: one line per user, "USER SEQ HASH".
+type dirHeads struct {
+	file string
+
+	mu    sync.Mutex
+	heads map[spindle.UserName]*dirlog.Head
+	dirty bool
+}
+
+// openDirHeads reads the heads in file; a file that does not exist is an
+// empty one.
+func openDirHeads(file string) (*dirHeads, error) {
+	d := &dirHeads{file: file, heads: map[spindle.UserName]*dirlog.Head{}}
+	data, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return d, nil
+	}
+	if err != nil {
+		return nil, spindle.E(spindle.IO, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for line := 1; sc.Scan(); line++ {
+		h, err := parseHeadLine(sc.Text())
+		if err != nil {
+			return nil, spindle.E(spindle.Invalid, fmt.Errorf("%s:%d: %w", file, line, err))
+		}
+		d.heads[h.User] = h
+	}
+	return d, nil
+}
+
+func parseHeadLine(line string) (*dirlog.Head, error) {
+	f := strings.Fields(line)
+	if len(f) != 3 {
+		return nil, fmt.Errorf("want USER SEQ HASH, got %q", line)
+	}
+	user, err := spindle.CleanUser(spindle.UserName(f[0]))
+	if err != nil {
+		return nil, err
+	}
+	seq, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || seq < 0 {
+		return nil, fmt.Errorf("bad sequence number %q", f[1])
+	}
+	h := &dirlog.Head{User: user, Seq: seq}
+	if b, err := hex.DecodeString(f[2]); err != nil || len(b) != len(h.Hash) {
+		return nil, fmt.Errorf("bad hash %q", f[2])
+	} else {
+		copy(h.Hash[:], b)
+	}
+	return h, nil
+}
+
+// floor returns a copy of the newest head seen of owner's log, or nil.
+func (d *dirHeads) floor(owner spindle.UserName) *dirlog.Head {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h := d.heads[owner]; h != nil {
+		c := *h
+		return &c
+	}
+	return nil
+}
+
+// check checks a head that came with an answer: against floor, the newest
+// head seen when the call was made, for a rollback or a fork, and against
+// the newest head seen now for a fork. It remembers the head if it is the
+// newest.
+func (d *dirHeads) check(floor, h *dirlog.Head) error {
+	if floor != nil && floor.User == h.User {
+		if err := dirlog.CheckHead(floor, h); err != nil {
+			return err
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	seen := d.heads[h.User]
+	if seen != nil && seen.Seq == h.Seq {
+		return dirlog.CheckHead(seen, h) // A fork, if the hashes differ.
+	}
+	if seen == nil || h.Seq > seen.Seq {
+		d.heads[h.User] = &dirlog.Head{User: h.User, Seq: h.Seq, Hash: h.Hash}
+		d.dirty = true
+	}
+	return nil
+}
+
+// save writes the heads to the file if any changed.
+func (d *dirHeads) save() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.dirty {
+		return nil
+	}
+	var b strings.Builder
+	for _, h := range d.heads {
+		fmt.Fprintf(&b, "%s %d %s\n", h.User, h.Seq, h.Hash)
+	}
+	if err := os.MkdirAll(filepath.Dir(d.file), 0o700); err != nil {
+		return spindle.E(spindle.IO, err)
+	}
+	tmp := d.file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return spindle.E(spindle.IO, err)
+	}
+	if err := os.Rename(tmp, d.file); err != nil {
+		return spindle.E(spindle.IO, err)
+	}
+	d.dirty = false
+	return nil
+}

@@ -1,0 +1,140 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"spindle.dev"
+	"spindle.dev/dirlog"
+	"spindle.dev/pack"
+)
+
+// A node brought back from an older copy of its home answers from an older
+// state of a user's log; a client that saw the newer state says so.
+func TestDirHeadsCatchRollback(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	home, old := filepath.Join(dir, "home"), filepath.Join(dir, "old")
+	heads := filepath.Join(dir, "dirheads")
+	keys, _, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(n *Node, file string) *Client {
+		t.Helper()
+		c, err := Dial(ctx, ClientConfig{Keys: keys, Node: orderAddrs(n.Addrs())[0], Logger: testLogger(t), DirHeads: file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	put := func(c *Client, name spindle.PathName) {
+		t.Helper()
+		if _, err := c.Put(ctx, name, bytes.NewReader([]byte(name)), 0, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	n := startNode(t, home)
+	c := dial(n, heads)
+	if err := c.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	put(c, "@/a")
+	c.Close()
+	n.Close()
+	if out, err := exec.Command("cp", "-a", home, old).CombinedOutput(); err != nil {
+		t.Fatalf("copy the node's home: %v\n%s", err, out)
+	}
+
+	n = startNode(t, home)
+	c = dial(n, heads)
+	put(c, "@/b")
+	if _, err := c.Lookup(ctx, "@/b", true); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	n.Close()
+	data, err := os.ReadFile(heads)
+	if err != nil || !strings.HasPrefix(string(data), "ann@example.com ") {
+		t.Fatalf("heads file: %q, %v", data, err)
+	}
+
+	// The old copy, with the same identity, does not know @/b.
+	n = startNode(t, old)
+	defer n.Close()
+	c = dial(n, heads)
+	defer c.Close()
+	_, err = c.Lookup(ctx, "@/a", true)
+	if !errors.Is(err, spindle.Integrity) || !strings.Contains(err.Error(), "rollback") {
+		t.Errorf("lookup on a rolled-back node: %v, want an Integrity error saying rollback", err)
+	}
+
+	// A client that never saw the newer state has nothing to compare with.
+	fresh := dial(n, filepath.Join(dir, "fresh"))
+	defer fresh.Close()
+	if _, err := fresh.Lookup(ctx, "@/a", true); err != nil {
+		t.Errorf("lookup by a client without history: %v", err)
+	}
+}
+
+func TestDirHeadsFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "dirheads")
+	os.WriteFile(file, []byte("ann@example.com 7 "+strings.Repeat("ab", 32)+"\n"), 0o600)
+	d, err := openDirHeads(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := d.heads["ann@example.com"]; h == nil || h.Seq != 7 || h.Hash[0] != 0xab {
+		t.Errorf("read head %+v", h)
+	}
+	for _, bad := range []string{
+		"ann@example.com 7\n",
+		"ann@example.com -1 " + strings.Repeat("ab", 32) + "\n",
+		"ann@example.com 7 abc\n",
+		"not a user 7 " + strings.Repeat("ab", 32) + "\n",
+	} {
+		os.WriteFile(file, []byte(bad), 0o600)
+		if _, err := openDirHeads(file); !errors.Is(err, spindle.Invalid) || !strings.Contains(err.Error(), file+":1") {
+			t.Errorf("heads file %q: %v, want an Invalid error naming %s:1", bad, err, file)
+		}
+	}
+}
+
+// Answers to concurrent calls arrive in any order: an answer older than
+// one already seen is fine if it is no older than what was seen when its
+// call was made. The same sequence number with another hash never is.
+func TestDirHeadsOutOfOrder(t *testing.T) {
+	d, err := openDirHeads(filepath.Join(t.TempDir(), "dirheads"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := func(seq int64, b byte) *dirlog.Head {
+		return &dirlog.Head{User: "ann@example.com", Seq: seq, Hash: dirlog.Hash{b}}
+	}
+	if err := d.check(nil, head(10, 1)); err != nil {
+		t.Fatal(err)
+	}
+	floor := d.floor("ann@example.com") // Two calls made now...
+	if err := d.check(floor, head(12, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.check(floor, head(11, 3)); err != nil { // ...answered out of order.
+		t.Errorf("an answer overtaken by a newer one: %v", err)
+	}
+	if err := d.check(d.floor("ann@example.com"), head(11, 3)); !errors.Is(err, spindle.Integrity) {
+		t.Errorf("an answer older than the newest seen when its call was made: %v, want a rollback", err)
+	}
+	if err := d.check(floor, head(12, 4)); !errors.Is(err, spindle.Integrity) {
+		t.Errorf("two hashes at one sequence number: %v, want a fork", err)
+	}
+	if got := d.floor("ann@example.com"); got.Seq != 12 || got.Hash != (dirlog.Hash{2}) {
+		t.Errorf("newest head is %d %s, want 12 and the first hash", got.Seq, got.Hash)
+	}
+}

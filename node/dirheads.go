@@ -126,20 +126,47 @@ func (d *dirHeads) save() error {
 	if !d.dirty {
 		return nil
 	}
+	// Another command may have saved newer heads since this one read the
+	// file: keep the newest of each.
+	if on, err := openDirHeads(d.file); err == nil {
+		for u, h := range on.heads {
+			if mine := d.heads[u]; mine == nil || h.Seq > mine.Seq {
+				d.heads[u] = h
+			}
+		}
+	}
 	var b strings.Builder
 	for _, h := range d.heads {
 		fmt.Fprintf(&b, "%s %d %s\n", h.User, h.Seq, h.Hash)
 	}
-	if err := os.MkdirAll(filepath.Dir(d.file), 0o700); err != nil {
-		return spindle.E(spindle.IO, err)
-	}
-	tmp := d.file + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
-		return spindle.E(spindle.IO, err)
-	}
-	if err := os.Rename(tmp, d.file); err != nil {
-		return spindle.E(spindle.IO, err)
+	if err := replaceFile(d.file, []byte(b.String())); err != nil {
+		return err
 	}
 	d.dirty = false
+	return nil
+}
+
+// replaceFile replaces a client's state file with data, through a
+// temporary file of its own and a rename, so that commands running at
+// once never leave a mixed file behind: the last to finish wins whole.
+func replaceFile(name string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+		return spindle.E(spindle.IO, err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(name), filepath.Base(name)+".tmp*")
+	if err != nil {
+		return spindle.E(spindle.IO, err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), name)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return spindle.E(spindle.IO, err)
+	}
 	return nil
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"spindle.dev"
@@ -136,5 +138,56 @@ func TestDirHeadsOutOfOrder(t *testing.T) {
 	}
 	if got := d.floor("ann@example.com"); got.Seq != 12 || got.Hash != (dirlog.Hash{2}) {
 		t.Errorf("newest head is %d %s, want 12 and the first hash", got.Seq, got.Hash)
+	}
+}
+
+// Commands running at once each save their heads; the file stays whole,
+// and a save keeps newer heads another command saved first.
+func TestDirHeadsConcurrentSaves(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "dirheads")
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 20 {
+				d, err := openDirHeads(file)
+				if err != nil {
+					t.Errorf("open while others save: %v", err)
+					return
+				}
+				user := spindle.UserName(fmt.Sprintf("u%d@example.com", i))
+				if err := d.check(nil, &dirlog.Head{User: user, Seq: int64(j + 1)}); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := d.save(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d, err := openDirHeads(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.heads) == 0 {
+		t.Fatal("no heads saved")
+	}
+	old, err := openDirHeads(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := &dirlog.Head{User: "late@example.com", Seq: 99}
+	d.check(nil, newer)
+	d.save()
+	old.check(nil, &dirlog.Head{User: "u0@example.com", Seq: 100})
+	old.save() // Read before late@ was saved; must not drop it.
+	final, _ := openDirHeads(file)
+	if h := final.heads["late@example.com"]; h == nil || h.Seq != 99 {
+		t.Errorf("a save dropped a newer head another command saved: %+v", h)
+	}
+	if tmps, _ := filepath.Glob(file + ".tmp*"); len(tmps) > 0 {
+		t.Errorf("temporary files left: %v", tmps)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -98,15 +97,8 @@ func (l *keyLog) save() error {
 	if l.saved != nil && bytes.Equal(head, l.saved) {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(l.file), 0o700); err != nil {
-		return spindle.E(spindle.IO, err)
-	}
-	tmp := l.file + ".tmp"
-	if err := os.WriteFile(tmp, append([]byte(l.vkey+"\n"), head...), 0o600); err != nil {
-		return spindle.E(spindle.IO, err)
-	}
-	if err := os.Rename(tmp, l.file); err != nil {
-		return spindle.E(spindle.IO, err)
+	if err := replaceFile(l.file, append([]byte(l.vkey+"\n"), head...)); err != nil {
+		return err
 	}
 	l.saved = head
 	return nil

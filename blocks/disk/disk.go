@@ -31,7 +31,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"spindle.dev"
 	"spindle.dev/blocks"
@@ -87,9 +86,9 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, spindle.E(op, spindle.IO, err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if busy, err := lockExclusive(lock); err != nil {
 		lock.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if busy {
 			return nil, spindle.E(op, spindle.Exist, fmt.Sprintf("block store %s is in use by another process or store", dir))
 		}
 		return nil, spindle.E(op, spindle.IO, err)

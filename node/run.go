@@ -38,8 +38,10 @@ Options:
 
 On a fresh home the node starts a key cluster of one. When it is ready it
 writes its dialable addresses, one a line, to DIR/addr and prints them.
-SIGINT or SIGTERM shuts it down cleanly; everything it acknowledged was on
-disk already.
+The first is the Unix socket DIR/sock, through which clients of the same
+system user on this machine reach it fastest; the others are for clients
+elsewhere. SIGINT or SIGTERM shuts it down cleanly; everything it
+acknowledged was on disk already.
 
 Example:
     spin node -home ~/spinnode -writers ann@example.com,bob@example.com

@@ -75,11 +75,19 @@ func CheckHead(seen, got *Head) error {
 	}
 	switch {
 	case got.Seq < seen.Seq:
-		return spindle.E(op, spindle.Integrity, got.User, fmt.Sprintf("rollback: host %s offers sequence %d (%s), already saw %d (%s) from %s", got.Host, got.Seq, got.Hash, seen.Seq, seen.Hash, seen.Host))
+		return spindle.E(op, spindle.Integrity, got.User, fmt.Sprintf("rollback: %s offers the log at sequence %d (%s), already saw %d (%s) from %s", from(got), got.Seq, got.Hash, seen.Seq, seen.Hash, from(seen)))
 	case got.Seq == seen.Seq && got.Hash != seen.Hash:
-		return spindle.E(op, spindle.Integrity, got.User, fmt.Sprintf("fork at sequence %d: %s from %s, %s from %s", got.Seq, got.Hash, got.Host, seen.Hash, seen.Host))
+		return spindle.E(op, spindle.Integrity, got.User, fmt.Sprintf("fork at sequence %d: %s from %s, %s from %s", got.Seq, got.Hash, from(got), seen.Hash, from(seen)))
 	}
 	return nil
+}
+
+// from names who vouched for a head.
+func from(h *Head) string {
+	if h.Host == "" {
+		return "the dir host (unsigned)"
+	}
+	return "host " + string(h.Host)
 }
 
 const headMagic = "SPDLH1"

@@ -74,6 +74,13 @@ func TestHostileRequests(t *testing.T) {
 		{"no credentials", enc(&request{Method: mAuth}), spindle.Invalid},
 		{"bad user name", enc(&request{Method: mKeyLookup, User: "not a user"}), spindle.Invalid},
 		{"malformed key record", enc(&request{Method: mKeyPut, Data: []byte("junk")}), spindle.Invalid},
+		{"proof for a bad user name", enc(&request{Method: mKeyProof, User: "not a user"}), spindle.Invalid},
+		{"proof for an unknown user", enc(&request{Method: mKeyProof, User: "nobody@example.com"}), spindle.NotExist},
+		{"history of a bad user name", enc(&request{Method: mKeyProofs, User: "no/pe@example.com"}), spindle.Invalid},
+		{"consistency backwards", enc(&request{Method: mKeyConsistency, Seq: 2, Size: 1}), spindle.Invalid},
+		{"consistency beyond the log", enc(&request{Method: mKeyConsistency, Seq: 1, Size: 1 << 40}), spindle.Invalid},
+		{"consistency from a negative size", enc(&request{Method: mKeyConsistency, Seq: -5, Size: 1}), spindle.Invalid},
+		{"head of a bad user name", enc(&request{Method: mDirHead, User: "not a user"}), spindle.Invalid},
 	} {
 		err := call(tc.req)
 		if !errors.Is(err, tc.kind) {

@@ -35,7 +35,7 @@ import (
 // is encrypted and authenticated by TLS twice over (once by each end) and
 // crosses the kernel's TCP stack; on one machine that is most of the cost
 // of moving a large file (a 1 GiB get took 4.3-5.4 s over loopback TLS
-// and 2.6-3.2 s over the socket on the 2-core test box). What TLS gives
+// and 2.6-3.9 s over the socket on the 2-core test box). What TLS gives
 // there, the socket gives already:
 //
 //   - Nobody but the kernel sees the bytes in between, and only users who

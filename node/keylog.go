@@ -104,9 +104,12 @@ func (l *keyLog) save() error {
 	return nil
 }
 
-// ConsistencyProof implements keyraft.TreeProver through the node.
-func (c *Client) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error) {
-	resp, err := c.svc.call(ctx, &request{Method: mKeyConsistency, Seq: oldSize, Size: newSize})
+// A prover asks the node for consistency proofs of the key cluster's log.
+type prover struct{ svc *remote }
+
+// ConsistencyProof implements keyraft.TreeProver.
+func (p prover) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error) {
+	resp, err := p.svc.call(ctx, &request{Method: mKeyConsistency, Seq: oldSize, Size: newSize})
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +127,7 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 	if err != nil {
 		return nil, err
 	}
-	return c.keyLog.checker.VerifyLookup(ctx, p, name, c)
+	return c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
 }
 
 // provedHistory returns every key name has held, oldest first, each proved
@@ -140,7 +143,7 @@ func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]sp
 		if err != nil {
 			return nil, err
 		}
-		u, err := c.keyLog.checker.VerifyLookup(ctx, p, name, c)
+		u, err := c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
 		if err != nil {
 			return nil, err
 		}

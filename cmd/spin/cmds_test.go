@@ -758,3 +758,32 @@ func TestInitMovesKeyLogAside(t *testing.T) {
 		t.Errorf("moved key log holds %q", data)
 	}
 }
+
+// "spin get PATH > FILE" writes the file whole, whether stdout is a fresh
+// file (written with O_DIRECT where the file system allows) or one that
+// already holds something, and leaves stdout's offset at the end.
+func TestGetToRedirectedStdout(t *testing.T) {
+	e := newEnv(t)
+	data := make([]byte, directMin+123_457)
+	for i := range data {
+		data[i] = byte(i * 7 / 5)
+	}
+	e.ok("put", e.file("big", string(data)), "@/big")
+	for _, before := range []string{"", "already here\n"} {
+		name := filepath.Join(e.dir, "out")
+		out, err := os.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.WriteString(before)
+		e.stdout = out
+		e.ok("get", "@/big")
+		out.WriteString("after\n")
+		out.Close()
+		e.stdout = nil
+		got, _ := os.ReadFile(name)
+		if want := before + string(data) + "after\n"; string(got) != want {
+			t.Errorf("stdout holding %q: got %d bytes, want %d", before, len(got), len(want))
+		}
+	}
+}

@@ -34,6 +34,7 @@ var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) 
 	}
 	return node.Dial(ctx, node.ClientConfig{
 		Keys:     keys,
+		Logger:   cfg.Log,
 		Node:     cfg.Node,
 		Packing:  packing,
 		KeyLog:   keyLogFile(cfg.File),

@@ -120,6 +120,7 @@ type env struct {
 	dir    string
 	stdin  string
 	term   bool            // Pretend stdout and stderr are terminals.
+	stdout io.Writer       // If set, the commands' stdout instead of a buffer.
 	ctx    context.Context // If set, the context commands run in.
 }
 
@@ -133,9 +134,13 @@ func newEnv(t *testing.T) *env {
 func (e *env) run(args ...string) (stdout, stderr string, code int) {
 	e.t.Helper()
 	var out, errb bytes.Buffer
+	var w io.Writer = &out
+	if e.stdout != nil {
+		w = e.stdout
+	}
 	e.st = &State{
 		Stdin:  strings.NewReader(e.stdin),
-		Stdout: &out,
+		Stdout: w,
 		Stderr: &errb,
 		Home:   e.dir,
 		Config: &Config{Username: ann, Secrets: filepath.Join(e.dir, "keys")},

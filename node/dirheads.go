@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,7 +138,8 @@ func (d *dirHeads) save() error {
 		}
 	}
 	var b strings.Builder
-	for _, h := range d.heads {
+	for _, u := range slices.Sorted(maps.Keys(d.heads)) {
+		h := d.heads[u]
 		fmt.Fprintf(&b, "%s %d %s\n", h.User, h.Seq, h.Hash)
 	}
 	if err := replaceFile(d.file, []byte(b.String())); err != nil {

@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -25,16 +29,27 @@ import (
 // serves at most records that were once valid, or refuse to answer.
 //
 // The key log file holds the cluster's note verifier key on its first line
-// and the newest signed tree head seen after it. The first client to use a
-// file that does not exist yet asks its node for the verifier key and
-// trusts it from then on, as ssh does with a host key.
+// and, after it, a line "version USER N" for each user whose record the
+// client has looked up, then the newest signed tree head seen. The first
+// client to use a file that does not exist yet asks its node for the
+// verifier key and trusts it from then on, as ssh does with a host key.
+//
+// A tree head proves that a record was accepted, not that it is the
+// newest version of the user's record, so a node could still show an old
+// one: a key its owner replaced because it was lost or stolen. The versions
+// line catches that for every user whose newer record this client has
+// seen; the first lookup of a user still takes the node's choice of the
+// versions in the log.
 
 // keyLog is a client's view of the key cluster's transparency log.
 type keyLog struct {
 	file    string
 	vkey    string
 	checker *keyraft.Checker
-	saved   []byte // The head last written to file.
+
+	mu       sync.Mutex
+	versions map[spindle.UserName]int64 // Newest record version seen, by user.
+	saved    []byte                     // The file's content as last written.
 }
 
 // openKeyLog reads the key log in file, or, if there is none, starts one
@@ -56,8 +71,7 @@ func (c *Client) openKeyLog(ctx context.Context, file string) (*keyLog, error) {
 	if err != nil {
 		return nil, spindle.E(spindle.IO, err)
 	}
-	vkey, head, _ := strings.Cut(string(data), "\n")
-	l, err := newKeyLog(file, vkey, []byte(head))
+	l, err := parseKeyLog(file, data)
 	if err != nil {
 		return nil, spindle.E(spindle.Invalid, fmt.Errorf("key log %s: %w", file, err))
 	}
@@ -81,26 +95,94 @@ func newKeyLog(file, vkey string, head []byte) (*keyLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &keyLog{file: file, vkey: vkey, checker: checker}
+	l := &keyLog{file: file, vkey: vkey, checker: checker, versions: map[spindle.UserName]int64{}}
 	if len(head) > 0 {
 		if err := checker.Trust(head); err != nil {
 			return nil, err
 		}
-		l.saved = head
 	}
 	return l, nil
 }
 
-// save writes the newest head seen to the file, if it changed.
+// parseKeyLog reads a key log file's content (see above).
+func parseKeyLog(file string, data []byte) (*keyLog, error) {
+	vkey, rest, _ := strings.Cut(string(data), "\n")
+	versions := map[spindle.UserName]int64{}
+	for strings.HasPrefix(rest, "version ") {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("bad line %q", line)
+		}
+		user, err := spindle.CleanUser(spindle.UserName(f[1]))
+		if err != nil {
+			return nil, err
+		}
+		v, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("bad version in %q", line)
+		}
+		versions[user] = v
+	}
+	l, err := newKeyLog(file, vkey, []byte(rest))
+	if err != nil {
+		return nil, err
+	}
+	l.versions, l.saved = versions, data
+	return l, nil
+}
+
+// floor returns the newest version of name's record seen so far.
+func (l *keyLog) floor(name spindle.UserName) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.versions[name]
+}
+
+// seen checks a proved record against floor, the newest version of its
+// user's record the client had seen when it asked (not the newest now:
+// answers to concurrent lookups may overtake each other), and remembers
+// it if it is the newest.
+func (l *keyLog) seen(u *spindle.User, floor int64) error {
+	if u.Version < floor {
+		return spindle.E(spindle.Integrity, u.Name, fmt.Sprintf(
+			"the node offers version %d of the key record, and this client has seen version %d (see %s)", u.Version, floor, l.file))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.versions[u.Name] = max(l.versions[u.Name], u.Version)
+	return nil
+}
+
+// save writes the newest head and versions seen to the file, if they
+// changed. Versions that another command saved meanwhile are kept when
+// they are newer.
 func (l *keyLog) save() error {
-	head := l.checker.Head()
-	if l.saved != nil && bytes.Equal(head, l.saved) {
+	if data, err := os.ReadFile(l.file); err == nil {
+		if on, err := parseKeyLog(l.file, data); err == nil && on.vkey == l.vkey {
+			l.mu.Lock()
+			for u, v := range on.versions {
+				l.versions[u] = max(l.versions[u], v)
+			}
+			l.mu.Unlock()
+		}
+	}
+	var b bytes.Buffer
+	b.WriteString(l.vkey + "\n")
+	l.mu.Lock()
+	for _, u := range slices.Sorted(maps.Keys(l.versions)) {
+		fmt.Fprintf(&b, "version %s %d\n", u, l.versions[u])
+	}
+	l.mu.Unlock()
+	b.Write(l.checker.Head())
+	if l.saved != nil && bytes.Equal(b.Bytes(), l.saved) {
 		return nil
 	}
-	if err := replaceFile(l.file, append([]byte(l.vkey+"\n"), head...)); err != nil {
+	if err := replaceFile(l.file, b.Bytes()); err != nil {
 		return err
 	}
-	l.saved = head
+	l.saved = b.Bytes()
 	return nil
 }
 
@@ -119,6 +201,7 @@ func (p prover) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (t
 // provedRecord asks the node for name's key record with its proof and
 // checks both against the key log.
 func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
+	floor := c.keyLog.floor(name)
 	resp, err := c.svc.call(ctx, &request{Method: mKeyProof, User: name})
 	if err != nil {
 		return nil, err
@@ -127,7 +210,14 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 	if err != nil {
 		return nil, err
 	}
-	return c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
+	u, err := c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.keyLog.seen(u, floor); err != nil {
+		return nil, err
+	}
+	return u, nil
 }
 
 // provedHistory returns every key name has held, oldest first, each proved

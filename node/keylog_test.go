@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"spindle.dev"
-	"spindle.dev/keyraft"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -54,20 +56,18 @@ func TestKeyLogRemembersHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vkey, head, _ := strings.Cut(string(data), "\n")
-	if vkey != n.keys.VerifierKey() {
-		t.Errorf("key log trusts %q, want the node's %q", vkey, n.keys.VerifierKey())
-	}
-	v, err := keyraft.NewVerifiers(vkey)
+	l, err := parseKeyLog(file, data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree, err := keyraft.VerifyHead([]byte(head), v)
-	if err != nil {
-		t.Fatalf("key log head: %v", err)
+	if l.vkey != n.keys.VerifierKey() {
+		t.Errorf("key log trusts %q, want the node's %q", l.vkey, n.keys.VerifierKey())
 	}
-	if tree.N < 2 {
+	if tree := l.checker.Tree(); tree.N < 2 {
 		t.Errorf("key log head is of %d records, want the 2 or more that hold ann and bob", tree.N)
+	}
+	if l.versions["bob@example.com"] != 1 {
+		t.Errorf("key log versions: %v, want bob's record at version 1", l.versions)
 	}
 }
 
@@ -161,5 +161,63 @@ func TestKeyLogUnreadable(t *testing.T) {
 	_, err := dialKeyLog(t, n, "ann@example.com", file)
 	if !errors.Is(err, spindle.Invalid) || !strings.Contains(err.Error(), file) {
 		t.Errorf("dial with a broken key log: %v, want an Invalid error naming %s", err, file)
+	}
+}
+
+// A record older than one the client has seen of the same user is refused,
+// across runs, and concurrent commands keep each other's newer versions.
+func TestKeyLogVersions(t *testing.T) {
+	_, vkey, err := note.GenerateKey(rand.Reader, "test-cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "keylog")
+	l, err := newKeyLog(file, vkey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := func(v int64) *spindle.User { return &spindle.User{Name: "bob@example.com", Version: v} }
+	if err := l.seen(bob(2), l.floor("bob@example.com")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.save(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(file)
+	again, err := parseKeyLog(file, data)
+	if err != nil {
+		t.Fatalf("reading back %q: %v", data, err)
+	}
+	floor := again.floor("bob@example.com")
+	if err := again.seen(bob(1), floor); !errors.Is(err, spindle.Integrity) || !strings.Contains(err.Error(), "version 1") {
+		t.Errorf("an older record after a restart: %v, want an Integrity error", err)
+	}
+	if err := again.seen(bob(4), floor); err != nil {
+		t.Errorf("a newer record: %v", err)
+	}
+	if err := again.seen(bob(3), floor); err != nil { // Asked before 4 came back.
+		t.Errorf("an answer overtaken by a newer one: %v", err)
+	}
+
+	// l saw only version 2 and saves after again saved 4: 4 stays.
+	if err := again.save(); err != nil {
+		t.Fatal(err)
+	}
+	l.seen(&spindle.User{Name: "carl@example.com", Version: 1}, 0)
+	if err := l.save(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(file)
+	final, err := parseKeyLog(file, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.versions["bob@example.com"] != 4 || final.versions["carl@example.com"] != 1 {
+		t.Errorf("versions after two saves: %v, want bob 4 and carl 1", final.versions)
+	}
+	for _, bad := range []string{"version bob@example.com\n", "version bob@example.com zero\n", "version not-a-user 1\n"} {
+		if _, err := parseKeyLog(file, []byte(vkey+"\n"+bad)); err == nil {
+			t.Errorf("parsed a key log with %q", bad)
+		}
 	}
 }

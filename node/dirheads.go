@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,34 +141,9 @@ func (d *dirHeads) save() error {
 		h := d.heads[u]
 		fmt.Fprintf(&b, "%s %d %s\n", h.User, h.Seq, h.Hash)
 	}
-	if err := replaceFile(d.file, []byte(b.String())); err != nil {
+	if err := replaceFile(d.file, []byte(b.String()), 0o600, false); err != nil {
 		return err
 	}
 	d.dirty = false
-	return nil
-}
-
-// replaceFile replaces a client's state file with data, through a
-// temporary file of its own and a rename, so that commands running at
-// once never leave a mixed file behind: the last to finish wins whole.
-func replaceFile(name string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
-		return spindle.E(spindle.IO, err)
-	}
-	f, err := os.CreateTemp(filepath.Dir(name), filepath.Base(name)+".tmp*")
-	if err != nil {
-		return spindle.E(spindle.IO, err)
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), name)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return spindle.E(spindle.IO, err)
-	}
 	return nil
 }

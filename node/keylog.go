@@ -179,7 +179,7 @@ func (l *keyLog) save() error {
 	if l.saved != nil && bytes.Equal(b.Bytes(), l.saved) {
 		return nil
 	}
-	if err := replaceFile(l.file, b.Bytes()); err != nil {
+	if err := replaceFile(l.file, b.Bytes(), 0o600, false); err != nil {
 		return err
 	}
 	l.saved = b.Bytes()

@@ -105,7 +105,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		b.WriteString(string(a))
 		b.WriteByte('\n')
 	}
-	if err := writeFileSync(filepath.Join(*home, "addr"), []byte(b.String())); err != nil {
+	if err := replaceFile(filepath.Join(*home, "addr"), []byte(b.String()), 0o644, true); err != nil {
 		fmt.Fprintf(stderr, "spin: node: %v\n", err)
 		n.Close()
 		return 1
@@ -148,25 +148,4 @@ func orderAddrs(addrs []spindle.PeerAddr) []spindle.PeerAddr {
 	out := slices.Clone(addrs)
 	slices.SortStableFunc(out, func(a, b spindle.PeerAddr) int { return rank(a) - rank(b) })
 	return out
-}
-
-// writeFileSync writes a file through a synced temporary file and a rename.
-func writeFileSync(name string, data []byte) error {
-	tmp := name + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, name)
 }

@@ -106,31 +106,41 @@ func newKeyLog(file, vkey string, head []byte) (*keyLog, error) {
 
 // parseKeyLog reads a key log file's content (see above).
 func parseKeyLog(file string, data []byte) (*keyLog, error) {
-	vkey, rest, _ := strings.Cut(string(data), "\n")
-	versions := map[spindle.UserName]int64{}
-	for strings.HasPrefix(rest, "version ") {
-		var line string
-		line, rest, _ = strings.Cut(rest, "\n")
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("bad line %q", line)
-		}
-		user, err := spindle.CleanUser(spindle.UserName(f[1]))
-		if err != nil {
-			return nil, err
-		}
-		v, err := strconv.ParseInt(f[2], 10, 64)
-		if err != nil || v < 1 {
-			return nil, fmt.Errorf("bad version in %q", line)
-		}
-		versions[user] = v
+	vkey, versions, head, err := splitKeyLog(data)
+	if err != nil {
+		return nil, err
 	}
-	l, err := newKeyLog(file, vkey, []byte(rest))
+	l, err := newKeyLog(file, vkey, head)
 	if err != nil {
 		return nil, err
 	}
 	l.versions, l.saved = versions, data
 	return l, nil
+}
+
+// splitKeyLog splits a key log file's content into its parts, checking
+// the versions lines but not the head.
+func splitKeyLog(data []byte) (vkey string, versions map[spindle.UserName]int64, head []byte, err error) {
+	vkey, rest, _ := strings.Cut(string(data), "\n")
+	versions = map[spindle.UserName]int64{}
+	for strings.HasPrefix(rest, "version ") {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return "", nil, nil, fmt.Errorf("bad line %q", line)
+		}
+		user, err := spindle.CleanUser(spindle.UserName(f[1]))
+		if err != nil {
+			return "", nil, nil, err
+		}
+		v, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil || v < 1 {
+			return "", nil, nil, fmt.Errorf("bad version in %q", line)
+		}
+		versions[user] = v
+	}
+	return strings.TrimSpace(vkey), versions, []byte(rest), nil
 }
 
 // floor returns the newest version of name's record seen so far.
@@ -160,9 +170,9 @@ func (l *keyLog) seen(u *spindle.User, floor int64) error {
 // they are newer.
 func (l *keyLog) save() error {
 	if data, err := os.ReadFile(l.file); err == nil {
-		if on, err := parseKeyLog(l.file, data); err == nil && on.vkey == l.vkey {
+		if vkey, versions, _, err := splitKeyLog(data); err == nil && vkey == l.vkey {
 			l.mu.Lock()
-			for u, v := range on.versions {
+			for u, v := range versions {
 				l.versions[u] = max(l.versions[u], v)
 			}
 			l.mu.Unlock()

@@ -3,7 +3,6 @@ package node
 import (
 	"bytes"
 	"context"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -61,15 +60,7 @@ func TestKeyRotationAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	f, err := c2.Open(ctx, "@/old")
-	if err != nil {
-		t.Fatalf("open a file written before the rotation: %v", err)
-	}
-	got, _ := io.ReadAll(f)
-	f.Close()
-	if string(got) != "written with the first key" {
-		t.Fatalf("got %q", got)
-	}
+	mustRead(t, c2, "@/old", []byte("written with the first key")) // Written before the rotation.
 	if _, err := c2.Put(ctx, "@/new", bytes.NewReader([]byte("new key")), 0, nil); err != nil {
 		t.Fatal(err)
 	}

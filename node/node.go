@@ -1,6 +1,7 @@
 // Package node runs a Spindle peer: it wires the block store, the key
 // cluster, the directory logs and the libp2p host together and serves them
-// to clients, and it holds the client that the spin command uses (Dial).
+// to clients over the protocol defined in node/wire. The client side, which
+// the spin command drives, is node/client.
 package node
 
 import (
@@ -24,8 +25,12 @@ import (
 	"spindle.dev/blocks/mem"
 	"spindle.dev/dirlog"
 	"spindle.dev/keyraft"
+	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
+
+// RaftProtocol carries the key cluster's Raft traffic between members.
+const RaftProtocol = "/spindle/raft/1"
 
 // Config configures a node. The zero value, with Home set, runs a node that
 // stores everything under Home, listens on loopback, and admits no writers.
@@ -165,8 +170,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// Serve.
 	for _, h := range n.hosts() {
 		p2p.ServeBlocks(n.ctx, h, n.store, p2p.BlockServerConfig{CanPut: n.canStore})
-		p2p.Handle(n.ctx, h, ClientProtocol, maxMessage, n.serveClient)
-		p2p.HandleStream(n.ctx, h, WatchProtocol, maxMessage, n.serveWatch)
+		p2p.Handle(n.ctx, h, wire.ClientProtocol, wire.MaxMessage, n.ServeClient)
+		p2p.HandleStream(n.ctx, h, wire.WatchProtocol, wire.MaxMessage, n.serveWatch)
 	}
 	log.Info("node ready", "peer", n.host.ID(), "addrs", n.Addrs(), "socket", n.SocketAddr())
 	return n, nil
@@ -241,6 +246,23 @@ func (n *Node) keyHistory(ctx context.Context, user spindle.UserName) ([]spindle
 	return keys, nil
 }
 
+// DialAddr returns the network address a client on this machine should
+// dial: loopback TCP first. It is not the socket (see SocketAddr).
+func (n *Node) DialAddr() spindle.PeerAddr {
+	if a := orderAddrs(n.Addrs()); len(a) > 0 {
+		return a[0]
+	}
+	return ""
+}
+
+// Damage returns the damage to the directory logs found when the node
+// started, one error of kind Integrity per damaged log.
+func (n *Node) Damage() []error { return n.dir.Damage() }
+
+// VerifierKey returns the note verifier key with which clients check the
+// key cluster's signed tree heads.
+func (n *Node) VerifierKey() string { return n.keys.VerifierKey() }
+
 // Addrs returns the node's full dialable addresses.
 func (n *Node) Addrs() []spindle.PeerAddr { return p2p.Addrs(n.host) }
 
@@ -253,7 +275,7 @@ func (n *Node) Close() error {
 	var errs []error
 	if n.host != nil {
 		for _, h := range n.hosts() {
-			for _, p := range []string{ClientProtocol, WatchProtocol, string(p2p.BlockProtocol)} {
+			for _, p := range []string{wire.ClientProtocol, wire.WatchProtocol, string(p2p.BlockProtocol)} {
 				h.RemoveStreamHandler(protocolID(p))
 			}
 		}
@@ -302,7 +324,7 @@ func (n *Node) canStore(p peer.ID) bool {
 const maxClockSkew = 10 * time.Minute
 
 // authenticate checks an authMsg from peer p and opens a session.
-func (n *Node) authenticate(ctx context.Context, p peer.ID, a *authMsg) error {
+func (n *Node) authenticate(ctx context.Context, p peer.ID, a *wire.AuthMsg) error {
 	const op spindle.Op = "node.Auth"
 	if a == nil {
 		return spindle.E(op, spindle.Invalid, "no credentials")
@@ -321,7 +343,7 @@ func (n *Node) authenticate(ctx context.Context, p peer.ID, a *authMsg) error {
 	if err != nil {
 		return spindle.E(op, user, err)
 	}
-	if err := spindle.Verify(key, a.digest(), a.Sig); err != nil {
+	if err := spindle.Verify(key, a.Digest(), a.Sig); err != nil {
 		return spindle.E(op, user, spindle.Permission, err)
 	}
 	n.mu.Lock()

@@ -1,11 +1,7 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +9,7 @@ import (
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/node/client"
 	"spindle.dev/pack"
 )
 
@@ -22,12 +19,6 @@ func testLogger(t testing.TB) *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }
-
-func ann(p string) spindle.PathName { return spindle.PathName("ann@example.com/" + p) }
-
-func startNodeB(b *testing.B) *Node { return startNode(b, b.TempDir()) }
-
-func dialAsB(b *testing.B, n *Node, u spindle.UserName) *Client { return dialAs(b, n, u) }
 
 func startNode(t testing.TB, home string) *Node {
 	t.Helper()
@@ -40,14 +31,15 @@ func startNode(t testing.TB, home string) *Node {
 	return n
 }
 
-func dialAs(t testing.TB, n *Node, user spindle.UserName) *Client {
+// dialAs signs user up on n with new keys and returns the user's client.
+func dialAs(t testing.TB, n *Node, user spindle.UserName) *client.Client {
 	t.Helper()
 	keys, _, err := pack.Generate(user)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	c, err := Dial(ctx, ClientConfig{Keys: keys, Node: orderAddrs(n.Addrs())[0], Logger: testLogger(t), KeyLog: filepath.Join(t.TempDir(), "keylog")})
+	c, err := client.Dial(ctx, client.Config{Keys: keys, Node: n.DialAddr(), Logger: testLogger(t), KeyLog: filepath.Join(t.TempDir(), "keylog")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,60 +50,14 @@ func dialAs(t testing.TB, n *Node, user spindle.UserName) *Client {
 	return c
 }
 
-// mustRead fails the test unless c reads want from name.
-func mustRead(t *testing.T, c *Client, name spindle.PathName, want []byte) {
-	t.Helper()
-	f, err := c.Open(context.Background(), name)
+func TestNoSocket(t *testing.T) {
+	ctx := context.Background()
+	n, err := New(ctx, Config{Home: t.TempDir(), NoSocket: true, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := io.ReadAll(f)
-	f.Close()
-	if err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("read back %s: %v, equal=%v", name, err, bytes.Equal(got, want))
-	}
-}
-
-func TestPutGetShare(t *testing.T) {
-	n := startNode(t, t.TempDir())
 	defer n.Close()
-	ctx := context.Background()
-	ann := dialAs(t, n, "ann@example.com")
-	bob := dialAs(t, n, "bob@example.com")
-
-	data := make([]byte, 3<<20+5)
-	rand.Read(data)
-	if _, err := ann.Put(ctx, "@/big", bytes.NewReader(data), 0, nil); err != nil {
-		t.Fatal(err)
+	if a := n.SocketAddr(); a != "" {
+		t.Errorf("SocketAddr = %q with NoSocket", a)
 	}
-	mustRead(t, ann, "ann@example.com/big", data)
-	if _, err := bob.Open(ctx, "ann@example.com/big"); !errors.Is(err, spindle.Private) && !errors.Is(err, spindle.Permission) {
-		t.Fatalf("bob read before share: %v", err)
-	}
-	if _, err := ann.Put(ctx, "@/Access", bytes.NewReader([]byte("read,list: bob@example.com\n")), 0, nil); err != nil {
-		t.Fatal(err)
-	}
-	mustRead(t, bob, "ann@example.com/big", data) // After the share.
-}
-
-// Opening a directory to all re-shares the ee files already in it without
-// dropping anyone's key: the owner still reads a file another user wrote.
-func TestShareWithAllKeepsOwnerKey(t *testing.T) {
-	n := startNode(t, t.TempDir())
-	defer n.Close()
-	ctx := context.Background()
-	ann := dialAs(t, n, "ann@example.com")
-	bob := dialAs(t, n, "bob@example.com")
-	dialAs(t, n, "carl@example.org")
-	put := func(c *Client, name, text string) {
-		t.Helper()
-		if _, err := c.Put(ctx, spindle.PathName(name), bytes.NewReader([]byte(text)), 0, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(ann, "@/Access", "*: ann@example.com, bob@example.com\nread: carl@example.org\n")
-	put(bob, "ann@example.com/bobs", "written by bob")
-	// carl's wrap is now extra, so the file is re-wrapped.
-	put(ann, "@/Access", "*: ann@example.com\nread, list: all\n")
-	mustRead(t, ann, "@/bobs", []byte("written by bob")) // The owner, after opening the directory to all.
 }

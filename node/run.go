@@ -105,7 +105,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		b.WriteString(string(a))
 		b.WriteByte('\n')
 	}
-	if err := replaceFile(filepath.Join(*home, "addr"), []byte(b.String()), 0o644, true); err != nil {
+	if err := spindle.ReplaceFile(filepath.Join(*home, "addr"), []byte(b.String()), 0o644, true); err != nil {
 		fmt.Fprintf(stderr, "spin: node: %v\n", err)
 		n.Close()
 		return 1

@@ -11,95 +11,98 @@ import (
 	"spindle.dev"
 	"spindle.dev/dirlog"
 	"spindle.dev/keyraft"
+	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
 
 func protocolID(s string) protocol.ID { return protocol.ID(s) }
 
-// serveClient answers one request of the client protocol. Errors about the
-// request itself travel in the response, so that an answer may carry an
-// entry and an error together.
-func (n *Node) serveClient(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
-	var req request
-	if err := decode(data, &req); err != nil {
+// ServeClient answers one request of the client protocol (wire.Request)
+// from the peer remote. Errors about the request itself travel in the
+// response, so that an answer may carry an entry and an error together.
+// The node serves it on its hosts; tests wrap it to play a node that
+// misbehaves.
+func (n *Node) ServeClient(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+	var req wire.Request
+	if err := wire.Decode(data, &req); err != nil {
 		return nil, err
 	}
 	resp, err := n.dispatch(ctx, remote, &req)
 	if resp == nil {
-		resp = new(response)
+		resp = new(wire.Response)
 	}
-	resp.Err = errBytes(err)
-	return encode(resp)
+	resp.Err = wire.ErrBytes(err)
+	return wire.Encode(resp)
 }
 
-func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*response, error) {
+func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) (*wire.Response, error) {
 	switch req.Method {
-	case mAuth:
+	case wire.Auth:
 		return nil, n.authenticate(ctx, remote, req.Auth)
-	case mKeyLookup:
+	case wire.KeyLookup:
 		u, err := n.keys.Lookup(ctx, req.User)
 		if err != nil {
 			return nil, err
 		}
-		return &response{Data: keyraft.EncodeRecord(u)}, nil
-	case mKeyPut:
+		return &wire.Response{Data: keyraft.EncodeRecord(u)}, nil
+	case wire.KeyPut:
 		u, err := keyraft.DecodeRecord(req.Data)
 		if err != nil {
 			return nil, err
 		}
 		return nil, n.keys.Put(ctx, u)
-	case mKeyDomain:
+	case wire.KeyDomain:
 		users, err := n.keys.Domain(ctx, req.Pattern)
-		return &response{Users: users}, err
-	case mKeyHistory:
+		return &wire.Response{Users: users}, err
+	case wire.KeyHistory:
 		keys, err := n.keyHistory(ctx, req.User)
-		return &response{Keys: keys}, err
-	case mKeyProof:
+		return &wire.Response{Keys: keys}, err
+	case wire.KeyProof:
 		p, err := n.keys.LookupProof(ctx, req.User)
 		if err != nil {
 			return nil, err
 		}
 		data, err := p.MarshalBinary()
-		return &response{Data: data}, err
-	case mKeyProofs:
+		return &wire.Response{Data: data}, err
+	case wire.KeyProofs:
 		ps, err := n.keys.History(ctx, req.User)
 		if err != nil {
 			return nil, err
 		}
-		resp := &response{Proofs: make([][]byte, len(ps))}
+		resp := &wire.Response{Proofs: make([][]byte, len(ps))}
 		for i, p := range ps {
 			if resp.Proofs[i], err = p.MarshalBinary(); err != nil {
 				return nil, err
 			}
 		}
 		return resp, nil
-	case mKeyConsistency:
+	case wire.KeyConsistency:
 		p, err := n.keys.ConsistencyProof(ctx, req.Seq, req.Size)
 		if err != nil {
 			return nil, err
 		}
-		return &response{Data: keyraft.MarshalTreeProof(p)}, nil
-	case mKeyVerifier:
-		return &response{Data: []byte(n.keys.VerifierKey())}, nil
-	case mDirHead:
+		return &wire.Response{Data: keyraft.MarshalTreeProof(p)}, nil
+	case wire.KeyVerifier:
+		return &wire.Response{Data: []byte(n.keys.VerifierKey())}, nil
+	case wire.DirHead:
 		h, err := n.dir.Head(ctx, req.User)
-		return &response{Head: h}, err
+		return &wire.Response{Head: h}, err
 	}
 
 	// The rest act for the user the peer has authenticated as.
 	user := n.session(remote)
 	if user == "" {
-		return nil, spindle.E(sessionOp, spindle.Permission, "not signed in: the client has not authenticated (run spin signup)")
+		return nil, spindle.E(wire.SessionOp, spindle.Permission, "not signed in: the client has not authenticated (run spin signup)")
 	}
 	switch req.Method {
-	case mDirAppend:
+	case wire.DirAppend:
 		e, err := n.appendable(user, req.Data)
 		if err != nil {
 			return nil, err
 		}
 		de, err := n.dir.Append(ctx, e)
-		return &response{Entry: de}, err
-	case mDirBatch:
+		return &wire.Response{Entry: de}, err
+	case wire.DirBatch:
 		if len(req.Batch) > dirlog.MaxBatch {
 			return nil, spindle.E(spindle.Op("node.AppendBatch"), user, spindle.Invalid, fmt.Sprintf("%d entries in a batch, limit is %d", len(req.Batch), dirlog.MaxBatch))
 		}
@@ -122,23 +125,19 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*res
 		if err == nil {
 			err = bad
 		}
-		return &response{Entries: des}, err
-	case mDirLookup:
+		return &wire.Response{Entries: des}, err
+	case wire.DirLookup:
 		de, err := n.dir.Lookup(ctx, user, req.Name)
-		return n.withHead(ctx, &response{Entry: de}, string(req.Name), err)
-	case mDirGlob:
+		return n.withHead(ctx, &wire.Response{Entry: de}, string(req.Name), err)
+	case wire.DirGlob:
 		des, err := n.dir.Glob(ctx, user, req.Pattern)
-		return n.withHead(ctx, &response{Entries: des}, req.Pattern, err)
-	case mDirWhich:
+		return n.withHead(ctx, &wire.Response{Entries: des}, req.Pattern, err)
+	case wire.DirWhich:
 		de, err := n.dir.WhichAccess(ctx, user, req.Name)
-		return n.withHead(ctx, &response{Entry: de}, string(req.Name), err)
+		return n.withHead(ctx, &wire.Response{Entry: de}, string(req.Name), err)
 	}
-	return nil, spindle.E(unknownOp, spindle.Invalid, "unknown method "+req.Method)
+	return nil, spindle.E(wire.UnknownOp, spindle.Invalid, "unknown method "+req.Method)
 }
-
-// unknownOp is the Op of the error a node returns for a method it does not
-// know, as an older node does for dir.appendbatch.
-const unknownOp spindle.Op = "node.Client"
 
 // appendable decodes an entry that user sends to be appended and checks
 // that user signed it and that this node hosts its tree.
@@ -164,13 +163,13 @@ func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
 	if err != nil {
 		return err
 	}
-	var req request
-	if err := decode(data, &req); err != nil {
+	var req wire.Request
+	if err := wire.Decode(data, &req); err != nil {
 		return err
 	}
 	user := n.session(c.RemotePeer())
 	if user == "" {
-		return spindle.E(sessionOp, spindle.Permission, "not signed in")
+		return spindle.E(wire.SessionOp, spindle.Permission, "not signed in")
 	}
 	// End the watch when the client closes its side.
 	ctx, cancel := context.WithCancel(ctx)
@@ -188,7 +187,7 @@ func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
 		return err
 	}
 	for ev := range events {
-		msg, err := encode(&response{Entry: ev.Entry, Delete: ev.Delete, Err: errBytes(ev.Err)})
+		msg, err := wire.Encode(&wire.Response{Entry: ev.Entry, Delete: ev.Delete, Err: wire.ErrBytes(ev.Err)})
 		if err != nil {
 			return err
 		}
@@ -204,7 +203,7 @@ func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
 // client that remembers the newest head it has seen notices a node that
 // answers from an older state of the log (see Client's dirHeads). Failed
 // answers carry no head: a user without rights learns nothing more.
-func (n *Node) withHead(ctx context.Context, resp *response, name string, err error) (*response, error) {
+func (n *Node) withHead(ctx context.Context, resp *wire.Response, name string, err error) (*wire.Response, error) {
 	if err != nil {
 		return resp, err
 	}

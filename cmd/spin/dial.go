@@ -8,6 +8,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/node"
+	"spindle.dev/node/client"
 	"spindle.dev/pack"
 )
 
@@ -32,7 +33,7 @@ var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) 
 			return nil, err
 		}
 	}
-	return node.Dial(ctx, node.ClientConfig{
+	return client.Dial(ctx, client.Config{
 		Keys:     keys,
 		Logger:   cfg.Log,
 		Node:     cfg.Node,
@@ -47,7 +48,7 @@ var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) 
 func keyLogFile(config string) string { return stateFile(config, "keylog") }
 
 // stateFile returns the file, beside the config file, in which a client
-// keeps what it has seen of the network (see node.ClientConfig): NAME for
+// keeps what it has seen of the network (see client.Config): NAME for
 // the default config, CONFIG.NAME for a config CONFIG.EXT.
 func stateFile(config, name string) string {
 	dir, base := filepath.Split(config)

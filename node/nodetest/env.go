@@ -26,6 +26,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/node"
+	"spindle.dev/node/client"
 	"spindle.dev/pack"
 )
 
@@ -58,7 +59,7 @@ type Env struct {
 	addr    spindle.PeerAddr
 	listen  string
 	keys    map[spindle.UserName]*pack.Keys
-	clients map[spindle.UserName]*node.Client
+	clients map[spindle.UserName]*client.Client
 }
 
 // New starts an environment and signs up its users. It stops everything
@@ -77,7 +78,7 @@ func New(t testing.TB, s Setup) *Env {
 		keyLogs: t.TempDir(),
 		listen:  "/ip4/127.0.0.1/tcp/0",
 		keys:    map[spindle.UserName]*pack.Keys{},
-		clients: map[spindle.UserName]*node.Client{},
+		clients: map[spindle.UserName]*client.Client{},
 	}
 	t.Cleanup(e.stop)
 	if err := e.start(); err != nil {
@@ -115,7 +116,7 @@ func (e *Env) Client(u spindle.UserName) (spindle.Client, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := node.Dial(ctx, node.ClientConfig{Keys: keys, Node: e.addr, Packing: e.packing, Logger: e.logger("client"), KeyLog: filepath.Join(e.keyLogs, string(u)), DirHeads: filepath.Join(e.keyLogs, string(u)+".dirheads")})
+	c, err := client.Dial(ctx, client.Config{Keys: keys, Node: e.addr, Packing: e.packing, Logger: e.logger("client"), KeyLog: filepath.Join(e.keyLogs, string(u)), DirHeads: filepath.Join(e.keyLogs, string(u)+".dirheads")})
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func TestClientOverSocket(t *testing.T) {
 	}
 	dial := func(a spindle.PeerAddr) *Client {
 		t.Helper()
-		c, err := Dial(ctx, ClientConfig{Keys: keys, Node: a, Logger: testLogger(t)})
+		c, err := Dial(ctx, Config{Keys: keys, Node: a, Logger: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestClientOverSocket(t *testing.T) {
 	}
 	readBack := func(c *Client) { t.Helper(); mustRead(t, c, "ann@example.com/f", data) }
 	readBack(local)
-	remote := dial(orderAddrs(n.Addrs())[0])
+	remote := dial(n.DialAddr())
 	readBack(remote)
 	remote.Close()
 	local.Close()
@@ -74,16 +74,4 @@ func TestClientOverSocket(t *testing.T) {
 	again := dial(addr)
 	defer again.Close()
 	readBack(again)
-}
-
-func TestNoSocket(t *testing.T) {
-	ctx := context.Background()
-	n, err := New(ctx, Config{Home: t.TempDir(), NoSocket: true, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	if a := n.SocketAddr(); a != "" {
-		t.Errorf("SocketAddr = %q with NoSocket", a)
-	}
 }

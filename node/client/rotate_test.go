@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/keyraft"
+	"spindle.dev/node"
+	"spindle.dev/node/wire"
 	"spindle.dev/pack"
 )
 
@@ -21,7 +23,7 @@ func TestKeyRotationAcrossRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	n := startNode(t, home)
-	addr := orderAddrs(n.Addrs())[0]
+	addr := n.DialAddr()
 	keys, first, err := pack.Generate("ann@example.com")
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +32,7 @@ func TestKeyRotationAcrossRestart(t *testing.T) {
 	// must extend the one the client saw, and the old key's record is
 	// proved from it.
 	keyLog := filepath.Join(t.TempDir(), "keylog")
-	c, err := Dial(ctx, ClientConfig{Keys: keys, Node: addr, KeyLog: keyLog})
+	c, err := Dial(ctx, Config{Keys: keys, Node: addr, KeyLog: keyLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,16 +48,16 @@ func TestKeyRotationAcrossRestart(t *testing.T) {
 
 	// Restart the node on the same home and port.
 	n.Close()
-	listen := strings.TrimSuffix(string(addr), "/p2p/"+n.host.ID().String())
-	n2, err := New(ctx, Config{Home: home, Listen: []string{listen}, Writers: []string{"all"}, Logger: testLogger(t)})
+	listen := strings.TrimSuffix(string(addr), "/p2p/"+n.Host().ID().String())
+	n2, err := node.New(ctx, node.Config{Home: home, Listen: []string{listen}, Writers: []string{"all"}, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatalf("node refused to restart after a key rotation: %v", err)
 	}
 	defer n2.Close()
-	if d := n2.dir.Damage(); len(d) > 0 {
+	if d := n2.Damage(); len(d) > 0 {
 		t.Fatalf("log cut after rotation: %v", d)
 	}
-	c2, err := Dial(ctx, ClientConfig{Keys: keys, Node: addr, KeyLog: keyLog})
+	c2, err := Dial(ctx, Config{Keys: keys, Node: addr, KeyLog: keyLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +94,7 @@ func rotate(ctx context.Context, t *testing.T, c *Client, keys *pack.Keys, first
 	if err := keyraft.Sign(next, oldSigner{oldKeys: oldKeys, pub: cur.PublicKey}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.svc.call(ctx, &request{Method: mKeyPut, Data: keyraft.EncodeRecord(next)}); err != nil {
+	if _, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(next)}); err != nil {
 		t.Fatalf("rotate: %v", err)
 	}
 }
@@ -116,13 +118,13 @@ func TestClientKeyCacheExpires(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n := startNode(t, t.TempDir())
-	addr := orderAddrs(n.Addrs())[0]
+	addr := n.DialAddr()
 	dial := func(user spindle.UserName) (*Client, *pack.Keys, pack.Secret) {
 		keys, secret, err := pack.Generate(user)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := Dial(ctx, ClientConfig{Keys: keys, Node: addr, KeyLog: filepath.Join(t.TempDir(), "keylog")})
+		c, err := Dial(ctx, Config{Keys: keys, Node: addr, KeyLog: filepath.Join(t.TempDir(), "keylog")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/access"
+	"spindle.dev/node/wire"
 	"spindle.dev/pack"
 )
 
@@ -225,7 +226,7 @@ func (c *Client) expandWildcards(ctx context.Context, users []spindle.UserName) 
 			}
 			continue
 		}
-		resp, err := c.svc.call(ctx, &request{Method: mKeyDomain, Pattern: dom})
+		resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyDomain, Pattern: dom})
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
+	"spindle.dev/node"
 	"spindle.dev/pack"
 )
 
@@ -28,9 +29,9 @@ func TestDirHeadsCatchRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := func(n *Node, file string) *Client {
+	dial := func(n *node.Node, file string) *Client {
 		t.Helper()
-		c, err := Dial(ctx, ClientConfig{Keys: keys, Node: orderAddrs(n.Addrs())[0], Logger: testLogger(t), DirHeads: file})
+		c, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), Logger: testLogger(t), DirHeads: file})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
+	"spindle.dev/node/wire"
 )
 
 // serialDir is a dirlog.Client whose changes go out one batch at a time.
@@ -40,7 +41,7 @@ type queuedPut struct {
 // a batch must fit in one client protocol message.
 const (
 	maxBatchPuts  = 64
-	maxBatchBytes = maxMessage / 4
+	maxBatchBytes = wire.MaxMessage / 4
 )
 
 func (d *serialDir) Put(ctx context.Context, e *spindle.DirEntry) (*spindle.DirEntry, error) {

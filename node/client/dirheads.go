@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +22,7 @@ import (
 // older state of a log than it once showed: hide a file that was put, bring
 // back one that was removed, or show an Access file from before a reader
 // was revoked. Entries are signed by their writers, so it cannot make any
-// up, but a rollback needs no forgery. So with ClientConfig.DirHeads the
+// up, but a rollback needs no forgery. So with Config.DirHeads the
 // client remembers, for every tree it has looked at, the newest head (the
 // log's sequence number and hash) the node showed it, and checks every
 // head that comes with an answer against it (dirlog.CheckHead): an older
@@ -141,9 +142,20 @@ func (d *dirHeads) save() error {
 		h := d.heads[u]
 		fmt.Fprintf(&b, "%s %d %s\n", h.User, h.Seq, h.Hash)
 	}
-	if err := replaceFile(d.file, []byte(b.String()), 0o600, false); err != nil {
+	if err := saveState(d.file, []byte(b.String())); err != nil {
 		return err
 	}
 	d.dirty = false
 	return nil
+}
+
+// saveState replaces one of the client's state files (its key log or its
+// directory heads), making the directory first if need be. It does not
+// sync: the files are saved after every command, and one lost in a crash
+// only lowers the floor against which the next answers are checked.
+func saveState(name string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+		return spindle.E(spindle.IO, err)
+	}
+	return spindle.ReplaceFile(name, data, 0o600, false)
 }

@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/node"
 )
 
 // A client outlives a restart of its node: it reconnects and signs in
@@ -17,19 +18,19 @@ func TestClientSurvivesNodeRestart(t *testing.T) {
 	home := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	n, err := New(ctx, Config{Home: home, Writers: []string{"all"}, Logger: testLogger(t)})
+	n, err := node.New(ctx, node.Config{Home: home, Writers: []string{"all"}, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := orderAddrs(n.Addrs())[0]
+	addr := n.DialAddr()
 	c := dialAs(t, n, "ann@example.com")
 	if _, err := c.Put(ctx, "@/before", bytes.NewReader([]byte("one")), 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	n.Close()
 	// The same home, the same port.
-	listen := strings.TrimSuffix(string(addr), "/p2p/"+n.host.ID().String())
-	n2, err := New(ctx, Config{Home: home, Listen: []string{listen}, Writers: []string{"all"}, Logger: testLogger(t)})
+	listen := strings.TrimSuffix(string(addr), "/p2p/"+n.Host().ID().String())
+	n2, err := node.New(ctx, node.Config{Home: home, Listen: []string{listen}, Writers: []string{"all"}, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"context"
@@ -13,17 +13,18 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"spindle.dev"
+	"spindle.dev/node"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
 
-func dialKeyLog(t *testing.T, n *Node, user spindle.UserName, keyLog string) (*Client, error) {
+func dialKeyLog(t *testing.T, n *node.Node, user spindle.UserName, keyLog string) (*Client, error) {
 	t.Helper()
 	keys, _, err := pack.Generate(user)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Dial(context.Background(), ClientConfig{Keys: keys, Node: orderAddrs(n.Addrs())[0], Logger: testLogger(t), KeyLog: keyLog})
+	return Dial(context.Background(), Config{Keys: keys, Node: n.DialAddr(), Logger: testLogger(t), KeyLog: keyLog})
 }
 
 // A client trusts the first key cluster it meets, keeps the newest tree
@@ -60,8 +61,8 @@ func TestKeyLogRemembersHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.vkey != n.keys.VerifierKey() {
-		t.Errorf("key log trusts %q, want the node's %q", l.vkey, n.keys.VerifierKey())
+	if l.vkey != n.VerifierKey() {
+		t.Errorf("key log trusts %q, want the node's %q", l.vkey, n.VerifierKey())
 	}
 	if tree := l.checker.Tree(); tree.N < 2 {
 		t.Errorf("key log head is of %d records, want the 2 or more that hold ann and bob", tree.N)
@@ -136,7 +137,7 @@ func TestKeyLogCatchesForkedLog(t *testing.T) {
 	}
 	b := startNode(t, homeB)
 	defer b.Close()
-	if b.keys.VerifierKey() != a.keys.VerifierKey() {
+	if b.VerifierKey() != a.VerifierKey() {
 		t.Fatal("the fork signs with another key; the test sets it up wrong")
 	}
 	for _, u := range []spindle.UserName{"carl@example.com", "dave@example.com", "erin@example.com"} {

@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
+	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
 
@@ -36,7 +37,7 @@ type remote struct {
 // with the answer against the newest head seen when the call was made.
 // (Not against the newest seen when the answer arrives: answers to
 // concurrent calls may arrive in any order.)
-func (r *remote) callDir(ctx context.Context, req *request, owner string) (*response, error) {
+func (r *remote) callDir(ctx context.Context, req *wire.Request, owner string) (*wire.Response, error) {
 	if r.heads == nil {
 		return r.call(ctx, req)
 	}
@@ -53,14 +54,10 @@ func (r *remote) callDir(ctx context.Context, req *request, owner string) (*resp
 
 var _ dirlog.Service = (*remote)(nil)
 
-// sessionOp is the Op of the error a node returns to a peer that has not
-// signed in.
-const sessionOp spindle.Op = "node.session"
-
-func (r *remote) call(ctx context.Context, req *request) (*response, error) {
+func (r *remote) call(ctx context.Context, req *wire.Request) (*wire.Response, error) {
 	resp, err := r.call1(ctx, req)
 	var e *spindle.Error
-	if err != nil && r.reauth != nil && req.Method != mAuth && errors.As(err, &e) && e.Op == sessionOp {
+	if err != nil && r.reauth != nil && req.Method != wire.Auth && errors.As(err, &e) && e.Op == wire.SessionOp {
 		if aerr := r.reauth(ctx); aerr == nil {
 			resp, err = r.call1(ctx, req)
 		}
@@ -68,17 +65,17 @@ func (r *remote) call(ctx context.Context, req *request) (*response, error) {
 	return resp, err
 }
 
-func (r *remote) call1(ctx context.Context, req *request) (*response, error) {
-	data, err := encode(req)
+func (r *remote) call1(ctx context.Context, req *wire.Request) (*wire.Response, error) {
+	data, err := wire.Encode(req)
 	if err != nil {
 		return nil, spindle.E(spindle.Internal, err)
 	}
-	out, err := p2p.Call(ctx, r.h, r.peer, ClientProtocol, data, maxMessage)
+	out, err := p2p.Call(ctx, r.h, r.peer, wire.ClientProtocol, data, wire.MaxMessage)
 	if err != nil {
 		return nil, err
 	}
-	var resp response
-	if err := decode(out, &resp); err != nil {
+	var resp wire.Response
+	if err := wire.Decode(out, &resp); err != nil {
 		return nil, err
 	}
 	if resp.Err != nil {
@@ -89,19 +86,19 @@ func (r *remote) call1(ctx context.Context, req *request) (*response, error) {
 
 // Head implements dirlog.Sequencer.
 func (r *remote) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head, error) {
-	resp, err := r.callDir(ctx, &request{Method: mDirHead, User: owner}, string(owner))
+	resp, err := r.callDir(ctx, &wire.Request{Method: wire.DirHead, User: owner}, string(owner))
 	if err != nil {
 		return nil, err
 	}
 	if resp.Head == nil {
-		return nil, spindle.E(spindle.Op("node.Head"), spindle.IO, "node sent no head")
+		return nil, spindle.E(spindle.Op("client.Head"), spindle.IO, "node sent no head")
 	}
 	return resp.Head, nil
 }
 
 // Append implements dirlog.Sequencer.
 func (r *remote) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry, error) {
-	resp, err := r.call(ctx, &request{Method: mDirAppend, Data: e.Marshal()})
+	resp, err := r.call(ctx, &wire.Request{Method: wire.DirAppend, Data: e.Marshal()})
 	if resp == nil {
 		return nil, err
 	}
@@ -116,9 +113,9 @@ func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindl
 		for i, e := range es {
 			batch[i] = e.Marshal()
 		}
-		resp, err := r.call(ctx, &request{Method: mDirBatch, Batch: batch})
+		resp, err := r.call(ctx, &wire.Request{Method: wire.DirBatch, Batch: batch})
 		var e *spindle.Error
-		if !(errors.As(err, &e) && e.Op == unknownOp) {
+		if !(errors.As(err, &e) && e.Op == wire.UnknownOp) {
 			if resp == nil {
 				return nil, err
 			}
@@ -139,7 +136,7 @@ func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindl
 
 // Lookup implements dirlog.Service.
 func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
-	resp, err := r.callDir(ctx, &request{Method: mDirLookup, Name: name}, string(name))
+	resp, err := r.callDir(ctx, &wire.Request{Method: wire.DirLookup, Name: name}, string(name))
 	if resp == nil {
 		return nil, err
 	}
@@ -148,7 +145,7 @@ func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.Pa
 
 // Glob implements dirlog.Service.
 func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) ([]*spindle.DirEntry, error) {
-	resp, err := r.callDir(ctx, &request{Method: mDirGlob, Pattern: pattern}, pattern)
+	resp, err := r.callDir(ctx, &wire.Request{Method: wire.DirGlob, Pattern: pattern}, pattern)
 	if resp == nil {
 		return nil, err
 	}
@@ -157,7 +154,7 @@ func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) (
 
 // WhichAccess implements dirlog.Service.
 func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
-	resp, err := r.callDir(ctx, &request{Method: mDirWhich, Name: name}, string(name))
+	resp, err := r.callDir(ctx, &wire.Request{Method: wire.DirWhich, Name: name}, string(name))
 	if resp == nil {
 		return nil, err
 	}
@@ -166,11 +163,11 @@ func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spind
 
 // Watch implements dirlog.Service.
 func (r *remote) Watch(ctx context.Context, _ spindle.UserName, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
-	c, err := p2p.Open(ctx, r.h, r.peer, WatchProtocol, maxMessage)
+	c, err := p2p.Open(ctx, r.h, r.peer, wire.WatchProtocol, wire.MaxMessage)
 	if err != nil {
 		return nil, err
 	}
-	data, err := encode(&request{Method: mDirWatch, Name: name, Seq: fromSeq})
+	data, err := wire.Encode(&wire.Request{Method: wire.DirWatch, Name: name, Seq: fromSeq})
 	if err != nil {
 		c.Close()
 		return nil, spindle.E(spindle.Internal, err)
@@ -195,8 +192,8 @@ func (r *remote) Watch(ctx context.Context, _ spindle.UserName, name spindle.Pat
 				}
 				return
 			}
-			var resp response
-			if err := decode(msg, &resp); err != nil {
+			var resp wire.Response
+			if err := wire.Decode(msg, &resp); err != nil {
 				ch <- spindle.Event{Err: err}
 				return
 			}

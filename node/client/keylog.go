@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"bytes"
@@ -16,11 +16,12 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/keyraft"
+	"spindle.dev/node/wire"
 )
 
 // A client does not take the key records its node hands it on trust: a
 // node that substituted a reader's key could read every file wrapped for
-// that reader. With a key log (ClientConfig.KeyLog) every record comes with
+// that reader. With a key log (Config.KeyLog) every record comes with
 // a proof that it is in the key cluster's transparency log, under a tree
 // head signed by the cluster, and every head is checked to extend the
 // newest one the client has seen before (keyraft.Checker). A node can then
@@ -57,7 +58,7 @@ type keyLog struct {
 func (c *Client) openKeyLog(ctx context.Context, file string) (*keyLog, error) {
 	data, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
-		resp, err := c.svc.call(ctx, &request{Method: mKeyVerifier})
+		resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyVerifier})
 		if err != nil {
 			return nil, fmt.Errorf("asking the node for the key cluster's verifier key: %w", err)
 		}
@@ -77,7 +78,7 @@ func (c *Client) openKeyLog(ctx context.Context, file string) (*keyLog, error) {
 	}
 	// Say so at once if the node belongs to another cluster, rather than
 	// fail each lookup with a head signed by a key nobody trusts.
-	resp, err := c.svc.call(ctx, &request{Method: mKeyVerifier})
+	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyVerifier})
 	if err != nil {
 		return nil, fmt.Errorf("asking the node for the key cluster's verifier key: %w", err)
 	}
@@ -189,7 +190,7 @@ func (l *keyLog) save() error {
 	if l.saved != nil && bytes.Equal(b.Bytes(), l.saved) {
 		return nil
 	}
-	if err := replaceFile(l.file, b.Bytes(), 0o600, false); err != nil {
+	if err := saveState(l.file, b.Bytes()); err != nil {
 		return err
 	}
 	l.saved = b.Bytes()
@@ -201,7 +202,7 @@ type prover struct{ svc *remote }
 
 // ConsistencyProof implements keyraft.TreeProver.
 func (p prover) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error) {
-	resp, err := p.svc.call(ctx, &request{Method: mKeyConsistency, Seq: oldSize, Size: newSize})
+	resp, err := p.svc.call(ctx, &wire.Request{Method: wire.KeyConsistency, Seq: oldSize, Size: newSize})
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +213,7 @@ func (p prover) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (t
 // checks both against the key log.
 func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
 	floor := c.keyLog.floor(name)
-	resp, err := c.svc.call(ctx, &request{Method: mKeyProof, User: name})
+	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyProof, User: name})
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +234,7 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 // provedHistory returns every key name has held, oldest first, each proved
 // to be in the key log.
 func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]spindle.PublicKey, error) {
-	resp, err := c.svc.call(ctx, &request{Method: mKeyProofs, User: name})
+	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyProofs, User: name})
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,11 @@
-package node
+// Package client is the client side of Spindle, the one the spin command
+// drives: it holds the user's keys, packs, signs and verifies everything
+// itself, and reaches the network through one node over the protocol of
+// node/wire. It trusts that node with nothing it can check: key records
+// are proved against the key cluster's log (keylog.go) and answers about
+// directories are checked against the newest state seen (dirheads.go).
+// The server side is package node.
+package client
 
 import (
 	"context"
@@ -19,12 +26,13 @@ import (
 	"spindle.dev"
 	"spindle.dev/dirlog"
 	"spindle.dev/keyraft"
+	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
 
-// ClientConfig configures a Client.
-type ClientConfig struct {
+// Config configures a Client.
+type Config struct {
 	// Keys are the user's keys; required.
 	Keys *pack.Keys
 	// Node is the peer the client reaches the network through; required.
@@ -52,7 +60,7 @@ type ClientConfig struct {
 // A Client implements spindle.Client: it packs, signs and verifies with the
 // user's keys and reaches everything else through one node.
 type Client struct {
-	cfg     ClientConfig
+	cfg     Config
 	user    spindle.UserName
 	keys    *pack.Keys
 	log     *slog.Logger
@@ -80,8 +88,8 @@ var _ spindle.Client = (*Client)(nil)
 
 // Dial connects to the node cfg.Node names and signs in as the keys' user,
 // if the user is registered (else Signup will).
-func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
-	const op spindle.Op = "node.Dial"
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	const op spindle.Op = "client.Dial"
 	if cfg.Keys == nil {
 		return nil, spindle.E(op, spindle.Invalid, "no keys")
 	}
@@ -149,18 +157,18 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 
 // auth signs in to the node as the client's user.
 func (c *Client) auth(ctx context.Context) error {
-	a := &authMsg{
+	a := &wire.AuthMsg{
 		User:       c.user,
 		ClientPeer: c.h.ID().String(),
 		NodePeer:   c.svc.peer.String(),
 		Time:       spindle.Now(),
 	}
-	sig, err := c.keys.Sign(a.digest())
+	sig, err := c.keys.Sign(a.Digest())
 	if err != nil {
 		return err
 	}
 	a.Sig = sig
-	_, err = c.svc.call1(ctx, &request{Method: mAuth, Auth: a})
+	_, err = c.svc.call1(ctx, &wire.Request{Method: wire.Auth, Auth: a})
 	return err
 }
 
@@ -233,7 +241,7 @@ func (c *Client) putUser(ctx context.Context, u *spindle.User) error {
 	if err := keyraft.Sign(u, c.keys); err != nil {
 		return err
 	}
-	_, err := c.svc.call(ctx, &request{Method: mKeyPut, Data: keyraft.EncodeRecord(u)})
+	_, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(u)})
 	c.mu.Lock()
 	delete(c.userKeys, u.Name)
 	c.mu.Unlock()
@@ -267,8 +275,8 @@ func (c *Client) lookupUser(ctx context.Context, name spindle.UserName, fresh bo
 	if c.keyLog != nil {
 		u, err = c.provedRecord(ctx, name)
 	} else {
-		var resp *response
-		if resp, err = c.svc.call(ctx, &request{Method: mKeyLookup, User: name}); err == nil {
+		var resp *wire.Response
+		if resp, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyLookup, User: name}); err == nil {
 			u, err = keyraft.DecodeRecord(resp.Data)
 		}
 	}
@@ -324,8 +332,8 @@ func (c *Client) writerKeys(ctx context.Context, writer spindle.UserName, histor
 			return nil, err
 		}
 	} else {
-		var resp *response
-		if resp, err = c.svc.call(ctx, &request{Method: mKeyHistory, User: writer}); err == nil {
+		var resp *wire.Response
+		if resp, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyHistory, User: writer}); err == nil {
 			old = resp.Keys
 		}
 	}

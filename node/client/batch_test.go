@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
+	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -109,7 +110,7 @@ func TestBatchRequests(t *testing.T) {
 	bob, _, _ := pack.Generate("bob@example.com")
 	forged := sign(bob, head.Seq+2, good.Hash(), "ann@example.com/bobs")
 	call := func(batch ...[]byte) ([]*spindle.DirEntry, error) {
-		resp, err := c.svc.call(ctx, &request{Method: mDirBatch, Batch: batch})
+		resp, err := c.svc.call(ctx, &wire.Request{Method: wire.DirBatch, Batch: batch})
 		if resp == nil {
 			return nil, err
 		}
@@ -198,12 +199,12 @@ func TestBatchFallbackForOlderNode(t *testing.T) {
 	defer n.Close()
 	c := dialAs(t, n, "ann@example.com")
 	ctx := context.Background()
-	p2p.Handle(n.ctx, n.host, ClientProtocol, maxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
-		var req request
-		if err := decode(data, &req); err == nil && req.Method == mDirBatch {
-			return encode(&response{Err: errBytes(spindle.E(unknownOp, spindle.Invalid, "unknown method "+req.Method))})
+	p2p.Handle(ctx, n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+		var req wire.Request
+		if err := wire.Decode(data, &req); err == nil && req.Method == wire.DirBatch {
+			return wire.Encode(&wire.Response{Err: wire.ErrBytes(spindle.E(wire.UnknownOp, spindle.Invalid, "unknown method "+req.Method))})
 		}
-		return n.serveClient(ctx, remote, data)
+		return n.ServeClient(ctx, remote, data)
 	})
 	var wg sync.WaitGroup
 	for i := range 8 {

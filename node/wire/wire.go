@@ -1,4 +1,9 @@
-package node
+// Package wire defines the client protocol between a spin client and the
+// node it talks through: the protocol IDs, the methods, and the CBOR
+// messages both sides exchange. It holds no behaviour beyond encoding, so
+// that the node (the server side) and node/client (the client side) share
+// one definition of every message.
+package wire
 
 import (
 	"crypto/sha256"
@@ -10,61 +15,70 @@ import (
 	"spindle.dev/dirlog"
 )
 
-// The protocols a node serves besides the block exchange.
+// The protocols a node serves to clients.
 const (
 	// ClientProtocol carries a client's requests: one request and one
 	// response per stream, each a CBOR-encoded message.
 	ClientProtocol = "/spindle/client/1"
 	// WatchProtocol carries one Watch: a request, then a stream of events.
 	WatchProtocol = "/spindle/watch/1"
-	// RaftProtocol carries the key cluster's Raft traffic.
-	RaftProtocol = "/spindle/raft/1"
 )
 
-// maxMessage bounds a client request or response: room for the entry of a
+// MaxMessage bounds a client request or response: room for the entry of a
 // file of some 100 GiB (1 MiB blocks) or a long Glob answer.
-const maxMessage = 16 << 20
+const MaxMessage = 16 << 20
 
 // Methods of the client protocol.
 const (
-	mAuth       = "auth"
-	mKeyLookup  = "key.lookup"
-	mKeyPut     = "key.put"
-	mKeyDomain  = "key.domain"
-	mKeyHistory = "key.history"
+	Auth       = "auth"
+	KeyLookup  = "key.lookup"
+	KeyPut     = "key.put"
+	KeyDomain  = "key.domain"
+	KeyHistory = "key.history"
 	// Proved lookups, for clients that check the key cluster's
-	// transparency log (see ClientConfig.KeyLog).
-	mKeyProof       = "key.proof"       // User → Data: a keyraft.Proof of the current record.
-	mKeyProofs      = "key.proofs"      // User → Proofs: every version's keyraft.Proof, oldest first.
-	mKeyConsistency = "key.consistency" // Seq, Size → Data: a consistency proof between the two tree sizes.
-	mKeyVerifier    = "key.verifier"    // → Data: the note verifier key of the cluster's tree heads.
-	mDirHead        = "dir.head"
-	mDirAppend      = "dir.append"
-	mDirBatch       = "dir.appendbatch"
-	mDirLookup      = "dir.lookup"
-	mDirGlob        = "dir.glob"
-	mDirWhich       = "dir.whichaccess"
-	mDirWatch       = "dir.watch"
+	// transparency log (see client.Config.KeyLog).
+	KeyProof       = "key.proof"       // User → Data: a keyraft.Proof of the current record.
+	KeyProofs      = "key.proofs"      // User → Proofs: every version's keyraft.Proof, oldest first.
+	KeyConsistency = "key.consistency" // Seq, Size → Data: a consistency proof between the two tree sizes.
+	KeyVerifier    = "key.verifier"    // → Data: the note verifier key of the cluster's tree heads.
+	DirHead        = "dir.head"
+	DirAppend      = "dir.append"
+	DirBatch       = "dir.appendbatch"
+	DirLookup      = "dir.lookup"
+	DirGlob        = "dir.glob"
+	DirWhich       = "dir.whichaccess"
+	DirWatch       = "dir.watch"
 )
 
-// request is a message of the client protocol. Which fields are used depends
+// Ops of the errors by which a node tells a client about the protocol
+// itself rather than about a request's subject.
+const (
+	// SessionOp is the Op of the error a node returns to a peer that has
+	// not signed in; the client signs in again and retries.
+	SessionOp spindle.Op = "node.session"
+	// UnknownOp is the Op of the error a node returns for a method it
+	// does not know, as an older node does for dir.appendbatch.
+	UnknownOp spindle.Op = "node.Client"
+)
+
+// A Request is a message of the client protocol. Which fields are used depends
 // on Method.
-type request struct {
+type Request struct {
 	Method  string           `cbor:"1,keyasint"`
 	User    spindle.UserName `cbor:"2,keyasint,omitempty"`
 	Name    spindle.PathName `cbor:"3,keyasint,omitempty"`
 	Pattern string           `cbor:"4,keyasint,omitempty"`
 	Seq     int64            `cbor:"5,keyasint,omitempty"`
 	Data    []byte           `cbor:"6,keyasint,omitempty"` // An encoded dirlog entry or key record.
-	Auth    *authMsg         `cbor:"7,keyasint,omitempty"`
+	Auth    *AuthMsg         `cbor:"7,keyasint,omitempty"`
 	Batch   [][]byte         `cbor:"8,keyasint,omitempty"` // Encoded dirlog entries, for dir.appendbatch.
 	Size    int64            `cbor:"9,keyasint,omitempty"` // The larger tree size, for key.consistency.
 }
 
-// response answers a request. Err, if set, is an encoded *spindle.Error;
+// A Response answers a request. Err, if set, is an encoded *spindle.Error;
 // it travels beside the other fields because some answers carry both, such
 // as a Lookup that stops at a link.
-type response struct {
+type Response struct {
 	Entry   *spindle.DirEntry   `cbor:"1,keyasint,omitempty"`
 	Users   []spindle.UserName  `cbor:"7,keyasint,omitempty"`
 	Keys    []spindle.PublicKey `cbor:"8,keyasint,omitempty"`
@@ -76,13 +90,13 @@ type response struct {
 	Proofs  [][]byte            `cbor:"9,keyasint,omitempty"` // Encoded keyraft.Proofs, for key.proofs.
 }
 
-// authMsg proves that the client's peer acts for User: the user signs the
+// An AuthMsg proves that the client's peer acts for User: the user signs the
 // two peer IDs and the time, and the node checks the signature with the key
 // cluster's record. The connection's security protocol (TLS or Noise over
 // the network, LocalSecurity over the node's socket) has already
 // authenticated the client's peer ID, so a copied authMsg is useless to
 // any other peer.
-type authMsg struct {
+type AuthMsg struct {
 	User       spindle.UserName  `cbor:"1,keyasint"`
 	ClientPeer string            `cbor:"2,keyasint"`
 	NodePeer   string            `cbor:"3,keyasint"`
@@ -90,7 +104,7 @@ type authMsg struct {
 	Sig        spindle.Signature `cbor:"5,keyasint"`
 }
 
-func (a *authMsg) digest() []byte {
+func (a *AuthMsg) Digest() []byte {
 	h := sha256.New()
 	h.Write([]byte("spindle.dev client auth v1\x00"))
 	for _, s := range []string{string(a.User), a.ClientPeer, a.NodePeer} {
@@ -119,17 +133,19 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-func encode(v any) ([]byte, error) { return encMode.Marshal(v) }
+// Encode encodes a message canonically.
+func Encode(v any) ([]byte, error) { return encMode.Marshal(v) }
 
-func decode(data []byte, v any) error {
+// Decode decodes a message, refusing malformed input with an Invalid error.
+func Decode(data []byte, v any) error {
 	if err := decMode.Unmarshal(data, v); err != nil {
 		return spindle.E(spindle.Invalid, "malformed message: "+err.Error())
 	}
 	return nil
 }
 
-// errBytes encodes err for a response.
-func errBytes(err error) []byte {
+// ErrBytes encodes err for a response.
+func ErrBytes(err error) []byte {
 	if err == nil {
 		return nil
 	}

@@ -1,0 +1,92 @@
+package spindle
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// ReplaceFile replaces the file name with data, so that whoever reads name
+// sees either its old contents or the whole new ones, never a part: it
+// writes a temporary file of its own in the same directory and renames it
+// over name. Writers running at once never leave a mixed file; the last to
+// finish wins whole. With durable set, the data and the new directory entry
+// are on disk (fsynced) before ReplaceFile returns, so a crash leaves one
+// version or the other; without it the file may be lost in a crash, which
+// suits state that a later run can rebuild or that is saved very often.
+func ReplaceFile(name string, data []byte, perm fs.FileMode, durable bool) error {
+	tmp, err := writeTemp(name, data, perm, durable)
+	if err != nil {
+		return E(IO, err)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		os.Remove(tmp)
+		return E(IO, err)
+	}
+	if durable {
+		if err := SyncDir(filepath.Dir(name)); err != nil {
+			return E(IO, err)
+		}
+	}
+	return nil
+}
+
+// CreateFile creates the file name holding data, durably, as ReplaceFile
+// does, but fails with kind Exist, changing nothing, if name exists. It
+// suits files that must never be overwritten, such as a private key.
+func CreateFile(name string, data []byte, perm fs.FileMode) error {
+	tmp, err := writeTemp(name, data, perm, true)
+	if err != nil {
+		return E(IO, err)
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, name); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return E(Exist, err)
+		}
+		return E(IO, err)
+	}
+	if err := SyncDir(filepath.Dir(name)); err != nil {
+		return E(IO, err)
+	}
+	return nil
+}
+
+// SyncDir makes the entries of directory dir durable: a file created,
+// renamed or removed in it survives a crash once SyncDir returns.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// writeTemp writes data to a new temporary file beside name, with mode
+// perm, synced if durable, and returns its path.
+func writeTemp(name string, data []byte, perm fs.FileMode, durable bool) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil && durable {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}

@@ -176,7 +176,7 @@ func (s *diskStore) Open(ctx context.Context, user spindle.UserName) (Log, error
 	}
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		if err := createLog(name); err != nil {
+		if err := spindle.ReplaceFile(name, []byte(fileHeader), 0o600, true); err != nil {
 			return nil, spindle.E(op, spindle.IO, user, err)
 		}
 		f, err = os.OpenFile(name, os.O_RDWR, 0)
@@ -185,42 +185,6 @@ func (s *diskStore) Open(ctx context.Context, user spindle.UserName) (Log, error
 		return nil, spindle.E(op, spindle.IO, user, err)
 	}
 	return &diskLog{user: user, name: name, f: f, end: -1}, nil
-}
-
-// createLog makes an empty log file holding only the header, atomically.
-func createLog(name string) error {
-	tmp := name + ".new"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(fileHeader)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, name)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(name))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 type diskLog struct {

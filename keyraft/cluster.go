@@ -246,7 +246,7 @@ func (c *Cluster) loadNoteKey() error {
 			}
 			skey = s
 			if path != "" {
-				if err := writeFileSync(path, []byte(skey+"\n"), 0o600); err != nil {
+				if err := spindle.ReplaceFile(path, []byte(skey+"\n"), 0o600, true); err != nil {
 					return spindle.E(spindle.IO, fmt.Errorf("write note key: %w", err))
 				}
 			}
@@ -280,33 +280,6 @@ func vkeyOf(name, skey string) (string, error) {
 	}
 	pub := ed25519.NewKeyFromSeed(key[1:]).Public().(ed25519.PublicKey)
 	return note.NewEd25519VerifierKey(name, pub)
-}
-
-func writeFileSync(path string, data []byte, perm os.FileMode) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // VerifierKey returns the note verifier key of this member's tree-head

@@ -226,53 +226,15 @@ func LoadOrCreateIdentity(name string) (crypto.PrivKey, error) {
 	if err != nil {
 		return nil, spindle.E(op, spindle.Internal, err)
 	}
-	if err := writeFileSync(name, data); err != nil {
+	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+		return nil, spindle.E(op, spindle.IO, err)
+	}
+	// CreateFile fails if name exists, so that two processes racing to
+	// create an identity cannot replace each other's key.
+	if err := spindle.CreateFile(name, data, 0o600); err != nil {
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("identity file %s: %w", name, err))
 	}
 	return key, nil
-}
-
-// writeFileSync creates name holding data, mode 0600, via a synced
-// temporary file and a rename, then syncs the directory. It fails if name
-// exists, so that two processes racing to create an identity cannot
-// replace each other's key.
-func writeFileSync(name string, data []byte) error {
-	dir := filepath.Dir(name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, ".peerkey-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Link(tmp, name); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Addrs returns the host's full dialable addresses, each ending in

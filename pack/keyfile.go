@@ -74,7 +74,7 @@ func (k *Keys) Save(dir string) error {
 	var priv bytes.Buffer
 	fmt.Fprintf(&priv, "%s\nuser %s\n", privateHeader, k.user)
 	writeKeyLine(&priv, k.current)
-	if err := writeFileAtomic(filepath.Join(dir, PrivateKeyFile), priv.Bytes(), 0o600); err != nil {
+	if err := spindle.ReplaceFile(filepath.Join(dir, PrivateKeyFile), priv.Bytes(), 0o600, true); err != nil {
 		return spindle.E(op, k.user, spindle.IO, err)
 	}
 	if len(k.archive) > 0 {
@@ -83,11 +83,11 @@ func (k *Keys) Save(dir string) error {
 		for _, p := range k.archive {
 			writeKeyLine(&arch, p)
 		}
-		if err := writeFileAtomic(filepath.Join(dir, ArchiveFile), arch.Bytes(), 0o600); err != nil {
+		if err := spindle.ReplaceFile(filepath.Join(dir, ArchiveFile), arch.Bytes(), 0o600, true); err != nil {
 			return spindle.E(op, k.user, spindle.IO, err)
 		}
 	}
-	if err := writeFileAtomic(filepath.Join(dir, PublicKeyFile), []byte(string(k.current.pub)+"\n"), 0o644); err != nil {
+	if err := spindle.ReplaceFile(filepath.Join(dir, PublicKeyFile), []byte(string(k.current.pub)+"\n"), 0o644, true); err != nil {
 		return spindle.E(op, k.user, spindle.IO, err)
 	}
 	return nil
@@ -96,39 +96,6 @@ func (k *Keys) Save(dir string) error {
 func writeKeyLine(w io.Writer, p *keyPair) {
 	d, _ := p.priv.Bytes() // Cannot fail for a P-256 key.
 	fmt.Fprintf(w, "key %s %s\n", p.pub, base64.RawURLEncoding.EncodeToString(d))
-}
-
-func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // Fails harmlessly after the rename.
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(name))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Load reads keys written by [Keys.Save] from dir. It refuses, with an

@@ -239,7 +239,7 @@ func (s *Store) install(d blocks.Digest, tmp, name string) error {
 	if err != nil {
 		return err
 	}
-	return syncDir(sub)
+	return spindle.SyncDir(sub)
 }
 
 // makeSubdir creates the fan-out directory sub for digests starting with
@@ -252,7 +252,7 @@ func (s *Store) makeSubdir(b byte, sub string) error {
 	}
 	err := os.Mkdir(sub, 0o700)
 	if err == nil {
-		err = syncDir(s.dir)
+		err = spindle.SyncDir(s.dir)
 	} else if errors.Is(err, fs.ErrExist) {
 		err = nil
 	}
@@ -261,18 +261,6 @@ func (s *Store) makeSubdir(b byte, sub string) error {
 	}
 	s.dirMade[b] = true
 	return nil
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // List implements [spindle.BlockLister]. Files that are not named like
@@ -357,7 +345,7 @@ func (s *Store) Delete(ctx context.Context, ref spindle.Ref) error {
 		return nil
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(name))
+		err = spindle.SyncDir(filepath.Dir(name))
 	}
 	if err != nil {
 		return spindle.E(op, spindle.IO, fmt.Errorf("block %s: %w", ref, err))

@@ -222,6 +222,6 @@ func (s *Store) removeBad(d blocks.Digest, name string) {
 		return
 	}
 	if os.Remove(name) == nil {
-		syncDir(filepath.Dir(name))
+		spindle.SyncDir(filepath.Dir(name))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"spindle.dev"
 	"spindle.dev/blocks"
 )
 
@@ -130,7 +131,7 @@ func (s *smallStore) newSegment(n int) error {
 	if err != nil {
 		return err
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := spindle.SyncDir(s.dir); err != nil {
 		f.Close()
 		os.Remove(s.segName(n))
 		return err

@@ -4,7 +4,7 @@
 // An environment has one node and some users. Its Kind says where the node
 // runs: "inproc" runs node.Node in the test process; "procs" runs a real
 // `spin node` process on 127.0.0.1, built once per test binary. Either way
-// the users' clients are node.Clients in the test process, talking to the
+// the users' clients are client.Clients in the test process, talking to the
 // node over real libp2p connections on loopback, so one list of scenarios
 // runs in both worlds.
 package nodetest

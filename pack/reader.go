@@ -232,14 +232,21 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // loadAt loads the block holding offset off, which must lie in the file,
-// and returns its plaintext from off to the block's end. r.mu is held.
+// and returns its plaintext from off to the block's end, never empty.
+// r.mu is held.
 func (r *Reader) loadAt(off int64) ([]byte, error) {
 	blocks := r.entry.Blocks
 	i := sort.Search(len(blocks), func(i int) bool { return blocks[i].Offset+blocks[i].Size > off })
 	if err := r.load(i); err != nil {
 		return nil, err
 	}
-	return r.plain[off-blocks[i].Offset:], nil
+	plain := r.plain[min(off-blocks[i].Offset, int64(len(r.plain))):]
+	if len(plain) == 0 {
+		// Only a block shorter than its entry says can get here, and
+		// fetch refuses those; a reader must never spin on it.
+		return nil, spindle.E(spindle.Integrity, fmt.Sprintf("block %d holds no bytes at offset %d", i, off))
+	}
+	return plain, nil
 }
 
 // A fetch is the loading of one block, in the background or not.
@@ -374,6 +381,13 @@ func (r *Reader) fetch(f *fetch) {
 	plain, err := r.aead.Open(dst, f.nonce[:], data, f.aad[:])
 	if err != nil {
 		f.err = spindle.E(spindle.Integrity, fmt.Sprintf("block %d: does not decrypt: %v", i, err))
+		return
+	}
+	// GCM's output is as long as its input less the tag, so this holds
+	// unless the cipher is broken; checking it keeps every read making
+	// progress (loadAt never returns an empty slice) whatever happens.
+	if int64(len(plain)) != b.Size {
+		f.err = spindle.E(spindle.Integrity, fmt.Sprintf("block %d: decrypts to %d bytes, want %d", i, len(plain), b.Size))
 		return
 	}
 	f.plain = plain

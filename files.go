@@ -2,6 +2,7 @@ package spindle
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -90,3 +91,28 @@ func writeTemp(name string, data []byte, perm fs.FileMode, durable bool) (string
 	}
 	return f.Name(), nil
 }
+
+// A FileLock is an exclusive lock on a file, held across processes.
+type FileLock struct{ f *os.File }
+
+// LockFile takes an exclusive lock on the file name, creating it (mode
+// 0600) if need be. With wait, it waits until no other process holds the
+// lock; without, it fails at once with kind Exist if another does. The
+// lock lasts until Unlock, or until the process ends, however it ends.
+func LockFile(name string, wait bool) (*FileLock, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, E(IO, err)
+	}
+	if busy, err := lock(f, wait); err != nil {
+		f.Close()
+		if busy {
+			return nil, E(Exist, fmt.Errorf("%s is locked by another process", name))
+		}
+		return nil, E(IO, err)
+	}
+	return &FileLock{f}, nil
+}
+
+// Unlock releases the lock.
+func (l *FileLock) Unlock() error { return l.f.Close() }

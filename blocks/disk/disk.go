@@ -45,7 +45,7 @@ const (
 // It is safe for concurrent use.
 type Store struct {
 	dir  string
-	lock *os.File
+	lock *spindle.FileLock
 
 	// stripes serialise the changes to one block file (rename into place,
 	// removal of a corrupt copy, delete), so that removing a bad copy can
@@ -82,16 +82,12 @@ func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(dir, tmpDir), 0o700); err != nil {
 		return nil, spindle.E(op, spindle.IO, err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	lock, err := spindle.LockFile(filepath.Join(dir, lockFile), false)
 	if err != nil {
-		return nil, spindle.E(op, spindle.IO, err)
-	}
-	if busy, err := lockExclusive(lock); err != nil {
-		lock.Close()
-		if busy {
+		if errors.Is(err, spindle.Exist) {
 			return nil, spindle.E(op, spindle.Exist, fmt.Sprintf("block store %s is in use by another process or store", dir))
 		}
-		return nil, spindle.E(op, spindle.IO, err)
+		return nil, spindle.E(op, err)
 	}
 	s := &Store{dir: dir, lock: lock}
 	if err := s.removeTemps(); err != nil {
@@ -139,7 +135,7 @@ func (s *Store) Close() error {
 		err = s.small.close()
 		s.small = nil
 	}
-	if lerr := s.lock.Close(); err == nil { // Closing the file releases the flock.
+	if lerr := s.lock.Unlock(); err == nil {
 		err = lerr
 	}
 	s.lock = nil

@@ -46,23 +46,29 @@ type dirHeads struct {
 // openDirHeads reads the heads in file; a file that does not exist is an
 // empty one.
 func openDirHeads(file string) (*dirHeads, error) {
-	d := &dirHeads{file: file, heads: map[spindle.UserName]*dirlog.Head{}}
 	data, err := os.ReadFile(file)
-	if errors.Is(err, os.ErrNotExist) {
-		return d, nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, spindle.E(spindle.IO, err)
 	}
+	heads, err := parseDirHeads(file, data)
+	if err != nil {
+		return nil, err
+	}
+	return &dirHeads{file: file, heads: heads}, nil
+}
+
+// parseDirHeads parses the content of the heads file named file.
+func parseDirHeads(file string, data []byte) (map[spindle.UserName]*dirlog.Head, error) {
+	heads := map[spindle.UserName]*dirlog.Head{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for line := 1; sc.Scan(); line++ {
 		h, err := parseHeadLine(sc.Text())
 		if err != nil {
 			return nil, spindle.E(spindle.Invalid, fmt.Errorf("%s:%d: %w", file, line, err))
 		}
-		d.heads[h.User] = h
+		heads[h.User] = h
 	}
-	return d, nil
+	return heads, nil
 }
 
 func parseHeadLine(line string) (*dirlog.Head, error) {
@@ -128,34 +134,51 @@ func (d *dirHeads) save() error {
 	if !d.dirty {
 		return nil
 	}
-	// Another command may have saved newer heads since this one read the
-	// file: keep the newest of each.
-	if on, err := openDirHeads(d.file); err == nil {
-		for u, h := range on.heads {
-			if mine := d.heads[u]; mine == nil || h.Seq > mine.Seq {
-				d.heads[u] = h
+	err := updateState(d.file, func(old []byte) []byte {
+		// Another command may have saved newer heads since this one
+		// read the file: keep the newest of each. A file that does not
+		// parse is replaced.
+		if on, err := parseDirHeads(d.file, old); err == nil {
+			for u, h := range on {
+				if mine := d.heads[u]; mine == nil || h.Seq > mine.Seq {
+					d.heads[u] = h
+				}
 			}
 		}
-	}
-	var b strings.Builder
-	for _, u := range slices.Sorted(maps.Keys(d.heads)) {
-		h := d.heads[u]
-		fmt.Fprintf(&b, "%s %d %s\n", h.User, h.Seq, h.Hash)
-	}
-	if err := saveState(d.file, []byte(b.String())); err != nil {
+		var b strings.Builder
+		for _, u := range slices.Sorted(maps.Keys(d.heads)) {
+			h := d.heads[u]
+			fmt.Fprintf(&b, "%s %d %s\n", h.User, h.Seq, h.Hash)
+		}
+		return []byte(b.String())
+	})
+	if err != nil {
 		return err
 	}
 	d.dirty = false
 	return nil
 }
 
-// saveState replaces one of the client's state files (its key log or its
-// directory heads), making the directory first if need be. It does not
-// sync: the files are saved after every command, and one lost in a crash
-// only lowers the floor against which the next answers are checked.
-func saveState(name string, data []byte) error {
+// updateState replaces one of the client's state files (its key log or
+// its directory heads) with what merge makes of its current content (nil
+// if there is none). Every spin command of a user saves these files, so
+// the read, merge and write happen under a lock on NAME.lock that other
+// commands wait for: without it, two commands saving at once could each
+// drop what the other had just saved, lowering the floor against which
+// later answers are checked. The file is not synced: one lost in a crash
+// only lowers that floor, and syncing would slow every command.
+func updateState(name string, merge func(old []byte) []byte) error {
 	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
 		return spindle.E(spindle.IO, err)
 	}
-	return spindle.ReplaceFile(name, data, 0o600, false)
+	lock, err := spindle.LockFile(name+".lock", true)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	old, err := os.ReadFile(name)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return spindle.E(spindle.IO, err)
+	}
+	return spindle.ReplaceFile(name, merge(old), 0o600, false)
 }

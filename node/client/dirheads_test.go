@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"spindle.dev"
@@ -142,39 +141,56 @@ func TestDirHeadsOutOfOrder(t *testing.T) {
 	}
 }
 
-// Commands running at once each save their heads; the file stays whole,
-// and a save keeps newer heads another command saved first.
+// Commands running at once each save their heads: the file stays whole,
+// and no save drops a head another command saved, so every user ends at
+// the newest sequence number saved for it. The commands are separate
+// processes (this test binary run again), as spin commands are.
 func TestDirHeadsConcurrentSaves(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "dirheads")
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Go(func() {
-			for j := range 20 {
-				d, err := openDirHeads(file)
-				if err != nil {
-					t.Errorf("open while others save: %v", err)
-					return
-				}
-				user := spindle.UserName(fmt.Sprintf("u%d@example.com", i))
-				if err := d.check(nil, &dirlog.Head{User: user, Seq: int64(j + 1)}); err != nil {
-					t.Error(err)
-					return
-				}
-				if err := d.save(); err != nil {
-					t.Error(err)
-					return
-				}
+	const procs, saves = 8, 20
+	if spec := os.Getenv("SPINDLE_DIRHEADS_CHILD"); spec != "" {
+		file, i, _ := strings.Cut(spec, "|")
+		for j := range saves {
+			d, err := openDirHeads(file)
+			if err != nil {
+				t.Fatalf("open while others save: %v", err)
 			}
-		})
+			user := spindle.UserName("u" + i + "@example.com")
+			if err := d.check(nil, &dirlog.Head{User: user, Seq: int64(j + 1)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.save(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
 	}
-	wg.Wait()
+	file := filepath.Join(t.TempDir(), "dirheads")
+	var cmds []*exec.Cmd
+	for i := range procs {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestDirHeadsConcurrentSaves$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("SPINDLE_DIRHEADS_CHILD=%s|%d", file, i))
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("saving process %d: %v", i, err)
+		}
+	}
 	d, err := openDirHeads(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.heads) == 0 {
-		t.Fatal("no heads saved")
+	for i := range procs {
+		user := spindle.UserName(fmt.Sprintf("u%d@example.com", i))
+		if h := d.heads[user]; h == nil || h.Seq != saves {
+			t.Errorf("%s ends at %+v, want sequence %d", user, h, saves)
+		}
 	}
+
 	old, err := openDirHeads(file)
 	if err != nil {
 		t.Fatal(err)

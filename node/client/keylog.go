@@ -167,16 +167,43 @@ func (l *keyLog) seen(u *spindle.User, floor int64) error {
 }
 
 // save writes the newest head and versions seen to the file, if they
-// changed. Versions that another command saved meanwhile are kept when
-// they are newer.
+// changed. What another command saved meanwhile is kept where it is newer:
+// versions user by user, and the stored tree head if it verifies and is of
+// a larger tree than this client's.
 func (l *keyLog) save() error {
-	if data, err := os.ReadFile(l.file); err == nil {
-		if vkey, versions, _, err := splitKeyLog(data); err == nil && vkey == l.vkey {
+	if l.saved != nil && bytes.Equal(l.content(nil), l.saved) {
+		return nil
+	}
+	var out []byte
+	err := updateState(l.file, func(old []byte) []byte {
+		vkey, versions, head, err := splitKeyLog(old)
+		if err == nil && vkey == l.vkey {
 			l.mu.Lock()
 			for u, v := range versions {
 				l.versions[u] = max(l.versions[u], v)
 			}
 			l.mu.Unlock()
+		} else {
+			head = nil
+		}
+		out = l.content(head)
+		return out
+	})
+	if err != nil {
+		return err
+	}
+	l.saved = out
+	return nil
+}
+
+// content returns the key log file's content: the verifier key, the
+// versions seen, and the newer of the checker's head and stored, a head
+// read from the file, if that verifies.
+func (l *keyLog) content(stored []byte) []byte {
+	head := l.checker.Head()
+	if len(stored) > 0 {
+		if t, err := keyraft.VerifyHead(stored, l.checker.Verifiers()); err == nil && t.N > l.checker.Tree().N {
+			head = stored
 		}
 	}
 	var b bytes.Buffer
@@ -186,15 +213,8 @@ func (l *keyLog) save() error {
 		fmt.Fprintf(&b, "version %s %d\n", u, l.versions[u])
 	}
 	l.mu.Unlock()
-	b.Write(l.checker.Head())
-	if l.saved != nil && bytes.Equal(b.Bytes(), l.saved) {
-		return nil
-	}
-	if err := saveState(l.file, b.Bytes()); err != nil {
-		return err
-	}
-	l.saved = b.Bytes()
-	return nil
+	b.Write(head)
+	return b.Bytes()
 }
 
 // A prover asks the node for consistency proofs of the key cluster's log.

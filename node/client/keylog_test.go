@@ -222,3 +222,59 @@ func TestKeyLogVersions(t *testing.T) {
 		}
 	}
 }
+
+// Two commands sharing a key log: the one that saves last keeps the newer
+// tree head the other saved, rather than writing back its older one.
+func TestKeyLogSaveKeepsNewerHead(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "keylog")
+	keys, _, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func() *Client {
+		c, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), Logger: testLogger(t), KeyLog: file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	if err := dial().Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, second := dial(), dial()
+	older := second.keyLog.checker.Tree().N
+
+	dialAs(t, n, "bob@example.com").Close()
+	if _, err := first.LookupUser(ctx, "bob@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	newer := first.keyLog.checker.Tree().N
+	if newer <= older {
+		t.Fatalf("the test sets up wrong: heads of %d and %d records", older, newer)
+	}
+	if err := first.keyLog.save(); err != nil {
+		t.Fatal(err)
+	}
+	second.keyLog.seen(&spindle.User{Name: "carl@example.com", Version: 2}, 0)
+	if err := second.keyLog.save(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := parseKeyLog(file, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.checker.Tree().N; got != newer {
+		t.Errorf("saved head is of %d records, want the newer %d (the older is %d)", got, newer, older)
+	}
+	if l.versions["bob@example.com"] != 1 || l.versions["carl@example.com"] != 2 {
+		t.Errorf("saved versions %v, want both commands'", l.versions)
+	}
+}

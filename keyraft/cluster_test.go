@@ -225,6 +225,16 @@ func openMembers(t *testing.T, n int, tcp bool) []*member {
 			t.Fatal(err)
 		}
 	}
+	// AddVoter returns once a majority has the new configuration, so the
+	// last member added may not have it yet; a test that then cuts the
+	// leader off would leave a majority that cannot elect anyone. Wait
+	// until every member holds the whole configuration.
+	for _, m := range ms {
+		eventually(t, m.id+" holds the configuration of all members", func() bool {
+			f := m.c.raft.GetConfiguration()
+			return f.Error() == nil && len(f.Configuration().Servers) == n
+		})
+	}
 	return ms
 }
 

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -293,7 +295,7 @@ func TestRemoteStoreReconnects(t *testing.T) {
 	if err := net.Mock.DisconnectPeers(srv.ID(), cli.ID()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "the disconnect", func() bool { return cli.Network().Connectedness(srv.ID()) != network.Connected })
 	if got, err := r.Get(ctx, ref); err != nil || string(got) != "a" {
 		t.Fatalf("Get after a disconnect = %q, %v", got, err)
 	}
@@ -349,14 +351,44 @@ func TestServerInFlightBound(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(200 * time.Millisecond)
-	for range 10 {
+	// The server takes 3 requests; each one released lets one queued
+	// request in, until fewer than 3 remain.
+	for left := 10; left > 0; left-- {
+		waitFor(t, fmt.Sprintf("%d requests in the store", min(left, 3)), func() bool {
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			return store.now >= min(left, 3)
+		})
 		store.release <- struct{}{}
 	}
 	wg.Wait()
 	if store.max != 3 {
 		t.Fatalf("server handled %d requests at once, want 3", store.max)
 	}
+}
+
+// waitFor waits up to 10 s for cond, failing the test if it does not hold
+// by then.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// countingStore counts the Gets it has served.
+type countingStore struct {
+	mem.Store
+	gets atomic.Int64
+}
+
+func (s *countingStore) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	s.gets.Add(1)
+	return s.Store.Get(ctx, ref)
 }
 
 // A block whose file on the serving peer's disk is corrupt reaches the
@@ -401,7 +433,7 @@ func TestStalledReaderReleasesSlots(t *testing.T) {
 	ctx := context.Background()
 	tcp := p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}}
 	srv, evil, honest := newHost(t, tcp), newHost(t, tcp), newHost(t, tcp)
-	store := new(mem.Store)
+	store := new(countingStore)
 	var refs []spindle.Ref
 	for i := range 4 {
 		ref, _ := store.Put(ctx, blockstest.Block(uint64(i), spindle.MaxBlockSize))
@@ -429,7 +461,9 @@ func TestStalledReaderReleasesSlots(t *testing.T) {
 			break
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // Let the server fill its slots.
+	// The server has taken as many of the stalled peer's requests as it
+	// serves at once, and cannot send their answers.
+	waitFor(t, "the server to fill its slots", func() bool { return store.gets.Load() >= 4 })
 	gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer gcancel()
 	if _, err := remote(t, honest, srv.ID()).Get(gctx, refs[0]); err != nil {

@@ -29,6 +29,17 @@ func TestSuite(t *testing.T) {
 	blockstest.Test(t, func(t *testing.T) spindle.BlockStore { return open(t, t.TempDir()) })
 }
 
+// The same suite with buffered writes, the path a store takes on a file
+// system that refuses O_DIRECT (tmpfs refuses it on older kernels only, so
+// a test cannot count on finding one).
+func TestSuiteBuffered(t *testing.T) {
+	blockstest.Test(t, func(t *testing.T) spindle.BlockStore {
+		s := open(t, t.TempDir())
+		disk.Buffered(s)
+		return s
+	})
+}
+
 func digest(t *testing.T, ref spindle.Ref) blocks.Digest {
 	t.Helper()
 	d, err := blocks.ParseRef(ref)

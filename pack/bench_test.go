@@ -8,6 +8,8 @@ import (
 	"encoding/binary"
 	"io"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,10 +58,12 @@ func (m *allocMeter) report(b *testing.B) {
 }
 
 // BenchmarkEE measures ee packing and unpacking of a 256 MiB stream beside
-// the two primitives it is built from, a SHA-256 loop and an AES-256-GCM
-// loop over 1 MiB blocks. Its last part, vs-ceiling, fails if either
-// direction reaches less than 60% of the ceiling 1/(1/sha256 + 1/aesgcm)
-// measured in the same run.
+// the primitives they are built from: a SHA-256 loop and an AES-256-GCM
+// loop over 1 MiB blocks on one core, and the ceiling, both of them over
+// every block with the blocks spread over all cores as pack spreads them:
+// what pack and unpack would cost if they did nothing else. Its last part,
+// vs-ceiling, reports each direction as a share of that ceiling measured in
+// the same run, and fails below 40%.
 func BenchmarkEE(b *testing.B) {
 	block := testData(spindle.MaxBlockSize, 1)
 	ak := testKeys(b, alice, 1)
@@ -79,6 +83,32 @@ func BenchmarkEE(b *testing.B) {
 			binary.BigEndian.PutUint64(nonce[4:], uint64(i))
 			aead.Seal(sealBuf[:0], nonce[:], sealBuf[:spindle.MaxBlockSize], nil)
 		}
+	}
+	// The ceiling: each block hashed and sealed, on every core at once.
+	procs := runtime.GOMAXPROCS(0)
+	ceilBufs := make([][]byte, procs)
+	for i := range ceilBufs {
+		ceilBufs[i] = make([]byte, 0, spindle.MaxBlockSize+gcmOverhead)
+	}
+	ceiling := func() {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for w := range procs {
+			buf := ceilBufs[w]
+			wg.Go(func() {
+				var nonce [12]byte
+				for {
+					i := next.Add(1) - 1
+					if i >= streamSize/spindle.MaxBlockSize {
+						return
+					}
+					sha256.Sum256(block)
+					binary.BigEndian.PutUint64(nonce[4:], uint64(i))
+					aead.Seal(buf[:0], nonce[:], block, nil)
+				}
+			})
+		}
+		wg.Wait()
 	}
 	discard := func(context.Context, spindle.Ref, []byte) error { return nil }
 	pack := func() {
@@ -117,7 +147,7 @@ func BenchmarkEE(b *testing.B) {
 	steps := []struct {
 		name string
 		f    func()
-	}{{"ceiling-sha256", sha}, {"ceiling-aesgcm", gcm}, {"pack", pack}, {"unpack", unpack}}
+	}{{"sha256-1core", sha}, {"aesgcm-1core", gcm}, {"ceiling", ceiling}, {"pack", pack}, {"unpack", unpack}}
 	for _, step := range steps {
 		b.Run(step.name, func(b *testing.B) {
 			b.SetBytes(streamSize)
@@ -147,17 +177,17 @@ func BenchmarkEE(b *testing.B) {
 			}
 		}
 		mbps := func(i int) float64 { return streamSize / best[i].Seconds() / 1e6 }
-		ceiling := 1 / (1/mbps(0) + 1/mbps(1))
+		ceiling := mbps(2)
 		b.ReportMetric(0, "ns/op")
-		b.ReportMetric(mbps(0), "sha256-MB/s")
-		b.ReportMetric(mbps(1), "aesgcm-MB/s")
+		b.ReportMetric(mbps(0), "sha256-1core-MB/s")
+		b.ReportMetric(mbps(1), "aesgcm-1core-MB/s")
 		b.ReportMetric(ceiling, "ceiling-MB/s")
 		for i, name := range []string{"pack", "unpack"} {
-			ratio := mbps(2+i) / ceiling
-			b.ReportMetric(mbps(2+i), name+"-MB/s")
+			ratio := mbps(3+i) / ceiling
+			b.ReportMetric(mbps(3+i), name+"-MB/s")
 			b.ReportMetric(100*ratio, "%"+name)
-			if ratio < 0.6 {
-				b.Errorf("ee %s: %.0f MB/s is %.0f%% of the ceiling %.0f MB/s, want at least 60%%", name, mbps(2+i), 100*ratio, ceiling)
+			if ratio < 0.4 {
+				b.Errorf("ee %s: %.0f MB/s is %.0f%% of the ceiling %.0f MB/s, want at least 40%%", name, mbps(3+i), 100*ratio, ceiling)
 			}
 		}
 	})

@@ -17,16 +17,21 @@ import (
 // version or the other; without it the file may be lost in a crash, which
 // suits state that a later run can rebuild or that is saved very often.
 func ReplaceFile(name string, data []byte, perm fs.FileMode, durable bool) error {
-	tmp, err := writeTemp(name, data, perm, durable)
+	return ReplaceFileIn(OS, name, data, perm, durable)
+}
+
+// ReplaceFileIn is ReplaceFile in the file system fsys.
+func ReplaceFileIn(fsys FS, name string, data []byte, perm fs.FileMode, durable bool) error {
+	tmp, err := writeTemp(fsys, name, data, perm, durable)
 	if err != nil {
 		return E(IO, err)
 	}
-	if err := os.Rename(tmp, name); err != nil {
-		os.Remove(tmp)
+	if err := fsys.Rename(tmp, name); err != nil {
+		fsys.Remove(tmp)
 		return E(IO, err)
 	}
 	if durable {
-		if err := SyncDir(filepath.Dir(name)); err != nil {
+		if err := fsys.SyncDir(filepath.Dir(name)); err != nil {
 			return E(IO, err)
 		}
 	}
@@ -37,18 +42,26 @@ func ReplaceFile(name string, data []byte, perm fs.FileMode, durable bool) error
 // does, but fails with kind Exist, changing nothing, if name exists. It
 // suits files that must never be overwritten, such as a private key.
 func CreateFile(name string, data []byte, perm fs.FileMode) error {
-	tmp, err := writeTemp(name, data, perm, true)
+	return CreateFileIn(OS, name, data, perm)
+}
+
+// CreateFileIn is CreateFile in the file system fsys.
+func CreateFileIn(fsys FS, name string, data []byte, perm fs.FileMode) error {
+	tmp, err := writeTemp(fsys, name, data, perm, true)
 	if err != nil {
 		return E(IO, err)
 	}
-	defer os.Remove(tmp)
-	if err := os.Link(tmp, name); err != nil {
+	err = fsys.Link(tmp, name)
+	// The temporary name goes before the directory is synced, so that a
+	// crash leaves no trace of it.
+	fsys.Remove(tmp)
+	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return E(Exist, err)
 		}
 		return E(IO, err)
 	}
-	if err := SyncDir(filepath.Dir(name)); err != nil {
+	if err := fsys.SyncDir(filepath.Dir(name)); err != nil {
 		return E(IO, err)
 	}
 	return nil
@@ -70,8 +83,8 @@ func SyncDir(dir string) error {
 
 // writeTemp writes data to a new temporary file beside name, with mode
 // perm, synced if durable, and returns its path.
-func writeTemp(name string, data []byte, perm fs.FileMode, durable bool) (string, error) {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
+func writeTemp(fsys FS, name string, data []byte, perm fs.FileMode, durable bool) (string, error) {
+	f, err := fsys.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
 	if err != nil {
 		return "", err
 	}
@@ -86,7 +99,7 @@ func writeTemp(name string, data []byte, perm fs.FileMode, durable bool) (string
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		fsys.Remove(f.Name())
 		return "", err
 	}
 	return f.Name(), nil

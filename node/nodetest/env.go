@@ -267,12 +267,33 @@ func (e *Env) stop() {
 	}
 }
 
+// binDir is the directory spinBinary builds into, once it has.
+var binDir struct {
+	sync.Mutex
+	name string
+}
+
+// RemoveBinary removes the spin binary that environments of kind Procs
+// built, if one was. A test binary calls it from TestMain once its tests
+// have run, so that no build is left in the temporary directory.
+func RemoveBinary() {
+	binDir.Lock()
+	defer binDir.Unlock()
+	if binDir.name != "" {
+		os.RemoveAll(binDir.name)
+		binDir.name = ""
+	}
+}
+
 // spinBinary builds cmd/spin once per test binary.
 var spinBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "spindle-nodetest-")
 	if err != nil {
 		return "", err
 	}
+	binDir.Lock()
+	binDir.name = dir
+	binDir.Unlock()
 	bin := filepath.Join(dir, "spin")
 	cmd := exec.Command("go", "build", "-o", bin, "spindle.dev/cmd/spin")
 	var out bytes.Buffer

@@ -55,7 +55,9 @@ func TestReadRights(t *testing.T) {
 		{dan, "ann@example.com/docs/missing", spindle.Private, false, "no right: missing looks the same as existing"},
 		{bob, "ann@example.com/docs/missing", spindle.NotExist, false, "may know it is missing"},
 		{cat, "ann@example.com/docs/missing", spindle.NotExist, false, "create right: may know"},
-		{bob, "ann@example.com/docs/secret", spindle.Permission, false, "right on the parent, none on the directory"},
+		// Upspin's Lookup: no right on the name is Private, whatever the
+		// rights on its parent (secret has an Access file of its own).
+		{bob, "ann@example.com/docs/secret", spindle.Private, false, "right on the parent, none on the directory"},
 		{bob, "ann@example.com/docs/secret/x", spindle.Private, false, "no right on the name nor its parent"},
 		{bob, "ann@example.com/docs/secret/nothing", spindle.Private, false, "no probing under secret"},
 		{bob, "ann@example.com/Access", spindle.Other, false, "Access files are readable with any right"},
@@ -140,7 +142,11 @@ func TestWriteRights(t *testing.T) {
 		{cat, put("ann@example.com/friends/x.txt"), spindle.Permission, "group now grants cat read, not create"},
 		{dan, put("ann@example.com/friends/y.txt"), spindle.Private, "dan left the group"},
 		{ann, putCtl("ann@example.com/friends/Access", "read, list: friends\n*: ann@example.com\ncreate: bob@example.com/Group/team\n"), spindle.Other, "owner names bob's group"},
-		{cat, put("ann@example.com/friends/z.txt"), spindle.NotExist, "bob's group does not exist yet: reported, never taken as empty"},
+		// Whether bob's group exists is bob's to tell: cat, with a right
+		// on friends/ but none on the group, is denied (Permission, as
+		// Upspin's errPerm), never told the group is missing, and never
+		// granted as if it were empty.
+		{cat, put("ann@example.com/friends/z.txt"), spindle.Permission, "bob's group does not exist yet: cat may not know"},
 	} {
 		err := s.do(e.as(s.user))
 		if s.want == spindle.Other {
@@ -153,17 +159,24 @@ func TestWriteRights(t *testing.T) {
 			t.Fatalf("%s: got %v, want %v", s.reason, err, s.want)
 		}
 	}
-	// Glob returns only what the user may list.
+	// Glob lists only directories the user may list (Upspin's listDir):
+	// a listable directory shows every name in it, and one that is not
+	// is Private.
 	for _, tc := range []struct {
 		user spindle.UserName
 		want string
+		kind spindle.Kind
 	}{
-		{ann, "Access Group docs friends open"},
-		{bob, "Access Group docs open"},
-		{cat, "friends open"},
-		{dan, ""},
+		{ann, "Access Group docs friends open", spindle.Other},
+		{bob, "Access Group docs friends open", spindle.Other},
+		{cat, "", spindle.Private}, // Create on the root, not list.
+		{dan, "", spindle.Private},
 	} {
 		got, err := e.s.Glob(ctx, tc.user, "ann@example.com/*")
+		if tc.kind != spindle.Other {
+			wantKind(t, err, tc.kind, "Glob of a root the user may not list")
+			continue
+		}
 		if err != nil {
 			t.Fatalf("Glob as %s: %v", tc.user, err)
 		}
@@ -175,7 +188,9 @@ func TestWriteRights(t *testing.T) {
 			t.Errorf("Glob as %s = %q, want %q (err %v)", tc.user, names, tc.want, err)
 		}
 	}
-	if got, _ := e.s.Glob(ctx, bob, "ann@example.com/docs/*"); len(got) != 3 || got[0].Name != "ann@example.com/docs/a.txt" || got[2].Name != "ann@example.com/docs/catdir" {
+	// docs/secret is listed (bob may list docs), though bob has no right
+	// on it: its name is in docs.
+	if got, _ := e.s.Glob(ctx, bob, "ann@example.com/docs/*"); len(got) != 4 || got[0].Name != "ann@example.com/docs/a.txt" || got[2].Name != "ann@example.com/docs/catdir" || got[3].Name != "ann@example.com/docs/secret" {
 		t.Errorf("bob's glob of docs = %v", got)
 	}
 	// WhichAccess.

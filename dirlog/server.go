@@ -1022,7 +1022,7 @@ func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.
 // An item below it is shown only to a user who may list its directory, as
 // Glob shows it (whole only to one who may also read the item): a watch
 // reveals no name a listing would not. can decides rights on the item,
-// dirCan on its directory.
+// dirCan on its directory; a right that cannot be decided is not held.
 func (r *reader) seen(p spindle.Parsed, d *spindle.DirEntry, can, dirCan rightsFunc) (*spindle.DirEntry, error) {
 	if d.Name == p.Path() {
 		return r.showWith(can, d, access.AnyRight)
@@ -1031,12 +1031,10 @@ func (r *reader) seen(p spindle.Parsed, d *spindle.DirEntry, can, dirCan rightsF
 	if err != nil {
 		return nil, spindle.E(spindle.Internal, d.Name, err)
 	}
-	dir := q.Dir()
-	ok, err := dirCan(r.user, access.List, dir.Path())
-	if err != nil {
-		return nil, undecided(dirCan, r.user, dir, err)
-	}
-	if !ok {
+	// A list right that cannot be decided (a group cannot be loaded) is
+	// not held: the item is left out and the watch goes on, telling the
+	// watcher nothing of the group (Lookup reports it to whoever may know).
+	if ok, err := dirCan(r.user, access.List, q.Dir().Path()); err != nil || !ok {
 		return nil, nil
 	}
 	// As in a listing, a read right that cannot be decided is not held.

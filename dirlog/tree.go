@@ -1,6 +1,7 @@
 package dirlog
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -110,15 +111,30 @@ func denied(can rightsFunc, user spindle.UserName, p spindle.Parsed) error {
 // undecided returns the error for a user whose right on p could not be
 // decided: err, from access.Can, says why (a group that cannot be loaded).
 // It is a denial (see denied) that carries err only if err tells the user
-// nothing more than the user may know: a group's loader reports a group the
-// user may not know of as Private (see Server.groupsFor), and then the
-// user learns only that the right is not granted.
+// nothing more than the user may know: which group the Access file of p
+// names, and what is wrong with it. That needs a right on p (to read the
+// Access file; the denial is then Permission) or the group being the
+// user's own (whose owner is a member, so would hold the right), and a
+// right on the group (a group's loader reports a group the user may not
+// know of as Private: see Server.groupsFor). Anyone else learns only that
+// the right is not granted.
 func undecided(can rightsFunc, user spindle.UserName, p spindle.Parsed, err error) error {
 	d := denied(can, user, p)
-	if spindle.KindOf(err) == spindle.Private {
+	if spindle.KindOf(err) == spindle.Private || (spindle.KindOf(d) == spindle.Private && !ownGroup(err, user)) {
 		return d
 	}
 	return spindle.E(spindle.KindOf(d), p.Path(), user, err)
+}
+
+// ownGroup reports whether err is about a Group file of user's.
+func ownGroup(err error, user spindle.UserName) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if se, ok := err.(*spindle.Error); ok && access.IsGroupFile(se.Path) {
+			p, perr := spindle.Parse(se.Path)
+			return perr == nil && p.User() == user
+		}
+	}
+	return false
 }
 
 // need checks that user holds right on p, returning the denial otherwise.

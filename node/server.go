@@ -81,9 +81,6 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*res
 		return &response{Data: keyraft.MarshalTreeProof(p)}, nil
 	case mKeyVerifier:
 		return &response{Data: []byte(n.keys.VerifierKey())}, nil
-	case mDirHead:
-		h, err := n.dir.Head(ctx, req.User)
-		return &response{Head: h}, err
 	}
 
 	// The rest act for the user the peer has authenticated as.
@@ -92,6 +89,11 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *request) (*res
 		return nil, spindle.E(sessionOp, spindle.Permission, "not signed in: the client has not authenticated (run spin signup)")
 	}
 	switch req.Method {
+	case mDirHead:
+		// A log's head is its position: only users with a right in the
+		// tree get it (writers need it to sign their next entry).
+		h, err := n.dir.HeadFor(ctx, user, req.User)
+		return &response{Head: h}, err
 	case mDirAppend:
 		e, err := n.appendable(user, req.Data)
 		if err != nil {
@@ -203,7 +205,11 @@ func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
 // pattern) the head of its owner's log, taken after the answer, so that a
 // client that remembers the newest head it has seen notices a node that
 // answers from an older state of the log (see Client's dirHeads). Failed
-// answers carry no head: a user without rights learns nothing more.
+// answers carry no head: a user without rights learns nothing more. A
+// successful answer implies a right in the tree (Lookup, WhichAccess and
+// Glob succeed only for a user with some right on a name in it, or with
+// list on the directory searched), so the head goes only to users that
+// [dirlog.Server.HeadFor] would give it to.
 func (n *Node) withHead(ctx context.Context, resp *response, name string, err error) (*response, error) {
 	if err != nil {
 		return resp, err

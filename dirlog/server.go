@@ -255,9 +255,19 @@ func (s *Server) unlockLog(l *userLog) {
 // delete, its last state). The server assigns nothing: the entry must be
 // for the next sequence number and name the current head as Prev, or
 // Append fails with kind Transient and the writer must read the head and
-// sign again (see [Client]). Other errors: Integrity (the signature does
-// not verify), Permission or Private (the writer lacks the right), Invalid,
-// NotExist, Exist, NotDir, IsDir, NotEmpty, and IO.
+// sign again (see [Client]); a writer with no right anywhere in the tree
+// gets Private instead, so that the log's position is not told. Other
+// errors: Integrity (the signature does not verify), Permission or Private
+// (the writer lacks the right: Permission if the writer has some right on
+// the name, as Upspin's errPerm), Invalid, NotExist, Exist, NotDir, IsDir,
+// NotEmpty, and IO.
+//
+// A right that depends on a group that cannot be loaded is not granted.
+// The error names the group and says what is wrong with it only to a user
+// who may know: one with some right on the Group file (its owner has every
+// right) and either some right on the name (so may read the Access file
+// that names the group) or the group being the user's own. Anyone else
+// gets the plain denial. No error carries a log position.
 func (s *Server) Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error) {
 	const op spindle.Op = "dirlog.Append"
 	out, err := s.appendBatch(ctx, op, []*Entry{e})
@@ -807,11 +817,14 @@ func checkUser(user spindle.UserName) error {
 
 // Lookup returns the entry for name as user may see it. A user with some
 // right on name but not read gets the entry marked AttrIncomplete, without
-// blocks and packdata. A user with no right gets Private, or Permission if
-// the user has some right on the parent; NotExist only goes to users with
-// some right on name. If name lies beneath a link, Lookup returns the
-// link's entry together with an error of kind NotDir, and the caller
-// follows the link.
+// blocks and packdata. A user with no right on name gets Private, whether
+// or not it exists and whatever the user's rights on its parent, as in
+// Upspin; NotExist only goes to users with some right on name. If name
+// lies beneath a link, Lookup returns the link's entry together with an
+// error of kind NotDir to a user with some right on the link, and the
+// caller follows the link; anyone else gets Private. A right that depends
+// on a group that cannot be loaded is reported as a denial (see
+// [Server.Append] for what the error says about the group).
 func (s *Server) Lookup(ctx context.Context, user spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
 	const op spindle.Op = "dirlog.Lookup"
 	if err := checkUser(user); err != nil {

@@ -104,10 +104,27 @@ func (l *lister) list(ctx context.Context, arg string, name spindle.PathName) {
 func (l *lister) dir(ctx context.Context, name spindle.PathName) {
 	entries, err := l.c.Glob(ctx, children(name))
 	if err != nil {
-		l.fail(string(name), err)
+		l.fail(string(name), aboutDir(name, err))
 		return
 	}
 	l.entries(ctx, entries)
+}
+
+// aboutDir returns err, from globbing the children of dir, as an error
+// about dir, if it is one (dir may not be listed, say): the pattern is
+// ls's own, and the user named the directory.
+func aboutDir(dir spindle.PathName, err error) error {
+	for e := err; e != nil; {
+		se, ok := e.(*spindle.Error)
+		if !ok {
+			break
+		}
+		if se.Path == dir {
+			return spindle.E(spindle.KindOf(err), dir, se.Err)
+		}
+		e = se.Err
+	}
+	return err
 }
 
 // entries prints entries in name order, and with -R the directories below.

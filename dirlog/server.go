@@ -1004,17 +1004,7 @@ func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.
 		switch fromSeq {
 		case 0:
 			if n, _ := r.t.find(p); n != nil {
-				walk(n, func(m *node) bool {
-					d, err2 := r.seen(p, &m.entry, r.can, r.can)
-					if err2 != nil {
-						err = err2
-						return false
-					}
-					if d != nil {
-						first = append(first, spindle.Event{Entry: d})
-					}
-					return true
-				})
+				first, err = r.current(n)
 			}
 			next = r.t.seq + 1
 		case -1:
@@ -1032,10 +1022,15 @@ func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.
 
 // seen returns d, an item at or below the watched name p, as the watcher
 // may see it, or nil. The watched item itself is shown as Lookup shows it.
-// An item below it is shown only to a user who may list its directory, as
-// Glob shows it (whole only to one who may also read the item): a watch
-// reveals no name a listing would not. can decides rights on the item,
-// dirCan on its directory; a right that cannot be decided is not held.
+// An item below it is shown only to a user who may list its directory and
+// every directory between it and p, as a pattern p/*/.../* would find it
+// (whole only to one who may also read the item): a watch reveals no name
+// a listing would not. can decides rights on the item and dirCan on its
+// directory, as they were at the change; the directories between are
+// judged as they are now. A right that cannot be decided (a group cannot
+// be loaded) is not held: the item is left out and the watch goes on,
+// telling the watcher nothing of the group (Lookup reports it to whoever
+// may know).
 func (r *reader) seen(p spindle.Parsed, d *spindle.DirEntry, can, dirCan rightsFunc) (*spindle.DirEntry, error) {
 	if d.Name == p.Path() {
 		return r.showWith(can, d, access.AnyRight)
@@ -1044,17 +1039,63 @@ func (r *reader) seen(p spindle.Parsed, d *spindle.DirEntry, can, dirCan rightsF
 	if err != nil {
 		return nil, spindle.E(spindle.Internal, d.Name, err)
 	}
-	// A list right that cannot be decided (a group cannot be loaded) is
-	// not held: the item is left out and the watch goes on, telling the
-	// watcher nothing of the group (Lookup reports it to whoever may know).
-	if ok, err := dirCan(r.user, access.List, q.Dir().Path()); err != nil || !ok {
+	dir := q.Dir()
+	if ok, err := dirCan(r.user, access.List, dir.Path()); err != nil || !ok {
 		return nil, nil
 	}
-	// As in a listing, a read right that cannot be decided is not held.
-	if read, err := can(r.user, access.Read, d.Name); err == nil && read {
-		return cloneEntry(d), nil
+	for a := dir; a.NElem() > p.NElem(); {
+		a = a.Dir()
+		if ok, err := r.can(r.user, access.List, a.Path()); err != nil || !ok {
+			return nil, nil
+		}
 	}
-	return incomplete(d), nil
+	return r.listed(can, d), nil
+}
+
+// listed returns d, which the user may list, as the user sees it: whole
+// with read on it, incomplete otherwise. As in Upspin's listDir, a read
+// right that cannot be decided is not held.
+func (r *reader) listed(can rightsFunc, d *spindle.DirEntry) *spindle.DirEntry {
+	if read, err := can(r.user, access.Read, d.Name); err == nil && read {
+		return cloneEntry(d)
+	}
+	return incomplete(d)
+}
+
+// current returns the events that show the watched item n and everything
+// below it as the watcher may see them now (see seen), parents before
+// children, children in name order. A directory the user may not list
+// hides everything below it.
+func (r *reader) current(n *node) ([]spindle.Event, error) {
+	d, err := r.show(&n.entry, access.AnyRight)
+	if err != nil {
+		return nil, err
+	}
+	var out []spindle.Event
+	if d != nil {
+		out = append(out, spindle.Event{Entry: d})
+	}
+	var visit func(dir *node)
+	visit = func(dir *node) {
+		if len(dir.kids) == 0 {
+			return
+		}
+		if ok, err := r.can(r.user, access.List, dir.entry.Name); err != nil || !ok {
+			return
+		}
+		names := make([]string, 0, len(dir.kids))
+		for k := range dir.kids {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			kid := dir.kids[k]
+			out = append(out, spindle.Event{Entry: r.listed(r.can, &kid.entry)})
+			visit(kid)
+		}
+	}
+	visit(n)
+	return out, nil
 }
 
 func (s *Server) watch(ctx context.Context, l *userLog, user spindle.UserName, p spindle.Parsed, next int64, batch []spindle.Event, ch chan<- spindle.Event) {

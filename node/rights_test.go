@@ -24,6 +24,8 @@ import (
 //	ann@example.com/shared/s.txt
 //	ann@example.com/shared/inner/      own Access: *: ann; read: bob
 //	ann@example.com/shared/inner/i.txt
+//	ann@example.com/shared/inner/deep/ own Access: *: ann; read, list: bob
+//	ann@example.com/shared/inner/deep/d.txt
 //	ann@example.com/team/Access        *: ann; read, list: cat@example.com/Group/team
 //	ann@example.com/team/t.txt
 //	cat@example.com/Access             *: cat; read: ann
@@ -64,6 +66,9 @@ func rightsTree(t *testing.T) (ann, bob, cat, dan *Client) {
 	mkdir(ann, "@/shared/inner")
 	put(ann, "@/shared/inner/Access", "*: ann@example.com\nread: bob@example.com\n")
 	put(ann, "@/shared/inner/i.txt", "i")
+	mkdir(ann, "@/shared/inner/deep")
+	put(ann, "@/shared/inner/deep/Access", "*: ann@example.com\nread, list: bob@example.com\n")
+	put(ann, "@/shared/inner/deep/d.txt", "d")
 	if _, err := ann.PutLink(ctx, "ann@example.com/shared", "@/pub/lnk"); err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +125,8 @@ func TestListNeedsList(t *testing.T) {
 		// A pattern looks only inside directories the user may list, at
 		// every level: those below that may not be listed add nothing.
 		{"bob", "ann@example.com/shared/*/*", "", spindle.Other, "inner may be read, not listed"},
+		{"bob", "ann@example.com/shared/*/*/*", "", spindle.Other, "deep may be listed, but the way to it runs through inner"},
+		{"bob", "ann@example.com/shared/inner/deep/*", "shared/inner/deep/Access shared/inner/deep/d.txt", spindle.Other, "a listable directory named in full"},
 		{"bob", "ann@example.com/*/s.txt", "", spindle.Private, "the first level is the root, which bob may not list"},
 		{"cat", "ann@example.com/*/*", "pub/f.txt pub/lnk pub/sub", spindle.Other, "cat may list the root's directories, not shared's or team's"},
 		// Elements without metacharacters after the last listing are
@@ -250,11 +257,15 @@ func TestWatchNeedsList(t *testing.T) {
 		t.Fatalf("cat saw %s", got)
 	}
 
-	// The history of the whole tree, as bob sees it: the root (his read
-	// right), and below it only what lies in directories he may list
-	// (shared/), not shared/ itself (in the root) nor inner/'s file.
-	hch, err := bob.Watch(ctx, "ann@example.com/", 1)
+	// The history of shared/ as bob sees it: shared/ itself (his read
+	// right), and below it what lies in directories he may list, at every
+	// level: not inner/'s file, nor anything in deep/, which he may list
+	// but reaches only through inner/.
+	hch, err := bob.Watch(ctx, "ann@example.com/shared", 1)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ann.Put(ctx, "@/shared/inner/deep/e.txt", bytes.NewReader([]byte("e")), 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ann.Put(ctx, "@/shared/last.txt", bytes.NewReader([]byte("l")), 0, nil); err != nil {
@@ -264,11 +275,40 @@ func TestWatchNeedsList(t *testing.T) {
 	for len(seen) == 0 || seen[len(seen)-1] != "put shared/last.txt" {
 		seen = append(seen, next(hch))
 	}
-	// The root's own entry was made when bob had no right on it: hidden.
-	// team/ names a group bob may not know of: a right that cannot be
-	// decided is not held, and the watch goes on.
-	if got, want := strings.Join(seen, ", "), "put shared/Access, put shared/s.txt, put shared/inner, put shared/last.txt"; got != want {
-		t.Fatalf("bob's history of ann's tree:\n got %s\nwant %s", got, want)
+	if got, want := strings.Join(seen, ", "), "put shared, put shared/Access, put shared/s.txt, put shared/inner, put shared/last.txt"; got != want {
+		t.Fatalf("bob's history of shared/:\n got %s\nwant %s", got, want)
+	}
+	// The current state shows the same, and the whole tree, which bob
+	// may read but not list, shows only its root. team/ names a group
+	// bob may not know of: a right that cannot be decided is not held,
+	// and the watch goes on.
+	for _, tc := range []struct{ name, want string }{
+		{"ann@example.com/shared", "put shared, put shared/Access, put shared/inner, put shared/last.txt, put shared/s.txt"},
+		{"ann@example.com/", "put "},
+	} {
+		wctx, wcancel := context.WithCancel(ctx)
+		ch, err := bob.Watch(wctx, spindle.PathName(tc.name), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := strings.Count(tc.want, ",") + 1
+		seen = nil
+		for len(seen) < n {
+			seen = append(seen, next(ch))
+		}
+		if got := strings.Join(seen, ", "); got != tc.want {
+			t.Errorf("bob's current state of %s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+		// Nothing else was sent: a change bob sees comes next.
+		if _, err := ann.Put(ctx, "@/shared/s.txt", bytes.NewReader([]byte("s2")), 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		if tc.name != "ann@example.com/" {
+			if got := next(ch); got != "put shared/s.txt" {
+				t.Errorf("bob's next event on %s: %s", tc.name, got)
+			}
+		}
+		wcancel()
 	}
 }
 

@@ -977,8 +977,9 @@ func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*Head, error
 //
 // A watch shows no more than Lookup and Glob would: name itself as Lookup
 // shows it, and an item below it only if the user may list the directory
-// holding it (see [Server.Glob]). A user who may read but not list a
-// directory learns, by watching it, of the directory alone.
+// holding it and every directory between that and name, as a pattern
+// name/*/.../* would find it (see [Server.Glob]). A user who may read but
+// not list a directory learns, by watching it, of the directory alone.
 func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
 	const op spindle.Op = "dirlog.Watch"
 	if err := checkUser(user); err != nil {

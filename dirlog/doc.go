@@ -53,10 +53,10 @@
 // Glob searches only directories the user may list (one that may not be
 // listed is Private), and Watch shows an item below the watched name only
 // to a user who may list every directory on the way to it. Read alone
-// fetches a file whose
-// name the user knows. Errors about groups are told only to users who may
-// know of the group, and no error or answer gives a log's position (its
-// head, a sequence number) to a user without a right in the tree.
+// fetches a file whose name the user knows. Errors about groups are told
+// only to users who may know of the group, and no error or answer gives a
+// log's position (its head, a sequence number) to a user without a right
+// in the tree.
 //
 // # Heads
 //

@@ -700,6 +700,9 @@ func (r *reader) lookup(p spindle.Parsed) (*spindle.DirEntry, error) {
 // NotDir only to a user with a right on the link (links are not followed).
 func (r *reader) list(dir spindle.Parsed) (map[string]*node, bool, error) {
 	n, blocker := r.t.find(dir)
+	if n != nil && n.entry.Attr.IsLink() {
+		blocker = n // Listing a link would list its target.
+	}
 	if blocker != nil && blocker.entry.Attr.IsLink() {
 		if d, err := r.show(&blocker.entry, access.AnyRight); err != nil {
 			return nil, false, err

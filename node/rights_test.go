@@ -115,6 +115,11 @@ func TestListNeedsList(t *testing.T) {
 		{"dan", "ann@example.com/pub/*", "", spindle.Private, "no right at all"},
 		{"dan", "ann@example.com/nowhere/*", "", spindle.Private, "no right: missing looks the same"},
 		{"dan", "nobody@example.com/*", "", spindle.Private, "a tree that does not exist"},
+		// A pattern through a link (links are not followed): as Upspin's
+		// errLink, a user with a right on the link is told to follow it,
+		// anyone else learns nothing.
+		{"bob", "ann@example.com/pub/lnk/*", "", spindle.NotDir, "a right on the link"},
+		{"dan", "ann@example.com/pub/lnk/*", "", spindle.Private, "no right on the link"},
 		// With list, NotExist may be told.
 		{"bob", "ann@example.com/shared/nowhere/*", "", spindle.NotExist, "list right: may know it is missing"},
 		// A listable directory shows every name in it, directories with

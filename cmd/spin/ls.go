@@ -18,6 +18,11 @@ Lists the spin paths given, @ (your root) if none is. A directory is listed
 by its contents; a path holding *, ? or [ is a pattern matched element by
 element. Names are printed in full, directories with a trailing /.
 
+Listing a directory, or matching a pattern in it, needs the list right on
+it; a directory you may not list is private, and a pattern finds nothing
+in it. Read alone lets you get a file whose name you know. With list but
+not read, -l shows size, time and writer, and get is refused.
+
 Options:
     -l, -long        also print kind (d directory, l link, - file), packing,
                      size, time of last change and writer; links show their target

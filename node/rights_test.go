@@ -315,6 +315,31 @@ func TestWatchNeedsList(t *testing.T) {
 		}
 		wcancel()
 	}
+
+	// cat may list the root, not shared/, and his list right on team/
+	// cannot be decided (his group is gone): he sees both directories
+	// in the root and nothing in them, and the watch goes on.
+	ch, err := cat.Watch(ctx, "ann@example.com/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "put , put Access, put pub, put pub/f.txt, put pub/lnk, put pub/sub, put pub/sub/g.txt, put shared, put team"
+	seen = nil
+	for len(seen) < strings.Count(want, ",")+1 {
+		seen = append(seen, next(ch))
+	}
+	if got := strings.Join(seen, ", "); got != want {
+		t.Errorf("cat's current state of ann's tree:\n got %s\nwant %s", got, want)
+	}
+	if _, err := ann.MakeDirectory(ctx, "@/team/sub"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ann.Put(ctx, "@/pub/h.txt", bytes.NewReader([]byte("h")), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(ch); got != "put pub/h.txt" {
+		t.Errorf("cat's next event: %s", got)
+	}
 }
 
 // TestErrorsRevealNoMore pins Upspin's Private / Permission / NotExist

@@ -119,6 +119,9 @@ func denied(can rightsFunc, user spindle.UserName, p spindle.Parsed) error {
 // know of as Private: see Server.groupsFor). Anyone else learns only that
 // the right is not granted.
 func undecided(can rightsFunc, user spindle.UserName, p spindle.Parsed, err error) error {
+	if spindle.KindOf(err) == spindle.Invalid {
+		return err // A bad request (a user name, a right), not a group.
+	}
 	d := denied(can, user, p)
 	if spindle.KindOf(err) == spindle.Private || (spindle.KindOf(d) == spindle.Private && !ownGroup(err, user)) {
 		return d

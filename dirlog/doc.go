@@ -45,11 +45,18 @@
 // # Reads
 //
 // Reads name the requesting user explicitly and follow Upspin's rules: a
-// user with no right on a name learns nothing about it (Private, or
-// Permission when the user has some right on its parent); NotExist is
-// reported only to users with some right on the name; a user with some
+// user with no right on a name learns nothing about it (Private); NotExist
+// is reported only to users with some right on the name; a user with some
 // right but not read gets the entry marked AttrIncomplete, without blocks
-// or packdata. Glob returns only the entries the user may list or read.
+// or packdata; a write is refused with Permission to a user with some
+// right on the name, Private to anyone else. Listing needs the list right:
+// Glob searches only directories the user may list (one that may not be
+// listed is Private), and Watch shows an item below the watched name only
+// to a user who may list every directory on the way to it. Read alone
+// fetches a file whose name the user knows. Errors about groups are told
+// only to users who may know of the group, and no error or answer gives a
+// log's position (its head, a sequence number) to a user without a right
+// in the tree.
 //
 // # Heads
 //

@@ -1,6 +1,7 @@
 package dirlog
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -55,7 +56,9 @@ func TestReadRights(t *testing.T) {
 		{dan, "ann@example.com/docs/missing", spindle.Private, false, "no right: missing looks the same as existing"},
 		{bob, "ann@example.com/docs/missing", spindle.NotExist, false, "may know it is missing"},
 		{cat, "ann@example.com/docs/missing", spindle.NotExist, false, "create right: may know"},
-		{bob, "ann@example.com/docs/secret", spindle.Permission, false, "right on the parent, none on the directory"},
+		// Upspin's Lookup: no right on the name is Private, whatever the
+		// rights on its parent (secret has an Access file of its own).
+		{bob, "ann@example.com/docs/secret", spindle.Private, false, "right on the parent, none on the directory"},
 		{bob, "ann@example.com/docs/secret/x", spindle.Private, false, "no right on the name nor its parent"},
 		{bob, "ann@example.com/docs/secret/nothing", spindle.Private, false, "no probing under secret"},
 		{bob, "ann@example.com/Access", spindle.Other, false, "Access files are readable with any right"},
@@ -140,7 +143,11 @@ func TestWriteRights(t *testing.T) {
 		{cat, put("ann@example.com/friends/x.txt"), spindle.Permission, "group now grants cat read, not create"},
 		{dan, put("ann@example.com/friends/y.txt"), spindle.Private, "dan left the group"},
 		{ann, putCtl("ann@example.com/friends/Access", "read, list: friends\n*: ann@example.com\ncreate: bob@example.com/Group/team\n"), spindle.Other, "owner names bob's group"},
-		{cat, put("ann@example.com/friends/z.txt"), spindle.NotExist, "bob's group does not exist yet: reported, never taken as empty"},
+		// Whether bob's group exists is bob's to tell: cat, with a right
+		// on friends/ but none on the group, is denied (Permission, as
+		// Upspin's errPerm), never told the group is missing, and never
+		// granted as if it were empty.
+		{cat, put("ann@example.com/friends/z.txt"), spindle.Permission, "bob's group does not exist yet: cat may not know"},
 	} {
 		err := s.do(e.as(s.user))
 		if s.want == spindle.Other {
@@ -153,17 +160,24 @@ func TestWriteRights(t *testing.T) {
 			t.Fatalf("%s: got %v, want %v", s.reason, err, s.want)
 		}
 	}
-	// Glob returns only what the user may list.
+	// Glob lists only directories the user may list (Upspin's listDir):
+	// a listable directory shows every name in it, and one that is not
+	// is Private.
 	for _, tc := range []struct {
 		user spindle.UserName
 		want string
+		kind spindle.Kind
 	}{
-		{ann, "Access Group docs friends open"},
-		{bob, "Access Group docs open"},
-		{cat, "friends open"},
-		{dan, ""},
+		{ann, "Access Group docs friends open", spindle.Other},
+		{bob, "Access Group docs friends open", spindle.Other},
+		{cat, "", spindle.Private}, // Create on the root, not list.
+		{dan, "", spindle.Private},
 	} {
 		got, err := e.s.Glob(ctx, tc.user, "ann@example.com/*")
+		if tc.kind != spindle.Other {
+			wantKind(t, err, tc.kind, "Glob of a root the user may not list")
+			continue
+		}
 		if err != nil {
 			t.Fatalf("Glob as %s: %v", tc.user, err)
 		}
@@ -175,7 +189,9 @@ func TestWriteRights(t *testing.T) {
 			t.Errorf("Glob as %s = %q, want %q (err %v)", tc.user, names, tc.want, err)
 		}
 	}
-	if got, _ := e.s.Glob(ctx, bob, "ann@example.com/docs/*"); len(got) != 3 || got[0].Name != "ann@example.com/docs/a.txt" || got[2].Name != "ann@example.com/docs/catdir" {
+	// docs/secret is listed (bob may list docs), though bob has no right
+	// on it: its name is in docs.
+	if got, _ := e.s.Glob(ctx, bob, "ann@example.com/docs/*"); len(got) != 4 || got[0].Name != "ann@example.com/docs/a.txt" || got[2].Name != "ann@example.com/docs/catdir" || got[3].Name != "ann@example.com/docs/secret" {
 		t.Errorf("bob's glob of docs = %v", got)
 	}
 	// WhichAccess.
@@ -223,5 +239,88 @@ func TestForeignGroup(t *testing.T) {
 	reports, err = Audit(ctx, map[spindle.UserName][]byte{ann: store.Bytes(ann)}, e.keys, nil)
 	if err != nil || reports[0].Err == nil || reports[0].Entries != 2 {
 		t.Fatalf("Audit of ann's log alone = %+v, %v", reports, err)
+	}
+}
+
+// TestLogPositionNeedsRights pins that a log's position (its head, or the
+// sequence an entry should have had) reaches only users with a right in
+// the tree, and that no error about a group carries a log position.
+func TestLogPositionNeedsRights(t *testing.T) {
+	e := rightsEnv(t)
+	ctx := e.ctx
+	for _, tc := range []struct {
+		user, owner spindle.UserName
+		ok          bool
+		rule        string
+	}{
+		{ann, ann, true, "the owner"},
+		{bob, ann, true, "read and list on the root"},
+		{cat, ann, true, "create on the root"},
+		{dan, ann, true, "read through ann's group friends"},
+		{"eve@example.com", ann, false, "no right anywhere: Private"},
+		{"eve@example.com", "nobody@example.com", false, "a tree that does not exist looks the same"},
+		{"eve@example.com", "eve@example.com", true, "one's own tree, even empty"},
+	} {
+		h, err := e.s.HeadFor(ctx, tc.user, tc.owner)
+		if tc.ok {
+			if err != nil || h == nil || h.User != tc.owner {
+				t.Errorf("%s: HeadFor(%s, %s) = %v, %v", tc.rule, tc.user, tc.owner, h, err)
+			}
+			continue
+		}
+		wantKind(t, err, spindle.Private, tc.rule)
+		if h != nil {
+			t.Errorf("%s: a head with the error", tc.rule)
+		}
+	}
+
+	// An entry signed for a stale place: Transient, naming the head, to a
+	// writer with a right in the tree; to anyone else what a writer
+	// without rights gets, so that trying sequence numbers finds nothing.
+	head, _ := e.s.Head(ctx, ann)
+	for _, tc := range []struct {
+		user spindle.UserName
+		kind spindle.Kind
+	}{
+		{bob, spindle.Transient},
+		{"eve@example.com", spindle.Private},
+	} {
+		if e.signers[tc.user] == nil {
+			e.signers[tc.user] = newSigner(t, tc.user)
+		}
+		for _, seq := range []int64{head.Seq - 1, head.Seq + 5} {
+			en := &Entry{Seq: seq, Prev: head.Hash, Time: spindle.Now(), Op: OpPut, Entry: *file("ann@example.com/open/probe", 1)}
+			en.Entry.Writer, en.Entry.Sequence = tc.user, seq
+			en.Writer = tc.user
+			if err := en.Sign(e.signers[tc.user]); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.s.Append(ctx, en)
+			wantKind(t, err, tc.kind, "stale entry of "+string(tc.user))
+			if tc.kind != spindle.Transient && strings.Contains(err.Error(), "sequence") {
+				t.Errorf("%s is told %q", tc.user, err)
+			}
+		}
+	}
+
+	// A group that does not exist: its owner's tree is on this host, its
+	// Group directory is private. A writer who may not know of it is
+	// denied without a word about it; its owner is told, without a log
+	// position.
+	e.do(e.as(ann).Put(ctx, control("ann@example.com/friends/Access", "read, list: friends\n*: ann@example.com\ncreate: bob@example.com/Group/team\n")))
+	e.do(e.as(bob).MakeDirectory(ctx, "bob@example.com/"))
+	_, err := e.as(cat).Put(ctx, file("ann@example.com/friends/c.txt", 1))
+	wantKind(t, err, spindle.Private, "cat, with no right on friends/, creates there")
+	if strings.Contains(err.Error(), "Group") || strings.Contains(err.Error(), "exist") {
+		t.Errorf("cat is told %q", err)
+	}
+	_, err = e.as(bob).Put(ctx, file("ann@example.com/friends/b.txt", 1))
+	wantKind(t, err, spindle.Private, "bob, whose group is missing, creates in friends/")
+	if msg := err.Error(); !strings.Contains(msg, "bob@example.com/Group/team") || !strings.Contains(msg, "does not exist") || strings.Contains(msg, "sequence") {
+		t.Errorf("bob is told %q", msg)
+	}
+	_, err = e.s.Lookup(ctx, bob, "ann@example.com/friends/f.txt")
+	if msg := fmt.Sprint(err); !strings.Contains(msg, "bob@example.com/Group/team") || strings.Contains(msg, "sequence") {
+		t.Errorf("bob's lookup in friends/: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -254,9 +255,19 @@ func (s *Server) unlockLog(l *userLog) {
 // delete, its last state). The server assigns nothing: the entry must be
 // for the next sequence number and name the current head as Prev, or
 // Append fails with kind Transient and the writer must read the head and
-// sign again (see [Client]). Other errors: Integrity (the signature does
-// not verify), Permission or Private (the writer lacks the right), Invalid,
-// NotExist, Exist, NotDir, IsDir, NotEmpty, and IO.
+// sign again (see [Client]); a writer with no right anywhere in the tree
+// gets Private instead, so that the log's position is not told. Other
+// errors: Integrity (the signature does not verify), Permission or Private
+// (the writer lacks the right: Permission if the writer has some right on
+// the name, as Upspin's errPerm), Invalid, NotExist, Exist, NotDir, IsDir,
+// NotEmpty, and IO.
+//
+// A right that depends on a group that cannot be loaded is not granted.
+// The error names the group and says what is wrong with it only to a user
+// who may know: one with some right on the Group file (its owner has every
+// right) and either some right on the name (so may read the Access file
+// that names the group) or the group being the user's own. Anyone else
+// gets the plain denial. No error carries a log position.
 func (s *Server) Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error) {
 	const op spindle.Op = "dirlog.Append"
 	out, err := s.appendBatch(ctx, op, []*Entry{e})
@@ -383,7 +394,7 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *userLog, items []
 	var stop error
 	for i, it := range items {
 		if e := it.e; e.Seq != seq+1 || e.Prev != head {
-			stop = spindle.E(op, spindle.Transient, it.p.Path(), e.Writer, fmt.Sprintf("log head moved: entry is for sequence %d, head is at %d; read the head and sign again", e.Seq, seq))
+			stop = s.moved(op, l, it, seq)
 			items = items[:i]
 			break
 		}
@@ -404,7 +415,7 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *userLog, items []
 	s.mu.RLock()
 	for i, it := range items {
 		deps := make(map[spindle.UserName]int64)
-		err := l.t.checkOp(it.e, groupLoader(l.t, func(u spindle.UserName) (*tree, int64, error) {
+		err := l.t.checkOp(it.e, s.groupsFor(it.e.Writer, groupLoader(l.t, func(u spindle.UserName) (*tree, int64, error) {
 			other := s.logs[u]
 			if other == nil {
 				deps[u] = 0
@@ -416,7 +427,7 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *userLog, items []
 				deps[u] = seq
 			}
 			return other.t, seq, nil
-		}))
+		})))
 		if err != nil {
 			stop = spindle.E(op, err)
 			items = items[:i]
@@ -474,6 +485,22 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *userLog, items []
 	return out, stop
 }
 
+// moved returns the error for an entry not signed for the place after the
+// head, at seq: Transient, so that the writer reads the head and signs
+// again. A writer who may not learn the log's position (see knowsLog) gets
+// what a writer without rights gets, Private, so that trying sequence
+// numbers cannot find it.
+func (s *Server) moved(op spindle.Op, l *userLog, it batchItem, seq int64) error {
+	e := it.e
+	s.mu.RLock()
+	ok := s.knowsLog(e.Writer, l.user)
+	s.mu.RUnlock()
+	if !ok {
+		return spindle.E(op, spindle.Private, it.p.Path(), e.Writer)
+	}
+	return spindle.E(op, spindle.Transient, it.p.Path(), e.Writer, fmt.Sprintf("log head moved: entry is for sequence %d, head is at %d; read the head and sign again", e.Seq, seq))
+}
+
 // verify checks the signature of a batch's entry and returns the key that
 // verified it.
 func (s *Server) verify(ctx context.Context, op spindle.Op, it batchItem) (spindle.PublicKey, error) {
@@ -510,13 +537,79 @@ func (s *Server) readerFor(owner, user spindle.UserName) *reader {
 	if l := s.logs[owner]; l != nil {
 		t = l.t
 	}
-	load := groupLoader(t, func(u spindle.UserName) (*tree, int64, error) {
+	load := s.groupsFor(user, s.currentGroups(t))
+	return &reader{s: s, t: t, user: user, load: load, can: t.rights(load)}
+}
+
+// currentGroups loads groups as they stand now, t's own and other users'.
+// It must be called with s.mu held for reading.
+func (s *Server) currentGroups(t *tree) access.GroupLoader {
+	return groupLoader(t, func(u spindle.UserName) (*tree, int64, error) {
 		if l := s.logs[u]; l != nil {
 			return l.t, l.t.seq, nil
 		}
 		return nil, 0, nil
 	})
-	return &reader{s: s, t: t, user: user, load: load, can: t.rights(load)}
+}
+
+// groupsFor wraps load so that a group that cannot be loaded tells user no
+// more than user may know. As for any name, whether a group exists is told
+// only to a user with some right on its Group file (its owner has every
+// right); to anyone else the group is Private, and a rights decision that
+// needed it is then reported as a plain denial (see undecided). It must be
+// called, and its result used, with s.mu held for reading.
+func (s *Server) groupsFor(user spindle.UserName, load access.GroupLoader) access.GroupLoader {
+	return func(name spindle.PathName) (*access.Group, error) {
+		g, err := load(name)
+		if err == nil || s.mayKnow(user, name) {
+			return g, err
+		}
+		return nil, spindle.E(spindle.Private, name, "group cannot be consulted")
+	}
+}
+
+// mayKnow reports whether user has some right on name, judged by the
+// Access and Group files as they stand now in its owner's tree. A right
+// that cannot be decided is not held. s.mu must be held for reading.
+func (s *Server) mayKnow(user spindle.UserName, name spindle.PathName) bool {
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return false
+	}
+	if p.User() == user {
+		return true
+	}
+	l := s.logs[p.User()]
+	if l == nil {
+		return false
+	}
+	ok, err := access.Can(user, access.AnyRight, p.Path(), l.t.loadAccess, s.currentGroups(l.t))
+	return err == nil && ok
+}
+
+// knowsLog reports whether user may learn the position of owner's log: the
+// owner, and every user some Access file in the tree grants a right, may.
+// Anyone else gets no head and no sequence number of the log, in answers
+// or in errors. s.mu must be held for reading.
+func (s *Server) knowsLog(user, owner spindle.UserName) bool {
+	if user == owner {
+		return true
+	}
+	l := s.logs[owner]
+	if l == nil {
+		return false
+	}
+	load := s.currentGroups(l.t)
+	for name, a := range l.t.acl {
+		p, err := spindle.Parse(name)
+		if err != nil {
+			continue
+		}
+		if ok, err := a.Can(user, access.AnyRight, p.Dir().Path(), load); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
 
 // show returns what user may see of d with right need (AnyRight, or List
@@ -531,22 +624,42 @@ func (r *reader) show(d *spindle.DirEntry, need access.Right) (*spindle.DirEntry
 func (r *reader) showWith(can rightsFunc, d *spindle.DirEntry, need access.Right) (*spindle.DirEntry, error) {
 	read, err := can(r.user, access.Read, d.Name)
 	if err != nil {
-		return nil, err
+		return nil, r.undecided(can, d.Name, err)
 	}
 	if read {
 		return cloneEntry(d), nil
 	}
 	ok, err := can(r.user, need, d.Name)
-	if err != nil || !ok {
-		return nil, err
+	if err != nil {
+		return nil, r.undecided(can, d.Name, err)
 	}
+	if !ok {
+		return nil, nil
+	}
+	return incomplete(d), nil
+}
+
+// undecided is the package's undecided for a name in r's tree.
+func (r *reader) undecided(can rightsFunc, name spindle.PathName, err error) error {
+	p, perr := spindle.Parse(name)
+	if perr != nil {
+		return spindle.E(spindle.Internal, name, perr)
+	}
+	return undecided(can, r.user, p, err)
+}
+
+// incomplete returns a copy of d for a user who may know of it but not
+// read it: without blocks and packdata, marked AttrIncomplete. As in
+// Upspin, Access and Group files are shown whole to anyone with a right:
+// they hold the rules.
+func incomplete(d *spindle.DirEntry) *spindle.DirEntry {
 	c := cloneEntry(d)
 	if access.IsAccessFile(c.Name) || access.IsGroupFile(c.Name) {
-		return c, nil // As in Upspin, anyone with a right may read the rules.
+		return c
 	}
 	c.Blocks, c.Packdata = nil, nil
 	c.Attr |= spindle.AttrIncomplete
-	return c, nil
+	return c
 }
 
 // lookup implements Lookup for a parsed name.
@@ -554,6 +667,8 @@ func (r *reader) lookup(p spindle.Parsed) (*spindle.DirEntry, error) {
 	n, blocker := r.t.find(p)
 	if n == nil {
 		if blocker != nil && blocker.entry.Attr.IsLink() {
+			// As Upspin's errLink: a user with a right on the link may
+			// follow it; to anyone else the name is Private.
 			if d, err := r.show(&blocker.entry, access.AnyRight); err != nil {
 				return nil, err
 			} else if d != nil {
@@ -578,6 +693,124 @@ func (r *reader) lookup(p spindle.Parsed) (*spindle.DirEntry, error) {
 	return d, nil
 }
 
+// list returns the items of directory dir for a listing, and whether the
+// user may read them, as Upspin's listDir decides: a user who may not list
+// dir gets Private, whether or not it exists; one who may list it but not
+// read it gets incomplete entries. A path through a link is refused with
+// NotDir only to a user with a right on the link (links are not followed).
+func (r *reader) list(dir spindle.Parsed) (map[string]*node, bool, error) {
+	n, blocker := r.t.find(dir)
+	if n != nil && n.entry.Attr.IsLink() {
+		blocker = n // Listing a link would list its target.
+	}
+	if blocker != nil && blocker.entry.Attr.IsLink() {
+		if d, err := r.show(&blocker.entry, access.AnyRight); err != nil {
+			return nil, false, err
+		} else if d != nil {
+			return nil, false, blockedBy(blocker, dir, r.user)
+		}
+	}
+	ok, err := r.can(r.user, access.List, dir.Path())
+	if err != nil {
+		return nil, false, undecided(r.can, r.user, dir, err)
+	}
+	if !ok {
+		return nil, false, spindle.E(spindle.Private, dir.Path(), r.user)
+	}
+	switch {
+	case blocker != nil:
+		return nil, false, blockedBy(blocker, dir, r.user)
+	case n == nil:
+		return nil, false, spindle.E(spindle.NotExist, dir.Path(), r.user)
+	case !n.entry.Attr.IsDir():
+		return nil, false, spindle.E(spindle.NotDir, dir.Path(), r.user)
+	}
+	// As Upspin: a read right that cannot be decided is not held.
+	read, err := r.can(r.user, access.Read, dir.Path())
+	return n.kids, read && err == nil, nil
+}
+
+// glob returns the entries below dir that match elems, a pattern's
+// elements after dir's, as Upspin's serverutil.Glob finds them: the
+// elements up to the first with a metacharacter are a path, and the
+// directory they name is listed (see list); a match is emitted if it is
+// the pattern's last element, or searched further if it is a directory.
+// A directory below that the user may not list, or that the rest of the
+// pattern does not reach, adds nothing. Elements without metacharacters
+// after the last listing are looked up, not listed (see lookup), as in
+// Upspin: a name one knows may be asked for with any right on it.
+func (r *reader) glob(dir spindle.Parsed, elems []string) ([]*spindle.DirEntry, error) {
+	meta := slices.IndexFunc(elems, hasMeta)
+	if meta < 0 {
+		p, err := under(dir, elems)
+		if err != nil {
+			return nil, err
+		}
+		d, err := r.lookup(p)
+		if err != nil {
+			return nil, err
+		}
+		return []*spindle.DirEntry{d}, nil
+	}
+	base, err := under(dir, elems[:meta])
+	if err != nil {
+		return nil, err
+	}
+	kids, read, err := r.list(base)
+	if err != nil {
+		return nil, err
+	}
+	var out []*spindle.DirEntry
+	for name, k := range kids {
+		if ok, _ := path.Match(elems[meta], name); !ok {
+			continue
+		}
+		if meta == len(elems)-1 {
+			if read {
+				out = append(out, cloneEntry(&k.entry))
+			} else {
+				out = append(out, incomplete(&k.entry))
+			}
+			continue
+		}
+		if !k.entry.Attr.IsDir() {
+			continue // Links are not followed; a file ends the match.
+		}
+		kp, err := spindle.Parse(k.entry.Name)
+		if err != nil {
+			return nil, spindle.E(spindle.Internal, k.entry.Name, err)
+		}
+		more, err := r.glob(kp, elems[meta+1:])
+		switch spindle.KindOf(err) {
+		case spindle.Other:
+		case spindle.Private, spindle.Permission, spindle.NotExist, spindle.NotDir:
+			continue // As in Upspin: what the user may not see adds nothing.
+		default:
+			return nil, err
+		}
+		out = append(out, more...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// hasMeta reports whether a pattern element holds a metacharacter of
+// path.Match.
+func hasMeta(el string) bool { return strings.ContainsAny(el, `*?[\`) }
+
+// under returns the path of elems below dir. The elements come from a
+// pattern that parsed, so only a pattern too long can fail.
+func under(dir spindle.Parsed, elems []string) (spindle.Parsed, error) {
+	if len(elems) == 0 {
+		return dir, nil
+	}
+	s := string(dir.Path())
+	if !dir.IsRoot() {
+		s += "/"
+	}
+	return spindle.Parse(spindle.PathName(s + strings.Join(elems, "/")))
+}
+
 func checkUser(user spindle.UserName) error {
 	if u, err := spindle.CleanUser(user); err != nil || u != user {
 		return spindle.E(spindle.Invalid, user, "requesting user is not a clean user name")
@@ -587,11 +820,14 @@ func checkUser(user spindle.UserName) error {
 
 // Lookup returns the entry for name as user may see it. A user with some
 // right on name but not read gets the entry marked AttrIncomplete, without
-// blocks and packdata. A user with no right gets Private, or Permission if
-// the user has some right on the parent; NotExist only goes to users with
-// some right on name. If name lies beneath a link, Lookup returns the
-// link's entry together with an error of kind NotDir, and the caller
-// follows the link.
+// blocks and packdata. A user with no right on name gets Private, whether
+// or not it exists and whatever the user's rights on its parent, as in
+// Upspin; NotExist only goes to users with some right on name. If name
+// lies beneath a link, Lookup returns the link's entry together with an
+// error of kind NotDir to a user with some right on the link, and the
+// caller follows the link; anyone else gets Private. A right that depends
+// on a group that cannot be loaded is reported as a denial (see
+// [Server.Append] for what the error says about the group).
 func (s *Server) Lookup(ctx context.Context, user spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
 	const op spindle.Op = "dirlog.Lookup"
 	if err := checkUser(user); err != nil {
@@ -610,12 +846,15 @@ func (s *Server) Lookup(ctx context.Context, user spindle.UserName, name spindle
 	return d, nil
 }
 
-// Glob returns, sorted by name, the entries matching pattern that user may
-// list or read (see [Server.Lookup] for what a user who may not read gets).
-// Each element after the user name may use path.Match syntax; the user
-// name may not. A pattern without metacharacters behaves as Lookup.
-// Directories on the way are searched whatever the user's rights on them,
-// but only matches the user may see are returned; links are not followed.
+// Glob returns, sorted by name, the entries matching pattern as user may
+// see them. Each element after the user name may use path.Match syntax;
+// the user name may not. A pattern without metacharacters behaves as
+// Lookup. As in Upspin, a pattern looks only inside directories the user
+// may list: the directory before the first element with a metacharacter
+// must be listable (otherwise Glob fails with Private, whether or not it
+// exists), and directories further down that are not add nothing. Entries
+// of a directory the user may list but not read are incomplete (see
+// [Server.Lookup]). Links are not followed.
 func (s *Server) Glob(ctx context.Context, user spindle.UserName, pattern string) ([]*spindle.DirEntry, error) {
 	const op spindle.Op = "dirlog.Glob"
 	if err := checkUser(user); err != nil {
@@ -625,52 +864,18 @@ func (s *Server) Glob(ctx context.Context, user spindle.UserName, pattern string
 	if err != nil {
 		return nil, spindle.E(op, user, err)
 	}
-	meta := false
 	for _, el := range p.Elems() {
 		if _, err := path.Match(el, ""); err != nil {
 			return nil, spindle.E(op, spindle.Invalid, p.Path(), user, fmt.Errorf("bad pattern element %q: %v", el, err))
 		}
-		meta = meta || strings.ContainsAny(el, `*?[\`)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	r := s.readerFor(p.User(), user)
-	if !meta {
-		d, err := r.lookup(p)
-		if err != nil {
-			return nil, spindle.E(op, p.Path(), user, err)
-		}
-		return []*spindle.DirEntry{d}, nil
+	out, err := r.glob(p.First(0), p.Elems())
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), user, err)
 	}
-	level := []*node{}
-	if r.t.root != nil {
-		level = append(level, r.t.root)
-	}
-	for _, el := range p.Elems() {
-		var next []*node
-		for _, n := range level {
-			if !n.entry.Attr.IsDir() {
-				continue
-			}
-			for name, k := range n.kids {
-				if ok, _ := path.Match(el, name); ok {
-					next = append(next, k)
-				}
-			}
-		}
-		level = next
-	}
-	var out []*spindle.DirEntry
-	for _, n := range level {
-		d, err := r.show(&n.entry, access.List)
-		if err != nil {
-			return nil, spindle.E(op, p.Path(), user, err)
-		}
-		if d != nil {
-			out = append(out, d)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
@@ -703,8 +908,31 @@ func (s *Server) WhichAccess(ctx context.Context, user spindle.UserName, name sp
 	return cloneEntry(&n.entry), nil
 }
 
+// HeadFor returns the head of owner's log, as Head does, to user, who must
+// hold some right in owner's tree (the owner does, and every user an Access
+// file there names): the head is the log's position, and a user without
+// rights learns nothing of a tree. Anyone else gets Private, as for a tree
+// that does not exist.
+func (s *Server) HeadFor(ctx context.Context, user, owner spindle.UserName) (*Head, error) {
+	const op spindle.Op = "dirlog.Head"
+	if err := checkUser(user); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if err := checkUser(owner); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	s.mu.RLock()
+	ok := s.knowsLog(user, owner)
+	s.mu.RUnlock()
+	if !ok {
+		return nil, spindle.E(op, spindle.Private, spindle.PathName(owner+"/"), user)
+	}
+	return s.Head(ctx, owner)
+}
+
 // Head returns the head of owner's log, signed by the host if the server
 // has a Host signer. A log with no entries has sequence 0 and the zero hash.
+// It checks no rights: a node answering users calls [Server.HeadFor].
 func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*Head, error) {
 	const op spindle.Op = "dirlog.Head"
 	if err := checkUser(owner); err != nil {
@@ -749,6 +977,12 @@ func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*Head, error
 // governed the item when the change was made (and the groups as they are
 // when the event is sent). The channel is also closed when the server is. If the watch fails, the
 // last event carries the error. The user needs some right on name.
+//
+// A watch shows no more than Lookup and Glob would: name itself as Lookup
+// shows it, and an item below it only if the user may list the directory
+// holding it and every directory between that and name, as a pattern
+// name/*/.../* would find it (see [Server.Glob]). A user who may read but
+// not list a directory learns, by watching it, of the directory alone.
 func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
 	const op spindle.Op = "dirlog.Watch"
 	if err := checkUser(user); err != nil {
@@ -774,17 +1008,7 @@ func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.
 		switch fromSeq {
 		case 0:
 			if n, _ := r.t.find(p); n != nil {
-				walk(n, func(m *node) bool {
-					d, err2 := r.show(&m.entry, access.AnyRight)
-					if err2 != nil {
-						err = err2
-						return false
-					}
-					if d != nil {
-						first = append(first, spindle.Event{Entry: d})
-					}
-					return true
-				})
+				first, err = r.current(n)
 			}
 			next = r.t.seq + 1
 		case -1:
@@ -798,6 +1022,84 @@ func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.
 	ch := make(chan spindle.Event, 64)
 	go s.watch(ctx, l, user, p, next, first, ch)
 	return ch, nil
+}
+
+// seen returns d, an item at or below the watched name p, as the watcher
+// may see it, or nil. The watched item itself is shown as Lookup shows it.
+// An item below it is shown only to a user who may list its directory and
+// every directory between it and p, as a pattern p/*/.../* would find it
+// (whole only to one who may also read the item): a watch reveals no name
+// a listing would not. can decides rights on the item and dirCan on its
+// directory, as they were at the change; the directories between are
+// judged as they are now. A right that cannot be decided (a group cannot
+// be loaded) is not held: the item is left out and the watch goes on,
+// telling the watcher nothing of the group (Lookup reports it to whoever
+// may know).
+func (r *reader) seen(p spindle.Parsed, d *spindle.DirEntry, can, dirCan rightsFunc) (*spindle.DirEntry, error) {
+	if d.Name == p.Path() {
+		return r.showWith(can, d, access.AnyRight)
+	}
+	q, err := spindle.Parse(d.Name)
+	if err != nil {
+		return nil, spindle.E(spindle.Internal, d.Name, err)
+	}
+	dir := q.Dir()
+	if ok, err := dirCan(r.user, access.List, dir.Path()); err != nil || !ok {
+		return nil, nil
+	}
+	for a := dir; a.NElem() > p.NElem(); {
+		a = a.Dir()
+		if ok, err := r.can(r.user, access.List, a.Path()); err != nil || !ok {
+			return nil, nil
+		}
+	}
+	return r.listed(can, d), nil
+}
+
+// listed returns d, which the user may list, as the user sees it: whole
+// with read on it, incomplete otherwise. As in Upspin's listDir, a read
+// right that cannot be decided is not held.
+func (r *reader) listed(can rightsFunc, d *spindle.DirEntry) *spindle.DirEntry {
+	if read, err := can(r.user, access.Read, d.Name); err == nil && read {
+		return cloneEntry(d)
+	}
+	return incomplete(d)
+}
+
+// current returns the events that show the watched item n and everything
+// below it as the watcher may see them now (see seen), parents before
+// children, children in name order. A directory the user may not list
+// hides everything below it.
+func (r *reader) current(n *node) ([]spindle.Event, error) {
+	d, err := r.show(&n.entry, access.AnyRight)
+	if err != nil {
+		return nil, err
+	}
+	var out []spindle.Event
+	if d != nil {
+		out = append(out, spindle.Event{Entry: d})
+	}
+	var visit func(dir *node)
+	visit = func(dir *node) {
+		if len(dir.kids) == 0 {
+			return
+		}
+		if ok, err := r.can(r.user, access.List, dir.entry.Name); err != nil || !ok {
+			return
+		}
+		names := make([]string, 0, len(dir.kids))
+		for k := range dir.kids {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			kid := dir.kids[k]
+			out = append(out, spindle.Event{Entry: r.listed(r.can, &kid.entry)})
+			visit(kid)
+		}
+	}
+	visit(n)
+	return out, nil
 }
 
 func (s *Server) watch(ctx context.Context, l *userLog, user spindle.UserName, p spindle.Parsed, next int64, batch []spindle.Event, ch chan<- spindle.Event) {
@@ -849,13 +1151,16 @@ func (s *Server) watch(ctx context.Context, l *userLog, user spindle.UserName, p
 					if !q.HasPrefix(p) {
 						continue
 					}
-					// Judge by the Access file in force at the change, so
+					// Judge by the Access files in force at the change, so
 					// that a rename cannot reveal what was hidden.
 					can := func(u spindle.UserName, right access.Right, name spindle.PathName) (bool, error) {
 						return c.acc.Can(u, right, name, r.load)
 					}
+					dirCan := func(u spindle.UserName, right access.Right, name spindle.PathName) (bool, error) {
+						return c.dacc.Can(u, right, name, r.load)
+					}
 					var d *spindle.DirEntry
-					if d, err = r.showWith(can, c.ev.Entry, access.AnyRight); err != nil {
+					if d, err = r.seen(p, c.ev.Entry, can, dirCan); err != nil {
 						break
 					}
 					if d != nil {

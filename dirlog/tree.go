@@ -1,6 +1,7 @@
 package dirlog
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -78,7 +79,10 @@ func (t *tree) groupAt(name spindle.PathName, seq int64) (*access.Group, error) 
 	h := t.groups[name]
 	i := sort.Search(len(h), func(i int) bool { return h[i].seq > seq }) - 1
 	if i < 0 || h[i].g == nil {
-		return nil, spindle.E(spindle.NotExist, name, fmt.Sprintf("group does not exist at sequence %d of %s's log", seq, t.user))
+		// The message names no sequence: errors reach readers, and a
+		// log's position is for those with rights on it. The host's
+		// record of the decision keeps the sequence for replay.
+		return nil, spindle.E(spindle.NotExist, name, "group does not exist")
 	}
 	return h[i].g, nil
 }
@@ -92,27 +96,55 @@ func (t *tree) rights(loadGroup access.GroupLoader) rightsFunc {
 	}
 }
 
-// denied returns the error for a user who lacks a right on p: Permission if
-// the user has some right on p or on its parent, so may know the name,
-// Private otherwise. It never depends on whether p exists.
+// denied returns the error for a user who lacks a right on p, as Upspin's
+// dir server does: Permission if the user has some right on p, so may know
+// the name, Private otherwise. It never depends on whether p exists, nor on
+// the user's rights elsewhere (a right on the parent tells nothing about a
+// directory with an Access file of its own).
 func denied(can rightsFunc, user spindle.UserName, p spindle.Parsed) error {
-	for _, q := range []spindle.Parsed{p, p.Dir()} {
-		ok, err := can(user, access.AnyRight, q.Path())
-		if err != nil {
-			return err
-		}
-		if ok {
-			return spindle.E(spindle.Permission, p.Path(), user)
-		}
+	if ok, err := can(user, access.AnyRight, p.Path()); err == nil && ok {
+		return spindle.E(spindle.Permission, p.Path(), user)
 	}
 	return spindle.E(spindle.Private, p.Path(), user)
+}
+
+// undecided returns the error for a user whose right on p could not be
+// decided: err, from access.Can, says why (a group that cannot be loaded).
+// It is a denial (see denied) that carries err only if err tells the user
+// nothing more than the user may know: which group the Access file of p
+// names, and what is wrong with it. That needs a right on p (to read the
+// Access file; the denial is then Permission) or the group being the
+// user's own (whose owner is a member, so would hold the right), and a
+// right on the group (a group's loader reports a group the user may not
+// know of as Private: see Server.groupsFor). Anyone else learns only that
+// the right is not granted.
+func undecided(can rightsFunc, user spindle.UserName, p spindle.Parsed, err error) error {
+	if spindle.KindOf(err) == spindle.Invalid {
+		return err // A bad request (a user name, a right), not a group.
+	}
+	d := denied(can, user, p)
+	if spindle.KindOf(err) == spindle.Private || (spindle.KindOf(d) == spindle.Private && !ownGroup(err, user)) {
+		return d
+	}
+	return spindle.E(spindle.KindOf(d), p.Path(), user, err)
+}
+
+// ownGroup reports whether err is about a Group file of user's.
+func ownGroup(err error, user spindle.UserName) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if se, ok := err.(*spindle.Error); ok && access.IsGroupFile(se.Path) {
+			p, perr := spindle.Parse(se.Path)
+			return perr == nil && p.User() == user
+		}
+	}
+	return false
 }
 
 // need checks that user holds right on p, returning the denial otherwise.
 func need(can rightsFunc, user spindle.UserName, right access.Right, p spindle.Parsed) error {
 	ok, err := can(user, right, p.Path())
 	if err != nil {
-		return err
+		return undecided(can, user, p, err)
 	}
 	if !ok {
 		return denied(can, user, p)
@@ -403,12 +435,26 @@ func checkFields(e *Entry, user spindle.UserName) error {
 	return nil
 }
 
-// A change is one event of an applied entry, with the Access file that
-// governed the item at that moment (before a delete, after a put), by
-// which watchers' rights are judged.
+// A change is one event of an applied entry, with the Access files that
+// governed the item and its directory at that moment (before a delete,
+// after a put), by which watchers' rights are judged.
 type change struct {
-	ev  spindle.Event
-	acc *access.Access
+	ev   spindle.Event
+	acc  *access.Access // Governs the item.
+	dacc *access.Access // Governs the item's directory (acc, but for directories).
+}
+
+// changeOf returns the change ev makes, with the Access files governing
+// its item and the item's directory now.
+func (t *tree) changeOf(ev spindle.Event) change {
+	acc := t.governing(ev.Entry.Name)
+	dacc := acc // A file is governed by its directory's Access file.
+	if ev.Entry.Attr.IsDir() {
+		if p, err := spindle.Parse(ev.Entry.Name); err == nil && !p.IsRoot() {
+			dacc = t.governing(p.Dir().Path())
+		}
+	}
+	return change{ev, acc, dacc}
 }
 
 // governing returns the Access file that governs name now.
@@ -429,7 +475,7 @@ func (t *tree) apply(e *Entry) []change {
 	gone := func(n *node) {
 		d := cloneEntry(&n.entry)
 		d.Sequence = seq
-		changes = append(changes, change{spindle.Event{Entry: d, Delete: true}, t.governing(d.Name)})
+		changes = append(changes, t.changeOf(spindle.Event{Entry: d, Delete: true}))
 	}
 	switch e.Op {
 	case OpPut, OpLink, OpMkdir:
@@ -445,7 +491,7 @@ func (t *tree) apply(e *Entry) []change {
 			parent.kids[p.Last()] = n
 		}
 		t.noteControl(n.entry.Name, n, seq)
-		changes = append(changes, change{spindle.Event{Entry: cloneEntry(&n.entry)}, t.governing(n.entry.Name)})
+		changes = append(changes, t.changeOf(spindle.Event{Entry: cloneEntry(&n.entry)}))
 	case OpDelete:
 		parent, _ := t.find(p.Dir())
 		n := parent.kids[p.Last()]
@@ -479,7 +525,7 @@ func (t *tree) apply(e *Entry) []change {
 			return true
 		})
 		walk(n, func(m *node) bool {
-			changes = append(changes, change{spindle.Event{Entry: cloneEntry(&m.entry)}, t.governing(m.entry.Name)})
+			changes = append(changes, t.changeOf(spindle.Event{Entry: cloneEntry(&m.entry)}))
 			return true
 		})
 		t.stamp(q, seq)

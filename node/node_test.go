@@ -1,7 +1,9 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -59,5 +61,19 @@ func TestNoSocket(t *testing.T) {
 	defer n.Close()
 	if a := n.SocketAddr(); a != "" {
 		t.Errorf("SocketAddr = %q with NoSocket", a)
+	}
+}
+
+// mustRead fails the test unless c reads want from name.
+func mustRead(t *testing.T, c *client.Client, name spindle.PathName, want []byte) {
+	t.Helper()
+	f, err := c.Open(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read back %s: %v, equal=%v", name, err, bytes.Equal(got, want))
 	}
 }

@@ -84,9 +84,6 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		return &wire.Response{Data: keyraft.MarshalTreeProof(p)}, nil
 	case wire.KeyVerifier:
 		return &wire.Response{Data: []byte(n.keys.VerifierKey())}, nil
-	case wire.DirHead:
-		h, err := n.dir.Head(ctx, req.User)
-		return &wire.Response{Head: h}, err
 	}
 
 	// The rest act for the user the peer has authenticated as.
@@ -95,6 +92,11 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		return nil, spindle.E(wire.SessionOp, spindle.Permission, "not signed in: the client has not authenticated (run spin signup)")
 	}
 	switch req.Method {
+	case wire.DirHead:
+		// A log's head is its position: only users with a right in the
+		// tree get it (writers need it to sign their next entry).
+		h, err := n.dir.HeadFor(ctx, user, req.User)
+		return &wire.Response{Head: h}, err
 	case wire.DirAppend:
 		e, err := n.appendable(user, req.Data)
 		if err != nil {
@@ -202,7 +204,11 @@ func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
 // pattern) the head of its owner's log, taken after the answer, so that a
 // client that remembers the newest head it has seen notices a node that
 // answers from an older state of the log (see Client's dirHeads). Failed
-// answers carry no head: a user without rights learns nothing more.
+// answers carry no head: a user without rights learns nothing more. A
+// successful answer implies a right in the tree (Lookup, WhichAccess and
+// Glob succeed only for a user with some right on a name in it, or with
+// list on the directory searched), so the head goes only to users that
+// [dirlog.Server.HeadFor] would give it to.
 func (n *Node) withHead(ctx context.Context, resp *wire.Response, name string, err error) (*wire.Response, error) {
 	if err != nil {
 		return resp, err

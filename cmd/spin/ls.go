@@ -18,6 +18,11 @@ Lists the spin paths given, @ (your root) if none is. A directory is listed
 by its contents; a path holding *, ? or [ is a pattern matched element by
 element. Names are printed in full, directories with a trailing /.
 
+Listing a directory, or matching a pattern in it, needs the list right on
+it; a directory you may not list is private, and a pattern finds nothing
+in it. Read alone lets you get a file whose name you know. With list but
+not read, -l shows size, time and writer, and get is refused.
+
 Options:
     -l, -long        also print kind (d directory, l link, - file), packing,
                      size, time of last change and writer; links show their target
@@ -104,10 +109,27 @@ func (l *lister) list(ctx context.Context, arg string, name spindle.PathName) {
 func (l *lister) dir(ctx context.Context, name spindle.PathName) {
 	entries, err := l.c.Glob(ctx, children(name))
 	if err != nil {
-		l.fail(string(name), err)
+		l.fail(string(name), aboutDir(name, err))
 		return
 	}
 	l.entries(ctx, entries)
+}
+
+// aboutDir returns err, from globbing the children of dir, as an error
+// about dir, if it is one (dir may not be listed, say): the pattern is
+// ls's own, and the user named the directory.
+func aboutDir(dir spindle.PathName, err error) error {
+	for e := err; e != nil; {
+		se, ok := e.(*spindle.Error)
+		if !ok {
+			break
+		}
+		if se.Path == dir {
+			return spindle.E(spindle.KindOf(err), dir, se.Err)
+		}
+		e = se.Err
+	}
+	return err
 }
 
 // entries prints entries in name order, and with -R the directories below.

@@ -17,6 +17,9 @@ change to them as it happens, until interrupted:
     SEQUENCE put|mkdir|link|delete NAME WRITER
 
 A rename shows as the delete of each moved item and its put at the new name.
+PATH itself shows if you have any right on it; an item below it only if
+you may list its directory and every directory between, as ls would find
+it.
 
 Options:
     -new         print only changes made from now on

@@ -460,6 +460,13 @@ func (c *Client) Rename(ctx context.Context, oldName, newName spindle.PathName) 
 	return nil
 }
 
+// DirHead returns the head of owner's directory log as the node reports
+// it. The node gives it only to a signed-in user with some right in the
+// tree; others get Private.
+func (c *Client) DirHead(ctx context.Context, owner spindle.UserName) (*dirlog.Head, error) {
+	return c.svc.Head(ctx, owner)
+}
+
 // WhichAccess implements spindle.Client.
 func (c *Client) WhichAccess(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
 	return onPath(c, "client.WhichAccess", name, func(p spindle.PathName) (*spindle.DirEntry, error) {

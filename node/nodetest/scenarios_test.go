@@ -40,6 +40,7 @@ var scenarios = []scenario{
 	{"grant-domain-all-groups", false, grantDomainAllGroups},
 	{"revoke-reader", false, revokeReader},
 	{"private-permission-notexist", false, privatePermissionNotExist},
+	{"list-needs-list", false, listNeedsList},
 	{"access-files-owner-only", false, accessFilesOwnerOnly},
 	{"rewrap-on-access-change", false, rewrapOnAccessChange},
 	{"bad-input", false, badInput},
@@ -199,12 +200,16 @@ func grantEachRight(t *testing.T, r *Runner) {
 	r.GotData("secret")
 	r.Put("ann@example.com/p/file", "bob was here")
 	r.Want(spindle.Permission)
+	// Read alone does not list (Upspin: a directory that may not be
+	// listed is Private to Glob).
 	r.Glob("ann@example.com/p/*")
-	r.GotEntries("ann@example.com/p/Access", "ann@example.com/p/file")
+	r.Want(spindle.Private)
 	// List: sees the name, not the contents.
 	r.As(ann)
 	r.Put("ann@example.com/p/Access", "*: ann@example.com\nlist: bob@example.com\n")
 	r.As(bob)
+	r.Glob("ann@example.com/p/*")
+	r.GotEntries("ann@example.com/p/Access", "ann@example.com/p/file")
 	r.Lookup("ann@example.com/p/file")
 	r.GotIncomplete(true)
 	r.Get("ann@example.com/p/file")
@@ -233,6 +238,32 @@ func grantEachRight(t *testing.T, r *Runner) {
 	r.As(ann)
 	r.Lookup("ann@example.com/p/new")
 	r.Want(spindle.NotExist)
+}
+
+// listNeedsList pins Upspin's listing rules: a pattern looks only inside
+// directories the user may list, at every level (one that may not be
+// listed is Private), and read alone fetches a file whose name is known.
+func listNeedsList(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/rd")
+	r.Put("ann@example.com/rd/Access", "*: ann@example.com\nread: bob@example.com\n")
+	r.Put("ann@example.com/rd/f", "known name")
+	r.MakeDir("ann@example.com/rd/sub")
+	r.Put("ann@example.com/rd/sub/Access", "*: ann@example.com\nread, list: bob@example.com\n")
+	r.Put("ann@example.com/rd/sub/g", "g")
+	r.As(bob)
+	r.Get("ann@example.com/rd/f")
+	r.GotData("known name")
+	r.Glob("ann@example.com/rd/*") // ls of a directory bob may read, not list.
+	r.Want(spindle.Private)
+	r.Glob("ann@example.com/*") // A root bob may not list.
+	r.Want(spindle.Private)
+	r.Glob("ann@example.com/rd/*/*") // The search starts in rd.
+	r.Want(spindle.Private)
+	r.Glob("ann@example.com/rd/sub/*") // A directory bob may list.
+	r.GotEntries("ann@example.com/rd/sub/Access", "ann@example.com/rd/sub/g")
+	r.As(carl)
+	r.Glob("ann@example.com/rd/nothing/*") // No right: missing is Private too.
+	r.Want(spindle.Private)
 }
 
 func grantDomainAllGroups(t *testing.T, r *Runner) {

@@ -11,8 +11,10 @@ import (
 // are kept as they are, new readers get new wraps, and wraps for keys not
 // in readers are dropped. The file key is unwrapped with keys, current or
 // archived, so after a rotation Share both reads a file wrapped for the
-// old key and re-wraps it for the new one. The writer's signature does not
-// cover the wraps and stays valid. Share does not modify entry.
+// old key and re-wraps it for the new one. Readers may include [AllKey],
+// which makes the file readable by anyone; keys may be nil if the file is
+// already wrapped for all. The writer's signature does not cover the wraps
+// and stays valid. Share does not modify entry.
 //
 // Share fails with CannotDecrypt if keys hold no wrap, Integrity if the
 // entry is malformed or a wrap holds a key other than the committed one,

@@ -2,6 +2,7 @@ package pack
 
 import (
 	"fmt"
+	"slices"
 
 	"spindle.dev"
 )
@@ -37,6 +38,41 @@ func Share(entry *spindle.DirEntry, keys *Keys, readers []spindle.PublicKey) ([]
 	if err != nil {
 		return nil, spindle.E(op, entry.Name, err)
 	}
+	p.wraps = wraps
+	return p.marshal(), nil
+}
+
+// AddReaders is [Share] that removes no wrap: it wraps entry's file key
+// for the readers who hold no wrap yet and keeps every wrap entry has. The
+// owner's client uses it when it cannot tell who all the readers are (a
+// group it cannot read grants read), so that no reader loses a key by
+// mistake. Errors are those of Share.
+func AddReaders(entry *spindle.DirEntry, keys *Keys, readers []spindle.PublicKey) ([]byte, error) {
+	const op spindle.Op = "pack.AddReaders"
+	p, _, _, err := decodeEntry(entry)
+	if err != nil {
+		return nil, spindle.E(op, entry.Name, err)
+	}
+	if p.packing != spindle.EEPack {
+		return nil, spindle.E(op, entry.Name, spindle.Invalid, fmt.Sprintf("%v packing has no wrapped keys to share", p.packing))
+	}
+	key, err := unwrapFileKey(p, keys)
+	if err != nil {
+		return nil, spindle.E(op, entry.Name, err)
+	}
+	wraps, err := wrapFor(key, p.commitment, readers, p.wraps)
+	if err != nil {
+		return nil, spindle.E(op, entry.Name, err)
+	}
+	for _, w := range p.wraps {
+		if !slices.ContainsFunc(wraps, func(v wrap) bool { return v.keyHash == w.keyHash }) {
+			wraps = append(wraps, w)
+		}
+	}
+	if len(wraps) > maxWraps {
+		return nil, spindle.E(op, entry.Name, spindle.Invalid, fmt.Sprintf("%d readers, at most %d allowed", len(wraps), maxWraps))
+	}
+	slices.SortFunc(wraps, func(a, b wrap) int { return compareHash(a.keyHash, b.keyHash) })
 	p.wraps = wraps
 	return p.marshal(), nil
 }

@@ -182,3 +182,31 @@ func TestResign(t *testing.T) {
 		}
 	}
 }
+
+func TestAddReaders(t *testing.T) {
+	ak, bk, ck := testKeys(t, alice, 1), testKeys(t, bob, 2), testKeys(t, "carol@example.com", 3)
+	s := newMemBlocks()
+	data := testData(100, 4)
+	e := packFile(t, s, "alice@example.com/f", data, spindle.EEPack, ak, bk.PublicKey())
+	writer := []spindle.PublicKey{ak.PublicKey()}
+	// Adding carol keeps bob, though he is not named.
+	pd, err := AddReaders(e, ak, []spindle.PublicKey{ak.PublicKey(), ck.PublicKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Packdata = pd
+	for _, k := range []*Keys{ak, bk, ck} {
+		if got, err := readAll(e, s, k, writer...); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s after AddReaders: %v", k.UserName(), err)
+		}
+	}
+	if err := Verify(e, writer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unmarshalPackdata(e.Packdata); err != nil {
+		t.Fatalf("AddReaders made non-canonical packdata: %v", err)
+	}
+	if _, err := AddReaders(e, testKeys(t, "dan@example.com", 9), writer); !errors.Is(err, spindle.CannotDecrypt) {
+		t.Errorf("AddReaders by a non-reader: %v, want CannotDecrypt", err)
+	}
+}

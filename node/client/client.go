@@ -540,12 +540,23 @@ func (c *Client) Readers(ctx context.Context, name spindle.PathName) ([]spindle.
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)
 	}
-	readers, _ := c.readerUsers(ctx, e.Name) // Without them, the owner and writer are still named.
-	wrapped, _, err := c.wrappedUsers(ctx, e, readers)
+	// Without the readers, the owner and writer are still named.
+	readers, groups, rerr := c.readerUsers(ctx, e.Name)
+	wrapped, unknown, err := c.wrappedUsers(ctx, e, readers)
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)
 	}
-	return wrapped, nil
+	var w warnings
+	if rerr != nil {
+		w.add(spindle.E(e.Name, fmt.Errorf("cannot work out who may read it: %w", innermost(rerr))))
+	}
+	for _, g := range groups {
+		w.group("that grants read on "+string(e.Name), groupOf(g), g)
+	}
+	if len(unknown) > 0 {
+		w.add(spindle.E(e.Name, fmt.Sprintf("%d key holders could not be named", len(unknown))))
+	}
+	return wrapped, w.err()
 }
 
 // inlineFile is an Access or Group file, whose text is in its entry.

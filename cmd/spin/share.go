@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -54,7 +55,7 @@ func runShare(ctx context.Context, st *State, args []string) error {
 				failed = true
 				continue
 			}
-			if !r.Fixed && (len(r.Missing) > 0 || len(r.Extra) > 0 || len(r.Unknowns) > 0 && len(r.Groups) == 0) {
+			if !r.Fixed && (len(r.Missing) > 0 || len(r.Extra) > 0 || len(r.Unknowns) > 0 && !unsure(r)) {
 				unfixed++
 			}
 		}
@@ -86,15 +87,22 @@ func shareLine(r spindle.ShareReport) string {
 		}
 		parts = append(parts, verb+": "+joinUsers(r.Extra))
 	}
-	if len(r.Unknowns) > 0 {
+	if len(r.Unknowns) > 0 && !unsure(r) {
 		parts = append(parts, fmt.Sprintf("%d keys of unknown holders", len(r.Unknowns)))
 	}
 	needs := len(parts) > 0
 	for _, g := range r.Groups {
 		parts = append(parts, "group "+describeAll(g))
 	}
-	if len(r.Unsure) > 0 {
-		parts = append(parts, "keys kept while a group cannot be read: "+joinUsers(r.Unsure))
+	if kept := len(r.Unsure) + len(r.Unknowns); kept > 0 && unsure(r) {
+		holders := joinUsers(r.Unsure)
+		switch {
+		case len(r.Unsure) == 0:
+			holders = fmt.Sprintf("%d unnamed holders", len(r.Unknowns))
+		case len(r.Unknowns) > 0:
+			holders += fmt.Sprintf(" and %d unnamed holders", len(r.Unknowns))
+		}
+		parts = append(parts, "keys kept while a group cannot be read: "+holders)
 	}
 	status := "ok"
 	switch {
@@ -104,7 +112,7 @@ func shareLine(r spindle.ShareReport) string {
 		status = "fixed"
 	case needs:
 		status = "needs fixing"
-	case len(r.Groups) > 0:
+	case unsure(r):
 		status = "readers not all known"
 	}
 	line := fmt.Sprintf("%s: %s; readers: %s", r.Name, status, joinReaders(r.Readers, slices.Contains(r.Wrapped, spindle.AllUsers)))
@@ -112,4 +120,11 @@ func shareLine(r spindle.ShareReport) string {
 		line += "; " + strings.Join(parts, "; ")
 	}
 	return line
+}
+
+// unsure reports whether a group that grants read on the file cannot be
+// read: one that does not exist grants nothing, but one that cannot be
+// read may grant anyone, so the readers are not all known.
+func unsure(r spindle.ShareReport) bool {
+	return slices.ContainsFunc(r.Groups, func(err error) bool { return !errors.Is(err, spindle.NotExist) })
 }

@@ -251,7 +251,7 @@ func (c *Client) Signup(ctx context.Context) error {
 		msg := "your key is registered, but this node does not host your tree: its operator has not admitted you with spin node -writers"
 		if added {
 			if derr := c.dropDirHost(ctx, addr); derr != nil {
-				msg += fmt.Sprintf(" (and the node is still named as your dir host: %v)", innermost(derr))
+				msg += because(" (and the node is still named as your dir host", derr) + ")"
 			}
 		}
 		return spindle.E(op, c.user, spindle.Permission, msg)
@@ -581,7 +581,7 @@ func (c *Client) Readers(ctx context.Context, name spindle.PathName) ([]spindle.
 	}
 	var w warnings
 	if rerr != nil {
-		w.add(spindle.E(e.Name, fmt.Errorf("cannot work out who may read it: %w", innermost(rerr))))
+		w.add(spindle.E(e.Name, spindle.KindOf(rerr), because("cannot work out who may read it", rerr)))
 	}
 	for _, g := range groups {
 		w.group("that grants read on "+string(e.Name), groupOf(g), g)

@@ -212,19 +212,31 @@ func (w *warnings) group(what string, g spindle.PathName, err error) {
 		w.add(spindle.E(g, spindle.NotExist, fmt.Sprintf("group %s: until it exists it grants nothing, and its members get no keys", what)))
 		return
 	}
-	w.add(spindle.E(g, spindle.KindOf(err), fmt.Errorf("group %s cannot be read, so its members are not known and get no keys from you: %w", what, innermost(err))))
+	w.add(spindle.E(g, spindle.KindOf(err), because(fmt.Sprintf("group %s cannot be read, so its members are not known and get no keys from you", what), err)))
 }
 
-// innermost returns the message-bearing error at the bottom of a chain of
-// *spindle.Errors, without the operations and paths above it.
+// innermost returns the cause at the bottom of a chain of *spindle.Errors
+// as a plain error, without the operations, paths and kinds above it, or
+// nil if there is none.
 func innermost(err error) error {
 	for {
 		e, ok := err.(*spindle.Error)
-		if !ok || e.Err == nil {
-			return err
+		if !ok {
+			return errors.New(err.Error())
+		}
+		if e.Err == nil {
+			return nil
 		}
 		err = e.Err
 	}
+}
+
+// because appends ": cause" to msg if err has a cause below its kinds.
+func because(msg string, err error) string {
+	if c := innermost(err); c != nil {
+		return msg + ": " + c.Error()
+	}
+	return msg
 }
 
 func (w *warnings) err() error {

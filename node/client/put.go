@@ -410,15 +410,17 @@ func (c *Client) wrappedUsers(ctx context.Context, e *spindle.DirEntry, readers 
 	p, _ := spindle.Parse(e.Name)
 	cands := append(slices.Clone(readers), p.User(), e.Writer, c.user)
 	byHash := map[[32]byte]spindle.UserName{}
-	if h, err := spindle.KeyHash(pack.AllKey()); err == nil {
-		byHash[h] = spindle.AllUsers
-	}
 	for _, u := range cands {
 		if k, err := c.userKey(ctx, u); err == nil {
 			if h, err := spindle.KeyHash(k); err == nil {
 				byHash[h] = u
 			}
 		}
+	}
+	// Last, so that a user who registered the all users key as their own
+	// (and so made their files everyone's) cannot pass for a single reader.
+	if h, err := spindle.KeyHash(pack.AllKey()); err == nil {
+		byHash[h] = spindle.AllUsers
 	}
 	var users []spindle.UserName
 	var unknown []string

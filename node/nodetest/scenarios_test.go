@@ -597,6 +597,15 @@ func missingGroupsWarn(t *testing.T, r *Runner) {
 	r.As(carl)
 	r.Get("ann@example.com/mg/f")
 	r.GotData("for bob and friends")
+	// A Group file naming a group that does not exist is stored too.
+	r.As(ann)
+	r.Put("ann@example.com/Group/friends", "carl@other.org, cousins\n")
+	r.GotWarning(Problem{spindle.NotExist, "ann@example.com/Group/cousins"})
+	r.Get("ann@example.com/Group/friends")
+	r.GotData("carl@other.org, cousins\n")
+	r.As(carl)
+	r.Get("ann@example.com/mg/f")
+	r.GotData("for bob and friends")
 
 	// A group of carl's that ann may not read: stored, with a warning;
 	// bob and carl keep their keys, since they may be its members.

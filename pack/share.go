@@ -42,12 +42,13 @@ func Share(entry *spindle.DirEntry, keys *Keys, readers []spindle.PublicKey) ([]
 	return p.marshal(), nil
 }
 
-// AddReaders is [Share] that removes no wrap: it wraps entry's file key
-// for the readers who hold no wrap yet and keeps every wrap entry has. The
-// owner's client uses it when it cannot tell who all the readers are (a
-// group it cannot read grants read), so that no reader loses a key by
-// mistake. Errors are those of Share.
-func AddReaders(entry *spindle.DirEntry, keys *Keys, readers []spindle.PublicKey) ([]byte, error) {
+// AddReaders is [Share] that removes only the wraps for the keys in
+// remove: it wraps entry's file key for the readers who hold no wrap yet
+// and keeps every other wrap entry has. The owner's client uses it when it
+// cannot tell who all the readers are (a group it cannot read grants
+// read), so that no reader loses a key by mistake, while a key it knows to
+// be no reader's (such as [AllKey]) still goes. Errors are those of Share.
+func AddReaders(entry *spindle.DirEntry, keys *Keys, readers, remove []spindle.PublicKey) ([]byte, error) {
 	const op spindle.Op = "pack.AddReaders"
 	p, _, _, err := decodeEntry(entry)
 	if err != nil {
@@ -64,10 +65,22 @@ func AddReaders(entry *spindle.DirEntry, keys *Keys, readers []spindle.PublicKey
 	if err != nil {
 		return nil, spindle.E(op, entry.Name, err)
 	}
+	gone := make(map[[32]byte]bool)
+	for _, k := range remove {
+		h, err := spindle.KeyHash(k)
+		if err != nil {
+			return nil, spindle.E(op, entry.Name, spindle.Invalid, err)
+		}
+		gone[h] = true
+	}
+	wraps = slices.DeleteFunc(wraps, func(w wrap) bool { return gone[w.keyHash] })
 	for _, w := range p.wraps {
-		if !slices.ContainsFunc(wraps, func(v wrap) bool { return v.keyHash == w.keyHash }) {
+		if !gone[w.keyHash] && !slices.ContainsFunc(wraps, func(v wrap) bool { return v.keyHash == w.keyHash }) {
 			wraps = append(wraps, w)
 		}
+	}
+	if len(wraps) == 0 {
+		return nil, spindle.E(op, entry.Name, spindle.Invalid, "no readers to wrap the file key for")
 	}
 	if len(wraps) > maxWraps {
 		return nil, spindle.E(op, entry.Name, spindle.Invalid, fmt.Sprintf("%d readers, at most %d allowed", len(wraps), maxWraps))

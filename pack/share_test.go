@@ -189,8 +189,14 @@ func TestAddReaders(t *testing.T) {
 	data := testData(100, 4)
 	e := packFile(t, s, "alice@example.com/f", data, spindle.EEPack, ak, bk.PublicKey())
 	writer := []spindle.PublicKey{ak.PublicKey()}
-	// Adding carol keeps bob, though he is not named.
-	pd, err := AddReaders(e, ak, []spindle.PublicKey{ak.PublicKey(), ck.PublicKey()})
+	// Adding carol keeps bob, though he is not named; the wrap for all,
+	// named in remove, goes.
+	pd, err := Share(e, ak, []spindle.PublicKey{ak.PublicKey(), bk.PublicKey(), AllKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Packdata = pd
+	pd, err = AddReaders(e, ak, []spindle.PublicKey{ak.PublicKey(), ck.PublicKey()}, []spindle.PublicKey{AllKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,13 +206,19 @@ func TestAddReaders(t *testing.T) {
 			t.Errorf("%s after AddReaders: %v", k.UserName(), err)
 		}
 	}
+	if all, _ := IsWrappedForAll(e); all {
+		t.Error("the wrap for all survived AddReaders removing it")
+	}
+	if _, err := readAll(e, s, nil, writer...); !errors.Is(err, spindle.CannotDecrypt) {
+		t.Errorf("a reader with no keys after the wrap for all went: %v, want CannotDecrypt", err)
+	}
 	if err := Verify(e, writer); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := unmarshalPackdata(e.Packdata); err != nil {
 		t.Fatalf("AddReaders made non-canonical packdata: %v", err)
 	}
-	if _, err := AddReaders(e, testKeys(t, "dan@example.com", 9), writer); !errors.Is(err, spindle.CannotDecrypt) {
+	if _, err := AddReaders(e, testKeys(t, "dan@example.com", 9), writer, nil); !errors.Is(err, spindle.CannotDecrypt) {
 		t.Errorf("AddReaders by a non-reader: %v, want CannotDecrypt", err)
 	}
 }

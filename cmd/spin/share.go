@@ -55,7 +55,7 @@ func runShare(ctx context.Context, st *State, args []string) error {
 				failed = true
 				continue
 			}
-			if !r.Fixed && (len(r.Missing) > 0 || len(r.Extra) > 0 || len(r.Unknowns) > 0 && !unsure(r)) {
+			if !r.Fixed && (len(r.Missing) > 0 || len(r.Extra) > 0 || len(r.Unknowns) > 0 && !keepsUnknowns(r)) {
 				unfixed++
 			}
 		}
@@ -87,7 +87,7 @@ func shareLine(r spindle.ShareReport) string {
 		}
 		parts = append(parts, verb+": "+joinUsers(r.Extra))
 	}
-	if len(r.Unknowns) > 0 && !unsure(r) {
+	if len(r.Unknowns) > 0 && !keepsUnknowns(r) {
 		parts = append(parts, fmt.Sprintf("%d keys of unknown holders", len(r.Unknowns)))
 	}
 	needs := len(parts) > 0
@@ -127,4 +127,11 @@ func shareLine(r spindle.ShareReport) string {
 // read may grant anyone, so the readers are not all known.
 func unsure(r spindle.ShareReport) bool {
 	return slices.ContainsFunc(r.Groups, func(err error) bool { return !errors.Is(err, spindle.NotExist) })
+}
+
+// keepsUnknowns reports whether the keys of holders share cannot name are
+// kept: they may be members of a group that cannot be read, or readers
+// anyway, since all may read.
+func keepsUnknowns(r spindle.ShareReport) bool {
+	return unsure(r) || slices.Contains(r.Readers, spindle.AllUsers)
 }

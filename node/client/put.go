@@ -531,8 +531,9 @@ func globEscape(s string) string {
 // shareOne compares the wraps of one ee file with its readers and, with fix,
 // re-wraps its key for exactly its readers: for all of them, if the
 // Access file lets all read it (the wrap for pack.AllKey). While a group
-// that grants read cannot be read, it only adds wraps: holders it cannot
-// account for may be that group's members.
+// that grants read cannot be read, or all may read, it removes no wrap but
+// the one for all: holders it cannot account for may be that group's
+// members, and when all may read every holder is a reader.
 func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (spindle.ShareReport, error) {
 	rep := spindle.ShareReport{Name: e.Name}
 	readers, groups, err := c.readerUsers(ctx, e.Name)
@@ -541,6 +542,10 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 	}
 	rep.Readers, rep.Groups = readers, groups
 	unsure := slices.ContainsFunc(groups, func(err error) bool { return !errors.Is(err, spindle.NotExist) })
+	// When all may read, every holder is a reader: no wrap is extra, and
+	// keeping them spares the readers named later a key the owner may not
+	// be able to give them again.
+	everyone := slices.Contains(readers, spindle.AllUsers)
 	wrapped, unknown, err := c.wrappedUsers(ctx, e, readers)
 	if err != nil {
 		return rep, err
@@ -562,14 +567,15 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 	}
 	for _, u := range wrapped {
 		switch {
-		case slices.Contains(want, u):
-		case unsure:
+		case slices.Contains(want, u), everyone:
+		case unsure && u != spindle.AllUsers: // No group holds all.
 			rep.Unsure = append(rep.Unsure, u)
 		default:
 			rep.Extra = append(rep.Extra, u)
 		}
 	}
-	removable := !unsure && (len(rep.Extra) > 0 || len(rep.Unknowns) > 0)
+	keepOthers := unsure || everyone
+	removable := len(rep.Extra) > 0 || !keepOthers && len(rep.Unknowns) > 0
 	if !fix || (len(rep.Missing) == 0 && !removable) {
 		return rep, nil
 	}
@@ -586,8 +592,12 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 		keys = append(keys, pack.AllKey())
 	}
 	var pd []byte
-	if unsure {
-		pd, err = pack.AddReaders(e, c.keys, keys)
+	if keepOthers {
+		var remove []spindle.PublicKey
+		if slices.Contains(rep.Extra, spindle.AllUsers) {
+			remove = append(remove, pack.AllKey())
+		}
+		pd, err = pack.AddReaders(e, c.keys, keys, remove)
 	} else {
 		pd, err = pack.Share(e, c.keys, keys)
 	}

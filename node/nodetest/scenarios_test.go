@@ -630,6 +630,20 @@ func missingGroupsWarn(t *testing.T, r *Runner) {
 	r.Readers("ann@example.com/mg/f")
 	r.GotReaders(ann, bob, carl)
 	r.GotWarning()
+
+	// Opened to all (every holder keeps a key: all are readers) and then
+	// given to the unreadable group: the wrap for all goes, since no group
+	// holds all, and the others stay.
+	r.As(ann)
+	r.Put("ann@example.com/mg/Access", "*: ann@example.com\nread: all\n")
+	r.Readers("ann@example.com/mg/f")
+	r.GotReaders(spindle.AllUsers, ann)
+	r.Put("ann@example.com/mg/Access", "*: ann@example.com\nread: carl@other.org/Group/mates\n")
+	r.As(bob)
+	r.Readers("ann@example.com/mg/f")
+	r.GotReaders(ann, bob, carl)
+	r.Get("ann@example.com/mg/f")
+	r.GotData("for bob and friends")
 }
 
 // A put of an Access or Group file that fails changes nothing.

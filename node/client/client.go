@@ -584,7 +584,7 @@ func (c *Client) Readers(ctx context.Context, name spindle.PathName) ([]spindle.
 		w.add(spindle.E(e.Name, spindle.KindOf(rerr), because("cannot work out who may read it", rerr)))
 	}
 	for _, g := range groups {
-		w.group("that grants read on "+string(e.Name), groupOf(g), g)
+		w.group("that grants read on "+string(e.Name), pathOf(g), g)
 	}
 	if len(unknown) > 0 {
 		w.add(spindle.E(e.Name, fmt.Sprintf("%d key holders could not be named", len(unknown))))

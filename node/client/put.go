@@ -140,7 +140,7 @@ func (c *Client) putRules(ctx context.Context, name spindle.PathName, r io.Reade
 	reps, err := c.share(ctx, scope.Path(), true, true)
 	for _, rep := range reps {
 		for _, gerr := range rep.Groups {
-			w.group("named by "+string(name), groupOf(gerr), gerr)
+			w.group("named by "+string(name), pathOf(gerr), gerr)
 		}
 		if rep.Err != nil {
 			w.add(spindle.E(rep.Name, fmt.Errorf("keys not re-wrapped (run spin share -fix %s): %w", rep.Name, rep.Err)))
@@ -177,8 +177,9 @@ func (c *Client) loadGroup(ctx context.Context, g spindle.PathName) (*access.Gro
 	return access.ParseGroup(g, ge.Inline)
 }
 
-// groupOf returns the group an error from access.KnownUsers names.
-func groupOf(err error) spindle.PathName {
+// pathOf returns the path an error names: for an error from
+// access.KnownUsers, the group.
+func pathOf(err error) spindle.PathName {
 	var e *spindle.Error
 	if errors.As(err, &e) {
 		return e.Path
@@ -194,7 +195,7 @@ type warnings struct {
 }
 
 func (w *warnings) add(err error) {
-	p := groupOf(err)
+	p := pathOf(err)
 	if w.seen[p] {
 		return
 	}

@@ -3,6 +3,7 @@ package spindle
 import (
 	"context"
 	"io"
+	"strings"
 )
 
 // A File is an open file, read block by block and verified as it is read.
@@ -28,6 +29,10 @@ type Client interface {
 	// Put stores the contents of r as the file name with the given
 	// packing (UnknownPack means the user's default), replacing any file
 	// there, and reports progress in bytes to the optional progress func.
+	// Putting an Access or Group file also re-wraps the keys of the files
+	// it governs; what of that could not be done (a group that does not
+	// exist, a file that could not be re-wrapped) is returned as a
+	// *Warning together with the stored entry.
 	Put(ctx context.Context, name PathName, r io.Reader, packing Packing, progress func(n int64)) (*DirEntry, error)
 	// Open opens the file name for reading, following links.
 	Open(ctx context.Context, name PathName) (File, error)
@@ -53,7 +58,10 @@ type Client interface {
 	// for the files at name (recursively if recursive) against the readers
 	// the Access files grant.
 	Share(ctx context.Context, name PathName, recursive, fix bool) ([]ShareReport, error)
-	// Readers returns the users who hold wrapped keys for the file name.
+	// Readers returns the users who hold wrapped keys for the file name
+	// (AllUsers if anyone may unwrap it). Holders it cannot name, and the
+	// groups it could not read to name them, are reported in a *Warning
+	// returned together with the users it did name.
 	Readers(ctx context.Context, name PathName) ([]UserName, error)
 
 	// Signup registers the user, with its key and the client's node as
@@ -74,6 +82,8 @@ type Event struct {
 }
 
 // A ShareReport tells, for one file, who can read it and who holds keys.
+// AllUsers among Readers means the Access file lets anyone read it; among
+// Wrapped, that its key is wrapped for all, so anyone can decrypt it.
 type ShareReport struct {
 	Name     PathName
 	Readers  []UserName // Users the Access file grants read.
@@ -82,4 +92,32 @@ type ShareReport struct {
 	Extra    []UserName // Key holders who are no longer readers.
 	Fixed    bool       // The wraps were repaired.
 	Unknowns []string   // Key holders the client could not name.
+	// Groups holds, for each group that grants read but could not be
+	// loaded, an error naming it; its members are not among Readers. A
+	// group that does not exist grants nothing. While another cannot be
+	// read, its members are unknown: no key is removed, and the holders
+	// who may be its members are listed in Unsure instead of Extra.
+	Groups []error
+	Unsure []UserName
+	// Err, if set, says why the file could not be checked or repaired;
+	// the other fields hold what was found before.
+	Err error
+}
+
+// A Warning is returned by a Client method, together with its full
+// result, when the operation took effect but something that follows from
+// it could not be done: an Access file was stored, but it names a group
+// that does not exist, whose members therefore get no keys. Each problem
+// is an error naming its path. Callers that ask only whether the
+// operation took effect use errors.As; a Warning has no Kind of its own.
+type Warning struct {
+	Problems []error
+}
+
+func (w *Warning) Error() string {
+	s := make([]string, len(w.Problems))
+	for i, p := range w.Problems {
+		s[i] = p.Error()
+	}
+	return "warning: " + strings.Join(s, "; ")
 }

@@ -63,6 +63,7 @@
 package access
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -181,7 +182,11 @@ type Access struct {
 // must be that of an Access file. Errors are of kind Invalid; for malformed
 // contents the message names the line and the offending text.
 func Parse(name spindle.PathName, data []byte) (*Access, error) {
-	const op spindle.Op = "access.Parse"
+	return parseAccess("access.Parse", name, data, false)
+}
+
+// parseAccess is Parse, with the rules of [Check] if strict.
+func parseAccess(op spindle.Op, name spindle.PathName, data []byte, strict bool) (*Access, error) {
 	p, err := spindle.Parse(name)
 	if err != nil {
 		return nil, spindle.E(op, err)
@@ -190,7 +195,7 @@ func Parse(name spindle.PathName, data []byte) (*Access, error) {
 		return nil, spindle.E(op, spindle.Invalid, p.Path(), "not an Access file")
 	}
 	a := &Access{path: p.Path(), dir: p.Dir().Path(), owner: p.User()}
-	ps := parser{op: op, name: a.path, owner: a.owner}
+	ps := parser{op: op, name: a.path, owner: a.owner, strict: strict}
 	err = ps.lines(data, func(line string) error {
 		colon := strings.IndexByte(line, ':')
 		if colon < 0 {
@@ -401,8 +406,37 @@ func loadGroup(name spindle.PathName, load GroupLoader) (*Group, error) {
 // loader's error, whose kind it keeps.
 func (a *Access) Users(right Right, load GroupLoader) ([]spindle.UserName, error) {
 	const op spindle.Op = "access.Users"
+	users, failed, err := a.users(right, load, true)
+	if err != nil {
+		return nil, spindle.E(op, a.path, err)
+	}
+	if len(failed) > 0 {
+		return nil, spindle.E(op, spindle.KindOf(failed[0]), a.path, failed[0])
+	}
+	return users, nil
+}
+
+// KnownUsers is [Access.Users] for a caller that can go on without the
+// groups that cannot be loaded: it returns the users it can name, and
+// for each group it could not load (nested or not) an error whose Path is
+// the group and whose kind is the loader's (NotExist for a group that
+// does not exist). The members of those groups are missing from users;
+// the caller must say so rather than take them for empty. err is set only
+// for an unknown right.
+func (a *Access) KnownUsers(right Right, load GroupLoader) (users []spindle.UserName, failed []error, err error) {
+	const op spindle.Op = "access.KnownUsers"
+	users, failed, err = a.users(right, load, false)
+	if err != nil {
+		return nil, nil, spindle.E(op, a.path, err)
+	}
+	return users, failed, nil
+}
+
+// users does the work of Users and KnownUsers; with stop it returns at
+// the first group that cannot be loaded.
+func (a *Access) users(right Right, load GroupLoader, stop bool) ([]spindle.UserName, []error, error) {
 	if right < 0 || right > AnyRight {
-		return nil, spindle.E(op, spindle.Invalid, a.path, fmt.Sprintf("unknown right %d", int(right)))
+		return nil, nil, spindle.E(spindle.Invalid, fmt.Sprintf("unknown right %d", int(right)))
 	}
 	var users []spindle.UserName
 	if a.owner != "" && (right == Read || right == List || right == AnyRight) {
@@ -419,11 +453,17 @@ func (a *Access) Users(right Right, load GroupLoader) ([]spindle.UserName, error
 	}
 	g := &a.rights[right]
 	add(g)
+	var failed []error
 	queue := slices.Clone(g.groups)
 	for i := 0; i < len(queue); i++ {
 		grp, err := loadGroup(queue[i], load)
 		if err != nil {
-			return nil, spindle.E(op, spindle.KindOf(err), a.path, err)
+			// The group's path is in the error; say it once.
+			failed = append(failed, spindle.E(spindle.KindOf(err), queue[i], errors.Unwrap(err)))
+			if stop {
+				return nil, failed, nil
+			}
+			continue
 		}
 		users = append(users, grp.owner)
 		add(&grp.members)
@@ -434,7 +474,7 @@ func (a *Access) Users(right Right, load GroupLoader) ([]spindle.UserName, error
 		}
 	}
 	slices.Sort(users)
-	return slices.Compact(users), nil
+	return slices.Compact(users), failed, nil
 }
 
 // governs reports whether name is clean and lies in the directory a governs.

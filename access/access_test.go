@@ -616,3 +616,93 @@ func TestRightString(t *testing.T) {
 		t.Error("parseRight accepted a non-ASCII look-alike")
 	}
 }
+
+func TestKnownUsers(t *testing.T) {
+	load := groupLoader(t)
+	for _, tc := range []struct {
+		text   string
+		want   string
+		failed []spindle.PathName // Groups reported, all NotExist here.
+	}{
+		{"r: family", "ann@example.com bob@example.com carl@other.org", nil},
+		{"r: ghost, bob@example.com", "ann@example.com bob@example.com", []spindle.PathName{"ann@example.com/Group/ghost"}},
+		{"r: hasghost", "ann@example.com dave@example.com", []spindle.PathName{"ann@example.com/Group/ghost"}},
+		{"r: ghost, bob@example.com/Group/gone, family", "ann@example.com bob@example.com carl@other.org",
+			[]spindle.PathName{"ann@example.com/Group/ghost", "bob@example.com/Group/gone"}},
+	} {
+		a, err := Parse(access, []byte(tc.text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		users, failed, err := a.KnownUsers(Read, load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Trim(fmt.Sprint(users), "[]"); got != tc.want {
+			t.Errorf("KnownUsers(%q) = %s, want %s", tc.text, got, tc.want)
+		}
+		if len(failed) != len(tc.failed) {
+			t.Errorf("KnownUsers(%q) failed %v, want %v", tc.text, failed, tc.failed)
+			continue
+		}
+		for i, g := range tc.failed {
+			if !spindle.Match(spindle.E(spindle.NotExist, g), failed[i]) {
+				t.Errorf("KnownUsers(%q) failure %d: %v, want NotExist for %s", tc.text, i, failed[i], g)
+			}
+		}
+		// Users fails where KnownUsers reports.
+		if _, err := a.Users(Read, load); (err != nil) != (len(tc.failed) > 0) {
+			t.Errorf("Users(%q): %v", tc.text, err)
+		}
+	}
+}
+
+// Check refuses, with the line, what Parse and ParseGroup still accept so
+// that files already in a log replay as they did.
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name spindle.PathName
+		text string
+		msg  string // "" if the text is fine.
+	}{
+		{grpFile, "bob@example.com\ncarl@other.org, family\r\n", ""},
+		{grpFile, "bob@example.com\t# a tab is fine\n", ""},
+		{grpFile, "Bob@Example.com\n", ""},
+		{access, "r: bob@example.com, work/friends # fine\n", ""},
+		{access, "r: café # a group of the owner's\n", ""},
+		{grpFile, "bob@example.com\n\xff\n", `invalid UTF-8 on line 2: "\xff"`},
+		{grpFile, "bob@example.com # caf\xe9\n", `invalid UTF-8 on line 1: "bob@example.com # caf\xe9"`},
+		{access, "r: bob@example.com\n# \xc3\n", `invalid UTF-8 on line 2: "# \xc3"`},
+		{grpFile, "bob@example.com # \x1b[2J\n", `control character U+001B on line 1: "bob@example.com # \x1b[2J"`},
+		{grpFile, "bob@example.com\rcarl@other.org\n", `control character U+000D on line 1: "bob@example.com\rcarl@other.org"`},
+		{access, "r: bob@example.com # \u0085\n", `control character U+0085 on line 1: "r: bob@example.com # \u0085"`},
+		{grpFile, "\n\nfriends/\n", `invalid group name on line 3: "friends/": empty, . or .. element or trailing slash; write friends`},
+		{grpFile, "work//friends", `invalid group name on line 1: "work//friends": empty, . or .. element or trailing slash; write work/friends`},
+		{grpFile, "bob@example.com/Group/./x", `invalid group name on line 1: "bob@example.com/Group/./x": empty, . or .. element or trailing slash; write bob@example.com/Group/x`},
+		{access, "r: work/../family", `invalid group name on line 1: "work/../family": empty, . or .. element or trailing slash; write family`},
+		{grpFile, "bob@@example.com", `invalid user name on line 1: "bob@@example.com": user name has more than one @`},
+		{grpFile, "bob@example.com,,carl@other.org", `invalid members list on line 1: "bob@example.com,,carl@other.org"`},
+	} {
+		err := Check(tc.name, []byte(tc.text))
+		if tc.msg == "" {
+			if err != nil {
+				t.Errorf("Check(%s, %q): %v", tc.name, tc.text, err)
+			}
+			continue
+		}
+		want := spindle.E(spindle.Op("access.Check"), spindle.Invalid, tc.name, tc.msg)
+		if !spindle.Match(want, err) {
+			t.Errorf("Check(%s, %q):\n got %v\nwant %v", tc.name, tc.text, err, want)
+		}
+		// What is already in a log still parses (and means what it meant).
+		var perr error
+		if IsGroupFile(tc.name) {
+			_, perr = ParseGroup(tc.name, []byte(tc.text))
+		} else {
+			_, perr = Parse(tc.name, []byte(tc.text))
+		}
+		if perr != nil && !strings.Contains(tc.msg, "user name") && !strings.Contains(tc.msg, "members list") {
+			t.Errorf("Parse of %q, refused only by Check: %v", tc.text, perr)
+		}
+	}
+}

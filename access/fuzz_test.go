@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"spindle.dev"
 )
@@ -69,8 +70,10 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("r,,w: ,bob@x.com,,"))
 	f.Add([]byte("c d l: ../x, *@com, bob@/Group/x, *@a.com/Group/x"))
 	f.Add([]byte("*: all@spindle.dev ALL"))
+	f.Add([]byte("r: bob@example.com # \x1b[2J\xff\nw: work//friends/\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, err := Parse(access, data)
+		checkStricter(t, access, data, err)
 		if err != nil {
 			if a != nil || !errors.Is(err, spindle.Invalid) {
 				t.Fatalf("Parse = %v, %v; want nil and an Invalid error", a, err)
@@ -111,8 +114,10 @@ func FuzzParseGroup(f *testing.F) {
 	f.Add([]byte("r: bob@abc.com"))
 	f.Add([]byte(",bob@abc.com,,x"))
 	f.Add([]byte("../../x ./y Access Group/Access"))
+	f.Add([]byte("bob@example.com\rcarl@other.org\n\xc3 ./friends/\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := ParseGroup(grpFile, data)
+		checkStricter(t, grpFile, data, err)
 		if err != nil {
 			if g != nil || !errors.Is(err, spindle.Invalid) {
 				t.Fatalf("ParseGroup = %v, %v; want nil and an Invalid error", g, err)
@@ -136,4 +141,18 @@ func FuzzParseGroup(f *testing.F) {
 			t.Fatalf("reparse of %q differs:\n%+v\n%+v", b.String(), g, h)
 		}
 	})
+}
+
+// checkStricter checks that Check refuses whatever parsing refused
+// (parseErr), names the line when it refuses, and accepts only valid UTF-8.
+func checkStricter(t *testing.T, name spindle.PathName, data []byte, parseErr error) {
+	err := Check(name, data)
+	switch {
+	case err == nil && parseErr != nil:
+		t.Fatalf("Check accepts what parsing refuses: %v", parseErr)
+	case err == nil && !utf8.Valid(data):
+		t.Fatalf("Check accepts invalid UTF-8 %q", data)
+	case err != nil && (!errors.Is(err, spindle.Invalid) || !strings.Contains(err.Error(), "line ")):
+		t.Fatalf("Check error %q is not Invalid or does not name the line", err)
+	}
 }

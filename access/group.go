@@ -18,7 +18,11 @@ type Group struct {
 // must be a Group file (see [IsGroupFile]). Errors are of kind Invalid; for
 // malformed contents the message names the line and the offending text.
 func ParseGroup(name spindle.PathName, data []byte) (*Group, error) {
-	const op spindle.Op = "access.ParseGroup"
+	return parseGroup("access.ParseGroup", name, data, false)
+}
+
+// parseGroup is ParseGroup, with the rules of [Check] if strict.
+func parseGroup(op spindle.Op, name spindle.PathName, data []byte, strict bool) (*Group, error) {
 	p, err := spindle.Parse(name)
 	if err != nil {
 		return nil, spindle.E(op, err)
@@ -27,7 +31,7 @@ func ParseGroup(name spindle.PathName, data []byte) (*Group, error) {
 		return nil, spindle.E(op, spindle.Invalid, p.Path(), "not a Group file")
 	}
 	g := &Group{path: p.Path(), owner: p.User()}
-	ps := parser{op: op, name: g.path, owner: g.owner}
+	ps := parser{op: op, name: g.path, owner: g.owner, strict: strict}
 	err = ps.lines(data, func(line string) error {
 		if strings.IndexByte(line, ':') >= 0 {
 			return ps.errorf("colon in group file on line %d: %q", ps.line, line)

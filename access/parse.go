@@ -3,6 +3,7 @@ package access
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"spindle.dev"
 )
@@ -13,6 +14,49 @@ type parser struct {
 	name  spindle.PathName // The file being parsed, clean.
 	owner spindle.UserName // Its owner, against whose Group directory short group names resolve.
 	line  int              // Current line number, from 1.
+	// strict applies the rules of Check, which files written before them
+	// may break: Parse must still read those as they were read then.
+	strict bool
+}
+
+// Check reports whether data may be written as the Access or Group file
+// name: it must parse (see [Parse] and [ParseGroup]) and also keep the
+// rules added since logs began, which Parse and ParseGroup do not apply,
+// so that files already in a log keep the meaning they had:
+//
+//   - the file is valid UTF-8;
+//   - it holds no control characters but tab, and carriage return at the
+//     end of a line, so that printing it cannot forge or hide lines;
+//   - group names are written in clean form: no empty, "." or ".."
+//     elements and no trailing slash.
+//
+// Writers, and the hosts that append what writers send, apply Check.
+// Errors are of kind Invalid and name the line and the offending text.
+func Check(name spindle.PathName, data []byte) error {
+	const op spindle.Op = "access.Check"
+	var err error
+	if IsGroupFile(name) {
+		_, err = parseGroup(op, name, data, true)
+	} else {
+		_, err = parseAccess(op, name, data, true)
+	}
+	return err
+}
+
+// checkText applies the byte-level rules of Check to one raw line.
+func (p *parser) checkText(line string) error {
+	if !utf8.ValidString(line) {
+		return p.errorf("invalid UTF-8 on line %d: %q", p.line, line)
+	}
+	for i, r := range line {
+		switch {
+		case r == '\t':
+		case r == '\r' && i == len(line)-1:
+		case r < 0x20 || r == 0x7f || 0x80 <= r && r <= 0x9f:
+			return p.errorf("control character %U on line %d: %q", r, p.line, line)
+		}
+	}
+	return nil
 }
 
 // errorf returns an Invalid error for the file being parsed.
@@ -32,6 +76,11 @@ func (p *parser) lines(data []byte, fn func(line string) error) error {
 			line, text = text[:i], text[i+1:]
 		} else {
 			text = ""
+		}
+		if p.strict {
+			if err := p.checkText(line); err != nil {
+				return err
+			}
 		}
 		if i := strings.IndexByte(line, '#'); i >= 0 {
 			line = line[:i]
@@ -147,6 +196,9 @@ func (p *parser) principal(g *grants, tok string, allowAll bool) error {
 		if !IsGroupFile(gp.Path()) {
 			return p.errorf("invalid group name on line %d: %q: not a file in a Group directory", p.line, tok)
 		}
+		if p.strict && !cleanElems(full[strings.IndexByte(full, '/')+1:]) {
+			return p.errorf("invalid group name on line %d: %q: empty, . or .. element or trailing slash; write %s", p.line, tok, shortGroup(gp.Path(), p.owner))
+		}
 		g.groups = append(g.groups, gp.Path())
 	}
 	return nil
@@ -163,4 +215,13 @@ func reason(err error) string {
 		err = e.Err
 	}
 	return err.Error()
+}
+
+// shortGroup returns the name of group g as its owner would write it.
+func shortGroup(g spindle.PathName, owner spindle.UserName) string {
+	prefix := string(owner) + "/" + groupDir + "/"
+	if s, ok := strings.CutPrefix(string(g), prefix); ok {
+		return s
+	}
+	return string(g)
 }

@@ -15,7 +15,9 @@
 //
 // Access and Group files travel inside the entry that writes them
 // (DirEntry.Inline, at most [MaxInline] bytes), so rights can be decided
-// from logs alone.
+// from logs alone. The host appends only those that pass access.Check;
+// replay reads those already in a log with the more lenient parsers, as
+// they were read when appended.
 //
 // # Validity
 //

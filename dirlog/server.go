@@ -331,6 +331,14 @@ func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*Entry) ([
 			stop = spindle.E(op, p.Path(), e.Writer, err)
 			break
 		}
+		// Rules added to Access and Group files since logs began bind what
+		// is appended now; replay reads what a log holds as it was read.
+		if d.Op == OpPut && class(p.Path()) != ordinary {
+			if err := access.Check(p.Path(), d.Entry.Inline); err != nil {
+				stop = spindle.E(op, p.Path(), e.Writer, err)
+				break
+			}
+		}
 		items = append(items, batchItem{e: d, encoded: encoded, p: p})
 	}
 	if len(items) == 0 {

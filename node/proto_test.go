@@ -118,6 +118,10 @@ func TestWritersAdmission(t *testing.T) {
 	if err := eve.Signup(ctx); !errors.Is(err, spindle.Permission) {
 		t.Fatalf("eve's signup created a tree on a node that does not admit her: %v", err)
 	}
+	// Her key is registered, but the node that refused her is not her dir host.
+	if u, err := eve.LookupUser(ctx, "eve@evil.org"); err != nil || u.PublicKey != keys.PublicKey() || len(u.DirHosts) != 0 {
+		t.Fatalf("eve's record after a refused signup: %+v, %v", u, err)
+	}
 	if _, err := eve.Put(ctx, "eve@evil.org/x", bytes.NewReader([]byte("x")), 0, nil); !errors.Is(err, spindle.Permission) {
 		t.Fatalf("eve stored a file: %v", err)
 	}

@@ -41,7 +41,9 @@
 //     with the commitment as associated data. Wraps are named by
 //     [spindle.KeyHash] of the reader's key and lie outside the signature,
 //     so [Share] changes the readers without the writer; a wrap holding a
-//     key other than the committed one is an Integrity failure.
+//     key other than the committed one is an Integrity failure. A file
+//     that all users may read is wrapped for [AllKey], a key pair derived
+//     from a public constant, which every reader can therefore unwrap.
 //   - eeintegrity: plain-text blocks; the packdata carries the hash over the
 //     block hashes, which the signature covers.
 //   - plain: plain-text blocks and the entry signature alone.

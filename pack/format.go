@@ -29,6 +29,12 @@ import (
 // The wraps are deliberately outside the signed message, so that readers
 // can be added and removed without the writer; a wrap that carries a
 // different file key is caught by the commitment.
+//
+// A wrap for all users is a wrap like any other, for the well-known key
+// [AllKey] (derived from the constant allInfo): a reader finds it by its
+// key hash when none of its own keys holds a wrap. It needed no new
+// version: a client that does not know AllKey finds no wrap of its own and
+// reports CannotDecrypt, as for any file not shared with it.
 const packdataVersion = 1
 
 const (

@@ -21,6 +21,8 @@ func fuzzSeeds(t testing.TB) map[string][][]byte {
 		e := packFile(t, s, "alice@example.com/f", testData(100, 1), packing, ak, bk.PublicKey())
 		seeds["FuzzPackdata"] = append(seeds["FuzzPackdata"], e.Packdata)
 	}
+	e := packFile(t, s, "alice@example.com/all", testData(100, 2), spindle.EEPack, ak, AllKey())
+	seeds["FuzzPackdata"] = append(seeds["FuzzPackdata"], e.Packdata)
 	dir := t.TempDir()
 	ak.Rotate(Secret{5})
 	if err := ak.Save(dir); err != nil {
@@ -93,8 +95,15 @@ func FuzzPackdata(f *testing.F) {
 		if _, err := WrappedKeys(e); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := IsWrappedForAll(e); err != nil {
+			t.Fatal(err)
+		}
 		if p.packing == spindle.EEPack {
 			unwrapFileKey(p, ak) // Must not panic.
+			// Nor may the wrap for all users; what opens must be the committed key.
+			if key, err := unwrapFileKey(p, nil); err == nil && commit(key) != p.commitment {
+				t.Fatal("the wrap for all users opened to a key other than the committed one")
+			}
 		}
 	})
 }

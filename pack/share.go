@@ -2,6 +2,7 @@ package pack
 
 import (
 	"fmt"
+	"slices"
 
 	"spindle.dev"
 )
@@ -11,8 +12,10 @@ import (
 // are kept as they are, new readers get new wraps, and wraps for keys not
 // in readers are dropped. The file key is unwrapped with keys, current or
 // archived, so after a rotation Share both reads a file wrapped for the
-// old key and re-wraps it for the new one. The writer's signature does not
-// cover the wraps and stays valid. Share does not modify entry.
+// old key and re-wraps it for the new one. Readers may include [AllKey],
+// which makes the file readable by anyone; keys may be nil if the file is
+// already wrapped for all. The writer's signature does not cover the wraps
+// and stays valid. Share does not modify entry.
 //
 // Share fails with CannotDecrypt if keys hold no wrap, Integrity if the
 // entry is malformed or a wrap holds a key other than the committed one,
@@ -35,6 +38,54 @@ func Share(entry *spindle.DirEntry, keys *Keys, readers []spindle.PublicKey) ([]
 	if err != nil {
 		return nil, spindle.E(op, entry.Name, err)
 	}
+	p.wraps = wraps
+	return p.marshal(), nil
+}
+
+// AddReaders is [Share] that removes only the wraps for the keys in
+// remove: it wraps entry's file key for the readers who hold no wrap yet
+// and keeps every other wrap entry has. The owner's client uses it when it
+// cannot tell who all the readers are (a group it cannot read grants
+// read), so that no reader loses a key by mistake, while a key it knows to
+// be no reader's (such as [AllKey]) still goes. Errors are those of Share.
+func AddReaders(entry *spindle.DirEntry, keys *Keys, readers, remove []spindle.PublicKey) ([]byte, error) {
+	const op spindle.Op = "pack.AddReaders"
+	p, _, _, err := decodeEntry(entry)
+	if err != nil {
+		return nil, spindle.E(op, entry.Name, err)
+	}
+	if p.packing != spindle.EEPack {
+		return nil, spindle.E(op, entry.Name, spindle.Invalid, fmt.Sprintf("%v packing has no wrapped keys to share", p.packing))
+	}
+	key, err := unwrapFileKey(p, keys)
+	if err != nil {
+		return nil, spindle.E(op, entry.Name, err)
+	}
+	wraps, err := wrapFor(key, p.commitment, readers, p.wraps)
+	if err != nil {
+		return nil, spindle.E(op, entry.Name, err)
+	}
+	gone := make(map[[32]byte]bool)
+	for _, k := range remove {
+		h, err := spindle.KeyHash(k)
+		if err != nil {
+			return nil, spindle.E(op, entry.Name, spindle.Invalid, err)
+		}
+		gone[h] = true
+	}
+	wraps = slices.DeleteFunc(wraps, func(w wrap) bool { return gone[w.keyHash] })
+	for _, w := range p.wraps {
+		if !gone[w.keyHash] && !slices.ContainsFunc(wraps, func(v wrap) bool { return v.keyHash == w.keyHash }) {
+			wraps = append(wraps, w)
+		}
+	}
+	if len(wraps) == 0 {
+		return nil, spindle.E(op, entry.Name, spindle.Invalid, "no readers to wrap the file key for")
+	}
+	if len(wraps) > maxWraps {
+		return nil, spindle.E(op, entry.Name, spindle.Invalid, fmt.Sprintf("%d readers, at most %d allowed", len(wraps), maxWraps))
+	}
+	slices.SortFunc(wraps, func(a, b wrap) int { return compareHash(a.keyHash, b.keyHash) })
 	p.wraps = wraps
 	return p.marshal(), nil
 }

@@ -182,3 +182,43 @@ func TestResign(t *testing.T) {
 		}
 	}
 }
+
+func TestAddReaders(t *testing.T) {
+	ak, bk, ck := testKeys(t, alice, 1), testKeys(t, bob, 2), testKeys(t, "carol@example.com", 3)
+	s := newMemBlocks()
+	data := testData(100, 4)
+	e := packFile(t, s, "alice@example.com/f", data, spindle.EEPack, ak, bk.PublicKey())
+	writer := []spindle.PublicKey{ak.PublicKey()}
+	// Adding carol keeps bob, though he is not named; the wrap for all,
+	// named in remove, goes.
+	pd, err := Share(e, ak, []spindle.PublicKey{ak.PublicKey(), bk.PublicKey(), AllKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Packdata = pd
+	pd, err = AddReaders(e, ak, []spindle.PublicKey{ak.PublicKey(), ck.PublicKey()}, []spindle.PublicKey{AllKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Packdata = pd
+	for _, k := range []*Keys{ak, bk, ck} {
+		if got, err := readAll(e, s, k, writer...); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s after AddReaders: %v", k.UserName(), err)
+		}
+	}
+	if all, _ := IsWrappedForAll(e); all {
+		t.Error("the wrap for all survived AddReaders removing it")
+	}
+	if _, err := readAll(e, s, nil, writer...); !errors.Is(err, spindle.CannotDecrypt) {
+		t.Errorf("a reader with no keys after the wrap for all went: %v, want CannotDecrypt", err)
+	}
+	if err := Verify(e, writer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unmarshalPackdata(e.Packdata); err != nil {
+		t.Fatalf("AddReaders made non-canonical packdata: %v", err)
+	}
+	if _, err := AddReaders(e, testKeys(t, "dan@example.com", 9), writer, nil); !errors.Is(err, spindle.CannotDecrypt) {
+		t.Errorf("AddReaders by a non-reader: %v, want CannotDecrypt", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 
 	"spindle.dev"
 )
@@ -122,27 +123,49 @@ func openWrap(w *wrap, p *keyPair, commitment [32]byte) ([]byte, error) {
 }
 
 // unwrapFileKey finds the wrap for one of k's keys, current or archived,
-// and opens it. Errors are *spindle.Error with kind CannotDecrypt or
-// Integrity.
+// or else the wrap for [AllKey], and opens it. k may be nil: then only a
+// wrap for AllKey opens. Errors are *spindle.Error with kind CannotDecrypt
+// or Integrity.
 func unwrapFileKey(p *packdata, k *Keys) ([]byte, error) {
-	if k == nil {
-		return nil, spindle.E(spindle.CannotDecrypt, "no keys given to unwrap the file key")
-	}
 	var lastErr error = errNoWrapHere
+	var user spindle.UserName
+	if k != nil {
+		user = k.user
+	}
+	all := -1
 	for i := range p.wraps {
 		w := &p.wraps[i]
-		pair := k.pairFor(w.keyHash)
+		var pair *keyPair
+		if k != nil {
+			pair = k.pairFor(w.keyHash)
+		}
 		if pair == nil {
+			if w.keyHash == allPair().hash {
+				all = i
+			}
 			continue
 		}
 		key, err := openWrap(w, pair, p.commitment)
 		if err == errWrongKey {
-			return nil, spindle.E(spindle.Integrity, k.user, err)
+			return nil, spindle.E(spindle.Integrity, user, err)
 		}
 		if err == nil {
 			return key, nil
 		}
 		lastErr = err
 	}
-	return nil, spindle.E(spindle.CannotDecrypt, k.user, lastErr)
+	if all >= 0 {
+		key, err := openWrap(&p.wraps[all], allPair(), p.commitment)
+		if err == errWrongKey {
+			return nil, spindle.E(spindle.Integrity, user, fmt.Errorf("the wrap for all users: %w", err))
+		}
+		if err == nil {
+			return key, nil
+		}
+		lastErr = err
+	}
+	if k == nil && all < 0 {
+		return nil, spindle.E(spindle.CannotDecrypt, "no keys given to unwrap the file key, and it is not wrapped for all users")
+	}
+	return nil, spindle.E(spindle.CannotDecrypt, user, lastErr)
 }

@@ -279,6 +279,45 @@ func TestShare(t *testing.T) {
 	}
 }
 
+// What share says of all, and of groups it cannot load, is true.
+func TestShareAllAndGroups(t *testing.T) {
+	e := newEnv(t)
+	all := spindle.AllUsers
+	e.client.shares = []spindle.ShareReport{
+		{Name: "ann@example.com/pub/a", Readers: []spindle.UserName{all, ann}, Wrapped: []spindle.UserName{all, ann}},
+		{Name: "ann@example.com/pub/b", Readers: []spindle.UserName{all, ann}, Wrapped: []spindle.UserName{ann}, Missing: []spindle.UserName{all}},
+		{Name: "ann@example.com/grp/c", Readers: []spindle.UserName{ann}, Wrapped: []spindle.UserName{ann, bob},
+			Groups: []error{spindle.E(spindle.PathName("carl@other.org/Group/mates"), spindle.Private)}, Unsure: []spindle.UserName{bob}},
+	}
+	out, _, code := e.run("share", "-R", "@")
+	want := "ann@example.com/pub/a: ok; readers: all (key wrapped for all), ann@example.com\n" +
+		"ann@example.com/pub/b: needs fixing; readers: all, ann@example.com; missing keys: all\n" +
+		"ann@example.com/grp/c: readers not all known; readers: ann@example.com; group carl@other.org/Group/mates: private; keys kept while a group cannot be read: bob@example.com\n"
+	if code != 0 || out != want {
+		t.Errorf("exit %d\nstdout:\n%s\nwant:\n%s", code, out, want)
+	}
+	// A file that could not be checked fails the command, after the others.
+	e.client.shares[0].Err = spindle.E(spindle.PathName("ann@example.com/pub/a"), spindle.CannotDecrypt)
+	out, errs, code := e.run("share", "-R", "@")
+	if code != exitFailure || !strings.HasPrefix(out, "ann@example.com/pub/a: failed;") || !strings.Contains(out, "grp/c") ||
+		!strings.HasPrefix(errs, "spin: share: ann@example.com/pub/a: cannot decrypt") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+}
+
+// A put that took effect but could not do everything warns and exits 0.
+func TestPutWarning(t *testing.T) {
+	e := newEnv(t)
+	e.client.putWarn = &spindle.Warning{Problems: []error{spindle.E(spindle.PathName("ann@example.com/Group/ghost"), spindle.NotExist, "group named by ann@example.com/Access: until it exists it grants nothing")}}
+	_, errs, code := e.run("put", e.file("acc", "r: ghost\n"), "@/Access")
+	if code != 0 || errs != "spin: put: warning: ann@example.com/Group/ghost: does not exist: group named by ann@example.com/Access: until it exists it grants nothing\n" {
+		t.Errorf("exit %d, stderr:\n%s", code, errs)
+	}
+	if d, ok := e.data("ann@example.com/Access"); !ok || d != "r: ghost\n" {
+		t.Errorf("stored %q, %v", d, ok)
+	}
+}
+
 func TestWatch(t *testing.T) {
 	e := newEnv(t)
 	e.ok("mkdir", "@/in")

@@ -420,7 +420,7 @@ func (cp *copier) copy(ctx context.Context, j *copyJob, pb *progress) {
 			return
 		}
 		defer f.Close()
-		if _, err := c.Put(ctx, j.dst.name, pb.reader(f), cp.packing, nil); err != nil {
+		if _, err := c.Put(ctx, j.dst.name, pb.reader(f), cp.packing, nil); err != nil && !cp.st.warned(err) {
 			cp.fail(j.dst.String(), err)
 		}
 	case !j.dst.spin: // Spin to local.
@@ -449,7 +449,7 @@ func (cp *copier) copy(ctx context.Context, j *copyJob, pb *progress) {
 			return
 		}
 		defer f.Close()
-		if _, err := c.Put(ctx, j.dst.name, pb.reader(f), cp.packing, nil); err != nil {
+		if _, err := c.Put(ctx, j.dst.name, pb.reader(f), cp.packing, nil); err != nil && !cp.st.warned(err) {
 			cp.fail(j.dst.String(), err)
 		}
 	}

@@ -33,6 +33,7 @@ type fakeWorld struct {
 	seq      int64
 	events   []spindle.Event
 	shares   []spindle.ShareReport
+	putWarn  error // Returned, with the entry, by every successful Put.
 	signedUp bool
 	closed   int
 
@@ -180,7 +181,7 @@ func (c *fakeClient) Put(ctx context.Context, name spindle.PathName, r io.Reader
 		return nil, err
 	}
 	c.data[p.Path()] = data
-	return e, nil
+	return e, c.putWarn
 }
 
 // lookup returns the entry for p, following links if follow is set.

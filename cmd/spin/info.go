@@ -13,8 +13,10 @@ const infoUsage = `Usage:
     spin info PATH...
 
 Describes each PATH in detail: kind, writer, packing, size, time, sequence
-number, blocks, the users holding a wrapped key (who can decrypt it), and
-the Access file that governs it. A link is described, not followed.
+number, blocks, the users holding a wrapped key (who can decrypt it: "all
+(key wrapped for all)" if anyone can), and the Access file that governs it.
+Key holders it cannot name, and the groups it cannot read to name them, are
+reported as warnings. A link is described, not followed.
 
 Options:
     -h, -help   print this text
@@ -43,6 +45,10 @@ func runInfo(ctx context.Context, st *State, args []string) error {
 		}
 		access, accessErr := c.WhichAccess(ctx, name)
 		printInfo(st.Stdout, e, readers, access)
+		if st.warned(readersErr) {
+			// Who else holds keys is not known: said on stderr, not hidden.
+			readersErr = nil
+		}
 		readersErr = st.fail(string(name), readersErr)
 		if err := st.fail(string(name), accessErr); err != nil {
 			return err
@@ -88,7 +94,7 @@ func printInfo(w io.Writer, e *spindle.DirEntry, readers []spindle.UserName, acc
 		}
 		switch e.Packing {
 		case spindle.EEPack:
-			field("readers", "%s", joinUsers(readers))
+			field("readers", "%s", joinReaders(readers, true))
 		default:
 			field("readers", "anyone who may read it (%s is not encrypted)", e.Packing)
 		}
@@ -102,15 +108,22 @@ func printInfo(w io.Writer, e *spindle.DirEntry, readers []spindle.UserName, acc
 }
 
 // joinUsers lists users separated by commas, "all" for AllUsers.
-func joinUsers(users []spindle.UserName) string {
+func joinUsers(users []spindle.UserName) string { return joinReaders(users, false) }
+
+// joinReaders is joinUsers that, if wrappedForAll, says of all that the
+// file's key is wrapped for all, so that anyone can in fact decrypt it.
+func joinReaders(users []spindle.UserName, wrappedForAll bool) string {
 	if len(users) == 0 {
 		return "none"
 	}
 	s := make([]string, len(users))
 	for i, u := range users {
-		if u == spindle.AllUsers {
+		switch {
+		case u == spindle.AllUsers && wrappedForAll:
+			s[i] = "all (key wrapped for all)"
+		case u == spindle.AllUsers:
 			s[i] = "all"
-		} else {
+		default:
 			s[i] = string(u)
 		}
 	}

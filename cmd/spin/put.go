@@ -14,7 +14,10 @@ const putUsage = `Usage:
 
 Stores the local file SRC, or stdin if SRC is -, as the spin file PATH,
 replacing any file there. Putting an Access or Group file re-wraps the keys
-of the files it governs, so that new readers can read them at once.
+of the files it governs, so that new readers can read them at once; it is
+refused, and nothing changes, if a line is malformed. A group it names that
+does not exist yet, or that you cannot read, is allowed and reported with a
+warning: its members get keys once you can read it (spin share -fix).
 
 Options:
     -p, -packing P   how to store the file: ee (encrypted), eeintegrity (signed
@@ -57,6 +60,9 @@ func runPut(ctx context.Context, st *State, args []string) error {
 			}
 		}
 		_, err := c.Put(ctx, name, pb.reader(st.Stdin), packing, nil)
+		if st.warned(err) {
+			err = nil
+		}
 		pb.done(err == nil)
 		if err != nil {
 			return st.putFailed(name, err)
@@ -101,6 +107,9 @@ func (st *State) putFile(ctx context.Context, c spindle.Client, src string, name
 		pb = st.progress(info.Size(), fmt.Sprintf("put %s", base(name)))
 	}
 	_, err = c.Put(ctx, name, pb.reader(f), packing, nil)
+	if st.warned(err) {
+		err = nil
+	}
 	pb.done(err == nil)
 	if err != nil {
 		return st.putFailed(name, err)

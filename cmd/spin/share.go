@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"spindle.dev"
@@ -14,6 +16,11 @@ const shareUsage = `Usage:
 Checks, for each file at PATH, that the users the Access files grant read
 are exactly the users holding a wrapped key for it, and prints one line per
 file: "ok", or who is missing a key and who holds a key without the right.
+If the Access file lets all read, the file's key is wrapped for all, so that
+anyone can decrypt it; the line then says "all (key wrapped for all)". A
+group that grants read but does not exist or cannot be read is named on the
+line; while one cannot be read no key is removed, since its holders may be
+its members.
 With -fix, wraps keys for the missing readers and removes the extra ones;
 only the owner can do that. Keys are re-wrapped automatically when an
 Access or Group file is put, so -fix is needed only after a key rotation or
@@ -40,16 +47,22 @@ func runShare(ctx context.Context, st *State, args []string) error {
 	unfixed := 0
 	err := st.eachPath(ctx, flags.Args(), func(c spindle.Client, _ int, name spindle.PathName) error {
 		reports, err := c.Share(ctx, name, *recursive, *fix)
-		if err != nil {
-			return err
-		}
+		failed := false
 		for _, r := range reports {
 			fmt.Fprintln(st.Stdout, shareLine(r))
-			if !r.Fixed && (len(r.Missing) > 0 || len(r.Extra) > 0 || len(r.Unknowns) > 0) {
+			if r.Err != nil {
+				st.fail(string(r.Name), r.Err)
+				failed = true
+				continue
+			}
+			if !r.Fixed && (len(r.Missing) > 0 || len(r.Extra) > 0 || len(r.Unknowns) > 0 && !keepsUnknowns(r)) {
 				unfixed++
 			}
 		}
-		return nil
+		if err == nil && failed {
+			err = errFailed
+		}
+		return err
 	})
 	if unfixed > 0 && !*fix {
 		st.hint("%d files need new keys; to repair them, run: spin share -fix%s %s", unfixed, map[bool]string{true: " -R", false: ""}[*recursive], strings.Join(flags.Args(), " "))
@@ -74,19 +87,51 @@ func shareLine(r spindle.ShareReport) string {
 		}
 		parts = append(parts, verb+": "+joinUsers(r.Extra))
 	}
-	if len(r.Unknowns) > 0 {
+	if len(r.Unknowns) > 0 && !keepsUnknowns(r) {
 		parts = append(parts, fmt.Sprintf("%d keys of unknown holders", len(r.Unknowns)))
+	}
+	needs := len(parts) > 0
+	for _, g := range r.Groups {
+		parts = append(parts, "group "+describeAll(g))
+	}
+	if kept := len(r.Unsure) + len(r.Unknowns); kept > 0 && unsure(r) {
+		holders := joinUsers(r.Unsure)
+		switch {
+		case len(r.Unsure) == 0:
+			holders = fmt.Sprintf("%d unnamed holders", len(r.Unknowns))
+		case len(r.Unknowns) > 0:
+			holders += fmt.Sprintf(" and %d unnamed holders", len(r.Unknowns))
+		}
+		parts = append(parts, "keys kept while a group cannot be read: "+holders)
 	}
 	status := "ok"
 	switch {
-	case len(parts) > 0 && r.Fixed:
+	case r.Err != nil:
+		status = "failed"
+	case needs && r.Fixed:
 		status = "fixed"
-	case len(parts) > 0:
+	case needs:
 		status = "needs fixing"
+	case unsure(r):
+		status = "readers not all known"
 	}
-	line := fmt.Sprintf("%s: %s; readers: %s", r.Name, status, joinUsers(r.Readers))
+	line := fmt.Sprintf("%s: %s; readers: %s", r.Name, status, joinReaders(r.Readers, slices.Contains(r.Wrapped, spindle.AllUsers)))
 	if len(parts) > 0 {
 		line += "; " + strings.Join(parts, "; ")
 	}
 	return line
+}
+
+// unsure reports whether a group that grants read on the file cannot be
+// read: one that does not exist grants nothing, but one that cannot be
+// read may grant anyone, so the readers are not all known.
+func unsure(r spindle.ShareReport) bool {
+	return slices.ContainsFunc(r.Groups, func(err error) bool { return !errors.Is(err, spindle.NotExist) })
+}
+
+// keepsUnknowns reports whether the keys of holders share cannot name are
+// kept: they may be members of a group that cannot be read, or readers
+// anyway, since all may read.
+func keepsUnknowns(r spindle.ShareReport) bool {
+	return unsure(r) || slices.Contains(r.Readers, spindle.AllUsers)
 }

@@ -2,15 +2,24 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"spindle.dev"
 )
 
 const signupUsage = `Usage:
     spin signup
 
 Registers you with the key cluster: your name, your public key, and the
-node in your config as the host of your directory. Repeating it is
-harmless. On success it prints your key record.
+node in your config as the host of your directory, and creates your root
+directory there. Repeating it is harmless. On success it prints your key
+record.
+
+A node hosts only the users its operator admits (spin node -writers). If
+yours does not, your key is registered all the same and signup says so and
+exits 1: have the operator add you and restart the node, or set node: in
+your config to a node that admits you, and run spin signup again.
 
 Options:
     -h, -help   print this text
@@ -35,7 +44,14 @@ func runSignup(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	if err := c.Signup(ctx); err != nil {
-		return st.fail(string(c.User()), err)
+		st.fail(string(c.User()), err)
+		if _, lerr := c.LookupUser(ctx, c.User()); lerr == nil && errors.Is(err, spindle.Permission) && st.Config != nil {
+			// The key is registered; only a node to host the tree is missing.
+			file, _ := st.configFile()
+			st.hint("ask the operator of node %s to add %s to its -writers and restart it; then run: spin signup", st.Config.Node, c.User())
+			st.hint("or sign up with a node that admits you: set node: to its address in %s; then run: spin signup", file)
+		}
+		return errFailed
 	}
 	u, err := c.LookupUser(ctx, c.User())
 	if err != nil {

@@ -21,6 +21,12 @@ package main
 //     and the transfer is large.
 //   - "-" as a source means stdin; "@" alone or at the start of a path
 //     ("@/docs/x") means the user's own root.
+//   - A command that did what was asked, but not all that follows from it
+//     (an Access file naming a group that does not exist yet), prints
+//
+//	spin: <command>: warning: <path>: <what was not done>
+//
+//     and exits 0; a command that fails changes nothing it can avoid.
 //   - The exit code is 0 when everything worked, 1 when something failed
 //     (after all the work that could be done was done) and 2 for bad usage,
 //     in which case the command's usage text follows the diagnostic.
@@ -225,6 +231,21 @@ func (st *State) hint(format string, args ...any) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	fmt.Fprintf(st.Stderr, "spin: hint: %s\n", fmt.Sprintf(format, args...))
+}
+
+// warned reports whether err is a *spindle.Warning: the operation took
+// effect, but not everything that follows from it was done. It prints each
+// problem as "spin: <command>: warning: <path>: <reason>"; the command then
+// goes on as after success and exits 0.
+func (st *State) warned(err error) bool {
+	w, ok := err.(*spindle.Warning)
+	if !ok {
+		return false
+	}
+	for _, p := range w.Problems {
+		st.errorf("warning: %s", describeAll(p))
+	}
+	return true
 }
 
 // fail prints err as a diagnostic about path (a spin path or a local file

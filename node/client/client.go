@@ -204,10 +204,20 @@ func (c *Client) clean(name spindle.PathName) (spindle.Parsed, error) {
 
 // Signup implements spindle.Client: it registers the user's key with the
 // node as dir host, creates the user's root, and signs in.
+//
+// The key can be registered only before the node is asked to host the
+// tree, since the node checks who signs in against the key cluster. If the
+// node then refuses to host it (its -writers do not admit the user), the
+// key stays registered and Signup fails with Permission, saying so; the
+// node is taken off the record's dir hosts again if this call put it
+// there, so that signing up with another node makes that one the first
+// dir host, and a later Signup with this node, once it admits the user,
+// adds it back and completes.
 func (c *Client) Signup(ctx context.Context) error {
 	const op spindle.Op = "client.Signup"
 	addr := p2p.PeerAddrOf(c.svc.peer)
 	cur, err := c.lookupUser(ctx, c.user, true)
+	added := false
 	switch {
 	case err == nil && cur.PublicKey != c.keys.PublicKey():
 		return spindle.E(op, c.user, spindle.Exist, "the name is registered with another key")
@@ -218,12 +228,14 @@ func (c *Client) Signup(ctx context.Context) error {
 			if err := c.putUser(ctx, next); err != nil {
 				return spindle.E(op, c.user, err)
 			}
+			added = true
 		}
 	case errors.Is(err, spindle.NotExist):
 		u := &spindle.User{Name: c.user, PublicKey: c.keys.PublicKey(), DirHosts: []spindle.PeerAddr{addr}, Version: 1}
 		if err := c.putUser(ctx, u); err != nil {
 			return spindle.E(op, c.user, err)
 		}
+		added = true
 	default:
 		return spindle.E(op, c.user, err)
 	}
@@ -231,10 +243,31 @@ func (c *Client) Signup(ctx context.Context) error {
 		return spindle.E(op, c.user, err)
 	}
 	root := spindle.PathName(string(c.user) + "/")
-	if _, err := c.dir.MakeDirectory(ctx, root); err != nil && !errors.Is(err, spindle.Exist) {
-		return spindle.E(op, c.user, err)
+	_, err = c.dir.MakeDirectory(ctx, root)
+	switch {
+	case err == nil, errors.Is(err, spindle.Exist):
+		return nil
+	case errors.Is(err, spindle.Permission):
+		msg := "your key is registered, but this node does not host your tree: its operator has not admitted you with spin node -writers"
+		if added {
+			if derr := c.dropDirHost(ctx, addr); derr != nil {
+				msg += because(" (and the node is still named as your dir host", derr) + ")"
+			}
+		}
+		return spindle.E(op, c.user, spindle.Permission, msg)
 	}
-	return nil
+	return spindle.E(op, c.user, err)
+}
+
+// dropDirHost takes addr off the user's key record.
+func (c *Client) dropDirHost(ctx context.Context, addr spindle.PeerAddr) error {
+	cur, err := c.lookupUser(ctx, c.user, true)
+	if err != nil {
+		return err
+	}
+	next := keyraft.Next(cur)
+	next.DirHosts = slices.DeleteFunc(next.DirHosts, func(a spindle.PeerAddr) bool { return a == addr })
+	return c.putUser(ctx, next)
 }
 
 func (c *Client) putUser(ctx context.Context, u *spindle.User) error {
@@ -547,12 +580,23 @@ func (c *Client) Readers(ctx context.Context, name spindle.PathName) ([]spindle.
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)
 	}
-	readers, _ := c.readerUsers(ctx, e.Name) // Without them, the owner and writer are still named.
-	wrapped, _, err := c.wrappedUsers(ctx, e, readers)
+	// Without the readers, the owner and writer are still named.
+	readers, groups, rerr := c.readerUsers(ctx, e.Name)
+	wrapped, unknown, err := c.wrappedUsers(ctx, e, readers)
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)
 	}
-	return wrapped, nil
+	var w warnings
+	if rerr != nil {
+		w.add(spindle.E(e.Name, spindle.KindOf(rerr), because("cannot work out who may read it", rerr)))
+	}
+	for _, g := range groups {
+		w.group("that grants read on "+string(e.Name), pathOf(g), g)
+	}
+	if len(unknown) > 0 {
+		w.add(spindle.E(e.Name, fmt.Sprintf("%d key holders could not be named", len(unknown))))
+	}
+	return wrapped, w.err()
 }
 
 // inlineFile is an Access or Group file, whose text is in its entry.

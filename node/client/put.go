@@ -27,6 +27,9 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 	name = p.Path()
 	if access.IsAccessFile(name) || access.IsGroupFile(name) {
 		e, err := c.putRules(ctx, name, r)
+		if _, ok := err.(*spindle.Warning); ok {
+			return e, err
+		}
 		if err != nil {
 			return nil, spindle.E(op, name, err)
 		}
@@ -82,8 +85,16 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 }
 
 // putRules stores an Access or Group file, whose text travels in its entry,
-// after checking that it parses, and then re-wraps the keys of every file
-// whose readers it may have changed, so that new readers can read at once.
+// and then re-wraps the keys of every file whose readers it may have
+// changed, so that new readers can read at once.
+//
+// Everything that can make the put fail is checked before the entry is
+// appended: its size and syntax, including the rules of access.Check that
+// the host applies too. Whatever goes wrong after the append cannot undo
+// it, so it is reported as a *spindle.Warning with the stored entry: a
+// group the file names that does not exist or cannot be read (which
+// Upspin allows: the group may be made later), and files that could not be
+// re-wrapped.
 func (c *Client) putRules(ctx context.Context, name spindle.PathName, r io.Reader) (*spindle.DirEntry, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxRulesSize+1))
 	if err != nil {
@@ -92,11 +103,10 @@ func (c *Client) putRules(ctx context.Context, name spindle.PathName, r io.Reade
 	if len(data) > maxRulesSize {
 		return nil, spindle.E(spindle.Invalid, fmt.Sprintf("Access and Group files are limited to %d bytes", maxRulesSize))
 	}
-	if access.IsAccessFile(name) {
-		_, err = access.Parse(name, data)
-	} else {
-		_, err = access.ParseGroup(name, data)
+	if err := access.Check(name, data); err != nil {
+		return nil, err
 	}
+	groups, err := namedGroups(name, data)
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +124,12 @@ func (c *Client) putRules(ctx context.Context, name spindle.PathName, r io.Reade
 	if err != nil {
 		return nil, err
 	}
+	var w warnings
+	for _, g := range groups {
+		if _, err := c.loadGroup(ctx, g); err != nil {
+			w.group("named by "+string(name), g, err)
+		}
+	}
 	// Re-share what the change governs: for an Access file its directory,
 	// for a Group file the owner's whole tree (any Access file may name it).
 	p, _ := spindle.Parse(name)
@@ -121,10 +137,114 @@ func (c *Client) putRules(ctx context.Context, name spindle.PathName, r io.Reade
 	if access.IsGroupFile(name) {
 		scope = p.First(0)
 	}
-	if _, err := c.share(ctx, scope.Path(), true, true); err != nil {
-		return e, spindle.E(spindle.Op("client.Share"), scope.Path(), fmt.Errorf("stored, but re-sharing failed: %w", err))
+	reps, err := c.share(ctx, scope.Path(), true, true)
+	for _, rep := range reps {
+		for _, gerr := range rep.Groups {
+			w.group("named by "+string(name), pathOf(gerr), gerr)
+		}
+		if rep.Err != nil {
+			w.add(spindle.E(rep.Name, fmt.Errorf("keys not re-wrapped (run spin share -fix %s): %w", rep.Name, rep.Err)))
+		}
 	}
-	return e, nil
+	if err != nil {
+		w.add(spindle.E(scope.Path(), fmt.Errorf("re-sharing stopped (run spin share -fix -R %s): %w", scope.Path(), err)))
+	}
+	return e, w.err()
+}
+
+// namedGroups returns the groups an Access or Group file names directly.
+func namedGroups(name spindle.PathName, data []byte) ([]spindle.PathName, error) {
+	if access.IsAccessFile(name) {
+		a, err := access.Parse(name, data)
+		if err != nil {
+			return nil, err
+		}
+		return a.Groups(), nil
+	}
+	g, err := access.ParseGroup(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return g.Groups(), nil
+}
+
+// loadGroup looks up and parses a Group file.
+func (c *Client) loadGroup(ctx context.Context, g spindle.PathName) (*access.Group, error) {
+	ge, err := c.dir.Lookup(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	return access.ParseGroup(g, ge.Inline)
+}
+
+// pathOf returns the path an error names: for an error from
+// access.KnownUsers, the group.
+func pathOf(err error) spindle.PathName {
+	var e *spindle.Error
+	if errors.As(err, &e) {
+		return e.Path
+	}
+	return ""
+}
+
+// warnings collects the problems of a command that took effect, one per
+// path, for a *spindle.Warning.
+type warnings struct {
+	problems []error
+	seen     map[spindle.PathName]bool
+}
+
+func (w *warnings) add(err error) {
+	p := pathOf(err)
+	if w.seen[p] {
+		return
+	}
+	if w.seen == nil {
+		w.seen = make(map[spindle.PathName]bool)
+	}
+	w.seen[p] = true
+	w.problems = append(w.problems, err)
+}
+
+// group adds the problem of a group that could not be loaded; what says
+// where it is named ("named by ann@example.com/docs/Access").
+func (w *warnings) group(what string, g spindle.PathName, err error) {
+	if errors.Is(err, spindle.NotExist) {
+		w.add(spindle.E(g, spindle.NotExist, fmt.Sprintf("group %s: until it exists it grants nothing, and its members get no keys", what)))
+		return
+	}
+	w.add(spindle.E(g, spindle.KindOf(err), because(fmt.Sprintf("group %s cannot be read, so its members are not known and get no keys from you", what), err)))
+}
+
+// innermost returns the cause at the bottom of a chain of *spindle.Errors
+// as a plain error, without the operations, paths and kinds above it, or
+// nil if there is none.
+func innermost(err error) error {
+	for {
+		e, ok := err.(*spindle.Error)
+		if !ok {
+			return errors.New(err.Error())
+		}
+		if e.Err == nil {
+			return nil
+		}
+		err = e.Err
+	}
+}
+
+// because appends ": cause" to msg if err has a cause below its kinds.
+func because(msg string, err error) string {
+	if c := innermost(err); c != nil {
+		return msg + ": " + c.Error()
+	}
+	return msg
+}
+
+func (w *warnings) err() error {
+	if len(w.problems) == 0 {
+		return nil
+	}
+	return &spindle.Warning{Problems: w.problems}
 }
 
 // readersTTL is how long a client reuses the reader keys it worked out
@@ -176,8 +296,11 @@ const maxRulesSize = 64 << 10
 // governing Access file grants read, and the tree's owner. public reports
 // that the file is readable by all. unknown lists readers that could not be
 // named with a key (wildcards, unregistered users).
+//
+// Groups that cannot be loaded are left out: a new file is wrapped for the
+// readers the client can name, and spin share reports the rest.
 func (c *Client) readerKeys(ctx context.Context, name spindle.PathName) (keys []spindle.PublicKey, public bool, unknown []string, err error) {
-	users, err := c.readerUsers(ctx, name)
+	users, _, err := c.readerUsers(ctx, name)
 	if err != nil {
 		return nil, false, nil, err
 	}
@@ -185,13 +308,18 @@ func (c *Client) readerKeys(ctx context.Context, name spindle.PathName) (keys []
 }
 
 // readerUsers returns the users granted read on name, with the owner and
-// with every *@domain expanded.
-func (c *Client) readerUsers(ctx context.Context, name spindle.PathName) ([]spindle.UserName, error) {
-	users, err := c.readers(ctx, name)
+// with every *@domain expanded, and an error naming each group that grants
+// read but could not be loaded.
+func (c *Client) readerUsers(ctx context.Context, name spindle.PathName) ([]spindle.UserName, []error, error) {
+	users, groups, err := c.readers(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c.expandWildcards(ctx, users)
+	users, err = c.expandWildcards(ctx, users)
+	if err != nil {
+		return nil, nil, err
+	}
+	return users, groups, nil
 }
 
 // keysFor returns the current keys of users, as readerKeys does.
@@ -239,44 +367,42 @@ func (c *Client) expandWildcards(ctx context.Context, users []spindle.UserName) 
 	return out, nil
 }
 
-// readers returns the users granted read on name, with the owner.
-func (c *Client) readers(ctx context.Context, name spindle.PathName) ([]spindle.UserName, error) {
+// readers returns the users granted read on name, with the owner, and an
+// error naming each group that grants read but could not be loaded.
+func (c *Client) readers(ctx context.Context, name spindle.PathName) ([]spindle.UserName, []error, error) {
 	p, err := spindle.Parse(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	owner := p.User()
 	ae, err := c.dir.WhichAccess(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if ae == nil {
-		return []spindle.UserName{owner}, nil
+		return []spindle.UserName{owner}, nil, nil
 	}
 	a, err := access.Parse(ae.Name, ae.Inline)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	users, err := a.Users(access.Read, func(g spindle.PathName) (*access.Group, error) {
-		ge, err := c.dir.Lookup(ctx, g)
-		if err != nil {
-			return nil, err
-		}
-		return access.ParseGroup(g, ge.Inline)
+	users, groups, err := a.KnownUsers(access.Read, func(g spindle.PathName) (*access.Group, error) {
+		return c.loadGroup(ctx, g)
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !slices.Contains(users, owner) {
 		users = append(users, owner)
 	}
-	return users, nil
+	return users, groups, nil
 }
 
 // wrappedUsers names the holders of wrapped keys for e, as far as the
 // client can: it matches the wraps' key hashes against the keys of readers
 // (the file's readers as readerUsers finds them, or nil if unknown), its
-// owner and its writer. Unmatched hashes are returned in hex.
+// owner and its writer, and names the wrap for pack.AllKey AllUsers.
+// Unmatched hashes are returned in hex.
 func (c *Client) wrappedUsers(ctx context.Context, e *spindle.DirEntry, readers []spindle.UserName) ([]spindle.UserName, []string, error) {
 	hashes, err := pack.WrappedKeys(e)
 	if err != nil {
@@ -291,6 +417,11 @@ func (c *Client) wrappedUsers(ctx context.Context, e *spindle.DirEntry, readers 
 				byHash[h] = u
 			}
 		}
+	}
+	// Last, so that a user who registered the all users key as their own
+	// (and so made their files everyone's) cannot pass for a single reader.
+	if h, err := spindle.KeyHash(pack.AllKey()); err == nil {
+		byHash[h] = spindle.AllUsers
 	}
 	var users []spindle.UserName
 	var unknown []string
@@ -321,6 +452,9 @@ func (c *Client) Share(ctx context.Context, name spindle.PathName, recursive, fi
 	return reps, nil
 }
 
+// share reports on (and with fix, repairs) every ee file at name. A file
+// that cannot be checked or repaired is reported with its Err and the
+// others are still done; the error is for a name that cannot be listed.
 func (c *Client) share(ctx context.Context, name spindle.PathName, recursive, fix bool) ([]spindle.ShareReport, error) {
 	files, err := c.files(ctx, name, recursive)
 	if err != nil {
@@ -331,10 +465,11 @@ func (c *Client) share(ctx context.Context, name spindle.PathName, recursive, fi
 		if e.Packing != spindle.EEPack || e.Attr.IsIncomplete() {
 			continue
 		}
-		rep, err := c.shareOne(ctx, e, fix)
-		if err != nil {
-			return reps, err
+		if err := ctx.Err(); err != nil {
+			return reps, spindle.E(spindle.Transient, err)
 		}
+		rep, err := c.shareOne(ctx, e, fix)
+		rep.Err = err
 		reps = append(reps, rep)
 	}
 	return reps, nil
@@ -395,14 +530,23 @@ func globEscape(s string) string {
 }
 
 // shareOne compares the wraps of one ee file with its readers and, with fix,
-// re-wraps its key for exactly its readers.
+// re-wraps its key for exactly its readers: for all of them, if the
+// Access file lets all read it (the wrap for pack.AllKey). While a group
+// that grants read cannot be read, or all may read, it removes no wrap but
+// the one for all: holders it cannot account for may be that group's
+// members, and when all may read every holder is a reader.
 func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (spindle.ShareReport, error) {
 	rep := spindle.ShareReport{Name: e.Name}
-	readers, err := c.readerUsers(ctx, e.Name)
+	readers, groups, err := c.readerUsers(ctx, e.Name)
 	if err != nil {
 		return rep, err
 	}
-	rep.Readers = readers
+	rep.Readers, rep.Groups = readers, groups
+	unsure := slices.ContainsFunc(groups, func(err error) bool { return !errors.Is(err, spindle.NotExist) })
+	// When all may read, every holder is a reader: no wrap is extra, and
+	// keeping them spares the readers named later a key the owner may not
+	// be able to give them again.
+	everyone := slices.Contains(readers, spindle.AllUsers)
 	wrapped, unknown, err := c.wrappedUsers(ctx, e, readers)
 	if err != nil {
 		return rep, err
@@ -413,23 +557,30 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 		want = append(want, e.Writer) // The writer keeps its wrap, as pack always gives one.
 	}
 	for _, u := range readers {
-		if u != spindle.AllUsers && !slices.Contains(wrapped, u) {
-			if _, err := c.userKey(ctx, u); err == nil {
-				rep.Missing = append(rep.Missing, u)
-			}
+		if slices.Contains(wrapped, u) {
+			continue
+		}
+		if u == spindle.AllUsers {
+			rep.Missing = append(rep.Missing, u)
+		} else if _, err := c.userKey(ctx, u); err == nil {
+			rep.Missing = append(rep.Missing, u)
 		}
 	}
 	for _, u := range wrapped {
-		if !slices.Contains(want, u) {
+		switch {
+		case slices.Contains(want, u), everyone:
+		case unsure && u != spindle.AllUsers: // No group holds all.
+			rep.Unsure = append(rep.Unsure, u)
+		default:
 			rep.Extra = append(rep.Extra, u)
 		}
 	}
-	if !fix || (len(rep.Missing) == 0 && len(rep.Extra) == 0 && len(rep.Unknowns) == 0) {
+	keepOthers := unsure || everyone
+	removable := len(rep.Extra) > 0 || !keepOthers && len(rep.Unknowns) > 0
+	if !fix || (len(rep.Missing) == 0 && !removable) {
 		return rep, nil
 	}
-	// Wrap for every reader who can be named. When all may read, an ee
-	// file (written before that) stays encrypted: its named readers, the
-	// owner among them, keep their wraps.
+	// Wrap for every reader who can be named, and for all if all may read.
 	named := slices.DeleteFunc(slices.Clone(readers), func(u spindle.UserName) bool { return u == spindle.AllUsers })
 	keys, _, _, err := c.keysFor(ctx, named)
 	if err != nil {
@@ -438,7 +589,19 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 	if wk, err := c.userKey(ctx, e.Writer); err == nil && !slices.Contains(keys, wk) {
 		keys = append(keys, wk)
 	}
-	pd, err := pack.Share(e, c.keys, keys)
+	if slices.Contains(readers, spindle.AllUsers) {
+		keys = append(keys, pack.AllKey())
+	}
+	var pd []byte
+	if keepOthers {
+		var remove []spindle.PublicKey
+		if slices.Contains(rep.Extra, spindle.AllUsers) {
+			remove = append(remove, pack.AllKey())
+		}
+		pd, err = pack.AddReaders(e, c.keys, keys, remove)
+	} else {
+		pd, err = pack.Share(e, c.keys, keys)
+	}
 	if err != nil {
 		return rep, err
 	}

@@ -37,6 +37,7 @@ type Runner struct {
 	entry   *spindle.DirEntry   // Entry returned by the last step.
 	entries []*spindle.DirEntry // Entries returned by the last Glob.
 	shares  []spindle.ShareReport
+	warning *spindle.Warning // Returned by the last step, which succeeded.
 }
 
 // NewRunner returns a Runner acting, until As is called, as the first user
@@ -75,7 +76,7 @@ func (r *Runner) step(fn func(c spindle.Client) error) {
 		r.fresh = false
 		return
 	}
-	r.entry, r.entries, r.data, r.shares = nil, nil, nil, nil
+	r.entry, r.entries, r.data, r.shares, r.warning = nil, nil, nil, nil, nil
 	c, err := r.env.Client(r.user)
 	if err == nil {
 		outer := r.ctx
@@ -84,6 +85,10 @@ func (r *Runner) step(fn func(c spindle.Client) error) {
 		err = fn(c)
 		r.ctx = outer
 		cancel()
+	}
+	if w, ok := err.(*spindle.Warning); ok {
+		// The step took effect; check what it could not do with GotWarning.
+		r.warning, err = w, nil
 	}
 	if err != nil {
 		r.err = err
@@ -367,6 +372,37 @@ func (r *Runner) GotReaders(users ...spindle.UserName) bool {
 	}
 	return true
 }
+
+// GotWarning checks that the last step succeeded with a warning whose
+// problems are, in any order, errors of the given kinds naming the given
+// paths (pairs of kind and path); with no pairs, that it had no warning.
+func (r *Runner) GotWarning(want ...Problem) bool {
+	if r.pending() {
+		return false
+	}
+	var got []error
+	if r.warning != nil {
+		got = r.warning.Problems
+	}
+	if len(got) != len(want) {
+		return r.fail("got warning %v, want %d problems %v", r.warning, len(want), want)
+	}
+	for _, p := range want {
+		if !slices.ContainsFunc(got, func(err error) bool { return spindle.Match(spindle.E(p.Kind, p.Path), err) }) {
+			return r.fail("warning %v has no problem of kind %q about %s", r.warning, p.Kind, p.Path)
+		}
+	}
+	return true
+}
+
+// A Problem is what GotWarning expects: a kind (Other for any) and a path.
+type Problem struct {
+	Kind spindle.Kind
+	Path spindle.PathName
+}
+
+// Shares returns the reports of the last Share step.
+func (r *Runner) Shares() []spindle.ShareReport { return r.shares }
 
 // Check records a failure with the message if ok is false.
 func (r *Runner) Check(ok bool, format string, args ...any) bool {

@@ -5,15 +5,18 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"spindle.dev"
 	"spindle.dev/blocks"
+	"spindle.dev/pack"
 )
 
 const (
@@ -44,6 +47,9 @@ var scenarios = []scenario{
 	{"access-files-owner-only", false, accessFilesOwnerOnly},
 	{"rewrap-on-access-change", false, rewrapOnAccessChange},
 	{"bad-input", false, badInput},
+	{"open-to-all", false, openToAll},
+	{"missing-groups-warn", false, missingGroupsWarn},
+	{"bad-rules-change-nothing", false, badRulesChangeNothing},
 	{"restart-keeps-everything", false, restartKeepsEverything},
 	{"corrupt-block-detected", false, corruptBlockDetected},
 	{"kill-during-put", true, killDuringPut},
@@ -539,4 +545,171 @@ func killDuringPut(t *testing.T, r *Runner) {
 	}
 	r.GotBytes(data)
 	_ = io.EOF
+}
+
+// An ee file written before its tree was opened to all becomes readable by
+// anyone, through a wrap for the all users key, and stops being so when
+// all is revoked.
+func openToAll(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/pub")
+	r.Put("ann@example.com/pub/old", "written as ee")
+	r.Check(r.Entry() != nil && r.Entry().Packing == spindle.EEPack, "a private file is ee")
+	r.As(carl)
+	r.Get("ann@example.com/pub/old")
+	r.Want(spindle.Private)
+
+	r.As(ann)
+	r.Put("ann@example.com/pub/Access", "*: ann@example.com\nread, list: all\n")
+	r.GotWarning()
+	r.Readers("ann@example.com/pub/old")
+	r.GotReaders(spindle.AllUsers, ann)
+	r.Share("ann@example.com/pub", true, false)
+	r.Check(len(r.Shares()) == 1 && len(r.Shares()[0].Missing) == 0 && slices.Contains(r.Shares()[0].Wrapped, spindle.AllUsers),
+		"share after opening to all: %+v", r.Shares())
+	// Readers with no key of their own wrapped read it.
+	for _, u := range []spindle.UserName{bob, carl} {
+		r.As(u)
+		r.Get("ann@example.com/pub/old")
+		r.GotData("written as ee")
+	}
+	r.Lookup("ann@example.com/pub/old")
+	r.Check(r.Entry() != nil && r.Entry().Packing == spindle.EEPack && r.Entry().Writer == ann, "the file stays ee, written by ann")
+
+	// Revoked: the wrap for all goes, as any reader's does.
+	r.As(ann)
+	r.Put("ann@example.com/pub/Access", "*: ann@example.com\nread: bob@example.com\n")
+	r.Readers("ann@example.com/pub/old")
+	r.GotReaders(ann, bob)
+	r.Share("ann@example.com/pub", true, true)
+	r.Check(len(r.Shares()) == 1 && !r.Shares()[0].Fixed, "share -fix after revoking all found work left: %+v", r.Shares())
+	r.As(bob)
+	r.Get("ann@example.com/pub/old")
+	r.GotData("written as ee")
+	r.Do(func(ctx context.Context, c spindle.Client) error {
+		e, err := c.Lookup(ctx, "ann@example.com/pub/old", false)
+		if err != nil {
+			return err
+		}
+		if all, err := pack.IsWrappedForAll(e); err != nil || all {
+			return fmt.Errorf("after revoking all the file is still wrapped for all (%v)", err)
+		}
+		return nil
+	})
+}
+
+// An Access file that names a group that does not exist, or that the owner
+// cannot read, is stored, with a warning naming the group; nobody loses a
+// key because a group could not be read.
+func missingGroupsWarn(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/mg")
+	r.Put("ann@example.com/mg/f", "for bob and friends")
+	r.Put("ann@example.com/mg/Access", "*: ann@example.com\nread: bob@example.com, friends\n")
+	r.GotWarning(Problem{spindle.NotExist, "ann@example.com/Group/friends"})
+	r.WhichAccess("ann@example.com/mg/f")
+	r.GotEntry("ann@example.com/mg/Access")
+	r.As(bob)
+	r.Get("ann@example.com/mg/f")
+	r.GotData("for bob and friends")
+	r.As(carl)
+	r.Do(func(ctx context.Context, c spindle.Client) error {
+		// Which error carl gets is the business of the read-rights rules.
+		if f, err := c.Open(ctx, "ann@example.com/mg/f"); err == nil {
+			f.Close()
+			return errors.New("carl, in no group yet, opened the file")
+		}
+		return nil
+	})
+
+	// The group made later: its members get keys at once.
+	r.As(ann)
+	r.MakeDir("ann@example.com/Group")
+	r.Put("ann@example.com/Group/friends", "carl@other.org\n")
+	r.GotWarning()
+	r.As(carl)
+	r.Get("ann@example.com/mg/f")
+	r.GotData("for bob and friends")
+	// A Group file naming a group that does not exist is stored too.
+	r.As(ann)
+	r.Put("ann@example.com/Group/friends", "carl@other.org, cousins\n")
+	r.GotWarning(Problem{spindle.NotExist, "ann@example.com/Group/cousins"})
+	r.Get("ann@example.com/Group/friends")
+	r.GotData("carl@other.org, cousins\n")
+	r.As(carl)
+	r.Get("ann@example.com/mg/f")
+	r.GotData("for bob and friends")
+
+	// A group of carl's that ann may not read: stored, with a warning;
+	// bob and carl keep their keys, since they may be its members.
+	r.MakeDir("carl@other.org/Group")
+	r.Put("carl@other.org/Group/Access", "*: carl@other.org\nread: bob@example.com\n")
+	r.Put("carl@other.org/Group/mates", "bob@example.com\n")
+	r.As(ann)
+	r.Put("ann@example.com/mg/Access", "*: ann@example.com\nread: carl@other.org/Group/mates\n")
+	r.GotWarning(Problem{spindle.Other, "carl@other.org/Group/mates"})
+	// ann cannot name bob and carl now, and is told so.
+	r.Readers("ann@example.com/mg/f")
+	r.GotReaders(ann)
+	r.GotWarning(Problem{spindle.Other, "carl@other.org/Group/mates"}, Problem{spindle.Other, "ann@example.com/mg/f"})
+	r.Share("ann@example.com/mg", false, true)
+	r.Check(len(r.Shares()) == 1 && len(r.Shares()[0].Groups) == 1 && len(r.Shares()[0].Extra) == 0 &&
+		len(r.Shares()[0].Unsure)+len(r.Shares()[0].Unknowns) == 2 && !r.Shares()[0].Fixed,
+		"share with an unreadable group: %+v", r.Shares())
+	r.As(bob)
+	r.Get("ann@example.com/mg/f")
+	r.GotData("for bob and friends")
+	// bob, who may read the group, names them all.
+	r.Readers("ann@example.com/mg/f")
+	r.GotReaders(ann, bob, carl)
+	r.GotWarning()
+
+	// Opened to all (every holder keeps a key: all are readers) and then
+	// given to the unreadable group: the wrap for all goes, since no group
+	// holds all, and the others stay.
+	r.As(ann)
+	r.Put("ann@example.com/mg/Access", "*: ann@example.com\nread: all\n")
+	r.Readers("ann@example.com/mg/f")
+	r.GotReaders(spindle.AllUsers, ann)
+	r.Put("ann@example.com/mg/Access", "*: ann@example.com\nread: carl@other.org/Group/mates\n")
+	r.As(bob)
+	r.Readers("ann@example.com/mg/f")
+	r.GotReaders(ann, bob, carl)
+	r.Get("ann@example.com/mg/f")
+	r.GotData("for bob and friends")
+}
+
+// A put of an Access or Group file that fails changes nothing.
+func badRulesChangeNothing(t *testing.T, r *Runner) {
+	r.MakeDir("ann@example.com/br")
+	r.Put("ann@example.com/br/f", "x")
+	r.Put("ann@example.com/br/Access", "*: ann@example.com\nread: bob@example.com\n")
+	r.MakeDir("ann@example.com/Group")
+	r.Put("ann@example.com/Group/g", "bob@example.com\n")
+	for _, tc := range []struct {
+		name spindle.PathName
+		text string
+		line string
+	}{
+		{"ann@example.com/br/Access", "read: bob@example.com\nwrite: ann@example.com # \x1b[2J\n", "line 2"},
+		{"ann@example.com/br/Access", "read: friends//x\n", "line 1"},
+		{"ann@example.com/Group/g", "carl@other.org\n\xff\n", "line 2"},
+		{"ann@example.com/Group/g", "carl@other.org, ,\n", "line 1"},
+		{"ann@example.com/Group/g", "carl@@other.org\n", "line 1"},
+	} {
+		r.Do(func(ctx context.Context, c spindle.Client) error {
+			_, err := c.Put(ctx, tc.name, strings.NewReader(tc.text), 0, nil)
+			if !errors.Is(err, spindle.Invalid) || !strings.Contains(err.Error(), tc.line) {
+				return fmt.Errorf("put %s %q: %v; want Invalid naming %s", tc.name, tc.text, err, tc.line)
+			}
+			return nil
+		})
+	}
+	r.Get("ann@example.com/br/Access")
+	r.GotData("*: ann@example.com\nread: bob@example.com\n")
+	r.Get("ann@example.com/Group/g")
+	r.GotData("bob@example.com\n")
+	r.Readers("ann@example.com/br/f")
+	r.GotReaders(ann, bob)
+	r.As(bob)
+	r.Get("ann@example.com/br/f")
+	r.GotData("x")
 }

@@ -84,7 +84,7 @@ func shareLine(r spindle.ShareReport) string {
 	case len(parts) > 0:
 		status = "needs fixing"
 	}
-	line := fmt.Sprintf("%s: %s; readers: %s", r.Name, status, joinUsers(r.Readers))
+	line := fmt.Sprintf("%s: %s; readers: %s", printName(r.Name), status, joinUsers(r.Readers))
 	if len(parts) > 0 {
 		line += "; " + strings.Join(parts, "; ")
 	}

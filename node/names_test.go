@@ -209,3 +209,64 @@ func TestNodeRefusesBadNames(t *testing.T) {
 		t.Fatalf("node stopped serving after bad names: %v", err)
 	}
 }
+
+// A name stored before names had to be in NFC stays reachable: the client
+// looks it up, opens, renames and deletes it as typed when its NFC form
+// does not exist.
+func TestOldNFDNames(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	c := dialAs(t, n, "ann@example.com")
+	ctx := context.Background()
+	if _, err := c.Put(ctx, "@/x", strings.NewReader("contents"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	// plant appends an entry straight to the node's dir server, past the
+	// node's NFC check, as a node without the rule did.
+	plant := func(d spindle.DirEntry) {
+		h, err := n.dir.Head(ctx, "ann@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &dirlog.Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Op: dirlog.OpMkdir, Entry: d}
+		if d.Attr.IsLink() {
+			e.Op = dirlog.OpLink
+		}
+		e.Entry.Sequence, e.Entry.Time = e.Seq, e.Time
+		if err := e.Sign(c.keys); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.dir.Append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const nfd, nfc = "ann@example.com/cafe\u0301", "ann@example.com/caf\u00e9"
+	plant(spindle.DirEntry{Name: nfd, Attr: spindle.AttrLink, Link: "ann@example.com/x"})
+	plant(spindle.DirEntry{Name: nfd + "s", Attr: spindle.AttrDirectory})
+	plant(spindle.DirEntry{Name: nfd + "2", Attr: spindle.AttrDirectory})
+
+	if e, err := c.Lookup(ctx, nfd, false); err != nil || e.Name != nfd {
+		t.Fatalf("lookup of an old NFD name: %v, %v", e, err)
+	}
+	mustRead(t, c, nfd, []byte("contents"))
+	if err := c.Rename(ctx, nfd+"s", "@/renamed"); err != nil {
+		t.Fatalf("rename of an old NFD name: %v", err)
+	}
+	if err := c.Delete(ctx, nfd+"2"); err != nil {
+		t.Fatalf("delete of an old NFD name: %v", err)
+	}
+	// The NFC spelling still names its own file once there is one.
+	if _, err := c.Put(ctx, nfc, strings.NewReader("new"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(t, c, nfc, []byte("new"))
+	mustRead(t, c, nfd, []byte("new"))
+	if _, err := c.Lookup(ctx, "@/renamed", false); err != nil {
+		t.Errorf("renamed: %v", err)
+	}
+	for _, gone := range []spindle.PathName{nfd + "s", nfd + "2"} {
+		if _, err := n.dir.Lookup(ctx, "ann@example.com", gone); !errors.Is(err, spindle.NotExist) {
+			t.Errorf("%q after rename or delete: %v", gone, err)
+		}
+	}
+}

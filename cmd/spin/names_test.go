@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -118,4 +119,31 @@ func TestHostileNamesPrinted(t *testing.T) {
 			t.Errorf("get %q/nope: diagnostic of %d lines:\n%s", name, strings.Count(errs, "\n"), errs)
 		}
 	}
+}
+
+// Whatever bytes a name holds, printName prints it on one line of
+// printable characters, and a quoted name unquotes to the name.
+func FuzzPrintName(f *testing.F) {
+	for _, s := range append(hostileNames, "ann@example.com/a.txt", "", `"`, `\x41`, "\u2029", "\xc3") {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		got := printName(name)
+		if !printable(got) {
+			t.Fatalf("printName(%q) = %q: not printable", name, got)
+		}
+		if got == name {
+			if strings.HasPrefix(name, `"`) {
+				t.Fatalf("printName(%q) left a name starting with a quote as it is", name)
+			}
+			return
+		}
+		back, err := strconv.Unquote(got)
+		if err != nil || back != name {
+			t.Fatalf("printName(%q) = %s, which unquotes to %q, %v", name, got, back, err)
+		}
+		if e := escapeLine(name); !printable(e) {
+			t.Fatalf("escapeLine(%q) = %q: not printable", name, e)
+		}
+	})
 }

@@ -121,16 +121,19 @@ func (h *handshakes) remove(e *list.Element) *pendingConn {
 	return p
 }
 
-// secured ends c's handshake: it lifts the deadline and forgets c.
+// secured ends c's handshake: it forgets c and lifts its deadline. A
+// connection h does not know (QUIC, or one already past its deadline) is
+// left as it is.
 func (h *handshakes) secured(c network.ConnMultiaddrs) {
-	if d, ok := c.(interface{ SetDeadline(time.Time) error }); ok {
-		d.SetDeadline(time.Time{})
-	}
 	h.mu.Lock()
-	if e, ok := h.byConn[c]; ok {
+	e, ok := h.byConn[c]
+	if ok {
 		h.remove(e)
 	}
 	h.mu.Unlock()
+	if ok {
+		e.Value.(*pendingConn).c.SetDeadline(time.Time{})
+	}
 }
 
 // pending returns the number of connections in their handshake.

@@ -418,6 +418,7 @@ func (c *Client) lookup(ctx context.Context, name spindle.PathName, follow bool)
 
 // Glob implements spindle.Client.
 func (c *Client) Glob(ctx context.Context, pattern string) ([]*spindle.DirEntry, error) {
+	pattern = norm.NFC.String(pattern) // Names are in NFC (see clean).
 	if pattern == "@" || strings.HasPrefix(pattern, "@/") {
 		pattern = string(c.user) + "/" + strings.TrimPrefix(pattern[1:], "/")
 	}

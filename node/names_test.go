@@ -116,6 +116,9 @@ func TestNamesNFC(t *testing.T) {
 	}
 	mustRead(t, c, nfd, []byte("two"))
 	mustRead(t, c, nfc, []byte("two"))
+	if es, err := c.Glob(ctx, "@/cafe\u0301*"); err != nil || len(es) != 1 {
+		t.Errorf("glob in NFD: %v, %v; want the one file", es, err)
+	}
 	// A directory in NFD, and a rename to an NFD name, land in NFC too.
 	if _, err := c.MakeDirectory(ctx, "@/re\u0301sume\u0301s"); err != nil {
 		t.Fatal(err)

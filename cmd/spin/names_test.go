@@ -147,3 +147,26 @@ func FuzzPrintName(f *testing.F) {
 		}
 	})
 }
+
+// A path that names a directory by its form is refused where a file or
+// link is to be written, and nothing is made.
+func TestDirectoryPathForFile(t *testing.T) {
+	e := newEnv(t)
+	e.ok("mkdir", "@/dir")
+	src := e.file("f", "x")
+	for _, dst := range []string{"@/dir/w/", "@/dir/w/.", "@/dir/w/x/..", "@", "ann@example.com", "ann@example.com/"} {
+		e.fails(exitFailure, "spin: put: "+dst+": a directory path given for a file: PATH must name the file to write\n"+
+			"spin: hint: to put "+src+" into the directory, use: spin cp "+src+" "+dst+"\n", "put", src, dst)
+		e.fails(exitFailure, "spin: link: "+dst+": a directory path given for a link: name the link itself, without a trailing /\n", "link", "@/dir", dst)
+	}
+	e.fails(exitFailure, "spin: cp: @/dir/w/: not a directory: DST ends in / but there is no such directory\n"+
+		"spin: hint: to copy to a file, name the file without a trailing /\n", "cp", src, "@/dir/w/")
+	if _, ok := e.data("ann@example.com/dir/w"); ok {
+		t.Error("a directory path made the file w")
+	}
+	// Into an existing directory, a trailing slash is fine for cp.
+	e.ok("cp", src, "@/dir/")
+	if got, ok := e.data("ann@example.com/dir/f"); !ok || got != "x" {
+		t.Errorf("cp into dir/: %q, %v", got, ok)
+	}
+}

@@ -150,3 +150,19 @@ func TestHandshakeDeadline(t *testing.T) {
 		t.Errorf("server sees the client as %v", n)
 	}
 }
+
+// The resource manager never refuses a connection in its handshake before
+// the host's own limit does, and leaves room beside them for a thousand
+// authenticated connections, whatever the memory.
+func TestLimitsLeaveRoom(t *testing.T) {
+	for _, memory := range []int64{0, 64 << 20, DefaultMemory, 4 << 30} {
+		l := limitConfig(memory).ToPartialLimitConfig()
+		tr, sys := l.Transient, l.System
+		if int(tr.ConnsInbound) < maxPending+32 || int(tr.Conns) < int(tr.ConnsInbound) || int(tr.FD) < int(tr.ConnsInbound) {
+			t.Errorf("memory %d: transient limits %+v leave no margin above %d connections in their handshake", memory, tr, maxPending)
+		}
+		if int(sys.ConnsInbound)-int(tr.ConnsInbound) < 1024 || int(sys.FD) < int(sys.Conns) || int(sys.Conns) < int(sys.ConnsInbound) {
+			t.Errorf("memory %d: system limits %+v leave too little room beside transient %+v", memory, sys, tr)
+		}
+	}
+}

@@ -157,6 +157,12 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 // margin for connections closed but not yet released, and the system
 // takes that many and room for a thousand more.
 func newResourceManager(memory int64, opts ...rcmgr.Option) (network.ResourceManager, error) {
+	opts = append(opts, rcmgr.WithMetricsDisabled())
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limitConfig(memory)), opts...)
+}
+
+// limitConfig returns the limits newResourceManager sets.
+func limitConfig(memory int64) rcmgr.ConcreteLimitConfig {
 	if memory <= 0 {
 		memory = DefaultMemory
 	}
@@ -174,7 +180,6 @@ func newResourceManager(memory int64, opts ...rcmgr.Option) (network.ResourceMan
 		Transient: rcmgr.ResourceLimits{
 			ConnsInbound: transientConns,
 			Conns:        2 * transientConns,
-			FD:           2 * transientConns,
 		},
 		PeerDefault:         rcmgr.ResourceLimits{Memory: peerMem},
 		ProtocolPeerDefault: rcmgr.ResourceLimits{Memory: peerMem},
@@ -183,8 +188,7 @@ func newResourceManager(memory int64, opts ...rcmgr.Option) (network.ResourceMan
 		Conn:                rcmgr.ResourceLimits{Memory: peerMem},
 		Stream:              rcmgr.ResourceLimits{Memory: streamMem},
 	}
-	opts = append(opts, rcmgr.WithMetricsDisabled())
-	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(partial.Build(base)), opts...)
+	return partial.Build(base)
 }
 
 // transientConns bounds inbound connections in their handshake in the

@@ -3,6 +3,7 @@ package spindle
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // AllUsers is the reserved name that stands for every user. It may appear in
@@ -299,3 +300,56 @@ func (p Parsed) HasPrefix(q Parsed) bool {
 
 // Equal reports whether p and q name the same path.
 func (p Parsed) Equal(q Parsed) bool { return p.path == q.path }
+
+// CheckElem reports whether elem may be an element of a name that a new
+// file, directory or link takes (see [CheckName]). It returns an Invalid
+// error naming the problem if elem is not valid UTF-8 or holds a control
+// character: C0 (U+0000 to U+001F), DEL (U+007F), C1 (U+0080 to U+009F),
+// or the line and paragraph separators U+2028 and U+2029. Such names
+// could move a terminal's cursor, clear it, or pass for two lines in a
+// listing. '/' cannot occur in an element, and "." and ".." never reach one
+// ([Parse] removes them).
+//
+// CheckElem does not check that elem is in Unicode normalization form C,
+// which the Spindle network also requires of new names: the standard
+// library has no normalization tables, and this package uses only the
+// standard library. Clients convert names to NFC before they send them;
+// dir hosts refuse elements that are not in NFC.
+func CheckElem(elem string) error {
+	const op Op = "spindle.CheckElem"
+	for i := 0; i < len(elem); {
+		r, size := utf8.DecodeRuneInString(elem[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			return E(op, Invalid, fmt.Sprintf("element %q is not valid UTF-8 (byte %d)", elem, i))
+		case isControl(r):
+			return E(op, Invalid, fmt.Sprintf("element %q holds control character %U", elem, r))
+		}
+		i += size
+	}
+	return nil
+}
+
+// isControl reports whether r is a character no name may hold.
+func isControl(r rune) bool {
+	return r < 0x20 || (0x7f <= r && r <= 0x9f) || r == 0x2028 || r == 0x2029
+}
+
+// CheckName reports whether name may name a new file, directory or link:
+// it must be a valid path name (see [Parse]) and each of its elements must
+// pass [CheckElem].
+// Names already stored before these rules may break them and stay readable
+// and deletable; only names being created are checked.
+func CheckName(name PathName) error {
+	const op Op = "spindle.CheckName"
+	p, err := Parse(name)
+	if err != nil {
+		return E(op, err)
+	}
+	for _, e := range p.elems {
+		if err := CheckElem(e); err != nil {
+			return E(op, name, err)
+		}
+	}
+	return nil
+}

@@ -312,3 +312,70 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckElem(t *testing.T) {
+	for _, tc := range []struct {
+		elem string
+		bad  string // Substring of the error, or "" if elem is fine.
+	}{
+		{"file.txt", ""},
+		{"a b", ""},
+		{"café", ""},
+		{"cafe\u0301", ""}, // NFD is left to the network's NFC rule.
+		{"日本語", ""},
+		{"x😀y", ""},
+		{`"quoted"`, ""},
+		{"\u00a0nbsp", ""},
+		{"", ""},
+		{"a\x00", "control character U+0000"},
+		{"\x1b[2J", "control character U+001B"},
+		{"two\nlines", "control character U+000A"},
+		{"cr\r", "control character U+000D"},
+		{"tab\t", "control character U+0009"},
+		{"\x1f", "control character U+001F"},
+		{"del\x7f", "control character U+007F"},
+		{"c1\u0080", "control character U+0080"},
+		{"csi\u009b", "control character U+009B"},
+		{"ls\u2028", "control character U+2028"},
+		{"ps\u2029", "control character U+2029"},
+		{"bad\xff", "not valid UTF-8 (byte 3)"},
+		{"caf\xc3", "not valid UTF-8"},
+		{"\xed\xa0\x80", "not valid UTF-8"}, // A surrogate.
+		{"\xc0\xaf", "not valid UTF-8"},     // An overlong '/'.
+	} {
+		err := spindle.CheckElem(tc.elem)
+		switch {
+		case tc.bad == "" && err != nil:
+			t.Errorf("CheckElem(%q) = %v, want nil", tc.elem, err)
+		case tc.bad != "" && !errors.Is(err, spindle.Invalid):
+			t.Errorf("CheckElem(%q) = %v, want Invalid", tc.elem, err)
+		case tc.bad != "" && !strings.Contains(err.Error(), tc.bad):
+			t.Errorf("CheckElem(%q) = %q, want it to say %q", tc.elem, err, tc.bad)
+		}
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for _, tc := range []struct {
+		name spindle.PathName
+		ok   bool
+	}{
+		{"ann@example.com/", true},
+		{"ann@example.com/dir/file", true},
+		{"ann@example.com/dir/café", true},
+		{"ann@example.com/\x1b[2J/file", false},
+		{"ann@example.com/dir/a\nb", false},
+		{"ann@example.com/dir/\xff", false},
+		{"not a user/dir", false},
+	} {
+		err := spindle.CheckName(tc.name)
+		if (err == nil) != tc.ok || err != nil && !errors.Is(err, spindle.Invalid) {
+			t.Errorf("CheckName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+	// Parse stays lenient, so that names stored before the rules can be
+	// read, renamed and deleted.
+	if _, err := spindle.Parse("ann@example.com/dir/a\nb"); err != nil {
+		t.Errorf("Parse refuses an old name: %v", err)
+	}
+}

@@ -94,6 +94,11 @@ func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 		}
 		newName = q.Path()
 	}
+	// Refuse a bad new name here, with the same error the dir host gives,
+	// rather than sign an entry that will be refused.
+	if err := checkNames(newNames(op, &spindle.DirEntry{Name: p.Path(), Link: d.Link}, newName)); err != nil {
+		return nil, spindle.E(eop, signer.UserName(), err)
+	}
 	var last error
 	usedCache := false
 	for try := 0; try < maxTries; try++ {
@@ -161,6 +166,9 @@ func submitBatch(ctx context.Context, seq Sequencer, signer spindle.Signer, ds [
 	var owner spindle.UserName
 	for i, d := range ds {
 		p, err := spindle.Parse(d.Name)
+		if err == nil {
+			err = checkNames(newNames(putOp(d), &spindle.DirEntry{Name: p.Path(), Link: d.Link}, ""))
+		}
 		if err == nil && len(todo) > 0 && p.User() != owner {
 			err = spindle.E(spindle.Invalid, "a batch holds entries of one tree only")
 		}

@@ -33,6 +33,15 @@
 // so that replay ([Server] at start-up) and [Audit] reproduce the decision
 // exactly, also after the writer has rotated keys (given a key history).
 //
+// New names follow one more rule, checked when an entry is appended and
+// not in replay: every name an entry brings into the tree (the name it
+// puts, a link's target, a rename's destination) must pass
+// [spindle.CheckName], so holds no control character and is valid UTF-8
+// ([CheckNewNames]). An entry that was valid when it was written stays
+// valid, so a log from before the rule opens as it was, and its owner can
+// still delete or rename such a name. (The node also requires new names to
+// be in Unicode NFC; see package spindle.)
+//
 // # Storage
 //
 // Each log is a sequence of records framed with a length and a CRC-32C,

@@ -93,6 +93,44 @@ func (e *Entry) Tree() spindle.UserName {
 	return p.User()
 }
 
+// NewNames returns the names e brings into its tree: the name of the file,
+// directory or link it puts, a link's target, and a rename's destination.
+// Only these must follow the rules for new names (see [CheckNewNames]); the
+// name a delete removes or a rename moves may be one stored before the
+// rules, so that its owner can still get rid of it.
+func (e *Entry) NewNames() []spindle.PathName {
+	return newNames(e.Op, &e.Entry, e.NewName)
+}
+
+func newNames(op Operation, d *spindle.DirEntry, newName spindle.PathName) []spindle.PathName {
+	switch op {
+	case OpPut, OpMkdir:
+		return []spindle.PathName{d.Name}
+	case OpLink:
+		return []spindle.PathName{d.Name, d.Link}
+	case OpRename:
+		return []spindle.PathName{newName}
+	}
+	return nil
+}
+
+// CheckNewNames checks every name e brings into its tree (see
+// [Entry.NewNames]) with [spindle.CheckName]. A dir host applies it to
+// every entry it is asked to append, and a client before it signs one. It
+// is not applied in replay: an entry valid when it was written stays valid.
+func CheckNewNames(e *Entry) error {
+	return checkNames(e.NewNames())
+}
+
+func checkNames(names []spindle.PathName) error {
+	for _, n := range names {
+		if err := spindle.CheckName(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // SignedDigest returns the digest the writer signs: the SHA-256 of a fixed
 // context string and the canonical encoding of every field but Sig.
 func (e *Entry) SignedDigest() []byte {

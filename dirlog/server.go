@@ -317,6 +317,9 @@ func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*Entry) ([
 			break
 		}
 		p, err := cleanName(e.Entry.Name, "", "name")
+		if err == nil {
+			err = CheckNewNames(e)
+		}
 		if err != nil {
 			stop = spindle.E(op, e.Writer, err)
 			break

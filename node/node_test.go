@@ -10,8 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"spindle.dev"
 	"spindle.dev/node/client"
+	"spindle.dev/node/wire"
+	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
 
@@ -36,6 +41,13 @@ func startNode(t testing.TB, home string) *Node {
 // dialAs signs user up on n with new keys and returns the user's client.
 func dialAs(t testing.TB, n *Node, user spindle.UserName) *client.Client {
 	t.Helper()
+	c, _ := dialWithKeys(t, n, user)
+	return c
+}
+
+// dialWithKeys is dialAs, returning the user's keys too.
+func dialWithKeys(t testing.TB, n *Node, user spindle.UserName) (*client.Client, *pack.Keys) {
+	t.Helper()
 	keys, _, err := pack.Generate(user)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +61,61 @@ func dialAs(t testing.TB, n *Node, user spindle.UserName) *client.Client {
 	if err := c.Signup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, keys
+}
+
+// A rawClient speaks the client protocol to a node with none of the
+// client's checks, as a hostile or broken client would: it signs in with
+// a user's keys and sends whatever requests a test makes.
+type rawClient struct {
+	t    testing.TB
+	h    host.Host
+	peer peer.ID
+}
+
+// dialRaw connects a rawClient to n and signs it in as keys' user.
+func dialRaw(t testing.TB, n *Node, keys *pack.Keys) *rawClient {
+	t.Helper()
+	ctx := context.Background()
+	h, err := p2p.NewHost(ctx, p2p.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	pid, err := p2p.Connect(ctx, h, n.DialAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rawClient{t: t, h: h, peer: pid}
+	a := &wire.AuthMsg{User: keys.UserName(), ClientPeer: h.ID().String(), NodePeer: pid.String(), Time: spindle.Now()}
+	if a.Sig, err = keys.Sign(a.Digest()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.call(&wire.Request{Method: wire.Auth, Auth: a}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// call sends req and returns the response, with the error it carries.
+func (r *rawClient) call(req *wire.Request) (*wire.Response, error) {
+	r.t.Helper()
+	b, err := wire.Encode(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	out, err := p2p.Call(context.Background(), r.h, r.peer, wire.ClientProtocol, b, wire.MaxMessage)
+	if err != nil {
+		return nil, err
+	}
+	var resp wire.Response
+	if err := wire.Decode(out, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Err != nil {
+		return &resp, spindle.UnmarshalError(resp.Err)
+	}
+	return &resp, nil
 }
 
 func TestNoSocket(t *testing.T) {
@@ -77,3 +143,5 @@ func mustRead(t *testing.T, c *client.Client, name spindle.PathName, want []byte
 		t.Fatalf("read back %s: %v, equal=%v", name, err, bytes.Equal(got, want))
 	}
 }
+
+func ann(p string) spindle.PathName { return spindle.PathName("ann@example.com/" + p) }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"golang.org/x/text/unicode/norm"
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
@@ -155,7 +156,29 @@ func (n *Node) appendable(user spindle.UserName, data []byte) (*dirlog.Entry, er
 	if owner := e.Tree(); !n.writers.admits(owner) {
 		return nil, spindle.E(op, e.Entry.Name, user, spindle.Permission, "this node does not host the tree of "+string(owner)+" (see spin node -writers)")
 	}
+	if err := dirlog.CheckNewNames(e); err != nil {
+		return nil, spindle.E(op, user, err)
+	}
+	for _, name := range e.NewNames() {
+		if err := checkNFC(name); err != nil {
+			return nil, spindle.E(op, user, err)
+		}
+	}
 	return e, nil
+}
+
+// checkNFC refuses a name that is not in Unicode normalization form C.
+// Without this rule "café" spelled with a precomposed é (NFC) and with e
+// and a combining accent (NFD) would be two names that look the same, and
+// both could exist in one directory. Clients convert what users type to
+// NFC; a node refuses anything else rather than convert it, because the
+// writer signed the name as it is. (The check lives here and not in
+// package spindle or dirlog, which use only the standard library.)
+func checkNFC(name spindle.PathName) error {
+	if norm.NFC.IsNormalString(string(name)) {
+		return nil
+	}
+	return spindle.E(spindle.Op("node.Append"), spindle.Invalid, name, fmt.Sprintf("name %q is not in Unicode normalization form C (NFC); spin clients convert names to NFC", name))
 }
 
 // serveWatch serves one Watch: a request, then one response per event

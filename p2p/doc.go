@@ -9,6 +9,13 @@
 // its home ([LoadOrCreateIdentity]). [Addrs] lists a host's full dialable
 // addresses and [Connect] dials one.
 //
+// Connections that have not authenticated a peer cannot crowd out those
+// that have: an inbound TCP connection has [DefaultHandshakeTimeout] (5 s)
+// to finish its security handshake, at most 256 may be in their handshake
+// at once and 32 from one IP address, the oldest closed to admit a new
+// one, and the resource manager leaves room for about a thousand more
+// connections beside them (see handshake.go).
+//
 // # The DHT
 //
 // [NewDHT] starts a private Kademlia DHT (protocol prefix /spindle, server

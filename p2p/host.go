@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,12 +17,15 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/transport"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcpreuse"
+	"github.com/libp2p/go-libp2p/x/rate"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"spindle.dev"
@@ -61,6 +65,9 @@ type Config struct {
 	// quarter of it and one stream 32 MiB, enough for bulk transfer at
 	// full speed over links with a large bandwidth-delay product.
 	Memory int64
+	// HandshakeTimeout is how long an inbound TCP connection may take to
+	// finish its security handshake; zero means DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
 	// BehindNAT enables what a machine at home needs to be reached:
 	// UPnP/NAT-PMP port mapping, AutoNAT, relay client and hole punching.
 	BehindNAT bool
@@ -98,16 +105,22 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 			return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("bad listen address %q: %v", a, err))
 		}
 	}
-	rm, err := newResourceManager(cfg.Memory)
+	rm, err := newResourceManager(cfg.Memory, perAddrLimits()...)
 	if err != nil {
 		return nil, spindle.E(op, spindle.Internal, err)
 	}
+	hs := newHandshakes(cfg.HandshakeTimeout, maxPending, maxPendingPerIP)
 	opts := []libp2p.Option{
 		libp2p.Identity(key),
 		libp2p.ListenAddrStrings(listen...),
 		// No SO_REUSEPORT: a second node on a taken port must fail to
-		// start, not share the port and answer for the first.
-		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
+		// start, not share the port and answer for the first. The
+		// upgrader is wrapped so that hs sees every inbound connection
+		// (see handshake.go).
+		libp2p.Transport(func(u transport.Upgrader, rm network.ResourceManager, shared *tcpreuse.ConnMgr) (*tcp.TcpTransport, error) {
+			return tcp.NewTCPTransport(handshakeUpgrader{u, hs}, rm, shared, tcp.DisableReuseport())
+		}),
+		libp2p.ConnectionGater(hs),
 		libp2p.Transport(quic.NewTransport),
 		// TLS first: its AES-GCM runs in hardware and carries bulk
 		// transfer at several times the speed of Noise's ChaCha20.
@@ -137,8 +150,19 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 
 // newResourceManager returns libp2p's default limits scaled to memory
 // bytes, with the per-peer, per-protocol and per-stream memory raised so
-// that block transfer is not throttled by flow-control windows.
+// that block transfer is not throttled by flow-control windows, and the
+// connection limits raised so that connections in their handshake cannot
+// use up the room of others (see handshake.go): the transient scope, which
+// holds connections until their handshake is done, takes maxPending and a
+// margin for connections closed but not yet released, and the system
+// takes that many and room for a thousand more.
 func newResourceManager(memory int64, opts ...rcmgr.Option) (network.ResourceManager, error) {
+	opts = append(opts, rcmgr.WithMetricsDisabled())
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limitConfig(memory)), opts...)
+}
+
+// limitConfig returns the limits newResourceManager sets.
+func limitConfig(memory int64) rcmgr.ConcreteLimitConfig {
 	if memory <= 0 {
 		memory = DefaultMemory
 	}
@@ -148,7 +172,15 @@ func newResourceManager(memory int64, opts ...rcmgr.Option) (network.ResourceMan
 	peerMem := rcmgr.LimitVal64(memory / 4)
 	streamMem := rcmgr.LimitVal64(min(memory/4, 32<<20))
 	partial := rcmgr.PartialLimitConfig{
-		System:              rcmgr.ResourceLimits{Memory: rcmgr.LimitVal64(memory)},
+		System: rcmgr.ResourceLimits{
+			Memory:       rcmgr.LimitVal64(memory),
+			ConnsInbound: transientConns + 1024,
+			Conns:        transientConns + 2048,
+		},
+		Transient: rcmgr.ResourceLimits{
+			ConnsInbound: transientConns,
+			Conns:        2 * transientConns,
+		},
 		PeerDefault:         rcmgr.ResourceLimits{Memory: peerMem},
 		ProtocolPeerDefault: rcmgr.ResourceLimits{Memory: peerMem},
 		ServicePeerDefault:  rcmgr.ResourceLimits{Memory: peerMem},
@@ -156,8 +188,39 @@ func newResourceManager(memory int64, opts ...rcmgr.Option) (network.ResourceMan
 		Conn:                rcmgr.ResourceLimits{Memory: peerMem},
 		Stream:              rcmgr.ResourceLimits{Memory: streamMem},
 	}
-	opts = append(opts, rcmgr.WithMetricsDisabled())
-	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(partial.Build(base)), opts...)
+	return partial.Build(base)
+}
+
+// transientConns bounds inbound connections in their handshake in the
+// resource manager: above maxPending, which a host keeps to itself, so
+// that the resource manager never refuses a connection first.
+const transientConns = maxPending + 64
+
+// perAddrLimits returns the resource manager's options for limits per IP
+// address: at most 64 connections at once (libp2p: 8), half of them for
+// connections in their handshake (maxPendingPerIP); new connections at 1
+// a second after a burst of 32 (libp2p: one each 5 s after 16), which a
+// user running spin commands in a loop against a remote node needs and
+// which keeps one address from opening maxPendingPerIP connections in
+// the time a client's handshake takes. Loopback stays exempt, as in
+// libp2p.
+func perAddrLimits() []rcmgr.Option {
+	const perAddr = 2 * maxPendingPerIP
+	v4 := []rcmgr.ConnLimitPerSubnet{{PrefixLength: 32, ConnCount: perAddr}}
+	v6 := []rcmgr.ConnLimitPerSubnet{{PrefixLength: 56, ConnCount: perAddr}, {PrefixLength: 48, ConnCount: 8 * perAddr}}
+	rate1 := rate.Limit{RPS: 1, Burst: maxPendingPerIP}
+	limiter := &rate.Limiter{
+		NetworkPrefixLimits: []rate.PrefixLimit{
+			{Prefix: netip.MustParsePrefix("127.0.0.0/8")},
+			{Prefix: netip.MustParsePrefix("::1/128")},
+		},
+		SubnetRateLimiter: rate.SubnetLimiter{
+			IPv4SubnetLimits: []rate.SubnetLimit{{PrefixLength: 32, Limit: rate1}},
+			IPv6SubnetLimits: []rate.SubnetLimit{{PrefixLength: 56, Limit: rate1}, {PrefixLength: 48, Limit: rate.Limit{RPS: 4, Burst: 8 * maxPendingPerIP}}},
+			GracePeriod:      time.Minute,
+		},
+	}
+	return []rcmgr.Option{rcmgr.WithLimitPerSubnet(v4, v6), rcmgr.WithConnRateLimiters(limiter)}
 }
 
 // quicFallback is how long a dial waits for TCP before trying QUIC.

@@ -89,6 +89,11 @@ func runCp(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return err
 	}
+	if dirPath(dstArg) && !dstIsDir && !*recursive {
+		st.errorf("%s: not a directory: DST ends in / but there is no such directory", dstArg)
+		st.hint("to copy to a file, name the file without a trailing /")
+		return errFailed
+	}
 	if len(srcArgs) > 1 && !dstIsDir {
 		st.errorf("%s: not a directory", dst)
 		st.hint("to copy several files, DST must be an existing directory")

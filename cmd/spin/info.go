@@ -63,7 +63,7 @@ func printInfo(w io.Writer, e *spindle.DirEntry, readers []spindle.UserName, acc
 	field := func(name, format string, args ...any) {
 		fmt.Fprintf(w, "%-9s %s\n", name+":", fmt.Sprintf(format, args...))
 	}
-	field("name", "%s", e.Name)
+	field("name", "%s", printName(e.Name))
 	kind := "file"
 	switch {
 	case e.Attr.IsDir():
@@ -76,10 +76,10 @@ func printInfo(w io.Writer, e *spindle.DirEntry, readers []spindle.UserName, acc
 	}
 	field("kind", "%s", kind)
 	if e.Attr.IsLink() {
-		field("target", "%s", e.Link)
+		field("target", "%s", printName(e.Link))
 	}
 	if e.Writer != "" {
-		field("writer", "%s", e.Writer)
+		field("writer", "%s", printName(e.Writer))
 	}
 	if !e.Attr.IsDir() && !e.Attr.IsLink() {
 		field("packing", "%s", e.Packing)
@@ -100,10 +100,10 @@ func printInfo(w io.Writer, e *spindle.DirEntry, readers []spindle.UserName, acc
 		}
 	}
 	if access != nil {
-		field("access", "%s", access.Name)
+		field("access", "%s", printName(access.Name))
 	} else {
 		p, _ := spindle.Parse(e.Name)
-		field("access", "none: only %s has access", p.User())
+		field("access", "none: only %s has access", printName(p.User()))
 	}
 }
 
@@ -124,7 +124,7 @@ func joinReaders(users []spindle.UserName, wrappedForAll bool) string {
 		case u == spindle.AllUsers:
 			s[i] = "all"
 		default:
-			s[i] = string(u)
+			s[i] = printName(u)
 		}
 	}
 	return strings.Join(s, ", ")

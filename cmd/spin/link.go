@@ -23,6 +23,10 @@ func runLink(ctx context.Context, st *State, args []string) error {
 	if flags.NArg() != 2 {
 		return usagef("want TARGET and PATH, got %d arguments", flags.NArg())
 	}
+	if dirPath(flags.Arg(1)) {
+		st.errorf("%s: a directory path given for a link: name the link itself, without a trailing /", flags.Arg(1))
+		return errFailed
+	}
 	c, err := st.Client(ctx)
 	if err != nil {
 		return err

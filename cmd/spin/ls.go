@@ -155,6 +155,7 @@ func (l *lister) print(e *spindle.DirEntry) {
 	if e.Attr.IsDir() && !strings.HasSuffix(name, "/") {
 		name += "/"
 	}
+	name = printName(name)
 	if !l.long {
 		fmt.Fprintln(l.w, name)
 		return
@@ -165,9 +166,9 @@ func (l *lister) print(e *spindle.DirEntry) {
 		kind, packing = "d", "-"
 	case e.Attr.IsLink():
 		kind, packing = "l", "-"
-		name += " -> " + string(e.Link)
+		name += " -> " + printName(e.Link)
 	}
-	writer := string(e.Writer)
+	writer := printName(e.Writer)
 	if writer == "" {
 		writer = "-"
 	}

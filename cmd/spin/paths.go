@@ -35,6 +35,26 @@ func expand(me spindle.UserName, arg string) (spindle.PathName, error) {
 	return spindle.Clean(spindle.PathName(arg))
 }
 
+// dirPath reports whether arg names a directory by its form: it is a root,
+// or ends in "/", "/." or "/..". Such a name given for a file is an error,
+// not the file its last element names ("put F @/dir/w/" does not make w).
+func dirPath(arg string) bool {
+	if arg == "@" || isRootArg(arg) {
+		return true
+	}
+	last := arg[strings.LastIndexByte(arg, '/')+1:]
+	return last == "" || last == "." || last == ".."
+}
+
+// isRootArg reports whether arg is a user name alone, naming a root.
+func isRootArg(arg string) bool {
+	if strings.Contains(arg, "/") {
+		return false
+	}
+	_, err := spindle.CleanUser(spindle.UserName(arg))
+	return err == nil
+}
+
 // join returns dir/elem, for a clean dir and one element.
 func join(dir spindle.PathName, elem string) spindle.PathName {
 	return spindle.PathName(strings.TrimSuffix(string(dir), "/") + "/" + elem)

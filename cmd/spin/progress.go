@@ -27,7 +27,7 @@ func (st *State) progress(size int64, desc string) *progress {
 	w := st.Stderr
 	bar := progressbar.NewOptions64(size,
 		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(desc),
+		progressbar.OptionSetDescription(escapeLine(desc)),
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionShowTotalBytes(true),
 		progressbar.OptionShowCount(),

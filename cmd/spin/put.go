@@ -44,6 +44,11 @@ func runPut(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	src, dst := flags.Arg(0), flags.Arg(1)
+	if dirPath(dst) {
+		st.errorf("%s: a directory path given for a file: PATH must name the file to write", dst)
+		st.hint("to put %s into the directory, use: spin cp %s %s", src, src, dst)
+		return errFailed
+	}
 	c, err := st.Client(ctx)
 	if err != nil {
 		return err

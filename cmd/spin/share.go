@@ -115,7 +115,7 @@ func shareLine(r spindle.ShareReport) string {
 	case unsure(r):
 		status = "readers not all known"
 	}
-	line := fmt.Sprintf("%s: %s; readers: %s", r.Name, status, joinReaders(r.Readers, slices.Contains(r.Wrapped, spindle.AllUsers)))
+	line := fmt.Sprintf("%s: %s; readers: %s", printName(r.Name), status, joinReaders(r.Readers, slices.Contains(r.Wrapped, spindle.AllUsers)))
 	if len(parts) > 0 {
 		line += "; " + strings.Join(parts, "; ")
 	}

@@ -27,6 +27,15 @@ package main
 //	spin: <command>: warning: <path>: <what was not done>
 //
 //     and exits 0; a command that fails changes nothing it can avoid.
+//   - Names that come from a node (file names, link targets, writers,
+//     readers) are untrusted: a log written before names were checked, or a
+//     hostile node, may hold any bytes. Results print each one with
+//     printName, which leaves a name as it is when every character is
+//     printable and otherwise prints it Go-quoted ("a\nb", "\x1b[2J"), so
+//     no name can pass for two lines or move the cursor. A name that
+//     starts with a double quote is quoted too, so a printed name that
+//     starts with one is always a quoted name. Diagnostics escape every
+//     character that is not printable (see errorf).
 //   - The exit code is 0 when everything worked, 1 when something failed
 //     (after all the work that could be done was done) and 2 for bad usage,
 //     in which case the command's usage text follows the diagnostic.
@@ -40,8 +49,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"golang.org/x/term"
 
@@ -214,11 +225,63 @@ func isTerminal(w any) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// errorf prints "spin: <command>: message" to stderr.
+// printName returns name as spin prints it in results: as it is if every
+// character in it is printable (strconv.IsPrint) and it does not start
+// with a double quote, and quoted as by strconv.Quote otherwise.
+func printName[S ~string](name S) string {
+	s := string(name)
+	if printable(s) && !strings.HasPrefix(s, `"`) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// printable reports whether s is valid UTF-8 made of printable characters
+// only (strconv.IsPrint: letters, marks, numbers, punctuation, symbols and
+// the ASCII space).
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !strconv.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// escapeLine returns s with every character that is not printable, and
+// every byte that is not valid UTF-8, written as a Go escape (\n, \x1b,
+// \u2028), so that a diagnostic holding a name from a node stays one line
+// and cannot move the cursor.
+func escapeLine(s string) string {
+	if printable(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case strconv.IsPrint(r):
+			b.WriteString(s[i : i+size])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// errorf prints "spin: <command>: message" to stderr, with the characters
+// of message that are not printable escaped (see escapeLine).
 func (st *State) errorf(format string, args ...any) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	msg := fmt.Sprintf(format, args...)
+	msg := escapeLine(fmt.Sprintf(format, args...))
 	if st.cmd != "" {
 		fmt.Fprintf(st.Stderr, "spin: %s: %s\n", st.cmd, msg)
 	} else {
@@ -230,7 +293,7 @@ func (st *State) errorf(format string, args ...any) {
 func (st *State) hint(format string, args ...any) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	fmt.Fprintf(st.Stderr, "spin: hint: %s\n", fmt.Sprintf(format, args...))
+	fmt.Fprintf(st.Stderr, "spin: hint: %s\n", escapeLine(fmt.Sprintf(format, args...)))
 }
 
 // warned reports whether err is a *spindle.Warning: the operation took

@@ -55,12 +55,12 @@ func runUser(ctx context.Context, st *State, args []string) error {
 
 // printUser prints a key record.
 func printUser(w io.Writer, u *spindle.User) {
-	fmt.Fprintf(w, "name:      %s\n", u.Name)
-	fmt.Fprintf(w, "key:       %s\n", u.PublicKey)
+	fmt.Fprintf(w, "name:      %s\n", printName(u.Name))
+	fmt.Fprintf(w, "key:       %s\n", printName(u.PublicKey))
 	if len(u.DirHosts) == 0 {
 		fmt.Fprintf(w, "dir host:  none\n")
 	}
 	for _, h := range u.DirHosts {
-		fmt.Fprintf(w, "dir host:  %s\n", h)
+		fmt.Fprintf(w, "dir host:  %s\n", printName(h))
 	}
 }

@@ -97,9 +97,9 @@ func eventLine(ev spindle.Event) string {
 	case e.Attr.IsLink():
 		op = "link"
 	}
-	writer := string(e.Writer)
+	writer := printName(e.Writer)
 	if writer == "" {
 		writer = "-"
 	}
-	return fmt.Sprintf("%d %s %s %s", e.Sequence, op, e.Name, writer)
+	return fmt.Sprintf("%d %s %s %s", e.Sequence, op, printName(e.Name), writer)
 }

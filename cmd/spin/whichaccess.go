@@ -35,11 +35,11 @@ func runWhichaccess(ctx context.Context, st *State, args []string) error {
 		switch {
 		case e == nil:
 			p, _ := spindle.Parse(name)
-			fmt.Fprintf(st.Stdout, "%s: no Access file: only %s has access\n", name, p.User())
+			fmt.Fprintf(st.Stdout, "%s: no Access file: only %s has access\n", printName(name), p.User())
 		case flags.NArg() > 1:
-			fmt.Fprintf(st.Stdout, "%s: %s\n", name, e.Name)
+			fmt.Fprintf(st.Stdout, "%s: %s\n", printName(name), printName(e.Name))
 		default:
-			fmt.Fprintln(st.Stdout, e.Name)
+			fmt.Fprintln(st.Stdout, printName(e.Name))
 		}
 		return nil
 	})

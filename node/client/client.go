@@ -22,6 +22,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
+	"golang.org/x/text/unicode/norm"
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
@@ -193,13 +194,41 @@ func (c *Client) Close() error {
 	return errors.Join(errs...)
 }
 
-// clean expands "@" and cleans name.
+// clean expands "@" and cleans name, converting it to Unicode NFC: nodes
+// hold names in NFC only, so the name a user types finds the file whichever
+// form the user's system typed it in.
 func (c *Client) clean(name spindle.PathName) (spindle.Parsed, error) {
+	return spindle.Parse(c.expand(spindle.PathName(norm.NFC.String(string(name)))))
+}
+
+// cleanFile is clean for the name of a file or link about to be written.
+// A name whose last element is empty, "." or ".." names a directory, and
+// "put F @/dir/w/" must fail rather than write the file w. The name must
+// also be one a new file may take ([spindle.CheckName]); checking that
+// before any block is stored keeps a bad name from costing an upload.
+func (c *Client) cleanFile(name spindle.PathName) (spindle.Parsed, error) {
+	p, err := c.clean(name)
+	if err != nil {
+		return p, err
+	}
+	s := string(name)
+	last := s[strings.LastIndexByte(s, '/')+1:]
+	if p.IsRoot() || last == "" || last == "." || last == ".." {
+		return p, spindle.E(spindle.Invalid, name, "a directory path given for a file: the name ends in /, . or .. or is a root; name the file itself, as in dir/file")
+	}
+	if err := spindle.CheckName(p.Path()); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// expand expands "@" alone or at the start of name to the user's root.
+func (c *Client) expand(name spindle.PathName) spindle.PathName {
 	s := string(name)
 	if s == "@" || strings.HasPrefix(s, "@/") {
 		s = string(c.user) + "/" + strings.TrimPrefix(s[1:], "/")
 	}
-	return spindle.Parse(spindle.PathName(s))
+	return spindle.PathName(s)
 }
 
 // Signup implements spindle.Client: it registers the user's key with the
@@ -384,8 +413,20 @@ func (c *Client) writerKeys(ctx context.Context, writer spindle.UserName, histor
 // Lookup implements spindle.Client.
 func (c *Client) Lookup(ctx context.Context, name spindle.PathName, follow bool) (*spindle.DirEntry, error) {
 	return onPath(c, "client.Lookup", name, func(p spindle.PathName) (*spindle.DirEntry, error) {
-		return c.lookup(ctx, p, follow)
+		return c.lookupTyped(ctx, name, p, follow)
 	})
+}
+
+// lookupTyped is lookup of p, the clean NFC form of name, that falls back
+// to name as typed (see asTyped).
+func (c *Client) lookupTyped(ctx context.Context, name, p spindle.PathName, follow bool) (*spindle.DirEntry, error) {
+	e, err := c.lookup(ctx, p, follow)
+	if typed, ok := c.asTyped(name, p, err); ok {
+		if e, terr := c.lookup(ctx, typed, follow); terr == nil {
+			return e, nil
+		}
+	}
+	return e, err
 }
 
 // maxLinkHops bounds the links followed in one lookup.
@@ -418,6 +459,7 @@ func (c *Client) lookup(ctx context.Context, name spindle.PathName, follow bool)
 
 // Glob implements spindle.Client.
 func (c *Client) Glob(ctx context.Context, pattern string) ([]*spindle.DirEntry, error) {
+	pattern = norm.NFC.String(pattern) // Names are in NFC (see clean).
 	if pattern == "@" || strings.HasPrefix(pattern, "@/") {
 		pattern = string(c.user) + "/" + strings.TrimPrefix(pattern[1:], "/")
 	}
@@ -450,12 +492,34 @@ func (c *Client) MakeDirectory(ctx context.Context, name spindle.PathName) (*spi
 	})
 }
 
-// Delete implements spindle.Client.
+// Delete implements spindle.Client. A name stored before names had to be
+// in NFC is deleted as typed if its NFC form does not exist.
 func (c *Client) Delete(ctx context.Context, name spindle.PathName) error {
 	_, err := onPath(c, "client.Delete", name, func(p spindle.PathName) (*spindle.DirEntry, error) {
-		return c.dir.Delete(ctx, p)
+		e, err := c.dir.Delete(ctx, p)
+		if typed, ok := c.asTyped(name, p, err); ok {
+			if e, terr := c.dir.Delete(ctx, typed); terr == nil {
+				return e, nil
+			}
+		}
+		return e, err
 	})
 	return err
+}
+
+// asTyped returns name cleaned but not converted to NFC, if that differs
+// from p, its NFC form, and err says p does not exist: the name may be one
+// stored before names had to be in NFC, which its owner must still be able
+// to delete or rename.
+func (c *Client) asTyped(name spindle.PathName, p spindle.PathName, err error) (spindle.PathName, bool) {
+	if !errors.Is(err, spindle.NotExist) {
+		return "", false
+	}
+	q, perr := spindle.Parse(c.expand(name))
+	if perr != nil || q.Path() == p {
+		return "", false
+	}
+	return q.Path(), true
 }
 
 // PutLink implements spindle.Client.
@@ -465,7 +529,7 @@ func (c *Client) PutLink(ctx context.Context, target, linkName spindle.PathName)
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	l, err := c.clean(linkName)
+	l, err := c.cleanFile(linkName)
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
@@ -487,7 +551,13 @@ func (c *Client) Rename(ctx context.Context, oldName, newName spindle.PathName) 
 	if err != nil {
 		return spindle.E(op, err)
 	}
-	if _, err := c.dir.Rename(ctx, o.Path(), n.Path()); err != nil {
+	_, err = c.dir.Rename(ctx, o.Path(), n.Path())
+	if typed, ok := c.asTyped(oldName, o.Path(), err); ok {
+		if _, terr := c.dir.Rename(ctx, typed, n.Path()); terr == nil {
+			err = nil
+		}
+	}
+	if err != nil {
 		return spindle.E(op, o.Path(), err)
 	}
 	return nil
@@ -531,7 +601,7 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	e, err := c.lookup(ctx, p.Path(), true)
+	e, err := c.lookupTyped(ctx, name, p.Path(), true)
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)
 	}
@@ -576,7 +646,7 @@ func (c *Client) Readers(ctx context.Context, name spindle.PathName) ([]spindle.
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	e, err := c.lookup(ctx, p.Path(), true)
+	e, err := c.lookupTyped(ctx, name, p.Path(), true)
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)
 	}

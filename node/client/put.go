@@ -20,7 +20,7 @@ import (
 // Put implements spindle.Client.
 func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, packing spindle.Packing, progress func(int64)) (*spindle.DirEntry, error) {
 	const op spindle.Op = "client.Put"
-	p, err := c.clean(name)
+	p, err := c.cleanFile(name)
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}

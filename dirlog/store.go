@@ -123,15 +123,25 @@ func scanFrames(r io.Reader, base int64, fn func([]byte) error) (offsets []int64
 // DiskStore returns a store keeping each user's log in the file
 // dir/USER.log, creating dir if needed. Cut tails are kept in
 // dir/USER.log.cut-TIME.
-func DiskStore(dir string) (Store, error) {
+func DiskStore(dir string) (Store, error) { return DiskStoreFS(spindle.OS, dir) }
+
+// DiskStoreFS is DiskStore on the file system fsys.
+func DiskStoreFS(fsys spindle.FS, dir string) (Store, error) {
 	const op spindle.Op = "dirlog.DiskStore"
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, spindle.E(op, spindle.IO, err)
+	if _, err := fsys.Stat(dir); err != nil {
+		// A new directory's entry is durable once its parent is synced.
+		if err := fsys.MkdirAll(dir, 0o700); err != nil {
+			return nil, spindle.E(op, spindle.IO, err)
+		}
+		if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
+			return nil, spindle.E(op, spindle.IO, err)
+		}
 	}
-	return &diskStore{dir: dir}, nil
+	return &diskStore{fs: fsys, dir: dir}, nil
 }
 
 type diskStore struct {
+	fs  spindle.FS
 	dir string
 }
 
@@ -141,7 +151,7 @@ const logSuffix = ".log"
 
 func (s *diskStore) Users(ctx context.Context) ([]spindle.UserName, error) {
 	const op spindle.Op = "dirlog.DiskStore.Users"
-	des, err := os.ReadDir(s.dir)
+	des, err := s.fs.ReadDir(s.dir)
 	if err != nil {
 		return nil, spindle.E(op, spindle.IO, err)
 	}
@@ -174,23 +184,24 @@ func (s *diskStore) Open(ctx context.Context, user spindle.UserName) (Log, error
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	f, err := s.fs.OpenFile(name, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		if err := spindle.ReplaceFile(name, []byte(fileHeader), 0o600, true); err != nil {
+		if err := spindle.ReplaceFileIn(s.fs, name, []byte(fileHeader), 0o600, true); err != nil {
 			return nil, spindle.E(op, spindle.IO, user, err)
 		}
-		f, err = os.OpenFile(name, os.O_RDWR, 0)
+		f, err = s.fs.OpenFile(name, os.O_RDWR, 0)
 	}
 	if err != nil {
 		return nil, spindle.E(op, spindle.IO, user, err)
 	}
-	return &diskLog{user: user, name: name, f: f, end: -1}, nil
+	return &diskLog{fs: s.fs, user: user, name: name, f: f, end: -1}, nil
 }
 
 type diskLog struct {
+	fs      spindle.FS
 	user    spindle.UserName
 	name    string
-	f       *os.File
+	f       spindle.FSFile
 	offsets []int64 // Start of every valid record.
 	end     int64   // End of the last valid record; -1 before the first Scan.
 }
@@ -291,8 +302,9 @@ func (l *diskLog) Truncate(ctx context.Context, n int) error {
 		if _, err := l.f.ReadAt(tail, cut); err != nil && err != io.EOF {
 			return spindle.E(op, spindle.IO, l.user, err)
 		}
+		// The kept copy is durable, entry and all, before the log is cut.
 		keep := fmt.Sprintf("%s.cut-%d", l.name, time.Now().UnixNano())
-		if err := writeSynced(keep, tail); err != nil {
+		if err := spindle.CreateFileIn(l.fs, keep, tail, 0o600); err != nil {
 			return spindle.E(op, spindle.IO, l.user, err)
 		}
 		if err := l.f.Truncate(cut); err != nil {
@@ -305,21 +317,6 @@ func (l *diskLog) Truncate(ctx context.Context, n int) error {
 	l.offsets = l.offsets[:n]
 	l.end = cut
 	return nil
-}
-
-func writeSynced(name string, data []byte) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 func (l *diskLog) Close() error {

@@ -1,0 +1,142 @@
+package dirlog
+
+import (
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"spindle.dev"
+)
+
+// TestCrashAtEveryStep runs a tree's life (mkdirs, puts one at a time and
+// in a batch, an Access file, a delete, a rename) on a disk store over the
+// strict in-memory file system, and simulates a crash after each step the
+// file system sees: every write, sync, create, rename and directory sync.
+// After each crash the server opens what is left and must find every
+// entry it acknowledged, whole, no damage, and nothing it did not
+// acknowledge but the one entry in flight, whole or not at all.
+func TestCrashAtEveryStep(t *testing.T) {
+	const dir = "/home/dirlogs"
+	steps := 0
+	for k := 0; ; k++ {
+		if k > 10000 {
+			t.Fatal("the scenario never ran to its end")
+		}
+		m := spindle.NewMemFS()
+		m.MkdirAll("/home", 0o700)
+		m.SyncDir("/")
+		st, err := DiskStoreFS(m, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newEnv(t, st)
+		c := e.as(ann)
+		ctx := e.ctx
+		start := m.Ops()
+		m.CrashAfter(k)
+
+		// want is what the tree must hold after the crash; maybe is the
+		// change in flight when it came, which may or may not be there.
+		want := map[spindle.PathName]bool{}
+		var maybe []spindle.PathName
+		do := func(name spindle.PathName, present bool, err error) bool {
+			if err != nil {
+				maybe = append(maybe, name)
+				return false
+			}
+			want[name] = present
+			return true
+		}
+		run := func() {
+			if _, err := c.MakeDirectory(ctx, "ann@example.com/"); !do("ann@example.com/", true, err) {
+				return
+			}
+			if _, err := c.MakeDirectory(ctx, "ann@example.com/docs"); !do("ann@example.com/docs", true, err) {
+				return
+			}
+			for i := range 3 {
+				name := spindle.PathName(fmt.Sprintf("ann@example.com/docs/f%d", i))
+				if _, err := c.Put(ctx, file(name, int64(100+i))); !do(name, true, err) {
+					return
+				}
+			}
+			var batch []*spindle.DirEntry
+			for i := range 4 {
+				batch = append(batch, file(spindle.PathName(fmt.Sprintf("ann@example.com/docs/b%d", i)), 7))
+			}
+			_, errs := c.PutBatch(ctx, batch)
+			failed := false
+			for i, err := range errs {
+				failed = !do(batch[i].Name, true, err) || failed
+			}
+			if failed {
+				return
+			}
+			if _, err := c.Put(ctx, control("ann@example.com/docs/Access", "r: bob@example.com\n")); !do("ann@example.com/docs/Access", true, err) {
+				return
+			}
+			if _, err := c.Delete(ctx, "ann@example.com/docs/f0"); !do("ann@example.com/docs/f0", false, err) {
+				return
+			}
+			if _, err := c.Rename(ctx, "ann@example.com/docs/f1", "ann@example.com/docs/g1"); err != nil {
+				maybe = append(maybe, "ann@example.com/docs/f1", "ann@example.com/docs/g1")
+				return
+			}
+			want["ann@example.com/docs/f1"], want["ann@example.com/docs/g1"] = false, true
+		}
+		run()
+		finished := !m.Crashed()
+		if finished {
+			steps = m.Ops() - start
+		}
+		m.Crash()
+
+		s, err := New(ctx, mustStore(t, m, dir), Config{Keys: e.keys, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatalf("crash after step %d: the server does not open: %v", k, err)
+		}
+		if d := s.Damage(); len(d) > 0 {
+			t.Fatalf("crash after step %d: damage reported: %v", k, d)
+		}
+		inFlight := map[spindle.PathName]bool{}
+		for _, n := range maybe {
+			inFlight[n] = true
+		}
+		for name, present := range want {
+			if inFlight[name] {
+				continue
+			}
+			d, err := s.Lookup(ctx, ann, name)
+			switch {
+			case present && err != nil:
+				t.Fatalf("crash after step %d: acknowledged %s lost: %v", k, name, err)
+			case present && name != "ann@example.com/" && d.Name != name:
+				t.Fatalf("crash after step %d: %s holds %s", k, name, d.Name)
+			case !present && err == nil:
+				t.Fatalf("crash after step %d: acknowledged removal of %s undone", k, name)
+			}
+		}
+		// Nothing else is there: every item is wanted or in flight.
+		if all, err := s.Glob(ctx, ann, "ann@example.com/docs/*"); err == nil {
+			for _, d := range all {
+				if !want[d.Name] && !inFlight[d.Name] {
+					t.Fatalf("crash after step %d: %s is there, never acknowledged nor in flight", k, d.Name)
+				}
+			}
+		}
+		s.Close()
+		if finished {
+			break
+		}
+	}
+	t.Logf("a crash after each of %d file-system steps left every acknowledged entry", steps)
+}
+
+func mustStore(t *testing.T, fsys spindle.FS, dir string) Store {
+	t.Helper()
+	st, err := DiskStoreFS(fsys, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}

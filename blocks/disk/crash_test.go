@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		for i := uint64(0); ; i++ {
+		for i := range uint64(100000) { // Bounded; the parent kills it long before.
 			size := 200000 + int(i%7)*1000
 			if i%2 == 1 {
 				size = 1000 + int(i%5)*3000 // Small: appended to a segment.
@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 			}
 			fmt.Println(ref)
 		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }

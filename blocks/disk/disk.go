@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -44,8 +43,9 @@ const (
 // Store is a [spindle.BlockStore] and [spindle.BlockLister] on disk.
 // It is safe for concurrent use.
 type Store struct {
+	fs   spindle.FS
 	dir  string
-	lock *spindle.FileLock
+	lock *spindle.FileLock // Nil on a file system other than spindle.OS.
 
 	// stripes serialise the changes to one block file (rename into place,
 	// removal of a corrupt copy, delete), so that removing a bad copy can
@@ -56,6 +56,8 @@ type Store struct {
 	dirMade [256]bool // Fan-out subdirectories known to exist.
 
 	small *smallStore // Blocks under smallMax bytes.
+
+	closed bool
 
 	noDirect     atomic.Bool // The file system does not support O_DIRECT writes.
 	noDirectRead atomic.Bool // Nor O_DIRECT reads.
@@ -69,47 +71,71 @@ var (
 // Open opens the store in dir, creating dir if needed, and removes the
 // temporary files a crash may have left. It fails with Exist if another
 // Store holds dir.
-func Open(dir string) (*Store, error) {
+func Open(dir string) (*Store, error) { return OpenFS(spindle.OS, dir) }
+
+// OpenFS is Open on the file system fsys. On any other than spindle.OS
+// (tests use a spindle.MemFS) the store writes and reads through the page
+// cache, never with O_DIRECT, and takes no lock across processes.
+func OpenFS(fsys spindle.FS, dir string) (*Store, error) {
 	const op spindle.Op = "disk.Open"
 	if dir == "" {
 		return nil, spindle.E(op, spindle.Invalid, "empty directory name")
 	}
 	dir = filepath.Clean(dir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	s := &Store{fs: fsys, dir: dir}
+	if err := s.mkdir(dir); err != nil {
 		return nil, spindle.E(op, spindle.IO, err)
 	}
-	markTopDir(dir)
-	if err := os.MkdirAll(filepath.Join(dir, tmpDir), 0o700); err != nil {
+	if err := s.mkdir(filepath.Join(dir, tmpDir)); err != nil {
 		return nil, spindle.E(op, spindle.IO, err)
 	}
-	lock, err := spindle.LockFile(filepath.Join(dir, lockFile), false)
-	if err != nil {
-		if errors.Is(err, spindle.Exist) {
-			return nil, spindle.E(op, spindle.Exist, fmt.Sprintf("block store %s is in use by another process or store", dir))
+	if fsys == spindle.OS {
+		markTopDir(dir)
+		lock, err := spindle.LockFile(filepath.Join(dir, lockFile), false)
+		if err != nil {
+			if errors.Is(err, spindle.Exist) {
+				return nil, spindle.E(op, spindle.Exist, fmt.Sprintf("block store %s is in use by another process or store", dir))
+			}
+			return nil, spindle.E(op, err)
 		}
-		return nil, spindle.E(op, err)
+		s.lock = lock
+	} else {
+		s.noDirect.Store(true)
+		s.noDirectRead.Store(true)
 	}
-	s := &Store{dir: dir, lock: lock}
 	if err := s.removeTemps(); err != nil {
 		s.Close()
 		return nil, spindle.E(op, spindle.IO, err)
 	}
-	if s.small, err = openSmall(dir); err != nil {
+	var err error
+	if s.small, err = openSmall(fsys, dir); err != nil {
 		s.Close()
 		return nil, spindle.E(op, spindle.IO, err)
 	}
 	return s, nil
 }
 
+// mkdir makes dir, and its parent's entry for it durable, if it does not
+// exist.
+func (s *Store) mkdir(dir string) error {
+	if _, err := s.fs.Stat(dir); err == nil {
+		return nil
+	}
+	if err := s.fs.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return s.fs.SyncDir(filepath.Dir(dir))
+}
+
 // removeTemps deletes every file under DIR/tmp.
 func (s *Store) removeTemps() error {
 	tmp := filepath.Join(s.dir, tmpDir)
-	ents, err := os.ReadDir(tmp)
+	ents, err := s.fs.ReadDir(tmp)
 	if err != nil {
 		return err
 	}
 	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(tmp, e.Name())); err != nil {
+		if err := s.fs.Remove(filepath.Join(tmp, e.Name())); err != nil {
 			return err
 		}
 	}
@@ -127,18 +153,21 @@ func (s *Store) Dir() string { return s.dir }
 // Close releases the store's directory. The Store must not be used after.
 func (s *Store) Close() error {
 	const op spindle.Op = "disk.Close"
-	if s.lock == nil {
+	if s.closed {
 		return nil
 	}
+	s.closed = true
 	var err error
 	if s.small != nil {
 		err = s.small.close()
 		s.small = nil
 	}
-	if lerr := s.lock.Unlock(); err == nil {
-		err = lerr
+	if s.lock != nil {
+		if lerr := s.lock.Unlock(); err == nil {
+			err = lerr
+		}
+		s.lock = nil
 	}
-	s.lock = nil
 	if err != nil {
 		return spindle.E(op, spindle.IO, err)
 	}
@@ -184,7 +213,7 @@ func (s *Store) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 		return "", spindle.E(op, spindle.IO, fmt.Errorf("block %s: %w", ref, err))
 	}
 	if err := s.install(d, tmp, name); err != nil {
-		os.Remove(tmp)
+		s.fs.Remove(tmp)
 		return "", spindle.E(op, spindle.IO, fmt.Errorf("block %s: %w", ref, err))
 	}
 	return ref, nil
@@ -199,7 +228,7 @@ func (s *Store) writeTemp(data []byte) (string, error) {
 		}
 		s.noDirect.Store(true) // The file system refuses O_DIRECT: buffer from now on.
 	}
-	f, err := os.CreateTemp(filepath.Join(s.dir, tmpDir), "put-*")
+	f, err := s.fs.CreateTemp(filepath.Join(s.dir, tmpDir), "put-*")
 	if err != nil {
 		return "", err
 	}
@@ -215,7 +244,7 @@ func (s *Store) writeTemp(data []byte) (string, error) {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(name)
+		s.fs.Remove(name)
 		return "", err
 	}
 	return name, nil
@@ -230,12 +259,12 @@ func (s *Store) install(d blocks.Digest, tmp, name string) error {
 	}
 	mu := s.stripe(d)
 	mu.Lock()
-	err := os.Rename(tmp, name)
+	err := s.fs.Rename(tmp, name)
 	mu.Unlock()
 	if err != nil {
 		return err
 	}
-	return spindle.SyncDir(sub)
+	return s.fs.SyncDir(sub)
 }
 
 // makeSubdir creates the fan-out directory sub for digests starting with
@@ -246,11 +275,12 @@ func (s *Store) makeSubdir(b byte, sub string) error {
 	if s.dirMade[b] {
 		return nil
 	}
-	err := os.Mkdir(sub, 0o700)
-	if err == nil {
-		err = spindle.SyncDir(s.dir)
-	} else if errors.Is(err, fs.ErrExist) {
-		err = nil
+	_, err := s.fs.Stat(sub)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = s.fs.MkdirAll(sub, 0o700)
+		if err == nil {
+			err = s.fs.SyncDir(s.dir)
+		}
 	}
 	if err != nil {
 		return err
@@ -274,7 +304,7 @@ func (s *Store) List(ctx context.Context, fn func(spindle.Ref) error) error {
 	if err != nil {
 		return err
 	}
-	subs, err := os.ReadDir(s.dir)
+	subs, err := s.fs.ReadDir(s.dir)
 	if err != nil {
 		return spindle.E(op, spindle.IO, err)
 	}
@@ -282,7 +312,7 @@ func (s *Store) List(ctx context.Context, fn func(spindle.Ref) error) error {
 		if !sub.IsDir() || !isHex(sub.Name(), 2) {
 			continue
 		}
-		ents, err := os.ReadDir(filepath.Join(s.dir, sub.Name()))
+		ents, err := s.fs.ReadDir(filepath.Join(s.dir, sub.Name()))
 		if err != nil {
 			return spindle.E(op, spindle.IO, err)
 		}
@@ -335,13 +365,13 @@ func (s *Store) Delete(ctx context.Context, ref spindle.Ref) error {
 	name := s.Path(d)
 	mu := s.stripe(d)
 	mu.Lock()
-	err = os.Remove(name)
+	err = s.fs.Remove(name)
 	mu.Unlock()
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err == nil {
-		err = spindle.SyncDir(filepath.Dir(name))
+		err = s.fs.SyncDir(filepath.Dir(name))
 	}
 	if err != nil {
 		return spindle.E(op, spindle.IO, fmt.Errorf("block %s: %w", ref, err))

@@ -154,12 +154,12 @@ func (s *Store) sound(d blocks.Digest, name string) bool {
 // overlong file is caught without being read whole.
 func (s *Store) read(name string) ([]byte, error) {
 	if s.noDirectRead.Load() {
-		return readBlock(name)
+		return s.readBlock(name)
 	}
 	f, ok, err := openDirect(name)
 	if !ok {
 		s.noDirectRead.Store(true)
-		return readBlock(name)
+		return s.readBlock(name)
 	}
 	if err != nil {
 		return nil, err
@@ -175,7 +175,7 @@ func (s *Store) read(name string) ([]byte, error) {
 		var errno syscall.Errno
 		if errors.As(err, &errno) && errno == syscall.EINVAL {
 			s.noDirectRead.Store(true)
-			return readBlock(name)
+			return s.readBlock(name)
 		}
 		return nil, err
 	}
@@ -184,8 +184,8 @@ func (s *Store) read(name string) ([]byte, error) {
 
 // readBlock reads a block file through the page cache, reading at most
 // one byte more than the largest valid block file.
-func readBlock(name string) ([]byte, error) {
-	f, err := os.Open(name)
+func (s *Store) readBlock(name string) ([]byte, error) {
+	f, err := s.fs.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -214,14 +214,14 @@ func (s *Store) removeBad(d blocks.Digest, name string) {
 	mu := s.stripe(d)
 	mu.Lock()
 	defer mu.Unlock()
-	data, err := readBlock(name)
+	data, err := s.readBlock(name)
 	if err != nil {
 		return
 	}
 	if _, err := verifyFile(d, data); err == nil {
 		return
 	}
-	if os.Remove(name) == nil {
-		spindle.SyncDir(filepath.Dir(name))
+	if s.fs.Remove(name) == nil {
+		s.fs.SyncDir(filepath.Dir(name))
 	}
 }

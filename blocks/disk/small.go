@@ -57,15 +57,16 @@ type loc struct {
 
 // smallStore is the part of a Store that holds small blocks.
 type smallStore struct {
+	fs  spindle.FS
 	dir string
 
 	mu    sync.Mutex
 	index map[blocks.Digest]loc
-	segs  map[int]*os.File // Every segment, open for reading; the last also for appending.
-	cur   int              // The segment appended to.
-	size  int64            // Its size.
-	wrote uint64           // Appends made, counted.
-	err   error            // A failed append that could not be undone: no more appends.
+	segs  map[int]spindle.FSFile // Every segment, open for reading; the last also for appending.
+	cur   int                    // The segment appended to.
+	size  int64                  // Its size.
+	wrote uint64                 // Appends made, counted.
+	err   error                  // A failed append that could not be undone: no more appends.
 
 	damage []error // Found by openSmall.
 	full   bool    // The last segment is damaged: start a new one.
@@ -76,12 +77,17 @@ type smallStore struct {
 
 // openSmall opens the small-block segments under dir, creating dir if
 // needed, and indexes them.
-func openSmall(dir string) (*smallStore, error) {
-	s := &smallStore{dir: filepath.Join(dir, smallDir), index: make(map[blocks.Digest]loc), segs: make(map[int]*os.File)}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return nil, err
+func openSmall(fsys spindle.FS, dir string) (*smallStore, error) {
+	s := &smallStore{fs: fsys, dir: filepath.Join(dir, smallDir), index: make(map[blocks.Digest]loc), segs: make(map[int]spindle.FSFile)}
+	if _, err := fsys.Stat(s.dir); err != nil {
+		if err := fsys.MkdirAll(s.dir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := fsys.SyncDir(dir); err != nil {
+			return nil, err
+		}
 	}
-	ents, err := os.ReadDir(s.dir)
+	ents, err := fsys.ReadDir(s.dir)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +100,7 @@ func openSmall(dir string) (*smallStore, error) {
 	}
 	sort.Ints(nums)
 	for i, n := range nums {
-		f, err := os.OpenFile(s.segName(n), os.O_RDWR, 0)
+		f, err := s.fs.OpenFile(s.segName(n), os.O_RDWR, 0)
 		if err != nil {
 			s.close()
 			return nil, err
@@ -127,13 +133,13 @@ func (s *smallStore) segName(n int) string {
 // newSegment creates segment n, makes it the one appended to, and syncs
 // the directory so that it survives a crash.
 func (s *smallStore) newSegment(n int) error {
-	f, err := os.OpenFile(s.segName(n), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := s.fs.OpenFile(s.segName(n), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
-	if err := spindle.SyncDir(s.dir); err != nil {
+	if err := s.fs.SyncDir(s.dir); err != nil {
 		f.Close()
-		os.Remove(s.segName(n))
+		s.fs.Remove(s.segName(n))
 		return err
 	}
 	s.segs[n] = f
@@ -144,7 +150,7 @@ func (s *smallStore) newSegment(n int) error {
 // scan indexes segment n and returns its size. In the last segment every
 // record is checked and a bad tail is cut off; in older ones only the
 // headers are read.
-func (s *smallStore) scan(n int, f *os.File, last bool) (int64, error) {
+func (s *smallStore) scan(n int, f spindle.FSFile, last bool) (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, err
@@ -218,7 +224,7 @@ func (s *smallStore) scan(n int, f *os.File, last bool) (int64, error) {
 
 // hasMagic reports whether the bytes of f from off to end hold a record
 // magic.
-func hasMagic(f *os.File, off, end int64) bool {
+func hasMagic(f spindle.FSFile, off, end int64) bool {
 	buf := make([]byte, 1<<20)
 	for off < end {
 		n, _ := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)

@@ -299,7 +299,7 @@ func FuzzSegment(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, smallDir, "00000000.seg"), seg, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s, err := openSmall(dir)
+		s, err := openSmall(spindle.OS, dir)
 		if err != nil {
 			return
 		}

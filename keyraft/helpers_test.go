@@ -85,10 +85,14 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 // fast makes raft's timing suitable for tests on one machine.
+// fast shortens Raft's timeouts for tests. The leader lease is as long as
+// the heartbeat timeout: at 50 ms, a leader on a loaded two-core machine
+// sometimes heard from no quorum in time, stepped down, and failed the
+// Put in progress ("leadership lost while committing log").
 func fast(c *raft.Config) {
 	c.HeartbeatTimeout = 100 * time.Millisecond
 	c.ElectionTimeout = 100 * time.Millisecond
-	c.LeaderLeaseTimeout = 50 * time.Millisecond
+	c.LeaderLeaseTimeout = 100 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
 }
 

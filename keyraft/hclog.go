@@ -42,6 +42,11 @@ func slogLevel(level hclog.Level) slog.Level {
 
 func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
 	lv := slogLevel(level)
+	if level == hclog.Warn && msg == "heartbeat timeout reached, starting election" && noLeaderYet(args) {
+		// Every member starts this way, a cluster of one at every start:
+		// news only when a leader was known and lost.
+		lv = slog.LevelInfo
+	}
 	ctx := context.Background()
 	if !h.l.Enabled(ctx, lv) {
 		return
@@ -53,6 +58,17 @@ func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
 		all = append(all, hcValue(a))
 	}
 	h.l.Log(ctx, lv, msg, all...)
+}
+
+// noLeaderYet reports whether raft's key-value args say that no leader was
+// known (an empty last-leader-id).
+func noLeaderYet(args []any) bool {
+	for i := 0; i+1 < len(args); i += 2 {
+		if args[i] == "last-leader-id" {
+			return fmt.Sprint(args[i+1]) == ""
+		}
+	}
+	return false
 }
 
 // hcValue renders the value types that hclog formats specially.

@@ -17,6 +17,8 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
+	"spindle.dev/p2p"
+
 	"spindle.dev"
 )
 
@@ -81,6 +83,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	}
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(stderr, nil))
+		p2p.LogTo(log.With("part", "libp2p"))
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -92,6 +95,9 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "spin: node: %v\n", err)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			fmt.Fprintf(stderr, "spin: hint: another program (another spin node?) listens on an address in %s; give this node others with -listen, e.g. -listen /ip4/127.0.0.1/tcp/0\n", *listen)
+		}
 		return 1
 	}
 	// The socket first: "spin init" offers the first address to clients on

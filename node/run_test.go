@@ -101,7 +101,7 @@ func TestRunCommandErrors(t *testing.T) {
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"-writers", "ann"}, 1, `bad writer "ann"`},
 		{[]string{"-listen", "not-a-multiaddr"}, 1, "not-a-multiaddr"},
-		{[]string{"-listen", busyAddr}, 1, "127.0.0.1"},
+		{[]string{"-listen", busyAddr}, 1, "spin: hint: another program (another spin node?) listens on an address in " + busyAddr},
 	} {
 		var stdout, stderr syncBuffer
 		args := append([]string{"-home", t.TempDir()}, c.args...)

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -27,6 +29,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcpreuse"
 	"github.com/libp2p/go-libp2p/x/rate"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"spindle.dev"
 )
@@ -83,6 +86,7 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, spindle.E(op, spindle.Transient, err)
 	}
+	routeLogs()
 	key := cfg.Key
 	if key == nil && cfg.Home != "" {
 		var err error
@@ -143,9 +147,41 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		rm.Close()
+		if busy := busyAddr(listen); busy != nil {
+			return nil, spindle.E(op, spindle.IO, busy)
+		}
 		return nil, spindle.E(op, spindle.IO, err)
 	}
 	return h, nil
+}
+
+// busyAddr returns, after a host failed to start, the error of the first
+// TCP listen address that another program holds, which wraps
+// syscall.EADDRINUSE, or nil. libp2p's own error says as much only in
+// its text.
+func busyAddr(listen []string) error {
+	for _, a := range listen {
+		m, err := ma.NewMultiaddr(a)
+		if err != nil {
+			continue
+		}
+		if _, err := m.ValueForProtocol(ma.P_TCP); err != nil {
+			continue
+		}
+		nw, host, err := manet.DialArgs(m)
+		if err != nil {
+			continue
+		}
+		l, err := net.Listen(nw, host)
+		if err == nil {
+			l.Close()
+			continue
+		}
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("cannot listen on %s: %w", a, err)
+		}
+	}
+	return nil
 }
 
 // newResourceManager returns libp2p's default limits scaled to memory

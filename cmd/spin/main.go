@@ -21,6 +21,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"spindle.dev/p2p"
 )
 
 const globalUsage = `Usage:
@@ -133,6 +135,7 @@ func run(args []string, st *State) int {
 	}
 	if st.Log == nil {
 		st.Log = slog.New(slog.NewTextHandler(st.Stderr, &slog.HandlerOptions{Level: level}))
+		p2p.LogTo(st.Log.With("part", "libp2p"))
 	}
 
 	rest := gfs.Args()

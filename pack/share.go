@@ -23,18 +23,7 @@ import (
 // an empty reader set and for a malformed reader key.
 func Share(entry *spindle.DirEntry, keys *Keys, readers []spindle.PublicKey) ([]byte, error) {
 	const op spindle.Op = "pack.Share"
-	p, _, _, err := decodeEntry(entry)
-	if err != nil {
-		return nil, spindle.E(op, entry.Name, err)
-	}
-	if p.packing != spindle.EEPack {
-		return nil, spindle.E(op, entry.Name, spindle.Invalid, fmt.Sprintf("%v packing has no wrapped keys to share", p.packing))
-	}
-	key, err := unwrapFileKey(p, keys)
-	if err != nil {
-		return nil, spindle.E(op, entry.Name, err)
-	}
-	wraps, err := wrapFor(key, p.commitment, readers, p.wraps)
+	p, wraps, err := rewrap(entry, keys, readers)
 	if err != nil {
 		return nil, spindle.E(op, entry.Name, err)
 	}
@@ -50,18 +39,7 @@ func Share(entry *spindle.DirEntry, keys *Keys, readers []spindle.PublicKey) ([]
 // be no reader's (such as [AllKey]) still goes. Errors are those of Share.
 func AddReaders(entry *spindle.DirEntry, keys *Keys, readers, remove []spindle.PublicKey) ([]byte, error) {
 	const op spindle.Op = "pack.AddReaders"
-	p, _, _, err := decodeEntry(entry)
-	if err != nil {
-		return nil, spindle.E(op, entry.Name, err)
-	}
-	if p.packing != spindle.EEPack {
-		return nil, spindle.E(op, entry.Name, spindle.Invalid, fmt.Sprintf("%v packing has no wrapped keys to share", p.packing))
-	}
-	key, err := unwrapFileKey(p, keys)
-	if err != nil {
-		return nil, spindle.E(op, entry.Name, err)
-	}
-	wraps, err := wrapFor(key, p.commitment, readers, p.wraps)
+	p, wraps, err := rewrap(entry, keys, readers)
 	if err != nil {
 		return nil, spindle.E(op, entry.Name, err)
 	}
@@ -88,6 +66,27 @@ func AddReaders(entry *spindle.DirEntry, keys *Keys, readers, remove []spindle.P
 	slices.SortFunc(wraps, func(a, b wrap) int { return compareHash(a.keyHash, b.keyHash) })
 	p.wraps = wraps
 	return p.marshal(), nil
+}
+
+// rewrap decodes entry's packdata, unwraps its file key with keys, and
+// wraps it for readers, reusing the wraps entry already has for them.
+func rewrap(entry *spindle.DirEntry, keys *Keys, readers []spindle.PublicKey) (*packdata, []wrap, error) {
+	p, _, _, err := decodeEntry(entry)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.packing != spindle.EEPack {
+		return nil, nil, spindle.E(spindle.Invalid, fmt.Sprintf("%v packing has no wrapped keys to share", p.packing))
+	}
+	key, err := unwrapFileKey(p, keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	wraps, err := wrapFor(key, p.commitment, readers, p.wraps)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, wraps, nil
 }
 
 // WrappedKeys returns the hashes ([spindle.KeyHash]) of the public keys

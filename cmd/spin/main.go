@@ -19,6 +19,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -30,7 +32,7 @@ const globalUsage = `Usage:
     spin help [COMMAND]
 
 Global options (before the command):
-    -config FILE   configuration file (default $HOME/spin/config)
+    -config FILE   configuration file (default $SPIN_CONFIG, else $HOME/spin/config)
     -log LEVEL     log level of the client and node: debug, info, warn or error (default warn)
     -help          print this text
 
@@ -42,7 +44,7 @@ Example:
     $ spin put report.pdf @/docs/report.pdf
     $ spin ls -l @/docs
 
-Run "spin help COMMAND" for the usage of one command.
+Run "spin help COMMAND" for the usage of one command. This is %s.
 `
 
 // A command is one subcommand of spin.
@@ -74,6 +76,7 @@ func commands() []*command {
 		{"user", "print a user's key record", userUsage, runUser},
 		{"node", "run a peer", nodeUsage, runNodeCmd},
 		{"demo", "run a demonstration network", demoUsage, runDemoCmd},
+		{"version", "print spin's version", versionUsage, runVersion},
 	}
 }
 
@@ -100,7 +103,16 @@ func main() {
 		Context:   ctx,
 		NewClient: dialClient,
 	}
+	if env := os.Getenv("SPIN_CONFIG"); env != "" {
+		st.ConfigFile = env // -config, if given, still wins.
+	}
 	code := run(os.Args[1:], st)
+	if ctx.Err() != nil && st.cmd != "node" {
+		// Stopped by Ctrl-C or SIGTERM: the shell's convention, whatever
+		// the command did with the signal. A node stopping cleanly on
+		// one, as a service does, exits with what it returned.
+		code = exitInterrupted
+	}
 	stop()
 	os.Exit(code)
 }
@@ -189,6 +201,10 @@ func help(st *State, args []string) int {
 		fmt.Fprint(st.Stdout, mainUsage())
 		return exitOK
 	case 1:
+		if args[0] == "help" {
+			fmt.Fprint(st.Stdout, helpUsage)
+			return exitOK
+		}
 		if c := lookupCommand(args[0]); c != nil {
 			fmt.Fprint(st.Stdout, c.usage)
 			return exitOK
@@ -214,5 +230,56 @@ func mainUsage() string {
 		names = append(names, fmt.Sprintf("    %-*s   %s\n", width, c.name, c.summary))
 	}
 	b.WriteString(strings.Join(names, ""))
-	return fmt.Sprintf(globalUsage, b.String())
+	return fmt.Sprintf(globalUsage, b.String(), version())
+}
+
+const helpUsage = `Usage:
+    spin help [COMMAND]
+
+Prints the usage of spin, or of one command; "spin COMMAND -help" does too.
+`
+
+const versionUsage = `Usage:
+    spin version
+
+Prints spin's version: the module version, or for a build from a checkout
+the commit it was built from, and the Go version.
+
+Options:
+    -h, -help   print this text
+
+Example:
+    $ spin version
+    spin v0.3.0, go1.26.8
+`
+
+func runVersion(ctx context.Context, st *State, args []string) error {
+	flags := st.flags()
+	if err := st.parse(flags, args); err != nil {
+		return err
+	}
+	if flags.NArg() > 0 {
+		return usagef("want no arguments, got %d", flags.NArg())
+	}
+	fmt.Fprintln(st.Stdout, version())
+	return nil
+}
+
+// version describes this build of spin.
+func version() string {
+	v, rev, dirty := "(devel)", "", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch {
+			case s.Key == "vcs.revision" && len(s.Value) >= 12:
+				rev = " commit " + s.Value[:12]
+			case s.Key == "vcs.modified" && s.Value == "true":
+				dirty = " (modified)"
+			}
+		}
+	}
+	return fmt.Sprintf("spin %s%s%s, %s", v, rev, dirty, runtime.Version())
 }

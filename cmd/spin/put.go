@@ -10,14 +10,15 @@ import (
 )
 
 const putUsage = `Usage:
-    spin put [-packing P] SRC PATH
+    spin put [-packing P] [SRC] PATH
 
-Stores the local file SRC, or stdin if SRC is -, as the spin file PATH,
-replacing any file there. Putting an Access or Group file re-wraps the keys
-of the files it governs, so that new readers can read them at once; it is
-refused, and nothing changes, if a line is malformed. A group it names that
-does not exist yet, or that you cannot read, is allowed and reported with a
-warning: its members get keys once you can read it (spin share -fix).
+Stores the local file SRC, or stdin if SRC is - or left out, as the spin
+file PATH, replacing any file there. Putting an Access or Group file
+re-wraps the keys of the files it governs, so that new readers can read
+them at once; it is refused, and nothing changes, if a line is malformed. A
+group it names that does not exist yet, or that you cannot read, is
+allowed and reported with a warning: its members get keys once you can
+read it (spin share -fix).
 
 Options:
     -p, -packing P   how to store the file: ee (encrypted), eeintegrity (signed
@@ -26,7 +27,7 @@ Options:
 
 Example:
     $ spin put report.pdf @/docs/report.pdf
-    $ echo 'read: bob@example.com' | spin put - @/docs/Access
+    $ echo 'read: bob@example.com' | spin put @/docs/Access
 `
 
 func runPut(ctx context.Context, st *State, args []string) error {
@@ -36,14 +37,18 @@ func runPut(ctx context.Context, st *State, args []string) error {
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
-	if flags.NArg() != 2 {
-		return usagef("want SRC and PATH, got %d arguments", flags.NArg())
+	args = flags.Args()
+	switch {
+	case len(args) == 1 && isSpinPath(args[0]):
+		args = []string{"-", args[0]} // As Upspin's put: stdin.
+	case len(args) != 2:
+		return usagef("want SRC and PATH, or a spin PATH alone to read stdin; got %d %s", len(args), plural(len(args), "argument"))
 	}
 	packing, err := parsePacking(*packingName)
 	if err != nil {
 		return err
 	}
-	src, dst := flags.Arg(0), flags.Arg(1)
+	src, dst := args[0], args[1]
 	if dirPath(dst) {
 		st.errorf("%s: a directory path given for a file: PATH must name the file to write", dst)
 		st.hint("to put %s into the directory, use: spin cp %s %s", src, src, dst)

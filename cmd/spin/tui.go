@@ -64,6 +64,9 @@ const (
 	exitOK      = 0
 	exitFailure = 1
 	exitUsage   = 2
+	// exitInterrupted is the status of a command stopped by Ctrl-C
+	// (SIGINT) or SIGTERM, 128+2 as shells report a SIGINT.
+	exitInterrupted = 130
 )
 
 // A State is everything a command runs with: its own standard streams, the
@@ -140,7 +143,7 @@ func (st *State) flags() *flag.FlagSet {
 // command's flags after them is reported rather than taken for a name
 // (a name that starts with - can follow --).
 func (st *State) parse(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
+	err := fs.Parse(expandShortFlags(fs, args))
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return errHelp
@@ -158,6 +161,44 @@ func (st *State) parse(fs *flag.FlagSet, args []string) error {
 		}
 	}
 	return nil
+}
+
+// expandShortFlags splits combined one-letter flags, as other tools take
+// them: "-lR" becomes "-l -R" when fs knows no flag "lR" and every letter
+// names one of its boolean flags. Arguments after the first that is not a
+// flag, or after "--", are left as they are.
+func expandShortFlags(fs *flag.FlagSet, args []string) []string {
+	var out []string
+	for i, a := range args {
+		if a == "--" || !strings.HasPrefix(a, "-") || len(a) < 2 {
+			return append(out, args[i:]...)
+		}
+		name := a[1:]
+		if len(name) < 2 || strings.HasPrefix(name, "-") || strings.Contains(name, "=") || fs.Lookup(name) != nil {
+			out = append(out, a)
+			continue
+		}
+		split := true
+		for _, r := range name {
+			f := fs.Lookup(string(r))
+			if f == nil {
+				split = false
+				break
+			}
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				split = false
+				break
+			}
+		}
+		if !split {
+			out = append(out, a)
+			continue
+		}
+		for _, r := range name {
+			out = append(out, "-"+string(r))
+		}
+	}
+	return out
 }
 
 // Client returns the network client, connecting on first use.
@@ -426,4 +467,12 @@ func describeAll(err error) string {
 		return p + ": " + msg
 	}
 	return msg
+}
+
+// plural returns word for one and its plural, with an s, for other counts.
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }

@@ -22,11 +22,17 @@ import (
 	"spindle.dev"
 )
 
-// NodeUsage is the help text of "spin node".
-const NodeUsage = `spin node runs a Spindle peer on this machine.
-
-Usage:
+// NodeUsage is the help text of "spin node", the one "spin help node"
+// prints too.
+const NodeUsage = `Usage:
     spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST]
+
+Runs a Spindle peer on this machine. On a fresh home it starts a key
+cluster of one. When it is ready it writes its dialable addresses, one a
+line, to DIR/addr and prints them. The first is the Unix socket DIR/sock,
+through which clients of the same system user on this machine reach it
+fastest; the others are for clients elsewhere. SIGINT or SIGTERM shuts it
+down cleanly; everything it acknowledged was on disk already.
 
 Options:
     -home DIR        the node's state: blocks, key cluster, directory logs,
@@ -36,17 +42,12 @@ Options:
                      use /ip4/0.0.0.0/tcp/7447 to serve other machines)
     -writers LIST    comma-separated users who may create a tree and store
                      blocks here: user@domain, *@domain or all (default:
-                     nobody; reading needs no admission)
-
-On a fresh home the node starts a key cluster of one. When it is ready it
-writes its dialable addresses, one a line, to DIR/addr and prints them.
-The first is the Unix socket DIR/sock, through which clients of the same
-system user on this machine reach it fastest; the others are for clients
-elsewhere. SIGINT or SIGTERM shuts it down cleanly; everything it
-acknowledged was on disk already.
+                     nobody, so nobody can sign up here; reading needs no
+                     admission)
+    -h, -help        print this text
 
 Example:
-    spin node -home ~/spinnode -writers ann@example.com,bob@example.com
+    $ spin node -home ~/spinnode -writers ann@example.com,bob@example.com
 `
 
 // DefaultListen are the addresses a node listens on unless told otherwise.
@@ -84,6 +85,9 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(stderr, nil))
 		p2p.LogTo(log.With("part", "libp2p"))
+	}
+	if strings.TrimSpace(*writers) == "" {
+		fmt.Fprintf(stderr, "spin: node: no -writers given: nobody can sign up on this node or store files here; give -writers to admit users\n")
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -183,7 +183,7 @@ func (e *Error) Error() string {
 		}
 		b.WriteString(string(e.User))
 	}
-	if e.Kind != Other {
+	if e.Kind != Other && !kindBelow(e.Err, e.Kind) {
 		sep()
 		b.WriteString(e.Kind.Error())
 	}
@@ -195,6 +195,19 @@ func (e *Error) Error() string {
 		return "no error"
 	}
 	return b.String()
+}
+
+// kindBelow reports whether an *Error in err's chain prints kind k, so
+// that an error wrapped with fmt.Errorf's %w between two *Errors of one
+// kind does not say it twice ("I/O error: block x: I/O error: ...").
+func kindBelow(err error, k Kind) bool {
+	for err != nil {
+		if e, ok := err.(*Error); ok && e.Kind == k {
+			return true
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
 }
 
 // Unwrap returns the underlying error.

@@ -280,3 +280,20 @@ func FuzzUnmarshalError(f *testing.F) {
 		}
 	})
 }
+
+// A kind is said once, however the errors between two of that kind wrap.
+func TestErrorSaysKindOnce(t *testing.T) {
+	inner := spindle.E(spindle.Op("disk.Put"), spindle.IO, "disk full")
+	err := spindle.E(spindle.Op("node.Put"), spindle.IO, fmt.Errorf("block b1: %w", inner))
+	const want = "node.Put: block b1: disk.Put: I/O error: disk full"
+	if got := err.Error(); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if !errors.Is(err, spindle.IO) {
+		t.Error("the outer error lost its kind")
+	}
+	other := spindle.E(spindle.Op("node.Get"), spindle.Integrity, fmt.Errorf("block b2: %w", inner))
+	if got, want := other.Error(), "node.Get: integrity check failed: block b2: disk.Put: I/O error: disk full"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

@@ -23,6 +23,13 @@ type Config struct {
 	// to replay entries signed before a key rotation: without it, New
 	// refuses to open a log holding such an entry rather than cut it.
 	KeyHistory KeyHistoryFunc
+	// CheckPut, if set, checks the file a put entry makes beyond the log
+	// entry's signature: a node checks the writer's signature in its
+	// packdata (package pack), which readers verify against the name, so
+	// that no file is stored that its readers would refuse. key is the
+	// writer's key that verified the log entry. An error refuses the
+	// entry as Integrity. It is not applied in replay.
+	CheckPut func(ctx context.Context, d *spindle.DirEntry, key spindle.PublicKey) error
 	// Host signs the heads the server hands out. If nil, heads are not
 	// signed.
 	Host spindle.Signer
@@ -334,8 +341,15 @@ func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*Entry) ([
 			stop = spindle.E(op, p.Path(), e.Writer, err)
 			break
 		}
-		// Rules added to Access and Group files since logs began bind what
-		// is appended now; replay reads what a log holds as it was read.
+		// Rules added since logs began bind what is appended now; replay
+		// reads what a log holds as it was read. A signed name is the
+		// host's to set, when a rename moves an entry: one set by a
+		// writer would let a reader verify the entry against a name it
+		// does not have.
+		if d.Entry.SignedName != "" {
+			stop = spindle.E(op, spindle.Invalid, p.Path(), e.Writer, "the entry sets a signed name ("+string(d.Entry.SignedName)+"); only a rename moves an entry from the name its writer signed: sign it at its own name")
+			break
+		}
 		if d.Op == OpPut && class(p.Path()) != ordinary {
 			if err := access.Check(p.Path(), d.Entry.Inline); err != nil {
 				stop = spindle.E(op, p.Path(), e.Writer, err)
@@ -526,6 +540,11 @@ func (s *Server) verify(ctx context.Context, op spindle.Op, it batchItem) (spind
 	}
 	if invalid != nil {
 		return "", spindle.E(op, invalid)
+	}
+	if e.Op == OpPut && class(e.Entry.Name) == ordinary && s.cfg.CheckPut != nil {
+		if err := s.cfg.CheckPut(ctx, &e.Entry, key); err != nil {
+			return "", spindle.E(op, spindle.Integrity, it.p.Path(), e.Writer, err)
+		}
 	}
 	return key, nil
 }

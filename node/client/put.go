@@ -419,6 +419,13 @@ func (c *Client) readers(ctx context.Context, name spindle.PathName) ([]spindle.
 	if err != nil {
 		return nil, nil, err
 	}
+	// A group that cannot be read is left out and reported; one the node
+	// lied about stops everything, as any other lie does.
+	for _, g := range groups {
+		if errors.Is(g, spindle.Integrity) {
+			return nil, nil, g
+		}
+	}
 	if !slices.Contains(users, owner) {
 		users = append(users, owner)
 	}

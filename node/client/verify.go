@@ -152,7 +152,7 @@ func (c *Client) verifyRecords(ctx context.Context, e *spindle.DirEntry, rules, 
 	what := "file"
 	switch {
 	case rules:
-		what = strings.ToLower(class(e.Name))
+		what = class(e.Name)
 	case link:
 		what = "link"
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -339,4 +340,69 @@ func TestLieOlderAccessFile(t *testing.T) {
 	_, err := w.ann.Put(w.ctx, "@/docs/new.txt", bytes.NewReader([]byte("for bob")), 0, nil)
 	wantIntegrity(t, err, "put")
 	w.noKeyForMallory(t, "@/docs/new.txt")
+}
+
+// An honest node's answers pass every check after renames: files, Access
+// and Group files and links moved once or twice, alone or with their
+// directory, are read, govern and are re-shared at their new names.
+func TestHonestMovesVerify(t *testing.T) {
+	w := newLieWorld(t)
+	if _, err := w.ann.PutLink(w.ctx, "@/docs/a.txt", "@/docs/link"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ann.Rename(w.ctx, "@/docs", "@/papers"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ann.Rename(w.ctx, "@/papers/b.txt", "@/papers/b2.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ann.Rename(w.ctx, "@/papers", "@/final"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []spindle.PathName{"@/final/a.txt", "@/final/b2.txt", "@/final/Access", "@/final/link"} {
+		if e := w.entry(t, name); len(e.Signed) == 0 {
+			t.Errorf("%s: moved, with no signed records", name)
+		}
+	}
+	mustRead(t, w.ann, "@/final/b2.txt", []byte("the contract, old draft"))
+	mustRead(t, w.ann, "@/final/Access", []byte(docsAccess))
+	// The link still names its old target; a new one through it.
+	if _, err := w.ann.PutLink(w.ctx, "@/final/a.txt", "@/final/link2"); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(t, w.ann, "@/final/link2", []byte("the contract, final"))
+	// The moved Access file governs puts and re-sharing.
+	w.put(t, "@/final/new.txt", "for bob")
+	readers, err := w.ann.Readers(w.ctx, "@/final/new.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(readers, "bob@example.com") {
+		t.Errorf("readers of a file under a moved Access file: %v", readers)
+	}
+	w.put(t, "@/final/Access", "read: bob@example.com, friends, carol@example.com\n*: ann@example.com\n")
+	dialAs(t, w.n, "carol@example.com")
+	reps, err := w.ann.Share(w.ctx, "@/final", true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reps {
+		if r.Err != nil {
+			t.Errorf("share -fix %s: %v", r.Name, r.Err)
+		}
+	}
+	// The re-shared moved file is signed at its new name again.
+	if e := w.entry(t, "@/final/b2.txt"); e.SignedName != "" || len(e.Signed) != 0 {
+		t.Errorf("re-shared moved file: signed name %q, %d records", e.SignedName, len(e.Signed))
+	}
+	mustRead(t, w.ann, "@/final/b2.txt", []byte("the contract, old draft"))
+	// A moved Group file grants at its new name.
+	if err := w.ann.Rename(w.ctx, "@/Group/friends", "@/Group/pals"); err != nil {
+		t.Fatal(err)
+	}
+	w.put(t, "@/final/Access", "read: pals\n*: ann@example.com\n")
+	readers, err = w.ann.Readers(w.ctx, "@/final/a.txt")
+	if err != nil || !slices.Contains(readers, "bob@example.com") {
+		t.Fatalf("readers through a moved group: %v, %v", readers, err)
+	}
 }

@@ -406,3 +406,28 @@ func TestHonestMovesVerify(t *testing.T) {
 		t.Fatalf("readers through a moved group: %v, %v", readers, err)
 	}
 }
+
+// The node changes the target of a link, one the client follows to the
+// end and one it meets above the name it asked for.
+func TestLieLinkTarget(t *testing.T) {
+	w := newLieWorld(t)
+	w.mkdir(t, "@/pub")
+	w.put(t, "@/pub/a.txt", "public")
+	if _, err := w.ann.PutLink(w.ctx, "@/pub/a.txt", "@/docs/link"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.ann.PutLink(w.ctx, "@/pub", "@/docs/dirlink"); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(t, w.ann, "@/docs/link", []byte("public"))
+	mustRead(t, w.ann, "@/docs/dirlink/a.txt", []byte("public"))
+	w.lie(func(req *wire.Request, resp *wire.Response) {
+		if req.Method == wire.DirLookup && resp.Entry != nil && resp.Entry.Attr.IsLink() {
+			resp.Entry.Link = spindle.PathName(strings.Replace(string(resp.Entry.Link), "/pub", "/docs", 1))
+		}
+	})
+	for _, name := range []spindle.PathName{"@/docs/link", "@/docs/dirlink/a.txt"} {
+		_, err := w.ann.Open(w.ctx, name)
+		wantIntegrity(t, err, "open "+string(name))
+	}
+}

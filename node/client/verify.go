@@ -89,6 +89,7 @@ func verifiedDigest(e *spindle.DirEntry) [32]byte {
 	put([]byte(e.Name))
 	put([]byte(e.SignedName))
 	put([]byte(e.Link))
+	put([]byte(e.Writer))
 	put(e.Inline)
 	put([]byte{byte(e.Attr)})
 	for _, r := range e.Signed {
@@ -229,8 +230,10 @@ func (c *Client) checkPutRecord(ctx context.Context, e *spindle.DirEntry, put *d
 		return spindle.E(e.Name, spindle.Integrity, fmt.Sprintf("the %s's signed entry is of %s", what, d.Name))
 	case rules && !bytes.Equal(d.Inline, e.Inline):
 		return spindle.E(e.Name, spindle.Integrity, fmt.Sprintf("the %s's text differs from the text its owner signed", what))
-	case d.Attr != e.Attr&^spindle.AttrIncomplete || d.Link != e.Link:
-		return spindle.E(e.Name, spindle.Integrity, fmt.Sprintf("the %s differs from its signed entry", what))
+	case d.Link != e.Link:
+		return spindle.E(e.Name, spindle.Integrity, fmt.Sprintf("the %s's target %s is not the one its writer signed, %s", what, e.Link, d.Link))
+	case d.Attr != e.Attr&^spindle.AttrIncomplete:
+		return spindle.E(e.Name, spindle.Integrity, fmt.Sprintf("the %s's attributes differ from its signed entry", what))
 	case e.Writer != "" && e.Writer != put.Writer:
 		return spindle.E(e.Name, spindle.Integrity, fmt.Sprintf("the %s names writer %s, its signed entry %s", what, e.Writer, put.Writer))
 	}

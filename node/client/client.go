@@ -2,8 +2,11 @@
 // drives: it holds the user's keys, packs, signs and verifies everything
 // itself, and reaches the network through one node over the protocol of
 // node/wire. It trusts that node with nothing it can check: key records
-// are proved against the key cluster's log (keylog.go) and answers about
-// directories are checked against the newest state seen (dirheads.go).
+// are proved against the key cluster's log (keylog.go), answers about
+// directories are checked against the newest state seen (dirheads.go),
+// and every entry it uses must prove that it belongs at the name asked
+// for: Access and Group files by their owner's signed log entry, moved
+// entries by the signed renames that moved them (verify.go).
 // The server side is package node.
 package client
 

@@ -172,7 +172,7 @@ func (c *Client) verifyRecords(ctx context.Context, e *spindle.DirEntry, rules, 
 	var last int64
 	if rules || link {
 		if len(recs) == 0 {
-			return spindle.E(e.Name, spindle.Integrity, fmt.Sprintf("the %s carries no signed entry of its writer", what))
+			return spindle.E(e.Name, spindle.Integrity, fmt.Sprintf("the %s carries no signed entry of its writer (a node older than this client sends none: upgrade it)", what))
 		}
 		put := recs[0]
 		recs = recs[1:]

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"spindle.dev"
 	"spindle.dev/access"
@@ -425,15 +427,13 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *userLog, items []
 		}
 		seq, head = it.e.Seq, it.e.Hash()
 	}
-	keys := make([]spindle.PublicKey, 0, len(items))
-	for i, it := range items {
-		key, err := s.verify(ctx, op, it)
+	keys, errs := s.verifyAll(ctx, op, items)
+	for i, err := range errs {
 		if err != nil {
 			stop = err
-			items = items[:i]
+			items, keys = items[:i], keys[:i]
 			break
 		}
-		keys = append(keys, key)
 	}
 
 	recs := make([][]byte, 0, len(items))
@@ -524,6 +524,38 @@ func (s *Server) moved(op spindle.Op, l *userLog, it batchItem, seq int64) error
 		return spindle.E(op, spindle.Private, it.p.Path(), e.Writer)
 	}
 	return spindle.E(op, spindle.Transient, it.p.Path(), e.Writer, fmt.Sprintf("log head moved: entry is for sequence %d, head is at %d; read the head and sign again", e.Seq, seq))
+}
+
+// verifyAll verifies the signatures of items (see verify), on as many
+// cores as there are: each file put costs two signature checks (the log
+// entry's and the packing's), the larger part of a small file's cost to
+// its host, and a batch holds many. It returns each item's key and error.
+func (s *Server) verifyAll(ctx context.Context, op spindle.Op, items []batchItem) ([]spindle.PublicKey, []error) {
+	keys := make([]spindle.PublicKey, len(items))
+	errs := make([]error, len(items))
+	workers := min(len(items), runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for i, it := range items {
+			if keys[i], errs[i] = s.verify(ctx, op, it); errs[i] != nil {
+				// The rest are not appended; their errors are not reported.
+				break
+			}
+		}
+		return keys, errs
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(items); i = int(next.Add(1) - 1) {
+				keys[i], errs[i] = s.verify(ctx, op, items[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return keys, errs
 }
 
 // verify checks the signature of a batch's entry and returns the key that

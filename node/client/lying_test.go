@@ -431,3 +431,21 @@ func TestLieLinkTarget(t *testing.T) {
 		wantIntegrity(t, err, "open "+string(name))
 	}
 }
+
+// The node answers WhichAccess with a genuine Access file farther up than
+// the one that governs the name, hiding the nearer one. Only a proof that
+// no Access file lies between them can catch this.
+func TestLieFartherAccessFile(t *testing.T) {
+	t.Skip("needs the WhichAccess proofs of issue 10 item 3 (another helper's part): an Access file above the governing one is signed by its owner at its name and does govern the name's directory's parents")
+	w := newLieWorld(t)
+	w.put(t, "@/Access", "read: mallory@evil.example\n*: ann@example.com\n")
+	root := w.entry(t, "@/Access")
+	w.lie(func(req *wire.Request, resp *wire.Response) {
+		if req.Method == wire.DirWhich && resp.Entry != nil {
+			*resp.Entry = *root
+		}
+	})
+	_, err := w.ann.Put(w.ctx, "@/docs/new.txt", strings.NewReader("for bob"), 0, nil)
+	wantIntegrity(t, err, "put")
+	w.noKeyForMallory(t, "@/docs/new.txt")
+}

@@ -449,3 +449,21 @@ func TestLieFartherAccessFile(t *testing.T) {
 	wantIntegrity(t, err, "put")
 	w.noKeyForMallory(t, "@/docs/new.txt")
 }
+
+func TestUnder(t *testing.T) {
+	for _, tc := range []struct {
+		name, dir spindle.PathName
+		rest      string
+		ok        bool
+	}{
+		{"ann@example.com/a/b", "ann@example.com/a", "/b", true},
+		{"ann@example.com/a", "ann@example.com/a", "", true},
+		{"ann@example.com/ab", "ann@example.com/a", "", false},
+		{"ann@example.com/a", "ann@example.com/a/b", "", false},
+		{"ann@example.com/a", "ann@example.com/", "", false},
+	} {
+		if rest, ok := under(tc.name, tc.dir); rest != tc.rest || ok != tc.ok {
+			t.Errorf("under(%s, %s) = %q, %v; want %q, %v", tc.name, tc.dir, rest, ok, tc.rest, tc.ok)
+		}
+	}
+}

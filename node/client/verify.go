@@ -268,8 +268,8 @@ func (c *Client) checkSig(ctx context.Context, r *dirlog.Entry) error {
 // of name after dir.
 func under(name, dir spindle.PathName) (string, bool) {
 	rest, ok := strings.CutPrefix(string(name), string(dir))
-	if !ok || rest != "" && !strings.HasPrefix(rest, "/") && !strings.HasSuffix(string(dir), "/") {
-		return "", false
+	if !ok || rest != "" && !strings.HasPrefix(rest, "/") {
+		return "", false // A sibling such as dir2, or a root, which no rename moves.
 	}
 	return rest, true
 }

@@ -129,6 +129,13 @@ type DirEntry struct {
 	Inline     []byte   // Contents of Access and Group files, which travel in the entry itself (never encrypted).
 	Writer     UserName // Who wrote, and signed, this entry.
 	Sequence   int64    // Sequence number of the last change, in the tree's log.
+	// Signed holds, in a dir host's answer, the signed log entries (in
+	// package dirlog's encoding) by which a reader checks the entry's
+	// name without trusting the host: for an Access or Group file the
+	// owner's entry that put its text, and for an entry moved since its
+	// writer signed it, every rename that moved it, oldest first. It is
+	// never part of a log entry; hosts ignore it in what they are sent.
+	Signed [][]byte
 }
 
 // A User is a user's key record, as the key cluster holds it. Every change

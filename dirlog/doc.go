@@ -69,6 +69,15 @@
 // log's position (its head, a sequence number) to a user without a right
 // in the tree.
 //
+// Every entry a read returns carries what a reader needs to check, without
+// trusting the host, that it belongs at its name ([spindle.DirEntry.Signed]):
+// an Access or Group file or a link carries the signed entry that put it
+// (a file's writer signs its name in the packdata instead), and an entry
+// moved by renames carries each signed rename entry that moved it, oldest
+// first, beside SignedName, the name its writer signed. Only a rename sets
+// SignedName: the host refuses an entry whose writer set it, and, given
+// [Config.CheckPut], checks the packing's signature of every file put.
+//
 // # Heads
 //
 // [Server.Head] returns the log's head (user, sequence, entry hash) signed

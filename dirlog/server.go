@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"spindle.dev"
 	"spindle.dev/access"
@@ -23,6 +25,13 @@ type Config struct {
 	// to replay entries signed before a key rotation: without it, New
 	// refuses to open a log holding such an entry rather than cut it.
 	KeyHistory KeyHistoryFunc
+	// CheckPut, if set, checks the file a put entry makes beyond the log
+	// entry's signature: a node checks the writer's signature in its
+	// packdata (package pack), which readers verify against the name, so
+	// that no file is stored that its readers would refuse. key is the
+	// writer's key that verified the log entry. An error refuses the
+	// entry as Integrity. It is not applied in replay.
+	CheckPut func(ctx context.Context, d *spindle.DirEntry, key spindle.PublicKey) error
 	// Host signs the heads the server hands out. If nil, heads are not
 	// signed.
 	Host spindle.Signer
@@ -334,8 +343,15 @@ func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*Entry) ([
 			stop = spindle.E(op, p.Path(), e.Writer, err)
 			break
 		}
-		// Rules added to Access and Group files since logs began bind what
-		// is appended now; replay reads what a log holds as it was read.
+		// Rules added since logs began bind what is appended now; replay
+		// reads what a log holds as it was read. A signed name is the
+		// host's to set, when a rename moves an entry: one set by a
+		// writer would let a reader verify the entry against a name it
+		// does not have.
+		if d.Entry.SignedName != "" {
+			stop = spindle.E(op, spindle.Invalid, p.Path(), e.Writer, "the entry sets a signed name ("+string(d.Entry.SignedName)+"); only a rename moves an entry from the name its writer signed: sign it at its own name")
+			break
+		}
 		if d.Op == OpPut && class(p.Path()) != ordinary {
 			if err := access.Check(p.Path(), d.Entry.Inline); err != nil {
 				stop = spindle.E(op, p.Path(), e.Writer, err)
@@ -411,15 +427,13 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *userLog, items []
 		}
 		seq, head = it.e.Seq, it.e.Hash()
 	}
-	keys := make([]spindle.PublicKey, 0, len(items))
-	for i, it := range items {
-		key, err := s.verify(ctx, op, it)
+	keys, errs := s.verifyAll(ctx, op, items)
+	for i, err := range errs {
 		if err != nil {
 			stop = err
-			items = items[:i]
+			items, keys = items[:i], keys[:i]
 			break
 		}
-		keys = append(keys, key)
 	}
 
 	recs := make([][]byte, 0, len(items))
@@ -512,6 +526,38 @@ func (s *Server) moved(op spindle.Op, l *userLog, it batchItem, seq int64) error
 	return spindle.E(op, spindle.Transient, it.p.Path(), e.Writer, fmt.Sprintf("log head moved: entry is for sequence %d, head is at %d; read the head and sign again", e.Seq, seq))
 }
 
+// verifyAll verifies the signatures of items (see verify), on as many
+// cores as there are: each file put costs two signature checks (the log
+// entry's and the packing's), the larger part of a small file's cost to
+// its host, and a batch holds many. It returns each item's key and error.
+func (s *Server) verifyAll(ctx context.Context, op spindle.Op, items []batchItem) ([]spindle.PublicKey, []error) {
+	keys := make([]spindle.PublicKey, len(items))
+	errs := make([]error, len(items))
+	workers := min(len(items), runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for i, it := range items {
+			if keys[i], errs[i] = s.verify(ctx, op, it); errs[i] != nil {
+				// The rest are not appended; their errors are not reported.
+				break
+			}
+		}
+		return keys, errs
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(items); i = int(next.Add(1) - 1) {
+				keys[i], errs[i] = s.verify(ctx, op, items[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return keys, errs
+}
+
 // verify checks the signature of a batch's entry and returns the key that
 // verified it.
 func (s *Server) verify(ctx context.Context, op spindle.Op, it batchItem) (spindle.PublicKey, error) {
@@ -526,6 +572,11 @@ func (s *Server) verify(ctx context.Context, op spindle.Op, it batchItem) (spind
 	}
 	if invalid != nil {
 		return "", spindle.E(op, invalid)
+	}
+	if e.Op == OpPut && class(e.Entry.Name) == ordinary && s.cfg.CheckPut != nil {
+		if err := s.cfg.CheckPut(ctx, &e.Entry, key); err != nil {
+			return "", spindle.E(op, spindle.Integrity, it.p.Path(), e.Writer, err)
+		}
 	}
 	return key, nil
 }

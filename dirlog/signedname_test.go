@@ -66,3 +66,88 @@ func TestOwnerRewrapWithoutWrite(t *testing.T) {
 	_, err = e.as(bob).Put(e.ctx, rewrap)
 	wantKind(t, err, spindle.Permission, "non-owner re-wrap")
 }
+
+// Answers carry the signed log entries a reader needs to check an entry's
+// name (DirEntry.Signed): the entry that put an Access or Group file or a
+// link, then every rename that moved the entry, oldest first. Replay
+// reproduces them, a new put drops them, and a writer can set neither
+// them nor a signed name.
+func TestSignedRecords(t *testing.T) {
+	e := newEnv(t, new(MemStore))
+	e.setup()
+	c := e.as(ann)
+	e.do(c.PutLink(e.ctx, "ann@example.com/docs/a.txt", "ann@example.com/docs/l"))
+	e.do(c.Put(e.ctx, control("ann@example.com/docs/Access", "*: ann@example.com\nread: bob@example.com\n")))
+	e.do(c.Rename(e.ctx, "ann@example.com/docs", "ann@example.com/moved"))
+
+	// check checks that d carries records of the given operations, the
+	// first naming first, each signed by ann.
+	check := func(d *spindle.DirEntry, first spindle.PathName, ops ...Operation) {
+		t.Helper()
+		if len(d.Signed) != len(ops) {
+			t.Fatalf("%s: %d signed records, want %d", d.Name, len(d.Signed), len(ops))
+		}
+		for i, b := range d.Signed {
+			r, err := UnmarshalEntry(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Op != ops[i] {
+				t.Errorf("%s: record %d is a %s, want %s", d.Name, i, r.Op, ops[i])
+			}
+			if i == 0 && r.Entry.Name != first {
+				t.Errorf("%s: first record is of %s, want %s", d.Name, r.Entry.Name, first)
+			}
+			if err := spindle.Verify(e.signers[ann].pub, r.SignedDigest(), r.Sig); err != nil {
+				t.Errorf("%s: record %d: %v", d.Name, i, err)
+			}
+		}
+	}
+	lookups := func() {
+		t.Helper()
+		acc := e.do(c.Lookup(e.ctx, "ann@example.com/moved/Access"))
+		check(acc, "ann@example.com/docs/Access", OpPut, OpRename)
+		if r, _ := UnmarshalEntry(acc.Signed[0]); string(r.Entry.Inline) != "*: ann@example.com\nread: bob@example.com\n" {
+			t.Errorf("Access file's record holds %q", r.Entry.Inline)
+		}
+		check(e.do(c.Lookup(e.ctx, "ann@example.com/moved/l")), "ann@example.com/docs/l", OpLink, OpRename)
+		check(e.do(c.Lookup(e.ctx, "ann@example.com/moved/a.txt")), "ann@example.com/docs", OpRename)
+		check(e.do(c.WhichAccess(e.ctx, "ann@example.com/moved/sub/b.txt")), "ann@example.com/docs/Access", OpPut, OpRename)
+		es, err := c.Glob(e.ctx, "ann@example.com/moved/sub/*")
+		if err != nil || len(es) != 1 {
+			t.Fatalf("glob: %v, %d entries", err, len(es))
+		}
+		check(es[0], "ann@example.com/docs", OpRename)
+	}
+	lookups()
+	e.reopen()
+	c = e.as(ann)
+	lookups()
+
+	// A new put at the name drops the records; what a writer sends in
+	// Signed is not kept.
+	f := file("ann@example.com/moved/a.txt", 10)
+	f.Signed = [][]byte{[]byte("made up")}
+	e.do(c.Put(e.ctx, f))
+	check(e.do(c.Lookup(e.ctx, "ann@example.com/moved/a.txt")), "")
+	f = file("ann@example.com/moved/b.txt", 10)
+	f.SignedName = "ann@example.com/moved/a.txt"
+	_, err := c.Put(e.ctx, f)
+	wantKind(t, err, spindle.Invalid, "put with a signed name")
+}
+
+// A re-wrap of a moved file made before hosts refused signed names set by
+// writers keeps the renames that moved the file it replaces, so that its
+// signed name is still proved.
+func TestSignedRecordsOfOldRewrap(t *testing.T) {
+	rename := []byte("rename record")
+	old := &node{entry: spindle.DirEntry{Name: "ann@example.com/b", SignedName: "ann@example.com/a", Signed: [][]byte{rename}}}
+	put := &Entry{Op: OpPut, Entry: spindle.DirEntry{Name: "ann@example.com/b", SignedName: "ann@example.com/a"}}
+	if got := signedRecords(put, old); len(got) != 1 || string(got[0]) != string(rename) {
+		t.Errorf("re-wrap of a moved file: records %q", got)
+	}
+	put.Entry.SignedName = "ann@example.com/c"
+	if got := signedRecords(put, old); got != nil {
+		t.Errorf("put naming another signed name: records %q", got)
+	}
+}

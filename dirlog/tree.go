@@ -3,6 +3,7 @@ package dirlog
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -483,6 +484,8 @@ func (t *tree) apply(e *Entry) []change {
 		if e.Op == OpMkdir {
 			n.kids = make(map[string]*node)
 		}
+		old, _ := t.find(p)
+		n.entry.Signed = signedRecords(e, old)
 		parseControl(n)
 		if p.IsRoot() {
 			t.root = n
@@ -507,11 +510,16 @@ func (t *tree) apply(e *Entry) []change {
 			return true
 		})
 		delete(parent.kids, p.Last())
+		rec := e.Marshal()
 		walk(n, func(m *node) bool {
 			t.noteControl(m.entry.Name, nil, seq)
-			if m.entry.SignedName == "" && !m.entry.Attr.IsDir() {
-				// The writer signed the old name; readers verify against it.
-				m.entry.SignedName = m.entry.Name
+			if !m.entry.Attr.IsDir() {
+				if m.entry.SignedName == "" {
+					// The writer signed the old name; readers verify
+					// against it, and follow the signed renames from it.
+					m.entry.SignedName = m.entry.Name
+				}
+				m.entry.Signed = append(slices.Clip(m.entry.Signed), rec)
 			}
 			m.entry.Name = spindle.PathName(string(q.Path()) + strings.TrimPrefix(string(m.entry.Name), string(p.Path())))
 			m.entry.Sequence = seq
@@ -534,6 +542,24 @@ func (t *tree) apply(e *Entry) []change {
 	t.seq = seq
 	t.head = e.Hash()
 	return changes
+}
+
+// signedRecords returns the signed log entries a reader needs to check
+// the name of the item e puts (see [spindle.DirEntry.Signed]), where old
+// is the item it replaces, if any. An Access or Group file or a link
+// carries e itself, whose signature covers its name and its text or
+// target. A file carries its own signature over its name in its packdata,
+// and needs nothing, unless it is a re-wrap of a moved file made before
+// hosts refused client-set signed names: the renames that moved the file
+// it replaces then prove the name still.
+func signedRecords(e *Entry, old *node) [][]byte {
+	switch {
+	case e.Op == OpLink, e.Op == OpPut && class(e.Entry.Name) != ordinary:
+		return [][]byte{e.Marshal()}
+	case e.Op == OpPut && e.Entry.SignedName != "" && old != nil && old.entry.SignedPath() == e.Entry.SignedName:
+		return old.entry.Signed
+	}
+	return nil
 }
 
 // stamp sets seq on p, if it exists, and on every directory above it.
@@ -622,6 +648,7 @@ func cloneEntry(d *spindle.DirEntry) *spindle.DirEntry {
 	c.Blocks = append([]spindle.DirBlock(nil), d.Blocks...)
 	c.Packdata = append([]byte(nil), d.Packdata...)
 	c.Inline = append([]byte(nil), d.Inline...)
+	c.Signed = slices.Clone(d.Signed) // The records themselves are never changed.
 	if len(d.Blocks) == 0 {
 		c.Blocks = nil
 	}

@@ -27,6 +27,7 @@ import (
 	"spindle.dev/keyraft"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
+	"spindle.dev/pack"
 )
 
 // RaftProtocol carries the key cluster's Raft traffic between members.
@@ -147,7 +148,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 
 	// The directory logs.
-	dcfg := dirlog.Config{Keys: n.userKey, KeyHistory: n.keyHistory, Logger: log.With("part", "dirlog")}
+	dcfg := dirlog.Config{Keys: n.userKey, KeyHistory: n.keyHistory, CheckPut: n.checkPut, Logger: log.With("part", "dirlog")}
 	if cfg.Home == "" {
 		n.dir, err = dirlog.New(ctx, new(dirlog.MemStore), dcfg)
 	} else {
@@ -224,6 +225,23 @@ func (n *Node) userKey(ctx context.Context, user spindle.UserName) (spindle.Publ
 		return "", err
 	}
 	return u.PublicKey, nil
+}
+
+// checkPut verifies the writer's signature in the packdata of a file
+// about to be appended, as readers will, against the name the entry has:
+// the key that signed the log entry, or, for a file whose keys its writer
+// re-wrapped after a rotation (the packing's signature is kept), a key the
+// writer held before.
+func (n *Node) checkPut(ctx context.Context, d *spindle.DirEntry, key spindle.PublicKey) error {
+	err := pack.Verify(d, []spindle.PublicKey{key})
+	if err == nil || !errors.Is(err, spindle.Integrity) {
+		return err
+	}
+	old, herr := n.keyHistory(ctx, d.Writer)
+	if herr != nil || len(old) == 0 {
+		return err
+	}
+	return pack.Verify(d, old)
 }
 
 // keyHistory returns every key a user has held, oldest first, from the

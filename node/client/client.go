@@ -2,8 +2,11 @@
 // drives: it holds the user's keys, packs, signs and verifies everything
 // itself, and reaches the network through one node over the protocol of
 // node/wire. It trusts that node with nothing it can check: key records
-// are proved against the key cluster's log (keylog.go) and answers about
-// directories are checked against the newest state seen (dirheads.go).
+// are proved against the key cluster's log (keylog.go), answers about
+// directories are checked against the newest state seen (dirheads.go),
+// and every entry it uses must prove that it belongs at the name asked
+// for: Access and Group files by their owner's signed log entry, moved
+// entries by the signed renames that moved them (verify.go).
 // The server side is package node.
 package client
 
@@ -83,6 +86,7 @@ type Client struct {
 	mu           sync.Mutex
 	userKeys     map[spindle.UserName]cachedUser    // Key records looked up so far.
 	readersCache map[spindle.PathName]cachedReaders // Reader keys by directory, for Put.
+	verified     map[[32]byte]time.Time             // Entries verifyEntry passed, by verifiedDigest.
 }
 
 var _ spindle.Client = (*Client)(nil)
@@ -443,10 +447,22 @@ func (c *Client) lookup(ctx context.Context, name spindle.PathName, follow bool)
 		if err != nil {
 			if e != nil && e.Attr.IsLink() && errors.Is(err, spindle.NotDir) {
 				// name lies beneath the link e: continue from its target.
-				rest := strings.TrimPrefix(string(name), string(e.Name))
+				rest, ok := under(name, e.Name)
+				if !ok || rest == "" {
+					return nil, spindle.E(name, spindle.Integrity, fmt.Sprintf("node answered with link %s, which is not above the name", e.Name))
+				}
+				if err := c.verifyEntry(ctx, e); err != nil {
+					return nil, err
+				}
 				name = spindle.PathName(string(e.Link) + rest)
 				continue
 			}
+			return nil, err
+		}
+		if err := answerFor(e, name); err != nil {
+			return nil, err
+		}
+		if err := c.verifyEntry(ctx, e); err != nil {
 			return nil, err
 		}
 		if follow && e.Attr.IsLink() {
@@ -463,9 +479,27 @@ func (c *Client) Glob(ctx context.Context, pattern string) ([]*spindle.DirEntry,
 	if pattern == "@" || strings.HasPrefix(pattern, "@/") {
 		pattern = string(c.user) + "/" + strings.TrimPrefix(pattern[1:], "/")
 	}
-	es, err := c.dir.Glob(ctx, pattern)
+	es, err := c.glob(ctx, pattern)
 	if err != nil {
 		return nil, spindle.E(spindle.Op("client.Glob"), spindle.PathName(pattern), err)
+	}
+	return es, nil
+}
+
+// glob asks the node for the entries matching pattern and checks each:
+// that the pattern matches its name, and verifyEntry.
+func (c *Client) glob(ctx context.Context, pattern string) ([]*spindle.DirEntry, error) {
+	es, err := c.dir.Glob(ctx, pattern)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkGlob(pattern, es); err != nil {
+		return nil, err
+	}
+	for _, e := range es {
+		if err := c.verifyEntry(ctx, e); err != nil {
+			return nil, err
+		}
 	}
 	return es, nil
 }
@@ -573,7 +607,7 @@ func (c *Client) DirHead(ctx context.Context, owner spindle.UserName) (*dirlog.H
 // WhichAccess implements spindle.Client.
 func (c *Client) WhichAccess(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
 	return onPath(c, "client.WhichAccess", name, func(p spindle.PathName) (*spindle.DirEntry, error) {
-		return c.dir.WhichAccess(ctx, p)
+		return c.whichAccess(ctx, p)
 	})
 }
 
@@ -611,7 +645,8 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 	if e.Attr.IsIncomplete() {
 		return nil, spindle.E(op, p.Path(), spindle.Permission, "you may list this file but not read it")
 	}
-	if e.Inline != nil && len(e.Blocks) == 0 {
+	if isRules(e.Name) {
+		// lookup verified the text as the owner's.
 		return newInlineFile(e), nil
 	}
 	// Most files verify with the writer's current key; only if that fails

@@ -168,13 +168,35 @@ func namedGroups(name spindle.PathName, data []byte) ([]spindle.PathName, error)
 	return g.Groups(), nil
 }
 
-// loadGroup looks up and parses a Group file.
+// loadGroup looks up and parses a Group file, once verified as its
+// owner's.
 func (c *Client) loadGroup(ctx context.Context, g spindle.PathName) (*access.Group, error) {
 	ge, err := c.dir.Lookup(ctx, g)
 	if err != nil {
 		return nil, err
 	}
-	return access.ParseGroup(g, ge.Inline)
+	text, err := c.rulesText(ctx, ge, g)
+	if err != nil {
+		return nil, err
+	}
+	return access.ParseGroup(g, text)
+}
+
+// whichAccess returns the Access file that governs name, as the node
+// answers, once checked to be an Access file above name and verified as
+// its owner's; nil if the node says none does.
+func (c *Client) whichAccess(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
+	ae, err := c.dir.WhichAccess(ctx, name)
+	if err != nil || ae == nil {
+		return nil, err
+	}
+	if err := checkGoverns(ae, name); err != nil {
+		return nil, err
+	}
+	if _, err := c.rulesText(ctx, ae, ae.Name); err != nil {
+		return nil, err
+	}
+	return ae, nil
 }
 
 // pathOf returns the path an error names: for an error from
@@ -359,6 +381,11 @@ func (c *Client) expandWildcards(ctx context.Context, users []spindle.UserName) 
 			return nil, err
 		}
 		for _, m := range resp.Users {
+			// The node lists the users; only users of the domain may be
+			// among them, or it would choose who gets file keys.
+			if _, d, ok := strings.Cut(string(m), "@"); !ok || d != dom || strings.HasPrefix(string(m), "*") {
+				return nil, spindle.E(spindle.PathName(u), spindle.Integrity, fmt.Sprintf("node listed %s among the users of %s", m, dom))
+			}
 			if !slices.Contains(out, m) {
 				out = append(out, m)
 			}
@@ -375,7 +402,7 @@ func (c *Client) readers(ctx context.Context, name spindle.PathName) ([]spindle.
 		return nil, nil, err
 	}
 	owner := p.User()
-	ae, err := c.dir.WhichAccess(ctx, name)
+	ae, err := c.whichAccess(ctx, name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -391,6 +418,13 @@ func (c *Client) readers(ctx context.Context, name spindle.PathName) ([]spindle.
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	// A group that cannot be read is left out and reported; one the node
+	// lied about stops everything, as any other lie does.
+	for _, g := range groups {
+		if errors.Is(g, spindle.Integrity) {
+			return nil, nil, g
+		}
 	}
 	if !slices.Contains(users, owner) {
 		users = append(users, owner)
@@ -482,6 +516,12 @@ func (c *Client) files(ctx context.Context, name spindle.PathName, recursive boo
 	if err != nil {
 		return nil, err
 	}
+	if err := answerFor(e, name); err != nil {
+		return nil, err
+	}
+	if err := c.verifyEntry(ctx, e); err != nil {
+		return nil, err
+	}
 	if !e.Attr.IsDir() {
 		if e.Attr.IsLink() {
 			return nil, nil
@@ -497,7 +537,7 @@ func (c *Client) files(ctx context.Context, name spindle.PathName, recursive boo
 		if pat[len(pat)-1] != '/' {
 			pat += "/"
 		}
-		es, err := c.dir.Glob(ctx, globEscape(pat)+"*")
+		es, err := c.glob(ctx, globEscape(pat)+"*")
 		if err != nil {
 			return nil, err
 		}
@@ -580,6 +620,12 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 	if !fix || (len(rep.Missing) == 0 && !removable) {
 		return rep, nil
 	}
+	// The key is about to be wrapped for the readers of this name, and
+	// the entry signed anew: it must be the one its writer signed for
+	// this name, not another file of the owner's served in its place.
+	if err := c.verifyPacked(ctx, e); err != nil {
+		return rep, err
+	}
 	// Wrap for every reader who can be named, and for all if all may read.
 	named := slices.DeleteFunc(slices.Clone(readers), func(u spindle.UserName) bool { return u == spindle.AllUsers })
 	keys, _, _, err := c.keysFor(ctx, named)
@@ -607,10 +653,12 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 	}
 	ne := *e
 	ne.Packdata = pd
-	if e.Writer != c.user {
+	ne.Signed = nil
+	if e.Writer != c.user || e.SignedName != "" {
 		// The log records who changed the entry; the packing's signature
-		// must name the same writer, so sign it anew (the commitment, not
-		// the key, is signed, so nothing else changes).
+		// must name the same writer, and the name the entry has now (a
+		// host refuses an entry that names another), so sign it anew (the
+		// commitment, not the key, is signed, so nothing else changes).
 		if err := pack.Resign(&ne, ne.Name, c.keys); err != nil {
 			return rep, err
 		}
@@ -620,6 +668,23 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 	}
 	rep.Fixed = true
 	return rep, nil
+}
+
+// verifyPacked checks the writer's signature in e's packdata against the
+// writer's keys, current and then earlier; the name it signs is checked
+// by verifyEntry.
+func (c *Client) verifyPacked(ctx context.Context, e *spindle.DirEntry) error {
+	var err error
+	for _, history := range []bool{false, true} {
+		wkeys, kerr := c.writerKeys(ctx, e.Writer, history)
+		if kerr != nil {
+			return fmt.Errorf("key of writer %s: %w", e.Writer, kerr)
+		}
+		if err = pack.Verify(e, wkeys); err == nil || len(wkeys) > 1 && history {
+			break
+		}
+	}
+	return err
 }
 
 // progressReader reports the bytes read through it.

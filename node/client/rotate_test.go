@@ -176,3 +176,63 @@ func TestClientKeyCacheExpires(t *testing.T) {
 	}
 	f.Close()
 }
+
+// Access and Group files, links and renames signed with a key its owner
+// has since replaced still verify, with the keys the key cluster's log
+// shows the owner held.
+func TestRulesSignedBeforeRotation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	keys, first, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog"), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dialAs(t, n, "bob@example.com")
+	for _, d := range []spindle.PathName{"@/docs", "@/Group"} {
+		if _, err := c.MakeDirectory(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []struct{ name, text string }{
+		{"@/docs/old", "before the rotation"},
+		{"@/Group/friends", "bob@example.com\n"},
+		{"@/docs/Access", "*: ann@example.com\nread: friends\n"},
+	} {
+		if _, err := c.Put(ctx, spindle.PathName(f.name), strings.NewReader(f.text), 0, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Rename(ctx, "@/docs", "@/papers"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutLink(ctx, "@/papers/old", "@/link"); err != nil {
+		t.Fatal(err)
+	}
+
+	rotate(ctx, t, c, keys, first)
+	c.mu.Lock()
+	c.userKeys = map[spindle.UserName]cachedUser{}
+	c.verified = nil
+	c.mu.Unlock()
+	c.forgetReaders()
+
+	mustRead(t, c, "@/link", []byte("before the rotation"))
+	mustRead(t, c, "@/papers/Access", []byte("*: ann@example.com\nread: friends\n"))
+	if _, err := c.Put(ctx, "@/papers/new", strings.NewReader("after"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	readers, err := c.Readers(ctx, "@/papers/new")
+	if err != nil || !slices.Contains(readers, "bob@example.com") {
+		t.Fatalf("readers after the rotation: %v, %v", readers, err)
+	}
+}

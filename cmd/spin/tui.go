@@ -52,6 +52,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/term"
@@ -387,9 +388,21 @@ func (st *State) hintFor(path string, err error) {
 	}
 	switch spindle.KindOf(err) {
 	case spindle.Permission, spindle.Private:
-		if owner != "" && spindle.BaseUser(owner) != spindle.BaseUser(me) {
-			st.hint("%s must list you in an Access file", owner)
+		if owner == "" || spindle.BaseUser(owner) == spindle.BaseUser(me) {
+			break
 		}
+		if st.client != nil && spindle.KindOf(err) == spindle.Private {
+			// Key records are public: a name nobody registered is
+			// more likely a typo than a private tree.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, lerr := st.client.LookupUser(ctx, owner)
+			cancel()
+			if errors.Is(lerr, spindle.NotExist) {
+				st.hint("no user %s is registered: check the spelling of the name", printName(owner))
+				break
+			}
+		}
+		st.hint("%s must list you in an Access file", printName(owner))
 	case spindle.CannotDecrypt:
 		if owner != "" && owner != me {
 			st.hint("ask %s to run: spin share -fix %s", owner, path)

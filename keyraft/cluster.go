@@ -19,7 +19,6 @@ import (
 	"unicode"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -152,15 +151,18 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, spindle.E(op, spindle.IO, err)
 		}
-		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+		l, st, closer, err := openStore(dir)
 		if err != nil {
-			return nil, spindle.E(op, spindle.IO, fmt.Errorf("open raft store: %w", err))
+			return nil, spindle.E(op, err)
 		}
-		c.stores = append(c.stores, bolt)
-		logs, stable = bolt, bolt
+		c.stores = append(c.stores, closer)
+		logs, stable = l, st
 		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl.Named("snapshots"))
 		if err != nil {
 			return nil, spindle.E(op, spindle.IO, fmt.Errorf("open snapshot store: %w", err))
+		}
+		if err := checkSnapshots(dir, fss); err != nil {
+			return nil, spindle.E(op, err)
 		}
 		snaps = fss
 	}

@@ -253,8 +253,8 @@ func appendRecord(b []byte, d blocks.Digest, data []byte, length uint32) []byte 
 
 // get returns block d, or an error wrapping fs.ErrNotExist if it is not
 // here, or errCorrupt if its record no longer matches its CRC (the
-// record is then dropped).
-func (s *smallStore) get(d blocks.Digest) ([]byte, error) {
+// record is then dropped, after keep, if not nil, is given a copy of it).
+func (s *smallStore) get(d blocks.Digest, keep func(blocks.Digest, []byte)) ([]byte, error) {
 	s.mu.Lock()
 	l, ok := s.index[d]
 	f := s.segs[l.seg]
@@ -271,6 +271,9 @@ func (s *smallStore) get(d blocks.Digest) ([]byte, error) {
 	if !okh || hd != d || int(length) != l.n || crc32.Checksum(data, castagnoli) != crc {
 		if blocks.CheckDigest(d, data) == nil {
 			return data, nil // Only the record's header was damaged.
+		}
+		if keep != nil {
+			keep(d, buf)
 		}
 		s.drop(d, l)
 		return nil, errCorrupt
@@ -370,7 +373,7 @@ func (s *smallStore) stored(d blocks.Digest) bool {
 	if broken {
 		return false
 	}
-	_, err := s.get(d)
+	_, err := s.get(d, nil)
 	return err == nil
 }
 

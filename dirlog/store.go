@@ -115,14 +115,17 @@ func scanFrames(r io.Reader, base int64, fn func([]byte) error) (offsets []int64
 		}
 		buf = buf[:size]
 		if n, rerr := io.ReadFull(br, buf); rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			if lengthFlipped(buf[:n], size, sum) {
+				return offsets, end, tail(fmt.Sprintf("damaged record length %d", size))
+			}
 			return offsets, end, torn(fmt.Sprintf("truncated record: %d of %d bytes", n, size))
 		} else if rerr != nil {
 			return offsets, end, rerr
 		}
 		if crc32.Checksum(buf, castagnoli) != sum {
-			if _, perr := br.Peek(1); perr == io.EOF {
-				return offsets, end, torn("last record's checksum mismatch")
-			}
+			// Even in the last record: an append writes the length,
+			// checksum and record together, so a crash leaves a short
+			// record, not a whole one with the wrong bytes.
 			return offsets, end, tail("record checksum mismatch")
 		}
 		if err := fn(buf); err != nil {
@@ -131,6 +134,30 @@ func scanFrames(r io.Reader, base int64, fn func([]byte) error) (offsets []int64
 		offsets = append(offsets, end)
 		end += frameSize + int64(size)
 	}
+}
+
+// lengthFlipped reports whether a record that seems cut short, rest being
+// what follows its frame header, is instead a whole record whose length
+// was damaged: whether changing one byte of size gives a length that
+// fits, with a record that matches its checksum. Damage, unlike a torn
+// append, must not be cut silently.
+func lengthFlipped(rest []byte, size, sum uint32) bool {
+	if len(rest) > 16<<20 {
+		return false // Too costly to try; treated as torn.
+	}
+	for i := 0; i < 4; i++ {
+		shift := 8 * (3 - i)
+		for v := uint32(0); v < 256; v++ {
+			n := size&^(0xFF<<shift) | v<<shift
+			if n == size || n == 0 || int64(n) > int64(len(rest)) {
+				continue
+			}
+			if crc32.Checksum(rest[:n], castagnoli) == sum {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // DiskStore returns a store keeping each user's log in the file

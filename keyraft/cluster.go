@@ -254,19 +254,28 @@ func (c *Cluster) loadNoteKey() error {
 			}
 		}
 	}
+	where := "note key"
+	if c.cfg.NoteKey == "" && c.cfg.Dir != "" {
+		where = "note key " + filepath.Join(c.cfg.Dir, "raft", "notekey")
+	}
 	s, err := note.NewSigner(skey)
 	if err != nil {
-		return spindle.E(spindle.Invalid, fmt.Errorf("note key: %v", err))
+		return damagedKey(where, err)
 	}
 	if s.Name() != name {
-		return spindle.E(spindle.Invalid, fmt.Sprintf("note key is named %q, want %q", s.Name(), name))
+		return damagedKey(where, fmt.Errorf("it is named %q, want %q", s.Name(), name))
 	}
 	vkey, err := vkeyOf(name, skey)
 	if err != nil {
-		return spindle.E(spindle.Invalid, fmt.Errorf("note key: %v", err))
+		return damagedKey(where, err)
 	}
 	c.signer, c.vkey = s, vkey
 	return nil
+}
+
+// damagedKey is the error for a note key that cannot be used.
+func damagedKey(where string, err error) error {
+	return spindle.E(spindle.Invalid, fmt.Errorf("%s: %v; restore it from a backup of the node's home: tree heads signed with another key do not verify for clients that know this member", where, err))
 }
 
 // vkeyOf derives the verifier key of a note signer key, which has the form

@@ -117,8 +117,8 @@ func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	switch data, err := s.small.get(d, s.keepCorrupt); {
 	case err == nil:
 		return data, nil
-	case err == errCorrupt:
-		return nil, spindle.E(op, spindle.Integrity, fmt.Sprintf("block %s: its record under %s is corrupt; a copy is kept in %s", ref, s.small.dir, filepath.Join(s.dir, CorruptDir)))
+	case errors.Is(err, errCorrupt):
+		return nil, spindle.E(op, spindle.Integrity, fmt.Sprintf("block %s: %v; its bytes are kept for inspection (in its segment, and copied to %s when found by a read)", ref, err, filepath.Join(s.dir, CorruptDir)))
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("block %s: %w", ref, err))
 	}

@@ -66,7 +66,8 @@ type smallStore struct {
 	wrote uint64           // Appends made, counted.
 	err   error            // A failed append that could not be undone: no more appends.
 
-	damage []error // Found by openSmall.
+	damage  []error                 // Found by openSmall.
+	corrupt map[blocks.Digest]string // Blocks whose records openSmall found corrupt, and where.
 	full   bool    // The last segment is damaged: start a new one.
 
 	syncMu sync.Mutex
@@ -180,8 +181,14 @@ func (s *smallStore) scan(n int, f *os.File, last bool) (int64, error) {
 				if off+recordHeader+int64(length) == end {
 					break // The last record, torn by a crash.
 				}
-				// Rot inside a record: skip it, keep the rest.
-				s.damage = append(s.damage, fmt.Errorf("small block segment %s: the record at offset %d is corrupt and was dropped", s.segName(n), off))
+				// Rot inside a record: skip it, keep the rest. Its bytes
+				// stay where they are, for inspection.
+				where := fmt.Sprintf("segment %s at offset %d", s.segName(n), off)
+				s.damage = append(s.damage, fmt.Errorf("small block segment %s: the record at offset %d is corrupt and was dropped (its bytes are left in place)", s.segName(n), off))
+				if s.corrupt == nil {
+					s.corrupt = make(map[blocks.Digest]string)
+				}
+				s.corrupt[d] = where
 				off += recordHeader + int64(length)
 				continue
 			}
@@ -260,6 +267,9 @@ func (s *smallStore) get(d blocks.Digest, keep func(blocks.Digest, []byte)) ([]b
 	f := s.segs[l.seg]
 	s.mu.Unlock()
 	if !ok {
+		if where, bad := s.corrupt[d]; bad {
+			return nil, fmt.Errorf("%w: its record in %s is corrupt", errCorrupt, where)
+		}
 		return nil, os.ErrNotExist
 	}
 	buf := make([]byte, recordHeader+l.n)

@@ -66,9 +66,9 @@ type smallStore struct {
 	wrote uint64           // Appends made, counted.
 	err   error            // A failed append that could not be undone: no more appends.
 
-	damage  []error                 // Found by openSmall.
+	damage  []error                  // Found by openSmall.
 	corrupt map[blocks.Digest]string // Blocks whose records openSmall found corrupt, and where.
-	full   bool    // The last segment is damaged: start a new one.
+	full    bool                     // The last segment is damaged: start a new one.
 
 	syncMu sync.Mutex
 	synced uint64 // Appends known durable.

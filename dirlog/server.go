@@ -128,6 +128,11 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	}
 	recs := make(map[spindle.UserName][]pending)
 	tails := make(map[spindle.UserName]error)
+	repair := make(map[spindle.UserName]bool)
+	for _, u := range cfg.Repair {
+		repair[u] = true
+	}
+	fixed := make(map[spindle.UserName]string)
 	for _, u := range users {
 		l, err := store.Open(ctx, u)
 		if err != nil {
@@ -135,6 +140,13 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 			return nil, spindle.E(op, err)
 		}
 		opened[u] = l
+		if repair[u] {
+			// Undo a flipped byte first, if the chain pins it.
+			if fixed[u], err = fixLog(ctx, l); err != nil {
+				closeAll()
+				return nil, spindle.E(op, err)
+			}
+		}
 		var ps []pending
 		err = l.Scan(ctx, func(b []byte) error {
 			ps = append(ps, decodePending(b))
@@ -158,11 +170,12 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 		closeAll()
 		return nil, spindle.E(op, err)
 	}
-	repair := make(map[spindle.UserName]bool)
-	for _, u := range cfg.Repair {
-		repair[u] = true
-	}
 	for _, u := range users {
+		if fixed[u] != "" {
+			dmg := spindle.E(op, spindle.Damaged, u, fmt.Errorf("directory log %s repaired: %s", opened[u].Name(), fixed[u]))
+			s.damage = append(s.damage, dmg)
+			cfg.Logger.Warn("dirlog: damaged directory log repaired", "user", string(u), "err", dmg)
+		}
 		keep := len(r.recs[u])
 		reason := r.bad[u]
 		if reason == nil {

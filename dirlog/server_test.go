@@ -279,8 +279,28 @@ func TestDamagedTail(t *testing.T) {
 			_, err = e.as(ann).Put(ctx, file("ann@example.com/docs/more", 1))
 			wantKind(t, err, spindle.Damaged, "append to a damaged log")
 			e.s.Close()
-			// The operator repairs it: the entries that verify stay, the
-			// rest is moved aside, and the tree is served again.
+			// The operator repairs it. One flipped byte is restored, since
+			// the next entry names the damaged one's hash: nothing is lost.
+			e.repair = []spindle.UserName{ann}
+			e.open()
+			e.repair = nil
+			if dmg = e.s.Damage(); len(dmg) != 1 || !errors.Is(dmg[0], spindle.Damaged) {
+				t.Fatalf("Damage after repair = %v", dmg)
+			}
+			if string(k.bytes(t, store, ann)) != string(good) {
+				t.Fatal("repair did not restore the log")
+			}
+			if h := e.do2(e.s.Head(ctx, ann)); h.Seq != 6 {
+				t.Fatalf("head after repair is %d, want 6", h.Seq)
+			}
+			e.s.Close()
+
+			// Two bytes flipped in one record cannot be undone: the repair
+			// keeps the entries that verify and moves the rest aside.
+			bad = append([]byte(nil), good...)
+			bad[len(bad)/2] ^= 0x40
+			bad[len(bad)/2+1] ^= 0x40
+			k.set(t, store, ann, bad)
 			e.repair = []spindle.UserName{ann}
 			e.open()
 			e.repair = nil
@@ -292,7 +312,7 @@ func TestDamagedTail(t *testing.T) {
 			if h.Seq != d.Entry-1 {
 				t.Fatalf("head after repair is %d, want %d", h.Seq, d.Entry-1)
 			}
-			if k.cuts(t, store, ann) < 2 {
+			if k.cuts(t, store, ann) < 3 {
 				t.Error("damaged bytes were not kept")
 			}
 			e.reopen()

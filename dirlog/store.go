@@ -47,6 +47,13 @@ type Log interface {
 	Truncate(ctx context.Context, n int) (kept string, err error)
 	// Name says where the log is kept, for messages to the operator.
 	Name() string
+	// Raw returns the log's framed records as stored, damage included,
+	// or nil if the log's header is damaged. It is for repairs.
+	Raw(ctx context.Context) ([]byte, error)
+	// Patch durably overwrites the framed records from byte off with b,
+	// after keeping a copy of the whole log as it was, and returns where
+	// the copy is kept. It is for repairs; a Scan must follow.
+	Patch(ctx context.Context, off int64, b []byte) (kept string, err error)
 	// Close releases the log.
 	Close() error
 }
@@ -273,6 +280,40 @@ type diskLog struct {
 }
 
 func (l *diskLog) Name() string { return l.name }
+
+func (l *diskLog) Raw(ctx context.Context) ([]byte, error) {
+	data, err := os.ReadFile(l.name)
+	if err != nil {
+		return nil, spindle.E(spindle.Op("dirlog.Log.Raw"), spindle.IO, l.user, err)
+	}
+	if !strings.HasPrefix(string(data), fileHeader) {
+		return nil, nil
+	}
+	return data[len(fileHeader):], nil
+}
+
+func (l *diskLog) Patch(ctx context.Context, off int64, b []byte) (string, error) {
+	const op spindle.Op = "dirlog.Log.Patch"
+	data, err := os.ReadFile(l.name)
+	if err != nil {
+		return "", spindle.E(op, spindle.IO, l.user, err)
+	}
+	keep := fmt.Sprintf("%s.damaged-%d", l.name, time.Now().UnixNano())
+	if err := writeSynced(keep, data); err != nil {
+		return "", spindle.E(op, spindle.IO, l.user, err)
+	}
+	if err := syncDir(filepath.Dir(l.name)); err != nil {
+		return "", spindle.E(op, spindle.IO, l.user, err)
+	}
+	if _, err := l.f.WriteAt(b, int64(len(fileHeader))+off); err != nil {
+		return "", spindle.E(op, spindle.IO, l.user, err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return "", spindle.E(op, spindle.IO, l.user, err)
+	}
+	l.end = -1
+	return keep, nil
+}
 
 var _ Log = (*diskLog)(nil)
 
@@ -539,6 +580,22 @@ func (l *memLog) Append(ctx context.Context, recs ...[]byte) error {
 }
 
 func (l *memLog) Name() string { return "memory log of " + string(l.user) }
+
+func (l *memLog) Raw(ctx context.Context) ([]byte, error) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return append([]byte(nil), l.s.get(l.user).data...), nil
+}
+
+func (l *memLog) Patch(ctx context.Context, off int64, b []byte) (string, error) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	d := l.s.get(l.user)
+	d.cuts = append(d.cuts, append([]byte(nil), d.data...))
+	copy(d.data[off:], b)
+	l.end = -1
+	return fmt.Sprintf("cut %d of the memory log (MemStore.Cuts)", len(d.cuts)), nil
+}
 
 func (l *memLog) Truncate(ctx context.Context, n int) (string, error) {
 	const op spindle.Op = "dirlog.Log.Truncate"

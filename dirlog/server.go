@@ -256,7 +256,8 @@ func (s *Server) damageFor(owner, user spindle.UserName) error {
 	if spindle.BaseUser(user) == spindle.BaseUser(owner) {
 		return spindle.E(spindle.Damaged, owner, d)
 	}
-	return spindle.E(spindle.Damaged, owner, "the directory log is damaged on this host and not served until its operator repairs it")
+	// Heads, and so sequence numbers, are public: the entry may be told.
+	return spindle.E(spindle.Damaged, owner, fmt.Sprintf("the directory log is damaged on this host at entry %d and not served until its operator repairs it", d.Entry))
 }
 
 // Damage returns the damage found and cut when the server opened, one

@@ -274,3 +274,53 @@ func TestDamagedRaftStoreBinary(t *testing.T) {
 	}
 	t.Logf("spin node printed: %s", diag[0])
 }
+
+// TestRepairDirLog is the operator's path for a damaged directory log: a
+// byte flipped in the middle of ann's log makes the node refuse ann's
+// tree, with an error that says so (never a rollback, never a fresh
+// root), until it is restarted with Repair, which restores the byte and
+// serves every file again; the log as it was is kept aside.
+func TestRepairDirLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts nodes on disk")
+	}
+	home, keys, files := damageHome(t)
+	log := filepath.Join(home, "dirlogs", "ann@example.com.log")
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xFF
+	if err := os.WriteFile(log, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n := startNode(t, home)
+	if len(n.dir.Damage()) != 1 {
+		t.Fatalf("damage not reported: %v", n.dir.Damage())
+	}
+	_, err = dial(n, keys)
+	if !errors.Is(err, spindle.Damaged) || !strings.Contains(err.Error(), "at entry") {
+		t.Fatalf("signup against a damaged tree: %v, want Damaged naming the entry", err)
+	}
+	if got, _ := os.ReadFile(log); !bytes.Equal(got, b) {
+		t.Fatal("the damaged log was changed before the operator decided")
+	}
+	n.Close()
+
+	n, err = New(ctx, Config{Home: home, Writers: []string{"all"}, Logger: testLogger(t), Repair: []spindle.UserName{"ann@example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	c := dialKeys(t, n, keys)
+	for name, want := range files {
+		mustRead(t, c, name, want)
+	}
+	if m, _ := filepath.Glob(log + ".damaged-*"); len(m) != 1 {
+		t.Fatalf("the damaged log was not kept aside: %v", m)
+	}
+	if _, err := c.Put(ctx, ann("after-repair"), strings.NewReader("x"), spindle.UnknownPack, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -39,6 +39,7 @@ const (
 	NotDir                    // The item is not a directory.
 	NotEmpty                  // The directory is not empty.
 	BrokenLink                // A link could not be followed.
+	Damaged                   // Stored state on the answering host is damaged; its operator must repair it.
 	kindEnd
 )
 
@@ -58,6 +59,7 @@ var kindText = [...]string{
 	NotDir:        "not a directory",
 	NotEmpty:      "directory not empty",
 	BrokenLink:    "broken link",
+	Damaged:       "damaged on this host",
 }
 
 // Error returns the kind's description, such as "permission denied".

@@ -60,6 +60,7 @@ type env struct {
 	signers map[spindle.UserName]*testSigner
 	s       *Server
 	history KeyHistoryFunc // Passed to New as Config.KeyHistory.
+	repair  []spindle.UserName
 }
 
 func newEnv(t testing.TB, store Store) *env {
@@ -84,7 +85,7 @@ func (e *env) keys(ctx context.Context, u spindle.UserName) (spindle.PublicKey, 
 
 func (e *env) open() {
 	e.t.Helper()
-	s, err := New(e.ctx, e.store, Config{Keys: e.keys, KeyHistory: e.history, Host: e.host, Logger: slog.New(slog.DiscardHandler)})
+	s, err := New(e.ctx, e.store, Config{Keys: e.keys, KeyHistory: e.history, Host: e.host, Logger: slog.New(slog.DiscardHandler), Repair: e.repair})
 	if err != nil {
 		e.t.Fatalf("New: %v", err)
 	}

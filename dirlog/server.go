@@ -2,12 +2,14 @@ package dirlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path"
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,9 +37,14 @@ type Config struct {
 	// Host signs the heads the server hands out. If nil, heads are not
 	// signed.
 	Host spindle.Signer
-	// Logger receives reports of damage found and cut at start-up; nil
-	// means slog.Default().
+	// Logger receives reports of damage found at start-up; nil means
+	// slog.Default().
 	Logger *slog.Logger
+	// Repair names users whose logs New repairs if they are damaged: it
+	// keeps the entries that verify and moves the bytes from the first
+	// that does not to the end aside, beside the log (see [Damage]). The
+	// logs of other damaged users are left as they are and not served.
+	Repair []spindle.UserName
 }
 
 // A Server holds the logs of many users on one dir host: it checks and
@@ -48,11 +55,12 @@ type Server struct {
 	store Store
 	cfg   Config
 
-	mu     sync.RWMutex // Guards logs, every userLog's tree, recent events and changed.
-	logs   map[spindle.UserName]*userLog
-	damage []error
-	closed bool
-	done   chan struct{} // Closed by Close, to end watches.
+	mu      sync.RWMutex // Guards logs, damaged, every userLog's tree, recent events and changed.
+	logs    map[spindle.UserName]*userLog
+	damaged map[spindle.UserName]*Damage // Logs not served until repaired.
+	damage  []error
+	closed  bool
+	done    chan struct{} // Closed by Close, to end watches.
 
 	maxRecent int // Events kept in memory per log for watchers.
 }
@@ -101,11 +109,14 @@ func Open(ctx context.Context, dir string, cfg Config) (*Server, error) {
 }
 
 // New opens a server on store. It reads every log, re-checks every entry
-// as [Audit] does, and folds the logs into trees. A log with a damaged tail
-// or an entry that is not valid is cut after its last valid entry; the cut
-// bytes are kept where the store keeps them, and each cut is logged and
-// reported by [Server.Damage]. New fails, changing nothing, if it cannot
-// read a log or cannot learn a writer's key.
+// as [Audit] does, and folds the logs into trees. A log that ends in a
+// damaged record, or holds an entry that is not valid, is damaged: unless
+// Config.Repair names its user, it is left exactly as it is and not served
+// (every read and append of that tree fails with kind Damaged, so that a
+// reader never sees an older state and nobody starts a new tree over it),
+// until the operator repairs it. Every damaged or repaired log is logged
+// and reported by [Server.Damage]. New fails, changing nothing, if it
+// cannot read a log or cannot learn a writer's key.
 func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	const op spindle.Op = "dirlog.New"
 	if cfg.Keys == nil {
@@ -114,7 +125,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*userLog), done: make(chan struct{}), maxRecent: maxRecentEvents}
+	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*userLog), damaged: make(map[spindle.UserName]*Damage), done: make(chan struct{}), maxRecent: maxRecentEvents}
 	users, err := store.Users(ctx)
 	if err != nil {
 		return nil, spindle.E(op, err)
@@ -127,6 +138,11 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	}
 	recs := make(map[spindle.UserName][]pending)
 	tails := make(map[spindle.UserName]error)
+	repair := make(map[spindle.UserName]bool)
+	for _, u := range cfg.Repair {
+		repair[u] = true
+	}
+	fixed := make(map[spindle.UserName]string)
 	for _, u := range users {
 		l, err := store.Open(ctx, u)
 		if err != nil {
@@ -134,6 +150,13 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 			return nil, spindle.E(op, err)
 		}
 		opened[u] = l
+		if repair[u] {
+			// Undo a flipped byte first, if the chain pins it.
+			if fixed[u], err = fixLog(ctx, l); err != nil {
+				closeAll()
+				return nil, spindle.E(op, err)
+			}
+		}
 		var ps []pending
 		err = l.Scan(ctx, func(b []byte) error {
 			ps = append(ps, decodePending(b))
@@ -158,26 +181,93 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 		return nil, spindle.E(op, err)
 	}
 	for _, u := range users {
+		if fixed[u] != "" {
+			dmg := spindle.E(op, spindle.Damaged, u, fmt.Errorf("directory log %s repaired: %s", opened[u].Name(), fixed[u]))
+			s.damage = append(s.damage, dmg)
+			cfg.Logger.Warn("dirlog: damaged directory log repaired", "user", string(u), "err", dmg)
+		}
 		keep := len(r.recs[u])
 		reason := r.bad[u]
 		if reason == nil {
 			reason = tails[u]
 		}
 		if reason == nil {
+			s.logs[u] = &userLog{user: u, log: opened[u], t: r.trees[u], changed: make(chan struct{})}
 			continue
 		}
-		if err := opened[u].Truncate(ctx, keep); err != nil {
+		d := &Damage{User: u, Entry: int64(keep) + 1, Readable: scanned[u], File: opened[u].Name(), Reason: reason}
+		var te *TailError
+		if r.bad[u] == nil && errors.As(reason, &te) && te.Torn {
+			// A crash during an append: the record was never
+			// acknowledged. Cut it, keeping its bytes aside.
+			kept, err := opened[u].Truncate(ctx, keep)
+			if err != nil {
+				closeAll()
+				return nil, spindle.E(op, err)
+			}
+			dmg := spindle.E(op, spindle.Integrity, u, fmt.Errorf("torn last record cut after entry %d, kept in %s: %w", keep, kept, reason))
+			s.damage = append(s.damage, dmg)
+			cfg.Logger.Warn("dirlog: torn last record of a directory log cut", "user", string(u), "kept", keep, "err", dmg)
+			s.logs[u] = &userLog{user: u, log: opened[u], t: r.trees[u], changed: make(chan struct{})}
+			continue
+		}
+		if !repair[u] {
+			opened[u].Close()
+			delete(opened, u)
+			s.damaged[u] = d
+			s.damage = append(s.damage, spindle.E(op, spindle.Damaged, u, d))
+			cfg.Logger.Error("dirlog: directory log damaged; not served until repaired", "user", string(u), "entry", d.Entry, "err", d)
+			continue
+		}
+		kept, err := opened[u].Truncate(ctx, keep)
+		if err != nil {
 			closeAll()
 			return nil, spindle.E(op, err)
 		}
-		dmg := spindle.E(op, spindle.Integrity, u, fmt.Errorf("log cut after entry %d of %d readable: %w", keep, scanned[u], reason))
-		s.damage = append(s.damage, dmg)
-		cfg.Logger.Error("dirlog: damaged log cut at its last valid entry", "user", string(u), "kept", keep, "err", dmg)
-	}
-	for _, u := range users {
+		d.Repaired, d.Kept = true, kept
+		s.damage = append(s.damage, spindle.E(op, spindle.Damaged, u, d))
+		cfg.Logger.Warn("dirlog: damaged directory log repaired", "user", string(u), "kept", keep, "aside", kept, "err", d)
 		s.logs[u] = &userLog{user: u, log: opened[u], t: r.trees[u], changed: make(chan struct{})}
 	}
 	return s, nil
+}
+
+// A Damage describes a log that did not verify to its end when the
+// server opened, and what was done about it.
+type Damage struct {
+	User     spindle.UserName
+	Entry    int64  // The first entry that does not verify; those before it do.
+	Readable int    // Records that could be read from the log at all.
+	File     string // Where the log is kept.
+	Reason   error  // Why entry Entry does not verify.
+	Repaired bool   // The log was cut to its Entry-1 entries that verify.
+	Kept     string // Where a repair moved the bytes from entry Entry on.
+}
+
+func (d *Damage) Error() string {
+	if d.Repaired {
+		aside := "nothing followed them"
+		if d.Kept != "" {
+			aside = "entry " + strconv.FormatInt(d.Entry, 10) + " on moved to " + d.Kept
+		}
+		return fmt.Sprintf("directory log %s repaired: kept entries 1 to %d, which verify; %s (%v)", d.File, d.Entry-1, aside, d.Reason)
+	}
+	return fmt.Sprintf("directory log %s is damaged at entry %d (%d records readable): %v; entries 1 to %d verify; the tree is not served until the operator runs: spin node -repair %s", d.File, d.Entry, d.Readable, d.Reason, d.Entry-1, d.User)
+}
+
+// damageFor returns the error for a read or an append of owner's tree by
+// user if owner's log is damaged, or nil. Only the owner learns where and
+// how. s.mu is held.
+func (s *Server) damageFor(owner, user spindle.UserName) error {
+	d := s.damaged[owner]
+	if d == nil {
+		return nil
+	}
+	if spindle.BaseUser(user) == spindle.BaseUser(owner) {
+		return spindle.E(spindle.Damaged, owner, d)
+	}
+	// Heads, and so sequence numbers, are public: the entry may be told.
+	return spindle.E(spindle.Damaged, owner, fmt.Sprintf("the directory log is damaged on this host at entry %d and not served until its operator repairs it", d.Entry))
 }
 
 // Damage returns the damage found and cut when the server opened, one
@@ -225,6 +315,10 @@ func (s *Server) lockLog(user spindle.UserName) (*userLog, error) {
 		if s.closed {
 			s.mu.Unlock()
 			return nil, spindle.E(spindle.Invalid, "server is closed")
+		}
+		if err := s.damageFor(user, user); err != nil {
+			s.mu.Unlock()
+			return nil, err
 		}
 		l := s.logs[user]
 		if l == nil {
@@ -443,6 +537,9 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *userLog, items []
 		err := l.t.checkOp(it.e, s.groupsFor(it.e.Writer, groupLoader(l.t, func(u spindle.UserName) (*tree, int64, error) {
 			other := s.logs[u]
 			if other == nil {
+				if err := s.damageFor(u, ""); err != nil {
+					return nil, 0, err
+				}
 				deps[u] = 0
 				return nil, 0, nil
 			}
@@ -610,7 +707,7 @@ func (s *Server) currentGroups(t *tree) access.GroupLoader {
 		if l := s.logs[u]; l != nil {
 			return l.t, l.t.seq, nil
 		}
-		return nil, 0, nil
+		return nil, 0, s.damageFor(u, "")
 	})
 }
 
@@ -901,6 +998,9 @@ func (s *Server) Lookup(ctx context.Context, user spindle.UserName, name spindle
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if err := s.damageFor(p.User(), user); err != nil {
+		return nil, spindle.E(op, p.Path(), user, err)
+	}
 	d, err := s.readerFor(p.User(), user).lookup(p)
 	if err != nil {
 		return d, spindle.E(op, p.Path(), user, err)
@@ -933,6 +1033,9 @@ func (s *Server) Glob(ctx context.Context, user spindle.UserName, pattern string
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if err := s.damageFor(p.User(), user); err != nil {
+		return nil, spindle.E(op, p.Path(), user, err)
+	}
 	r := s.readerFor(p.User(), user)
 	out, err := r.glob(p.First(0), p.Elems())
 	if err != nil {
@@ -955,6 +1058,9 @@ func (s *Server) WhichAccess(ctx context.Context, user spindle.UserName, name sp
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if err := s.damageFor(p.User(), user); err != nil {
+		return nil, spindle.E(op, p.Path(), user, err)
+	}
 	r := s.readerFor(p.User(), user)
 	if err := need(r.can, user, access.AnyRight, p); err != nil {
 		return nil, spindle.E(op, p.Path(), user, err)
@@ -1001,6 +1107,10 @@ func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*Head, error
 		return nil, spindle.E(op, err)
 	}
 	s.mu.RLock()
+	if err := s.damageFor(owner, ""); err != nil {
+		s.mu.RUnlock()
+		return nil, spindle.E(op, err)
+	}
 	l := s.logs[owner]
 	h := &Head{User: owner}
 	if l != nil {
@@ -1058,6 +1168,10 @@ func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.
 		return nil, spindle.E(op, spindle.Invalid, p.Path(), user, fmt.Sprintf("bad sequence %d", fromSeq))
 	}
 	s.mu.RLock()
+	if err := s.damageFor(p.User(), user); err != nil {
+		s.mu.RUnlock()
+		return nil, spindle.E(op, p.Path(), user, err)
+	}
 	r := s.readerFor(p.User(), user)
 	err = need(r.can, user, access.AnyRight, p)
 	l := s.logs[p.User()]

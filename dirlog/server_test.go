@@ -2,6 +2,7 @@ package dirlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -252,21 +253,71 @@ func TestDamagedTail(t *testing.T) {
 			}
 			e.s.Close()
 
-			// A corrupted byte in the middle (entry 3) cuts there.
+			// A corrupted byte in the middle (entry 3) is damage, not a
+			// torn write: the log is left as it is and not served, to
+			// anyone, until the operator repairs it.
 			bad := append([]byte(nil), good...)
 			bad[len(bad)/2] ^= 0x40
 			k.set(t, store, ann, bad)
 			e.open()
 			dmg = e.s.Damage()
-			if len(dmg) != 1 {
+			var d *Damage
+			if len(dmg) != 1 || !errors.Is(dmg[0], spindle.Damaged) || !errors.As(dmg[0], &d) || d.Entry < 2 || d.Entry > 5 || d.Repaired {
 				t.Fatalf("Damage = %v", dmg)
 			}
-			h := e.do2(e.s.Head(ctx, ann))
-			if h.Seq >= 6 || h.Seq < 1 {
-				t.Fatalf("head after mid-log corruption is %d", h.Seq)
+			if string(k.bytes(t, store, ann)) != string(bad) {
+				t.Fatal("the damaged log was changed before the operator decided")
 			}
-			if k.cuts(t, store, ann) < 2 {
-				t.Error("cut bytes were not kept")
+			_, err := e.s.Head(ctx, ann)
+			wantKind(t, err, spindle.Damaged, "head of a damaged log")
+			_, err = e.as(ann).Lookup(ctx, "ann@example.com/docs")
+			wantKind(t, err, spindle.Damaged, "lookup in a damaged log")
+			_, err = e.as(bob).Glob(ctx, "ann@example.com/*")
+			wantKind(t, err, spindle.Damaged, "glob in a damaged log")
+			_, err = e.as(ann).MakeDirectory(ctx, "ann@example.com/")
+			wantKind(t, err, spindle.Damaged, "a fresh tree over a damaged log")
+			_, err = e.as(ann).Put(ctx, file("ann@example.com/docs/more", 1))
+			wantKind(t, err, spindle.Damaged, "append to a damaged log")
+			e.s.Close()
+			// The operator repairs it. One flipped byte is restored, since
+			// the next entry names the damaged one's hash: nothing is lost.
+			e.repair = []spindle.UserName{ann}
+			e.open()
+			e.repair = nil
+			if dmg = e.s.Damage(); len(dmg) != 1 || !errors.Is(dmg[0], spindle.Damaged) {
+				t.Fatalf("Damage after repair = %v", dmg)
+			}
+			if string(k.bytes(t, store, ann)) != string(good) {
+				t.Fatal("repair did not restore the log")
+			}
+			if h := e.do2(e.s.Head(ctx, ann)); h.Seq != 6 {
+				t.Fatalf("head after repair is %d, want 6", h.Seq)
+			}
+			e.s.Close()
+
+			// Two bytes flipped in one record cannot be undone: the repair
+			// keeps the entries that verify and moves the rest aside.
+			bad = append([]byte(nil), good...)
+			bad[len(bad)/2] ^= 0x40
+			bad[len(bad)/2+1] ^= 0x40
+			k.set(t, store, ann, bad)
+			e.repair = []spindle.UserName{ann}
+			e.open()
+			e.repair = nil
+			dmg = e.s.Damage()
+			if len(dmg) != 1 || !errors.As(dmg[0], &d) || !d.Repaired || d.Kept == "" {
+				t.Fatalf("Damage after repair = %v", dmg)
+			}
+			h := e.do2(e.s.Head(ctx, ann))
+			if h.Seq != d.Entry-1 {
+				t.Fatalf("head after repair is %d, want %d", h.Seq, d.Entry-1)
+			}
+			if k.cuts(t, store, ann) < 3 {
+				t.Error("damaged bytes were not kept")
+			}
+			e.reopen()
+			if len(e.s.Damage()) != 0 {
+				t.Fatalf("repair not durable: %v", e.s.Damage())
 			}
 		})
 	}
@@ -326,12 +377,16 @@ func TestForgedAndUnauthorizedEntries(t *testing.T) {
 				good := k.bytes(t, store, ann)
 				appendRaw(t, k, store, ann, bad)
 				e.open()
+				dmg := e.s.Damage()
+				if len(dmg) != 1 || !errors.Is(dmg[0], spindle.Damaged) || e.dump(ann) != "(no tree)" {
+					t.Fatalf("Damage = %v", dmg)
+				}
+				e.s.Close()
+				e.repair = []spindle.UserName{ann}
+				e.open()
+				e.repair = nil
 				if got := e.dump(ann); got != want {
 					t.Fatalf("replay accepted a bad entry:\n%s", got)
-				}
-				dmg := e.s.Damage()
-				if len(dmg) != 1 {
-					t.Fatalf("Damage = %v", dmg)
 				}
 				reports, err := Audit(ctx, map[spindle.UserName][]byte{ann: append(good, appendFrame(nil, (&record{entry: bad.Marshal()}).marshal())...)}, e.keys, nil)
 				if err != nil || len(reports) != 1 || reports[0].Err == nil || reports[0].Entries != h.Seq {

@@ -40,10 +40,20 @@ type Log interface {
 	// durably, with one sync for them all, before it returns. If it fails,
 	// none of them counts as appended: the next Append writes over them.
 	Append(ctx context.Context, recs ...[]byte) error
-	// Truncate keeps the first n records and cuts the rest, keeping the
-	// cut bytes beside the log (for inspection) where the store can. It
-	// needs a Scan first.
-	Truncate(ctx context.Context, n int) error
+	// Truncate keeps the first n records and cuts the rest, moving the
+	// cut bytes aside (for inspection and salvage) and returning where
+	// they are kept. It needs a Scan first. A log whose header is damaged
+	// keeps no record: all of it is moved aside.
+	Truncate(ctx context.Context, n int) (kept string, err error)
+	// Name says where the log is kept, for messages to the operator.
+	Name() string
+	// Raw returns the log's framed records as stored, damage included,
+	// or nil if the log's header is damaged. It is for repairs.
+	Raw(ctx context.Context) ([]byte, error)
+	// Patch durably overwrites the framed records from byte off with b,
+	// after keeping a copy of the whole log as it was, and returns where
+	// the copy is kept. It is for repairs; a Scan must follow.
+	Patch(ctx context.Context, off int64, b []byte) (kept string, err error)
 	// Close releases the log.
 	Close() error
 }
@@ -53,6 +63,10 @@ type TailError struct {
 	Records int    // Whole, valid records before the damage.
 	Offset  int64  // Byte offset where the damage starts.
 	Reason  string // What was wrong.
+	// Torn is set when the bad record is the last thing in the log and
+	// runs to its end: what a crash during an append leaves, which was
+	// never acknowledged. Damage elsewhere is not torn.
+	Torn bool
 }
 
 func (e *TailError) Error() string {
@@ -89,8 +103,11 @@ func scanFrames(r io.Reader, base int64, fn func([]byte) error) (offsets []int64
 		tail := func(reason string) error {
 			return &TailError{Records: len(offsets), Offset: end, Reason: reason}
 		}
+		torn := func(reason string) error {
+			return &TailError{Records: len(offsets), Offset: end, Reason: reason, Torn: true}
+		}
 		if rerr == io.ErrUnexpectedEOF {
-			return offsets, end, tail(fmt.Sprintf("truncated frame header (%d bytes)", n))
+			return offsets, end, torn(fmt.Sprintf("truncated frame header (%d bytes)", n))
 		}
 		if rerr != nil {
 			return offsets, end, rerr
@@ -105,11 +122,17 @@ func scanFrames(r io.Reader, base int64, fn func([]byte) error) (offsets []int64
 		}
 		buf = buf[:size]
 		if n, rerr := io.ReadFull(br, buf); rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-			return offsets, end, tail(fmt.Sprintf("truncated record: %d of %d bytes", n, size))
+			if lengthFlipped(buf[:n], size, sum) {
+				return offsets, end, tail(fmt.Sprintf("damaged record length %d", size))
+			}
+			return offsets, end, torn(fmt.Sprintf("truncated record: %d of %d bytes", n, size))
 		} else if rerr != nil {
 			return offsets, end, rerr
 		}
 		if crc32.Checksum(buf, castagnoli) != sum {
+			// Even in the last record: an append writes the length,
+			// checksum and record together, so a crash leaves a short
+			// record, not a whole one with the wrong bytes.
 			return offsets, end, tail("record checksum mismatch")
 		}
 		if err := fn(buf); err != nil {
@@ -120,9 +143,33 @@ func scanFrames(r io.Reader, base int64, fn func([]byte) error) (offsets []int64
 	}
 }
 
+// lengthFlipped reports whether a record that seems cut short, rest being
+// what follows its frame header, is instead a whole record whose length
+// was damaged: whether changing one byte of size gives a length that
+// fits, with a record that matches its checksum. Damage, unlike a torn
+// append, must not be cut silently.
+func lengthFlipped(rest []byte, size, sum uint32) bool {
+	if len(rest) > 16<<20 {
+		return false // Too costly to try; treated as torn.
+	}
+	for i := 0; i < 4; i++ {
+		shift := 8 * (3 - i)
+		for v := uint32(0); v < 256; v++ {
+			n := size&^(0xFF<<shift) | v<<shift
+			if n == size || n == 0 || int64(n) > int64(len(rest)) {
+				continue
+			}
+			if crc32.Checksum(rest[:n], castagnoli) == sum {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // DiskStore returns a store keeping each user's log in the file
 // dir/USER.log, creating dir if needed. Cut tails are kept in
-// dir/USER.log.cut-TIME.
+// dir/USER.log.damaged-TIME.
 func DiskStore(dir string) (Store, error) { return DiskStoreFS(spindle.OS, dir) }
 
 // DiskStoreFS is DiskStore on the file system fsys.
@@ -204,6 +251,54 @@ type diskLog struct {
 	f       spindle.FSFile
 	offsets []int64 // Start of every valid record.
 	end     int64   // End of the last valid record; -1 before the first Scan.
+	badHdr  bool    // The file header is damaged: no record counts.
+}
+
+func (l *diskLog) Name() string { return l.name }
+
+// readAll returns the whole log file.
+func (l *diskLog) readAll() ([]byte, error) {
+	info, err := l.f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, info.Size())
+	if _, err := l.f.ReadAt(data, 0); err != nil && err != io.EOF {
+		return nil, err
+	}
+	return data, nil
+}
+
+func (l *diskLog) Raw(ctx context.Context) ([]byte, error) {
+	data, err := l.readAll()
+	if err != nil {
+		return nil, spindle.E(spindle.Op("dirlog.Log.Raw"), spindle.IO, l.user, err)
+	}
+	if !strings.HasPrefix(string(data), fileHeader) {
+		return nil, nil
+	}
+	return data[len(fileHeader):], nil
+}
+
+func (l *diskLog) Patch(ctx context.Context, off int64, b []byte) (string, error) {
+	const op spindle.Op = "dirlog.Log.Patch"
+	data, err := l.readAll()
+	if err != nil {
+		return "", spindle.E(op, spindle.IO, l.user, err)
+	}
+	// The copy is durable, entry and all, before the log changes.
+	keep := fmt.Sprintf("%s.damaged-%d", l.name, time.Now().UnixNano())
+	if err := spindle.CreateFileIn(l.fs, keep, data, 0o600); err != nil {
+		return "", spindle.E(op, spindle.IO, l.user, err)
+	}
+	if _, err := l.f.WriteAt(b, int64(len(fileHeader))+off); err != nil {
+		return "", spindle.E(op, spindle.IO, l.user, err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return "", spindle.E(op, spindle.IO, l.user, err)
+	}
+	l.end = -1
+	return keep, nil
 }
 
 var _ Log = (*diskLog)(nil)
@@ -215,8 +310,10 @@ func (l *diskLog) Scan(ctx context.Context, fn func([]byte) error) error {
 	}
 	var hdr [len(fileHeader)]byte
 	if _, err := io.ReadFull(l.f, hdr[:]); err != nil || string(hdr[:]) != fileHeader {
-		return spindle.E(op, spindle.Integrity, l.user, fmt.Sprintf("%s is not a dirlog file (bad header)", l.name))
+		l.offsets, l.end, l.badHdr = nil, 0, true
+		return spindle.E(op, spindle.Integrity, l.user, &TailError{Reason: fmt.Sprintf("%s is not a dirlog file (bad header)", l.name)})
 	}
+	l.badHdr = false
 	var fnErr error
 	offsets, end, err := scanFrames(l.f, int64(len(fileHeader)), func(b []byte) error {
 		fnErr = fn(b)
@@ -280,13 +377,13 @@ func appendFrames(user spindle.UserName, recs [][]byte) ([]byte, error) {
 	return b, nil
 }
 
-func (l *diskLog) Truncate(ctx context.Context, n int) error {
+func (l *diskLog) Truncate(ctx context.Context, n int) (string, error) {
 	const op spindle.Op = "dirlog.Log.Truncate"
 	if l.end < 0 {
-		return spindle.E(op, spindle.Internal, l.user, "Truncate before Scan")
+		return "", spindle.E(op, spindle.Internal, l.user, "Truncate before Scan")
 	}
 	if n < 0 || n > len(l.offsets) {
-		return spindle.E(op, spindle.Invalid, l.user, fmt.Sprintf("cannot keep %d of %d records", n, len(l.offsets)))
+		return "", spindle.E(op, spindle.Invalid, l.user, fmt.Sprintf("cannot keep %d of %d records", n, len(l.offsets)))
 	}
 	cut := l.end
 	if n < len(l.offsets) {
@@ -294,29 +391,37 @@ func (l *diskLog) Truncate(ctx context.Context, n int) error {
 	}
 	info, err := l.f.Stat()
 	if err != nil {
-		return spindle.E(op, spindle.IO, l.user, err)
+		return "", spindle.E(op, spindle.IO, l.user, err)
 	}
+	keep := ""
 	if info.Size() > cut {
-		// Keep the cut bytes for inspection before removing them.
+		// Keep the cut bytes, synced, before removing them.
 		tail := make([]byte, info.Size()-cut)
 		if _, err := l.f.ReadAt(tail, cut); err != nil && err != io.EOF {
-			return spindle.E(op, spindle.IO, l.user, err)
+			return "", spindle.E(op, spindle.IO, l.user, err)
 		}
+		keep = fmt.Sprintf("%s.damaged-%d", l.name, time.Now().UnixNano())
 		// The kept copy is durable, entry and all, before the log is cut.
-		keep := fmt.Sprintf("%s.cut-%d", l.name, time.Now().UnixNano())
 		if err := spindle.CreateFileIn(l.fs, keep, tail, 0o600); err != nil {
-			return spindle.E(op, spindle.IO, l.user, err)
+			return "", spindle.E(op, spindle.IO, l.user, err)
 		}
 		if err := l.f.Truncate(cut); err != nil {
-			return spindle.E(op, spindle.IO, l.user, err)
+			return "", spindle.E(op, spindle.IO, l.user, err)
 		}
-		if err := l.f.Sync(); err != nil {
-			return spindle.E(op, spindle.IO, l.user, err)
+	}
+	if l.badHdr {
+		if _, err := l.f.WriteAt([]byte(fileHeader), 0); err != nil {
+			return "", spindle.E(op, spindle.IO, l.user, err)
 		}
+		cut = int64(len(fileHeader))
+		l.badHdr = false
+	}
+	if err := l.f.Sync(); err != nil {
+		return "", spindle.E(op, spindle.IO, l.user, err)
 	}
 	l.offsets = l.offsets[:n]
 	l.end = cut
-	return nil
+	return keep, nil
 }
 
 func (l *diskLog) Close() error {
@@ -443,13 +548,31 @@ func (l *memLog) Append(ctx context.Context, recs ...[]byte) error {
 	return nil
 }
 
-func (l *memLog) Truncate(ctx context.Context, n int) error {
+func (l *memLog) Name() string { return "memory log of " + string(l.user) }
+
+func (l *memLog) Raw(ctx context.Context) ([]byte, error) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return append([]byte(nil), l.s.get(l.user).data...), nil
+}
+
+func (l *memLog) Patch(ctx context.Context, off int64, b []byte) (string, error) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	d := l.s.get(l.user)
+	d.cuts = append(d.cuts, append([]byte(nil), d.data...))
+	copy(d.data[off:], b)
+	l.end = -1
+	return fmt.Sprintf("cut %d of the memory log (MemStore.Cuts)", len(d.cuts)), nil
+}
+
+func (l *memLog) Truncate(ctx context.Context, n int) (string, error) {
 	const op spindle.Op = "dirlog.Log.Truncate"
 	if l.end < 0 {
-		return spindle.E(op, spindle.Internal, l.user, "Truncate before Scan")
+		return "", spindle.E(op, spindle.Internal, l.user, "Truncate before Scan")
 	}
 	if n < 0 || n > len(l.offsets) {
-		return spindle.E(op, spindle.Invalid, l.user, fmt.Sprintf("cannot keep %d of %d records", n, len(l.offsets)))
+		return "", spindle.E(op, spindle.Invalid, l.user, fmt.Sprintf("cannot keep %d of %d records", n, len(l.offsets)))
 	}
 	cut := l.end
 	if n < len(l.offsets) {
@@ -458,13 +581,15 @@ func (l *memLog) Truncate(ctx context.Context, n int) error {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	d := l.s.get(l.user)
+	keep := ""
 	if int64(len(d.data)) > cut {
 		d.cuts = append(d.cuts, append([]byte(nil), d.data[cut:]...))
 		d.data = d.data[:cut:cut]
+		keep = fmt.Sprintf("cut %d of the memory log (MemStore.Cuts)", len(d.cuts))
 	}
 	l.offsets = l.offsets[:n]
 	l.end = cut
-	return nil
+	return keep, nil
 }
 
 func (l *memLog) Close() error { return nil }

@@ -52,7 +52,7 @@ func storeKinds() []storeKind {
 				}
 			},
 			cuts: func(t *testing.T, s Store, u spindle.UserName) int {
-				m, _ := filepath.Glob(filepath.Join(s.(*diskStore).dir, string(u)+logSuffix+".cut-*"))
+				m, _ := filepath.Glob(filepath.Join(s.(*diskStore).dir, string(u)+logSuffix+".damaged-*"))
 				return len(m)
 			},
 		},
@@ -128,7 +128,7 @@ func TestStore(t *testing.T) {
 			if spindle.KindOf(err) != spindle.Integrity || len(got) != 2 {
 				t.Fatalf("corrupted third record: %d records, %v", len(got), err)
 			}
-			if err := l.Truncate(ctx, 2); err != nil {
+			if _, err := l.Truncate(ctx, 2); err != nil {
 				t.Fatal(err)
 			}
 			if k.cuts(t, s, ann) != 1 {

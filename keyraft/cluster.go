@@ -19,7 +19,6 @@ import (
 	"unicode"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -152,15 +151,18 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, spindle.E(op, spindle.IO, err)
 		}
-		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+		l, st, closer, err := openStore(dir)
 		if err != nil {
-			return nil, spindle.E(op, spindle.IO, fmt.Errorf("open raft store: %w", err))
+			return nil, spindle.E(op, err)
 		}
-		c.stores = append(c.stores, bolt)
-		logs, stable = bolt, bolt
+		c.stores = append(c.stores, closer)
+		logs, stable = l, st
 		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl.Named("snapshots"))
 		if err != nil {
 			return nil, spindle.E(op, spindle.IO, fmt.Errorf("open snapshot store: %w", err))
+		}
+		if err := checkSnapshots(dir, fss); err != nil {
+			return nil, spindle.E(op, err)
 		}
 		snaps = fss
 	}
@@ -252,19 +254,28 @@ func (c *Cluster) loadNoteKey() error {
 			}
 		}
 	}
+	where := "note key"
+	if c.cfg.NoteKey == "" && c.cfg.Dir != "" {
+		where = "note key " + filepath.Join(c.cfg.Dir, "raft", "notekey")
+	}
 	s, err := note.NewSigner(skey)
 	if err != nil {
-		return spindle.E(spindle.Invalid, fmt.Errorf("note key: %v", err))
+		return damagedKey(where, err)
 	}
 	if s.Name() != name {
-		return spindle.E(spindle.Invalid, fmt.Sprintf("note key is named %q, want %q", s.Name(), name))
+		return damagedKey(where, fmt.Errorf("it is named %q, want %q", s.Name(), name))
 	}
 	vkey, err := vkeyOf(name, skey)
 	if err != nil {
-		return spindle.E(spindle.Invalid, fmt.Errorf("note key: %v", err))
+		return damagedKey(where, err)
 	}
 	c.signer, c.vkey = s, vkey
 	return nil
+}
+
+// damagedKey is the error for a note key that cannot be used.
+func damagedKey(where string, err error) error {
+	return spindle.E(spindle.Invalid, fmt.Errorf("%s: %v; restore it from a backup of the node's home: tree heads signed with another key do not verify for clients that know this member", where, err))
 }
 
 // vkeyOf derives the verifier key of a note signer key, which has the form

@@ -53,6 +53,10 @@ type Config struct {
 	Logger *slog.Logger
 	// NoSocket turns the Unix socket in Home off.
 	NoSocket bool
+	// Repair names users whose damaged directory logs the node repairs as
+	// it starts (see dirlog.Config.Repair); the logs of other damaged
+	// users are not served until then.
+	Repair []spindle.UserName
 }
 
 // A Node is a running Spindle peer.
@@ -148,7 +152,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 
 	// The directory logs.
-	dcfg := dirlog.Config{Keys: n.userKey, KeyHistory: n.keyHistory, CheckPut: n.checkPut, Logger: log.With("part", "dirlog")}
+	dcfg := dirlog.Config{Keys: n.userKey, KeyHistory: n.keyHistory, CheckPut: n.checkPut, Logger: log.With("part", "dirlog"), Repair: cfg.Repair}
 	if cfg.Home == "" {
 		n.dir, err = dirlog.New(ctx, new(dirlog.MemStore), dcfg)
 	} else {
@@ -157,8 +161,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	for _, d := range n.dir.Damage() {
-		log.Warn("directory log damaged; cut at its last valid entry", "err", d)
+	// Each damaged or repaired log was reported by dirlog as it opened.
+	if n.closeBS != nil {
+		if s, ok := n.store.(*disk.Store); ok {
+			for _, d := range s.Damage() {
+				log.Warn("block store damaged", "err", d)
+			}
+		}
 	}
 
 	// The socket for clients on this machine.

@@ -25,7 +25,7 @@ import (
 // NodeUsage is the help text of "spin node", the one "spin help node"
 // prints too.
 const NodeUsage = `Usage:
-    spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST]
+    spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST] [-repair USER,...]
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key
 cluster of one. When it is ready it writes its dialable addresses, one a
@@ -33,6 +33,13 @@ line, to DIR/addr and prints them. The first is the Unix socket DIR/sock,
 through which clients of the same system user on this machine reach it
 fastest; the others are for clients elsewhere. SIGINT or SIGTERM shuts it
 down cleanly; everything it acknowledged was on disk already.
+
+The node checks its home as it starts. Damage to the key cluster's store,
+a snapshot, a key or a block segment stops it with one line naming the
+file and what to do. A damaged directory log does not stop it: the log is
+left as it is, reported, and not served (its clients are told it is
+damaged on this host) until the operator restarts the node with
+-repair USER.
 
 Options:
     -home DIR        the node's state: blocks, key cluster, directory logs,
@@ -44,6 +51,9 @@ Options:
                      blocks here: user@domain, *@domain or all (default:
                      nobody, so nobody can sign up here; reading needs no
                      admission)
+    -repair USERS    comma-separated users whose damaged directory logs the
+                     node repairs as it starts: it keeps the entries that
+                     verify and moves the rest to DIR/dirlogs/USER.log.damaged-TIME
     -h, -help        print this text
 
 Example:
@@ -61,6 +71,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	home := fs.String("home", "", "")
 	listen := fs.String("listen", strings.Join(DefaultListen, ","), "")
 	writers := fs.String("writers", "", "")
+	repair := fs.String("repair", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, NodeUsage)
@@ -91,14 +102,24 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	n, err := New(ctx, Config{
+	var users []spindle.UserName
+	for _, u := range splitList(*repair) {
+		cu, err := spindle.CleanUser(spindle.UserName(u))
+		if err != nil {
+			fmt.Fprintf(stderr, "spin: node: -repair: %v\n", err)
+			return 2
+		}
+		users = append(users, cu)
+	}
+	n, err := newRecovering(ctx, Config{
 		Home:    *home,
 		Listen:  splitList(*listen),
 		Writers: splitList(*writers),
 		Logger:  log,
+		Repair:  users,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "spin: node: %v\n", err)
+		fmt.Fprintf(stderr, "spin: node: %s\n", oneLine(err.Error()))
 		if errors.Is(err, syscall.EADDRINUSE) {
 			fmt.Fprintf(stderr, "spin: hint: another program (another spin node?) listens on an address in %s; give this node others with -listen, e.g. -listen /ip4/127.0.0.1/tcp/0\n", *listen)
 		}
@@ -128,6 +149,23 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return 1
 	}
 	return 0
+}
+
+// newRecovering is New with a panic in the goroutine that starts the node
+// turned into an error: whatever a damaged file makes a library do, the
+// operator gets one line, not a stack trace.
+func newRecovering(ctx context.Context, cfg Config) (n *Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			n, err = nil, spindle.E(spindle.Op("node.New"), spindle.Internal, fmt.Errorf("a file under %s made the node fail as it started: %v", cfg.Home, r))
+		}
+	}()
+	return New(ctx, cfg)
+}
+
+// oneLine joins the lines of a message, so that a diagnostic is one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
 }
 
 func splitList(s string) []string {

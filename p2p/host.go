@@ -309,8 +309,11 @@ func LoadOrCreateIdentity(name string) (crypto.PrivKey, error) {
 	data, err := os.ReadFile(name)
 	if err == nil {
 		key, err := crypto.UnmarshalPrivateKey(data)
+		if err == nil {
+			err = checkKeyPair(key)
+		}
 		if err != nil {
-			return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("identity file %s: %v", name, err))
+			return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("identity file %s is damaged: %v; restore it from a backup of the node's home (a new one would give the node a new peer ID)", name, err))
 		}
 		return key, nil
 	}
@@ -334,6 +337,21 @@ func LoadOrCreateIdentity(name string) (crypto.PrivKey, error) {
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("identity file %s: %w", name, err))
 	}
 	return key, nil
+}
+
+// checkKeyPair checks that key signs what its public half verifies. An
+// Ed25519 key file holds both halves, and damage to one leaves a key that
+// loads but cannot complete a handshake under the peer ID it names.
+func checkKeyPair(key crypto.PrivKey) error {
+	msg := []byte("spindle identity check")
+	sig, err := key.Sign(msg)
+	if err != nil {
+		return err
+	}
+	if ok, err := key.GetPublic().Verify(msg, sig); err != nil || !ok {
+		return errors.New("its private and public halves do not match")
+	}
+	return nil
 }
 
 // Addrs returns the host's full dialable addresses, each ending in

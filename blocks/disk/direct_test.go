@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"spindle.dev"
@@ -88,6 +89,10 @@ func TestRecycleAndLargeCorruption(t *testing.T) {
 	}
 	if _, err := os.Stat(name); !os.IsNotExist(err) {
 		t.Fatalf("overlong block file not removed: %v", err)
+	}
+	// It was moved aside for inspection, not deleted.
+	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(filepath.Dir(name)), CorruptDir, filepath.Base(name)+".*")); len(m) != 1 {
+		t.Fatalf("corrupt block file not kept in %s: %v", CorruptDir, m)
 	}
 
 	d1, _ := blocks.ParseRef(refs[1])

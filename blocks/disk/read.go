@@ -3,6 +3,7 @@ package disk
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"spindle.dev"
@@ -26,7 +28,8 @@ import (
 // again, so that serving a block costs little more than reading it. The
 // SHA-256 remains the authority: a file whose trailer is missing (written
 // before trailers existed) or does not match is hashed, and served only if
-// the hash matches; otherwise it is reported as Integrity and removed.
+// the hash matches; otherwise it is reported as Integrity and moved aside
+// to DIR/corrupt/ for inspection (see [CorruptDir]).
 // Every receiver of a block hashes it again in any case.
 const trailerLen = 8
 
@@ -100,7 +103,7 @@ func (s *Store) Recycle(block []byte) {
 var _ blocks.Recycler = (*Store)(nil)
 
 // Get implements [spindle.BlockStore]. A file whose contents do not match
-// ref is removed and reported as Integrity. The caller may hand the
+// ref is moved to DIR/corrupt/ and reported as Integrity. The caller may hand the
 // returned block back with [Store.Recycle].
 func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	const op spindle.Op = "disk.Get"
@@ -111,11 +114,11 @@ func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	switch data, err := s.small.get(d); {
+	switch data, err := s.small.get(d, s.keepCorrupt); {
 	case err == nil:
 		return data, nil
-	case err == errCorrupt:
-		return nil, spindle.E(op, spindle.Integrity, fmt.Sprintf("block %s: its record under %s is corrupt and has been removed", ref, s.small.dir))
+	case errors.Is(err, errCorrupt):
+		return nil, spindle.E(op, spindle.Integrity, fmt.Sprintf("block %s: %v; its bytes are kept for inspection (in its segment, and copied to %s when found by a read)", ref, err, filepath.Join(s.dir, CorruptDir)))
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("block %s: %w", ref, err))
 	}
@@ -130,8 +133,8 @@ func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	block, err := verifyFile(d, data)
 	if err != nil {
 		s.Recycle(data)
-		s.removeBad(d, name)
-		return nil, spindle.E(op, spindle.Integrity, fmt.Sprintf("block %s: file %s is corrupt and has been removed", ref, name))
+		aside := s.removeBad(d, name)
+		return nil, spindle.E(op, spindle.Integrity, fmt.Sprintf("block %s: file %s is corrupt and has been moved to %s", ref, name, aside))
 	}
 	return block, nil
 }
@@ -208,20 +211,57 @@ func (s *Store) readBlock(name string) ([]byte, error) {
 	return append(buf, rest...), nil
 }
 
-// removeBad removes the block file name if it still fails its check: a
-// concurrent Put may have replaced it with a good copy meanwhile.
-func (s *Store) removeBad(d blocks.Digest, name string) {
+// CorruptDir is the directory, under the store's, where corrupt block
+// files and copies of corrupt small-block records are moved for
+// inspection. Nothing reads them again; an operator may delete them.
+const CorruptDir = "corrupt"
+
+// removeBad moves the block file name aside, to CorruptDir, if it still
+// fails its check (a concurrent Put may have replaced it with a good copy
+// meanwhile), and returns where it went.
+func (s *Store) removeBad(d blocks.Digest, name string) string {
 	mu := s.stripe(d)
 	mu.Lock()
 	defer mu.Unlock()
 	data, err := s.readBlock(name)
 	if err != nil {
-		return
+		return "(gone)"
 	}
 	if _, err := verifyFile(d, data); err == nil {
+		return "(replaced by a sound copy meanwhile)"
+	}
+	aside, err := s.corruptName(filepath.Base(name))
+	if err != nil {
+		return "(nowhere: " + err.Error() + ")"
+	}
+	if err := s.fs.Rename(name, aside); err != nil {
+		return "(nowhere: " + err.Error() + ")"
+	}
+	s.fs.SyncDir(filepath.Dir(name))
+	s.fs.SyncDir(filepath.Dir(aside))
+	return aside
+}
+
+// corruptName returns a new name in CorruptDir for a corrupt copy of the
+// file base, making the directory if needed.
+func (s *Store) corruptName(base string) (string, error) {
+	dir := filepath.Join(s.dir, CorruptDir)
+	if err := s.fs.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, fmt.Sprintf("%s.%d", base, time.Now().UnixNano())), nil
+}
+
+// keepCorrupt writes a copy of a corrupt small-block record to
+// CorruptDir, best effort: the record stays in its segment in any case.
+func (s *Store) keepCorrupt(d blocks.Digest, rec []byte) {
+	name, err := s.corruptName(hex.EncodeToString(d[:]) + ".rec")
+	if err != nil {
 		return
 	}
-	if s.fs.Remove(name) == nil {
-		s.fs.SyncDir(filepath.Dir(name))
+	if f, err := s.fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Write(rec)
+		f.Sync()
+		f.Close()
 	}
 }

@@ -68,8 +68,9 @@ type smallStore struct {
 	wrote uint64                 // Appends made, counted.
 	err   error                  // A failed append that could not be undone: no more appends.
 
-	damage []error // Found by openSmall.
-	full   bool    // The last segment is damaged: start a new one.
+	damage  []error                  // Found by openSmall.
+	corrupt map[blocks.Digest]string // Blocks whose records openSmall found corrupt, and where.
+	full    bool                     // The last segment is damaged: start a new one.
 
 	syncMu sync.Mutex
 	synced uint64 // Appends known durable.
@@ -187,8 +188,14 @@ func (s *smallStore) scan(n int, f spindle.FSFile, last bool) (int64, error) {
 				if off+recordHeader+int64(length) == end {
 					break // The last record, torn by a crash.
 				}
-				// Rot inside a record: skip it, keep the rest.
-				s.damage = append(s.damage, fmt.Errorf("small block segment %s: the record at offset %d is corrupt and was dropped", s.segName(n), off))
+				// Rot inside a record: skip it, keep the rest. Its bytes
+				// stay where they are, for inspection.
+				where := fmt.Sprintf("segment %s at offset %d", s.segName(n), off)
+				s.damage = append(s.damage, fmt.Errorf("small block segment %s: the record at offset %d is corrupt and was dropped (its bytes are left in place)", s.segName(n), off))
+				if s.corrupt == nil {
+					s.corrupt = make(map[blocks.Digest]string)
+				}
+				s.corrupt[d] = where
 				off += recordHeader + int64(length)
 				continue
 			}
@@ -260,13 +267,16 @@ func appendRecord(b []byte, d blocks.Digest, data []byte, length uint32) []byte 
 
 // get returns block d, or an error wrapping fs.ErrNotExist if it is not
 // here, or errCorrupt if its record no longer matches its CRC (the
-// record is then dropped).
-func (s *smallStore) get(d blocks.Digest) ([]byte, error) {
+// record is then dropped, after keep, if not nil, is given a copy of it).
+func (s *smallStore) get(d blocks.Digest, keep func(blocks.Digest, []byte)) ([]byte, error) {
 	s.mu.Lock()
 	l, ok := s.index[d]
 	f := s.segs[l.seg]
 	s.mu.Unlock()
 	if !ok {
+		if where, bad := s.corrupt[d]; bad {
+			return nil, fmt.Errorf("%w: its record in %s is corrupt", errCorrupt, where)
+		}
 		return nil, os.ErrNotExist
 	}
 	buf := make([]byte, recordHeader+l.n)
@@ -278,6 +288,9 @@ func (s *smallStore) get(d blocks.Digest) ([]byte, error) {
 	if !okh || hd != d || int(length) != l.n || crc32.Checksum(data, castagnoli) != crc {
 		if blocks.CheckDigest(d, data) == nil {
 			return data, nil // Only the record's header was damaged.
+		}
+		if keep != nil {
+			keep(d, buf)
 		}
 		s.drop(d, l)
 		return nil, errCorrupt
@@ -377,7 +390,7 @@ func (s *smallStore) stored(d blocks.Digest) bool {
 	if broken {
 		return false
 	}
-	_, err := s.get(d)
+	_, err := s.get(d, nil)
 	return err == nil
 }
 

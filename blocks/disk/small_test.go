@@ -305,7 +305,7 @@ func FuzzSegment(f *testing.F) {
 		}
 		defer s.close()
 		for d := range s.index {
-			if _, err := s.get(d); err != nil && err != errCorrupt {
+			if _, err := s.get(d, nil); err != nil && err != errCorrupt {
 				t.Fatalf("get of an indexed block: %v", err)
 			}
 		}

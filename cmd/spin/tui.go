@@ -403,6 +403,10 @@ func (st *State) hintFor(path string, err error) {
 			}
 		}
 		st.hint("%s must list you in an Access file", printName(owner))
+	case spindle.Damaged:
+		if owner != "" {
+			st.hint("the directory log of %s is damaged on the node that answered; its operator must run: spin node -repair %s", owner, owner)
+		}
 	case spindle.CannotDecrypt:
 		if owner != "" && owner != me {
 			st.hint("ask %s to run: spin share -fix %s", owner, path)

@@ -123,10 +123,12 @@ func TestKeyLogCatchesForkedLog(t *testing.T) {
 	ann.Close()
 	a.Close()
 
-	// The fork: a new cluster with A's identity and tree-head key.
+	// The fork: a new cluster with A's identity and tree-head key. It
+	// starts once with A's identity and a key of its own (a member whose
+	// key file exists must have a store), then gets A's tree-head key.
 	homeB := t.TempDir()
-	os.MkdirAll(filepath.Join(homeB, "raft"), 0o700)
-	for _, f := range []string{p2p.IdentityFile, filepath.Join("raft", "notekey")} {
+	copyFile := func(f string) {
+		t.Helper()
 		data, err := os.ReadFile(filepath.Join(homeA, f))
 		if err != nil {
 			t.Fatal(err)
@@ -135,6 +137,9 @@ func TestKeyLogCatchesForkedLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	copyFile(p2p.IdentityFile)
+	startNode(t, homeB).Close()
+	copyFile(filepath.Join("raft", "notekey"))
 	b := startNode(t, homeB)
 	defer b.Close()
 	if b.VerifierKey() != a.VerifierKey() {

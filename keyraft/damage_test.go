@@ -1,11 +1,13 @@
 package keyraft
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"spindle.dev"
 )
@@ -150,7 +152,12 @@ func TestDamagedStore(t *testing.T) {
 func tryOpen(t *testing.T, dir string) (*Cluster, error) {
 	n := newTCPNet()
 	id := "12D3KooWTestMember"
-	return Open(ctxT(t), Config{
+	// A sound member of one leads within a second with fast timeouts; a
+	// damaged stable store can keep raft from ever electing it, which
+	// must end in an error, not in waiting out the default 30 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return Open(ctx, Config{
 		Dir: dir, ID: id, Listener: n.listen(t, id), Dial: n.dial,
 		Bootstrap: true, Logger: testLogger(t), tune: fast,
 	})

@@ -34,10 +34,21 @@ type tree struct {
 	head   Hash
 	groups map[spindle.PathName][]groupVersion // History of every Group file.
 	acl    map[spindle.PathName]*access.Access // Every Access file, parsed.
+	// m is the tree as an authenticated map (see smt.go), which heads
+	// commit to; nil in a fold that needs no map (Server.history).
+	m *treeMap
 }
 
 func newTree(user spindle.UserName) *tree {
-	return &tree{user: user, groups: make(map[spindle.PathName][]groupVersion), acl: make(map[spindle.PathName]*access.Access)}
+	return &tree{user: user, groups: make(map[spindle.PathName][]groupVersion), acl: make(map[spindle.PathName]*access.Access), m: &treeMap{}}
+}
+
+// mapRoot returns the root of the tree's map.
+func (t *tree) mapRoot() Hash {
+	if t.m == nil {
+		return Hash{}
+	}
+	return t.m.Root()
 }
 
 // find returns the node named by p, or nil. If the walk met a file or link
@@ -470,6 +481,7 @@ func (t *tree) governing(name spindle.PathName) *access.Access {
 // order.
 func (t *tree) apply(e *Entry) []change {
 	seq := e.Seq
+	hash := e.Hash()
 	p, _ := spindle.Parse(e.Entry.Name)
 	var changes []change
 	gone := func(n *node) {
@@ -491,6 +503,7 @@ func (t *tree) apply(e *Entry) []change {
 			parent.kids[p.Last()] = n
 		}
 		t.noteControl(n.entry.Name, n, seq)
+		t.mapSet(n.entry.Name, hash)
 		changes = append(changes, t.changeOf(spindle.Event{Entry: cloneEntry(&n.entry)}))
 	case OpDelete:
 		parent, _ := t.find(p.Dir())
@@ -498,6 +511,7 @@ func (t *tree) apply(e *Entry) []change {
 		gone(n)
 		delete(parent.kids, p.Last())
 		t.noteControl(n.entry.Name, nil, seq)
+		t.mapDelete(n.entry.Name)
 	case OpRename:
 		q, _ := spindle.Parse(e.NewName)
 		parent, _ := t.find(p.Dir())
@@ -507,8 +521,10 @@ func (t *tree) apply(e *Entry) []change {
 			return true
 		})
 		delete(parent.kids, p.Last())
+		var moved []Hash // Map values of the moved items, in walk order.
 		walk(n, func(m *node) bool {
 			t.noteControl(m.entry.Name, nil, seq)
+			moved = append(moved, t.mapDelete(m.entry.Name))
 			if m.entry.SignedName == "" && !m.entry.Attr.IsDir() {
 				// The writer signed the old name; readers verify against it.
 				m.entry.SignedName = m.entry.Name
@@ -520,8 +536,11 @@ func (t *tree) apply(e *Entry) []change {
 		})
 		dst, _ := t.find(q.Dir())
 		dst.kids[q.Last()] = n
+		i := 0
 		walk(n, func(m *node) bool {
 			t.noteControl(m.entry.Name, m, seq)
+			t.mapSet(m.entry.Name, MovedValue(hash, moved[i]))
+			i++
 			return true
 		})
 		walk(n, func(m *node) bool {
@@ -532,8 +551,27 @@ func (t *tree) apply(e *Entry) []change {
 	}
 	t.stamp(p, seq)
 	t.seq = seq
-	t.head = e.Hash()
+	t.head = hash
 	return changes
+}
+
+// mapSet sets the value of name in the tree's map, if it keeps one.
+func (t *tree) mapSet(name spindle.PathName, val Hash) {
+	if t.m != nil {
+		t.m.Set(MapKey(name), val)
+	}
+}
+
+// mapDelete removes name from the tree's map, if it keeps one, and returns
+// the value it had.
+func (t *tree) mapDelete(name spindle.PathName) Hash {
+	if t.m == nil {
+		return Hash{}
+	}
+	k := MapKey(name)
+	v, _ := t.m.Get(k)
+	t.m.Delete(k)
+	return v
 }
 
 // stamp sets seq on p, if it exists, and on every directory above it.

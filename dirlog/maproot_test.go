@@ -55,7 +55,11 @@ func join(dir spindle.PathName, elem string) spindle.PathName {
 	return dir + "/" + spindle.PathName(elem)
 }
 
+// pick returns a random name from set, or "" if it is empty.
 func pick(rng *rand.Rand, set map[spindle.PathName]bool) spindle.PathName {
+	if len(set) == 0 {
+		return ""
+	}
 	names := make([]spindle.PathName, 0, len(set))
 	for n := range set {
 		names = append(names, n)
@@ -95,7 +99,7 @@ func (m *treeModel) step(ctx context.Context, rng *rand.Rand, c *Client) {
 		}
 	case op < 6:
 		n := name()
-		if _, err := c.PutLink(ctx, pick(rng, m.items)+"/x", n); err == nil {
+		if _, err := c.PutLink(ctx, join(pick(rng, m.dirs), "x"), n); err == nil {
 			m.items[n] = true
 		}
 	case op < 7:
@@ -104,6 +108,9 @@ func (m *treeModel) step(ctx context.Context, rng *rand.Rand, c *Client) {
 			n = pick(rng, m.items)
 		} else {
 			n = pick(rng, m.dirs)
+		}
+		if n == "" {
+			return
 		}
 		if _, err := c.Delete(ctx, n); err == nil {
 			delete(m.items, n)
@@ -118,7 +125,7 @@ func (m *treeModel) step(ctx context.Context, rng *rand.Rand, c *Client) {
 			from = pick(rng, m.dirs)
 		}
 		to := name()
-		if from == root {
+		if from == root || from == "" {
 			return
 		}
 		if _, err := c.Rename(ctx, from, to); err != nil {
@@ -171,7 +178,9 @@ func TestMapRootProperty(t *testing.T) {
 			e.do(c.MakeDirectory(e.ctx, "ann@example.com/"))
 			m := &treeModel{dirs: map[spindle.PathName]bool{"ann@example.com/": true}, items: map[spindle.PathName]bool{"ann@example.com/n0": true}}
 			e.do(c.Put(e.ctx, file("ann@example.com/n0", 1)))
-			for i := 0; i < 150; i++ {
+			// At least 150 steps, and more (within bounds) until a
+			// directory has been moved with items below it.
+			for i := 0; i < 150 || (m.subtreeMoves == 0 && i < 1500); i++ {
 				m.step(e.ctx, rng, c)
 				h := e.do2(e.s.Head(e.ctx, ann))
 				if err := h.Verify(e.host.pub); err != nil {

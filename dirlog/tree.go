@@ -16,6 +16,11 @@ type node struct {
 	kids  map[string]*node // Directories only.
 	acc   *access.Access   // Access files only: the parsed contents.
 	grp   *access.Group    // Group files only: the parsed contents.
+	// src is the signed entry that put the item, and moves the renames
+	// that moved it since, oldest first: what its value in the tree map
+	// is made of (see smt.go), for proofs.
+	src   *Entry
+	moves []*Entry
 }
 
 // A groupVersion is the state of a Group file from seq on; g is nil while
@@ -491,7 +496,7 @@ func (t *tree) apply(e *Entry) []change {
 	}
 	switch e.Op {
 	case OpPut, OpLink, OpMkdir:
-		n := &node{entry: *cloneEntry(&e.Entry)}
+		n := &node{entry: *cloneEntry(&e.Entry), src: e}
 		if e.Op == OpMkdir {
 			n.kids = make(map[string]*node)
 		}
@@ -540,6 +545,7 @@ func (t *tree) apply(e *Entry) []change {
 		walk(n, func(m *node) bool {
 			t.noteControl(m.entry.Name, m, seq)
 			t.mapSet(m.entry.Name, MovedValue(hash, moved[i]))
+			m.moves = append(m.moves, e)
 			i++
 			return true
 		})

@@ -496,7 +496,10 @@ func (t *tree) apply(e *Entry) []change {
 	}
 	switch e.Op {
 	case OpPut, OpLink, OpMkdir:
-		n := &node{entry: *cloneEntry(&e.Entry), src: e}
+		// The node shares the entry's slices: the tree owns e (decoded
+		// from its encoding), and neither copy's slices are changed in
+		// place; answers are cloned.
+		n := &node{entry: e.Entry, src: e}
 		if e.Op == OpMkdir {
 			n.kids = make(map[string]*node)
 		}

@@ -2,6 +2,7 @@ package dirlog
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"spindle.dev"
@@ -87,5 +88,49 @@ func TestLookupProved(t *testing.T) {
 	_, pr, err = e.s.LookupProved(e.ctx, dan, "ann@example.com/nothing")
 	if !errors.Is(err, spindle.Private) || pr != nil {
 		t.Fatalf("dan on a missing name: proof %v, error %v; want Private and no proof", pr, err)
+	}
+}
+
+// TestLookupProvedConcurrent checks that proofs taken while the log grows
+// verify against the heads they come with.
+func TestLookupProvedConcurrent(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	e.setup()
+	c := e.as(ann)
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < 100; i++ {
+			if _, err := c.Put(e.ctx, file(spindle.PathName(fmt.Sprintf("ann@example.com/docs/f%d", i%10)), int64(i+1))); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	proved := 0
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if proved == 0 {
+				t.Fatal("no lookup was proved while the log grew")
+			}
+			return
+		default:
+		}
+		name := spindle.PathName(fmt.Sprintf("ann@example.com/docs/f%d", proved%10))
+		_, pr, err := e.s.LookupProved(e.ctx, ann, name)
+		if err != nil && !errors.Is(err, spindle.NotExist) {
+			t.Fatal(err)
+		}
+		if err := pr.Head.Verify(e.host.pub); err != nil {
+			t.Fatal(err)
+		}
+		if err := pr.Verify(); err != nil {
+			t.Fatalf("%s at %d: %v", name, pr.Head.Seq, err)
+		}
+		proved++
 	}
 }

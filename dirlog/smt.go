@@ -127,31 +127,44 @@ func bit(key *Hash, d int) int {
 // A treeMap is the authenticated map of one tree. It is not safe for
 // concurrent use; its tree's guard covers it. The zero value is empty.
 type treeMap struct {
-	root *mapNode
-	n    int // Items held.
+	root mapNode // Nil if empty.
+	n    int     // Items held.
 }
 
-// A mapNode is a leaf (no children) or an inner node (at least one child;
-// at least two leaves below it). Its depth is implicit in where it is.
-type mapNode struct {
-	hash     Hash
-	key, val Hash        // Leaves only.
-	kids     [2]*mapNode // Inner nodes only; nil is an empty subtree.
+// A mapNode is a *mapLeaf or a *mapInner. Its depth is implicit in where
+// it is. Two types, so that an inner node carries no key and value: a map
+// of n random keys has about 1.44n inner nodes.
+type mapNode interface{ nodeHash() *Hash }
+
+// A mapLeaf is a subtree that holds exactly one item.
+type mapLeaf struct{ hash, key, val Hash }
+
+// A mapInner is a subtree that holds at least two items.
+type mapInner struct {
+	hash Hash
+	kids [2]mapNode // Nil is an empty subtree.
 }
 
-func (n *mapNode) isLeaf() bool { return n.kids[0] == nil && n.kids[1] == nil }
+func (l *mapLeaf) nodeHash() *Hash  { return &l.hash }
+func (n *mapInner) nodeHash() *Hash { return &n.hash }
 
 // childHash returns the hash of c, a subtree at depth d.
-func childHash(c *mapNode, d int) *Hash {
+func childHash(c mapNode, d int) *Hash {
 	if c == nil {
 		return &emptyHashes[d]
 	}
-	return &c.hash
+	return c.nodeHash()
 }
 
-// rehash recomputes the hash of inner node n at depth d from its children.
-func (n *mapNode) rehash(d int) {
+// rehash recomputes the hash of n at depth d from its children.
+func (n *mapInner) rehash(d int) {
 	n.hash = innerHash(childHash(n.kids[0], d+1), childHash(n.kids[1], d+1))
+}
+
+// place recomputes the hash of l as a leaf at depth d.
+func (l *mapLeaf) place(d int) *mapLeaf {
+	l.hash = leafHash(d, &l.key, &l.val)
+	return l
 }
 
 // Root returns the map's root hash.
@@ -164,10 +177,15 @@ func (m *treeMap) Len() int { return m.n }
 func (m *treeMap) Get(key Hash) (Hash, bool) {
 	n := m.root
 	for d := 0; n != nil; d++ {
-		if n.isLeaf() {
-			return n.val, n.key == key
+		switch x := n.(type) {
+		case *mapLeaf:
+			if x.key == key {
+				return x.val, true
+			}
+			return Hash{}, false
+		case *mapInner:
+			n = x.kids[bit(&key, d)]
 		}
-		n = n.kids[bit(&key, d)]
 	}
 	return Hash{}, false
 }
@@ -175,43 +193,39 @@ func (m *treeMap) Get(key Hash) (Hash, bool) {
 // Set sets the value of key, adding it if it is absent.
 func (m *treeMap) Set(key, val Hash) { m.root = m.set(m.root, 0, &key, &val) }
 
-func (m *treeMap) set(n *mapNode, d int, key, val *Hash) *mapNode {
-	if n == nil {
+func (m *treeMap) set(n mapNode, d int, key, val *Hash) mapNode {
+	switch x := n.(type) {
+	case nil:
 		m.n++
-		l := &mapNode{key: *key, val: *val}
-		l.hash = leafHash(d, key, val)
-		return l
-	}
-	if n.isLeaf() {
-		if n.key == *key {
-			n.val = *val
-			n.hash = leafHash(d, key, val)
-			return n
+		return (&mapLeaf{key: *key, val: *val}).place(d)
+	case *mapLeaf:
+		if x.key == *key {
+			x.val = *val
+			return x.place(d)
 		}
 		m.n++
-		return split(n, &mapNode{key: *key, val: *val}, d)
+		return split(x, &mapLeaf{key: *key, val: *val}, d)
+	case *mapInner:
+		b := bit(key, d)
+		x.kids[b] = m.set(x.kids[b], d+1, key, val)
+		x.rehash(d)
 	}
-	b := bit(key, d)
-	n.kids[b] = m.set(n.kids[b], d+1, key, val)
-	n.rehash(d)
 	return n
 }
 
 // split returns the subtree at depth d that holds leaves a and b, which
 // have different keys: a chain of inner nodes with one child down to the
 // first bit where the keys differ, and there a node with both leaves.
-func split(a, b *mapNode, d int) *mapNode {
+func split(a, b *mapLeaf, d int) mapNode {
 	p := d
 	for bit(&a.key, p) == bit(&b.key, p) {
 		p++
 	}
-	a.hash = leafHash(p+1, &a.key, &a.val)
-	b.hash = leafHash(p+1, &b.key, &b.val)
-	n := &mapNode{}
-	n.kids[bit(&a.key, p)], n.kids[bit(&b.key, p)] = a, b
+	n := &mapInner{}
+	n.kids[bit(&a.key, p)], n.kids[bit(&b.key, p)] = a.place(p+1), b.place(p+1)
 	n.rehash(p)
 	for q := p - 1; q >= d; q-- {
-		up := &mapNode{}
+		up := &mapInner{}
 		up.kids[bit(&a.key, q)] = n
 		up.rehash(q)
 		n = up
@@ -229,34 +243,31 @@ func (m *treeMap) Delete(key Hash) {
 // del removes key from the subtree n at depth d and returns the subtree
 // that replaces it, and whether anything changed. A subtree left with one
 // item becomes that item's leaf, which rises to the subtree's top.
-func (m *treeMap) del(n *mapNode, d int, key *Hash) (*mapNode, bool) {
-	if n == nil {
-		return nil, false
-	}
-	if n.isLeaf() {
-		if n.key != *key {
+func (m *treeMap) del(n mapNode, d int, key *Hash) (mapNode, bool) {
+	switch x := n.(type) {
+	case *mapLeaf:
+		if x.key != *key {
 			return n, false
 		}
 		m.n--
 		return nil, true
+	case *mapInner:
+		b := bit(key, d)
+		c, changed := m.del(x.kids[b], d+1, key)
+		if !changed {
+			return n, false
+		}
+		x.kids[b] = c
+		if o, ok := x.kids[1-b].(*mapLeaf); ok && c == nil {
+			return o.place(d), true
+		}
+		if l, ok := c.(*mapLeaf); ok && x.kids[1-b] == nil {
+			return l.place(d), true
+		}
+		x.rehash(d)
+		return n, true
 	}
-	b := bit(key, d)
-	c, changed := m.del(n.kids[b], d+1, key)
-	if !changed {
-		return n, false
-	}
-	n.kids[b] = c
-	o := n.kids[1-b]
-	switch {
-	case c == nil && o.isLeaf():
-		o.hash = leafHash(d, &o.key, &o.val)
-		return o, true
-	case o == nil && c.isLeaf():
-		c.hash = leafHash(d, &c.key, &c.val)
-		return c, true
-	}
-	n.rehash(d)
-	return n, true
+	return nil, false
 }
 
 // Prove returns the proof of what the map holds at key: an inclusion
@@ -265,21 +276,23 @@ func (m *treeMap) Prove(key Hash) *MapProof {
 	p := &MapProof{End: EndEmpty}
 	n := m.root
 	for d := 0; n != nil; d++ {
-		if n.isLeaf() {
-			if n.key == key {
+		switch x := n.(type) {
+		case *mapLeaf:
+			if x.key == key {
 				p.End = EndIncluded
 			} else {
-				p.End, p.LeafKey, p.LeafValue = EndOtherLeaf, n.key, n.val
+				p.End, p.LeafKey, p.LeafValue = EndOtherLeaf, x.key, x.val
 			}
-			break
+			return p
+		case *mapInner:
+			b := bit(&key, d)
+			var sib Hash // Zero: empty.
+			if o := x.kids[1-b]; o != nil {
+				sib = *o.nodeHash()
+			}
+			p.Siblings = append(p.Siblings, sib)
+			n = x.kids[b]
 		}
-		b := bit(&key, d)
-		var sib Hash // Zero: empty.
-		if o := n.kids[1-b]; o != nil {
-			sib = o.hash
-		}
-		p.Siblings = append(p.Siblings, sib)
-		n = n.kids[b]
 	}
 	return p
 }

@@ -82,4 +82,7 @@
 // signs a root its log does not give ([AuditReport] carries the root
 // replay found). A [MapProof] proves against a root that a name maps to
 // an entry (inclusion) or is absent (exclusion), with hashes only.
+// [Server.LookupProved] answers a Lookup with such a proof against the
+// signed head, and the signed entries the item's value is made of, which
+// [Proved.Verify] checks.
 package dirlog

@@ -78,8 +78,20 @@
 // SignedName: the host refuses an entry whose writer set it, and, given
 // [Config.CheckPut], checks the packing's signature of every file put.
 //
-// # Heads
+// # Heads and the tree map
 //
-// [Server.Head] returns the log's head (user, sequence, entry hash) signed
-// by the dir host, so that readers can detect rollback and forks.
+// [Server.Head] returns the log's head (user, sequence, entry hash, map
+// root, time) signed by the dir host, so that readers can detect rollback
+// and forks. The map root is the root of a sparse Merkle tree of the
+// folded tree (see smt.go): from [MapKey] of each item's name to the hash
+// of the signed entry that put it there (chained through [MovedValue]
+// with every rename that moved it since); a deleted item is absent. It is
+// a deterministic function of the log: [MapRoot] recomputes it from the
+// entries alone, so an owner, a mirror or an auditor catches a host that
+// signs a root its log does not give ([AuditReport] carries the root
+// replay found). A [MapProof] proves against a root that a name maps to
+// an entry (inclusion) or is absent (exclusion), with hashes only.
+// [Server.LookupProved] answers a Lookup with such a proof against the
+// signed head, and the signed entries the item's value is made of, which
+// [Proved.Verify] checks.
 package dirlog

@@ -8,29 +8,39 @@ import (
 	"spindle.dev"
 )
 
-const headContext = "spindle.dev/dirlog head v1\n"
+// headContext begins the digest a host signs. Version 1 heads (before the
+// map root and time) are no longer signed or accepted.
+const headContext = "spindle.dev/dirlog head v2\n"
 
 // A Head is the state of one user's log as a dir host vouches for it: the
-// sequence number and hash of its last entry, signed by the host. A reader
-// that remembers the newest head it has seen for a user detects a rollback
-// (an older sequence number) and a fork (two hashes for one sequence
-// number) with [Head.Verify] and [CheckHead].
+// sequence number and hash of its last entry, and the root of the tree map
+// at that point (see [MapRoot]), signed by the host. A reader that
+// remembers the newest head it has seen for a user detects a rollback (an
+// older sequence number) and a fork (two hashes for one sequence number)
+// with [Head.Verify] and [CheckHead]; an owner, mirror or auditor holding
+// the log checks Root with [MapRoot], and a reader checks proofs against
+// it (see [MapProof]).
 type Head struct {
 	User    spindle.UserName
 	Seq     int64
 	Hash    Hash
+	Root    Hash              // Root of the tree map after entry Seq.
+	Time    spindle.Time      // When the host signed the head.
 	Host    spindle.UserName  // Who signed; empty if unsigned.
 	HostKey spindle.PublicKey // The key that signed.
 	Sig     spindle.Signature
 }
 
 // Digest returns the digest the host signs: the SHA-256 of a context
-// string, the user, the sequence number and the hash.
+// string, the user, the sequence number, the hash, the map root, the time
+// and the host.
 func (h *Head) Digest() []byte {
 	b := []byte(headContext)
 	b = appendString(b, string(h.User))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.Seq))
 	b = append(b, h.Hash[:]...)
+	b = append(b, h.Root[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(h.Time))
 	b = appendString(b, string(h.Host))
 	sum := sha256.Sum256(b)
 	return sum[:]
@@ -63,7 +73,9 @@ func (h *Head) Verify(key spindle.PublicKey) error {
 // CheckHead compares a newly received head with the newest one a reader
 // has seen for the same user (nil if none). It returns an error of kind
 // Integrity, naming both heads as evidence, if the new head is older (a
-// rollback) or has the same sequence number and another hash (a fork).
+// rollback), has the same sequence number and another hash (a fork), or
+// the same sequence number and another map root (a zero root, from a
+// reader that kept none, is not compared).
 // A reader keeps whichever of the two has the higher sequence number.
 func CheckHead(seen, got *Head) error {
 	const op spindle.Op = "dirlog.CheckHead"
@@ -78,6 +90,9 @@ func CheckHead(seen, got *Head) error {
 		return spindle.E(op, spindle.Integrity, got.User, fmt.Sprintf("rollback: %s offers the log at sequence %d (%s), already saw %d (%s) from %s", from(got), got.Seq, got.Hash, seen.Seq, seen.Hash, from(seen)))
 	case got.Seq == seen.Seq && got.Hash != seen.Hash:
 		return spindle.E(op, spindle.Integrity, got.User, fmt.Sprintf("fork at sequence %d: %s from %s, %s from %s", got.Seq, got.Hash, from(got), seen.Hash, from(seen)))
+	case got.Seq == seen.Seq && !got.Root.IsZero() && !seen.Root.IsZero() && got.Root != seen.Root:
+		// One log state has one map root: one of the two is a lie.
+		return spindle.E(op, spindle.Integrity, got.User, fmt.Sprintf("two map roots for sequence %d (%s): %s from %s, %s from %s", got.Seq, got.Hash, got.Root, from(got), seen.Root, from(seen)))
 	}
 	return nil
 }
@@ -90,7 +105,10 @@ func from(h *Head) string {
 	return "host " + string(h.Host)
 }
 
-const headMagic = "SPDLH1"
+const (
+	headMagic   = "SPDLH2"
+	headMagicV1 = "SPDLH1" // Before map roots; refused.
+)
 
 // Marshal returns the canonical encoding of the head, signature included,
 // for travel between peers and for publishing.
@@ -99,23 +117,33 @@ func (h *Head) Marshal() []byte {
 	b = appendString(b, string(h.User))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.Seq))
 	b = append(b, h.Hash[:]...)
+	b = append(b, h.Root[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(h.Time))
 	b = appendString(b, string(h.Host))
 	b = appendString(b, string(h.HostKey))
 	return appendBytes(b, h.Sig)
 }
 
 // UnmarshalHead decodes a head encoded by [Head.Marshal]. It checks the
-// structure only; use [Head.Verify] for the signature. Errors are Invalid.
+// structure only; use [Head.Verify] for the signature. Errors are Invalid;
+// a head in the encoding of version 1, which did not commit to the tree,
+// is refused as such.
 func UnmarshalHead(data []byte) (*Head, error) {
 	const op spindle.Op = "dirlog.UnmarshalHead"
 	d := decoder{b: data}
-	if string(d.take(len(headMagic), "magic")) != headMagic {
+	switch magic := string(d.take(len(headMagic), "magic")); magic {
+	case headMagic:
+	case headMagicV1:
+		return nil, spindle.E(op, spindle.Invalid, "head is in version 1 encoding, which commits to no tree map; the host must be upgraded")
+	default:
 		d.fail("bad magic")
 	}
 	h := &Head{}
 	h.User = spindle.UserName(d.string(spindle.MaxUserNameLen, "user"))
 	h.Seq = int64(d.u64("sequence"))
 	copy(h.Hash[:], d.take(len(h.Hash), "hash"))
+	copy(h.Root[:], d.take(len(h.Root), "map root"))
+	h.Time = spindle.Time(d.u64("time"))
 	h.Host = spindle.UserName(d.string(spindle.MaxUserNameLen, "host"))
 	h.HostKey = spindle.PublicKey(d.string(maxKeyLen, "host key"))
 	h.Sig = d.bytes(MaxSignature, "signature")

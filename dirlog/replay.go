@@ -248,6 +248,7 @@ type AuditReport struct {
 	User    spindle.UserName
 	Entries int64 // Valid entries from the start of the log.
 	Head    Hash  // Hash of the last valid entry.
+	Root    Hash  // Root of the tree map after it (see [MapRoot]).
 	// Err says why the log is not valid to its end: a damaged frame, an
 	// entry that does not decode, verify or follow from the log before it.
 	// It is nil for a log that is valid throughout.
@@ -287,7 +288,7 @@ func Audit(ctx context.Context, logs map[spindle.UserName][]byte, keys KeyFunc, 
 	var out []AuditReport
 	for u := range logs {
 		t := r.trees[u]
-		rep := AuditReport{User: u, Entries: t.seq, Head: t.head, Err: r.bad[u]}
+		rep := AuditReport{User: u, Entries: t.seq, Head: t.head, Root: t.mapRoot(), Err: r.bad[u]}
 		if rep.Err == nil {
 			rep.Err = tails[u]
 		}

@@ -1099,7 +1099,9 @@ func (s *Server) HeadFor(ctx context.Context, user, owner spindle.UserName) (*He
 }
 
 // Head returns the head of owner's log, signed by the host if the server
-// has a Host signer. A log with no entries has sequence 0 and the zero hash.
+// has a Host signer: its sequence number, the hash of its last entry, the
+// root of its tree map (see [MapRoot]) and the time it was signed. A log
+// with no entries has sequence 0, the zero hash and the empty map's root.
 // It checks no rights: a node answering users calls [Server.HeadFor].
 func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*Head, error) {
 	const op spindle.Op = "dirlog.Head"
@@ -1119,8 +1121,11 @@ func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*Head, error
 			s.mu.RUnlock()
 			return &c, nil
 		}
-		h.Seq, h.Hash = l.t.seq, l.t.head
+		h.Seq, h.Hash, h.Root = l.t.seq, l.t.head, l.t.mapRoot()
+	} else {
+		h.Root = emptyHashes[0]
 	}
+	h.Time = spindle.Now()
 	s.mu.RUnlock()
 	if s.cfg.Host != nil {
 		if err := h.Sign(s.cfg.Host); err != nil {
@@ -1378,6 +1383,7 @@ func (s *Server) history(ctx context.Context, l *userLog, from int64) ([]seqEven
 		return nil, nil
 	}
 	t := newTree(l.user)
+	t.m = nil // Events need no map.
 	var out []seqEvents
 	err := l.log.Scan(ctx, func(b []byte) (err error) {
 		p := decodePending(b)

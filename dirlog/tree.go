@@ -17,6 +17,11 @@ type node struct {
 	kids  map[string]*node // Directories only.
 	acc   *access.Access   // Access files only: the parsed contents.
 	grp   *access.Group    // Group files only: the parsed contents.
+	// src is the signed entry that put the item, and moves the renames
+	// that moved it since, oldest first: what its value in the tree map
+	// is made of (see smt.go), for proofs.
+	src   *Entry
+	moves []*Entry
 }
 
 // A groupVersion is the state of a Group file from seq on; g is nil while
@@ -35,10 +40,21 @@ type tree struct {
 	head   Hash
 	groups map[spindle.PathName][]groupVersion // History of every Group file.
 	acl    map[spindle.PathName]*access.Access // Every Access file, parsed.
+	// m is the tree as an authenticated map (see smt.go), which heads
+	// commit to; nil in a fold that needs no map (Server.history).
+	m *treeMap
 }
 
 func newTree(user spindle.UserName) *tree {
-	return &tree{user: user, groups: make(map[spindle.PathName][]groupVersion), acl: make(map[spindle.PathName]*access.Access)}
+	return &tree{user: user, groups: make(map[spindle.PathName][]groupVersion), acl: make(map[spindle.PathName]*access.Access), m: &treeMap{}}
+}
+
+// mapRoot returns the root of the tree's map.
+func (t *tree) mapRoot() Hash {
+	if t.m == nil {
+		return Hash{}
+	}
+	return t.m.Root()
 }
 
 // find returns the node named by p, or nil. If the walk met a file or link
@@ -471,6 +487,7 @@ func (t *tree) governing(name spindle.PathName) *access.Access {
 // order.
 func (t *tree) apply(e *Entry) []change {
 	seq := e.Seq
+	hash := e.Hash()
 	p, _ := spindle.Parse(e.Entry.Name)
 	var changes []change
 	gone := func(n *node) {
@@ -480,7 +497,10 @@ func (t *tree) apply(e *Entry) []change {
 	}
 	switch e.Op {
 	case OpPut, OpLink, OpMkdir:
-		n := &node{entry: *cloneEntry(&e.Entry)}
+		// The node shares the entry's slices: the tree owns e (decoded
+		// from its encoding), and neither copy's slices are changed in
+		// place; answers are cloned.
+		n := &node{entry: e.Entry, src: e}
 		if e.Op == OpMkdir {
 			n.kids = make(map[string]*node)
 		}
@@ -494,6 +514,7 @@ func (t *tree) apply(e *Entry) []change {
 			parent.kids[p.Last()] = n
 		}
 		t.noteControl(n.entry.Name, n, seq)
+		t.mapSet(n.entry.Name, hash)
 		changes = append(changes, t.changeOf(spindle.Event{Entry: cloneEntry(&n.entry)}))
 	case OpDelete:
 		parent, _ := t.find(p.Dir())
@@ -501,6 +522,7 @@ func (t *tree) apply(e *Entry) []change {
 		gone(n)
 		delete(parent.kids, p.Last())
 		t.noteControl(n.entry.Name, nil, seq)
+		t.mapDelete(n.entry.Name)
 	case OpRename:
 		q, _ := spindle.Parse(e.NewName)
 		parent, _ := t.find(p.Dir())
@@ -511,8 +533,10 @@ func (t *tree) apply(e *Entry) []change {
 		})
 		delete(parent.kids, p.Last())
 		rec := e.Marshal()
+		var moved []Hash // Map values of the moved items, in walk order.
 		walk(n, func(m *node) bool {
 			t.noteControl(m.entry.Name, nil, seq)
+			moved = append(moved, t.mapDelete(m.entry.Name))
 			if !m.entry.Attr.IsDir() {
 				if m.entry.SignedName == "" {
 					// The writer signed the old name; readers verify
@@ -528,8 +552,12 @@ func (t *tree) apply(e *Entry) []change {
 		})
 		dst, _ := t.find(q.Dir())
 		dst.kids[q.Last()] = n
+		i := 0
 		walk(n, func(m *node) bool {
 			t.noteControl(m.entry.Name, m, seq)
+			t.mapSet(m.entry.Name, MovedValue(hash, moved[i]))
+			m.moves = append(m.moves, e)
+			i++
 			return true
 		})
 		walk(n, func(m *node) bool {
@@ -540,7 +568,7 @@ func (t *tree) apply(e *Entry) []change {
 	}
 	t.stamp(p, seq)
 	t.seq = seq
-	t.head = e.Hash()
+	t.head = hash
 	return changes
 }
 
@@ -560,6 +588,25 @@ func signedRecords(e *Entry, old *node) [][]byte {
 		return old.entry.Signed
 	}
 	return nil
+}
+
+// mapSet sets the value of name in the tree's map, if it keeps one.
+func (t *tree) mapSet(name spindle.PathName, val Hash) {
+	if t.m != nil {
+		t.m.Set(MapKey(name), val)
+	}
+}
+
+// mapDelete removes name from the tree's map, if it keeps one, and returns
+// the value it had.
+func (t *tree) mapDelete(name spindle.PathName) Hash {
+	if t.m == nil {
+		return Hash{}
+	}
+	k := MapKey(name)
+	v, _ := t.m.Get(k)
+	t.m.Delete(k)
+	return v
 }
 
 // stamp sets seq on p, if it exists, and on every directory above it.

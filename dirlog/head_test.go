@@ -1,0 +1,64 @@
+package dirlog
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"spindle.dev"
+)
+
+// TestHeadCommitsToMap checks that a head carries the map root of its log,
+// that its signature covers the root and the time, that both survive the
+// encoding, that a version 1 encoding is refused, and that two roots for
+// one sequence number are caught.
+func TestHeadCommitsToMap(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	empty := e.do2(e.s.Head(e.ctx, ann))
+	if r, _ := MapRoot(nil); empty.Root != r || r != emptyHashes[0] {
+		t.Fatalf("head of a missing log has root %s, want the empty map's %s", empty.Root, r)
+	}
+	e.setup()
+	h := e.do2(e.s.Head(e.ctx, ann))
+	want, err := MapRoot(e.logEntries(ann))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Root != want || h.Time == 0 {
+		t.Fatalf("head root %s time %d, want root %s and a time", h.Root, h.Time, want)
+	}
+	dec, err := UnmarshalHead(h.Marshal())
+	if err != nil || dec.Root != h.Root || dec.Time != h.Time || dec.Verify(e.host.pub) != nil {
+		t.Fatalf("round trip: %+v, %v", dec, err)
+	}
+	for name, change := range map[string]func(*Head){
+		"root": func(h *Head) { h.Root[0] ^= 1 },
+		"time": func(h *Head) { h.Time++ },
+		"hash": func(h *Head) { h.Hash[31] ^= 1 },
+		"user": func(h *Head) { h.User = bob },
+	} {
+		c := *h
+		change(&c)
+		wantKind(t, c.Verify(e.host.pub), spindle.Integrity, "head with another "+name)
+	}
+
+	// A head as version 1 encoded it: magic, user, sequence, hash, host,
+	// host key, signature.
+	v1 := []byte(headMagicV1)
+	v1 = appendString(v1, string(h.User))
+	v1 = binary.BigEndian.AppendUint64(v1, uint64(h.Seq))
+	v1 = append(v1, h.Hash[:]...)
+	v1 = appendString(v1, string(h.Host))
+	v1 = appendString(v1, string(h.HostKey))
+	v1 = appendBytes(v1, h.Sig)
+	_, err = UnmarshalHead(v1)
+	wantKind(t, err, spindle.Invalid, "version 1 head")
+
+	lie := *h
+	lie.Root[3] ^= 1
+	wantKind(t, CheckHead(h, &lie), spindle.Integrity, "two roots for one sequence")
+	kept := *h
+	kept.Root = Hash{} // A reader that kept no root compares none.
+	if err := CheckHead(&kept, h); err != nil {
+		t.Fatal(err)
+	}
+}

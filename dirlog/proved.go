@@ -1,0 +1,168 @@
+package dirlog
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"spindle.dev"
+)
+
+// A Proved is what proves a read's answer against a signed head: that a
+// name maps in the head's tree map to a value (inclusion), or is absent
+// (exclusion).
+type Proved struct {
+	Head  *Head            // Signed by the host; the proof is against Head.Root.
+	Name  spindle.PathName // The name proved.
+	Proof *MapProof
+	// Value is the name's value in the map, for an inclusion.
+	Value Hash
+	// Entries are, for an inclusion shown whole to the reader, the signed
+	// entry that put the item and then every rename that moved it, oldest
+	// first, from which Value follows (see [Proved.Verify]). They are nil
+	// for an exclusion, and for an item the reader may not read: its entry
+	// holds the blocks and packdata the reader may not see, so only the
+	// name's presence is proved.
+	Entries []*Entry
+}
+
+// LookupProved is [Server.Lookup] with a proof of its answer against the
+// current signed head: for an entry, the inclusion of its name (for a
+// link met on the way, of the link's name), with the signed entries its
+// value is made of if the user may read it; for NotExist, and for NotDir
+// through a file, the exclusion of the name. Denials (Private,
+// Permission) and other errors carry no proof. The answer and the proof
+// are taken from one state of the tree; if the log moves on before the
+// head for that state is signed, LookupProved tries again, and after a
+// few tries fails with kind Transient.
+func (s *Server) LookupProved(ctx context.Context, user spindle.UserName, name spindle.PathName) (*spindle.DirEntry, *Proved, error) {
+	const op spindle.Op = "dirlog.LookupProved"
+	if err := checkUser(user); err != nil {
+		return nil, nil, spindle.E(op, name, err)
+	}
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return nil, nil, spindle.E(op, user, err)
+	}
+	for try := 0; try < 8; try++ {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, spindle.E(op, spindle.Transient, p.Path(), user, err)
+		}
+		d, pr, seq, err := s.lookupProved(user, p)
+		if pr == nil {
+			if err != nil {
+				err = spindle.E(op, p.Path(), user, err)
+			}
+			return d, nil, err
+		}
+		h, herr := s.Head(ctx, p.User())
+		if herr != nil {
+			return nil, nil, spindle.E(op, p.Path(), user, herr)
+		}
+		if h.Seq != seq {
+			continue // The log moved between the answer and the head.
+		}
+		pr.Head = h
+		if err != nil {
+			err = spindle.E(op, p.Path(), user, err)
+		}
+		return d, pr, err
+	}
+	return nil, nil, spindle.E(op, spindle.Transient, p.Path(), user, "the log kept moving; try again")
+}
+
+// lookupProved answers the lookup and makes its proof, without the head,
+// from one state of the tree, whose sequence number it returns.
+func (s *Server) lookupProved(user spindle.UserName, p spindle.Parsed) (*spindle.DirEntry, *Proved, int64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r := s.readerFor(p.User(), user)
+	d, err := r.lookup(p)
+	seq := r.t.seq
+	if r.t.m == nil {
+		return d, nil, seq, err
+	}
+	n, blocker := r.t.find(p)
+	switch {
+	case err == nil && n != nil:
+	case spindle.KindOf(err) == spindle.NotDir && d != nil && blocker != nil:
+		n = blocker // The link to follow.
+	case spindle.KindOf(err) == spindle.NotExist, spindle.KindOf(err) == spindle.NotDir && d == nil:
+		k := MapKey(p.Path())
+		return d, &Proved{Name: p.Path(), Proof: r.t.m.Prove(k)}, seq, err
+	default:
+		return d, nil, seq, err
+	}
+	k := MapKey(n.entry.Name)
+	v, _ := r.t.m.Get(k)
+	pr := &Proved{Name: n.entry.Name, Proof: r.t.m.Prove(k), Value: v}
+	if d.Attr&spindle.AttrIncomplete == 0 && n.src != nil {
+		// Copies: returned values are never shared with the caller.
+		for _, e := range append([]*Entry{n.src}, n.moves...) {
+			c := *e
+			c.Entry = *cloneEntry(&e.Entry)
+			c.Sig = append(spindle.Signature(nil), e.Sig...)
+			pr.Entries = append(pr.Entries, &c)
+		}
+	}
+	return d, pr, seq, err
+}
+
+// Verify checks that pr proves its answer against pr.Head.Root: for an
+// inclusion, that pr.Name maps to pr.Value and, if pr.Entries are given,
+// that Value follows from them (the hash of the first, chained with
+// [MovedValue] through each rename after it) and that they bring the item
+// to pr.Name; for an exclusion, that pr.Name is absent. It checks neither
+// the head's signature (see [Head.Verify]) nor the entries' signatures,
+// which need the host's and the writers' keys. Failures are Integrity.
+func (pr *Proved) Verify() error {
+	const op spindle.Op = "dirlog.Proved.Verify"
+	if pr.Head == nil || pr.Proof == nil {
+		return spindle.E(op, spindle.Integrity, pr.Name, "no head or no proof")
+	}
+	key := MapKey(pr.Name)
+	if pr.Proof.End != EndIncluded {
+		if err := pr.Proof.VerifyAbsent(pr.Head.Root, key); err != nil {
+			return spindle.E(op, pr.Name, err)
+		}
+		return nil
+	}
+	if err := pr.Proof.VerifyIncluded(pr.Head.Root, key, pr.Value); err != nil {
+		return spindle.E(op, pr.Name, err)
+	}
+	if len(pr.Entries) == 0 {
+		return nil
+	}
+	v, name, err := chain(pr.Entries)
+	if err != nil {
+		return spindle.E(op, spindle.Integrity, pr.Name, err)
+	}
+	if name != pr.Name || v != pr.Value {
+		return spindle.E(op, spindle.Integrity, pr.Name, fmt.Sprintf("the entries bring %s with value %.12s, not %s with %.12s", name, v, pr.Name, pr.Value))
+	}
+	return nil
+}
+
+// chain returns the map value and the name of an item put by es[0] and
+// moved by the renames after it.
+func chain(es []*Entry) (Hash, spindle.PathName, error) {
+	first := es[0]
+	switch first.Op {
+	case OpPut, OpMkdir, OpLink:
+	default:
+		return Hash{}, "", fmt.Errorf("first entry is a %s, not what puts an item", first.Op)
+	}
+	v, name := first.Hash(), first.Entry.Name
+	for i, e := range es[1:] {
+		from := e.Entry.Name
+		if e.Op != OpRename || e.Seq <= es[i].Seq {
+			return Hash{}, "", fmt.Errorf("entry %d is a %s at sequence %d, not a later rename", i+2, e.Op, e.Seq)
+		}
+		if name != from && !strings.HasPrefix(string(name), string(from)+"/") {
+			return Hash{}, "", fmt.Errorf("rename at sequence %d moves %s, which does not hold %s", e.Seq, from, name)
+		}
+		name = e.NewName + name[len(from):]
+		v = MovedValue(e.Hash(), v)
+	}
+	return v, name, nil
+}

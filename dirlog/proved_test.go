@@ -1,0 +1,136 @@
+package dirlog
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"spindle.dev"
+)
+
+// TestLookupProved checks Lookup answers with their proofs: an entry with
+// the signed entries that make its value (after a rename of its
+// directory too), a link met on the way, NotExist with an exclusion, an
+// incomplete entry with its presence only, and no proof with a denial; and
+// that a proof changed in any part fails.
+func TestLookupProved(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	e.setup()
+	c := e.as(ann)
+	e.do(c.Put(e.ctx, control("ann@example.com/Access", "*: ann@example.com\nl: cat@example.com\n")))
+	e.do(c.PutLink(e.ctx, "ann@example.com/docs", "ann@example.com/ln"))
+
+	check := func(user spindle.UserName, name spindle.PathName, wantErr spindle.Kind, wantEnd ProofEnd, wantEntries int) (*spindle.DirEntry, *Proved) {
+		t.Helper()
+		d, pr, err := e.s.LookupProved(e.ctx, user, name)
+		if wantErr == spindle.Other && err != nil || wantErr != spindle.Other && spindle.KindOf(err) != wantErr {
+			t.Fatalf("%s as %s: error %v, want kind %v", name, user, err, wantErr)
+		}
+		if pr == nil {
+			t.Fatalf("%s as %s: no proof", name, user)
+		}
+		if err := pr.Head.Verify(e.host.pub); err != nil {
+			t.Fatal(err)
+		}
+		if root, _ := MapRoot(e.logEntries(ann)); pr.Head.Root != root {
+			t.Fatalf("%s: head root %s, MapRoot %s", name, pr.Head.Root, root)
+		}
+		if err := pr.Verify(); err != nil {
+			t.Fatalf("%s as %s: %v", name, user, err)
+		}
+		if pr.Proof.End != wantEnd || len(pr.Entries) != wantEntries {
+			t.Fatalf("%s as %s: proof ends at %s with %d entries, want %s with %d", name, user, pr.Proof.End, len(pr.Entries), wantEnd, wantEntries)
+		}
+		return d, pr
+	}
+
+	d, pr := check(ann, "ann@example.com/docs/a.txt", spindle.Other, EndIncluded, 1)
+	if pr.Entries[0].Entry.Name != d.Name || pr.Entries[0].Op != OpPut {
+		t.Fatalf("entries %+v for %s", pr.Entries[0], d.Name)
+	}
+	tamper := map[string]func(p *Proved){
+		"value":       func(p *Proved) { p.Value[0] ^= 1 },
+		"name":        func(p *Proved) { p.Name = "ann@example.com/docs/b.txt" },
+		"root":        func(p *Proved) { p.Head.Root[9] ^= 1 },
+		"entry":       func(p *Proved) { p.Entries[0].Time++ },
+		"no entries":  func(p *Proved) { p.Entries = []*Entry{{Op: OpDelete}} },
+		"proof depth": func(p *Proved) { p.Proof.Siblings = p.Proof.Siblings[1:] },
+	}
+	for what, change := range tamper {
+		_, pr := check(ann, "ann@example.com/docs/a.txt", spindle.Other, EndIncluded, 1)
+		change(pr)
+		wantKind(t, pr.Verify(), spindle.Integrity, "proof with another "+what)
+	}
+
+	e.do(c.Rename(e.ctx, "ann@example.com/docs", "ann@example.com/papers"))
+	_, pr = check(ann, "ann@example.com/papers/sub/b.txt", spindle.Other, EndIncluded, 2)
+	if pr.Entries[1].Op != OpRename {
+		t.Fatalf("second entry is a %s, want the rename", pr.Entries[1].Op)
+	}
+	pr.Entries = pr.Entries[:1]
+	wantKind(t, pr.Verify(), spindle.Integrity, "proof without the rename")
+
+	check(ann, "ann@example.com/docs/a.txt", spindle.NotExist, EndEmpty, 0)
+	d, pr = check(ann, "ann@example.com/ln/x", spindle.NotDir, EndIncluded, 1)
+	if d.Name != "ann@example.com/ln" || pr.Name != d.Name {
+		t.Fatalf("through a link: entry %s, proof of %s", d.Name, pr.Name)
+	}
+	d, _ = check(cat, "ann@example.com/papers", spindle.Other, EndIncluded, 0)
+	if d.Attr&spindle.AttrIncomplete == 0 {
+		t.Fatal("cat may only list, yet got the whole entry")
+	}
+	check(cat, "ann@example.com/Access", spindle.Other, EndIncluded, 1) // Shown whole.
+
+	_, pr, err := e.s.LookupProved(e.ctx, dan, "ann@example.com/papers/sub/b.txt")
+	if !errors.Is(err, spindle.Private) || pr != nil {
+		t.Fatalf("dan: proof %v, error %v; want Private and no proof", pr, err)
+	}
+	_, pr, err = e.s.LookupProved(e.ctx, dan, "ann@example.com/nothing")
+	if !errors.Is(err, spindle.Private) || pr != nil {
+		t.Fatalf("dan on a missing name: proof %v, error %v; want Private and no proof", pr, err)
+	}
+}
+
+// TestLookupProvedConcurrent checks that proofs taken while the log grows
+// verify against the heads they come with.
+func TestLookupProvedConcurrent(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	e.setup()
+	c := e.as(ann)
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < 100; i++ {
+			if _, err := c.Put(e.ctx, file(spindle.PathName(fmt.Sprintf("ann@example.com/docs/f%d", i%10)), int64(i+1))); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	proved := 0
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if proved == 0 {
+				t.Fatal("no lookup was proved while the log grew")
+			}
+			return
+		default:
+		}
+		name := spindle.PathName(fmt.Sprintf("ann@example.com/docs/f%d", proved%10))
+		_, pr, err := e.s.LookupProved(e.ctx, ann, name)
+		if err != nil && !errors.Is(err, spindle.NotExist) {
+			t.Fatal(err)
+		}
+		if err := pr.Head.Verify(e.host.pub); err != nil {
+			t.Fatal(err)
+		}
+		if err := pr.Verify(); err != nil {
+			t.Fatalf("%s at %d: %v", name, pr.Head.Seq, err)
+		}
+		proved++
+	}
+}

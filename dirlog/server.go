@@ -267,7 +267,7 @@ func (s *Server) damageFor(owner, user spindle.UserName) error {
 		return spindle.E(spindle.Damaged, owner, d)
 	}
 	// Heads, and so sequence numbers, are public: the entry may be told.
-	return spindle.E(spindle.Damaged, owner, fmt.Sprintf("the directory log is damaged on this host at entry %d and not served until its operator repairs it", d.Entry))
+	return spindle.E(spindle.Damaged, owner, fmt.Sprintf("its directory log is damaged at entry %d and not served until the node's operator repairs it", d.Entry))
 }
 
 // Damage returns the damage found and cut when the server opened, one

@@ -80,7 +80,7 @@ func TestDamagedStore(t *testing.T) {
 	var cases []damage
 	const page = 4096
 	for p := int64(0); p*page < fi.Size(); p++ {
-		for _, o := range []int64{0, 9, 12, 20, 40, 100, 700, 2000, page - 60} {
+		for _, o := range []int64{0, 9, 12, 20, 40, 700, 2000} {
 			cases = append(cases, damage{name: fmt.Sprintf("raft.db/page%d+%d", p, o), file: "raft.db", off: p*page + o})
 		}
 	}

@@ -81,9 +81,9 @@ func openStore(dir string) (raft.LogStore, raft.StableStore, io.Closer, error) {
 }
 
 // checkPresent refuses a missing or empty raft.db in a directory that shows
-// the member has run before (its note key exists): bolt would make a new
-// empty store, and the member would bootstrap a new cluster over the old
-// one.
+// the member has run before (its snapshots directory, made after raft.db
+// on the first start, exists): bolt would make a new empty store, and the
+// member would bootstrap a new cluster over the old one.
 func checkPresent(dir, path string) error {
 	fi, err := os.Stat(path)
 	if err == nil && fi.Size() > 0 {
@@ -92,14 +92,14 @@ func checkPresent(dir, path string) error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return spindle.E(spindle.IO, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "notekey")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "snapshots")); err != nil {
 		return nil // A fresh member.
 	}
 	what := "is missing"
 	if err == nil {
 		what = "is empty"
 	}
-	return damaged(path, fmt.Errorf("the store %s but this member has run before (raft/notekey exists); starting afresh would make a new key cluster", what))
+	return damaged(path, fmt.Errorf("the store %s but this member has run before (raft/snapshots exists); starting afresh would make a new key cluster", what))
 }
 
 // safely runs fn, turning a panic or a memory fault in it (bolt reads its

@@ -170,6 +170,7 @@ func (s *smallStore) scan(n int, f spindle.FSFile, last bool) (int64, error) {
 		}
 		if length == tombstone {
 			delete(s.index, d)
+			delete(s.corrupt, d) // Dropped on purpose, and reported then.
 			off += recordHeader
 			continue
 		}

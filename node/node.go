@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -93,8 +94,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}()
 	if cfg.Home != "" {
-		if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
-			return nil, spindle.E(op, spindle.IO, err)
+		if err := privateHome(cfg.Home, log); err != nil {
+			return nil, spindle.E(op, err)
 		}
 	}
 
@@ -175,6 +176,30 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	log.Info("node ready", "peer", n.host.ID(), "addrs", n.Addrs(), "socket", n.SocketAddr())
 	return n, nil
+}
+
+// privateHome makes the node's home, mode 0700, or tightens an existing
+// one whose mode lets other users in: it holds the node's private key,
+// its logs and its socket. A home that cannot be tightened (another
+// user's) is refused.
+func privateHome(home string, log *slog.Logger) error {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return spindle.E(spindle.IO, err)
+	}
+	fi, err := os.Stat(home)
+	if err != nil {
+		return spindle.E(spindle.IO, err)
+	}
+	if !fi.IsDir() {
+		return spindle.E(spindle.Invalid, fmt.Sprintf("node home %s is not a directory", home))
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
+		if err := os.Chmod(home, perm&0o700); err != nil {
+			return spindle.E(spindle.Permission, fmt.Sprintf("node home %s is open to other users (mode %04o) and cannot be made private: %v", home, perm, err))
+		}
+		log.Warn("node home was open to other users; made private", "home", home, "was", fmt.Sprintf("%04o", perm), "now", fmt.Sprintf("%04o", perm&0o700))
+	}
+	return nil
 }
 
 // listenLocal starts the host that serves clients on this machine through

@@ -53,7 +53,21 @@ type Config struct {
 	Logger *slog.Logger
 	// NoSocket turns the Unix socket in Home off.
 	NoSocket bool
+	// SessionTTL is how long a client stays signed in before it must sign
+	// in again (clients do so by themselves); zero means DefaultSessionTTL.
+	SessionTTL time.Duration
+	// KeyPutLimit bounds the key.put requests one peer may make in a
+	// minute; zero means DefaultKeyPutLimit.
+	KeyPutLimit int
 }
+
+// DefaultSessionTTL is the default Config.SessionTTL. A session also ends
+// as soon as its user's key record changes.
+const DefaultSessionTTL = 12 * time.Hour
+
+// DefaultKeyPutLimit is the default Config.KeyPutLimit: enough for a
+// sign-up and a few changes, too few to register names in bulk.
+const DefaultKeyPutLimit = 10
 
 // A Node is a running Spindle peer.
 type Node struct {
@@ -72,7 +86,16 @@ type Node struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
-	sessions map[peer.ID]spindle.UserName // Authenticated client peers.
+	sessions map[peer.ID]session // Authenticated client peers.
+
+	keyPuts *peerLimiter // key.put requests per peer.
+}
+
+// A session is a client peer signed in as a user.
+type session struct {
+	user    spindle.UserName
+	version int64     // Of the user's key record at sign-in.
+	expires time.Time // After which the client must sign in again.
 }
 
 // New starts a node. On a fresh home it bootstraps a key cluster of one.
@@ -86,7 +109,14 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, spindle.E(op, spindle.Invalid, err)
 	}
-	n := &Node{cfg: cfg, log: log, writers: writers, sessions: make(map[peer.ID]spindle.UserName)}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.KeyPutLimit <= 0 {
+		cfg.KeyPutLimit = DefaultKeyPutLimit
+	}
+	n := &Node{cfg: cfg, log: log, writers: writers, sessions: make(map[peer.ID]session),
+		keyPuts: newPeerLimiter(cfg.KeyPutLimit, time.Minute, maxLimitedPeers)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -323,11 +353,36 @@ func (n *Node) Close() error {
 	return errors.Join(errs...)
 }
 
-// session returns the user the peer has authenticated as, or "".
+// session returns the user the peer has authenticated as, or "". A
+// session ends when it expires and when the user's key record changes
+// (a rotation, a new dir host): a key its owner replaced, or a session
+// opened by whoever stole it, acts no more.
 func (n *Node) session(p peer.ID) spindle.UserName {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.sessions[p]
+	s, ok := n.sessions[p]
+	n.mu.Unlock()
+	if !ok {
+		return ""
+	}
+	if time.Now().After(s.expires) || n.recordVersion(s.user) != s.version {
+		n.mu.Lock()
+		if n.sessions[p] == s {
+			delete(n.sessions, p)
+		}
+		n.mu.Unlock()
+		return ""
+	}
+	return s.user
+}
+
+// recordVersion returns the version of user's key record, or -1 if it
+// has none.
+func (n *Node) recordVersion(user spindle.UserName) int64 {
+	u, err := n.keys.Lookup(n.ctx, user)
+	if err != nil {
+		return -1
+	}
+	return u.Version
 }
 
 func (n *Node) forget(p peer.ID) {
@@ -358,23 +413,61 @@ func (n *Node) authenticate(ctx context.Context, p peer.ID, a *wire.AuthMsg) err
 	if err != nil {
 		return spindle.E(op, err)
 	}
-	if a.ClientPeer != p.String() || a.NodePeer != n.host.ID().String() {
-		return spindle.E(op, user, spindle.Permission, "credentials made for another connection")
-	}
-	if d := time.Since(a.Time.Go()); d > maxClockSkew || d < -maxClockSkew {
-		return spindle.E(op, user, spindle.Permission, fmt.Sprintf("credentials timed %v away from this node's clock", d.Round(time.Second)))
-	}
-	key, err := n.userKey(ctx, user)
+	u, err := n.keys.Lookup(ctx, user)
 	if err != nil {
 		return spindle.E(op, user, err)
 	}
-	if err := spindle.Verify(key, a.Digest(), a.Sig); err != nil {
-		return spindle.E(op, user, spindle.Permission, err)
+	if err := n.checkPossession(p, a, user, u.PublicKey); err != nil {
+		return spindle.E(op, err)
 	}
 	n.mu.Lock()
-	n.sessions[p] = user
+	n.sessions[p] = session{user: user, version: u.Version, expires: time.Now().Add(n.cfg.SessionTTL)}
 	n.mu.Unlock()
 	return nil
+}
+
+// checkPossession checks that a proves, for the connection from peer p
+// and now, possession of key as user: a is made for this connection (so
+// it cannot be replayed on another), timed within maxClockSkew, and
+// signed with key.
+func (n *Node) checkPossession(p peer.ID, a *wire.AuthMsg, user spindle.UserName, key spindle.PublicKey) error {
+	if a == nil {
+		return spindle.E(spindle.Permission, user, "no proof of possession of the key")
+	}
+	if a.User != user {
+		return spindle.E(spindle.Permission, user, "credentials made for "+string(a.User))
+	}
+	if a.ClientPeer != p.String() || a.NodePeer != n.host.ID().String() {
+		return spindle.E(user, spindle.Permission, "credentials made for another connection")
+	}
+	if d := time.Since(a.Time.Go()); d > maxClockSkew || d < -maxClockSkew {
+		return spindle.E(user, spindle.Permission, fmt.Sprintf("credentials timed %v away from this node's clock", d.Round(time.Second)))
+	}
+	if err := spindle.Verify(key, a.Digest(), a.Sig); err != nil {
+		return spindle.E(user, spindle.Permission, err)
+	}
+	return nil
+}
+
+// putKey serves key.put from peer p: the record goes to the key cluster
+// only if the peer proves, over this connection, possession of the key
+// the record registers (the new key, on a rotation), so that nobody
+// replays a record or registers keys it does not hold; and a peer gets
+// only cfg.KeyPutLimit tries a minute, so that names are not taken in
+// bulk. The cluster itself checks the record's signature and policy.
+func (n *Node) putKey(ctx context.Context, p peer.ID, req *wire.Request) error {
+	const op spindle.Op = "node.KeyPut"
+	if !n.keyPuts.allow(p, time.Now()) {
+		return spindle.E(op, spindle.Transient, fmt.Sprintf("too many key changes from this peer: at most %d a minute", n.cfg.KeyPutLimit))
+	}
+	u, err := keyraft.DecodeRecord(req.Data)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	if err := n.checkPossession(p, req.Auth, u.Name, u.PublicKey); err != nil {
+		return spindle.E(op, err)
+	}
+	return n.keys.Put(ctx, u)
 }
 
 // writerSet is the parsed -writers list.

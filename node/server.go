@@ -47,11 +47,7 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		}
 		return &wire.Response{Data: keyraft.EncodeRecord(u)}, nil
 	case wire.KeyPut:
-		u, err := keyraft.DecodeRecord(req.Data)
-		if err != nil {
-			return nil, err
-		}
-		return nil, n.keys.Put(ctx, u)
+		return nil, n.putKey(ctx, remote, req)
 	case wire.KeyDomain:
 		users, err := n.keys.Domain(ctx, req.Pattern)
 		return &wire.Response{Users: users}, err

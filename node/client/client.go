@@ -158,19 +158,30 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 
 // auth signs in to the node as the client's user.
 func (c *Client) auth(ctx context.Context) error {
+	a, err := c.possession(c.user, c.keys)
+	if err != nil {
+		return err
+	}
+	_, err = c.svc.call1(ctx, &wire.Request{Method: wire.Auth, Auth: a})
+	return err
+}
+
+// possession returns a proof, valid on this connection only and for a few
+// minutes, that the client holds signer's key as user: it signs the
+// client in, and goes with every key record the client puts.
+func (c *Client) possession(user spindle.UserName, signer spindle.Signer) (*wire.AuthMsg, error) {
 	a := &wire.AuthMsg{
-		User:       c.user,
+		User:       user,
 		ClientPeer: c.h.ID().String(),
 		NodePeer:   c.svc.peer.String(),
 		Time:       spindle.Now(),
 	}
-	sig, err := c.keys.Sign(a.Digest())
+	sig, err := signer.Sign(a.Digest())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a.Sig = sig
-	_, err = c.svc.call1(ctx, &wire.Request{Method: wire.Auth, Auth: a})
-	return err
+	return a, nil
 }
 
 // User implements spindle.Client.
@@ -303,7 +314,11 @@ func (c *Client) putUser(ctx context.Context, u *spindle.User) error {
 	if err := keyraft.Sign(u, c.keys); err != nil {
 		return err
 	}
-	_, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(u)})
+	a, err := c.possession(u.Name, c.keys)
+	if err != nil {
+		return err
+	}
+	_, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(u), Auth: a})
 	c.mu.Lock()
 	delete(c.userKeys, u.Name)
 	c.mu.Unlock()

@@ -94,7 +94,11 @@ func rotate(ctx context.Context, t *testing.T, c *Client, keys *pack.Keys, first
 	if err := keyraft.Sign(next, oldSigner{oldKeys: oldKeys, pub: cur.PublicKey}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(next)}); err != nil {
+	a, err := c.possession(user, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(next), Auth: a}); err != nil {
 		t.Fatalf("rotate: %v", err)
 	}
 }

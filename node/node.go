@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -281,24 +280,21 @@ func (n *Node) userKey(ctx context.Context, user spindle.UserName) (spindle.Publ
 	return u.PublicKey, nil
 }
 
-// keyHistory returns every key a user has held, oldest first, from the
-// key cluster's log, so that entries signed before a rotation replay.
-func (n *Node) keyHistory(ctx context.Context, user spindle.UserName) ([]spindle.PublicKey, error) {
+// keyHistory returns every key a user has held, oldest first, with how
+// far each signs in the user's own tree, from the key cluster's log, so
+// that entries signed before a rotation replay (see dirlog.HeldKeys).
+func (n *Node) keyHistory(ctx context.Context, user spindle.UserName) ([]dirlog.HeldKey, error) {
 	proofs, err := n.keys.History(ctx, user)
 	if err != nil {
 		return nil, err
 	}
-	var keys []spindle.PublicKey
-	for _, p := range proofs {
-		u, err := keyraft.DecodeRecord(p.Record)
-		if err != nil {
+	versions := make([]*spindle.User, len(proofs))
+	for i, p := range proofs {
+		if versions[i], err = keyraft.DecodeRecord(p.Record); err != nil {
 			return nil, err
 		}
-		if !slices.Contains(keys, u.PublicKey) {
-			keys = append(keys, u.PublicKey)
-		}
 	}
-	return keys, nil
+	return dirlog.HeldKeys(versions), nil
 }
 
 // DialAddr returns the network address a client on this machine should
@@ -467,7 +463,27 @@ func (n *Node) putKey(ctx context.Context, p peer.ID, req *wire.Request) error {
 	if err := n.checkPossession(p, req.Auth, u.Name, u.PublicKey); err != nil {
 		return spindle.E(op, err)
 	}
+	if err := n.checkCutoff(ctx, u); err != nil {
+		return spindle.E(op, err)
+	}
 	return n.keys.Put(ctx, u)
+}
+
+// checkCutoff refuses a record that replaces a user's key with a DirSeq
+// below the head of the user's tree on this node: the entries beyond it,
+// signed with the key being replaced and accepted while it was current,
+// would turn invalid (see dirlog.HeldKeys). The client reads its head and
+// signs the rotation again.
+func (n *Node) checkCutoff(ctx context.Context, u *spindle.User) error {
+	cur, err := n.keys.Lookup(ctx, u.Name)
+	if err != nil || cur.PublicKey == u.PublicKey {
+		return nil // A new user, or no rotation; the cluster judges the rest.
+	}
+	h, err := n.dir.Head(ctx, u.Name)
+	if err != nil || h.Seq <= u.DirSeq {
+		return nil
+	}
+	return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("the key rotation's dir sequence %d is behind the tree's head %d on this node; read the head and sign the rotation again", u.DirSeq, h.Seq))
 }
 
 // writerSet is the parsed -writers list.

@@ -52,8 +52,12 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		users, err := n.keys.Domain(ctx, req.Pattern)
 		return &wire.Response{Users: users}, err
 	case wire.KeyHistory:
-		keys, err := n.keyHistory(ctx, req.User)
-		return &wire.Response{Keys: keys}, err
+		held, err := n.keyHistory(ctx, req.User)
+		resp := &wire.Response{}
+		for _, h := range held {
+			resp.Keys = append(resp.Keys, h.Key)
+		}
+		return resp, err
 	case wire.KeyProof:
 		p, err := n.keys.LookupProof(ctx, req.User)
 		if err != nil {

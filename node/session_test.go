@@ -77,8 +77,12 @@ func TestSessionEndsOnKeyChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h, err := n.dir.Head(context.Background(), "ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
 	next := keyraft.Next(cur)
-	next.PublicKey = fresh.PublicKey()
+	next.PublicKey, next.DirSeq = fresh.PublicKey(), h.Seq
 	if err := keyraft.Sign(next, old); err != nil {
 		t.Fatal(err)
 	}
@@ -228,5 +232,46 @@ func TestPeerLimiterBounded(t *testing.T) {
 	}
 	if got := l.size(); got > 3 {
 		t.Errorf("tracking %d peers, bound 3", got)
+	}
+}
+
+// A rotation must not cut off entries its tree already holds: a record
+// replacing the key with a DirSeq behind the tree's head on the node is
+// refused, and one at the head is taken.
+func TestRotationCutoffNotBehindHead(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	c, old := dialWithKeys(t, n, "ann@example.com")
+	ctx := context.Background()
+	if _, err := c.Put(ctx, ann("a"), bytes.NewReader([]byte("a")), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	h, err := n.dir.Head(ctx, "ann@example.com")
+	if err != nil || h.Seq < 1 {
+		t.Fatalf("head %+v, %v", h, err)
+	}
+	r := dialRaw(t, n, old)
+	cur, err := n.keys.Lookup(ctx, "ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, _, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotation := func(dirSeq int64) error {
+		next := keyraft.Next(cur)
+		next.PublicKey, next.DirSeq = fresh.PublicKey(), dirSeq
+		if err := keyraft.Sign(next, old); err != nil {
+			t.Fatal(err)
+		}
+		_, err := r.call(&wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(next), Auth: r.proof("ann@example.com", fresh)})
+		return err
+	}
+	if err := rotation(h.Seq - 1); !errors.Is(err, spindle.Invalid) {
+		t.Fatalf("rotation behind the head: %v, want Invalid", err)
+	}
+	if err := rotation(h.Seq); err != nil {
+		t.Fatalf("rotation at the head: %v", err)
 	}
 }

@@ -389,12 +389,14 @@ func (c *Client) userKey(ctx context.Context, name spindle.UserName) (spindle.Pu
 	return u.PublicKey, nil
 }
 
-// writerKeys returns the keys accepted for a writer's signature: the
-// current key and, with history, the keys the writer held before a
-// rotation, as the key cluster's log records them, so that files written
-// before a rotation stay readable.
-func (c *Client) writerKeys(ctx context.Context, writer spindle.UserName, history bool) ([]spindle.PublicKey, error) {
-	cur, err := c.userKey(ctx, writer)
+// writerKeys returns the keys accepted for the writer's signature on e:
+// the current key and, with history, the keys the writer held before a
+// rotation, as the key cluster's log records them, that may sign e: an
+// entry of the writer's own tree only up to the sequence number the
+// rotation recorded (see dirlog.HeldKeys), so that files written before a
+// rotation stay readable and a rotated-away key signs nothing new.
+func (c *Client) writerKeys(ctx context.Context, e *spindle.DirEntry, history bool) ([]spindle.PublicKey, error) {
+	cur, err := c.userKey(ctx, e.Writer)
 	if err != nil {
 		return nil, err
 	}
@@ -402,24 +404,17 @@ func (c *Client) writerKeys(ctx context.Context, writer spindle.UserName, histor
 	if !history {
 		return keys, nil
 	}
-	var old []spindle.PublicKey
-	if c.keyLog != nil {
-		old, err = c.provedHistory(ctx, writer)
-		if errors.Is(err, spindle.Integrity) {
-			return nil, err
-		}
-	} else {
-		var resp *wire.Response
-		if resp, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyHistory, User: writer}); err == nil {
-			old = resp.Keys
-		}
+	versions, err := c.provedHistory(ctx, e.Writer)
+	if errors.Is(err, spindle.Integrity) {
+		return nil, err
 	}
 	if err != nil {
 		return keys, nil // The current key still verifies everything written since.
 	}
-	for _, k := range old {
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
+	tree, _, _ := strings.Cut(string(e.Name), "/")
+	for _, h := range dirlog.HeldKeys(versions) {
+		if h.Signs(e.Writer, spindle.UserName(tree), e.Sequence) && !slices.Contains(keys, h.Key) {
+			keys = append(keys, h.Key)
 		}
 	}
 	return keys, nil
@@ -633,7 +628,7 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 	// are the keys the writer held before a rotation fetched and tried.
 	var r *pack.Reader
 	for _, history := range []bool{false, true} {
-		wkeys, kerr := c.writerKeys(ctx, e.Writer, history)
+		wkeys, kerr := c.writerKeys(ctx, e, history)
 		if kerr != nil {
 			return nil, spindle.E(op, p.Path(), fmt.Errorf("key of writer %s: %w", e.Writer, kerr))
 		}

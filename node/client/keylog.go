@@ -251,24 +251,30 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 	return u, nil
 }
 
-// provedHistory returns every key name has held, oldest first, each proved
-// to be in the key log.
-func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]spindle.PublicKey, error) {
+// provedHistory returns every version of name's key record, oldest
+// first, each proved to be in the key log when the client keeps one.
+func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]*spindle.User, error) {
 	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyProofs, User: name})
 	if err != nil {
 		return nil, err
 	}
-	var keys []spindle.PublicKey
+	var versions []*spindle.User
 	for _, data := range resp.Proofs {
 		p, err := keyraft.UnmarshalProof(data)
 		if err != nil {
 			return nil, err
 		}
-		u, err := c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
+		var u *spindle.User
+		if c.keyLog != nil {
+			u, err = c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
+		} else {
+			// Without a key log nothing is proved: the node's word is taken.
+			u, err = keyraft.DecodeRecord(p.Record)
+		}
 		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, u.PublicKey)
+		versions = append(versions, u)
 	}
-	return keys, nil
+	return versions, nil
 }

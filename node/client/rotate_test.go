@@ -3,16 +3,21 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
 	"spindle.dev/keyraft"
 	"spindle.dev/node"
 	"spindle.dev/node/wire"
+	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
 
@@ -87,6 +92,10 @@ func rotate(ctx context.Context, t *testing.T, c *Client, keys *pack.Keys, first
 		t.Fatal(err)
 	}
 	next := keyraft.Next(cur)
+	// The old key signs entries of the user's tree up to its head now.
+	if h, err := c.svc.Head(ctx, user); err == nil {
+		next.DirSeq = h.Seq
+	}
 	if err := keys.Rotate(secret); err != nil {
 		t.Fatal(err)
 	}
@@ -179,4 +188,75 @@ func TestClientKeyCacheExpires(t *testing.T) {
 		t.Fatalf("bob opens the file with his new key: %v", err)
 	}
 	f.Close()
+}
+
+// A replaced key's signature is accepted only for entries of its holder's
+// tree at or before the position the rotation recorded: a reader refuses,
+// with Integrity, an entry signed with the old key that a node serves as
+// written after the rotation, and still reads the ones written before.
+func TestRotatedKeySignsNothingNew(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	keys, first, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "@/Access", strings.NewReader("*: ann@example.com\nread: bob@example.com\n"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Put(ctx, "@/before", strings.NewReader("signed with the first key"), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotate(ctx, t, c, keys, first)
+	rec, err := c.LookupUser(ctx, "ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.DirSeq != before.Sequence {
+		t.Fatalf("rotation recorded dir sequence %d, want %d", rec.DirSeq, before.Sequence)
+	}
+
+	// The entry as it is, at its position before the rotation, reads.
+	c2, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	mustRead(t, c2, "@/before", []byte("signed with the first key"))
+
+	// A node that serves the old-key entry at a position after the
+	// rotation, where a thief's entry would be.
+	var late atomic.Bool
+	p2p.Handle(ctx, n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+		out, err := n.ServeClient(ctx, remote, data)
+		var req wire.Request
+		if !late.Load() || err != nil || wire.Decode(data, &req) != nil || req.Method != wire.DirLookup {
+			return out, err
+		}
+		var resp wire.Response
+		if err := wire.Decode(out, &resp); err != nil || resp.Entry == nil || resp.Entry.Name != "ann@example.com/before" {
+			return out, err
+		}
+		resp.Entry.Sequence = rec.DirSeq + 1
+		return wire.Encode(&resp)
+	})
+	late.Store(true)
+	for _, r := range []*Client{c, c2} {
+		if _, err := r.Open(ctx, "@/before"); !errors.Is(err, spindle.Integrity) {
+			t.Errorf("opened an entry signed with the replaced key after the rotation: %v, want Integrity", err)
+		}
+	}
+	late.Store(false)
+	mustRead(t, c, "@/before", []byte("signed with the first key"))
 }

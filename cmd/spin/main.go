@@ -97,6 +97,7 @@ func main() {
 		Stderr:    os.Stderr,
 		Context:   ctx,
 		NewClient: dialClient,
+		Trust:     trustCluster,
 	}
 	code := run(os.Args[1:], st)
 	stop()

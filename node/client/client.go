@@ -9,6 +9,8 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -49,9 +51,17 @@ type Config struct {
 	// key and the newest signed tree head seen (see keylog.go). Every key
 	// record is then proved to be in the cluster's transparency log. If
 	// the file does not exist, the node's verifier key is trusted and
-	// written there. Without a KeyLog, the client trusts its node's
-	// records.
+	// written there, unless RequireKeyLog is set. Without a KeyLog, the
+	// client trusts its node's records.
 	KeyLog string
+	// Verifier, if set, pins the key cluster's note verifier key: a key
+	// log or a node that names another is an Integrity error, and a
+	// missing key log is started with this key, not the node's.
+	Verifier string
+	// RequireKeyLog makes a missing KeyLog file an error, unless Verifier
+	// pins the key to start a new one with: the node's word is never
+	// taken again silently once the first use is past (see keylog.go).
+	RequireKeyLog bool
 	// DirHeads, if set, is the file that holds the newest head of each
 	// user's directory log the client has seen (see dirheads.go). Every
 	// answer is then checked not to come from an older state of the log.
@@ -90,6 +100,36 @@ var _ spindle.Client = (*Client)(nil)
 // Dial connects to the node cfg.Node names and signs in as the keys' user,
 // if the user is registered (else Signup will).
 func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	return dial(ctx, cfg, true)
+}
+
+// TrustKeyCluster starts the key log cfg.KeyLog, or checks the one there
+// is, with the key cluster's verifier key: the one cfg.Verifier pins or,
+// without a pin, the one cfg.Node gives (trust on first use). It returns
+// the key, for the user to compare or pin (see [VerifierFingerprint]).
+// It does not sign in, so it works before the user signs up.
+func TrustKeyCluster(ctx context.Context, cfg Config) (string, error) {
+	const op spindle.Op = "client.TrustKeyCluster"
+	if cfg.KeyLog == "" {
+		return "", spindle.E(op, spindle.Invalid, "no key log file")
+	}
+	cfg.RequireKeyLog = false
+	c, err := dial(ctx, cfg, false)
+	if err != nil {
+		return "", spindle.E(op, err)
+	}
+	defer c.Close()
+	return c.keyLog.vkey, nil
+}
+
+// VerifierFingerprint returns a short form of a key cluster's verifier
+// key for people to compare: SHA256: and the base64 of its SHA-256.
+func VerifierFingerprint(vkey string) string {
+	sum := sha256.Sum256([]byte(strings.TrimSpace(vkey)))
+	return "SHA256:" + base64.RawStdEncoding.EncodeToString(sum[:])
+}
+
+func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 	const op spindle.Op = "client.Dial"
 	if cfg.Keys == nil {
 		return nil, spindle.E(op, spindle.Invalid, "no keys")
@@ -148,6 +188,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, spindle.E(op, err)
 		}
 		c.keyLog = l
+	}
+	if !signIn {
+		return c, nil
 	}
 	if err := c.auth(ctx); err != nil && !errors.Is(err, spindle.NotExist) {
 		c.Close()

@@ -373,14 +373,17 @@ func (st *State) trustCluster(ctx context.Context, cfg *Config) error {
 		return nil
 	}
 	vkey, fp, err := st.Trust(ctx, cfg)
-	if err != nil {
+	switch {
+	case errors.Is(err, spindle.Integrity):
 		st.errorf("key cluster: %s", describeAll(err))
-		if errors.Is(err, spindle.Integrity) {
-			st.hint("the node's key cluster is not the one -verifier names: check the key with the cluster's operator")
-		} else {
-			st.hint("start the node, then run: spin init -force -recover %s", cfg.Username)
-		}
+		st.hint("the node's key cluster is not the one -verifier names: check the key with the cluster's operator")
 		return errFailed
+	case err != nil:
+		// The keys and config are made; only the key log is missing,
+		// which the next command will say.
+		st.errorf("warning: no key log made, since the key cluster's verifier key could not be learnt: %s", describeAll(err))
+		st.hint("start the node, then run: spin init -force -recover %s", cfg.Username)
+		return nil
 	}
 	out := st.Stdout
 	fmt.Fprintf(out, "Key cluster verifier key: %s\n", vkey)

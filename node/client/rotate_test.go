@@ -14,7 +14,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
 	"spindle.dev/node"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
@@ -73,54 +72,22 @@ func TestKeyRotationAcrossRestart(t *testing.T) {
 	}
 }
 
-// rotate replaces the key of c's user, whose keys were made from first,
-// with a new one: keys rotate locally, and the key cluster gets a new
+// rotate replaces the key of c's user with a new one through
+// Client.RotateKey: keys rotate locally, and the key cluster gets a new
 // record signed with the old key.
-func rotate(ctx context.Context, t *testing.T, c *Client, keys *pack.Keys, first pack.Secret) {
+func rotate(ctx context.Context, t *testing.T, c *Client, keys *pack.Keys, _ pack.Secret) {
 	t.Helper()
-	user := keys.UserName()
-	oldKeys, err := pack.FromSecret(user, first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur, err := c.LookupUser(ctx, user)
-	if err != nil {
-		t.Fatal(err)
+	if keys != c.keys {
+		t.Fatal("rotate: keys are not the client's")
 	}
 	secret, err := pack.NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := keyraft.Next(cur)
-	// The old key signs entries of the user's tree up to its head now.
-	if h, err := c.svc.Head(ctx, user); err == nil {
-		next.DirSeq = h.Seq
-	}
-	if err := keys.Rotate(secret); err != nil {
-		t.Fatal(err)
-	}
-	next.PublicKey = keys.PublicKey()
-	if err := keyraft.Sign(next, oldSigner{oldKeys: oldKeys, pub: cur.PublicKey}); err != nil {
-		t.Fatal(err)
-	}
-	a, err := c.possession(user, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(next), Auth: a}); err != nil {
+	if err := c.RotateKey(ctx, secret); err != nil {
 		t.Fatalf("rotate: %v", err)
 	}
 }
-
-// oldSigner signs with the key that was current before a rotation.
-type oldSigner struct {
-	oldKeys *pack.Keys
-	pub     spindle.PublicKey
-}
-
-func (s oldSigner) UserName() spindle.UserName                    { return s.oldKeys.UserName() }
-func (s oldSigner) PublicKey() spindle.PublicKey                  { return s.pub }
-func (s oldSigner) Sign(digest []byte) (spindle.Signature, error) { return s.oldKeys.Sign(digest) }
 
 // A long-lived client notices a reader's key rotation once its cached key
 // record expires: files it writes after that are wrapped for the reader's

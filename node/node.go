@@ -371,15 +371,9 @@ func (n *Node) session(p peer.ID) spindle.UserName {
 	return s.user
 }
 
-// recordVersion returns the version of user's key record, or -1 if it
+// recordVersion returns the version of user's key record, or 0 if it
 // has none.
-func (n *Node) recordVersion(user spindle.UserName) int64 {
-	u, err := n.keys.Lookup(n.ctx, user)
-	if err != nil {
-		return -1
-	}
-	return u.Version
-}
+func (n *Node) recordVersion(user spindle.UserName) int64 { return n.keys.Version(user) }
 
 func (n *Node) forget(p peer.ID) {
 	if n.host.Network().Connectedness(p) == network.Connected {

@@ -212,6 +212,11 @@ func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
 		return err
 	}
 	for ev := range events {
+		// A watch lasts only as long as the session it was opened in
+		// (see Node.session): not past a key rotation or the expiry.
+		if n.session(c.RemotePeer()) != user {
+			return spindle.E(wire.SessionOp, spindle.Permission, "session ended: sign in again")
+		}
 		msg, err := wire.Encode(&wire.Response{Entry: ev.Entry, Delete: ev.Delete, Err: wire.ErrBytes(ev.Err)})
 		if err != nil {
 			return err

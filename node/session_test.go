@@ -11,6 +11,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/keyraft"
+	"spindle.dev/node/client"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -273,5 +274,50 @@ func TestRotationCutoffNotBehindHead(t *testing.T) {
 	}
 	if err := rotation(h.Seq); err != nil {
 		t.Fatalf("rotation at the head: %v", err)
+	}
+}
+
+// A watch ends with the session it was opened in: after the expiry, the
+// next change ends it instead of being delivered.
+func TestWatchEndsWithSession(t *testing.T) {
+	const ttl = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := New(ctx, Config{Home: t.TempDir(), Writers: []string{"all"}, Logger: testLogger(t), SessionTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	watcher, keys := dialWithKeys(t, n, "ann@example.com")
+	start := time.Now()
+	ch, err := watcher.Watch(ctx, ann(""), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl - time.Since(start) + 100*time.Millisecond)
+	// Another client of ann's, with a session of its own, writes.
+	c2, err := client.Dial(ctx, client.Config{Keys: keys, Node: n.DialAddr(), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := c2.Put(ctx, ann("after"), bytes.NewReader([]byte("x")), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return // Ended.
+			}
+			if ev.Err != nil {
+				return // Ended, with the reason.
+			}
+			if ev.Entry != nil && ev.Entry.Name == ann("after") {
+				t.Fatalf("event delivered to a watch whose session expired %v ago", time.Since(start)-ttl)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("watch neither ended nor delivered")
+		}
 	}
 }

@@ -99,6 +99,10 @@ type ShareReport struct {
 	// who may be its members are listed in Unsure instead of Extra.
 	Groups []error
 	Unsure []UserName
+	// Domains holds, for each *@domain that grants read, the users the
+	// key cluster has registered in that domain now: under its open
+	// policy, whoever registered a name there. They are among Readers.
+	Domains map[string][]UserName
 	// Err, if set, says why the file could not be checked or repaired;
 	// the other fields hold what was found before.
 	Err error

@@ -148,8 +148,14 @@ type User struct {
 	DirHosts  []PeerAddr // Nodes that hold the user's directory log; the first sequences it.
 	Version   int64      // 1 for a new record, one more than the record it replaces.
 	Prev      []byte     // Hash of the record this one replaces; empty for version 1.
-	SignedBy  UserName   // Whose key signed the change: Name itself or its base user.
-	Signature Signature  // Signature by SignedBy's current key over the record.
+	// DirSeq is set by a record that replaces the user's key: the
+	// sequence number of the user's own tree log when the key was
+	// replaced. Entries of that tree signed with an earlier key are valid
+	// only up to it, so a stolen key its owner rotated away signs nothing
+	// a reader accepts. Later versions carry it over; 0 before any rotation.
+	DirSeq    int64
+	SignedBy  UserName  // Whose key signed the change: Name itself or its base user.
+	Signature Signature // Signature by SignedBy's current key over the record.
 }
 
 // A BlockStore stores and retrieves blocks by their content address. Every

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"spindle.dev"
@@ -17,14 +18,71 @@ import (
 type KeyFunc func(ctx context.Context, user spindle.UserName) (spindle.PublicKey, error)
 
 // A KeyHistoryFunc returns every key a user has held, current one
-// included, as the key cluster's log records them.
-type KeyHistoryFunc func(ctx context.Context, user spindle.UserName) ([]spindle.PublicKey, error)
+// included, as the key cluster's log records them (see [HeldKeys]).
+type KeyHistoryFunc func(ctx context.Context, user spindle.UserName) ([]HeldKey, error)
+
+// A HeldKey is a key a user has held, and how far into the user's own
+// tree it signs.
+type HeldKey struct {
+	Key spindle.PublicKey
+	// Until is the last sequence number of the user's own tree that the
+	// key may sign: the DirSeq of the record that replaced it. It is -1
+	// for the current key, which signs without limit.
+	Until int64
+}
+
+// HeldKeys returns the keys a user has held, in the order of the record
+// versions given (oldest first), each with the cutoff that the record
+// replacing it set (see [spindle.User.DirSeq]).
+//
+// This is the rule for rotated keys: an entry of a user's own tree signed
+// with a key the user replaced is valid only if its sequence number is at
+// most the cutoff. The cutoff is in the key record, which the new key
+// signs and the key cluster's transparency log orders, and the sequence
+// number is the entry's position in the tree's hash-chained log, which
+// the writer signs with the entry. A thief holding the replaced key can
+// sign an entry claiming any sequence number, but one at or below the
+// cutoff is a position the log already holds, so it can only fork the
+// log, which readers detect; and the host that sequences the tree takes
+// nothing signed with a key that is not current.
+func HeldKeys(versions []*spindle.User) []HeldKey {
+	var held []HeldKey
+	for i, u := range versions {
+		if i > 0 && versions[i-1].PublicKey != u.PublicKey {
+			for j := range held {
+				if held[j].Key == versions[i-1].PublicKey {
+					held[j].Until = max(held[j].Until, u.DirSeq)
+				}
+			}
+		}
+		if !slices.ContainsFunc(held, func(h HeldKey) bool { return h.Key == u.PublicKey }) {
+			held = append(held, HeldKey{Key: u.PublicKey, Until: 0})
+		}
+	}
+	if n := len(versions); n > 0 {
+		for j := range held {
+			if held[j].Key == versions[n-1].PublicKey {
+				held[j].Until = -1
+			}
+		}
+	}
+	return held
+}
+
+// Signs reports whether the held key may sign entry seq of tree, an entry
+// written by the key's holder: any entry of another user's tree (whose
+// host checked, when it took the entry, that the key was current), and
+// entries of the holder's own tree up to the cutoff.
+func (h HeldKey) Signs(holder, tree spindle.UserName, seq int64) bool {
+	return h.Until < 0 || tree != holder || seq <= h.Until
+}
 
 // verifySignature checks e's signature with the writer's key: the key the
 // host recorded when it accepted the entry, if any, which must be the
 // writer's current key or, after a key rotation, one that history confirms
-// the writer held. It returns invalid for a bad entry and fatal when the
-// keys could not be learnt or an old key cannot be confirmed.
+// the writer held when the entry was appended (see [HeldKeys]). It returns
+// invalid for a bad entry and fatal when the keys could not be learnt or
+// an old key cannot be confirmed.
 func verifySignature(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, e *Entry, recorded spindle.PublicKey) (invalid, fatal error) {
 	if keys == nil {
 		return nil, spindle.E(spindle.Internal, "dirlog: no key function")
@@ -48,10 +106,14 @@ func verifySignature(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, 
 		if err != nil {
 			return nil, spindle.E(e.Entry.Name, e.Writer, err)
 		}
-		for _, k := range held {
-			if k == recorded {
-				return nil, nil
+		for _, h := range held {
+			if h.Key != recorded {
+				continue
 			}
+			if !h.Signs(e.Writer, e.Tree(), e.Seq) {
+				return spindle.E(spindle.Integrity, e.Entry.Name, e.Writer, fmt.Sprintf("entry %d was signed with a key the writer replaced after entry %d", e.Seq, h.Until)), nil
+			}
+			return nil, nil
 		}
 		return spindle.E(spindle.Integrity, e.Entry.Name, e.Writer, "entry was signed with a key the writer never held"), nil
 	}

@@ -664,6 +664,11 @@ func TestKeyRotation(t *testing.T) {
 	e.setup()
 	want := e.dump(ann)
 	old := e.signers[ann]
+	h, err := e.s.Head(e.ctx, ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotatedAt := h.Seq // The DirSeq of the rotation's key record.
 	e.s.Close()
 	e.mu.Lock()
 	e.signers[ann] = newSigner(t, ann)
@@ -671,18 +676,18 @@ func TestKeyRotation(t *testing.T) {
 
 	// Without a key history, entries signed with the old key can be
 	// neither confirmed nor cut: New refuses to open.
-	_, err := New(e.ctx, store, Config{Keys: e.keys})
+	_, err = New(e.ctx, store, Config{Keys: e.keys})
 	wantKind(t, err, spindle.Integrity, "replay after rotation without history")
 	if got := len(store.Cuts(ann)); got != 0 {
 		t.Fatalf("%d cuts made", got)
 	}
 	// With a history that confirms the old key, the tree comes back whole.
-	e.history = func(ctx context.Context, u spindle.UserName) ([]spindle.PublicKey, error) {
+	e.history = func(ctx context.Context, u spindle.UserName) ([]HeldKey, error) {
 		k, _ := e.keys(ctx, u)
 		if u == ann {
-			return []spindle.PublicKey{old.pub, k}, nil
+			return []HeldKey{{Key: old.pub, Until: rotatedAt}, {Key: k, Until: -1}}, nil
 		}
-		return []spindle.PublicKey{k}, nil
+		return []HeldKey{{Key: k, Until: -1}}, nil
 	}
 	e.open()
 	if got := e.dump(ann); got != want || len(e.s.Damage()) != 0 {
@@ -697,11 +702,30 @@ func TestKeyRotation(t *testing.T) {
 	if e.dump(ann) != want {
 		t.Fatal("replay across the rotation differs")
 	}
+	// A log holding an entry of ann's tree signed with the old key beyond
+	// the rotation's cutoff (here: a cutoff one entry earlier) is damaged
+	// there, and not served until the operator repairs it: the replaced
+	// key signs nothing after the rotation.
+	e.s.Close()
+	e.history = func(ctx context.Context, u spindle.UserName) ([]HeldKey, error) {
+		k, _ := e.keys(ctx, u)
+		if u == ann {
+			return []HeldKey{{Key: old.pub, Until: rotatedAt - 1}, {Key: k, Until: -1}}, nil
+		}
+		return []HeldKey{{Key: k, Until: -1}}, nil
+	}
+	e.open()
+	if d := e.s.Damage(); len(d) != 1 || !errors.Is(d[0], spindle.Damaged) || !strings.Contains(d[0].Error(), "replaced") {
+		t.Fatalf("entry past the cutoff accepted: damage %v", d)
+	}
+	if h, err := e.s.Head(e.ctx, ann); !errors.Is(err, spindle.Damaged) {
+		t.Fatalf("head of a log with an entry past the cutoff: %+v, %v; want Damaged", h, err)
+	}
 	// A history that does not know the key: the entries are invalid.
 	e.s.Close()
-	e.history = func(ctx context.Context, u spindle.UserName) ([]spindle.PublicKey, error) {
+	e.history = func(ctx context.Context, u spindle.UserName) ([]HeldKey, error) {
 		k, _ := e.keys(ctx, u)
-		return []spindle.PublicKey{k}, nil
+		return []HeldKey{{Key: k, Until: -1}}, nil
 	}
 	e.open()
 	if len(e.s.Damage()) != 1 || e.dump(ann) != "(no tree)" {

@@ -391,6 +391,18 @@ func (c *Cluster) Lookup(ctx context.Context, name spindle.UserName) (*spindle.U
 	return clone(e.rec), nil
 }
 
+// Version returns the version of name's current record, or 0 if name
+// (which must be canonical) has none. It is Lookup without the copy, for
+// a node that checks on every request that a session's record is unchanged.
+func (c *Cluster) Version(name spindle.UserName) int64 {
+	c.fsm.mu.RLock()
+	defer c.fsm.mu.RUnlock()
+	if e := c.fsm.st.current(name); e != nil {
+		return e.rec.Version
+	}
+	return 0
+}
+
 // Domain returns, sorted, the registered users whose domain is domain. A
 // writer's client uses it to wrap a file's key for the readers an Access
 // file names with *@domain. It reveals nothing new: every record is in the

@@ -6,7 +6,9 @@
 // # Records and signatures
 //
 // A record is a [spindle.User]: name, public key, dir hosts, version, the
-// hash of the record it replaces (Prev, see [RecordHash]), the signer and a
+// hash of the record it replaces (Prev, see [RecordHash]), on a key
+// rotation the sequence of the user's own directory log up to which the
+// replaced key still signs (DirSeq, see dirlog.HeldKeys), the signer and a
 // signature over [SigningDigest]. [EncodeRecord] and [DecodeRecord] give its
 // canonical binary form; [Sign] and [Next] help a client build one.
 //
@@ -20,6 +22,8 @@
 //   - A record changes only by a new version (Version+1, Prev the hash of the
 //     current record) signed by the current record's key, which is how a key
 //     is rotated, or by the base user's current key for a +suffix user.
+//   - DirSeq never decreases from one version to the next: that would make
+//     entries signed with a replaced key valid again.
 //   - Names are never reassigned or deleted; [spindle.AllUsers] and invalid
 //     names are refused; the dir host list is bounded ([MaxDirHosts],
 //     [MaxPeerAddrLen]).

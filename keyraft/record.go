@@ -29,17 +29,31 @@ const HashSize = tlog.HashSize
 // signingDomain separates record signatures from every other use of a user's key.
 const signingDomain = "spindle.dev/keyraft signed record v1\n"
 
-// recordMagic starts an encoded record.
-const recordMagic = "SPKR\x01"
+// recordMagic starts an encoded record; recordMagicDirSeq starts one
+// with a DirSeq, which follows SignedBy as 8 bytes big-endian. A record
+// with DirSeq 0 keeps the first form, so records made before DirSeq
+// existed keep their encoding, hash and signature.
+const (
+	recordMagic       = "SPKR\x01"
+	recordMagicDirSeq = "SPKR\x02"
+)
+
+// signingDomainDirSeq is signingDomain for records with a DirSeq.
+const signingDomainDirSeq = "spindle.dev/keyraft signed record v2\n"
 
 // SigningDigest returns the SHA-256 digest that a key record's signer signs:
 // a domain-separation string followed by the record's Name, PublicKey,
 // DirHosts, Version, Prev and SignedBy, each string or byte field prefixed by
 // its length as a uvarint, the dir host list by its count, and the version as
-// 8 bytes big-endian. The signature itself is not covered. Verify the result
-// with spindle.Verify(key, SigningDigest(u), u.Signature).
+// 8 bytes big-endian; a record with a DirSeq has its own domain string and
+// DirSeq follows, 8 bytes big-endian. The signature itself is not covered.
+// Verify the result with spindle.Verify(key, SigningDigest(u), u.Signature).
 func SigningDigest(u *spindle.User) []byte {
-	b := appendBody([]byte(signingDomain), u)
+	domain := signingDomain
+	if u.DirSeq != 0 {
+		domain = signingDomainDirSeq
+	}
+	b := appendBody([]byte(domain), u)
 	sum := sha256.Sum256(b)
 	return sum[:]
 }
@@ -54,6 +68,9 @@ func appendBody(b []byte, u *spindle.User) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(u.Version))
 	b = appendString(b, string(u.Prev))
 	b = appendString(b, string(u.SignedBy))
+	if u.DirSeq != 0 {
+		b = binary.BigEndian.AppendUint64(b, uint64(u.DirSeq))
+	}
 	return b
 }
 
@@ -66,7 +83,11 @@ func appendString(b []byte, s string) []byte {
 // included: the form in which records travel, are replicated and are
 // appended to the transparency log. [DecodeRecord] reverses it.
 func EncodeRecord(u *spindle.User) []byte {
-	b := appendBody([]byte(recordMagic), u)
+	magic := recordMagic
+	if u.DirSeq != 0 {
+		magic = recordMagicDirSeq
+	}
+	b := appendBody([]byte(magic), u)
 	return appendString(b, string(u.Signature))
 }
 
@@ -97,7 +118,12 @@ func decodeRecord(data []byte) (*spindle.User, error) {
 	if len(data) > MaxRecordSize {
 		return nil, fmt.Errorf("%d bytes, more than %d", len(data), MaxRecordSize)
 	}
-	if !bytes.HasPrefix(data, []byte(recordMagic)) {
+	var withDirSeq bool
+	switch {
+	case bytes.HasPrefix(data, []byte(recordMagic)):
+	case bytes.HasPrefix(data, []byte(recordMagicDirSeq)):
+		withDirSeq = true
+	default:
 		return nil, errors.New("bad magic")
 	}
 	d := decoder{data: data[len(recordMagic):]}
@@ -120,6 +146,13 @@ func decodeRecord(data []byte) (*spindle.User, error) {
 		u.Prev = []byte(p)
 	}
 	u.SignedBy = spindle.UserName(d.string(spindle.MaxUserNameLen))
+	if withDirSeq {
+		v := d.uint64()
+		if v == 0 || v > math.MaxInt64 {
+			return nil, errors.New("dir sequence out of range")
+		}
+		u.DirSeq = int64(v)
+	}
 	if s := d.string(MaxSignatureLen); s != "" {
 		u.Signature = spindle.Signature(s)
 	}
@@ -192,6 +225,8 @@ func checkRecord(u *spindle.User) error {
 		return spindle.E(spindle.Invalid, u.Name, "version 1 has a previous-record hash")
 	case u.Version > 1 && len(u.Prev) != HashSize:
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("previous-record hash has %d bytes, want %d", len(u.Prev), HashSize))
+	case u.DirSeq < 0 || u.Version == 1 && u.DirSeq != 0:
+		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("dir sequence %d in version %d", u.DirSeq, u.Version))
 	}
 	if u.SignedBy != u.Name && u.SignedBy != spindle.BaseUser(u.Name) {
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("signer %q is neither the user nor its base user", u.SignedBy))

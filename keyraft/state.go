@@ -102,6 +102,11 @@ func (s *state) check(u *spindle.User, verify bool) (dup bool, err error) {
 		if !bytes.Equal(u.Prev, cur.hash[:]) {
 			return false, spindle.E(spindle.Invalid, u.Name, "previous-record hash is not the hash of the current record")
 		}
+		// A rotation's cutoff never moves back: that would make
+		// entries signed with a replaced key valid again.
+		if u.DirSeq < cur.rec.DirSeq {
+			return false, spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("dir sequence %d is below the current record's %d", u.DirSeq, cur.rec.DirSeq))
+		}
 		signerKey = cur.rec.PublicKey // The old key authorises the change.
 	}
 	if u.SignedBy != u.Name {

@@ -11,7 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -57,7 +57,21 @@ type Config struct {
 	// it starts (see dirlog.Config.Repair); the logs of other damaged
 	// users are not served until then.
 	Repair []spindle.UserName
+	// SessionTTL is how long a client stays signed in before it must sign
+	// in again (clients do so by themselves); zero means DefaultSessionTTL.
+	SessionTTL time.Duration
+	// KeyPutLimit bounds the key.put requests one peer may make in a
+	// minute; zero means DefaultKeyPutLimit.
+	KeyPutLimit int
 }
+
+// DefaultSessionTTL is the default Config.SessionTTL. A session also ends
+// as soon as its user's key record changes.
+const DefaultSessionTTL = 12 * time.Hour
+
+// DefaultKeyPutLimit is the default Config.KeyPutLimit: enough for a
+// sign-up and a few changes, too few to register names in bulk.
+const DefaultKeyPutLimit = 10
 
 // A Node is a running Spindle peer.
 type Node struct {
@@ -76,7 +90,16 @@ type Node struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
-	sessions map[peer.ID]spindle.UserName // Authenticated client peers.
+	sessions map[peer.ID]session // Authenticated client peers.
+
+	keyPuts *peerLimiter // key.put requests per peer.
+}
+
+// A session is a client peer signed in as a user.
+type session struct {
+	user    spindle.UserName
+	version int64     // Of the user's key record at sign-in.
+	expires time.Time // After which the client must sign in again.
 }
 
 // New starts a node. On a fresh home it bootstraps a key cluster of one.
@@ -90,7 +113,14 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, spindle.E(op, spindle.Invalid, err)
 	}
-	n := &Node{cfg: cfg, log: log, writers: writers, sessions: make(map[peer.ID]spindle.UserName)}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.KeyPutLimit <= 0 {
+		cfg.KeyPutLimit = DefaultKeyPutLimit
+	}
+	n := &Node{cfg: cfg, log: log, writers: writers, sessions: make(map[peer.ID]session),
+		keyPuts: newPeerLimiter(cfg.KeyPutLimit, time.Minute, maxLimitedPeers)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -98,8 +128,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}()
 	if cfg.Home != "" {
-		if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
-			return nil, spindle.E(op, spindle.IO, err)
+		if err := privateHome(cfg.Home, log); err != nil {
+			return nil, spindle.E(op, err)
 		}
 	}
 
@@ -187,6 +217,30 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
+// privateHome makes the node's home, mode 0700, or tightens an existing
+// one whose mode lets other users in: it holds the node's private key,
+// its logs and its socket. A home that cannot be tightened (another
+// user's) is refused.
+func privateHome(home string, log *slog.Logger) error {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return spindle.E(spindle.IO, err)
+	}
+	fi, err := os.Stat(home)
+	if err != nil {
+		return spindle.E(spindle.IO, err)
+	}
+	if !fi.IsDir() {
+		return spindle.E(spindle.Invalid, fmt.Sprintf("node home %s is not a directory", home))
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
+		if err := os.Chmod(home, perm&0o700); err != nil {
+			return spindle.E(spindle.Permission, fmt.Sprintf("node home %s is open to other users (mode %04o) and cannot be made private: %v", home, perm, err))
+		}
+		log.Warn("node home was open to other users; made private", "home", home, "was", fmt.Sprintf("%04o", perm), "now", fmt.Sprintf("%04o", perm&0o700))
+	}
+	return nil
+}
+
 // listenLocal starts the host that serves clients on this machine through
 // the Unix socket in the node's home (see p2p.NewLocalHost). A home whose
 // path is too long for a socket gets none; its clients use TCP.
@@ -246,31 +300,32 @@ func (n *Node) checkPut(ctx context.Context, d *spindle.DirEntry, key spindle.Pu
 	if err == nil || !errors.Is(err, spindle.Integrity) {
 		return err
 	}
-	old, herr := n.keyHistory(ctx, d.Writer)
-	if herr != nil || len(old) == 0 {
+	held, herr := n.keyHistory(ctx, d.Writer)
+	if herr != nil || len(held) == 0 {
 		return err
+	}
+	old := make([]spindle.PublicKey, len(held))
+	for i, h := range held {
+		old[i] = h.Key
 	}
 	return pack.Verify(d, old)
 }
 
-// keyHistory returns every key a user has held, oldest first, from the
-// key cluster's log, so that entries signed before a rotation replay.
-func (n *Node) keyHistory(ctx context.Context, user spindle.UserName) ([]spindle.PublicKey, error) {
+// keyHistory returns every key a user has held, oldest first, with how
+// far each signs in the user's own tree, from the key cluster's log, so
+// that entries signed before a rotation replay (see dirlog.HeldKeys).
+func (n *Node) keyHistory(ctx context.Context, user spindle.UserName) ([]dirlog.HeldKey, error) {
 	proofs, err := n.keys.History(ctx, user)
 	if err != nil {
 		return nil, err
 	}
-	var keys []spindle.PublicKey
-	for _, p := range proofs {
-		u, err := keyraft.DecodeRecord(p.Record)
-		if err != nil {
+	versions := make([]*spindle.User, len(proofs))
+	for i, p := range proofs {
+		if versions[i], err = keyraft.DecodeRecord(p.Record); err != nil {
 			return nil, err
 		}
-		if !slices.Contains(keys, u.PublicKey) {
-			keys = append(keys, u.PublicKey)
-		}
 	}
-	return keys, nil
+	return dirlog.HeldKeys(versions), nil
 }
 
 // DialAddr returns the network address a client on this machine should
@@ -325,12 +380,31 @@ func (n *Node) Close() error {
 	return errors.Join(errs...)
 }
 
-// session returns the user the peer has authenticated as, or "".
+// session returns the user the peer has authenticated as, or "". A
+// session ends when it expires and when the user's key record changes
+// (a rotation, a new dir host): a key its owner replaced, or a session
+// opened by whoever stole it, acts no more.
 func (n *Node) session(p peer.ID) spindle.UserName {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.sessions[p]
+	s, ok := n.sessions[p]
+	n.mu.Unlock()
+	if !ok {
+		return ""
+	}
+	if time.Now().After(s.expires) || n.recordVersion(s.user) != s.version {
+		n.mu.Lock()
+		if n.sessions[p] == s {
+			delete(n.sessions, p)
+		}
+		n.mu.Unlock()
+		return ""
+	}
+	return s.user
 }
+
+// recordVersion returns the version of user's key record, or 0 if it
+// has none.
+func (n *Node) recordVersion(user spindle.UserName) int64 { return n.keys.Version(user) }
 
 func (n *Node) forget(p peer.ID) {
 	if n.host.Network().Connectedness(p) == network.Connected {
@@ -360,23 +434,81 @@ func (n *Node) authenticate(ctx context.Context, p peer.ID, a *wire.AuthMsg) err
 	if err != nil {
 		return spindle.E(op, err)
 	}
-	if a.ClientPeer != p.String() || a.NodePeer != n.host.ID().String() {
-		return spindle.E(op, user, spindle.Permission, "credentials made for another connection")
-	}
-	if d := time.Since(a.Time.Go()); d > maxClockSkew || d < -maxClockSkew {
-		return spindle.E(op, user, spindle.Permission, fmt.Sprintf("credentials timed %v away from this node's clock", d.Round(time.Second)))
-	}
-	key, err := n.userKey(ctx, user)
+	u, err := n.keys.Lookup(ctx, user)
 	if err != nil {
 		return spindle.E(op, user, err)
 	}
-	if err := spindle.Verify(key, a.Digest(), a.Sig); err != nil {
-		return spindle.E(op, user, spindle.Permission, err)
+	if err := n.checkPossession(p, a, user, u.PublicKey); err != nil {
+		return spindle.E(op, err)
 	}
 	n.mu.Lock()
-	n.sessions[p] = user
+	n.sessions[p] = session{user: user, version: u.Version, expires: time.Now().Add(n.cfg.SessionTTL)}
 	n.mu.Unlock()
 	return nil
+}
+
+// checkPossession checks that a proves, for the connection from peer p
+// and now, possession of key as user: a is made for this connection (so
+// it cannot be replayed on another), timed within maxClockSkew, and
+// signed with key.
+func (n *Node) checkPossession(p peer.ID, a *wire.AuthMsg, user spindle.UserName, key spindle.PublicKey) error {
+	if a == nil {
+		return spindle.E(spindle.Permission, user, "no proof of possession of the key")
+	}
+	if a.User != user {
+		return spindle.E(spindle.Permission, user, "credentials made for "+string(a.User))
+	}
+	if a.ClientPeer != p.String() || a.NodePeer != n.host.ID().String() {
+		return spindle.E(user, spindle.Permission, "credentials made for another connection")
+	}
+	if d := time.Since(a.Time.Go()); d > maxClockSkew || d < -maxClockSkew {
+		return spindle.E(user, spindle.Permission, fmt.Sprintf("credentials timed %v away from this node's clock", d.Round(time.Second)))
+	}
+	if err := spindle.Verify(key, a.Digest(), a.Sig); err != nil {
+		return spindle.E(user, spindle.Permission, err)
+	}
+	return nil
+}
+
+// putKey serves key.put from peer p: the record goes to the key cluster
+// only if the peer proves, over this connection, possession of the key
+// the record registers (the new key, on a rotation), so that nobody
+// replays a record or registers keys it does not hold; and a peer gets
+// only cfg.KeyPutLimit tries a minute, so that names are not taken in
+// bulk. The cluster itself checks the record's signature and policy.
+func (n *Node) putKey(ctx context.Context, p peer.ID, req *wire.Request) error {
+	const op spindle.Op = "node.KeyPut"
+	if !n.keyPuts.allow(p, time.Now()) {
+		return spindle.E(op, spindle.Transient, fmt.Sprintf("too many key changes from this peer: at most %d a minute", n.cfg.KeyPutLimit))
+	}
+	u, err := keyraft.DecodeRecord(req.Data)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	if err := n.checkPossession(p, req.Auth, u.Name, u.PublicKey); err != nil {
+		return spindle.E(op, err)
+	}
+	if err := n.checkCutoff(ctx, u); err != nil {
+		return spindle.E(op, err)
+	}
+	return n.keys.Put(ctx, u)
+}
+
+// checkCutoff refuses a record that replaces a user's key with a DirSeq
+// below the head of the user's tree on this node: the entries beyond it,
+// signed with the key being replaced and accepted while it was current,
+// would turn invalid (see dirlog.HeldKeys). The client reads its head and
+// signs the rotation again.
+func (n *Node) checkCutoff(ctx context.Context, u *spindle.User) error {
+	cur, err := n.keys.Lookup(ctx, u.Name)
+	if err != nil || cur.PublicKey == u.PublicKey {
+		return nil // A new user, or no rotation; the cluster judges the rest.
+	}
+	h, err := n.dir.Head(ctx, u.Name)
+	if err != nil || h.Seq <= u.DirSeq {
+		return nil
+	}
+	return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("the key rotation's dir sequence %d is behind the tree's head %d on this node; read the head and sign the rotation again", u.DirSeq, h.Seq))
 }
 
 // writerSet is the parsed -writers list.

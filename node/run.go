@@ -142,6 +142,9 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return 1
 	}
 	fmt.Fprint(stdout, b.String())
+	// Users pin this key with spin init -verifier, or compare its
+	// fingerprint with the one spin init shows.
+	log.Info("key cluster verifier key", "key", n.VerifierKey())
 	<-ctx.Done()
 	log.Info("node stopping")
 	if err := n.Close(); err != nil {

@@ -47,17 +47,17 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		}
 		return &wire.Response{Data: keyraft.EncodeRecord(u)}, nil
 	case wire.KeyPut:
-		u, err := keyraft.DecodeRecord(req.Data)
-		if err != nil {
-			return nil, err
-		}
-		return nil, n.keys.Put(ctx, u)
+		return nil, n.putKey(ctx, remote, req)
 	case wire.KeyDomain:
 		users, err := n.keys.Domain(ctx, req.Pattern)
 		return &wire.Response{Users: users}, err
 	case wire.KeyHistory:
-		keys, err := n.keyHistory(ctx, req.User)
-		return &wire.Response{Keys: keys}, err
+		held, err := n.keyHistory(ctx, req.User)
+		resp := &wire.Response{}
+		for _, h := range held {
+			resp.Keys = append(resp.Keys, h.Key)
+		}
+		return resp, err
 	case wire.KeyProof:
 		p, err := n.keys.LookupProof(ctx, req.User)
 		if err != nil {
@@ -212,6 +212,11 @@ func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
 		return err
 	}
 	for ev := range events {
+		// A watch lasts only as long as the session it was opened in
+		// (see Node.session): not past a key rotation or the expiry.
+		if n.session(c.RemotePeer()) != user {
+			return spindle.E(wire.SessionOp, spindle.Permission, "session ended: sign in again")
+		}
 		msg, err := wire.Encode(&wire.Response{Entry: ev.Entry, Delete: ev.Delete, Err: wire.ErrBytes(ev.Err)})
 		if err != nil {
 			return err

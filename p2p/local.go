@@ -327,7 +327,13 @@ func (t *unixTransport) Listen(laddr ma.Multiaddr) (transport.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	// The socket is created private to the node's user: the node's home
+	// is 0700 too, but a socket must not rely on one check alone.
+	var l *net.UnixListener
+	err = withPrivateUmask(func() (err error) {
+		l, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

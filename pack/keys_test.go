@@ -161,3 +161,28 @@ func stringsOf(keys []spindle.PublicKey) []string {
 	}
 	return s
 }
+
+// A mistyped recovery secret is refused with an error that names where
+// the mistake is and shows no part of the secret.
+func TestParseSecretErrorShowsNoSecret(t *testing.T) {
+	good := "lusab-babad-gutih-tugad.gutuk-bisog-mudof-sakat"
+	for _, typed := range []string{
+		"lusab-babad-gutih-tugad.gutuk-bisog-mudof-sakaq", // q is not a proquint letter
+		"lusab-babad-gutih-tugad.gutuk-bisog-mudof-saakt", // vowel where a consonant goes
+		"lusab-babad-gutih-tugad.gutuk-bisog-mudof-sak",   // too short
+	} {
+		_, err := ParseSecret(typed)
+		if !errors.Is(err, spindle.Invalid) {
+			t.Fatalf("ParseSecret(%q) = %v, want Invalid", typed, err)
+		}
+		msg := err.Error()
+		for _, w := range strings.FieldsFunc(good+"-saakt", func(r rune) bool { return r == '-' || r == '.' }) {
+			if strings.Contains(msg, w) {
+				t.Errorf("error %q echoes secret word %q", msg, w)
+			}
+		}
+		if strings.Contains(msg, `'q'`) || strings.Contains(msg, `"q"`) {
+			t.Errorf("error %q echoes the mistyped character", msg)
+		}
+	}
+}

@@ -65,14 +65,16 @@ func ParseSecret(text string) (Secret, error) {
 	const op spindle.Op = "pack.ParseSecret"
 	var s Secret
 	letters := make([]byte, 0, 5*SecretSize/2)
-	for _, r := range strings.ToLower(text) {
+	for i, r := range []rune(strings.ToLower(text)) {
 		switch {
 		case r == '-' || r == '.' || r == ' ' || r == '\t' || r == '\n' || r == '\r':
 			continue
 		case r < 0x80 && (strings.IndexByte(proConsonants, byte(r)) >= 0 || strings.IndexByte(proVowels, byte(r)) >= 0):
 			letters = append(letters, byte(r))
 		default:
-			return s, spindle.E(op, spindle.Invalid, fmt.Sprintf("recovery secret contains %q, which is not a proquint letter", r))
+			// The character is not echoed: it is most likely a mistyped
+			// letter of the secret, and errors end up in logs and scrollback.
+			return s, spindle.E(op, spindle.Invalid, fmt.Sprintf("recovery secret character %d is not a proquint letter (letters bdfghjklmnprstvz and aiou)", i+1))
 		}
 		if len(letters) > 5*SecretSize/2 {
 			break
@@ -91,7 +93,8 @@ func ParseSecret(text string) (Secret, error) {
 			}
 			k := strings.IndexByte(set, c)
 			if k < 0 {
-				return s, spindle.E(op, spindle.Invalid, fmt.Sprintf("recovery secret word %d (%q) is not a proquint", i+1, q))
+				// Neither the word nor its letters are echoed (see above).
+				return s, spindle.E(op, spindle.Invalid, fmt.Sprintf("recovery secret word %d is not a proquint: a consonant, vowel, consonant, vowel, consonant", i+1))
 			}
 			w = w<<bits | uint16(k)
 		}

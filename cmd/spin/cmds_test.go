@@ -479,7 +479,7 @@ func TestInit(t *testing.T) {
 
 	// A malformed secret is refused and nothing is written.
 	_, errs, code = initRun("not a secret\n", "init", "-force", "-recover", "ann@example.com")
-	if code != exitFailure || !strings.HasPrefix(errs, "spin: init: recovery secret: invalid operation: recovery secret contains") {
+	if code != exitFailure || !strings.HasPrefix(errs, "spin: init: recovery secret: invalid operation: recovery secret character") {
 		t.Errorf("bad secret: exit %d\n%s", code, errs)
 	}
 	_, errs, code = initRun("", "init", "-force", "-recover", "ann@example.com")

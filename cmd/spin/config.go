@@ -38,11 +38,18 @@ type Config struct {
 	Packing string `yaml:"packing,omitempty"`
 	// Secrets is the directory holding the user's keys (see package pack).
 	Secrets string `yaml:"secrets"`
+	// Verifier, if set, pins the key cluster's verifier key (spin init
+	// -verifier): the client trusts no other, and starts a lost key log
+	// again with it.
+	Verifier string `yaml:"verifier,omitempty"`
 
 	// File is the file the configuration was read from.
 	File string `yaml:"-"`
 	// Log receives the client's log events.
 	Log *slog.Logger `yaml:"-"`
+	// NewKeyLog lets the client start a missing key log by trusting its
+	// node's key cluster; only spin init, which shows the key, sets it.
+	NewKeyLog bool `yaml:"-"`
 }
 
 // unknownField matches yaml.v3's report of a field Config lacks.

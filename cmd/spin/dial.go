@@ -34,13 +34,35 @@ var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) 
 		}
 	}
 	return client.Dial(ctx, client.Config{
+		Keys:          keys,
+		Logger:        cfg.Log,
+		Node:          cfg.Node,
+		Packing:       packing,
+		KeyLog:        keyLogFile(cfg.File),
+		Verifier:      cfg.Verifier,
+		RequireKeyLog: !cfg.NewKeyLog,
+		DirHeads:      stateFile(cfg.File, "dirheads"),
+	})
+}
+
+// trustCluster starts the key log of cfg (see client.TrustKeyCluster) and
+// returns the key cluster's verifier key and its fingerprint.
+var trustCluster = func(ctx context.Context, cfg *Config) (vkey, fingerprint string, err error) {
+	keys, err := pack.Load(cfg.Secrets)
+	if err != nil {
+		return "", "", err
+	}
+	vkey, err = client.TrustKeyCluster(ctx, client.Config{
 		Keys:     keys,
 		Logger:   cfg.Log,
 		Node:     cfg.Node,
-		Packing:  packing,
 		KeyLog:   keyLogFile(cfg.File),
-		DirHeads: stateFile(cfg.File, "dirheads"),
+		Verifier: cfg.Verifier,
 	})
+	if err != nil {
+		return "", "", err
+	}
+	return vkey, client.VerifierFingerprint(vkey), nil
 }
 
 // keyLogFile returns the file that holds what the client has seen of the

@@ -18,13 +18,20 @@ import (
 )
 
 const initUsage = `Usage:
-    spin init [-node ADDR] [-keyserver ADDR,...] [-packing P] [-secrets DIR] [-recover] [-force] USER
+    spin init [-node ADDR] [-keyserver ADDR,...] [-verifier KEY] [-packing P] [-secrets DIR] [-recover] [-force] USER
 
 Makes a key pair for USER, saves it in a directory next to the config file
 (keys for the usual $HOME/spin/config, NAME.keys for a config file
 NAME.yaml given with -config), and writes the config file. The keys come from a recovery secret, printed once: write
 it down, since it is the only way to make the same keys again. Then run
 spin signup.
+
+Init also learns the key cluster's verifier key from the node, prints its
+fingerprint, and from then on trusts only that key's signed tree heads (in
+the key log next to the config). Compare the fingerprint with the one the
+cluster's operator gives you, or pin the key with -verifier. Later commands
+never take a key from the node again: if the key log is lost, restore it
+or run spin init again.
 
 Options:
     -n, -node ADDR        the peer to reach the network through, and to host
@@ -33,6 +40,9 @@ Options:
                           if you may use it, else its first network address)
     -k, -keyserver LIST   comma-separated addresses of key-cluster members
                           (default: the node's network address)
+    -v, -verifier KEY     trust only this key-cluster verifier key, as its
+                          operator gives it (spin node logs it), instead of
+                          the one the node gives on first use
     -p, -packing P        default packing of new files: ee, eeintegrity or plain (default ee)
     -s, -secrets DIR      keep the keys in DIR instead
     -r, -recover          re-create the keys from a recovery secret, read from
@@ -60,6 +70,8 @@ func runInit(ctx context.Context, st *State, args []string) error {
 	flags.StringVar(secretsDir, "s", "", "")
 	force := flags.Bool("force", false, "")
 	flags.BoolVar(force, "f", false, "")
+	verifier := flags.String("verifier", "", "")
+	flags.StringVar(verifier, "v", "", "")
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
@@ -130,6 +142,7 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		Node:      spindle.PeerAddr(*node),
 		Packing:   *packingName,
 		Secrets:   secrets,
+		Verifier:  strings.TrimSpace(*verifier),
 		File:      file,
 		Log:       st.Log,
 	}
@@ -162,7 +175,7 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		// Keep the keys being replaced: files written with them stay
 		// readable only with them.
 		if _, err := os.Stat(secrets); err == nil {
-			old := secrets + ".old-" + time.Now().UTC().Format("20060102T150405")
+			old := asideName(secrets)
 			if err := os.Rename(secrets, old); err != nil {
 				return st.fail(secrets, err)
 			}
@@ -179,7 +192,7 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		if !fileExists(f) {
 			continue
 		}
-		old := f + ".old-" + time.Now().UTC().Format("20060102T150405")
+		old := asideName(f)
 		if err := os.Rename(f, old); err != nil {
 			return st.fail(f, err)
 		}
@@ -208,6 +221,9 @@ func runInit(ctx context.Context, st *State, args []string) error {
 	}
 	fmt.Fprintf(out, "Keys for %s are in %s\n", user, secrets)
 	fmt.Fprintf(out, "Configuration written to %s\n", file)
+	if err := st.trustCluster(ctx, cfg); err != nil {
+		return err
+	}
 	if cfg.Node == "" {
 		st.hint("no node is configured yet: add node: ADDR to %s (a node prints its ADDR when started with spin node -home DIR)", file)
 	} else if !*recoverKeys {
@@ -312,6 +328,10 @@ func (st *State) checkRecovered(ctx context.Context, cfg *Config, keys *pack.Key
 	}
 	probe := *cfg
 	probe.Secrets = tmp
+	// The probe keeps its own key log, trusted for this check only.
+	probe.File = filepath.Join(tmp, "config")
+	probe.NewKeyLog = true
+	probe.Verifier = "" // A pin is checked when the key log is made.
 	c, err := st.NewClient(ctx, &probe)
 	switch {
 	case errors.Is(err, spindle.Permission) || errors.Is(err, spindle.Integrity):
@@ -339,10 +359,57 @@ func (st *State) checkRecovered(ctx context.Context, cfg *Config, keys *pack.Key
 	return st.wrongSecret(cfg.Username)
 }
 
+// trustCluster starts the key log: it learns the key cluster's verifier
+// key from the node (or checks the node against the pinned one) and shows
+// it, so that trust on first use is a step the user sees.
+func (st *State) trustCluster(ctx context.Context, cfg *Config) error {
+	if st.Trust == nil {
+		return nil
+	}
+	if cfg.Node == "" {
+		if cfg.Verifier == "" {
+			st.hint("the key log is made with the key cluster's verifier key when a node is configured: run spin init -force -recover %s then", cfg.Username)
+		}
+		return nil
+	}
+	vkey, fp, err := st.Trust(ctx, cfg)
+	switch {
+	case errors.Is(err, spindle.Integrity):
+		st.errorf("key cluster: %s", describeAll(err))
+		st.hint("the node's key cluster is not the one -verifier names: check the key with the cluster's operator")
+		return errFailed
+	case err != nil:
+		// The keys and config are made; only the key log is missing,
+		// which the next command will say.
+		st.errorf("warning: no key log made, since the key cluster's verifier key could not be learnt: %s", describeAll(err))
+		st.hint("start the node, then run: spin init -force -recover %s", cfg.Username)
+		return nil
+	}
+	out := st.Stdout
+	fmt.Fprintf(out, "Key cluster verifier key: %s\n", vkey)
+	fmt.Fprintf(out, "Key cluster fingerprint: %s\n", fp)
+	if cfg.Verifier == "" {
+		fmt.Fprintf(out, "Trusted on first use: compare the fingerprint with the one the cluster's operator gives you.\n")
+	} else {
+		fmt.Fprintf(out, "Pinned with -verifier.\n")
+	}
+	return nil
+}
+
 func (st *State) wrongSecret(user spindle.UserName) error {
 	st.errorf("recovery secret: the key it makes is not the key registered for %s", user)
 	st.hint("check the secret for typing mistakes; nothing was written")
 	return errFailed
+}
+
+// asideName returns the name to move path aside to: path.old-TIME, with
+// a number after it if two inits in one second would take the same name.
+func asideName(path string) string {
+	old := path + ".old-" + time.Now().UTC().Format("20060102T150405")
+	for i := 2; fileExists(old); i++ {
+		old = fmt.Sprintf("%s.old-%s-%d", path, time.Now().UTC().Format("20060102T150405"), i)
+	}
+	return old
 }
 
 func fileExists(name string) bool {

@@ -102,6 +102,7 @@ func main() {
 		Stderr:    os.Stderr,
 		Context:   ctx,
 		NewClient: dialClient,
+		Trust:     trustCluster,
 	}
 	if env := os.Getenv("SPIN_CONFIG"); env != "" {
 		st.ConfigFile = env // -config, if given, still wins.

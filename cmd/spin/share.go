@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -21,6 +22,9 @@ anyone can decrypt it; the line then says "all (key wrapped for all)". A
 group that grants read but does not exist or cannot be read is named on the
 line; while one cannot be read no key is removed, since its holders may be
 its members.
+A *@domain that grants read is listed with the users registered in the
+domain now: under the key cluster's open policy anyone may register a name
+in any domain, so the wildcard grants to whoever does.
 With -fix, wraps keys for the missing readers and removes the extra ones;
 only the owner can do that. Keys are re-wrapped automatically when an
 Access or Group file is put, so -fix is needed only after a key rotation or
@@ -91,6 +95,13 @@ func shareLine(r spindle.ShareReport) string {
 		parts = append(parts, fmt.Sprintf("%d keys of unknown holders", len(r.Unknowns)))
 	}
 	needs := len(parts) > 0
+	for _, w := range slices.Sorted(maps.Keys(r.Domains)) {
+		who := "no one yet"
+		if m := r.Domains[w]; len(m) > 0 {
+			who = fmt.Sprintf("%d users now: %s", len(m), joinUsers(m))
+		}
+		parts = append(parts, fmt.Sprintf("%s means whoever registers a name there, %s", w, who))
+	}
 	for _, g := range r.Groups {
 		parts = append(parts, "group "+describeAll(g))
 	}

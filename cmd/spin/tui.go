@@ -97,6 +97,11 @@ type State struct {
 	// NewClient connects to the network as cfg says. main sets it to
 	// dialClient (see dial.go).
 	NewClient func(ctx context.Context, cfg *Config) (spindle.Client, error)
+	// Trust starts the key log for cfg, trusting the key cluster's
+	// verifier key as cfg.Verifier pins it or as cfg.Node gives it, and
+	// returns the key and its fingerprint. main sets it to trustCluster
+	// (see dial.go); spin init uses it.
+	Trust func(ctx context.Context, cfg *Config) (vkey, fingerprint string, err error)
 
 	// isTerminal reports whether w is a terminal. Nil means the real test
 	// (see isTerminal); tests set it to pretend.

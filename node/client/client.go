@@ -12,6 +12,8 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -52,9 +54,17 @@ type Config struct {
 	// key and the newest signed tree head seen (see keylog.go). Every key
 	// record is then proved to be in the cluster's transparency log. If
 	// the file does not exist, the node's verifier key is trusted and
-	// written there. Without a KeyLog, the client trusts its node's
-	// records.
+	// written there, unless RequireKeyLog is set. Without a KeyLog, the
+	// client trusts its node's records.
 	KeyLog string
+	// Verifier, if set, pins the key cluster's note verifier key: a key
+	// log or a node that names another is an Integrity error, and a
+	// missing key log is started with this key, not the node's.
+	Verifier string
+	// RequireKeyLog makes a missing KeyLog file an error, unless Verifier
+	// pins the key to start a new one with: the node's word is never
+	// taken again silently once the first use is past (see keylog.go).
+	RequireKeyLog bool
 	// DirHeads, if set, is the file that holds the newest head of each
 	// user's directory log the client has seen (see dirheads.go). Every
 	// answer is then checked not to come from an older state of the log.
@@ -94,6 +104,36 @@ var _ spindle.Client = (*Client)(nil)
 // Dial connects to the node cfg.Node names and signs in as the keys' user,
 // if the user is registered (else Signup will).
 func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	return dial(ctx, cfg, true)
+}
+
+// TrustKeyCluster starts the key log cfg.KeyLog, or checks the one there
+// is, with the key cluster's verifier key: the one cfg.Verifier pins or,
+// without a pin, the one cfg.Node gives (trust on first use). It returns
+// the key, for the user to compare or pin (see [VerifierFingerprint]).
+// It does not sign in, so it works before the user signs up.
+func TrustKeyCluster(ctx context.Context, cfg Config) (string, error) {
+	const op spindle.Op = "client.TrustKeyCluster"
+	if cfg.KeyLog == "" {
+		return "", spindle.E(op, spindle.Invalid, "no key log file")
+	}
+	cfg.RequireKeyLog = false
+	c, err := dial(ctx, cfg, false)
+	if err != nil {
+		return "", spindle.E(op, err)
+	}
+	defer c.Close()
+	return c.keyLog.vkey, nil
+}
+
+// VerifierFingerprint returns a short form of a key cluster's verifier
+// key for people to compare: SHA256: and the base64 of its SHA-256.
+func VerifierFingerprint(vkey string) string {
+	sum := sha256.Sum256([]byte(strings.TrimSpace(vkey)))
+	return "SHA256:" + base64.RawStdEncoding.EncodeToString(sum[:])
+}
+
+func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 	const op spindle.Op = "client.Dial"
 	if cfg.Keys == nil {
 		return nil, spindle.E(op, spindle.Invalid, "no keys")
@@ -153,6 +193,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		}
 		c.keyLog = l
 	}
+	if !signIn {
+		return c, nil
+	}
 	if err := c.auth(ctx); err != nil && !errors.Is(err, spindle.NotExist) {
 		c.Close()
 		return nil, spindle.E(op, c.user, err)
@@ -162,19 +205,30 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 
 // auth signs in to the node as the client's user.
 func (c *Client) auth(ctx context.Context) error {
+	a, err := c.possession(c.user, c.keys)
+	if err != nil {
+		return err
+	}
+	_, err = c.svc.call1(ctx, &wire.Request{Method: wire.Auth, Auth: a})
+	return err
+}
+
+// possession returns a proof, valid on this connection only and for a few
+// minutes, that the client holds signer's key as user: it signs the
+// client in, and goes with every key record the client puts.
+func (c *Client) possession(user spindle.UserName, signer spindle.Signer) (*wire.AuthMsg, error) {
 	a := &wire.AuthMsg{
-		User:       c.user,
+		User:       user,
 		ClientPeer: c.h.ID().String(),
 		NodePeer:   c.svc.peer.String(),
 		Time:       spindle.Now(),
 	}
-	sig, err := c.keys.Sign(a.Digest())
+	sig, err := signer.Sign(a.Digest())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a.Sig = sig
-	_, err = c.svc.call1(ctx, &wire.Request{Method: wire.Auth, Auth: a})
-	return err
+	return a, nil
 }
 
 // User implements spindle.Client.
@@ -307,7 +361,11 @@ func (c *Client) putUser(ctx context.Context, u *spindle.User) error {
 	if err := keyraft.Sign(u, c.keys); err != nil {
 		return err
 	}
-	_, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(u)})
+	a, err := c.possession(u.Name, c.keys)
+	if err != nil {
+		return err
+	}
+	_, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(u), Auth: a})
 	c.mu.Lock()
 	delete(c.userKeys, u.Name)
 	c.mu.Unlock()
@@ -378,12 +436,14 @@ func (c *Client) userKey(ctx context.Context, name spindle.UserName) (spindle.Pu
 	return u.PublicKey, nil
 }
 
-// writerKeys returns the keys accepted for a writer's signature: the
-// current key and, with history, the keys the writer held before a
-// rotation, as the key cluster's log records them, so that files written
-// before a rotation stay readable.
-func (c *Client) writerKeys(ctx context.Context, writer spindle.UserName, history bool) ([]spindle.PublicKey, error) {
-	cur, err := c.userKey(ctx, writer)
+// writerKeys returns the keys accepted for the writer's signature on e:
+// the current key and, with history, the keys the writer held before a
+// rotation, as the key cluster's log records them, that may sign e: an
+// entry of the writer's own tree only up to the sequence number the
+// rotation recorded (see dirlog.HeldKeys), so that files written before a
+// rotation stay readable and a rotated-away key signs nothing new.
+func (c *Client) writerKeys(ctx context.Context, e *spindle.DirEntry, history bool) ([]spindle.PublicKey, error) {
+	cur, err := c.userKey(ctx, e.Writer)
 	if err != nil {
 		return nil, err
 	}
@@ -391,24 +451,17 @@ func (c *Client) writerKeys(ctx context.Context, writer spindle.UserName, histor
 	if !history {
 		return keys, nil
 	}
-	var old []spindle.PublicKey
-	if c.keyLog != nil {
-		old, err = c.provedHistory(ctx, writer)
-		if errors.Is(err, spindle.Integrity) {
-			return nil, err
-		}
-	} else {
-		var resp *wire.Response
-		if resp, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyHistory, User: writer}); err == nil {
-			old = resp.Keys
-		}
+	versions, err := c.provedHistory(ctx, e.Writer)
+	if errors.Is(err, spindle.Integrity) {
+		return nil, err
 	}
 	if err != nil {
 		return keys, nil // The current key still verifies everything written since.
 	}
-	for _, k := range old {
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
+	tree, _, _ := strings.Cut(string(e.Name), "/")
+	for _, h := range dirlog.HeldKeys(versions) {
+		if h.Signs(e.Writer, spindle.UserName(tree), e.Sequence) && !slices.Contains(keys, h.Key) {
+			keys = append(keys, h.Key)
 		}
 	}
 	return keys, nil
@@ -653,7 +706,7 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 	// are the keys the writer held before a rotation fetched and tried.
 	var r *pack.Reader
 	for _, history := range []bool{false, true} {
-		wkeys, kerr := c.writerKeys(ctx, e.Writer, history)
+		wkeys, kerr := c.writerKeys(ctx, e, history)
 		if kerr != nil {
 			return nil, spindle.E(op, p.Path(), fmt.Errorf("key of writer %s: %w", e.Writer, kerr))
 		}

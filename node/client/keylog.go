@@ -33,7 +33,10 @@ import (
 // and, after it, a line "version USER N" for each user whose record the
 // client has looked up, then the newest signed tree head seen. The first
 // client to use a file that does not exist yet asks its node for the
-// verifier key and trusts it from then on, as ssh does with a host key.
+// verifier key and trusts it from then on, as ssh does with a host key,
+// unless Config.Verifier pins the key; spin does that only in spin init,
+// which prints the key's fingerprint, and refuses to carry on without the
+// file afterwards (Config.RequireKeyLog).
 //
 // A tree head proves that a record was accepted, not that it is the
 // newest version of the user's record, so a node could still show an old
@@ -53,20 +56,40 @@ type keyLog struct {
 	saved    []byte                     // The file's content as last written.
 }
 
-// openKeyLog reads the key log in file, or, if there is none, starts one
-// with the verifier key the node gives.
+// openKeyLog reads the key log in file. If there is none it starts one
+// with the verifier key c.cfg.Verifier pins or, unless c.cfg.RequireKeyLog
+// is set, with the one the node gives: a key log that went missing is
+// never replaced silently by whatever the node of the day says.
 func (c *Client) openKeyLog(ctx context.Context, file string) (*keyLog, error) {
+	pin := strings.TrimSpace(c.cfg.Verifier)
 	data, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
-		resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyVerifier})
-		if err != nil {
-			return nil, fmt.Errorf("asking the node for the key cluster's verifier key: %w", err)
+		if pin == "" && c.cfg.RequireKeyLog {
+			return nil, spindle.E(spindle.NotExist, fmt.Sprintf("key log %s is missing; "+
+				"it holds the key cluster's verifier key, which is not taken from the node again without your say: "+
+				"restore the file from a backup, or start a new one with spin init -force -recover USER "+
+				"(-verifier KEY pins the cluster's key, from its operator, instead of trusting the node's)", file))
 		}
-		l, err := newKeyLog(file, string(resp.Data), nil)
+		theirs, err := c.nodeVerifier(ctx)
 		if err != nil {
 			return nil, err
 		}
-		c.log.Info("trusting the key cluster's tree heads from now on", "verifier", l.vkey, "file", file)
+		vkey := theirs
+		if pin != "" {
+			if theirs != pin {
+				return nil, c.otherCluster(theirs, pin, "-verifier")
+			}
+			vkey = pin
+		}
+		l, err := newKeyLog(file, vkey, nil)
+		if err != nil {
+			return nil, spindle.E(spindle.Invalid, fmt.Errorf("verifier key: %w", err))
+		}
+		if pin == "" {
+			c.log.Info("trusting the key cluster's tree heads from now on", "verifier", l.vkey, "fingerprint", VerifierFingerprint(l.vkey), "file", file)
+		} else if c.cfg.RequireKeyLog {
+			c.log.Warn("key log was missing; started again with the pinned verifier key: records seen before are not remembered", "file", file)
+		}
 		return l, l.save()
 	}
 	if err != nil {
@@ -76,18 +99,36 @@ func (c *Client) openKeyLog(ctx context.Context, file string) (*keyLog, error) {
 	if err != nil {
 		return nil, spindle.E(spindle.Invalid, fmt.Errorf("key log %s: %w", file, err))
 	}
+	if pin != "" && pin != l.vkey {
+		return nil, spindle.E(spindle.Integrity, fmt.Sprintf("key log %s trusts %s, not the pinned verifier key %s; if the pin is right, move that file away", file, l.vkey, pin))
+	}
 	// Say so at once if the node belongs to another cluster, rather than
 	// fail each lookup with a head signed by a key nobody trusts.
-	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyVerifier})
+	theirs, err := c.nodeVerifier(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("asking the node for the key cluster's verifier key: %w", err)
+		return nil, err
 	}
-	if theirs := strings.TrimSpace(string(resp.Data)); theirs != l.vkey {
-		return nil, spindle.E(spindle.Integrity, fmt.Sprintf(
-			"the node's key cluster signs with %s, but this client trusts only %s (from %s); "+
-				"if you moved to another cluster on purpose, remove that file or run spin init -force", theirs, l.vkey, file))
+	if theirs != l.vkey {
+		return nil, c.otherCluster(theirs, l.vkey, file)
 	}
 	return l, nil
+}
+
+// nodeVerifier asks the node for its key cluster's verifier key.
+func (c *Client) nodeVerifier(ctx context.Context) (string, error) {
+	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyVerifier})
+	if err != nil {
+		return "", fmt.Errorf("asking the node for the key cluster's verifier key: %w", err)
+	}
+	return strings.TrimSpace(string(resp.Data)), nil
+}
+
+// otherCluster is the error for a node whose key cluster signs with
+// theirs when the client trusts ours (from where).
+func (c *Client) otherCluster(theirs, ours, from string) error {
+	return spindle.E(spindle.Integrity, fmt.Sprintf(
+		"the node's key cluster signs with %s, but this client trusts only %s (from %s); "+
+			"if you moved to another cluster on purpose, remove that file or run spin init -force", theirs, ours, from))
 }
 
 func newKeyLog(file, vkey string, head []byte) (*keyLog, error) {
@@ -251,24 +292,30 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 	return u, nil
 }
 
-// provedHistory returns every key name has held, oldest first, each proved
-// to be in the key log.
-func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]spindle.PublicKey, error) {
+// provedHistory returns every version of name's key record, oldest
+// first, each proved to be in the key log when the client keeps one.
+func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]*spindle.User, error) {
 	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyProofs, User: name})
 	if err != nil {
 		return nil, err
 	}
-	var keys []spindle.PublicKey
+	var versions []*spindle.User
 	for _, data := range resp.Proofs {
 		p, err := keyraft.UnmarshalProof(data)
 		if err != nil {
 			return nil, err
 		}
-		u, err := c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
+		var u *spindle.User
+		if c.keyLog != nil {
+			u, err = c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
+		} else {
+			// Without a key log nothing is proved: the node's word is taken.
+			u, err = keyraft.DecodeRecord(p.Record)
+		}
 		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, u.PublicKey)
+		versions = append(versions, u)
 	}
-	return keys, nil
+	return versions, nil
 }

@@ -130,6 +130,11 @@ func (c *Client) putRules(ctx context.Context, name spindle.PathName, r io.Reade
 			w.group("named by "+string(name), g, err)
 		}
 	}
+	if access.IsAccessFile(name) {
+		if err := c.wildcardWarning(ctx, name, data); err != nil {
+			w.add(err)
+		}
+	}
 	// Re-share what the change governs: for an Access file its directory,
 	// for a Group file the owner's whole tree (any Access file may name it).
 	p, _ := spindle.Parse(name)
@@ -577,8 +582,15 @@ func globEscape(s string) string {
 // members, and when all may read every holder is a reader.
 func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (spindle.ShareReport, error) {
 	rep := spindle.ShareReport{Name: e.Name}
-	readers, groups, err := c.readerUsers(ctx, e.Name)
+	direct, groups, err := c.readers(ctx, e.Name)
 	if err != nil {
+		return rep, err
+	}
+	readers, err := c.expandWildcards(ctx, direct)
+	if err != nil {
+		return rep, err
+	}
+	if rep.Domains, err = c.domainMembers(ctx, direct); err != nil {
 		return rep, err
 	}
 	rep.Readers, rep.Groups = readers, groups
@@ -676,7 +688,7 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 func (c *Client) verifyPacked(ctx context.Context, e *spindle.DirEntry) error {
 	var err error
 	for _, history := range []bool{false, true} {
-		wkeys, kerr := c.writerKeys(ctx, e.Writer, history)
+		wkeys, kerr := c.writerKeys(ctx, e, history)
 		if kerr != nil {
 			return fmt.Errorf("key of writer %s: %w", e.Writer, kerr)
 		}

@@ -3,16 +3,20 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"spindle.dev"
-	"spindle.dev/keyraft"
 	"spindle.dev/node"
 	"spindle.dev/node/wire"
+	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
 
@@ -68,46 +72,22 @@ func TestKeyRotationAcrossRestart(t *testing.T) {
 	}
 }
 
-// rotate replaces the key of c's user, whose keys were made from first,
-// with a new one: keys rotate locally, and the key cluster gets a new
+// rotate replaces the key of c's user with a new one through
+// Client.RotateKey: keys rotate locally, and the key cluster gets a new
 // record signed with the old key.
-func rotate(ctx context.Context, t *testing.T, c *Client, keys *pack.Keys, first pack.Secret) {
+func rotate(ctx context.Context, t *testing.T, c *Client, keys *pack.Keys, _ pack.Secret) {
 	t.Helper()
-	user := keys.UserName()
-	oldKeys, err := pack.FromSecret(user, first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur, err := c.LookupUser(ctx, user)
-	if err != nil {
-		t.Fatal(err)
+	if keys != c.keys {
+		t.Fatal("rotate: keys are not the client's")
 	}
 	secret, err := pack.NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := keyraft.Next(cur)
-	if err := keys.Rotate(secret); err != nil {
-		t.Fatal(err)
-	}
-	next.PublicKey = keys.PublicKey()
-	if err := keyraft.Sign(next, oldSigner{oldKeys: oldKeys, pub: cur.PublicKey}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(next)}); err != nil {
+	if err := c.RotateKey(ctx, secret); err != nil {
 		t.Fatalf("rotate: %v", err)
 	}
 }
-
-// oldSigner signs with the key that was current before a rotation.
-type oldSigner struct {
-	oldKeys *pack.Keys
-	pub     spindle.PublicKey
-}
-
-func (s oldSigner) UserName() spindle.UserName                    { return s.oldKeys.UserName() }
-func (s oldSigner) PublicKey() spindle.PublicKey                  { return s.pub }
-func (s oldSigner) Sign(digest []byte) (spindle.Signature, error) { return s.oldKeys.Sign(digest) }
 
 // A long-lived client notices a reader's key rotation once its cached key
 // record expires: files it writes after that are wrapped for the reader's
@@ -175,6 +155,77 @@ func TestClientKeyCacheExpires(t *testing.T) {
 		t.Fatalf("bob opens the file with his new key: %v", err)
 	}
 	f.Close()
+}
+
+// A replaced key's signature is accepted only for entries of its holder's
+// tree at or before the position the rotation recorded: a reader refuses,
+// with Integrity, an entry signed with the old key that a node serves as
+// written after the rotation, and still reads the ones written before.
+func TestRotatedKeySignsNothingNew(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	keys, first, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "@/Access", strings.NewReader("*: ann@example.com\nread: bob@example.com\n"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Put(ctx, "@/before", strings.NewReader("signed with the first key"), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotate(ctx, t, c, keys, first)
+	rec, err := c.LookupUser(ctx, "ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.DirSeq != before.Sequence {
+		t.Fatalf("rotation recorded dir sequence %d, want %d", rec.DirSeq, before.Sequence)
+	}
+
+	// The entry as it is, at its position before the rotation, reads.
+	c2, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	mustRead(t, c2, "@/before", []byte("signed with the first key"))
+
+	// A node that serves the old-key entry at a position after the
+	// rotation, where a thief's entry would be.
+	var late atomic.Bool
+	p2p.Handle(ctx, n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+		out, err := n.ServeClient(ctx, remote, data)
+		var req wire.Request
+		if !late.Load() || err != nil || wire.Decode(data, &req) != nil || req.Method != wire.DirLookup {
+			return out, err
+		}
+		var resp wire.Response
+		if err := wire.Decode(out, &resp); err != nil || resp.Entry == nil || resp.Entry.Name != "ann@example.com/before" {
+			return out, err
+		}
+		resp.Entry.Sequence = rec.DirSeq + 1
+		return wire.Encode(&resp)
+	})
+	late.Store(true)
+	for _, r := range []*Client{c, c2} {
+		if _, err := r.Open(ctx, "@/before"); !errors.Is(err, spindle.Integrity) {
+			t.Errorf("opened an entry signed with the replaced key after the rotation: %v, want Integrity", err)
+		}
+	}
+	late.Store(false)
+	mustRead(t, c, "@/before", []byte("signed with the first key"))
 }
 
 // Access and Group files, links and renames signed with a key its owner

@@ -247,8 +247,10 @@ func (c *Client) checkPutRecord(ctx context.Context, e *spindle.DirEntry, put *d
 // current key, and then those held before a rotation.
 func (c *Client) checkSig(ctx context.Context, r *dirlog.Entry) error {
 	digest := r.SignedDigest()
+	// The keys that may sign the entry at its place in its log.
+	at := &spindle.DirEntry{Name: r.Entry.Name, Writer: r.Writer, Sequence: r.Seq}
 	for _, history := range []bool{false, true} {
-		keys, err := c.writerKeys(ctx, r.Writer, history)
+		keys, err := c.writerKeys(ctx, at, history)
 		if err != nil {
 			return fmt.Errorf("key of writer %s: %w", r.Writer, err)
 		}

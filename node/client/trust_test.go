@@ -1,0 +1,86 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/pack"
+)
+
+// Trust in the key cluster is established once, visibly: TrustKeyCluster
+// starts the key log with the node's key or a pinned one, a pin that does
+// not match is refused, and afterwards a missing key log is an error, not
+// a fresh first use, unless the key is pinned.
+func TestKeyLogTrust(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	keys, _, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "keylog")
+	cfg := Config{Keys: keys, Node: n.DialAddr(), KeyLog: file, RequireKeyLog: true}
+
+	// Missing and required: refused, and nothing is written.
+	if _, err := Dial(ctx, cfg); !errors.Is(err, spindle.NotExist) || !strings.Contains(err.Error(), "spin init") {
+		t.Fatalf("dial without a key log: %v, want NotExist naming the remedy", err)
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Fatal("key log created although required to exist")
+	}
+
+	// A pin for another cluster: refused, nothing written.
+	other := "spindle-keyraft/x+0badc0de+AbJt5oSwufR3oqTbN+7S9M96rhy7Y1HtR1ZlWWcRzzgI"
+	pinned := cfg
+	pinned.Verifier = other
+	if _, err := TrustKeyCluster(ctx, pinned); !errors.Is(err, spindle.Integrity) {
+		t.Fatalf("trust with a wrong pin: %v, want Integrity", err)
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Fatal("key log created with a wrong pin")
+	}
+
+	// First use: the node's key, which is the cluster's.
+	vkey, err := TrustKeyCluster(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vkey != n.VerifierKey() {
+		t.Fatalf("trusted %s, the cluster's key is %s", vkey, n.VerifierKey())
+	}
+	if fp := VerifierFingerprint(vkey); !strings.HasPrefix(fp, "SHA256:") || len(fp) != len("SHA256:")+43 {
+		t.Errorf("fingerprint %q", fp)
+	}
+	c, err := Dial(ctx, cfg)
+	if err != nil {
+		t.Fatalf("dial with the key log: %v", err)
+	}
+	c.Close()
+	// The key log now names the key: a pin for another is refused.
+	if _, err := Dial(ctx, pinned); !errors.Is(err, spindle.Integrity) {
+		t.Fatalf("dial with a key log and a pin that differ: %v, want Integrity", err)
+	}
+
+	// Lost again, with the right key pinned: started again from the pin.
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	pinned.Verifier = vkey
+	c, err = Dial(ctx, pinned)
+	if err != nil {
+		t.Fatalf("dial with a pinned key and no key log: %v", err)
+	}
+	c.Close()
+	if data, err := os.ReadFile(file); err != nil || !strings.HasPrefix(string(data), vkey+"\n") {
+		t.Fatalf("key log after a pinned start: %q, %v", data, err)
+	}
+}

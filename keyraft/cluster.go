@@ -203,7 +203,10 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			c.log.Info("bootstrapped a new key cluster")
 		}
 	}
-	r, err := raft.NewRaft(rc, c.fsm, logs, stable, snaps, c.trans)
+	r, err := newRaft(rc, c.fsm, logs, stable, snaps, c.trans)
+	if errors.Is(err, errRaftPanicked) {
+		return nil, spindle.E(op, damaged(filepath.Join(cfg.Dir, "raft", "raft.db"), err))
+	}
 	if err != nil {
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("start raft: %w", err))
 	}
@@ -683,3 +686,17 @@ type idAddr string
 
 func (a idAddr) Network() string { return "spindle-keyraft" }
 func (a idAddr) String() string  { return string(a) }
+
+var errRaftPanicked = errors.New("raft failed reading its stored state")
+
+// newRaft is raft.NewRaft with its panics turned into errors: it panics
+// when its log store fails to give it the last entry, which a damaged
+// store can do even after the checks made before it starts.
+func newRaft(rc *raft.Config, fsm raft.FSM, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore, trans raft.Transport) (r *raft.Raft, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, fmt.Errorf("%w: %v", errRaftPanicked, p)
+		}
+	}()
+	return raft.NewRaft(rc, fsm, logs, stable, snaps, trans)
+}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"spindle.dev"
+	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
 
@@ -80,7 +81,18 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		return usagef("-node: %q is not a multiaddr such as /ip4/127.0.0.1/tcp/7447/p2p/12D3KooW...", *node)
 	}
 	if flags.NArg() != 1 {
-		return usagef("want one USER, got %d arguments", flags.NArg())
+		return usagef("want one USER, got %d %s", flags.NArg(), plural(flags.NArg(), "argument"))
+	}
+	// Every later command dials these: refuse now what none could use.
+	for _, a := range append([]string{*node}, strings.Split(*keyservers, ",")...) {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if _, err := p2p.ParsePeerAddr(spindle.PeerAddr(a)); err != nil || !strings.Contains(a, "/p2p/") {
+			st.errorf("%s: not a node address: it must end in /p2p/ and the node's peer ID", printName(a))
+			st.hint("copy a line of the node's addr file (spin node prints them as it starts)")
+			return errFailed
+		}
 	}
 	if _, err := spindle.ParsePacking(*packingName); err != nil {
 		return usagef("-packing: unknown packing %q (want ee, eeintegrity or plain)", *packingName)
@@ -89,6 +101,10 @@ func runInit(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		_, msg := describe(err)
 		st.errorf("%s: not a user name: %s", flags.Arg(0), strings.TrimPrefix(msg, spindle.Invalid.Error()+": "))
+		return errFailed
+	}
+	if spindle.BaseUser(user) == spindle.AllUsers {
+		st.errorf("%s: reserved: it stands for everyone in Access files, and no one can register it", user)
 		return errFailed
 	}
 	var servers []spindle.PeerAddr
@@ -117,7 +133,7 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		for _, f := range []string{file, filepath.Join(secrets, pack.PrivateKeyFile)} {
 			if _, err := os.Stat(f); err == nil {
 				st.errorf("%s already exists", f)
-				st.hint("to replace your config and keys, use: spin init -force %s", user)
+				st.hint("to replace your config and keys, use: spin init -force %s", strings.Join(args, " "))
 				return errFailed
 			}
 		}

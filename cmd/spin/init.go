@@ -14,7 +14,6 @@ import (
 	"golang.org/x/term"
 
 	"spindle.dev"
-	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
 
@@ -88,7 +87,7 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		if a = strings.TrimSpace(a); a == "" {
 			continue
 		}
-		if _, err := p2p.ParsePeerAddr(spindle.PeerAddr(a)); err != nil || !strings.Contains(a, "/p2p/") {
+		if i := strings.LastIndex(a, "/p2p/"); i < 0 || strings.Trim(a[i+len("/p2p/"):], "/") == "" {
 			st.errorf("%s: not a node address: it must end in /p2p/ and the node's peer ID", printName(a))
 			st.hint("copy a line of the node's addr file (spin node prints them as it starts)")
 			return errFailed

@@ -467,6 +467,25 @@ func (c *Client) writerKeys(ctx context.Context, e *spindle.DirEntry, history bo
 	return keys, nil
 }
 
+// tryWriterKeys calls try with the writer's current key and, if that
+// fails with Integrity, again with every key the writer held that may have
+// signed e (see writerKeys): most entries verify with the current key, and
+// only for the others is the key history fetched. It returns try's last
+// error, or why the keys could not be had.
+func (c *Client) tryWriterKeys(ctx context.Context, e *spindle.DirEntry, try func([]spindle.PublicKey) error) error {
+	var err error
+	for _, history := range []bool{false, true} {
+		keys, kerr := c.writerKeys(ctx, e, history)
+		if kerr != nil {
+			return fmt.Errorf("key of writer %s: %w", e.Writer, kerr)
+		}
+		if err = try(keys); err == nil || !errors.Is(err, spindle.Integrity) {
+			return err
+		}
+	}
+	return err
+}
+
 // Lookup implements spindle.Client.
 func (c *Client) Lookup(ctx context.Context, name spindle.PathName, follow bool) (*spindle.DirEntry, error) {
 	return onPath(c, "client.Lookup", name, func(p spindle.PathName) (*spindle.DirEntry, error) {
@@ -702,14 +721,8 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 		// lookup verified the text as the owner's.
 		return newInlineFile(e), nil
 	}
-	// Most files verify with the writer's current key; only if that fails
-	// are the keys the writer held before a rotation fetched and tried.
 	var r *pack.Reader
-	for _, history := range []bool{false, true} {
-		wkeys, kerr := c.writerKeys(ctx, e, history)
-		if kerr != nil {
-			return nil, spindle.E(op, p.Path(), fmt.Errorf("key of writer %s: %w", e.Writer, kerr))
-		}
+	err = c.tryWriterKeys(ctx, e, func(wkeys []spindle.PublicKey) (err error) {
 		r, err = pack.NewReader(ctx, e, pack.ReadConfig{
 			Keys:       c.keys,
 			WriterKeys: wkeys,
@@ -717,10 +730,8 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 			Release:    p2p.RecycleBlock,
 			ReadAhead:  readAhead,
 		})
-		if err == nil || !errors.Is(err, spindle.Integrity) || len(wkeys) > 1 && history {
-			break
-		}
-	}
+		return err
+	})
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)
 	}

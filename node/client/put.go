@@ -686,17 +686,7 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 // writer's keys, current and then earlier; the name it signs is checked
 // by verifyEntry.
 func (c *Client) verifyPacked(ctx context.Context, e *spindle.DirEntry) error {
-	var err error
-	for _, history := range []bool{false, true} {
-		wkeys, kerr := c.writerKeys(ctx, e, history)
-		if kerr != nil {
-			return fmt.Errorf("key of writer %s: %w", e.Writer, kerr)
-		}
-		if err = pack.Verify(e, wkeys); err == nil || len(wkeys) > 1 && history {
-			break
-		}
-	}
-	return err
+	return c.tryWriterKeys(ctx, e, func(wkeys []spindle.PublicKey) error { return pack.Verify(e, wkeys) })
 }
 
 // progressReader reports the bytes read through it.

@@ -249,21 +249,18 @@ func (c *Client) checkSig(ctx context.Context, r *dirlog.Entry) error {
 	digest := r.SignedDigest()
 	// The keys that may sign the entry at its place in its log.
 	at := &spindle.DirEntry{Name: r.Entry.Name, Writer: r.Writer, Sequence: r.Seq}
-	for _, history := range []bool{false, true} {
-		keys, err := c.writerKeys(ctx, at, history)
-		if err != nil {
-			return fmt.Errorf("key of writer %s: %w", r.Writer, err)
-		}
+	err := c.tryWriterKeys(ctx, at, func(keys []spindle.PublicKey) error {
 		for _, k := range keys {
 			if spindle.Verify(k, digest, r.Sig) == nil {
 				return nil
 			}
 		}
-		if len(keys) > 1 && history {
-			break
-		}
+		return spindle.Integrity
+	})
+	if err == spindle.Integrity {
+		return fmt.Errorf("signature does not verify with a key of %s", r.Writer)
 	}
-	return fmt.Errorf("signature does not verify with a key of %s", r.Writer)
+	return err
 }
 
 // under reports whether name is dir or lies below it, and returns the rest

@@ -659,3 +659,28 @@ func asciiEqualFold(s, t string) bool {
 	}
 	return true
 }
+
+// Candidates returns the names of the Access files that could govern
+// name, in the order [WhichAccess] looks for them: in name's own
+// directory (for a directory, in it; for an Access file, in the directory
+// that holds it), then in each directory above, up to the root. The first
+// that exists governs. A reader that is shown which Access file governs a
+// name, with proofs, checks that none nearer exists with this list.
+func Candidates(name spindle.PathName) ([]spindle.PathName, error) {
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return nil, spindle.E(spindle.Op("access.Candidates"), err)
+	}
+	path := string(p.Path())
+	root := strings.IndexByte(path, '/') + 1
+	end := len(path)
+	if p.Last() == accessName {
+		end = strings.LastIndexByte(path, '/')
+	}
+	var out []spindle.PathName
+	for end > root {
+		out = append(out, spindle.PathName(path[:end]+"/"+accessName))
+		end = strings.LastIndexByte(path[:end], '/')
+	}
+	return append(out, spindle.PathName(path[:root]+accessName)), nil
+}

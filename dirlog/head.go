@@ -25,10 +25,32 @@ type Head struct {
 	Seq     int64
 	Hash    Hash
 	Root    Hash              // Root of the tree map after entry Seq.
-	Time    spindle.Time      // When the host signed the head.
-	Host    spindle.UserName  // Who signed; empty if unsigned.
-	HostKey spindle.PublicKey // The key that signed.
+	Time    spindle.Time // When the host signed the head.
+	// Host names the dir host that signed, as the user's key record
+	// lists it (a node's peer ID); empty if unsigned. HostKey is the
+	// public key that verifies the signature, in the form the host's
+	// kind of name binds (for a peer ID, a libp2p public key).
+	Host    string
+	HostKey []byte
 	Sig     spindle.Signature
+}
+
+// A HeadSigner signs heads as a dir host.
+type HeadSigner interface {
+	// HostID is the host's name as key records list it: for a node, its
+	// peer ID.
+	HostID() string
+	// HostKey is the public key that verifies the host's signatures.
+	HostKey() []byte
+	Sign(digest []byte) (spindle.Signature, error)
+}
+
+// A HeadVerifier decides whether a head's signer may vouch for a user's
+// log: that host is one of the user's dir hosts, that key is host's, and
+// that sig is key's signature of digest. A reader makes one from the
+// user's key record.
+type HeadVerifier interface {
+	VerifyHead(user spindle.UserName, host string, key, digest, sig []byte) error
 }
 
 // Digest returns the digest the host signs: the SHA-256 of a context
@@ -47,8 +69,8 @@ func (h *Head) Digest() []byte {
 }
 
 // Sign signs the head as host s.
-func (h *Head) Sign(s spindle.Signer) error {
-	h.Host, h.HostKey = s.UserName(), s.PublicKey()
+func (h *Head) Sign(s HeadSigner) error {
+	h.Host, h.HostKey = s.HostID(), s.HostKey()
 	sig, err := s.Sign(h.Digest())
 	if err != nil {
 		return spindle.E(spindle.Op("dirlog.Head.Sign"), h.User, err)
@@ -57,15 +79,15 @@ func (h *Head) Sign(s spindle.Signer) error {
 	return nil
 }
 
-// Verify checks that h is signed with key, which the caller has learnt to
-// belong to one of the user's dir hosts. A bad signature is Integrity.
-func (h *Head) Verify(key spindle.PublicKey) error {
+// Verify checks that h is signed by a host v accepts for h.User. Every
+// failure is Integrity.
+func (h *Head) Verify(v HeadVerifier) error {
 	const op spindle.Op = "dirlog.Head.Verify"
-	if len(h.Sig) == 0 {
-		return spindle.E(op, spindle.Integrity, h.User, "head is not signed")
+	if len(h.Sig) == 0 || h.Host == "" {
+		return spindle.E(op, spindle.Integrity, h.User, "head is not signed by a dir host")
 	}
-	if err := spindle.Verify(key, h.Digest(), h.Sig); err != nil {
-		return spindle.E(op, h.User, err)
+	if err := v.VerifyHead(h.User, h.Host, h.HostKey, h.Digest(), h.Sig); err != nil {
+		return spindle.E(op, spindle.Integrity, h.User, fmt.Errorf("head of sequence %d signed by %s: %w", h.Seq, h.Host, err))
 	}
 	return nil
 }
@@ -102,8 +124,12 @@ func from(h *Head) string {
 	if h.Host == "" {
 		return "the dir host (unsigned)"
 	}
-	return "host " + string(h.Host)
+	return "host " + h.Host
 }
+
+// maxHostLen bounds a host's name in a head: a peer ID's text is about
+// 52 bytes, a multiaddr a few hundred.
+const maxHostLen = 1 << 10
 
 const (
 	headMagic   = "SPDLH2"
@@ -144,8 +170,8 @@ func UnmarshalHead(data []byte) (*Head, error) {
 	copy(h.Hash[:], d.take(len(h.Hash), "hash"))
 	copy(h.Root[:], d.take(len(h.Root), "map root"))
 	h.Time = spindle.Time(d.u64("time"))
-	h.Host = spindle.UserName(d.string(spindle.MaxUserNameLen, "host"))
-	h.HostKey = spindle.PublicKey(d.string(maxKeyLen, "host key"))
+	h.Host = d.string(maxHostLen, "host")
+	h.HostKey = []byte(d.string(maxKeyLen, "host key"))
 	h.Sig = d.bytes(MaxSignature, "signature")
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))

@@ -27,7 +27,7 @@ func TestHeadCommitsToMap(t *testing.T) {
 		t.Fatalf("head root %s time %d, want root %s and a time", h.Root, h.Time, want)
 	}
 	dec, err := UnmarshalHead(h.Marshal())
-	if err != nil || dec.Root != h.Root || dec.Time != h.Time || dec.Verify(e.host.pub) != nil {
+	if err != nil || dec.Root != h.Root || dec.Time != h.Time || dec.Verify(e.host) != nil {
 		t.Fatalf("round trip: %+v, %v", dec, err)
 	}
 	for name, change := range map[string]func(*Head){
@@ -38,7 +38,7 @@ func TestHeadCommitsToMap(t *testing.T) {
 	} {
 		c := *h
 		change(&c)
-		wantKind(t, c.Verify(e.host.pub), spindle.Integrity, "head with another "+name)
+		wantKind(t, c.Verify(e.host), spindle.Integrity, "head with another "+name)
 	}
 
 	// A head as version 1 encoded it: magic, user, sequence, hash, host,

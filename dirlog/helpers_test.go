@@ -41,7 +41,23 @@ func (s *testSigner) Sign(digest []byte) (spindle.Signature, error) {
 	return ecdsa.SignASN1(rand.Reader, s.priv, digest)
 }
 
-var _ spindle.Signer = (*testSigner)(nil)
+func (s *testSigner) HostID() string  { return string(s.user) }
+func (s *testSigner) HostKey() []byte { return []byte(s.pub) }
+
+// VerifyHead accepts the heads s signed, as a reader that knows s as a
+// dir host would.
+func (s *testSigner) VerifyHead(_ spindle.UserName, host string, key, digest, sig []byte) error {
+	if host != string(s.user) || string(key) != string(s.pub) {
+		return fmt.Errorf("signed by %s, not by dir host %s", host, s.user)
+	}
+	return spindle.Verify(s.pub, digest, sig)
+}
+
+var (
+	_ spindle.Signer = (*testSigner)(nil)
+	_ HeadSigner     = (*testSigner)(nil)
+	_ HeadVerifier   = (*testSigner)(nil)
+)
 
 const (
 	ann = spindle.UserName("ann@example.com")

@@ -183,7 +183,7 @@ func TestMapRootProperty(t *testing.T) {
 			for i := 0; i < 150 || (m.subtreeMoves == 0 && i < 1500); i++ {
 				m.step(e.ctx, rng, c)
 				h := e.do2(e.s.Head(e.ctx, ann))
-				if err := h.Verify(e.host.pub); err != nil {
+				if err := h.Verify(e.host); err != nil {
 					t.Fatal(err)
 				}
 				es := e.logEntries(ann)

@@ -44,31 +44,47 @@ func (s *Server) LookupProved(ctx context.Context, user spindle.UserName, name s
 	if err != nil {
 		return nil, nil, spindle.E(op, user, err)
 	}
+	var d *spindle.DirEntry
+	var pr *Proved
+	perr := s.provedAt(ctx, p.User(), func() (int64, bool) {
+		var seq int64
+		d, pr, seq, err = s.lookupProved(user, p)
+		return seq, pr != nil
+	}, func(h *Head) { pr.Head = h })
+	if perr != nil {
+		return nil, nil, spindle.E(op, p.Path(), user, perr)
+	}
+	if err != nil {
+		err = spindle.E(op, p.Path(), user, err)
+	}
+	return d, pr, err
+}
+
+// provedAt runs answer, which answers a read and makes its proofs from one
+// state of owner's tree and returns that state's sequence number (and
+// false if it made no proof), and then gives set the signed head of that
+// state. If the log moved on between the two, it tries again; after a few
+// tries it fails with kind Transient. An error of answer's is returned
+// as it is (answers may carry an entry and an error together).
+func (s *Server) provedAt(ctx context.Context, owner spindle.UserName, answer func() (int64, bool), set func(*Head)) error {
 	for try := 0; try < 8; try++ {
 		if err := ctx.Err(); err != nil {
-			return nil, nil, spindle.E(op, spindle.Transient, p.Path(), user, err)
+			return spindle.E(spindle.Transient, err)
 		}
-		d, pr, seq, err := s.lookupProved(user, p)
-		if pr == nil {
-			if err != nil {
-				err = spindle.E(op, p.Path(), user, err)
-			}
-			return d, nil, err
+		seq, ok := answer()
+		if !ok {
+			return nil
 		}
-		h, herr := s.Head(ctx, p.User())
-		if herr != nil {
-			return nil, nil, spindle.E(op, p.Path(), user, herr)
-		}
-		if h.Seq != seq {
-			continue // The log moved between the answer and the head.
-		}
-		pr.Head = h
+		h, err := s.Head(ctx, owner)
 		if err != nil {
-			err = spindle.E(op, p.Path(), user, err)
+			return err
 		}
-		return d, pr, err
+		if h.Seq == seq {
+			set(h)
+			return nil
+		}
 	}
-	return nil, nil, spindle.E(op, spindle.Transient, p.Path(), user, "the log kept moving; try again")
+	return spindle.E(spindle.Transient, "the log kept moving; try again")
 }
 
 // lookupProved answers the lookup and makes its proof, without the head,
@@ -76,6 +92,9 @@ func (s *Server) LookupProved(ctx context.Context, user spindle.UserName, name s
 func (s *Server) lookupProved(user spindle.UserName, p spindle.Parsed) (*spindle.DirEntry, *Proved, int64, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if err := s.damageFor(p.User(), user); err != nil {
+		return nil, nil, 0, err
+	}
 	r := s.readerFor(p.User(), user)
 	d, err := r.lookup(p)
 	seq := r.t.seq
@@ -88,15 +107,20 @@ func (s *Server) lookupProved(user spindle.UserName, p spindle.Parsed) (*spindle
 	case spindle.KindOf(err) == spindle.NotDir && d != nil && blocker != nil:
 		n = blocker // The link to follow.
 	case spindle.KindOf(err) == spindle.NotExist, spindle.KindOf(err) == spindle.NotDir && d == nil:
-		k := MapKey(p.Path())
-		return d, &Proved{Name: p.Path(), Proof: r.t.m.Prove(k)}, seq, err
+		return d, r.t.proveAbsent(p.Path()), seq, err
 	default:
 		return d, nil, seq, err
 	}
+	return d, r.t.proveItem(n, d.Attr&spindle.AttrIncomplete == 0), seq, err
+}
+
+// proveItem proves the inclusion of n in the tree's map, with the signed
+// entries its value is made of if whole is set.
+func (t *tree) proveItem(n *node, whole bool) *Proved {
 	k := MapKey(n.entry.Name)
-	v, _ := r.t.m.Get(k)
-	pr := &Proved{Name: n.entry.Name, Proof: r.t.m.Prove(k), Value: v}
-	if d.Attr&spindle.AttrIncomplete == 0 && n.src != nil {
+	v, _ := t.m.Get(k)
+	pr := &Proved{Name: n.entry.Name, Proof: t.m.Prove(k), Value: v}
+	if whole && n.src != nil {
 		// Copies: returned values are never shared with the caller.
 		for _, e := range append([]*Entry{n.src}, n.moves...) {
 			c := *e
@@ -105,7 +129,12 @@ func (s *Server) lookupProved(user spindle.UserName, p spindle.Parsed) (*spindle
 			pr.Entries = append(pr.Entries, &c)
 		}
 	}
-	return d, pr, seq, err
+	return pr
+}
+
+// proveAbsent proves that name is not in the tree's map.
+func (t *tree) proveAbsent(name spindle.PathName) *Proved {
+	return &Proved{Name: name, Proof: t.m.Prove(MapKey(name))}
 }
 
 // Verify checks that pr proves its answer against pr.Head.Root: for an

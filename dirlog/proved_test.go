@@ -29,7 +29,7 @@ func TestLookupProved(t *testing.T) {
 		if pr == nil {
 			t.Fatalf("%s as %s: no proof", name, user)
 		}
-		if err := pr.Head.Verify(e.host.pub); err != nil {
+		if err := pr.Head.Verify(e.host); err != nil {
 			t.Fatal(err)
 		}
 		if root, _ := MapRoot(e.logEntries(ann)); pr.Head.Root != root {
@@ -125,7 +125,7 @@ func TestLookupProvedConcurrent(t *testing.T) {
 		if err != nil && !errors.Is(err, spindle.NotExist) {
 			t.Fatal(err)
 		}
-		if err := pr.Head.Verify(e.host.pub); err != nil {
+		if err := pr.Head.Verify(e.host); err != nil {
 			t.Fatal(err)
 		}
 		if err := pr.Verify(); err != nil {

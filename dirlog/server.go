@@ -36,7 +36,7 @@ type Config struct {
 	CheckPut func(ctx context.Context, d *spindle.DirEntry, key spindle.PublicKey) error
 	// Host signs the heads the server hands out. If nil, heads are not
 	// signed.
-	Host spindle.Signer
+	Host HeadSigner
 	// Logger receives reports of damage found at start-up; nil means
 	// slog.Default().
 	Logger *slog.Logger

@@ -443,17 +443,17 @@ func TestHead(t *testing.T) {
 	}
 	e.setup()
 	h := e.do2(e.s.Head(e.ctx, ann))
-	if h.Seq != 5 || h.Host != e.host.user {
+	if h.Seq != 5 || h.Host != string(e.host.user) {
 		t.Fatalf("head = %+v", h)
 	}
-	if err := h.Verify(e.host.pub); err != nil {
+	if err := h.Verify(e.host); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Verify(e.signers[ann].pub); err == nil {
+	if err := h.Verify(e.signers[ann]); err == nil {
 		t.Fatal("head verified with the wrong key")
 	}
 	dec, err := UnmarshalHead(h.Marshal())
-	if err != nil || dec.Verify(e.host.pub) != nil || dec.Seq != h.Seq || dec.Hash != h.Hash || dec.User != ann {
+	if err != nil || dec.Verify(e.host) != nil || dec.Seq != h.Seq || dec.Hash != h.Hash || dec.User != ann {
 		t.Fatalf("head round trip: %+v, %v", dec, err)
 	}
 	if _, err := UnmarshalHead(h.Marshal()[:20]); err == nil {
@@ -461,7 +461,7 @@ func TestHead(t *testing.T) {
 	}
 	tampered := *h
 	tampered.Seq++
-	wantKind(t, tampered.Verify(e.host.pub), spindle.Integrity, "tampered head")
+	wantKind(t, tampered.Verify(e.host), spindle.Integrity, "tampered head")
 	if err := CheckHead(h0, h); err != nil {
 		t.Fatal(err)
 	}

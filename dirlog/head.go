@@ -21,11 +21,11 @@ const headContext = "spindle.dev/dirlog head v2\n"
 // the log checks Root with [MapRoot], and a reader checks proofs against
 // it (see [MapProof]).
 type Head struct {
-	User    spindle.UserName
-	Seq     int64
-	Hash    Hash
-	Root    Hash              // Root of the tree map after entry Seq.
-	Time    spindle.Time // When the host signed the head.
+	User spindle.UserName
+	Seq  int64
+	Hash Hash
+	Root Hash         // Root of the tree map after entry Seq.
+	Time spindle.Time // When the host signed the head.
 	// Host names the dir host that signed, as the user's key record
 	// lists it (a node's peer ID); empty if unsigned. HostKey is the
 	// public key that verifies the signature, in the form the host's

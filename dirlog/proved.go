@@ -1,8 +1,10 @@
 package dirlog
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"spindle.dev"
@@ -194,4 +196,44 @@ func chain(es []*Entry) (Hash, spindle.PathName, error) {
 		v = MovedValue(e.Hash(), v)
 	}
 	return v, name, nil
+}
+
+// Matches checks that d, an entry a host served with pr, is the item pr's
+// entries put: the same contents (attributes, packing, time, size,
+// blocks, packdata, link target, inline text) by the same writer, at
+// pr.Name. Only an inclusion with entries can be matched; a reader calls
+// Matches after [Proved.Verify], so that the entry shown is the one the
+// signed head commits to at that name. Failures are Integrity.
+func (pr *Proved) Matches(d *spindle.DirEntry) error {
+	const op spindle.Op = "dirlog.Proved.Matches"
+	if d == nil || len(pr.Entries) == 0 {
+		return spindle.E(op, spindle.Integrity, pr.Name, "no entry, or no signed entries to match it with")
+	}
+	src := &pr.Entries[0].Entry
+	var what string
+	switch {
+	case d.Name != pr.Name:
+		what = "name " + string(d.Name)
+	case d.Attr&^spindle.AttrIncomplete != src.Attr:
+		what = "attributes"
+	case d.Packing != src.Packing:
+		what = "packing"
+	case d.Time != src.Time:
+		what = "time"
+	case d.Size != src.Size:
+		what = "size"
+	case !slices.Equal(d.Blocks, src.Blocks):
+		what = "blocks"
+	case !bytes.Equal(d.Packdata, src.Packdata):
+		what = "packdata"
+	case d.Link != src.Link:
+		what = "link target"
+	case !bytes.Equal(d.Inline, src.Inline):
+		what = "contents"
+	case d.Writer != pr.Entries[0].Writer:
+		what = "writer " + string(d.Writer)
+	default:
+		return nil
+	}
+	return spindle.E(op, spindle.Integrity, pr.Name, fmt.Sprintf("the entry served differs in its %s from the one the signed head commits to (sequence %d)", what, pr.Entries[0].Seq))
 }

@@ -182,7 +182,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 
 	// The directory logs.
-	dcfg := dirlog.Config{Keys: n.userKey, KeyHistory: n.keyHistory, CheckPut: n.checkPut, Logger: log.With("part", "dirlog"), Repair: cfg.Repair}
+	// The node signs the heads of the logs it hosts with its peer
+	// identity, which the owners' key records name.
+	signer, err := p2p.NewPeerSigner(n.host)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	dcfg := dirlog.Config{Keys: n.userKey, KeyHistory: n.keyHistory, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Repair: cfg.Repair}
 	if cfg.Home == "" {
 		n.dir, err = dirlog.New(ctx, new(dirlog.MemStore), dcfg)
 	} else {

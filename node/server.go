@@ -97,6 +97,11 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		// A log's head is its position: only users with a right in the
 		// tree get it (writers need it to sign their next entry).
 		h, err := n.dir.HeadFor(ctx, user, req.User)
+		if err == nil && h.Seq == 0 && !n.writers.admits(req.User) {
+			// A tree this node does not host and holds nothing of: say
+			// so, rather than vouch for an empty log.
+			return nil, spindle.E(spindle.Op("node.Head"), spindle.PathName(req.User+"/"), user, spindle.Permission, "this node does not host the tree of "+string(req.User)+" (see spin node -writers)")
+		}
 		return &wire.Response{Head: h}, err
 	case wire.DirAppend:
 		e, err := n.appendable(user, req.Data)
@@ -130,14 +135,29 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		}
 		return &wire.Response{Entries: des}, err
 	case wire.DirLookup:
-		de, err := n.dir.Lookup(ctx, user, req.Name)
-		return n.withHead(ctx, &wire.Response{Entry: de}, string(req.Name), err)
+		de, pr, err := n.dir.LookupProved(ctx, user, req.Name)
+		resp := &wire.Response{Entry: de}
+		if pr != nil {
+			resp.Head, resp.DirProofs = pr.Head, [][]byte{pr.Marshal()}
+		}
+		return resp, err
 	case wire.DirGlob:
 		des, err := n.dir.Glob(ctx, user, req.Pattern)
 		return n.withHead(ctx, &wire.Response{Entries: des}, req.Pattern, err)
 	case wire.DirWhich:
-		de, err := n.dir.WhichAccess(ctx, user, req.Name)
-		return n.withHead(ctx, &wire.Response{Entry: de}, string(req.Name), err)
+		de, ap, err := n.dir.WhichAccessProved(ctx, user, req.Name)
+		resp := &wire.Response{Entry: de}
+		if ap != nil {
+			resp.Head = ap.Head
+			resp.DirProofs = [][]byte{nil}
+			if ap.Found != nil {
+				resp.DirProofs[0] = ap.Found.Marshal()
+			}
+			for _, pr := range ap.Absent {
+				resp.DirProofs = append(resp.DirProofs, pr.Marshal())
+			}
+		}
+		return resp, err
 	}
 	return nil, spindle.E(wire.UnknownOp, spindle.Invalid, "unknown method "+req.Method)
 }
@@ -228,15 +248,16 @@ func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
 	return nil
 }
 
-// withHead adds to a successful answer about name (a path or a glob
-// pattern) the head of its owner's log, taken after the answer, so that a
-// client that remembers the newest head it has seen notices a node that
-// answers from an older state of the log (see Client's dirHeads). Failed
-// answers carry no head: a user without rights learns nothing more. A
-// successful answer implies a right in the tree (Lookup, WhichAccess and
-// Glob succeed only for a user with some right on a name in it, or with
-// list on the directory searched), so the head goes only to users that
-// [dirlog.Server.HeadFor] would give it to.
+// withHead adds to a successful Glob answer the head of the pattern's
+// owner's log, taken after the answer, so that a client that remembers the
+// newest head it has seen notices a node that answers from an older state
+// of the log (see the client's dirHeads). It proves neither the entries
+// (each is signed by its writer) nor that none was left out: a map keyed
+// by hashed names has no range proofs. Failed answers carry no head: a
+// successful Glob implies list on a directory searched, so the head goes
+// only to users that [dirlog.Server.HeadFor] would give it to. Lookup and
+// WhichAccess answers carry heads and proofs taken with them (see
+// [dirlog.Server.LookupProved]).
 func (n *Node) withHead(ctx context.Context, resp *wire.Response, name string, err error) (*wire.Response, error) {
 	if err != nil {
 		return resp, err

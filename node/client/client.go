@@ -97,6 +97,7 @@ type Client struct {
 	userKeys     map[spindle.UserName]cachedUser    // Key records looked up so far.
 	readersCache map[spindle.PathName]cachedReaders // Reader keys by directory, for Put.
 	verified     map[[32]byte]time.Time             // Entries verifyEntry passed, by verifiedDigest.
+	headsOK      map[[32]byte]time.Time             // Heads whose signature verifyHead checked, by digest.
 }
 
 var _ spindle.Client = (*Client)(nil)
@@ -174,17 +175,20 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 			}
 		},
 	})
-	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth}
+	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
+	// Without a file, the heads seen are kept for this client's life.
+	c.heads = &dirHeads{heads: make(map[spindle.UserName]*dirlog.Head)}
 	if cfg.DirHeads != "" {
 		d, err := openDirHeads(cfg.DirHeads)
 		if err != nil {
 			c.Close()
 			return nil, spindle.E(op, err)
 		}
-		c.heads, c.svc.heads = d, d
+		c.heads = d
 	}
+	c.svc.heads = c.heads
 	if cfg.KeyLog != "" {
 		l, err := c.openKeyLog(ctx, cfg.KeyLog)
 		if err != nil {

@@ -22,16 +22,16 @@ import (
 // older state of a log than it once showed: hide a file that was put, bring
 // back one that was removed, or show an Access file from before a reader
 // was revoked. Entries are signed by their writers, so it cannot make any
-// up, but a rollback needs no forgery. So with Config.DirHeads the
-// client remembers, for every tree it has looked at, the newest head (the
-// log's sequence number and hash) the node showed it, and checks every
+// up, but a rollback needs no forgery. So the client remembers, for every
+// tree it has looked at, the newest head (the log's sequence number and
+// hash) it has seen, in Config.DirHeads across commands, and checks every
 // head that comes with an answer against it (dirlog.CheckHead): an older
 // sequence number is a rollback, another hash at the same one a fork.
-// Either fails the call with an Integrity error naming both heads.
-//
-// The heads are the node's word, not signed: they show this client that
-// its node went back on itself, not a third party. Signed heads, published
-// for every reader to compare, come with dir hosts on other machines.
+// Either fails the call with an Integrity error naming both heads. Heads
+// are signed by a dir host the tree's key record names (see dirproofs.go),
+// so two heads for one sequence number are evidence a third party can
+// check; comparing heads between readers comes with mirrors and published
+// heads.
 
 // dirHeads is the newest head a client has seen of each user's log, kept
 // in a file: one line per user, "USER SEQ HASH".
@@ -131,7 +131,7 @@ func (d *dirHeads) check(floor, h *dirlog.Head) error {
 func (d *dirHeads) save() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.dirty {
+	if !d.dirty || d.file == "" {
 		return nil
 	}
 	err := updateState(d.file, func(old []byte) []byte {

@@ -327,7 +327,6 @@ func TestLieForgedInlineText(t *testing.T) {
 // name. Only a proof against a signed head that it is the current one can
 // catch this.
 func TestLieOlderAccessFile(t *testing.T) {
-	t.Skip("needs the signed heads and map proofs of issue 10 item 3 (another helper's part): an older Access file is signed by its owner at its name like the current one")
 	w := newLieWorld(t)
 	w.put(t, "@/docs/Access", "read: bob@example.com, mallory@evil.example\n")
 	old := w.entry(t, "@/docs/Access")
@@ -436,7 +435,6 @@ func TestLieLinkTarget(t *testing.T) {
 // the one that governs the name, hiding the nearer one. Only a proof that
 // no Access file lies between them can catch this.
 func TestLieFartherAccessFile(t *testing.T) {
-	t.Skip("needs the WhichAccess proofs of issue 10 item 3 (another helper's part): an Access file above the governing one is signed by its owner at its name and does govern the name's directory's parents")
 	w := newLieWorld(t)
 	w.put(t, "@/Access", "read: mallory@evil.example\n*: ann@example.com\n")
 	root := w.entry(t, "@/Access")

@@ -28,9 +28,11 @@ type remote struct {
 	// noBatch is set once the node has answered that it does not know
 	// dir.appendbatch.
 	noBatch atomic.Bool
-	// heads, if set, checks each head of a user's log that comes with an
-	// answer; an error fails the call.
+	// heads checks each head of a user's log that comes with an answer
+	// against the newest seen; an error fails the call.
 	heads *dirHeads
+	// verifyHead, if set, checks a head's signature.
+	verifyHead func(ctx context.Context, h *dirlog.Head) error
 }
 
 // callDir makes a call about owner's log and checks the head that comes
@@ -38,13 +40,18 @@ type remote struct {
 // (Not against the newest seen when the answer arrives: answers to
 // concurrent calls may arrive in any order.)
 func (r *remote) callDir(ctx context.Context, req *wire.Request, owner string) (*wire.Response, error) {
-	if r.heads == nil {
-		return r.call(ctx, req)
-	}
 	owner, _, _ = strings.Cut(owner, "/")
 	floor := r.heads.floor(spindle.UserName(owner))
 	resp, err := r.call(ctx, req)
 	if resp != nil && resp.Head != nil {
+		if resp.Head.User != spindle.UserName(owner) {
+			return nil, spindle.E(spindle.PathName(owner+"/"), spindle.Integrity, "node answered with the head of "+string(resp.Head.User)+"'s log")
+		}
+		if r.verifyHead != nil {
+			if herr := r.verifyHead(ctx, resp.Head); herr != nil {
+				return nil, herr
+			}
+		}
 		if herr := r.heads.check(floor, resp.Head); herr != nil {
 			return nil, herr
 		}
@@ -140,6 +147,9 @@ func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.Pa
 	if resp == nil {
 		return nil, err
 	}
+	if perr := checkLookup(name, resp, err); perr != nil {
+		return nil, perr
+	}
 	return resp.Entry, err
 }
 
@@ -155,10 +165,13 @@ func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) (
 // WhichAccess implements dirlog.Service.
 func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
 	resp, err := r.callDir(ctx, &wire.Request{Method: wire.DirWhich, Name: name}, string(name))
-	if resp == nil {
+	if resp == nil || err != nil {
 		return nil, err
 	}
-	return resp.Entry, err
+	if perr := checkWhichAccess(name, resp); perr != nil {
+		return nil, perr
+	}
+	return resp.Entry, nil
 }
 
 // Watch implements dirlog.Service.

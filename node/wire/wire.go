@@ -88,6 +88,11 @@ type Response struct {
 	Err     []byte              `cbor:"5,keyasint,omitempty"`
 	Delete  bool                `cbor:"6,keyasint,omitempty"` // For watch events.
 	Proofs  [][]byte            `cbor:"9,keyasint,omitempty"` // Encoded keyraft.Proofs, for key.proofs.
+	// DirProofs prove an answer about a directory log against Head (see
+	// dirlog.Proved, encoded): for dir.lookup, one; for dir.whichaccess,
+	// the governing Access file's (empty if none governs) and then the
+	// absence of each nearer one, nearest first.
+	DirProofs [][]byte `cbor:"10,keyasint,omitempty"`
 }
 
 // An AuthMsg proves that the client's peer acts for User: the user signs the

@@ -1,0 +1,194 @@
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/dirlog"
+	"spindle.dev/node/wire"
+	"spindle.dev/p2p"
+)
+
+// Directory state a client can prove.
+//
+// Every head of a user's log that comes with an answer must be signed by
+// a dir host the user's key record names (by peer ID; the record comes
+// from the key cluster's transparency log, so the node a client talks
+// through cannot choose it), and must not go back on the newest head the
+// client has seen (see dirHeads). The head commits to a map of the whole
+// tree (dirlog.MapRoot), and:
+//
+//   - a Lookup's entry comes with a proof that its name maps, in that
+//     map, to the value its signed entries make, and the entry must be
+//     the one they put (dirlog.Proved.Matches): not an older version of
+//     the file, nor another file's;
+//   - a NotExist comes with a proof that the name is not in the map;
+//   - a WhichAccess answer proves the governing Access file, current,
+//     and the absence of every Access file nearer the name.
+//
+// A writer signs its next entry on top of a head checked the same way, so
+// a node cannot fork the log under it without signing two heads for one
+// sequence number, which is evidence. What is not proved: that a Glob
+// listed every match (a map keyed by hashed names has no range proofs;
+// each entry listed is still signed by its writer), and the parts of an
+// entry a reader may not see, which is proved present only.
+
+// maxHeadsVerified bounds the cache of verified head signatures.
+const maxHeadsVerified = 1024
+
+// verifyHead checks that h is signed by one of its user's dir hosts.
+// Signatures verified in the last verifyTTL are not verified again.
+func (c *Client) verifyHead(ctx context.Context, h *dirlog.Head) error {
+	d := sha256.Sum256(h.Marshal())
+	c.mu.Lock()
+	at, ok := c.headsOK[d]
+	c.mu.Unlock()
+	if ok && time.Since(at) < verifyTTL {
+		return nil
+	}
+	err := c.verifyHeadWith(ctx, h, false)
+	if err != nil {
+		// The record may have changed since it was cached: a dir host
+		// was added. Look again once.
+		err = c.verifyHeadWith(ctx, h, true)
+	}
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.headsOK == nil || len(c.headsOK) >= maxHeadsVerified {
+		c.headsOK = make(map[[32]byte]time.Time)
+	}
+	c.headsOK[d] = time.Now()
+	c.mu.Unlock()
+	return nil
+}
+
+// verifyHeadWith checks h against its user's key record, looked up again
+// if fresh is set.
+func (c *Client) verifyHeadWith(ctx context.Context, h *dirlog.Head, fresh bool) error {
+	u, err := c.lookupUser(ctx, h.User, fresh)
+	if err != nil {
+		return spindle.E(h.User, spindle.Integrity, fmt.Errorf("cannot check the head of the log: %w", err))
+	}
+	if len(u.DirHosts) == 0 {
+		// Nobody hosts the tree: it does not exist, whatever a node
+		// says about it.
+		return spindle.E(spindle.PathName(h.User+"/"), spindle.NotExist, "no node hosts the tree of "+string(h.User)+" (its key record names no dir host; run spin signup with a node that will host it)")
+	}
+	return h.Verify(dirHosts(u.DirHosts))
+}
+
+// dirHosts is a dirlog.HeadVerifier that accepts heads signed by the
+// peers a key record names as dir hosts.
+type dirHosts []spindle.PeerAddr
+
+func (hosts dirHosts) VerifyHead(user spindle.UserName, host string, key, digest, sig []byte) error {
+	listed := false
+	for _, a := range hosts {
+		if info, err := p2p.ParsePeerAddr(a); err == nil && info.ID.String() == host {
+			listed = true
+			break
+		}
+	}
+	if !listed {
+		return fmt.Errorf("%s is not a dir host of %s (the key record names %d)", host, user, len(hosts))
+	}
+	return p2p.VerifyPeerSig(host, key, digest, sig)
+}
+
+// checkLookup checks the proof that comes with the answer to a Lookup of
+// name: resp and err, as the node sent them.
+func checkLookup(name spindle.PathName, resp *wire.Response, err error) error {
+	p, perr := spindle.Parse(name)
+	if perr != nil {
+		return nil // The node's error says what is wrong with the name.
+	}
+	name = p.Path()
+	kind := spindle.KindOf(err)
+	var present bool
+	switch {
+	case err == nil && resp.Entry != nil, kind == spindle.NotDir && resp.Entry != nil:
+		present = true // An entry, or a link met on the way.
+	case kind == spindle.NotExist, kind == spindle.NotDir:
+	default:
+		return nil // A denial or a failure: nothing to prove.
+	}
+	pr, perr := oneProof(name, resp)
+	if perr != nil {
+		return perr
+	}
+	if !present {
+		if pr.Name != name || pr.Proof.End == dirlog.EndIncluded {
+			return spindle.E(name, spindle.Integrity, "node answered that it does not exist, without proof of that")
+		}
+		return nil
+	}
+	d := resp.Entry
+	if pr.Name != d.Name || pr.Proof.End != dirlog.EndIncluded {
+		return spindle.E(name, spindle.Integrity, fmt.Sprintf("node answered with %s and a proof of %s", d.Name, pr.Name))
+	}
+	if d.Attr&spindle.AttrIncomplete != 0 {
+		return nil // What the reader may not see is proved present only.
+	}
+	return pr.Matches(d)
+}
+
+// oneProof decodes and verifies the one proof of a Lookup answer.
+func oneProof(name spindle.PathName, resp *wire.Response) (*dirlog.Proved, error) {
+	if resp.Head == nil || len(resp.DirProofs) != 1 {
+		return nil, spindle.E(name, spindle.Integrity, "node answered without a proof against a signed head (a node older than this client sends none: upgrade it)")
+	}
+	pr, err := dirlog.UnmarshalProved(resp.DirProofs[0])
+	if err != nil {
+		return nil, spindle.E(name, spindle.Integrity, err)
+	}
+	pr.Head = resp.Head
+	if err := pr.Verify(); err != nil {
+		return nil, err
+	}
+	return pr, nil
+}
+
+// checkWhichAccess checks the proof that comes with a successful
+// WhichAccess answer for name.
+func checkWhichAccess(name spindle.PathName, resp *wire.Response) error {
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return nil
+	}
+	name = p.Path()
+	if resp.Head == nil || len(resp.DirProofs) == 0 {
+		return spindle.E(name, spindle.Integrity, "node answered which Access file governs it without a proof against a signed head (a node older than this client sends none: upgrade it)")
+	}
+	ap := &dirlog.AccessProved{Head: resp.Head, Name: name}
+	for i, b := range resp.DirProofs {
+		if i == 0 && len(b) == 0 {
+			continue // No Access file governs.
+		}
+		pr, err := dirlog.UnmarshalProved(b)
+		if err != nil {
+			return spindle.E(name, spindle.Integrity, err)
+		}
+		if i == 0 {
+			ap.Found = pr
+		} else {
+			ap.Absent = append(ap.Absent, pr)
+		}
+	}
+	if err := ap.Verify(); err != nil {
+		return err
+	}
+	switch {
+	case ap.Found == nil && resp.Entry != nil:
+		return spindle.E(name, spindle.Integrity, fmt.Sprintf("node answered with %s and a proof that no Access file governs", resp.Entry.Name))
+	case ap.Found == nil:
+		return nil
+	case resp.Entry == nil:
+		return spindle.E(name, spindle.Integrity, "node answered that no Access file governs, with a proof of "+string(ap.Found.Name))
+	}
+	return ap.Found.Matches(resp.Entry)
+}

@@ -26,6 +26,13 @@ type Proved struct {
 	// holds the blocks and packdata the reader may not see, so only the
 	// name's presence is proved.
 	Entries []*Entry
+	// Above is set for a NotExist: it proves, from the root down, that
+	// each directory above Name exists and is a directory (an inclusion
+	// with the signed entries that made it one), so that no link on the
+	// way, which the reader would have been shown, is hidden. Name is
+	// then the name looked up, or the first directory above it that does
+	// not exist. See [Proved.VerifyNotExist].
+	Above []*Proved
 }
 
 // LookupProved is [Server.Lookup] with a proof of its answer against the
@@ -60,6 +67,37 @@ func (s *Server) LookupProved(ctx context.Context, user spindle.UserName, name s
 		err = spindle.E(op, p.Path(), user, err)
 	}
 	return d, pr, err
+}
+
+// GlobProved is [Server.Glob] with a proof of each entry's inclusion
+// against the current signed head, taken from one state of the tree, as
+// [Server.LookupProved] proves one entry. It cannot prove that no match
+// was left out: the map is keyed by hashed names, which have no order to
+// prove a range with. Errors carry no proof.
+func (s *Server) GlobProved(ctx context.Context, user spindle.UserName, pattern string) ([]*spindle.DirEntry, []*Proved, *Head, error) {
+	const op spindle.Op = "dirlog.GlobProved"
+	if err := checkUser(user); err != nil {
+		return nil, nil, nil, spindle.E(op, spindle.PathName(pattern), err)
+	}
+	p, err := parsePattern(pattern)
+	if err != nil {
+		return nil, nil, nil, spindle.E(op, user, err)
+	}
+	var out []*spindle.DirEntry
+	var prs []*Proved
+	var head *Head
+	perr := s.provedAt(ctx, p.User(), func() (int64, bool) {
+		var seq int64
+		out, prs, seq, err = s.globAt(user, p, true)
+		return seq, err == nil
+	}, func(h *Head) { head = h })
+	if perr != nil {
+		return nil, nil, nil, spindle.E(op, p.Path(), user, perr)
+	}
+	if err != nil {
+		return nil, nil, nil, spindle.E(op, p.Path(), user, err)
+	}
+	return out, prs, head, nil
 }
 
 // provedAt runs answer, which answers a read and makes its proofs from one
@@ -108,7 +146,9 @@ func (s *Server) lookupProved(user spindle.UserName, p spindle.Parsed) (*spindle
 	case err == nil && n != nil:
 	case spindle.KindOf(err) == spindle.NotDir && d != nil && blocker != nil:
 		n = blocker // The link to follow.
-	case spindle.KindOf(err) == spindle.NotExist, spindle.KindOf(err) == spindle.NotDir && d == nil:
+	case spindle.KindOf(err) == spindle.NotExist:
+		return d, r.t.proveNotExist(p), seq, err
+	case spindle.KindOf(err) == spindle.NotDir && d == nil:
 		return d, r.t.proveAbsent(p.Path()), seq, err
 	default:
 		return d, nil, seq, err
@@ -131,6 +171,32 @@ func (t *tree) proveItem(n *node, whole bool) *Proved {
 			pr.Entries = append(pr.Entries, &c)
 		}
 	}
+	return pr
+}
+
+// proveNotExist proves that p does not exist: the exclusion of p, or of
+// the first directory above it that does not exist, with the proofs that
+// every directory above that is one (see [Proved.Above]).
+func (t *tree) proveNotExist(p spindle.Parsed) *Proved {
+	var above []*Proved
+	n := t.root
+	for i := 0; i < p.NElem(); i++ {
+		if n == nil || !n.entry.Attr.IsDir() {
+			break // Not for a NotExist; the proof will not verify.
+		}
+		above = append(above, t.proveItem(n, true))
+		n = n.kids[p.Elem(i)]
+		if n == nil {
+			pr := t.proveAbsent(p.First(i + 1).Path())
+			pr.Above = above
+			return pr
+		}
+	}
+	if t.root == nil {
+		return t.proveAbsent(p.First(0).Path())
+	}
+	pr := t.proveAbsent(p.Path())
+	pr.Above = above
 	return pr
 }
 
@@ -170,6 +236,42 @@ func (pr *Proved) Verify() error {
 	}
 	if name != pr.Name || v != pr.Value {
 		return spindle.E(op, spindle.Integrity, pr.Name, fmt.Sprintf("the entries bring %s with value %.12s, not %s with %.12s", name, v, pr.Name, pr.Value))
+	}
+	return nil
+}
+
+// VerifyNotExist checks that pr, with its head set, proves that name does
+// not exist: that pr is an exclusion of name or of a directory above it,
+// and that pr.Above proves every directory above that, from the root
+// down, to exist as a directory. Failures are Integrity.
+func (pr *Proved) VerifyNotExist(name spindle.PathName) error {
+	const op spindle.Op = "dirlog.Proved.VerifyNotExist"
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return spindle.E(op, spindle.Integrity, err)
+	}
+	k := len(pr.Above)
+	if k > p.NElem() || pr.Name != p.First(k).Path() {
+		return spindle.E(op, spindle.Integrity, name, fmt.Sprintf("proves the absence of %s, with %d directories above it", pr.Name, k))
+	}
+	if pr.Proof == nil || pr.Proof.End == EndIncluded {
+		return spindle.E(op, spindle.Integrity, name, "no proof of absence")
+	}
+	if err := pr.Verify(); err != nil {
+		return spindle.E(op, name, err)
+	}
+	for i, a := range pr.Above {
+		want := p.First(i).Path()
+		if a.Name != want || a.Proof == nil || a.Proof.End != EndIncluded || len(a.Entries) == 0 {
+			return spindle.E(op, spindle.Integrity, name, fmt.Sprintf("no proof that %s is a directory", want))
+		}
+		if a.Entries[0].Op != OpMkdir {
+			return spindle.E(op, spindle.Integrity, name, fmt.Sprintf("%s is a %s, not a directory", want, a.Entries[0].Op))
+		}
+		a.Head = pr.Head
+		if err := a.Verify(); err != nil {
+			return spindle.E(op, name, err)
+		}
 	}
 	return nil
 }
@@ -232,6 +334,10 @@ func (pr *Proved) Matches(d *spindle.DirEntry) error {
 		what = "contents"
 	case d.Writer != pr.Entries[0].Writer:
 		what = "writer " + string(d.Writer)
+	case d.Sequence < pr.Entries[0].Seq:
+		// The sequence number decides which of a writer's keys may have
+		// signed (spindle.User.DirSeq); it is never before the put.
+		what = fmt.Sprintf("sequence number %d", d.Sequence)
 	default:
 		return nil
 	}

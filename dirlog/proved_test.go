@@ -70,7 +70,25 @@ func TestLookupProved(t *testing.T) {
 	pr.Entries = pr.Entries[:1]
 	wantKind(t, pr.Verify(), spindle.Integrity, "proof without the rename")
 
-	check(ann, "ann@example.com/docs/a.txt", spindle.NotExist, EndEmpty, 0)
+	_, pr = check(ann, "ann@example.com/docs/a.txt", spindle.NotExist, EndEmpty, 0)
+	if err := pr.VerifyNotExist("ann@example.com/docs/a.txt"); err != nil || pr.Name != "ann@example.com/docs" || len(pr.Above) != 1 {
+		t.Fatalf("NotExist below a missing directory: proof of %s, %d above, %v", pr.Name, len(pr.Above), err)
+	}
+	_, pr = check(ann, "ann@example.com/papers/sub/none", spindle.NotExist, EndOtherLeaf, 0)
+	if err := pr.VerifyNotExist("ann@example.com/papers/sub/none"); err != nil || len(pr.Above) != 3 {
+		t.Fatalf("NotExist in a moved directory: %d above, %v", len(pr.Above), err)
+	}
+	_, link := check(ann, "ann@example.com/ln/x", spindle.NotDir, EndIncluded, 1)
+	for what, change := range map[string]func(p *Proved){
+		"a directory left out": func(p *Proved) { p.Above = p.Above[:2] },
+		"another name":         func(p *Proved) { p.Name = "ann@example.com/papers/sub/other" },
+		"a link as directory":  func(p *Proved) { p.Above[2] = link },
+		"no directories":       func(p *Proved) { p.Above = nil },
+	} {
+		_, pr := check(ann, "ann@example.com/papers/sub/none", spindle.NotExist, EndOtherLeaf, 0)
+		change(pr)
+		wantKind(t, pr.VerifyNotExist("ann@example.com/papers/sub/none"), spindle.Integrity, "NotExist proof with "+what)
+	}
 	d, pr = check(ann, "ann@example.com/ln/x", spindle.NotDir, EndIncluded, 1)
 	if d.Name != "ann@example.com/ln" || pr.Name != d.Name {
 		t.Fatalf("through a link: entry %s, proof of %s", d.Name, pr.Name)
@@ -132,5 +150,50 @@ func TestLookupProvedConcurrent(t *testing.T) {
 			t.Fatalf("%s at %d: %v", name, pr.Head.Seq, err)
 		}
 		proved++
+	}
+}
+
+// TestGlobProved checks that each entry of a Glob comes with a proof that
+// verifies against the head, whole for a reader and presence only for a
+// user who may only list.
+func TestGlobProved(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	e.setup()
+	c := e.as(ann)
+	e.do(c.Put(e.ctx, control("ann@example.com/Access", "*: ann@example.com\nl: cat@example.com\n")))
+	for _, tc := range []struct {
+		user    spindle.UserName
+		whole   bool
+		pattern string
+		n       int
+	}{
+		{ann, true, "ann@example.com/docs/*", 2},
+		{ann, true, "ann@example.com/*/*", 2},
+		{cat, false, "ann@example.com/docs/*", 2},
+	} {
+		out, prs, h, err := e.s.GlobProved(e.ctx, tc.user, tc.pattern)
+		if err != nil || len(out) != tc.n || len(prs) != len(out) {
+			t.Fatalf("%s as %s: %d entries, %d proofs, %v", tc.pattern, tc.user, len(out), len(prs), err)
+		}
+		if err := h.Verify(e.host); err != nil {
+			t.Fatal(err)
+		}
+		for i, pr := range prs {
+			pr.Head = h
+			if err := pr.Verify(); err != nil || pr.Name != out[i].Name {
+				t.Fatalf("%s: proof of %s: %v", out[i].Name, pr.Name, err)
+			}
+			if tc.whole != (len(pr.Entries) > 0) {
+				t.Fatalf("%s as %s: %d entries in the proof", out[i].Name, tc.user, len(pr.Entries))
+			}
+			if tc.whole {
+				if err := pr.Matches(out[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if _, prs, _, err := e.s.GlobProved(e.ctx, dan, "ann@example.com/docs/*"); !errors.Is(err, spindle.Private) || prs != nil {
+		t.Fatalf("dan: %v, %d proofs", err, len(prs))
 	}
 }

@@ -1022,26 +1022,54 @@ func (s *Server) Glob(ctx context.Context, user spindle.UserName, pattern string
 	if err := checkUser(user); err != nil {
 		return nil, spindle.E(op, spindle.PathName(pattern), err)
 	}
-	p, err := spindle.Parse(spindle.PathName(pattern))
+	p, err := parsePattern(pattern)
 	if err != nil {
 		return nil, spindle.E(op, user, err)
 	}
-	for _, el := range p.Elems() {
-		if _, err := path.Match(el, ""); err != nil {
-			return nil, spindle.E(op, spindle.Invalid, p.Path(), user, fmt.Errorf("bad pattern element %q: %v", el, err))
-		}
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if err := s.damageFor(p.User(), user); err != nil {
-		return nil, spindle.E(op, p.Path(), user, err)
-	}
-	r := s.readerFor(p.User(), user)
-	out, err := r.glob(p.First(0), p.Elems())
+	out, _, _, err := s.globAt(user, p, false)
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), user, err)
 	}
 	return out, nil
+}
+
+// parsePattern parses a Glob pattern.
+func parsePattern(pattern string) (spindle.Parsed, error) {
+	p, err := spindle.Parse(spindle.PathName(pattern))
+	if err != nil {
+		return p, err
+	}
+	for _, el := range p.Elems() {
+		if _, err := path.Match(el, ""); err != nil {
+			return p, spindle.E(spindle.Invalid, p.Path(), fmt.Errorf("bad pattern element %q: %v", el, err))
+		}
+	}
+	return p, nil
+}
+
+// globAt answers a Glob from one state of the tree, whose sequence number
+// it returns, with a proof of each entry if prove is set (see
+// [Server.GlobProved]).
+func (s *Server) globAt(user spindle.UserName, p spindle.Parsed, prove bool) ([]*spindle.DirEntry, []*Proved, int64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.damageFor(p.User(), user); err != nil {
+		return nil, nil, 0, err
+	}
+	r := s.readerFor(p.User(), user)
+	out, err := r.glob(p.First(0), p.Elems())
+	if err != nil || !prove || r.t.m == nil {
+		return out, nil, r.t.seq, err
+	}
+	prs := make([]*Proved, len(out))
+	for i, d := range out {
+		n := r.t.lookup(d.Name)
+		if n == nil {
+			return nil, nil, 0, spindle.E(spindle.Internal, d.Name, "globbed entry not in the tree")
+		}
+		prs[i] = r.t.proveItem(n, d.Attr&spindle.AttrIncomplete == 0)
+	}
+	return out, prs, r.t.seq, nil
 }
 
 // WhichAccess returns the entry of the Access file that governs name, or

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -139,11 +138,18 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		resp := &wire.Response{Entry: de}
 		if pr != nil {
 			resp.Head, resp.DirProofs = pr.Head, [][]byte{pr.Marshal()}
+			for _, a := range pr.Above {
+				resp.DirProofs = append(resp.DirProofs, a.Marshal())
+			}
 		}
 		return resp, err
 	case wire.DirGlob:
-		des, err := n.dir.Glob(ctx, user, req.Pattern)
-		return n.withHead(ctx, &wire.Response{Entries: des}, req.Pattern, err)
+		des, prs, h, err := n.dir.GlobProved(ctx, user, req.Pattern)
+		resp := &wire.Response{Entries: des, Head: h}
+		for _, pr := range prs {
+			resp.DirProofs = append(resp.DirProofs, pr.Marshal())
+		}
+		return resp, err
 	case wire.DirWhich:
 		de, ap, err := n.dir.WhichAccessProved(ctx, user, req.Name)
 		resp := &wire.Response{Entry: de}
@@ -246,25 +252,4 @@ func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
 		}
 	}
 	return nil
-}
-
-// withHead adds to a successful Glob answer the head of the pattern's
-// owner's log, taken after the answer, so that a client that remembers the
-// newest head it has seen notices a node that answers from an older state
-// of the log (see the client's dirHeads). It proves neither the entries
-// (each is signed by its writer) nor that none was left out: a map keyed
-// by hashed names has no range proofs. Failed answers carry no head: a
-// successful Glob implies list on a directory searched, so the head goes
-// only to users that [dirlog.Server.HeadFor] would give it to. Lookup and
-// WhichAccess answers carry heads and proofs taken with them (see
-// [dirlog.Server.LookupProved]).
-func (n *Node) withHead(ctx context.Context, resp *wire.Response, name string, err error) (*wire.Response, error) {
-	if err != nil {
-		return resp, err
-	}
-	owner, _, _ := strings.Cut(name, "/")
-	if h, herr := n.dir.Head(ctx, spindle.UserName(owner)); herr == nil {
-		resp.Head = h
-	}
-	return resp, nil
 }

@@ -117,11 +117,15 @@ func checkLookup(name spindle.PathName, resp *wire.Response, err error) error {
 	default:
 		return nil // A denial or a failure: nothing to prove.
 	}
+	if kind == spindle.NotExist {
+		return checkNotExist(name, resp)
+	}
 	pr, perr := oneProof(name, resp)
 	if perr != nil {
 		return perr
 	}
 	if !present {
+		// NotDir: a file on the way, which the name cannot be under.
 		if pr.Name != name || pr.Proof.End == dirlog.EndIncluded {
 			return spindle.E(name, spindle.Integrity, "node answered that it does not exist, without proof of that")
 		}
@@ -135,6 +139,28 @@ func checkLookup(name spindle.PathName, resp *wire.Response, err error) error {
 		return nil // What the reader may not see is proved present only.
 	}
 	return pr.Matches(d)
+}
+
+// checkNotExist checks the proof that name does not exist: of its absence
+// or of a directory above it, with the directories above that.
+func checkNotExist(name spindle.PathName, resp *wire.Response) error {
+	if resp.Head == nil || len(resp.DirProofs) == 0 {
+		return spindle.E(name, spindle.Integrity, "node answered that it does not exist, without proof of that")
+	}
+	prs := make([]*dirlog.Proved, len(resp.DirProofs))
+	for i, b := range resp.DirProofs {
+		pr, err := dirlog.UnmarshalProved(b)
+		if err != nil {
+			return spindle.E(name, spindle.Integrity, err)
+		}
+		prs[i] = pr
+	}
+	pr := prs[0]
+	pr.Head, pr.Above = resp.Head, prs[1:]
+	if err := pr.VerifyNotExist(name); err != nil {
+		return spindle.E(name, spindle.Integrity, fmt.Errorf("node answered that it does not exist, without proof of that: %w", err))
+	}
+	return nil
 }
 
 // oneProof decodes and verifies the one proof of a Lookup answer.
@@ -151,6 +177,41 @@ func oneProof(name spindle.PathName, resp *wire.Response) (*dirlog.Proved, error
 		return nil, err
 	}
 	return pr, nil
+}
+
+// checkGlobProofs checks the proof of each entry of a Glob answer: that
+// it is in the tree at its name and, if whole, the entry the signed head
+// commits to there. (That none was left out cannot be proved.)
+func checkGlobProofs(pattern string, resp *wire.Response) error {
+	where := spindle.PathName(pattern)
+	if len(resp.Entries) == 0 {
+		return nil
+	}
+	if resp.Head == nil || len(resp.DirProofs) != len(resp.Entries) {
+		return spindle.E(where, spindle.Integrity, "node listed entries without proofs against a signed head (a node older than this client sends none: upgrade it)")
+	}
+	for i, d := range resp.Entries {
+		if d == nil {
+			return spindle.E(where, spindle.Integrity, "node answered with an empty entry")
+		}
+		pr, err := dirlog.UnmarshalProved(resp.DirProofs[i])
+		if err != nil {
+			return spindle.E(where, spindle.Integrity, err)
+		}
+		pr.Head = resp.Head
+		if pr.Name != d.Name || pr.Proof.End != dirlog.EndIncluded {
+			return spindle.E(where, spindle.Integrity, fmt.Sprintf("node listed %s with a proof of %s", d.Name, pr.Name))
+		}
+		if err := pr.Verify(); err != nil {
+			return err
+		}
+		if d.Attr&spindle.AttrIncomplete == 0 {
+			if err := pr.Matches(d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // checkWhichAccess checks the proof that comes with a successful

@@ -180,3 +180,42 @@ func TestLieForkOfferedToWriter(t *testing.T) {
 		})
 	}
 }
+
+// The node lists an older version of a file in a Glob answer, or drops the
+// proofs.
+func TestLieGlobOlderEntry(t *testing.T) {
+	w := newLieWorld(t)
+	old := w.entry(t, "@/docs/a.txt")
+	w.put(t, "@/docs/a.txt", "the contract, signed")
+	for _, tc := range []struct {
+		name string
+		lie  func(resp *wire.Response)
+	}{
+		{"older entry", func(resp *wire.Response) {
+			for i, e := range resp.Entries {
+				if e.Name == old.Name {
+					resp.Entries[i] = old
+				}
+			}
+		}},
+		{"no proofs", func(resp *wire.Response) { resp.DirProofs = nil }},
+		{"proofs shuffled", func(resp *wire.Response) {
+			resp.DirProofs[0], resp.DirProofs[1] = resp.DirProofs[1], resp.DirProofs[0]
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w.lie(func(req *wire.Request, resp *wire.Response) {
+				if req.Method == wire.DirGlob && len(resp.Entries) > 1 {
+					tc.lie(resp)
+				}
+			})
+			defer w.l.tell(nil)
+			_, err := w.ann.Glob(w.ctx, "@/docs/*")
+			wantIntegrity(t, err, "glob")
+		})
+	}
+	es, err := w.ann.Glob(w.ctx, "@/docs/*")
+	if err != nil || len(es) != 3 {
+		t.Fatalf("honest glob: %d entries, %v", len(es), err)
+	}
+}

@@ -156,10 +156,13 @@ func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.Pa
 // Glob implements dirlog.Service.
 func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) ([]*spindle.DirEntry, error) {
 	resp, err := r.callDir(ctx, &wire.Request{Method: wire.DirGlob, Pattern: pattern}, pattern)
-	if resp == nil {
+	if resp == nil || err != nil {
 		return nil, err
 	}
-	return resp.Entries, err
+	if perr := checkGlobProofs(pattern, resp); perr != nil {
+		return nil, perr
+	}
+	return resp.Entries, nil
 }
 
 // WhichAccess implements dirlog.Service.

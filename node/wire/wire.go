@@ -89,9 +89,11 @@ type Response struct {
 	Delete  bool                `cbor:"6,keyasint,omitempty"` // For watch events.
 	Proofs  [][]byte            `cbor:"9,keyasint,omitempty"` // Encoded keyraft.Proofs, for key.proofs.
 	// DirProofs prove an answer about a directory log against Head (see
-	// dirlog.Proved, encoded): for dir.lookup, one; for dir.whichaccess,
+	// dirlog.Proved, encoded): for dir.lookup, one, followed for NotExist
+	// by its Above, root first; for dir.whichaccess,
 	// the governing Access file's (empty if none governs) and then the
-	// absence of each nearer one, nearest first.
+	// absence of each nearer one, nearest first; for dir.glob, one for
+	// each entry, in order.
 	DirProofs [][]byte `cbor:"10,keyasint,omitempty"`
 }
 

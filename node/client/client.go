@@ -464,7 +464,7 @@ func (c *Client) writerKeys(ctx context.Context, e *spindle.DirEntry, history bo
 	}
 	tree, _, _ := strings.Cut(string(e.Name), "/")
 	for _, h := range dirlog.HeldKeys(versions) {
-		if h.Signs(e.Writer, spindle.UserName(tree), e.Sequence) && !slices.Contains(keys, h.Key) {
+		if h.Signs(e.Writer, spindle.UserName(tree), c.svc.puts.signedAt(e)) && !slices.Contains(keys, h.Key) {
 			keys = append(keys, h.Key)
 		}
 	}

@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
+	"sync"
 	"time"
 
 	"spindle.dev"
@@ -100,9 +102,71 @@ func (hosts dirHosts) VerifyHead(user spindle.UserName, host string, key, digest
 	return p2p.VerifyPeerSig(host, key, digest, sig)
 }
 
+// putSeqs remembers, for entries whose proofs a client checked, the
+// sequence number of the put that made them: the position that decides
+// which of the writer's keys may have signed them (spindle.User.DirSeq).
+// An entry's own Sequence moves on when a rename moves it, and is the
+// node's word; the put's position is proved.
+type putSeqs struct {
+	mu   sync.Mutex
+	seqs map[[32]byte]int64
+}
+
+// maxPutSeqs bounds putSeqs.
+const maxPutSeqs = 1 << 14
+
+func putSeqKey(d *spindle.DirEntry) [32]byte {
+	h := sha256.New()
+	for _, b := range [][]byte{[]byte(d.Name), d.Packdata, d.Inline, []byte(d.Link), []byte(d.Writer)} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// note records that d, proved by pr, was put at pr's first entry.
+func (p *putSeqs) note(d *spindle.DirEntry, pr *dirlog.Proved) {
+	k := putSeqKey(d)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seqs == nil || len(p.seqs) >= maxPutSeqs {
+		p.seqs = make(map[[32]byte]int64)
+	}
+	p.seqs[k] = pr.Entries[0].Seq
+}
+
+// signedAt returns the position at which d's writer signed it: the proved
+// position of its put if d was proved, else d.Sequence.
+func (p *putSeqs) signedAt(d *spindle.DirEntry) int64 {
+	if p == nil {
+		return d.Sequence
+	}
+	k := putSeqKey(d)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, ok := p.seqs[k]; ok {
+		return s
+	}
+	return d.Sequence
+}
+
+// matches checks that d is the entry pr proves and remembers its put's
+// position.
+func (p *putSeqs) matches(d *spindle.DirEntry, pr *dirlog.Proved) error {
+	if err := pr.Matches(d); err != nil {
+		return err
+	}
+	p.note(d, pr)
+	return nil
+}
+
 // checkLookup checks the proof that comes with the answer to a Lookup of
 // name: resp and err, as the node sent them.
-func checkLookup(name spindle.PathName, resp *wire.Response, err error) error {
+func (r *remote) checkLookup(name spindle.PathName, resp *wire.Response, err error) error {
 	p, perr := spindle.Parse(name)
 	if perr != nil {
 		return nil // The node's error says what is wrong with the name.
@@ -138,7 +202,7 @@ func checkLookup(name spindle.PathName, resp *wire.Response, err error) error {
 	if d.Attr&spindle.AttrIncomplete != 0 {
 		return nil // What the reader may not see is proved present only.
 	}
-	return pr.Matches(d)
+	return r.puts.matches(d, pr)
 }
 
 // checkNotExist checks the proof that name does not exist: of its absence
@@ -182,7 +246,7 @@ func oneProof(name spindle.PathName, resp *wire.Response) (*dirlog.Proved, error
 // checkGlobProofs checks the proof of each entry of a Glob answer: that
 // it is in the tree at its name and, if whole, the entry the signed head
 // commits to there. (That none was left out cannot be proved.)
-func checkGlobProofs(pattern string, resp *wire.Response) error {
+func (r *remote) checkGlobProofs(pattern string, resp *wire.Response) error {
 	where := spindle.PathName(pattern)
 	if len(resp.Entries) == 0 {
 		return nil
@@ -206,7 +270,7 @@ func checkGlobProofs(pattern string, resp *wire.Response) error {
 			return err
 		}
 		if d.Attr&spindle.AttrIncomplete == 0 {
-			if err := pr.Matches(d); err != nil {
+			if err := r.puts.matches(d, pr); err != nil {
 				return err
 			}
 		}
@@ -216,7 +280,7 @@ func checkGlobProofs(pattern string, resp *wire.Response) error {
 
 // checkWhichAccess checks the proof that comes with a successful
 // WhichAccess answer for name.
-func checkWhichAccess(name spindle.PathName, resp *wire.Response) error {
+func (r *remote) checkWhichAccess(name spindle.PathName, resp *wire.Response) error {
 	p, err := spindle.Parse(name)
 	if err != nil {
 		return nil
@@ -251,5 +315,5 @@ func checkWhichAccess(name spindle.PathName, resp *wire.Response) error {
 	case resp.Entry == nil:
 		return spindle.E(name, spindle.Integrity, "node answered that no Access file governs, with a proof of "+string(ap.Found.Name))
 	}
-	return ap.Found.Matches(resp.Entry)
+	return r.puts.matches(resp.Entry, ap.Found)
 }

@@ -31,6 +31,8 @@ type remote struct {
 	// heads checks each head of a user's log that comes with an answer
 	// against the newest seen; an error fails the call.
 	heads *dirHeads
+	// puts remembers the proved positions of the entries answered.
+	puts putSeqs
 	// verifyHead, if set, checks a head's signature.
 	verifyHead func(ctx context.Context, h *dirlog.Head) error
 }
@@ -147,7 +149,7 @@ func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.Pa
 	if resp == nil {
 		return nil, err
 	}
-	if perr := checkLookup(name, resp, err); perr != nil {
+	if perr := r.checkLookup(name, resp, err); perr != nil {
 		return nil, perr
 	}
 	return resp.Entry, err
@@ -159,7 +161,7 @@ func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) (
 	if resp == nil || err != nil {
 		return nil, err
 	}
-	if perr := checkGlobProofs(pattern, resp); perr != nil {
+	if perr := r.checkGlobProofs(pattern, resp); perr != nil {
 		return nil, perr
 	}
 	return resp.Entries, nil
@@ -171,7 +173,7 @@ func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spind
 	if resp == nil || err != nil {
 		return nil, err
 	}
-	if perr := checkWhichAccess(name, resp); perr != nil {
+	if perr := r.checkWhichAccess(name, resp); perr != nil {
 		return nil, perr
 	}
 	return resp.Entry, nil

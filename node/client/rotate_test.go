@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
+	"spindle.dev/dirlog"
 	"spindle.dev/node"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
@@ -203,12 +204,15 @@ func TestRotatedKeySignsNothingNew(t *testing.T) {
 	mustRead(t, c2, "@/before", []byte("signed with the first key"))
 
 	// A node that serves the old-key entry at a position after the
-	// rotation, where a thief's entry would be.
-	var late atomic.Bool
+	// rotation, where a thief's entry would be: by its Sequence, which
+	// does not decide (the put's proved position does, so the entry
+	// still reads), and by the position of the put in its proof, which
+	// the proof then fails.
+	var late atomic.Int32
 	p2p.Handle(ctx, n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
 		out, err := n.ServeClient(ctx, remote, data)
 		var req wire.Request
-		if !late.Load() || err != nil || wire.Decode(data, &req) != nil || req.Method != wire.DirLookup {
+		if late.Load() == 0 || err != nil || wire.Decode(data, &req) != nil || req.Method != wire.DirLookup {
 			return out, err
 		}
 		var resp wire.Response
@@ -216,15 +220,27 @@ func TestRotatedKeySignsNothingNew(t *testing.T) {
 			return out, err
 		}
 		resp.Entry.Sequence = rec.DirSeq + 1
+		if late.Load() == 2 && len(resp.DirProofs) == 1 {
+			pr, err := dirlog.UnmarshalProved(resp.DirProofs[0])
+			if err != nil {
+				return nil, err
+			}
+			pr.Entries[0].Seq = rec.DirSeq + 1
+			resp.DirProofs[0] = pr.Marshal()
+		}
 		return wire.Encode(&resp)
 	})
-	late.Store(true)
+	late.Store(1)
+	for _, r := range []*Client{c, c2} {
+		mustRead(t, r, "@/before", []byte("signed with the first key"))
+	}
+	late.Store(2)
 	for _, r := range []*Client{c, c2} {
 		if _, err := r.Open(ctx, "@/before"); !errors.Is(err, spindle.Integrity) {
-			t.Errorf("opened an entry signed with the replaced key after the rotation: %v, want Integrity", err)
+			t.Errorf("opened an entry whose put was moved after the rotation: %v, want Integrity", err)
 		}
 	}
-	late.Store(false)
+	late.Store(0)
 	mustRead(t, c, "@/before", []byte("signed with the first key"))
 }
 
@@ -286,4 +302,46 @@ func TestRulesSignedBeforeRotation(t *testing.T) {
 	if err != nil || !slices.Contains(readers, "bob@example.com") {
 		t.Fatalf("readers after the rotation: %v, %v", readers, err)
 	}
+}
+
+// A file signed with a key before its owner rotated it away, and moved
+// after the rotation, still reads: what decides which keys may have signed
+// it is the position of the put, which the directory proofs prove, not
+// that of the rename.
+func TestMovedAfterRotation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	keys, first, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.MakeDirectory(ctx, "@/d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "@/d/f", strings.NewReader("signed with the first key"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	rotate(ctx, t, c, keys, first)
+	if err := c.Rename(ctx, "@/d/f", "@/d/g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rename(ctx, "@/d", "@/e"); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	mustRead(t, c2, "@/e/g", []byte("signed with the first key"))
 }

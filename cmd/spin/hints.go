@@ -163,11 +163,12 @@ func neededRights(err error) []access.Right {
 	return nil
 }
 
-// accessHint explains a Permission error on path: it names the Access
-// file that decides and the right it does not grant. A node answers
-// Permission only to a user with some right on the path (anyone else
-// gets Private), and such a user may ask WhichAccess and read the Access
-// file's text, so the hint tells the user nothing the node would not.
+// accessHint explains a Permission or Private error on path: it names
+// the Access file that decides and the right it does not grant. It asks
+// the node's WhichAccess, which answers only a user with some right on
+// the path (as Upspin's did), and a user it answers may read the Access
+// file's text: so the hint tells the user nothing the node would not, and
+// a user without any right gets no hint from it.
 // It reports whether it printed a hint; it prints none when it cannot
 // name a right that is missing (a group it cannot read, or a refusal
 // that is not about rights, such as a node that does not host the tree).

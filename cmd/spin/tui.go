@@ -401,7 +401,7 @@ func (st *State) hintFor(path string, err error) {
 	}
 	switch spindle.KindOf(err) {
 	case spindle.Permission, spindle.Private:
-		if spindle.KindOf(err) == spindle.Permission && st.accessHint(path, err, me) {
+		if st.accessHint(path, err, me) {
 			break
 		}
 		if owner == "" || spindle.BaseUser(owner) == spindle.BaseUser(me) {

@@ -272,3 +272,21 @@ func (st *State) warnIfRegistered(ctx context.Context, cfg *Config) bool {
 	}
 	return true
 }
+
+// connectHint follows a failure to connect with what to do: for a node
+// that could not be reached, to start it; for a key log that is missing,
+// to restore it or start it again. A refusal or a failed check (a key
+// cluster that is not the trusted one) is explained by the error alone:
+// asking whether the node runs would point the wrong way.
+func (st *State) connectHint(cfg *Config, err error) {
+	switch spindle.KindOf(err) {
+	case spindle.NotExist:
+		if log := keyLogFile(cfg.File); cfg.File != "" && !fileExists(log) {
+			st.hint("restore %s from a backup, or start a new one, trusting the key cluster of the node as on first use: %s", log, initCommand(cfg, true))
+		}
+	case spindle.IO, spindle.Transient, spindle.Other:
+		if cfg.Node != "" {
+			st.hint("is the node at %s running? start one with: spin node -home DIR", cfg.Node)
+		}
+	}
+}

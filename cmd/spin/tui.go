@@ -230,9 +230,7 @@ func (st *State) Client(ctx context.Context) (spindle.Client, error) {
 	}
 	if err != nil {
 		st.errorf("cannot connect: %s", describeAll(err))
-		if cfg.Node != "" {
-			st.hint("is the node at %s running? start one with: spin node -home DIR", cfg.Node)
-		}
+		st.connectHint(cfg, err)
 		return nil, errFailed
 	}
 	st.client = c

@@ -37,17 +37,23 @@ func (e *identityError) Unwrap() error { return e.err }
 // keysProblem returns the identityError for keys of cfg that pack.Load
 // refused with err.
 func keysProblem(cfg *Config, err error) error {
-	priv := filepath.Join(cfg.Secrets, pack.PrivateKeyFile)
-	recover := initCommand(cfg, true)
+	again := initCommand(cfg, true)
 	ie := &identityError{what: "cannot load the keys of " + string(cfg.Username), err: err}
-	fi, serr := os.Stat(priv)
+	var open []string // Private key files others may read or write.
+	for _, f := range []string{pack.PrivateKeyFile, pack.ArchiveFile} {
+		f = filepath.Join(cfg.Secrets, f)
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+			open = append(open, f)
+		}
+	}
+	_, serr := os.Stat(filepath.Join(cfg.Secrets, pack.PrivateKeyFile))
 	switch {
-	case serr == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0:
-		ie.hints = []string{"run: chmod 600 " + priv}
+	case len(open) > 0:
+		ie.hints = []string{"run: chmod 600 " + strings.Join(open, " ")}
 	case errors.Is(serr, fs.ErrNotExist):
-		ie.hints = []string{fmt.Sprintf("there are no keys in %s: if you moved them, move them back; else make them again from your recovery secret: %s", cfg.Secrets, recover)}
+		ie.hints = []string{fmt.Sprintf("there are no keys in %s: if you moved them, move them back; else make them again from your recovery secret: %s", cfg.Secrets, again)}
 	default:
-		ie.hints = []string{fmt.Sprintf("the key files in %s are damaged: restore them from a backup, or make them again from your recovery secret: %s", cfg.Secrets, recover)}
+		ie.hints = []string{fmt.Sprintf("the key files in %s are damaged: restore them from a backup, or make them again from your recovery secret: %s", cfg.Secrets, again)}
 	}
 	return ie
 }
@@ -102,15 +108,15 @@ func asideWithKey(dir string, key spindle.PublicKey) string {
 }
 
 // initCommand returns the spin init command that makes cfg again, with
-// -force and, if recover is set, -recover: the flags that cfg's values
+// -force and, if recoverKeys is set, -recover: the flags that cfg's values
 // need, so that the new config reaches the same node.
-func initCommand(cfg *Config, recover bool) string {
+func initCommand(cfg *Config, recoverKeys bool) string {
 	args := []string{"spin"}
 	if home, err := os.UserHomeDir(); cfg.File != "" && (err != nil || cfg.File != filepath.Join(home, "spin", "config")) {
 		args = append(args, "-config", cfg.File)
 	}
 	args = append(args, "init", "-force")
-	if recover {
+	if recoverKeys {
 		args = append(args, "-recover")
 	}
 	if cfg.Node != "" {
@@ -166,9 +172,9 @@ func neededRights(err error) []access.Right {
 // accessHint explains a Permission or Private error on path: it names
 // the Access file that decides and the right it does not grant. It asks
 // the node's WhichAccess, which answers only a user with some right on
-// the path (as Upspin's did), and a user it answers may read the Access
-// file's text: so the hint tells the user nothing the node would not, and
-// a user without any right gets no hint from it.
+// the path (as Upspin's did), with the Access file's text in its answer:
+// so the hint tells the user nothing the node would not, and a user
+// without any right gets no hint from it.
 // It reports whether it printed a hint; it prints none when it cannot
 // name a right that is missing (a group it cannot read, or a refusal
 // that is not about rights, such as a node that does not host the tree).

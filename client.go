@@ -67,6 +67,12 @@ type Client interface {
 	// Signup registers the user, with its key and the client's node as
 	// dir host, in the key cluster. Repeating it is harmless.
 	Signup(ctx context.Context) error
+	// SignupSuffixed registers, as its base user, the +suffix user whose
+	// key s holds (ann+camera@example.com for ann@example.com), with the
+	// client's node as dir host; the new user then signs up as itself.
+	// A name registered with another key is Exist; a name that is not a
+	// +suffix user of the client's user is Invalid.
+	SignupSuffixed(ctx context.Context, s Signer) error
 	// LookupUser returns a user's key record.
 	LookupUser(ctx context.Context, name UserName) (*User, error)
 

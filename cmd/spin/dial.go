@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"path/filepath"
 	"strings"
 
@@ -21,10 +21,10 @@ import (
 var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) {
 	keys, err := pack.Load(cfg.Secrets)
 	if err != nil {
-		return nil, err
+		return nil, keysProblem(cfg, err)
 	}
 	if keys.UserName() != cfg.Username {
-		return nil, fmt.Errorf("keys in %s are for %s, not %s", cfg.Secrets, keys.UserName(), cfg.Username)
+		return nil, keysOfOther(cfg, keys.UserName())
 	}
 	var packing spindle.Packing
 	if cfg.Packing != "" {
@@ -33,7 +33,7 @@ var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) 
 			return nil, err
 		}
 	}
-	return client.Dial(ctx, client.Config{
+	c, err := client.Dial(ctx, client.Config{
 		Keys:          keys,
 		Logger:        cfg.Log,
 		Node:          cfg.Node,
@@ -43,6 +43,11 @@ var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) 
 		RequireKeyLog: !cfg.NewKeyLog,
 		DirHeads:      stateFile(cfg.File, "dirheads"),
 	})
+	var km *client.KeyMismatchError
+	if errors.As(err, &km) {
+		return nil, keyMismatch(cfg, err, km.Registered)
+	}
+	return c, err
 }
 
 // trustCluster starts the key log of cfg (see client.TrustKeyCluster) and

@@ -457,6 +457,20 @@ func (c *fakeClient) Signup(ctx context.Context) error {
 	return nil
 }
 
+func (c *fakeClient) SignupSuffixed(ctx context.Context, s spindle.Signer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	name := s.UserName()
+	if name == c.me || spindle.BaseUser(name) != c.me {
+		return spindle.E(fakeOp, name, spindle.Invalid, "not a +suffix user of "+string(c.me))
+	}
+	if u, ok := c.users[name]; ok && u.PublicKey != s.PublicKey() {
+		return spindle.E(fakeOp, name, spindle.Exist)
+	}
+	c.users[name] = &spindle.User{Name: name, PublicKey: s.PublicKey()}
+	return nil
+}
+
 func (c *fakeClient) LookupUser(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -239,6 +239,9 @@ func runInit(ctx context.Context, st *State, args []string) error {
 	if err := st.trustCluster(ctx, cfg); err != nil {
 		return err
 	}
+	if *force && !*recoverKeys && st.warnIfRegistered(ctx, cfg) {
+		return nil
+	}
 	if cfg.Node == "" {
 		st.hint("no node is configured yet: add node: ADDR to %s (a node prints its ADDR when started with spin node -home DIR)", file)
 	} else if !*recoverKeys {

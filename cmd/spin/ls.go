@@ -117,15 +117,20 @@ func (l *lister) dir(ctx context.Context, name spindle.PathName) {
 
 // aboutDir returns err, from globbing the children of dir, as an error
 // about dir, if it is one (dir may not be listed, say): the pattern is
-// ls's own, and the user named the directory.
+// ls's own, and the user named the directory. The operation stays, for
+// the hint that names the right it needed.
 func aboutDir(dir spindle.PathName, err error) error {
+	var op spindle.Op
 	for e := err; e != nil; {
 		se, ok := e.(*spindle.Error)
 		if !ok {
 			break
 		}
+		if op == "" {
+			op = se.Op
+		}
 		if se.Path == dir {
-			return spindle.E(spindle.KindOf(err), dir, se.Err)
+			return spindle.E(op, spindle.KindOf(err), dir, se.Err)
 		}
 		e = se.Err
 	}

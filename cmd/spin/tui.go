@@ -220,11 +220,17 @@ func (st *State) Client(ctx context.Context) (spindle.Client, error) {
 		return nil, errors.New("no network client built in")
 	}
 	c, err := st.NewClient(ctx, cfg)
+	var ie *identityError
+	if errors.As(err, &ie) {
+		st.errorf("%s: %s", ie.what, describeAll(ie.err))
+		for _, h := range ie.hints {
+			st.hint("%s", h)
+		}
+		return nil, errFailed
+	}
 	if err != nil {
 		st.errorf("cannot connect: %s", describeAll(err))
-		if cfg.Node != "" {
-			st.hint("is the node at %s running? start one with: spin node -home DIR", cfg.Node)
-		}
+		st.connectHint(cfg, err)
 		return nil, errFailed
 	}
 	st.client = c
@@ -393,6 +399,9 @@ func (st *State) hintFor(path string, err error) {
 	}
 	switch spindle.KindOf(err) {
 	case spindle.Permission, spindle.Private:
+		if st.accessHint(path, err, me) {
+			break
+		}
 		if owner == "" || spindle.BaseUser(owner) == spindle.BaseUser(me) {
 			break
 		}

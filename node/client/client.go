@@ -201,10 +201,40 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 		return c, nil
 	}
 	if err := c.auth(ctx); err != nil && !errors.Is(err, spindle.NotExist) {
+		err = c.explainAuth(ctx, err)
 		c.Close()
 		return nil, spindle.E(op, c.user, err)
 	}
 	return c, nil
+}
+
+// A KeyMismatchError says why a client could not sign in: its key is not
+// the one its user's key record holds, as after new keys were made for a
+// registered name (spin init -force without -recover) or keys of another
+// machine were copied over. It comes wrapped in a Permission error.
+type KeyMismatchError struct {
+	User       spindle.UserName
+	Registered spindle.PublicKey // The key of the user's record.
+	Have       spindle.PublicKey // The client's current key.
+}
+
+func (e *KeyMismatchError) Error() string {
+	return "the key in use is not the key registered for " + string(e.User)
+}
+
+// explainAuth returns the reason for a refused sign-in: a
+// *KeyMismatchError when the user's proved key record names another key
+// than the client's, else err. The node says only that the signature does
+// not verify, which the wrong key and a damaged key file alike cause.
+func (c *Client) explainAuth(ctx context.Context, err error) error {
+	if !errors.Is(err, spindle.Permission) {
+		return err
+	}
+	u, lerr := c.lookupUser(ctx, c.user, true)
+	if lerr != nil || u.PublicKey == c.keys.PublicKey() {
+		return err
+	}
+	return spindle.E(spindle.Permission, &KeyMismatchError{User: c.user, Registered: u.PublicKey, Have: c.keys.PublicKey()})
 }
 
 // auth signs in to the node as the client's user.

@@ -116,3 +116,32 @@ func TestShareWithAllKeepsOwnerKey(t *testing.T) {
 	put(ann, "@/Access", "*: ann@example.com\nread, list: all\n")
 	mustRead(t, ann, "@/bobs", []byte("written by bob")) // The owner, after opening the directory to all.
 }
+
+// New keys made for a registered name (spin init -force without
+// -recover) cannot sign in, and Dial says why: the key is not the
+// registered one, naming both, rather than only that a signature failed.
+func TestDialWithUnregisteredKey(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx := context.Background()
+	registered := dialAs(t, n, "ann@example.com")
+	fresh, _, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Dial(ctx, Config{Keys: fresh, Node: n.DialAddr(), Logger: testLogger(t), KeyLog: filepath.Join(t.TempDir(), "keylog")})
+	var km *KeyMismatchError
+	if !errors.Is(err, spindle.Permission) || !errors.As(err, &km) {
+		t.Fatalf("Dial with new keys for a registered name: %v, want Permission with a KeyMismatchError", err)
+	}
+	if km.User != "ann@example.com" || km.Registered != registered.keys.PublicKey() || km.Have != fresh.PublicKey() {
+		t.Errorf("KeyMismatchError = %+v, want ann's registered key and the new one", km)
+	}
+
+	// The registered keys still sign in.
+	c, err := Dial(ctx, Config{Keys: registered.keys, Node: n.DialAddr(), Logger: testLogger(t), KeyLog: filepath.Join(t.TempDir(), "keylog")})
+	if err != nil {
+		t.Fatalf("Dial with the registered keys: %v", err)
+	}
+	c.Close()
+}

@@ -62,16 +62,19 @@ func BenchmarkAppendBatch(b *testing.B) {
 }
 
 // BenchmarkLookup measures a Lookup by a reader with read rights through an
-// Access file, in a tree of 10,000 files; proved=true measures
-// LookupProved instead: the same answer with its inclusion proof, entries
-// and the (cached) signed head, encoded as a proof travels.
+// Access file, in a tree of 10,000 files. The sub-benchmarks: plain, the
+// Lookup alone; proved, LookupProved (the same answer with its inclusion
+// proof, entries and the cached signed head) and its encoding; verify, what
+// the reader then does (decode, verify against the head's root, match the
+// entry), with the bytes of a proof; whichaccess, WhichAccessProved of a
+// file two directories down and its encoding, with its bytes.
 func BenchmarkLookup(b *testing.B) {
-	for _, proved := range []bool{false, true} {
-		b.Run(fmt.Sprintf("proved=%v", proved), func(b *testing.B) { benchLookup(b, proved) })
+	for _, mode := range []string{"plain", "proved", "verify", "whichaccess"} {
+		b.Run(mode, func(b *testing.B) { benchLookup(b, mode) })
 	}
 }
 
-func benchLookup(b *testing.B, proved bool) {
+func benchLookup(b *testing.B, mode string) {
 	e := newEnv(b, &MemStore{})
 	c := e.as(ann)
 	e.do(c.MakeDirectory(e.ctx, "ann@example.com/"))
@@ -87,23 +90,66 @@ func benchLookup(b *testing.B, proved bool) {
 	for i := range names {
 		names[i] = spindle.PathName(fmt.Sprintf("ann@example.com/d%d/f%d", (i*7)%dirs, (i*13)%files))
 	}
-	b.ResetTimer()
 	if _, err := e.s.Head(e.ctx, ann); err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if !proved {
-			if _, err := e.s.Lookup(e.ctx, bob, names[i%len(names)]); err != nil {
+	type answer struct {
+		d     *spindle.DirEntry
+		proof []byte
+		head  *Head
+	}
+	var answers []answer
+	if mode == "verify" {
+		for _, name := range names {
+			d, pr, err := e.s.LookupProved(e.ctx, bob, name)
+			if err != nil {
 				b.Fatal(err)
 			}
-			continue
+			answers = append(answers, answer{d, pr.Marshal(), pr.Head})
 		}
-		_, pr, err := e.s.LookupProved(e.ctx, bob, names[i%len(names)])
-		if err != nil {
-			b.Fatal(err)
+	}
+	var bytes int
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		name := names[i%len(names)]
+		switch mode {
+		case "plain":
+			if _, err := e.s.Lookup(e.ctx, bob, name); err != nil {
+				b.Fatal(err)
+			}
+		case "proved":
+			_, pr, err := e.s.LookupProved(e.ctx, bob, name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bytes += len(pr.Marshal())
+		case "verify":
+			a := answers[i%len(answers)]
+			pr, err := UnmarshalProved(a.proof)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pr.Head = a.head
+			if err := pr.Verify(); err != nil {
+				b.Fatal(err)
+			}
+			if err := pr.Matches(a.d); err != nil {
+				b.Fatal(err)
+			}
+			bytes += len(a.proof)
+		case "whichaccess":
+			_, ap, err := e.s.WhichAccessProved(e.ctx, bob, name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bytes += len(ap.Found.Marshal())
+			for _, pr := range ap.Absent {
+				bytes += len(pr.Marshal())
+			}
 		}
-		_ = pr.Proof.Marshal()
+	}
+	if bytes > 0 {
+		b.ReportMetric(float64(bytes)/float64(b.N), "proof-bytes/op")
 	}
 }
 

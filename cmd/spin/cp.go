@@ -38,10 +38,11 @@ the command when it is interrupted or stops because the node is gone:
 Options:
     -R, -recursive   copy directories and everything below them
     -u, -update      skip files whose destination already holds the same
-                     contents, checked without fetching or sending them:
-                     the sizes must match, and the source, packed as the
-                     destination was (with its key, for ee), must give
-                     the same block hashes; other files are copied
+                     contents: the same size, and the source packed as the
+                     destination was (with its key, for ee) gives the same
+                     block hashes. Nothing is sent for them, and nothing
+                     fetched, except the source of a copy within spin.
+                     Other files are copied, replacing what is there
     -p, -packing P   packing of files written to spin: ee, eeintegrity or
                      plain; default: the config's packing, or ee
     -j, -jobs N      copy N files at once (default 16)

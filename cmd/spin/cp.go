@@ -249,8 +249,9 @@ type copier struct {
 	recursive bool
 	update    bool // Skip files whose destination holds the same contents.
 	packing   spindle.Packing
-	workers   int      // Files copied at once.
-	resume    []string // The arguments that finish this copy if it stops.
+	workers   int       // Files copied at once.
+	pb        *progress // The progress line while files are copied, if any.
+	resume    []string  // The arguments that finish this copy if it stops.
 
 	dirs      []endpoint // Directories to make, parents before children.
 	dirParent []int      // Index of each directory's parent in dirs, or -1.
@@ -326,7 +327,7 @@ func (cp *copier) fail(path string, err error) {
 	}
 	cp.mu.Unlock()
 	if !quiet {
-		cp.st.fail(path, err)
+		cp.pb.above(func() { cp.st.fail(path, err) })
 	}
 }
 
@@ -350,9 +351,11 @@ func (cp *copier) finished(dir, skipped bool, path string, err error) {
 		held := cp.held
 		cp.held = nil
 		cp.mu.Unlock()
-		for _, f := range held {
-			cp.st.fail(f.path, f.err)
-		}
+		cp.pb.above(func() {
+			for _, f := range held {
+				cp.st.fail(f.path, f.err)
+			}
+		})
 		return
 	case cp.stopped != nil || cp.interrupted:
 		// Files in flight when the copy stopped; the stop says enough.
@@ -602,6 +605,7 @@ func (cp *copier) run(ctx context.Context) {
 		total += j.size
 	}
 	pb := cp.st.progressFiles(total, len(cp.jobs), "cp")
+	cp.pb = pb
 	jobs := make(chan *copyJob)
 	var wg sync.WaitGroup
 	for range min(cp.workers, len(cp.jobs)) {
@@ -741,7 +745,9 @@ func (cp *copier) copy(ctx context.Context, j *copyJob, pb *progress) (skipped b
 // as success, since the file was stored.
 func (cp *copier) put(ctx context.Context, name spindle.PathName, r io.Reader) error {
 	_, err := cp.c.Put(ctx, name, r, cp.packing, nil)
-	if err != nil && cp.st.warned(err) {
+	warned := false
+	cp.pb.above(func() { warned = err != nil && cp.st.warned(err) })
+	if warned {
 		return nil
 	}
 	return err

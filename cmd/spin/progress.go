@@ -98,6 +98,23 @@ func (p *progress) draw(now time.Time) {
 	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
 }
 
+// above runs write, which writes lines to stderr, with the progress line
+// cleared, so that they do not run into it; the next tick draws it again
+// below them. With no progress line, it just runs write.
+func (p *progress) above(write func()) {
+	if p == nil {
+		write()
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.width > 0 {
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
+		p.width = 0
+	}
+	write()
+}
+
 // add counts n more bytes. It is safe for concurrent use.
 func (p *progress) add(n int) {
 	if p != nil && n > 0 {

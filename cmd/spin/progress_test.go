@@ -121,3 +121,19 @@ func TestProgressShown(t *testing.T) {
 		t.Error("a progress line on a stream that is not a terminal")
 	}
 }
+
+// Lines printed while the progress line is shown replace it, and it is
+// drawn again below them.
+func TestProgressAbove(t *testing.T) {
+	var buf bytes.Buffer
+	st := &State{Stderr: &buf, isTerminal: func(io.Writer) bool { return true }}
+	p := st.progressFiles(1<<30, 1000, "cp")
+	p.draw(time.Now())
+	drawn := buf.String()
+	p.above(func() { buf.WriteString("spin: cp: f: I/O error\n") })
+	p.done(false)
+	want := drawn + "\r" + strings.Repeat(" ", len(drawn)-1) + "\rspin: cp: f: I/O error\n\rcp: 0/1000 files, 0 B of 1.0 GiB (0%)\n"
+	if buf.String() != want {
+		t.Errorf("got  %q\nwant %q", buf.String(), want)
+	}
+}

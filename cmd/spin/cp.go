@@ -746,7 +746,9 @@ func (cp *copier) copy(ctx context.Context, j *copyJob, pb *progress) (skipped b
 func (cp *copier) put(ctx context.Context, name spindle.PathName, r io.Reader) error {
 	_, err := cp.c.Put(ctx, name, r, cp.packing, nil)
 	warned := false
-	cp.pb.above(func() { warned = err != nil && cp.st.warned(err) })
+	if err != nil {
+		cp.pb.above(func() { warned = cp.st.warned(err) })
+	}
 	if warned {
 		return nil
 	}

@@ -206,19 +206,20 @@ type meter struct {
 type rateSample struct {
 	t     time.Time
 	bytes int64
+	files int
 }
 
 // begin starts the meter at now with nothing transferred.
 func (m *meter) begin(now time.Time) {
 	m.start = now
-	m.samples = append(m.samples[:0], rateSample{now, 0})
+	m.samples = append(m.samples[:0], rateSample{now, 0, 0})
 }
 
 // sample records the counts at now. Samples older than needed to measure
 // over rateWindow are dropped.
 func (m *meter) sample(now time.Time, bytes int64, files int, skipped int64) {
 	m.bytes, m.files, m.skipped = bytes, files, skipped
-	m.samples = append(m.samples, rateSample{now, bytes})
+	m.samples = append(m.samples, rateSample{now, bytes, files})
 	// Keep the newest sample at least rateWindow old, and none before it.
 	i := 0
 	for i+1 < len(m.samples) && now.Sub(m.samples[i+1].t) >= rateWindow {
@@ -227,18 +228,46 @@ func (m *meter) sample(now time.Time, bytes int64, files int, skipped int64) {
 	m.samples = m.samples[i:]
 }
 
-// rate returns the bytes per second over the last rateWindow, and false
-// until the transfer has run for rateMinAge.
-func (m *meter) rate(now time.Time) (float64, bool) {
+// rate returns the bytes and files per second over the last rateWindow,
+// and false until the transfer has run for rateMinAge.
+func (m *meter) rate(now time.Time) (bytes, files float64, ok bool) {
 	if len(m.samples) == 0 || now.Sub(m.start) < rateMinAge {
-		return 0, false
+		return 0, 0, false
 	}
 	first := m.samples[0]
-	d := now.Sub(first.t)
-	if d < rateMinAge {
+	d := now.Sub(first.t).Seconds()
+	if d < rateMinAge.Seconds() {
+		return 0, 0, false
+	}
+	return float64(m.bytes-first.bytes) / d, float64(m.files-first.files) / d, true
+}
+
+// left estimates the time the transfer still takes, from the bytes and
+// (for many files) the files still to go, whichever takes longer: a tree
+// of small files is bound by the files, not by their few bytes. It
+// reports false when there is no estimate.
+func (m *meter) left(now time.Time) (time.Duration, bool) {
+	byteRate, fileRate, ok := m.rate(now)
+	if !ok {
 		return 0, false
 	}
-	return float64(m.bytes-first.bytes) / d.Seconds(), true
+	var secs float64
+	if left := m.total - m.skipped - m.bytes; left > 0 {
+		if byteRate < 1 {
+			return 0, false
+		}
+		secs = float64(left) / byteRate
+	}
+	if left := m.filesTotal - m.files; m.filesTotal > 0 && left > 0 {
+		if fileRate <= 0 {
+			return 0, false
+		}
+		secs = max(secs, float64(left)/fileRate)
+	}
+	if secs == 0 {
+		return 0, false
+	}
+	return time.Duration(secs * float64(time.Second)), true
 }
 
 // line says where the transfer stands at now, as
@@ -259,11 +288,11 @@ func (m *meter) line(now time.Time) string {
 	} else {
 		parts = append(parts, formatBytes(m.bytes))
 	}
-	if r, ok := m.rate(now); ok {
+	if r, _, ok := m.rate(now); ok {
 		parts = append(parts, formatBytes(int64(r))+"/s")
-		if left := total - m.bytes; r >= 1 && left > 0 {
-			parts = append(parts, formatDuration(time.Duration(float64(left)/r*float64(time.Second)))+" left")
-		}
+	}
+	if d, ok := m.left(now); ok {
+		parts = append(parts, formatDuration(d)+" left")
 	}
 	return strings.Join(parts, ", ")
 }

@@ -20,41 +20,41 @@ func TestMeterRate(t *testing.T) {
 	m.begin(t0)
 	// 48 MiB of buffers filled in the first 10 ms.
 	m.sample(at(10*time.Millisecond), 48*mib, 0, 0)
-	if r, ok := m.rate(at(10 * time.Millisecond)); ok {
+	if r, _, ok := m.rate(at(10 * time.Millisecond)); ok {
 		t.Fatalf("rate after 10ms: %v B/s, want none", r)
 	}
 	if got, want := m.line(at(10*time.Millisecond)), "0/2000 files, 48.0 MiB of 2.0 GiB (2%)"; got != want {
 		t.Errorf("line after 10ms:\n got %q\nwant %q", got, want)
 	}
 	m.sample(at(500*time.Millisecond), 50*mib, 3, 0)
-	if _, ok := m.rate(at(500 * time.Millisecond)); ok {
+	if _, _, ok := m.rate(at(500 * time.Millisecond)); ok {
 		t.Fatal("a rate after 500ms")
 	}
 	// Then 10 MiB/s, sampled every 250 ms, for 20 s.
 	var now time.Time
 	for i := 1; i <= 80; i++ {
 		now = at(time.Second + time.Duration(i)*250*time.Millisecond)
-		m.sample(now, 50*mib+int64(i)*10*mib/4, 3+i, 0)
+		m.sample(now, 50*mib+int64(i)*10*mib/4, 3+10*i, 0)
 	}
-	r, ok := m.rate(now)
+	r, _, ok := m.rate(now)
 	if !ok || r < 9.99*mib || r > 10.01*mib {
 		t.Fatalf("steady rate: %.0f B/s (%v), want 10 MiB/s", r, ok)
 	}
 	if len(m.samples) > int(rateWindow/(250*time.Millisecond))+2 {
 		t.Errorf("%d samples kept, want about %d", len(m.samples), rateWindow/(250*time.Millisecond))
 	}
-	if got, want := m.line(now), "83/2000 files, 250.0 MiB of 2.0 GiB (12%), 10.0 MiB/s, 2m55s left"; got != want {
+	if got, want := m.line(now), "803/2000 files, 250.0 MiB of 2.0 GiB (12%), 10.0 MiB/s, 2m55s left"; got != want {
 		t.Errorf("steady line:\n got %q\nwant %q", got, want)
 	}
 	// A stall: nothing moves for 6 s, and the rate falls to 0.
 	for i := 1; i <= 24; i++ {
 		now = now.Add(250 * time.Millisecond)
-		m.sample(now, 250*mib, 83, 0)
+		m.sample(now, 250*mib, 803, 0)
 	}
-	if r, ok := m.rate(now); !ok || r != 0 {
+	if r, _, ok := m.rate(now); !ok || r != 0 {
 		t.Errorf("rate after a 6 s stall: %v (%v), want 0", r, ok)
 	}
-	if got, want := m.line(now), "83/2000 files, 250.0 MiB of 2.0 GiB (12%), 0 B/s"; got != want {
+	if got, want := m.line(now), "803/2000 files, 250.0 MiB of 2.0 GiB (12%), 0 B/s"; got != want {
 		t.Errorf("stalled line:\n got %q\nwant %q", got, want)
 	}
 }
@@ -68,6 +68,13 @@ func TestMeterSkipped(t *testing.T) {
 	m.sample(t0.Add(2*time.Second), 10*mib, 8, 80*mib)
 	if got, want := m.line(t0.Add(2*time.Second)), "8/10 files, 10.0 MiB of 20.0 MiB (50%), 5.0 MiB/s, 2s left"; got != want {
 		t.Errorf("got %q\nwant %q", got, want)
+	}
+	// Small files: the files left, not the few bytes left, say how long.
+	small := meter{total: 100 << 10, filesTotal: 6000}
+	small.begin(t0)
+	small.sample(t0.Add(2*time.Second), 50<<10, 1000, 0)
+	if got, want := small.line(t0.Add(2*time.Second)), "1000/6000 files, 50.0 KiB of 100.0 KiB (50%), 25.0 KiB/s, 10s left"; got != want {
+		t.Errorf("small files: got %q\nwant %q", got, want)
 	}
 	one := meter{total: 3 * mib}
 	one.begin(t0)

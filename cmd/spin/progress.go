@@ -141,7 +141,8 @@ func (p *progress) fileSkipped(size int64) {
 }
 
 // done stops the line after drawing it a last time and ending it, so that
-// what is printed next starts on a line of its own.
+// what is printed next starts on a line of its own. Whether the transfer
+// succeeded (ok) or not, the line shows how far it got.
 func (p *progress) done(ok bool) {
 	if p == nil {
 		return

@@ -38,9 +38,10 @@ the command when it is interrupted or stops because the node is gone:
 Options:
     -R, -recursive   copy directories and everything below them
     -u, -update      skip files whose destination already holds the same
-                     contents: the same size, and the source packed as the
-                     destination was (with its key, for ee) gives the same
-                     block hashes. Nothing is sent for them, and nothing
+                     contents (compared, not dated as by GNU cp -u): the
+                     same size, and the source packed as the destination
+                     was (with its key, for ee) gives the same block
+                     hashes. Nothing is sent for them, and nothing
                      fetched, except the source of a copy within spin.
                      Other files are copied, replacing what is there
     -p, -packing P   packing of files written to spin: ee, eeintegrity or

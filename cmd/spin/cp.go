@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"sync"
 
 	"spindle.dev"
+	"spindle.dev/access"
 	"spindle.dev/pack"
 )
 
@@ -758,12 +760,22 @@ func (cp *copier) put(ctx context.Context, name spindle.PathName, r io.Reader) e
 
 // same reports whether r holds the contents that the spin entry e
 // describes (see pack.Same): the sizes match, and r packed as e was gives
-// the same blocks. An entry that cannot be compared so (a file it holds no
-// key for, an Access file, whose text is in the entry) is not the same;
-// only a failure to read r is an error.
+// the same blocks; for an Access or Group file, r holds its text. An entry
+// that cannot be compared so (an ee file whose key cp cannot unwrap) is not
+// the same; only a failure to read r is an error.
 func (cp *copier) same(e *spindle.DirEntry, r io.Reader) (bool, error) {
 	if e.Attr.IsDir() || e.Attr.IsLink() {
 		return false, nil
+	}
+	if access.IsAccessFile(e.Name) || access.IsGroupFile(e.Name) {
+		// The text travels in the entry, which the client has checked
+		// against its owner's signed log entry. Putting it again would
+		// re-wrap the keys of every file it governs.
+		data, err := io.ReadAll(io.LimitReader(r, int64(len(e.Inline))+1))
+		if err != nil {
+			return false, spindle.E(spindle.IO, err)
+		}
+		return bytes.Equal(data, e.Inline), nil
 	}
 	cp.keysOnce.Do(func() {
 		if cfg := cp.st.Config; cfg != nil && cfg.Secrets != "" {

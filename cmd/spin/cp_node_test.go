@@ -179,6 +179,11 @@ func TestCpResume(t *testing.T) {
 	src := filepath.Join(u.home, "src")
 	const small, big = 1000, 2
 	makeTree(t, src, small, big)
+	// An Access file, whose text travels in its entry: sent again, it
+	// would re-wrap the keys of every file in d0.
+	if err := os.WriteFile(filepath.Join(src, "d0", "Access"), []byte("*: ann@example.com\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	const pattern = "ann@example.com/dst/*/*"
 
 	cp, stderr := u.start("cp", "-R", "-j", "1", src, "@/dst")
@@ -192,15 +197,18 @@ func TestCpResume(t *testing.T) {
 	}
 	resume := resumeHint(t, stderr.String())
 	before := u.files(pattern)
-	if len(before) == small+big {
+	if len(before) == small+big+1 {
 		t.Fatalf("every file was copied before the interruption")
+	}
+	if _, ok := before["ann@example.com/dst/d0/Access"]; !ok {
+		t.Fatalf("d0/Access, the third file, was not copied before the interruption")
 	}
 	t.Logf("%d files copied before the interruption; finishing with: spin %s", len(before), strings.Join(resume, " "))
 
 	u.run(resume...)
 	after := u.files(pattern)
-	if len(after) != small+big {
-		t.Errorf("%d files after finishing, want %d", len(after), small+big)
+	if len(after) != small+big+1 {
+		t.Errorf("%d files after finishing, want %d", len(after), small+big+1)
 	}
 	for name, seq := range before {
 		if after[name] != seq {

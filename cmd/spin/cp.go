@@ -650,6 +650,9 @@ func (cp *copier) run(ctx context.Context) {
 
 // mkdir makes the directory d; one that exists already is fine.
 func (cp *copier) mkdir(ctx context.Context, d endpoint) error {
+	if e := cp.existing[d.name]; d.spin && e != nil && e.Attr.IsDir() {
+		return nil // Seen by -u: no request, which might ask for a right not needed.
+	}
 	if !d.spin {
 		err := os.Mkdir(d.local, 0o777)
 		if errors.Is(err, fs.ErrExist) {

@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -630,10 +632,17 @@ func TestCpInterrupted(t *testing.T) {
 	time.AfterFunc(50*time.Millisecond, cancel) // As SIGINT does in main.
 	e.ctx = ctx
 	// The fake ignores the context, so puts in flight finish; the rest are
-	// not started, and the interruption is reported once.
-	e.fails(exitFailure, "spin: cp: interrupted\n", "cp", "-R", filepath.Join(e.dir, "many"), "@/many")
-	if e.client.puts >= n {
-		t.Errorf("all %d files copied after the interruption", e.client.puts)
+	// not started, and the interruption is reported once, with how far the
+	// copy got and the command that finishes it.
+	_, errs, code := e.run("cp", "-R", filepath.Join(e.dir, "many"), "@/many")
+	want := regexp.MustCompile(`^spin: cp: interrupted: ([0-9]+) of 200 files copied\n` +
+		`spin: hint: to finish the copy, sending only what is missing, use: spin cp -R -u ` + regexp.QuoteMeta(filepath.Join(e.dir, "many")) + `/ @/many\n$`)
+	m := want.FindStringSubmatch(errs)
+	if code != exitFailure || m == nil {
+		t.Fatalf("interrupted cp: exit %d, stderr:\n%s", code, errs)
+	}
+	if e.client.puts >= n || m[1] != strconv.Itoa(e.client.puts) {
+		t.Errorf("%d files copied after the interruption, %s reported", e.client.puts, m[1])
 	}
 }
 

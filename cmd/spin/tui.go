@@ -17,7 +17,7 @@ package main
 //
 //   - Binary data is never written to a terminal: get refuses and says how
 //     to write it to a file instead.
-//   - A progress bar is drawn on stderr, and only when stderr is a terminal
+//   - A progress line is drawn on stderr, and only when stderr is a terminal
 //     and the transfer is large.
 //   - "-" as a source means stdin; "@" alone or at the start of a path
 //     ("@/docs/x") means the user's own root.

@@ -102,6 +102,13 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 			return nil, spindle.E(spindle.Op("node.Head"), spindle.PathName(req.User+"/"), user, spindle.Permission, "this node does not host the tree of "+string(req.User)+" (see spin node -writers)")
 		}
 		return &wire.Response{Head: h}, err
+	case wire.DirEntries:
+		es, err := n.dir.Entries(ctx, user, req.User, req.Seq, int(min(req.Size, 1<<16)))
+		resp := &wire.Response{}
+		for _, e := range es {
+			resp.Log = append(resp.Log, e.Marshal())
+		}
+		return resp, err
 	case wire.DirAppend:
 		e, err := n.appendable(user, req.Data)
 		if err != nil {

@@ -74,6 +74,7 @@ func commands() []*command {
 		{"share", "check or repair who holds keys to files", shareUsage, runShare},
 		{"watch", "stream changes to a tree", watchUsage, runWatch},
 		{"user", "print a user's key record", userUsage, runUser},
+		{"audit", "check your tree's log against the node's signed head", auditUsage, runAudit},
 		{"suffix", "create a +suffix user of yours", suffixUsage, runSuffix},
 		{"node", "run a peer", nodeUsage, runNodeCmd},
 		{"demo", "run a demonstration network", demoUsage, runDemoCmd},

@@ -48,6 +48,7 @@ const (
 	DirGlob        = "dir.glob"
 	DirWhich       = "dir.whichaccess"
 	DirWatch       = "dir.watch"
+	DirEntries     = "dir.entries" // User, Seq (from), Size (at most) → Log: the owner's log entries.
 )
 
 // Ops of the errors by which a node tells a client about the protocol
@@ -95,6 +96,8 @@ type Response struct {
 	// absence of each nearer one, nearest first; for dir.glob, one for
 	// each entry, in order.
 	DirProofs [][]byte `cbor:"10,keyasint,omitempty"`
+	// Log holds encoded dirlog entries, for dir.entries.
+	Log [][]byte `cbor:"11,keyasint,omitempty"`
 }
 
 // An AuthMsg proves that the client's peer acts for User: the user signs the

@@ -1,0 +1,104 @@
+package dirlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"spindle.dev"
+)
+
+// MaxEntriesBytes bounds the encoded entries one [Server.Entries] call
+// returns, so that an answer fits a message of the client protocol.
+const MaxEntriesBytes = 8 << 20
+
+// errEnough stops a Scan.
+var errEnough = errors.New("enough")
+
+// Entries returns the entries of owner's log from sequence from (1 for the
+// start) on: at most max of them and at most MaxEntriesBytes encoded, but
+// always at least one if there is one. Only the owner may read the log: it
+// holds every name, writer and wrapped key of the tree, where readers see
+// only what the Access files let them. With the entries and a signed head,
+// the owner checks the head against the log (see [MapRoot]), as `spin
+// audit` does. Others get Private.
+func (s *Server) Entries(ctx context.Context, user, owner spindle.UserName, from int64, max int) ([]*Entry, error) {
+	const op spindle.Op = "dirlog.Entries"
+	if err := checkUser(user); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if err := checkUser(owner); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if user != owner {
+		return nil, spindle.E(op, spindle.Private, spindle.PathName(owner+"/"), user, "only the owner may read a tree's log")
+	}
+	if from < 1 || max < 1 {
+		return nil, spindle.E(op, spindle.Invalid, owner, fmt.Sprintf("entries from %d, at most %d", from, max))
+	}
+	s.mu.RLock()
+	if err := s.damageFor(owner, user); err != nil {
+		s.mu.RUnlock()
+		return nil, spindle.E(op, err)
+	}
+	l := s.logs[owner]
+	s.mu.RUnlock()
+	if l == nil {
+		return nil, nil
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.log == nil {
+		return nil, nil
+	}
+	var out []*Entry
+	size := 0
+	err := l.log.Scan(ctx, func(b []byte) error {
+		p := decodePending(b)
+		if p.err != nil {
+			return p.err
+		}
+		if p.e.Seq < from {
+			return nil
+		}
+		n := len(p.rec.entry)
+		if len(out) > 0 && (len(out) >= max || size+n > MaxEntriesBytes) {
+			return errEnough
+		}
+		out = append(out, p.e)
+		size += n
+		return nil
+	})
+	if err != nil && err != errEnough {
+		return nil, spindle.E(op, owner, err)
+	}
+	return out, nil
+}
+
+// CheckLog checks a signed head against the whole log it claims to be the
+// state of: the entries form a log from its start, the head names its last
+// entry (sequence number and hash), and the map root the head commits to
+// is the one the entries make ([MapRoot]). It checks neither the head's
+// signature nor the entries' (their writers' keys are needed). A
+// mismatch is Integrity, with both values as evidence.
+func CheckLog(entries []*Entry, h *Head) error {
+	const op spindle.Op = "dirlog.CheckLog"
+	if int64(len(entries)) != h.Seq {
+		return spindle.E(op, spindle.Integrity, h.User, fmt.Sprintf("the head is at sequence %d, the log has %d entries", h.Seq, len(entries)))
+	}
+	root, err := MapRoot(entries)
+	if err != nil {
+		return spindle.E(op, spindle.Integrity, h.User, err)
+	}
+	var last Hash
+	if len(entries) > 0 {
+		last = entries[len(entries)-1].Hash()
+	}
+	switch {
+	case last != h.Hash:
+		return spindle.E(op, spindle.Integrity, h.User, fmt.Sprintf("entry %d has hash %s, the head signed by %s says %s", h.Seq, last, h.Host, h.Hash))
+	case root != h.Root:
+		return spindle.E(op, spindle.Integrity, h.User, fmt.Sprintf("the log up to %d makes map root %s, the head signed by %s says %s", h.Seq, root, h.Host, h.Root))
+	}
+	return nil
+}

@@ -29,7 +29,7 @@ Options:
     -h, -help   print this text
 
 Example:
-    $ go run ./cmd/spin demo
+    $ spin demo
 `
 
 // demoNodeWait bounds the time the demo waits for its node to be ready.

@@ -125,10 +125,7 @@ func run(args []string, st *State) int {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	gfs := flag.NewFlagSet("spin", flag.ContinueOnError)
-	gfs.SetOutput(io.Discard)
-	configFile := gfs.String("config", "", "")
-	logLevel := gfs.String("log", "warn", "")
+	gfs, configFile, logLevel := globalFlags()
 	if err := gfs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(st.Stdout, mainUsage())
@@ -193,6 +190,16 @@ func run(args []string, st *State) int {
 		st.fail("", err)
 		return exitFailure
 	}
+}
+
+// globalFlags returns the flag set of the options before the command, and
+// the values of -config and -log in it.
+func globalFlags() (fs *flag.FlagSet, configFile, logLevel *string) {
+	fs = flag.NewFlagSet("spin", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configFile = fs.String("config", "", "")
+	logLevel = fs.String("log", "warn", "")
+	return fs, configFile, logLevel
 }
 
 // help prints the usage of a command, or of spin itself, to stdout.

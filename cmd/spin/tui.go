@@ -107,9 +107,10 @@ type State struct {
 	// (see isTerminal); tests set it to pretend.
 	isTerminal func(w io.Writer) bool
 
-	cmd    string         // The subcommand running, for diagnostics.
-	client spindle.Client // Made on first use by Client, closed by run.
-	mu     sync.Mutex     // Serialises diagnostics from concurrent workers.
+	cmd     string         // The subcommand running, for diagnostics.
+	flagSet *flag.FlagSet  // The running command's flags, as flags made them; tests check help texts against them.
+	client  spindle.Client // Made on first use by Client, closed by run.
+	mu      sync.Mutex     // Serialises diagnostics from concurrent workers.
 }
 
 // errFailed is returned by a command that has already printed why it failed.
@@ -141,6 +142,7 @@ func (st *State) flags() *flag.FlagSet {
 	fs := flag.NewFlagSet(st.cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	st.flagSet = fs
 	return fs
 }
 

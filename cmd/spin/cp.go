@@ -33,7 +33,7 @@ Options:
 
 Example:
     $ spin cp -R photos @/photos
-    $ spin cp ann@example.com/docs/a.txt ann@example.com/docs/b.txt .
+    $ spin cp @/docs/report.pdf bob@example.com/pub/plans.txt .
 `
 
 // cpWorkers is the number of files cp copies at once unless -j says

@@ -25,7 +25,8 @@ Options:
     -h, -help   print this text
 
 Example:
-    $ spin get dave@example.com/plans.txt
+    $ spin get bob@example.com/pub/plans.txt
+    Meet at noon.
     $ spin get @/docs/report.pdf report.pdf
 `
 

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
 
 	"spindle.dev/node"
 )
@@ -118,12 +124,12 @@ func synopsisFlags(usage string) []string {
 type example struct {
 	help  string   // The help text it is in: a command's name, or "" for spin's own.
 	line  string   // As shown, after "$ ".
-	stdin string   // What the line pipes in: echo 'TEXT' | spin ...
+	stdin string   // What the line pipes in: printf 'TEXT' | spin ...
 	args  []string // The words after "spin"; nil if the line does not run spin.
 	out   []string // The lines shown under it.
 }
 
-var echoPipe = regexp.MustCompile(`^echo '([^']*)' \| (spin .*)$`)
+var printfPipe = regexp.MustCompile(`^printf '([^'%]*)' \| (spin .*)$`)
 
 // examples returns the examples of a help text.
 func examples(help, usage string) []example {
@@ -134,8 +140,8 @@ func examples(help, usage string) []example {
 		if line, ok := strings.CutPrefix(l, "$ "); ok {
 			ex := example{help: help, line: line}
 			cmd := line
-			if m := echoPipe.FindStringSubmatch(line); m != nil {
-				ex.stdin, cmd = m[1]+"\n", m[2]
+			if m := printfPipe.FindStringSubmatch(line); m != nil {
+				ex.stdin, cmd = strings.ReplaceAll(m[1], `\n`, "\n"), m[2]
 			}
 			if words := shellWords(cmd); len(words) > 0 && words[0] == "spin" {
 				ex.args = words[1:]
@@ -291,11 +297,174 @@ func TestHelpParsers(t *testing.T) {
 		t.Errorf("synopsis flags of cp: %q", got)
 	}
 	exs := examples("put", putUsage)
-	if len(exs) != 2 || exs[1].stdin != "read: bob@example.com\n" || !slices.Equal(exs[1].args, []string{"put", "@/docs/Access"}) {
+	if len(exs) != 2 || exs[1].stdin != "*: ann@example.com\nread: bob@example.com\n" || !slices.Equal(exs[1].args, []string{"put", "@/docs/Access"}) {
 		t.Errorf("examples of put: %+v", exs)
 	}
 	exs = examples("signup", signupUsage)
 	if len(exs) != 1 || len(exs[0].out) != 3 {
 		t.Errorf("examples of signup: %+v", exs)
+	}
+}
+
+// exampleGiven is what must exist before an example that the examples
+// before it do not make: testscript lines run, as ann, just before it.
+var exampleGiven = map[string]string{
+	"spin rm @/docs/draft.txt":     "exec spin put report.pdf @/docs/draft.txt",
+	"spin rm -R @/tmp":             "exec spin mkdir -p @/tmp/old",
+	"spin mv @/drafts @/docs/2026": "exec spin mkdir @/drafts",
+	// The usual temporary directory, as the example shows it (testscript
+	// sets its own); the demo removes what it made there.
+	"spin demo": "env TMPDIR=/tmp",
+}
+
+// exampleSkip names the examples that cannot run in a test, and why.
+var exampleSkip = map[string]string{
+	"spin node -home ~/spinnode -writers ann@example.com,bob@example.com": "listens on the default port until stopped",
+	"spin watch -new @/inbox": "runs until interrupted",
+}
+
+// exampleAnyOutput names the examples whose output depends on the build.
+var exampleAnyOutput = map[string]string{
+	"spin version": "the version is the build's",
+}
+
+// exampleScript returns a testscript that runs every example that can run
+// against one real node, as ann, whose home holds the node's home (so
+// that a plain spin init finds it), with bob signed up beforehand and
+// sharing bob@example.com/pub with all. The examples run in the order
+// spin help lists the commands, after spin's own. An example whose help
+// shows output must print it, "..." standing for any text and a last line
+// "..." for any further lines; one that shows none must succeed.
+func exampleScript(t *testing.T) (script string, ran int) {
+	var b strings.Builder
+	b.WriteString(`[!node] skip 'spin node is not built in'
+env HOME=$WORK
+exec spin node -listen /ip4/127.0.0.1/tcp/0 -writers all &node&
+waitfile $WORK/spin/node/addr 60
+envfile NODE $WORK/spin/node/addr
+
+env HOME=$WORK/bob
+exec spin init -node $NODE bob@example.com
+exec spin signup
+exec spin mkdir @/pub
+exec spin put $WORK/plans.txt @/pub/plans.txt
+exec spin put $WORK/pubaccess.txt @/pub/Access
+env HOME=$WORK
+`)
+	var files strings.Builder
+	inited := false
+	n := 0
+	for _, h := range helpTexts(t) {
+		for _, ex := range examples(h.name, h.usage) {
+			n++
+			if ex.args == nil || exampleSkip[ex.line] != "" || slices.ContainsFunc(ex.args, func(a string) bool { return strings.Contains(a, "...") }) {
+				t.Logf("not run: %s (%s)", ex.line, cmp.Or(exampleSkip[ex.line], "an address or key left out"))
+				continue
+			}
+			ran++
+			fmt.Fprintf(&b, "\n# spin help %s: %s\n", h.name, ex.line)
+			if g := exampleGiven[ex.line]; g != "" {
+				b.WriteString(g + "\n")
+			}
+			cmd, _ := splitGlobal(t, ex.args)
+			if cmd == "init" {
+				if inited {
+					// Once more, in a home of its own beside the node.
+					fmt.Fprintf(&b, "env HOME=$WORK/init%d\nmkdir $WORK/init%[1]d/spin/node\ncp $WORK/spin/node/addr $WORK/init%[1]d/spin/node/addr\n", n)
+				}
+			}
+			if ex.stdin != "" {
+				fmt.Fprintf(&files, "-- stdin%d --\n%s", n, ex.stdin)
+				fmt.Fprintf(&b, "stdin stdin%d\n", n)
+			}
+			var quoted []string
+			for _, a := range ex.args {
+				quoted = append(quoted, "'"+strings.ReplaceAll(a, "'", "''")+"'")
+			}
+			fmt.Fprintf(&b, "exec spin %s\n", strings.Join(quoted, " "))
+			if len(ex.out) > 0 && exampleAnyOutput[ex.line] == "" {
+				fmt.Fprintf(&files, "-- want%d --\n%s\n", n, strings.Join(ex.out, "\n"))
+				fmt.Fprintf(&b, "cmpexample want%d\n", n)
+			}
+			if cmd == "init" {
+				if inited {
+					b.WriteString("env HOME=$WORK\n")
+				}
+				inited = true
+			}
+		}
+	}
+	b.WriteString("\nkill -INT node\nwait node\n\n")
+	b.WriteString("-- plans.txt --\nMeet at noon.\n-- pubaccess.txt --\nread, list: all\n")
+	b.WriteString("-- report.pdf --\n%PDF-1.4 a report\n-- photos/beach.jpg --\nnot really a photo\n")
+	b.WriteString(files.String())
+	return b.String(), ran
+}
+
+// cmdCmpexample checks the last command's stdout against the output an
+// example shows (see exampleScript).
+func cmdCmpexample(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: cmpexample FILE")
+	}
+	if err := matchExample(strings.Split(strings.TrimSuffix(ts.ReadFile(args[0]), "\n"), "\n"), ts.ReadFile("stdout")); err != nil {
+		ts.Fatalf("%v", err)
+	}
+}
+
+// matchExample reports how out differs from the lines an example shows.
+func matchExample(want []string, out string) error {
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	more := len(want) > 0 && strings.TrimSpace(want[len(want)-1]) == "..."
+	if more {
+		want = want[:len(want)-1]
+	}
+	if len(got) < len(want) || !more && len(got) > len(want) {
+		return fmt.Errorf("the help shows %d lines of output; it printed %d:\n%s", len(want), len(got), out)
+	}
+	for i, w := range want {
+		re := "^" + strings.ReplaceAll(regexp.QuoteMeta(w), `\.\.\.`, ".*") + "$"
+		if !regexp.MustCompile(re).MatchString(got[i]) {
+			return fmt.Errorf("the help shows\n\t%s\nit printed\n\t%s", w, got[i])
+		}
+	}
+	return nil
+}
+
+func TestHelpExamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real node")
+	}
+	script, ran := exampleScript(t)
+	if ran < 15 {
+		t.Fatalf("only %d examples can run:\n%s", ran, script)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "examples.txt"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir:       dir,
+		Condition: func(cond string) (bool, error) { return cond == "node" && runNode != nil, nil },
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitfile":   cmdWaitfile,
+			"envfile":    cmdEnvfile,
+			"cmpexample": cmdCmpexample,
+		},
+	})
+}
+
+func TestMatchExample(t *testing.T) {
+	want := []string{"name:      ann@example.com", "key:       p256:BHq0..."}
+	if err := matchExample(want, "name:      ann@example.com\nkey:       p256:BHq0xyz\n"); err != nil {
+		t.Error(err)
+	}
+	for _, out := range []string{"name:      ann@example.com\n", "name:      bob@example.com\nkey:       p256:BHq0xyz\n", "name:      ann@example.com\nkey:       p256:BHq0xyz\nmore\n"} {
+		if matchExample(want, out) == nil {
+			t.Errorf("%q matches %q", out, want)
+		}
+	}
+	if err := matchExample(append(want, "..."), "name:      ann@example.com\nkey:       p256:BHq0xyz\nmore\n"); err != nil {
+		t.Error(err)
 	}
 }

@@ -41,6 +41,7 @@ Commands:
 Example:
     $ spin init ann@example.com
     $ spin signup
+    $ spin mkdir @/docs
     $ spin put report.pdf @/docs/report.pdf
     $ spin ls -l @/docs
 

@@ -27,7 +27,7 @@ Options:
 
 Example:
     $ spin put report.pdf @/docs/report.pdf
-    $ echo 'read: bob@example.com' | spin put @/docs/Access
+    $ printf '*: ann@example.com\nread: bob@example.com\n' | spin put @/docs/Access
 `
 
 func runPut(ctx context.Context, st *State, args []string) error {

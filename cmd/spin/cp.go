@@ -61,7 +61,7 @@ func runCp(ctx context.Context, st *State, args []string) error {
 		return usagef("-jobs: want 1 to 256 files at once, not %d", *jobs)
 	}
 	if flags.NArg() < 2 {
-		return usagef("want SRC and DST, got %d arguments", flags.NArg())
+		return usagef("want SRC and DST, %s", gotArgs(flags.NArg()))
 	}
 	packing, err := parsePacking(*packingName)
 	if err != nil {

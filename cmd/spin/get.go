@@ -36,7 +36,7 @@ func runGet(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	if flags.NArg() < 1 || flags.NArg() > 2 {
-		return usagef("want PATH and optionally DEST, got %d arguments", flags.NArg())
+		return usagef("want PATH and optionally DEST, %s", gotArgs(flags.NArg()))
 	}
 	c, err := st.Client(ctx)
 	if err != nil {

@@ -30,7 +30,7 @@ func runUser(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	if flags.NArg() > 1 {
-		return usagef("want at most one NAME, got %d arguments", flags.NArg())
+		return usagef("want at most one NAME, %s", gotArgs(flags.NArg()))
 	}
 	c, err := st.Client(ctx)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -256,7 +257,26 @@ func (c *Client) Close() error {
 // hold names in NFC only, so the name a user types finds the file whichever
 // form the user's system typed it in.
 func (c *Client) clean(name spindle.PathName) (spindle.Parsed, error) {
+	if err := sendable(string(name)); err != nil {
+		return spindle.Parsed{}, err
+	}
 	return spindle.Parse(c.expand(spindle.PathName(norm.NFC.String(string(name)))))
+}
+
+// sendable reports whether name, a path name or pattern, can go to a node:
+// the protocol carries names as CBOR text, which must be UTF-8, and no
+// name is longer than dirlog.MaxNameLen. Refusing here names the problem;
+// the node could only answer that the message was malformed.
+func sendable(name string) error {
+	if len(name) > dirlog.MaxNameLen {
+		return spindle.E(spindle.Invalid, spindle.PathName(name), fmt.Sprintf("name too long: %d bytes, the limit is %d", len(name), dirlog.MaxNameLen))
+	}
+	for i, r := range name {
+		if r == utf8.RuneError && !strings.HasPrefix(name[i:], string(utf8.RuneError)) {
+			return spindle.E(spindle.Invalid, spindle.PathName(name), fmt.Sprintf("name is not valid UTF-8 text (byte %d is %#x)", i, name[i]))
+		}
+	}
+	return nil
 }
 
 // cleanFile is clean for the name of a file or link about to be written.
@@ -547,6 +567,9 @@ func (c *Client) lookup(ctx context.Context, name spindle.PathName, follow bool)
 
 // Glob implements spindle.Client.
 func (c *Client) Glob(ctx context.Context, pattern string) ([]*spindle.DirEntry, error) {
+	if err := sendable(pattern); err != nil {
+		return nil, spindle.E(spindle.Op("client.Glob"), err)
+	}
 	pattern = norm.NFC.String(pattern) // Names are in NFC (see clean).
 	if pattern == "@" || strings.HasPrefix(pattern, "@/") {
 		pattern = string(c.user) + "/" + strings.TrimPrefix(pattern[1:], "/")
@@ -763,7 +786,7 @@ func (c *Client) Readers(ctx context.Context, name spindle.PathName) ([]spindle.
 		w.group("that grants read on "+string(e.Name), pathOf(g), g)
 	}
 	if len(unknown) > 0 {
-		w.add(spindle.E(e.Name, fmt.Sprintf("%d key holders could not be named", len(unknown))))
+		w.add(spindle.E(e.Name, keyHolders(len(unknown))))
 	}
 	return wrapped, w.err()
 }
@@ -790,4 +813,12 @@ func pathDir(name spindle.PathName) spindle.PathName {
 		return spindle.PathName(path.Dir(string(name)))
 	}
 	return p.Dir().Path()
+}
+
+// keyHolders says that n key holders could not be named, in a warning.
+func keyHolders(n int) string {
+	if n == 1 {
+		return "1 key holder could not be named"
+	}
+	return fmt.Sprintf("%d key holders could not be named", n)
 }

@@ -233,7 +233,7 @@ func TestUsageErrors(t *testing.T) {
 	e.fails(exitUsage, "spin: ls: flag provided but not defined: -z\n"+lsUsage, "ls", "-z", "@")
 	e.fails(exitUsage, "spin: put: -packing: unknown packing \"zip\" (want ee, eeintegrity or plain)\n"+putUsage, "put", "-packing", "zip", "a", "@/a")
 	e.fails(exitUsage, "spin: unknown command \"frob\"\nspin: hint: run: spin help\n", "frob")
-	e.fails(exitUsage, "spin: -log: unknown level \"loud\" (want debug, info, warn or error)\n", "-log", "loud", "ls")
+	e.fails(exitUsage, "spin: -log: unknown level \"loud\" (want trace, debug, info, warn or error)\n", "-log", "loud", "ls")
 	e.fails(exitUsage, "spin: cp: "+e.dir+"/a and b are both local: one of SRC and DST must be a spin path\n"+cpUsage, "cp", e.dir+"/a", "b")
 	e.fails(exitUsage, "spin: help: unknown command \"frob\"\nspin: hint: run: spin help\n", "help", "frob")
 	if _, errs, code := e.run(); code != exitUsage || !strings.HasPrefix(errs, "spin: no command given\nUsage:") {

@@ -163,11 +163,13 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 		}
 		c.h, c.ownHost = h, true
 	}
+	start := time.Now()
 	pid, err := p2p.Connect(ctx, c.h, cfg.Node)
 	if err != nil {
 		c.Close()
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("cannot reach node %s: %w", cfg.Node, err))
 	}
+	c.log.Debug("connected to node", "node", cfg.Node, "took", roundDur(time.Since(start)))
 	c.h.Network().Notify(&network.NotifyBundle{
 		DisconnectedF: func(_ network.Network, conn network.Conn) {
 			if conn.RemotePeer() == pid {
@@ -175,7 +177,7 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 			}
 		},
 	})
-	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth}
+	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, log: c.log}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
 	if cfg.DirHeads != "" {
@@ -749,7 +751,7 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 		r, err = pack.NewReader(ctx, e, pack.ReadConfig{
 			Keys:       c.keys,
 			WriterKeys: wkeys,
-			Get:        c.blocks.Fetch, // pack.Reader checks each block's hash and tag itself.
+			Get:        c.fetcher(), // pack.Reader checks each block's hash and tag itself.
 			Release:    p2p.RecycleBlock,
 			ReadAhead:  readAhead,
 		})

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -31,6 +33,8 @@ type remote struct {
 	// heads, if set, checks each head of a user's log that comes with an
 	// answer; an error fails the call.
 	heads *dirHeads
+	// log takes a line per call at debug level (see trace.go).
+	log *slog.Logger
 }
 
 // callDir makes a call about owner's log and checks the head that comes
@@ -46,8 +50,10 @@ func (r *remote) callDir(ctx context.Context, req *wire.Request, owner string) (
 	resp, err := r.call(ctx, req)
 	if resp != nil && resp.Head != nil {
 		if herr := r.heads.check(floor, resp.Head); herr != nil {
+			r.log.Debug("directory log head refused", "user", resp.Head.User, "seq", resp.Head.Seq, "err", herr.Error())
 			return nil, herr
 		}
+		r.log.Debug("directory log head checked", "user", resp.Head.User, "seq", resp.Head.Seq, "seen", floorSeq(floor))
 	}
 	return resp, err
 }
@@ -70,7 +76,16 @@ func (r *remote) call1(ctx context.Context, req *wire.Request) (*wire.Response, 
 	if err != nil {
 		return nil, spindle.E(spindle.Internal, err)
 	}
+	start := time.Now()
 	out, err := p2p.Call(ctx, r.h, r.peer, wire.ClientProtocol, data, wire.MaxMessage)
+	resp, err := decodeResponse(out, err)
+	logCall(r.log, req, len(data), len(out), time.Since(start), err)
+	return resp, err
+}
+
+// decodeResponse decodes a node's answer to a call that returned out and
+// err, returning the error the node answered with, if any.
+func decodeResponse(out []byte, err error) (*wire.Response, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +97,14 @@ func (r *remote) call1(ctx context.Context, req *wire.Request) (*wire.Response, 
 		return &resp, spindle.UnmarshalError(resp.Err)
 	}
 	return &resp, nil
+}
+
+// floorSeq is the sequence number of floor, or 0 if none was seen.
+func floorSeq(floor *dirlog.Head) int64 {
+	if floor == nil {
+		return 0
+	}
+	return floor.Seq
 }
 
 // Head implements dirlog.Sequencer.

@@ -239,6 +239,21 @@ func TestHelpFlags(t *testing.T) {
 				t.Errorf("%s does not document -%s, which the command accepts", what, f.Name)
 			}
 		})
+		// A flag the text mentions is the command's own, a global one, or
+		// one of a command named on the same line ("spin node -writers").
+		global, _, _ := globalFlags()
+		for _, l := range strings.Split(h.usage, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), "$ ") {
+				continue // Examples are parsed below.
+			}
+			for _, m := range flagWord.FindAllStringSubmatch(l, -1) {
+				n := m[1]
+				if fs.Lookup(n) != nil || documented[n] || global.Lookup(n) != nil || mentionedCommandTakes(l, n, byName) {
+					continue
+				}
+				t.Errorf("%s mentions -%s, which neither it nor a command named on the line accepts: %q", what, n, l)
+			}
+		}
 		if h.name == "" || h.name == "help" {
 			continue
 		}
@@ -277,6 +292,19 @@ func TestHelpFlags(t *testing.T) {
 			}
 		}
 	}
+}
+
+var spinCommand = regexp.MustCompile(`\bspin ([a-z]+)\b`)
+
+// mentionedCommandTakes reports whether a command named on line as
+// "spin NAME" accepts the flag name.
+func mentionedCommandTakes(line, name string, byName map[string]helpText) bool {
+	for _, m := range spinCommand.FindAllStringSubmatch(line, -1) {
+		if h, ok := byName[m[1]]; ok && m[1] != "" && h.flags().Lookup(name) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // TestHelpParsers checks that the parsers above find what they must, so

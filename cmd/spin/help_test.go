@@ -1,15 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -340,16 +344,16 @@ var exampleGiven = map[string]string{
 	"spin rm @/docs/draft.txt":     "exec spin put report.pdf @/docs/draft.txt",
 	"spin rm -R @/tmp":             "exec spin mkdir -p @/tmp/old",
 	"spin mv @/drafts @/docs/2026": "exec spin mkdir @/drafts",
+	// The watch runs until interrupted: watchexample puts the file it
+	// shows while it runs (see cmdWatchexample).
+	"spin watch -new @/inbox": "exec spin mkdir @/inbox",
 	// The usual temporary directory, as the example shows it (testscript
 	// sets its own); the demo removes what it made there.
 	"spin demo": "env TMPDIR=/tmp",
 }
 
 // exampleSkip names the examples that cannot run in a test, and why.
-var exampleSkip = map[string]string{
-	"spin node -home ~/spinnode -writers ann@example.com,bob@example.com": "listens on the default port until stopped",
-	"spin watch -new @/inbox": "runs until interrupted",
-}
+var exampleSkip = map[string]string{}
 
 // exampleAnyOutput names the examples whose output depends on the build.
 var exampleAnyOutput = map[string]string{
@@ -362,7 +366,10 @@ var exampleAnyOutput = map[string]string{
 // sharing bob@example.com/pub with all. The examples run in the order
 // spin help lists the commands, after spin's own. An example whose help
 // shows output must print it, "..." standing for any text and a last line
-// "..." for any further lines; one that shows none must succeed.
+// "..." for any further lines; one that shows none must succeed. Two run
+// differently: a spin node example starts a second node on a free port
+// (not the default one) and stops it once it is ready, and a spin watch
+// example runs while a file is put (see cmdWatchexample).
 func exampleScript(t *testing.T) (script string, ran int) {
 	var b strings.Builder
 	b.WriteString(`[!node] skip 'spin node is not built in'
@@ -409,7 +416,29 @@ env HOME=$WORK
 			for _, a := range ex.args {
 				quoted = append(quoted, "'"+strings.ReplaceAll(a, "'", "''")+"'")
 			}
-			fmt.Fprintf(&b, "exec spin %s\n", strings.Join(quoted, " "))
+			if cmd == "node" {
+				// A second node: on a free port, not the default one
+				// the example leaves it on, and stopped once ready.
+				home := ""
+				for i, a := range ex.args {
+					if a == "-home" && i+1 < len(ex.args) {
+						home = ex.args[i+1]
+					}
+				}
+				if !strings.HasPrefix(home, "~/") {
+					t.Errorf("spin help node: example %q names no -home ~/DIR", ex.line)
+					continue
+				}
+				home = "$WORK/" + strings.TrimPrefix(home, "~/")
+				fmt.Fprintf(&b, "exec spin %s -listen /ip4/127.0.0.1/tcp/0 &exnode&\nwaitfile %s/addr 60\nkill -INT exnode\nwait exnode\n",
+					strings.ReplaceAll(strings.Join(quoted, " "), "'~/", "$WORK'/"), home)
+				continue
+			}
+			if cmd == "watch" {
+				fmt.Fprintf(&b, "watchexample report.pdf @/inbox/note.txt %s\n", strings.Join(quoted, " "))
+			} else {
+				fmt.Fprintf(&b, "exec spin %s\n", strings.Join(quoted, " "))
+			}
 			if len(ex.out) > 0 && exampleAnyOutput[ex.line] == "" {
 				fmt.Fprintf(&files, "-- want%d --\n%s\n", n, strings.Join(ex.out, "\n"))
 				fmt.Fprintf(&b, "cmpexample want%d\n", n)
@@ -459,6 +488,65 @@ func matchExample(want []string, out string) error {
 	return nil
 }
 
+// cmdWatchexample runs spin with the given arguments, a watch, and puts
+// the local file SRC as DST again and again until the watch prints a line
+// (a watch started with -new shows only what happens after it has begun,
+// and nothing says when that is), then interrupts it. Its stdout is the
+// first line the watch printed.
+func cmdWatchexample(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 3 {
+		ts.Fatalf("usage: watchexample SRC DST ARGS...")
+	}
+	spin := ""
+	for _, dir := range filepath.SplitList(ts.Getenv("PATH")) {
+		if _, err := os.Stat(filepath.Join(dir, "spin")); err == nil {
+			spin = filepath.Join(dir, "spin")
+			break
+		}
+	}
+	if spin == "" {
+		ts.Fatalf("no spin in $PATH")
+	}
+	env := append(os.Environ(), "HOME="+ts.Getenv("HOME"), "TMPDIR="+ts.Getenv("TMPDIR"))
+	watch := exec.Command(spin, args[2:]...)
+	watch.Env, watch.Dir = env, ts.Getenv("WORK")
+	out, err := watch.StdoutPipe()
+	ts.Check(err)
+	ts.Check(watch.Start())
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		io.Copy(io.Discard, out)
+	}()
+	defer func() {
+		watch.Process.Signal(os.Interrupt)
+		watch.Wait()
+	}()
+	deadline := time.After(60 * time.Second)
+	for {
+		put := exec.Command(spin, "put", args[0], args[1])
+		put.Env, put.Dir = env, ts.Getenv("WORK")
+		if msg, err := put.CombinedOutput(); err != nil {
+			ts.Fatalf("spin put %s %s: %v\n%s", args[0], args[1], err, msg)
+		}
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				ts.Fatalf("spin %s ended without printing a line", strings.Join(args[2:], " "))
+			}
+			fmt.Fprintln(ts.Stdout(), l)
+			return
+		case <-time.After(500 * time.Millisecond):
+		case <-deadline:
+			ts.Fatalf("spin %s printed nothing within 60s", strings.Join(args[2:], " "))
+		}
+	}
+}
+
 func TestHelpExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real node")
@@ -475,9 +563,10 @@ func TestHelpExamples(t *testing.T) {
 		Dir:       dir,
 		Condition: func(cond string) (bool, error) { return cond == "node" && runNode != nil, nil },
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"waitfile":   cmdWaitfile,
-			"envfile":    cmdEnvfile,
-			"cmpexample": cmdCmpexample,
+			"waitfile":     cmdWaitfile,
+			"envfile":      cmdEnvfile,
+			"cmpexample":   cmdCmpexample,
+			"watchexample": cmdWatchexample,
 		},
 	})
 }

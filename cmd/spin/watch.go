@@ -29,6 +29,7 @@ Options:
 
 Example:
     $ spin watch -new @/inbox
+    ... put ann@example.com/inbox/note.txt ann@example.com
 `
 
 func runWatch(ctx context.Context, st *State, args []string) error {

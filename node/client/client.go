@@ -273,9 +273,15 @@ func sendable(name string) error {
 	if len(name) > dirlog.MaxNameLen {
 		return spindle.E(spindle.Invalid, spindle.PathName(name), fmt.Sprintf("name too long: %d bytes, the limit is %d", len(name), dirlog.MaxNameLen))
 	}
-	for i, r := range name {
-		if r == utf8.RuneError && !strings.HasPrefix(name[i:], string(utf8.RuneError)) {
-			return spindle.E(spindle.Invalid, spindle.PathName(name), fmt.Sprintf("name is not valid UTF-8 text (byte %d is %#x)", i, name[i]))
+	if utf8.ValidString(name) {
+		return nil
+	}
+	for _, elem := range strings.Split(name, "/") {
+		for i, r := range elem {
+			if r == utf8.RuneError && !strings.HasPrefix(elem[i:], string(utf8.RuneError)) {
+				// Worded as spindle.CheckElem words it for a new name.
+				return spindle.E(spindle.Invalid, spindle.PathName(name), fmt.Sprintf("element %q is not valid UTF-8 (byte %d)", elem, i))
+			}
 		}
 	}
 	return nil

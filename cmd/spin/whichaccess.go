@@ -14,9 +14,7 @@ const whichaccessUsage = `Usage:
 Prints the name of the Access file that governs each PATH: the nearest one
 in PATH's directory or above. When there is none, only the owner has any
 right, and spin says so. Reading a link reads its target, so for a link,
-or a path beneath one, spin names the path read and answers for that:
-
-    bob@example.com/plans: link to ann@example.com/docs/report.pdf: ann@example.com/docs/Access
+or a path beneath one, spin names the path read and answers for that.
 
 Options:
     -h, -help   print this text
@@ -24,6 +22,8 @@ Options:
 Example:
     $ spin whichaccess @/docs/report.pdf
     ann@example.com/docs/Access
+    $ spin whichaccess @/plans.txt
+    ann@example.com/plans.txt: link to bob@example.com/pub/plans.txt: bob@example.com/pub/Access
 `
 
 func runWhichaccess(ctx context.Context, st *State, args []string) error {

@@ -199,17 +199,32 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// kindBelow reports whether an *Error in err's chain prints kind k, so
-// that an error wrapped with fmt.Errorf's %w between two *Errors of one
-// kind does not say it twice ("I/O error: block x: I/O error: ...").
+// kindBelow reports whether err already says kind k, so that e.Error
+// does not say it twice ("I/O error: block x: I/O error: ..."): an *Error
+// in err's chain is of kind k, or the first error in it that is not an
+// *Error says k in its text. That error's text holds everything below it,
+// such as an *Error wrapped with fmt.Errorf's %w, or one that came over
+// the wire as its message.
 func kindBelow(err error, k Kind) bool {
 	for err != nil {
-		if e, ok := err.(*Error); ok && e.Kind == k {
+		e, ok := err.(*Error)
+		if !ok {
+			return SaysKind(err.Error(), k)
+		}
+		if e.Kind == k {
 			return true
 		}
-		err = errors.Unwrap(err)
+		err = e.Err
 	}
 	return false
+}
+
+// SaysKind reports whether msg, an error's text, says kind k as one of its
+// colon-separated parts ("integrity check failed: bad hash", "block x: I/O
+// error: disk full"), as an error of kind k printed within it would.
+func SaysKind(msg string, k Kind) bool {
+	t := k.Error()
+	return msg == t || strings.HasPrefix(msg, t+": ") || strings.HasSuffix(msg, ": "+t) || strings.Contains(msg, ": "+t+": ")
 }
 
 // Unwrap returns the underlying error.

@@ -292,6 +292,25 @@ func TestErrorSaysKindOnce(t *testing.T) {
 	if !errors.Is(err, spindle.IO) {
 		t.Error("the outer error lost its kind")
 	}
+	// The same error after a trip over the wire, where the inner error
+	// travels as text, and causes whose text says the kind already.
+	data, _ := err.(*spindle.Error).MarshalBinary()
+	if got := spindle.UnmarshalError(data).Error(); got != want {
+		t.Errorf("over the wire: got %q, want %q", got, want)
+	}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{spindle.E(spindle.Integrity, errors.New("integrity check failed: bad hash")), "integrity check failed: bad hash"},
+		{spindle.E(spindle.Integrity, errors.New("integrity check failed")), "integrity check failed"},
+		{spindle.E(spindle.IO, spindle.PathName("a@b.c/f"), errors.New("read y: I/O error")), "a@b.c/f: read y: I/O error"},
+		{spindle.E(spindle.IO, errors.New("I/O errors are rare")), "I/O error: I/O errors are rare"},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("got %q, want %q", got, c.want)
+		}
+	}
 	other := spindle.E(spindle.Op("node.Get"), spindle.Integrity, fmt.Errorf("block b2: %w", inner))
 	if got, want := other.Error(), "node.Get: integrity check failed: block b2: disk.Put: I/O error: disk full"; got != want {
 		t.Errorf("got %q, want %q", got, want)

@@ -66,12 +66,8 @@ var DefaultListen = []string{"/ip4/127.0.0.1/tcp/7447", "/ip4/127.0.0.1/udp/7447
 // RunCommand runs "spin node" with the arguments after "node", until ctx is
 // cancelled or the process is told to stop. It returns the exit code.
 func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) int {
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	home := fs.String("home", "", "")
-	listen := fs.String("listen", strings.Join(DefaultListen, ","), "")
-	writers := fs.String("writers", "", "")
-	repair := fs.String("repair", "", "")
+	fs, opts := nodeFlags()
+	home, listen, writers, repair := opts.home, opts.listen, opts.writers, opts.repair
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, NodeUsage)
@@ -152,6 +148,30 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return 1
 	}
 	return 0
+}
+
+// nodeOptions are the values of the flags of spin node.
+type nodeOptions struct {
+	home, listen, writers, repair *string
+}
+
+// nodeFlags returns the flag set RunCommand parses and the values it sets.
+func nodeFlags() (*flag.FlagSet, *nodeOptions) {
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs, &nodeOptions{
+		home:    fs.String("home", "", ""),
+		listen:  fs.String("listen", strings.Join(DefaultListen, ","), ""),
+		writers: fs.String("writers", "", ""),
+		repair:  fs.String("repair", "", ""),
+	}
+}
+
+// NodeFlags returns the flags spin node accepts, so that a test can check
+// NodeUsage against them.
+func NodeFlags() *flag.FlagSet {
+	fs, _ := nodeFlags()
+	return fs
 }
 
 // newRecovering is New with a panic in the goroutine that starts the node

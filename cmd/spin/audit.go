@@ -25,8 +25,8 @@ Options:
 
 Example:
     $ spin audit
-    ann@example.com: 1204 entries by 3 writers; map root 5f1c0a3e9b2d
-    signed by 12D3KooWPjceQrSwdWXPyLLeABRXmuqt69Rg3sBYbU1Nft9HyQ6X at 2026-12-03 21:40:07: true to the log
+    ann@example.com: ... entries by ...; map root ...
+    signed by 12D3KooW... at ...: true to the log
 `
 
 // auditor is a client that can audit its user's tree.

@@ -231,7 +231,7 @@ func TestMvLink(t *testing.T) {
 	if got := e.ok("get", "@/l"); got != "x" {
 		t.Errorf("get through a link: %q", got)
 	}
-	e.fails(exitUsage, "spin: link: want TARGET and PATH, got 1 arguments\n"+linkUsage, "link", "@/l")
+	e.fails(exitUsage, "spin: link: want TARGET and PATH, got 1 argument\n"+linkUsage, "link", "@/l")
 }
 
 func TestWhichaccessInfo(t *testing.T) {
@@ -273,7 +273,7 @@ func TestShare(t *testing.T) {
 	out, errs, code := e.run("share", "-R", "@/docs")
 	wantOut := "ann@example.com/docs/a: ok; readers: ann@example.com, bob@example.com\n" +
 		"ann@example.com/docs/b: needs fixing; readers: ann@example.com, bob@example.com; missing keys: bob@example.com; extra keys: carl@example.com\n"
-	if code != 0 || out != wantOut || errs != "spin: hint: 1 files need new keys; to repair them, run: spin share -fix -R @/docs\n" {
+	if code != 0 || out != wantOut || errs != "spin: hint: 1 file needs new keys; to repair them, run: spin share -fix -R @/docs\n" {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
 	if got := e.ok("share", "-fix", "-R", "@/docs"); !strings.Contains(got, "docs/b: fixed; readers: ann@example.com, bob@example.com; added keys: bob@example.com; removed keys: carl@example.com\n") {

@@ -56,7 +56,7 @@ I/O errors: the node has most likely gone away.
 
 Example:
     $ spin cp -R photos @/photos
-    $ spin cp ann@example.com/docs/a.txt ann@example.com/docs/b.txt .
+    $ spin cp @/docs/report.pdf bob@example.com/pub/plans.txt .
 `
 
 // cpWorkers is the number of files cp copies at once unless -j says
@@ -86,7 +86,7 @@ func runCp(ctx context.Context, st *State, args []string) error {
 		return usagef("-jobs: want 1 to 256 files at once, not %d", *jobs)
 	}
 	if flags.NArg() < 2 {
-		return usagef("want SRC and DST, got %d arguments", flags.NArg())
+		return usagef("want SRC and DST, %s", gotArgs(flags.NArg()))
 	}
 	packing, err := parsePacking(*packingName)
 	if err != nil {

@@ -29,7 +29,9 @@ Options:
     -h, -help   print this text
 
 Example:
-    $ go run ./cmd/spin demo
+    $ spin demo
+    Spindle demo: one node and two users, in /tmp/spin-demo-....
+    ...
 `
 
 // demoNodeWait bounds the time the demo waits for its node to be ready.
@@ -214,6 +216,7 @@ func (d *demo) step(ctx context.Context, s demoStep) error {
 		Home:       filepath.Join(d.dir, s.user),
 		Log:        d.st.Log,
 		NewClient:  d.st.NewClient,
+		Trust:      d.st.Trust,
 		isTerminal: func(io.Writer) bool { return false },
 	}
 	code := run(args, st)

@@ -25,7 +25,8 @@ Options:
     -h, -help   print this text
 
 Example:
-    $ spin get dave@example.com/plans.txt
+    $ spin get bob@example.com/pub/plans.txt
+    Meet at noon.
     $ spin get @/docs/report.pdf report.pdf
 `
 
@@ -35,7 +36,7 @@ func runGet(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	if flags.NArg() < 1 || flags.NArg() > 2 {
-		return usagef("want PATH and optionally DEST, got %d arguments", flags.NArg())
+		return usagef("want PATH and optionally DEST, %s", gotArgs(flags.NArg()))
 	}
 	c, err := st.Client(ctx)
 	if err != nil {

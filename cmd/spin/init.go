@@ -80,7 +80,7 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		return usagef("-node: %q is not a multiaddr such as /ip4/127.0.0.1/tcp/7447/p2p/12D3KooW...", *node)
 	}
 	if flags.NArg() != 1 {
-		return usagef("want one USER, got %d %s", flags.NArg(), plural(flags.NArg(), "argument"))
+		return usagef("want one USER, %s", gotArgs(flags.NArg()))
 	}
 	// Every later command dials these: refuse now what none could use.
 	for _, a := range append([]string{*node}, strings.Split(*keyservers, ",")...) {

@@ -21,7 +21,7 @@ func runLink(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	if flags.NArg() != 2 {
-		return usagef("want TARGET and PATH, got %d arguments", flags.NArg())
+		return usagef("want TARGET and PATH, %s", gotArgs(flags.NArg()))
 	}
 	if dirPath(flags.Arg(1)) {
 		st.errorf("%s: a directory path given for a link: name the link itself, without a trailing /", flags.Arg(1))

@@ -31,7 +31,10 @@ Options:
 
 Example:
     $ spin ls -l @/docs
+    - plain 41 ... ann@example.com ann@example.com/docs/Access
+    - ee    ... ann@example.com ann@example.com/docs/report.pdf
     $ spin ls 'bob@example.com/pub/*.txt'
+    bob@example.com/pub/plans.txt
 `
 
 func runLs(ctx context.Context, st *State, args []string) error {

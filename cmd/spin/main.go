@@ -23,6 +23,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"spindle.dev/p2p"
 )
@@ -33,7 +34,9 @@ const globalUsage = `Usage:
 
 Global options (before the command):
     -config FILE   configuration file (default $SPIN_CONFIG, else $HOME/spin/config)
-    -log LEVEL     log level of the client and node: debug, info, warn or error (default warn)
+    -log LEVEL     log level of the client and node: trace, debug, info, warn or
+                   error (default warn); debug shows each request to the node
+                   and its time, trace adds libp2p's own debug messages
     -help          print this text
 
 Commands:
@@ -41,6 +44,7 @@ Commands:
 Example:
     $ spin init ann@example.com
     $ spin signup
+    $ spin mkdir @/docs
     $ spin put report.pdf @/docs/report.pdf
     $ spin ls -l @/docs
 
@@ -127,10 +131,7 @@ func run(args []string, st *State) int {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	gfs := flag.NewFlagSet("spin", flag.ContinueOnError)
-	gfs.SetOutput(io.Discard)
-	configFile := gfs.String("config", "", "")
-	logLevel := gfs.String("log", "warn", "")
+	gfs, configFile, logLevel := globalFlags()
 	if err := gfs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(st.Stdout, mainUsage())
@@ -143,17 +144,23 @@ func run(args []string, st *State) int {
 	if *configFile != "" {
 		st.ConfigFile = *configFile
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(st.Stderr, "spin: -log: unknown level %q (want debug, info, warn or error)\n", *logLevel)
+	level, ok := parseLevel(*logLevel)
+	if !ok {
+		fmt.Fprintf(st.Stderr, "spin: -log: unknown level %q (want trace, debug, info, warn or error)\n", *logLevel)
 		return exitUsage
 	}
+	rest := gfs.Args()
 	if st.Log == nil {
-		st.Log = slog.New(slog.NewTextHandler(st.Stderr, &slog.HandlerOptions{Level: level}))
-		p2p.LogTo(st.Log.With("part", "libp2p"))
+		opts := &slog.HandlerOptions{Level: level}
+		if len(rest) == 0 || rest[0] != "node" {
+			// A client's run is short: durations say more than times.
+			opts.ReplaceAttr = dropTime
+		}
+		h := slog.NewTextHandler(st.Stderr, opts)
+		st.Log = slog.New(h)
+		p2p.LogTo(slog.New(demoted{h}).With("part", "libp2p"))
 	}
 
-	rest := gfs.Args()
 	if len(rest) == 0 {
 		fmt.Fprintf(st.Stderr, "spin: no command given\n")
 		fmt.Fprint(st.Stderr, mainUsage())
@@ -169,12 +176,16 @@ func run(args []string, st *State) int {
 		return exitUsage
 	}
 	st.cmd = cmd.name
+	start := time.Now()
 	err := cmd.run(ctx, st, rest[1:])
 	if st.client != nil {
 		if cerr := st.client.Close(); cerr != nil && err == nil {
 			err = st.fail("", cerr)
 		}
 		st.client = nil
+	}
+	if cmd.name != "node" {
+		st.Log.Debug("command done", "command", cmd.name, "took", time.Since(start).Round(10*time.Microsecond))
 	}
 	var ue *usageError
 	switch {
@@ -195,6 +206,67 @@ func run(args []string, st *State) int {
 		st.fail("", err)
 		return exitFailure
 	}
+}
+
+// levelTrace is the log level of -log trace, below debug: libp2p's debug
+// messages, which are many and seldom what a user of spin looks for.
+const levelTrace = slog.LevelDebug - 4
+
+// parseLevel parses the level -log names.
+func parseLevel(s string) (slog.Level, bool) {
+	if strings.EqualFold(s, "trace") {
+		return levelTrace, true
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s)); err != nil {
+		return 0, false
+	}
+	return level, true
+}
+
+// dropTime is a slog ReplaceAttr that leaves out each record's time.
+func dropTime(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}
+
+// demoted is a slog handler that passes debug records on at levelTrace,
+// so that -log debug shows spin's own debug lines without libp2p's.
+type demoted struct{ slog.Handler }
+
+func (h demoted) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, demote(l))
+}
+
+func (h demoted) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = demote(r.Level)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h demoted) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return demoted{h.Handler.WithAttrs(attrs)}
+}
+
+func (h demoted) WithGroup(name string) slog.Handler { return demoted{h.Handler.WithGroup(name)} }
+
+// demote lowers debug to levelTrace and leaves higher levels as they are.
+func demote(l slog.Level) slog.Level {
+	if l <= slog.LevelDebug {
+		return l - (slog.LevelDebug - levelTrace)
+	}
+	return l
+}
+
+// globalFlags returns the flag set of the options before the command, and
+// the values of -config and -log in it.
+func globalFlags() (fs *flag.FlagSet, configFile, logLevel *string) {
+	fs = flag.NewFlagSet("spin", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configFile = fs.String("config", "", "")
+	logLevel = fs.String("log", "warn", "")
+	return fs, configFile, logLevel
 }
 
 // help prints the usage of a command, or of spin itself, to stdout.

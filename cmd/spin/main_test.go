@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -232,7 +233,7 @@ func TestUsageErrors(t *testing.T) {
 	e.fails(exitUsage, "spin: ls: flag provided but not defined: -z\n"+lsUsage, "ls", "-z", "@")
 	e.fails(exitUsage, "spin: put: -packing: unknown packing \"zip\" (want ee, eeintegrity or plain)\n"+putUsage, "put", "-packing", "zip", "a", "@/a")
 	e.fails(exitUsage, "spin: unknown command \"frob\"\nspin: hint: run: spin help\n", "frob")
-	e.fails(exitUsage, "spin: -log: unknown level \"loud\" (want debug, info, warn or error)\n", "-log", "loud", "ls")
+	e.fails(exitUsage, "spin: -log: unknown level \"loud\" (want trace, debug, info, warn or error)\n", "-log", "loud", "ls")
 	e.fails(exitUsage, "spin: cp: "+e.dir+"/a and b are both local: one of SRC and DST must be a spin path\n"+cpUsage, "cp", e.dir+"/a", "b")
 	e.fails(exitUsage, "spin: help: unknown command \"frob\"\nspin: hint: run: spin help\n", "help", "frob")
 	if _, errs, code := e.run(); code != exitUsage || !strings.HasPrefix(errs, "spin: no command given\nUsage:") {
@@ -344,11 +345,31 @@ func TestErrorShapes(t *testing.T) {
 		{spindle.E(spindle.Op("client.Rename"), spindle.PathName("a@b.com/old"), spindle.E(spindle.Op("dirlog.Rename"), spindle.Permission, spindle.PathName("a@b.com/new"))),
 			"a@b.com/old", "permission denied: a@b.com/new"},
 		{&os.PathError{Op: "open", Path: "/tmp/f", Err: os.ErrPermission}, "/tmp/f", "permission denied"},
+		// A cause that says the kind itself, as one that came over the
+		// wire as text does, is not preceded by the kind again.
+		{spindle.E(spindle.Op("client.Get"), spindle.PathName("a@b.com/z"), spindle.IO, errors.New("block b1: I/O error: disk full")), "a@b.com/z", "block b1: I/O error: disk full"},
+		{spindle.E(spindle.Integrity, spindle.PathName("a@b.com/z"), errors.New("integrity check failed: head 7 is not signed")), "a@b.com/z", "integrity check failed: head 7 is not signed"},
+		{wireTrip(spindle.E(spindle.Op("node.Get"), spindle.IO, spindle.PathName("a@b.com/z"), fmt.Errorf("block b1: %w", spindle.E(spindle.Op("disk.Get"), spindle.IO, "disk full")))), "a@b.com/z", "block b1: disk.Get: I/O error: disk full"},
 	} {
 		path, msg := describe(tc.err)
 		if path != tc.path || msg != tc.msg {
 			t.Errorf("describe(%v) = %q, %q; want %q, %q", tc.err, path, msg, tc.path, tc.msg)
 		}
+	}
+}
+
+// wireTrip returns err as a node's client gets it: encoded and decoded.
+func wireTrip(err error) error {
+	data, _ := err.(*spindle.Error).MarshalBinary()
+	return spindle.UnmarshalError(data)
+}
+
+func TestLongNameShortened(t *testing.T) {
+	e := newEnv(t)
+	long := strings.Repeat("a", 10000)
+	e.fails(exitFailure, "spin: ls: ann@example.com/"+strings.Repeat("a", 44)+"..."+strings.Repeat("a", 20)+" (10016 characters): does not exist\n", "ls", "@/"+long)
+	if got := shorten("x " + strings.Repeat("b", 200) + ": y"); got != "x "+strings.Repeat("b", 200)+": y" {
+		t.Errorf("a 200-character word was shortened: %q", got)
 	}
 }
 

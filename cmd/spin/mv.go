@@ -26,7 +26,7 @@ func runMv(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	if flags.NArg() != 2 {
-		return usagef("want OLD and NEW, got %d arguments", flags.NArg())
+		return usagef("want OLD and NEW, %s", gotArgs(flags.NArg()))
 	}
 	c, err := st.Client(ctx)
 	if err != nil {

@@ -27,7 +27,7 @@ Options:
 
 Example:
     $ spin put report.pdf @/docs/report.pdf
-    $ echo 'read: bob@example.com' | spin put @/docs/Access
+    $ printf '*: ann@example.com\nread: bob@example.com\n' | spin put @/docs/Access
 `
 
 func runPut(ctx context.Context, st *State, args []string) error {
@@ -42,7 +42,7 @@ func runPut(ctx context.Context, st *State, args []string) error {
 	case len(args) == 1 && isSpinPath(args[0]):
 		args = []string{"-", args[0]} // As Upspin's put: stdin.
 	case len(args) != 2:
-		return usagef("want SRC and PATH, or a spin PATH alone to read stdin; got %d %s", len(args), plural(len(args), "argument"))
+		return usagef("want SRC and PATH, or a spin PATH alone to read stdin; %s", gotArgs(len(args)))
 	}
 	packing, err := parsePacking(*packingName)
 	if err != nil {

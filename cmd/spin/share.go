@@ -69,7 +69,11 @@ func runShare(ctx context.Context, st *State, args []string) error {
 		return err
 	})
 	if unfixed > 0 && !*fix {
-		st.hint("%d files need new keys; to repair them, run: spin share -fix%s %s", unfixed, map[bool]string{true: " -R", false: ""}[*recursive], strings.Join(flags.Args(), " "))
+		needs := "files need"
+		if unfixed == 1 {
+			needs = "file needs"
+		}
+		st.hint("%d %s new keys; to repair them, run: spin share -fix%s %s", unfixed, needs, map[bool]string{true: " -R", false: ""}[*recursive], strings.Join(flags.Args(), " "))
 	}
 	return err
 }
@@ -92,13 +96,13 @@ func shareLine(r spindle.ShareReport) string {
 		parts = append(parts, verb+": "+joinUsers(r.Extra))
 	}
 	if len(r.Unknowns) > 0 && !keepsUnknowns(r) {
-		parts = append(parts, fmt.Sprintf("%d keys of unknown holders", len(r.Unknowns)))
+		parts = append(parts, fmt.Sprintf("%d %s of unknown holders", len(r.Unknowns), plural(len(r.Unknowns), "key")))
 	}
 	needs := len(parts) > 0
 	for _, w := range slices.Sorted(maps.Keys(r.Domains)) {
 		who := "no one yet"
 		if m := r.Domains[w]; len(m) > 0 {
-			who = fmt.Sprintf("%d users now: %s", len(m), joinUsers(m))
+			who = fmt.Sprintf("%d %s now: %s", len(m), plural(len(m), "user"), joinUsers(m))
 		}
 		parts = append(parts, fmt.Sprintf("%s means whoever registers a name there, %s", w, who))
 	}
@@ -109,9 +113,9 @@ func shareLine(r spindle.ShareReport) string {
 		holders := joinUsers(r.Unsure)
 		switch {
 		case len(r.Unsure) == 0:
-			holders = fmt.Sprintf("%d unnamed holders", len(r.Unknowns))
+			holders = fmt.Sprintf("%d unnamed %s", len(r.Unknowns), plural(len(r.Unknowns), "holder"))
 		case len(r.Unknowns) > 0:
-			holders += fmt.Sprintf(" and %d unnamed holders", len(r.Unknowns))
+			holders += fmt.Sprintf(" and %d unnamed %s", len(r.Unknowns), plural(len(r.Unknowns), "holder"))
 		}
 		parts = append(parts, "keys kept while a group cannot be read: "+holders)
 	}

@@ -30,7 +30,7 @@ Options:
 
 Example:
     $ spin suffix camera
-    $ SPIN_CONFIG=$HOME/spin/ann+camera@example.com.yaml spin put shot.jpg @/shot.jpg
+    $ SPIN_CONFIG=$HOME/spin/ann+camera@example.com.yaml spin put report.pdf @/shot.pdf
 `
 
 func runSuffix(ctx context.Context, st *State, args []string) error {

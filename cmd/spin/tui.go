@@ -107,9 +107,10 @@ type State struct {
 	// (see isTerminal); tests set it to pretend.
 	isTerminal func(w io.Writer) bool
 
-	cmd    string         // The subcommand running, for diagnostics.
-	client spindle.Client // Made on first use by Client, closed by run.
-	mu     sync.Mutex     // Serialises diagnostics from concurrent workers.
+	cmd     string         // The subcommand running, for diagnostics.
+	flagSet *flag.FlagSet  // The running command's flags, as flags made them; tests check help texts against them.
+	client  spindle.Client // Made on first use by Client, closed by run.
+	mu      sync.Mutex     // Serialises diagnostics from concurrent workers.
 }
 
 // errFailed is returned by a command that has already printed why it failed.
@@ -141,6 +142,7 @@ func (st *State) flags() *flag.FlagSet {
 	fs := flag.NewFlagSet(st.cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	st.flagSet = fs
 	return fs
 }
 
@@ -329,12 +331,50 @@ func escapeLine(s string) string {
 	return b.String()
 }
 
+// The longest word, in characters, that a diagnostic shows whole (see
+// shorten), and how much of a longer one it shows: its start and its end.
+const (
+	maxWord  = 200
+	wordHead = 60
+	wordTail = 20
+)
+
+// shorten returns msg with each word (run of characters other than spaces)
+// longer than maxWord characters cut to its start and end, with "..."
+// between them and its length after it, so that a 10,000-character name
+// does not fill the terminal:
+//
+//	ann@example.com/aaaaaaaa...aaaa (10016 characters): does not exist
+//
+// A colon or comma that ends the word stays after the length.
+func shorten(msg string) string {
+	words := strings.SplitAfter(msg, " ")
+	changed := false
+	for i, w := range words {
+		body := strings.TrimRight(w, " ")
+		trail := w[len(body):]
+		word := strings.TrimRight(body, ":,;")
+		punct := body[len(word):]
+		r := []rune(word)
+		if len(r) <= maxWord {
+			continue
+		}
+		words[i] = fmt.Sprintf("%s...%s (%d characters)%s%s", string(r[:wordHead]), string(r[len(r)-wordTail:]), len(r), punct, trail)
+		changed = true
+	}
+	if !changed {
+		return msg
+	}
+	return strings.Join(words, "")
+}
+
 // errorf prints "spin: <command>: message" to stderr, with the characters
-// of message that are not printable escaped (see escapeLine).
+// of message that are not printable escaped (see escapeLine) and very long
+// words shortened (see shorten).
 func (st *State) errorf(format string, args ...any) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	msg := escapeLine(fmt.Sprintf(format, args...))
+	msg := shorten(escapeLine(fmt.Sprintf(format, args...)))
 	if st.cmd != "" {
 		fmt.Fprintf(st.Stderr, "spin: %s: %s\n", st.cmd, msg)
 	} else {
@@ -346,7 +386,7 @@ func (st *State) errorf(format string, args ...any) {
 func (st *State) hint(format string, args ...any) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	fmt.Fprintf(st.Stderr, "spin: hint: %s\n", escapeLine(fmt.Sprintf(format, args...)))
+	fmt.Fprintf(st.Stderr, "spin: hint: %s\n", shorten(escapeLine(fmt.Sprintf(format, args...))))
 }
 
 // warned reports whether err is a *spindle.Warning: the operation took
@@ -478,6 +518,11 @@ func describeParts(err error) (path, msg string) {
 				if cp != "" && cp != path {
 					cmsg = cp + ": " + cmsg
 				}
+				if kind != spindle.Other && spindle.SaysKind(cmsg, kind) {
+					// The cause says the kind itself (it came as
+					// text, over the wire or through fmt.Errorf).
+					parts = parts[1:]
+				}
 				parts = append(parts, cmsg)
 			}
 		}
@@ -498,6 +543,11 @@ func describeAll(err error) string {
 		return p + ": " + msg
 	}
 	return msg
+}
+
+// gotArgs returns "got 1 argument" or "got N arguments", for usage errors.
+func gotArgs(n int) string {
+	return fmt.Sprintf("got %d %s", n, plural(n, "argument"))
 }
 
 // plural returns word for one and its plural, with an s, for other counts.

@@ -20,8 +20,8 @@ Options:
 Example:
     $ spin user bob@example.com
     name:      bob@example.com
-    key:       p256:BJ2n...
-    dir host:  /ip4/192.0.2.7/tcp/4242/p2p/12D3KooW...
+    key:       p256:B...
+    dir host:  12D3KooW...
 `
 
 func runUser(ctx context.Context, st *State, args []string) error {
@@ -30,7 +30,7 @@ func runUser(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	if flags.NArg() > 1 {
-		return usagef("want at most one NAME, got %d arguments", flags.NArg())
+		return usagef("want at most one NAME, %s", gotArgs(flags.NArg()))
 	}
 	c, err := st.Client(ctx)
 	if err != nil {

@@ -29,6 +29,7 @@ Options:
 
 Example:
     $ spin watch -new @/inbox
+    ... put ann@example.com/inbox/note.txt ann@example.com
 `
 
 func runWatch(ctx context.Context, st *State, args []string) error {
@@ -39,7 +40,7 @@ func runWatch(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	if flags.NArg() != 1 {
-		return usagef("want one PATH, got %d arguments", flags.NArg())
+		return usagef("want one PATH, %s", gotArgs(flags.NArg()))
 	}
 	fromSet := false
 	flags.Visit(func(f *flag.Flag) {

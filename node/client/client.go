@@ -24,6 +24,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -163,11 +164,13 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 		}
 		c.h, c.ownHost = h, true
 	}
+	start := time.Now()
 	pid, err := p2p.Connect(ctx, c.h, cfg.Node)
 	if err != nil {
 		c.Close()
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("cannot reach node %s: %w", cfg.Node, err))
 	}
+	c.log.Debug("connected to node", "node", cfg.Node, "took", roundDur(time.Since(start)))
 	c.h.Network().Notify(&network.NotifyBundle{
 		DisconnectedF: func(_ network.Network, conn network.Conn) {
 			if conn.RemotePeer() == pid {
@@ -175,7 +178,7 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 			}
 		},
 	})
-	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead}
+	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead, log: c.log}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
 	// Without a file, the heads seen are kept for this client's life.
@@ -290,7 +293,32 @@ func (c *Client) Close() error {
 // hold names in NFC only, so the name a user types finds the file whichever
 // form the user's system typed it in.
 func (c *Client) clean(name spindle.PathName) (spindle.Parsed, error) {
+	if err := sendable(string(name)); err != nil {
+		return spindle.Parsed{}, err
+	}
 	return spindle.Parse(c.expand(spindle.PathName(norm.NFC.String(string(name)))))
+}
+
+// sendable reports whether name, a path name or pattern, can go to a node:
+// the protocol carries names as CBOR text, which must be UTF-8, and no
+// name is longer than dirlog.MaxNameLen. Refusing here names the problem;
+// the node could only answer that the message was malformed.
+func sendable(name string) error {
+	if len(name) > dirlog.MaxNameLen {
+		return spindle.E(spindle.Invalid, spindle.PathName(name), fmt.Sprintf("name too long: %d bytes, the limit is %d", len(name), dirlog.MaxNameLen))
+	}
+	if utf8.ValidString(name) {
+		return nil
+	}
+	for _, elem := range strings.Split(name, "/") {
+		for i, r := range elem {
+			if r == utf8.RuneError && !strings.HasPrefix(elem[i:], string(utf8.RuneError)) {
+				// Worded as spindle.CheckElem words it for a new name.
+				return spindle.E(spindle.Invalid, spindle.PathName(name), fmt.Sprintf("element %q is not valid UTF-8 (byte %d)", elem, i))
+			}
+		}
+	}
+	return nil
 }
 
 // cleanFile is clean for the name of a file or link about to be written.
@@ -581,6 +609,9 @@ func (c *Client) lookup(ctx context.Context, name spindle.PathName, follow bool)
 
 // Glob implements spindle.Client.
 func (c *Client) Glob(ctx context.Context, pattern string) ([]*spindle.DirEntry, error) {
+	if err := sendable(pattern); err != nil {
+		return nil, spindle.E(spindle.Op("client.Glob"), err)
+	}
 	pattern = norm.NFC.String(pattern) // Names are in NFC (see clean).
 	if pattern == "@" || strings.HasPrefix(pattern, "@/") {
 		pattern = string(c.user) + "/" + strings.TrimPrefix(pattern[1:], "/")
@@ -760,7 +791,7 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 		r, err = pack.NewReader(ctx, e, pack.ReadConfig{
 			Keys:       c.keys,
 			WriterKeys: wkeys,
-			Get:        c.blocks.Fetch, // pack.Reader checks each block's hash and tag itself.
+			Get:        c.fetcher(), // pack.Reader checks each block's hash and tag itself.
 			Release:    p2p.RecycleBlock,
 			ReadAhead:  readAhead,
 		})
@@ -797,7 +828,7 @@ func (c *Client) Readers(ctx context.Context, name spindle.PathName) ([]spindle.
 		w.group("that grants read on "+string(e.Name), pathOf(g), g)
 	}
 	if len(unknown) > 0 {
-		w.add(spindle.E(e.Name, fmt.Sprintf("%d key holders could not be named", len(unknown))))
+		w.add(spindle.E(e.Name, keyHolders(len(unknown))))
 	}
 	return wrapped, w.err()
 }
@@ -824,4 +855,12 @@ func pathDir(name spindle.PathName) spindle.PathName {
 		return spindle.PathName(path.Dir(string(name)))
 	}
 	return p.Dir().Path()
+}
+
+// keyHolders says that n key holders could not be named, in a warning.
+func keyHolders(n int) string {
+	if n == 1 {
+		return "1 key holder could not be named"
+	}
+	return fmt.Sprintf("%d key holders could not be named", n)
 }

@@ -63,7 +63,7 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 			return nil, spindle.E(op, name, err)
 		}
 	}
-	pipe := newPutPipe(c.blocks, putInFlight, c.putSlots, &c.bufs)
+	pipe := newPutPipe(c.putter(), putInFlight, c.putSlots, &c.bufs)
 	entry := &spindle.DirEntry{Name: name}
 	err = pack.Pack(ctx, entry, r, pack.Config{
 		Packing: packing,

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -35,6 +37,8 @@ type remote struct {
 	puts putSeqs
 	// verifyHead, if set, checks a head's signature.
 	verifyHead func(ctx context.Context, h *dirlog.Head) error
+	// log takes a line per call at debug level (see trace.go).
+	log *slog.Logger
 }
 
 // callDir makes a call about owner's log and checks the head that comes
@@ -51,12 +55,15 @@ func (r *remote) callDir(ctx context.Context, req *wire.Request, owner string) (
 		}
 		if r.verifyHead != nil {
 			if herr := r.verifyHead(ctx, resp.Head); herr != nil {
+				r.log.Debug("directory log head refused", "user", resp.Head.User, "seq", resp.Head.Seq, "err", herr.Error())
 				return nil, herr
 			}
 		}
 		if herr := r.heads.check(floor, resp.Head); herr != nil {
+			r.log.Debug("directory log head refused", "user", resp.Head.User, "seq", resp.Head.Seq, "err", herr.Error())
 			return nil, herr
 		}
+		r.log.Debug("directory log head checked", "user", resp.Head.User, "seq", resp.Head.Seq, "seen", floorSeq(floor))
 	}
 	return resp, err
 }
@@ -79,7 +86,16 @@ func (r *remote) call1(ctx context.Context, req *wire.Request) (*wire.Response, 
 	if err != nil {
 		return nil, spindle.E(spindle.Internal, err)
 	}
+	start := time.Now()
 	out, err := p2p.Call(ctx, r.h, r.peer, wire.ClientProtocol, data, wire.MaxMessage)
+	resp, err := decodeResponse(out, err)
+	logCall(r.log, req, len(data), len(out), time.Since(start), err)
+	return resp, err
+}
+
+// decodeResponse decodes a node's answer to a call that returned out and
+// err, returning the error the node answered with, if any.
+func decodeResponse(out []byte, err error) (*wire.Response, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +107,14 @@ func (r *remote) call1(ctx context.Context, req *wire.Request) (*wire.Response, 
 		return &resp, spindle.UnmarshalError(resp.Err)
 	}
 	return &resp, nil
+}
+
+// floorSeq is the sequence number of floor, or 0 if none was seen.
+func floorSeq(floor *dirlog.Head) int64 {
+	if floor == nil {
+		return 0
+	}
+	return floor.Seq
 }
 
 // Head implements dirlog.Sequencer.

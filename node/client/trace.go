@@ -1,0 +1,96 @@
+package client
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/node/wire"
+)
+
+// What a client logs at debug level (spin -log debug), to stderr through
+// Config.Logger: each request to the node with what it named, the bytes
+// each way and how long the answer took; each block stored or fetched;
+// each directory log head and key record checked. Nothing is logged at
+// higher levels on the way, so a client is quiet by default.
+
+// debugOn reports whether log takes debug messages; callers check it
+// before doing any work for one.
+func debugOn(log *slog.Logger) bool {
+	return log != nil && log.Enabled(context.Background(), slog.LevelDebug)
+}
+
+// logCall logs one request to the node and its answer.
+func logCall(log *slog.Logger, req *wire.Request, sent, got int, took time.Duration, err error) {
+	if !debugOn(log) {
+		return
+	}
+	attrs := []any{"method", req.Method}
+	switch {
+	case req.Name != "":
+		attrs = append(attrs, "name", req.Name)
+	case req.Pattern != "":
+		attrs = append(attrs, "pattern", req.Pattern)
+	case req.User != "":
+		attrs = append(attrs, "user", req.User)
+	}
+	if len(req.Batch) > 0 {
+		attrs = append(attrs, "entries", len(req.Batch))
+	}
+	attrs = append(attrs, "sent", sent, "got", got, "took", roundDur(took))
+	if err != nil {
+		attrs = append(attrs, "err", err.Error())
+	}
+	log.Debug("request", attrs...)
+}
+
+// roundDur rounds d for a log line: microseconds are noise.
+func roundDur(d time.Duration) time.Duration {
+	if d > time.Millisecond {
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+// loggedPutter logs each block it stores.
+type loggedPutter struct {
+	refPutter
+	log *slog.Logger
+}
+
+func (p loggedPutter) PutRef(ctx context.Context, ref spindle.Ref, data []byte) error {
+	start := time.Now()
+	err := p.refPutter.PutRef(ctx, ref, data)
+	attrs := []any{"ref", ref, "bytes", len(data), "took", roundDur(time.Since(start))}
+	if err != nil {
+		attrs = append(attrs, "err", err.Error())
+	}
+	p.log.Debug("block put", attrs...)
+	return err
+}
+
+// putter returns the store a put sends its blocks to.
+func (c *Client) putter() refPutter {
+	if debugOn(c.log) {
+		return loggedPutter{c.blocks, c.log}
+	}
+	return c.blocks
+}
+
+// fetcher returns the function an open file fetches its blocks with.
+func (c *Client) fetcher() func(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	if !debugOn(c.log) {
+		return c.blocks.Fetch
+	}
+	return func(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+		start := time.Now()
+		data, err := c.blocks.Fetch(ctx, ref)
+		attrs := []any{"ref", ref, "bytes", len(data), "took", roundDur(time.Since(start))}
+		if err != nil {
+			attrs = append(attrs, "err", err.Error())
+		}
+		c.log.Debug("block get", attrs...)
+		return data, err
+	}
+}

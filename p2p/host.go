@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/transport"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
@@ -413,6 +414,10 @@ func Connect(ctx context.Context, h host.Host, addr spindle.PeerAddr) (peer.ID, 
 	if ai.ID == h.ID() {
 		return ai.ID, nil
 	}
+	// The address was given, not learnt: keep it for as long as the host
+	// lives, so that a redial after the peer restarts still has it (what
+	// libp2p learns and forgets, by identify and TTLs, is added to it).
+	h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.PermanentAddrTTL)
 	if err := h.Connect(ctx, ai); err != nil {
 		return "", spindle.E(op, spindle.IO, fmt.Errorf("peer %s: %w", addr, err))
 	}

@@ -30,7 +30,7 @@ import (
 type node struct {
 	h       host.Host
 	d       *dht.IpfsDHT
-	local   *mem.Store
+	local   spindle.BlockStore
 	store   *replica.Store
 	cancel  context.CancelFunc
 	corrupt atomic.Bool  // Serve wrong bytes to other nodes.
@@ -75,8 +75,15 @@ func (c corruptStore) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) 
 func noUsers(peer.ID) bool { return false }
 
 // newNet starts n loopback nodes, each with its own DHT joined through
-// node 0, and waits until every routing table holds every other node.
+// node 0 and a memory store, and waits until every routing table holds
+// every other node.
 func newNet(t testing.TB, n int, cfg replica.Config) []*node {
+	t.Helper()
+	return newNetWith(t, n, cfg, func() spindle.BlockStore { return new(mem.Store) })
+}
+
+// newNetWith is newNet with the local stores that newStore makes.
+func newNetWith(t testing.TB, n int, cfg replica.Config, newStore func() spindle.BlockStore) []*node {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -95,7 +102,7 @@ func newNet(t testing.TB, n int, cfg replica.Config) []*node {
 			h.Close()
 			t.Fatal(err)
 		}
-		local := new(mem.Store)
+		local := newStore()
 		s, err := replica.New(h, d, local, cfg)
 		if err != nil {
 			d.Close()

@@ -1,0 +1,66 @@
+package replica_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
+	"spindle.dev/blocks/disk"
+	"spindle.dev/blocks/replica"
+)
+
+// BenchmarkGet64MiB gets a 64 MiB file (64 blocks of 1 MiB) through a
+// node that holds none of its blocks and caches none, from 1 provider and
+// from 3, on a network of 5 loopback nodes that keep their blocks in
+// blocks/disk stores.
+func BenchmarkGet64MiB(b *testing.B) {
+	for _, providers := range []int{1, 3} {
+		b.Run(fmt.Sprintf("providers=%d", providers), func(b *testing.B) { benchGet(b, providers) })
+	}
+}
+
+func benchGet(b *testing.B, providers int) {
+	nodes := newNetWith(b, 5, replica.Config{Replicas: 3, CacheBytes: -1}, func() spindle.BlockStore {
+		s, err := disk.Open(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const n = 64
+	rnd := rand.NewChaCha8([32]byte{1})
+	refs := make([]spindle.Ref, n)
+	for i := range refs {
+		data := make([]byte, spindle.MaxBlockSize)
+		rnd.Read(data)
+		refs[i] = blocks.RefOf(data)
+		for _, nd := range nodes[:providers] {
+			if _, err := nd.local.Put(ctx, data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, nd := range nodes[:providers] {
+		if err := nd.store.Announce(refs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	z := nodes[len(nodes)-1]
+	for _, ref := range refs {
+		waitProviders(b, z, ref, providers)
+	}
+	b.SetBytes(n * spindle.MaxBlockSize)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := z.store.GetMany(ctx, refs, func(int, []byte) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

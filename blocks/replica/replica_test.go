@@ -34,6 +34,7 @@ type node struct {
 	store   *replica.Store
 	cancel  context.CancelFunc
 	corrupt atomic.Bool  // Serve wrong bytes to other nodes.
+	hang    atomic.Bool  // Answer no get from other nodes.
 	served  atomic.Int64 // Gets served while corrupt.
 	stopped bool
 }
@@ -64,6 +65,10 @@ type corruptStore struct {
 }
 
 func (c corruptStore) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	if c.n.hang.Load() {
+		<-ctx.Done()
+		return nil, spindle.E(spindle.Transient, ctx.Err())
+	}
 	data, err := c.BlockStore.Get(ctx, ref)
 	if err == nil && c.n.corrupt.Load() && len(data) > 0 {
 		c.n.served.Add(1)
@@ -372,6 +377,52 @@ func TestCorruptHolderBypassed(t *testing.T) {
 	got, err := nodes[len(nodes)-2].store.Get(ctx, refs[0])
 	if err != nil || !bytes.Equal(got, datas[0]) {
 		t.Fatalf("Get with two of three holders lying: %v", err)
+	}
+}
+
+// A holder that never answers is given time in proportion to what was
+// asked of it, then passed over for another.
+func TestHungHolderBypassed(t *testing.T) {
+	const base = 300 * time.Millisecond
+	nodes := newNet(t, 6, replica.Config{Replicas: 3, Parallel: 2, BaseTimeout: base, MinRate: 1 << 40})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rnd := rand.New(rand.NewPCG(10, 11))
+	var refs []spindle.Ref
+	var datas [][]byte
+	for range 4 {
+		data := randomBlock(rnd, 20000)
+		for i := range 3 {
+			if _, err := nodes[i].local.Put(ctx, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		refs, datas = append(refs, blocks.RefOf(data)), append(datas, data)
+	}
+	for i := range 3 {
+		if err := nodes[i].store.Announce(refs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	z := nodes[len(nodes)-1]
+	for _, ref := range refs {
+		waitProviders(t, z, ref, 3)
+	}
+	nodes[0].hang.Store(true)
+	nodes[1].hang.Store(true)
+	start := time.Now()
+	err := z.store.GetMany(ctx, refs, func(i int, data []byte) error {
+		if !bytes.Equal(data, datas[i]) {
+			return fmt.Errorf("block %d: other bytes", i)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("GetMany with two of three holders hung: %v", err)
+	}
+	// At worst every block waits once for each hung holder.
+	if d := time.Since(start); d > 4*2*(base+time.Second) {
+		t.Fatalf("GetMany took %v", d)
 	}
 }
 

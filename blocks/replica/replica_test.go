@@ -36,6 +36,7 @@ type node struct {
 	corrupt atomic.Bool  // Serve wrong bytes to other nodes.
 	hang    atomic.Bool  // Answer no get from other nodes.
 	served  atomic.Int64 // Gets served while corrupt.
+	users   sync.Map     // Of peer.ID: the node's signed-in users.
 	stopped bool
 }
 
@@ -77,8 +78,6 @@ func (c corruptStore) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) 
 	return data, err
 }
 
-func noUsers(peer.ID) bool { return false }
-
 // newNet starts n loopback nodes, each with its own DHT joined through
 // node 0 and a memory store, and waits until every routing table holds
 // every other node.
@@ -116,7 +115,7 @@ func newNetWith(t testing.TB, n int, cfg replica.Config, newStore func() spindle
 		}
 		sctx, scancel := context.WithCancel(context.Background())
 		nd := &node{h: h, d: d, local: local, store: s, cancel: scancel}
-		srv, scfg := s.Server(noUsers)
+		srv, scfg := s.Server(func(p peer.ID) bool { _, ok := nd.users.Load(p); return ok })
 		p2p.ServeBlocks(sctx, h, corruptStore{srv, nd}, scfg)
 		nodes = append(nodes, nd)
 		t.Cleanup(nd.stop)
@@ -423,6 +422,65 @@ func TestHungHolderBypassed(t *testing.T) {
 	// At worst every block waits once for each hung holder.
 	if d := time.Since(start); d > 4*2*(base+time.Second) {
 		t.Fatalf("GetMany took %v", d)
+	}
+}
+
+// Through the block protocol, a node's users put blocks r-fold and get
+// blocks that other nodes hold; any other peer gets only what the node
+// holds itself.
+func TestServerUsers(t *testing.T) {
+	nodes := newNet(t, 8, replica.Config{Replicas: 3, BaseTimeout: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client := func() (host.Host, *p2p.RemoteStore) {
+		h, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		if _, err := p2p.Connect(ctx, h, p2p.Addrs(nodes[0].h)[0]); err != nil {
+			t.Fatal(err)
+		}
+		r := p2p.NewRemoteStore(h, nodes[0].h.ID())
+		t.Cleanup(func() { r.Close() })
+		return h, r
+	}
+	user, ur := client()
+	nodes[0].users.Store(user.ID(), true)
+	_, stranger := client()
+
+	data := []byte("put by a user through node 0")
+	ref, err := ur.Put(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := holders(nodes, ref); len(got) != 3 || got[0] != 0 {
+		t.Fatalf("a user's block is held by nodes %v, want node 0 and 2 others", got)
+	}
+
+	// Blocks that only the last node holds.
+	far := nodes[len(nodes)-1]
+	x, y := []byte("block x, held far away"), []byte("block y, held far away")
+	for _, b := range [][]byte{x, y} {
+		if _, err := far.local.Put(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rx, ry := blocks.RefOf(x), blocks.RefOf(y)
+	if err := far.store.Announce(rx, ry); err != nil {
+		t.Fatal(err)
+	}
+	waitProviders(t, nodes[0], rx, 1)
+	waitProviders(t, nodes[0], ry, 1)
+	if got, err := ur.Get(ctx, rx); err != nil || !bytes.Equal(got, x) {
+		t.Fatalf("a user's Get of a block held by another node: %v", err)
+	}
+	if _, err := stranger.Get(ctx, ry); !errors.Is(err, spindle.NotExist) {
+		t.Fatalf("a stranger's Get of a block node 0 does not hold: %v, want NotExist", err)
+	}
+	// What node 0 fetched for its user is in its cache, which it serves.
+	if got, err := stranger.Get(ctx, rx); err != nil || !bytes.Equal(got, x) {
+		t.Fatalf("a stranger's Get of a block node 0 has cached: %v", err)
 	}
 }
 

@@ -64,3 +64,49 @@ func benchGet(b *testing.B, providers int) {
 		}
 	}
 }
+
+// BenchmarkAnnounce measures the blocks one node announces per second
+// through the sweeping provider, on a network of 10 loopback nodes, in
+// batches of 10,000.
+func BenchmarkAnnounce(b *testing.B) {
+	nodes := newNet(b, 10, replica.Config{})
+	ctx := context.Background()
+	a := nodes[0]
+	const batch = 10000
+	var seq uint64
+	var total time.Duration
+	for b.Loop() {
+		refs := make([]spindle.Ref, batch)
+		for i := range refs {
+			seq++
+			refs[i] = blocks.RefOf(fmt.Appendf(nil, "block %d", seq))
+		}
+		st, err := a.store.ProviderStats(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := st.Operations.Past.KeysProvided + st.Operations.Past.KeysFailed
+		start := time.Now()
+		if err := a.store.Announce(refs...); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			st, err := a.store.ProviderStats(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if st.Operations.Past.KeysProvided+st.Operations.Past.KeysFailed-before >= batch {
+				if st.Operations.Past.KeysFailed > 0 {
+					b.Fatalf("%d keys failed to be announced", st.Operations.Past.KeysFailed)
+				}
+				break
+			}
+			if time.Since(start) > 2*time.Minute {
+				b.Fatalf("%d of %d keys announced after 2 minutes", st.Operations.Past.KeysProvided-before, batch)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(b.N*batch)/total.Seconds(), "blocks/s")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/libp2p/go-libp2p-kad-dht/provider/stats"
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -161,4 +162,15 @@ func (s *Store) Stats() Stats {
 	st.ReplicaBytes, st.ReplicaRefused = s.total, s.refused
 	s.mu.Unlock()
 	return st
+}
+
+// ProviderStats returns the statistics of the sweeping provider that
+// announces the blocks held here: keys scheduled and provided, queues,
+// the next reprovide, connectivity.
+func (s *Store) ProviderStats(ctx context.Context) (stats.Stats, error) {
+	st, err := s.prov.Stats(ctx)
+	if err != nil {
+		return st, spindle.E(spindle.Op("replica.ProviderStats"), spindle.Transient, err)
+	}
+	return st, nil
 }

@@ -490,22 +490,29 @@ func (s *Store) get(ctx context.Context, ref spindle.Ref, f *fetch) ([]byte, err
 		return nil, err
 	}
 	data, err := s.local.Get(ctx, ref)
+	damaged := errors.Is(err, spindle.Integrity)
 	switch {
 	case err == nil:
 		return data, nil
-	case errors.Is(err, spindle.NotExist), errors.Is(err, spindle.Integrity):
-		// Fetch it (again) from the network.
+	case errors.Is(err, spindle.NotExist), damaged:
+		// Fetch it from the network.
 	default:
 		return nil, err
 	}
-	if data, ok := s.cache.get(ref); ok {
-		return data, nil
+	data, ok := s.cache.get(ref)
+	if !ok {
+		if data, err = s.fetch(ctx, ref, k, f); err != nil {
+			return nil, err
+		}
+		if !damaged {
+			s.cache.add(ref, data)
+		}
 	}
-	data, err = s.fetch(ctx, ref, k, f)
-	if err != nil {
-		return nil, err
+	if damaged {
+		// The local store discarded a bad copy of a block it held: hold
+		// a good one again, so that the block keeps its r copies.
+		s.local.Put(ctx, data)
 	}
-	s.cache.add(ref, data)
 	return data, nil
 }
 

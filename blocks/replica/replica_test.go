@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/blocks"
+	"spindle.dev/blocks/disk"
 	"spindle.dev/blocks/mem"
 	"spindle.dev/blocks/replica"
 	"spindle.dev/p2p"
@@ -481,6 +483,46 @@ func TestServerUsers(t *testing.T) {
 	// What node 0 fetched for its user is in its cache, which it serves.
 	if got, err := stranger.Get(ctx, rx); err != nil || !bytes.Equal(got, x) {
 		t.Fatalf("a stranger's Get of a block node 0 has cached: %v", err)
+	}
+}
+
+// A holder whose local copy has gone bad fetches a good one from another
+// holder, returns it, and holds it again.
+func TestDamagedCopyHealed(t *testing.T) {
+	nodes := newNetWith(t, 4, replica.Config{Replicas: 3, BaseTimeout: 5 * time.Second}, func() spindle.BlockStore {
+		s, err := disk.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	data := randomBlock(rand.New(rand.NewPCG(12, 13)), 300000) // A file of its own.
+	ref, err := nodes[0].store.Put(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := blocks.ParseRef(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := nodes[0].local.(*disk.Store).Path(d)
+	onDisk, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk[1000] ^= 0x40
+	if err := os.WriteFile(name, onDisk, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := nodes[0].store.Get(ctx, ref)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Get of a block whose local copy is damaged: %v", err)
+	}
+	if got, err := nodes[0].local.Get(ctx, ref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the damaged local copy was not replaced: %v", err)
 	}
 }
 

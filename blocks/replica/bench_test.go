@@ -110,3 +110,20 @@ func BenchmarkAnnounce(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*batch)/total.Seconds(), "blocks/s")
 }
+
+// BenchmarkPut measures the latency of one Put of a 1 MiB block with r=3
+// on a network of 10 loopback nodes with memory stores: a DHT lookup of
+// the nearest nodes and two pushes in parallel.
+func BenchmarkPut(b *testing.B) {
+	nodes := newNet(b, 10, replica.Config{Replicas: 3})
+	ctx := context.Background()
+	rnd := rand.NewChaCha8([32]byte{2})
+	data := make([]byte, spindle.MaxBlockSize)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		rnd.Read(data)
+		if _, err := nodes[0].store.Put(ctx, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -15,6 +15,16 @@
 // The key of a block in the DHT is the multihash of its ref, which is a
 // CIDv1 with codec raw (see package blocks), so that provider records and
 // XOR distances are those of the CID, as in IPFS.
+//
+// A node uses a Store in place of its local store, and serves blocks to
+// other peers through [Store.Server]:
+//
+//	d, err := p2p.NewDHT(ctx, h, bootstrap)
+//	rs, err := replica.New(h, d, diskStore, replica.Config{Replicas: r})
+//	srv, cfg := rs.Server(canStore) // canStore: the node's signed-in writers
+//	p2p.ServeBlocks(ctx, h, srv, cfg)
+//	…
+//	rs.Close() // before d.Close(), before h.Close()
 package replica
 
 import (

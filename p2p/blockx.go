@@ -139,9 +139,23 @@ func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 	}
 }
 
+// blockPeerKey is the context key under which ServeBlocks passes the
+// requesting peer to its store.
+type blockPeerKey struct{}
+
+// BlockPeer returns the peer whose request a store called by [ServeBlocks]
+// is answering, so that a store can treat the peers it admits differently
+// (a node stores the blocks of its signed-in users and, within bounds, the
+// replicas that other nodes push to it).
+func BlockPeer(ctx context.Context) (peer.ID, bool) {
+	p, ok := ctx.Value(blockPeerKey{}).(peer.ID)
+	return p, ok
+}
+
 // handle answers one request, whose header has been checked, with a
 // status and a result.
 func (srv *blockServer) handle(ctx context.Context, remote peer.ID, op byte, body []byte) (byte, []byte) {
+	ctx = context.WithValue(ctx, blockPeerKey{}, remote)
 	var result []byte
 	var err error
 	switch op {

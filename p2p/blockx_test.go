@@ -470,3 +470,41 @@ func TestStalledReaderReleasesSlots(t *testing.T) {
 		t.Fatalf("Get while another peer stalls: %v", err)
 	}
 }
+
+// peerStore records the peer that ServeBlocks names for each call.
+type peerStore struct {
+	spindle.BlockStore
+	mu    sync.Mutex
+	peers []peer.ID
+}
+
+func (s *peerStore) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
+	p, ok := p2p.BlockPeer(ctx)
+	if !ok {
+		return "", errors.New("no peer in the context of Put")
+	}
+	s.mu.Lock()
+	s.peers = append(s.peers, p)
+	s.mu.Unlock()
+	return s.BlockStore.Put(ctx, data)
+}
+
+// The store behind ServeBlocks learns which peer asks.
+func TestBlockPeer(t *testing.T) {
+	net := p2ptest.NewNet(t, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ps := &peerStore{BlockStore: new(mem.Store)}
+	p2p.ServeBlocks(ctx, net.Hosts[0], ps, p2p.BlockServerConfig{CanPut: allowAll})
+	for _, h := range net.Hosts[1:] {
+		if _, err := remote(t, h, net.Hosts[0].ID()).Put(ctx, []byte("from "+h.ID().String())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(ps.peers) != 2 || ps.peers[0] != net.Hosts[1].ID() || ps.peers[1] != net.Hosts[2].ID() {
+		t.Fatalf("BlockPeer named %v, want hosts 1 and 2", ps.peers)
+	}
+	if _, ok := p2p.BlockPeer(ctx); ok {
+		t.Fatal("BlockPeer found a peer in a plain context")
+	}
+}

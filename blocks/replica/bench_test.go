@@ -1,0 +1,129 @@
+package replica_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
+	"spindle.dev/blocks/disk"
+	"spindle.dev/blocks/replica"
+)
+
+// BenchmarkGet64MiB gets a 64 MiB file (64 blocks of 1 MiB) through a
+// node that holds none of its blocks and caches none, from 1 provider and
+// from 3, on a network of 5 loopback nodes that keep their blocks in
+// blocks/disk stores.
+func BenchmarkGet64MiB(b *testing.B) {
+	for _, providers := range []int{1, 3} {
+		b.Run(fmt.Sprintf("providers=%d", providers), func(b *testing.B) { benchGet(b, providers) })
+	}
+}
+
+func benchGet(b *testing.B, providers int) {
+	nodes := newNetWith(b, 5, replica.Config{Replicas: 3, CacheBytes: -1}, func() spindle.BlockStore {
+		s, err := disk.Open(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const n = 64
+	rnd := rand.NewChaCha8([32]byte{1})
+	refs := make([]spindle.Ref, n)
+	for i := range refs {
+		data := make([]byte, spindle.MaxBlockSize)
+		rnd.Read(data)
+		refs[i] = blocks.RefOf(data)
+		for _, nd := range nodes[:providers] {
+			if _, err := nd.local.Put(ctx, data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, nd := range nodes[:providers] {
+		if err := nd.store.Announce(refs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	z := nodes[len(nodes)-1]
+	for _, ref := range refs {
+		waitProviders(b, z, ref, providers)
+	}
+	b.SetBytes(n * spindle.MaxBlockSize)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := z.store.GetMany(ctx, refs, func(int, []byte) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAnnounce measures the blocks one node announces per second
+// through the sweeping provider, on a network of 10 loopback nodes, in
+// batches of 10,000.
+func BenchmarkAnnounce(b *testing.B) {
+	nodes := newNet(b, 10, replica.Config{})
+	ctx := context.Background()
+	a := nodes[0]
+	const batch = 10000
+	var seq uint64
+	var total time.Duration
+	for b.Loop() {
+		refs := make([]spindle.Ref, batch)
+		for i := range refs {
+			seq++
+			refs[i] = blocks.RefOf(fmt.Appendf(nil, "block %d", seq))
+		}
+		st, err := a.store.ProviderStats(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := st.Operations.Past.KeysProvided + st.Operations.Past.KeysFailed
+		start := time.Now()
+		if err := a.store.Announce(refs...); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			st, err := a.store.ProviderStats(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if st.Operations.Past.KeysProvided+st.Operations.Past.KeysFailed-before >= batch {
+				if st.Operations.Past.KeysFailed > 0 {
+					b.Fatalf("%d keys failed to be announced", st.Operations.Past.KeysFailed)
+				}
+				break
+			}
+			if time.Since(start) > 2*time.Minute {
+				b.Fatalf("%d of %d keys announced after 2 minutes", st.Operations.Past.KeysProvided-before, batch)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(b.N*batch)/total.Seconds(), "blocks/s")
+}
+
+// BenchmarkPut measures the latency of one Put of a 1 MiB block with r=3
+// on a network of 10 loopback nodes with memory stores: a DHT lookup of
+// the nearest nodes and two pushes in parallel.
+func BenchmarkPut(b *testing.B) {
+	nodes := newNet(b, 10, replica.Config{Replicas: 3})
+	ctx := context.Background()
+	rnd := rand.NewChaCha8([32]byte{2})
+	data := make([]byte, spindle.MaxBlockSize)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		rnd.Read(data)
+		if _, err := nodes[0].store.Put(ctx, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,658 @@
+// Package replica keeps blocks r-fold on Spindle's private Kademlia DHT.
+//
+// A [Store] is a [spindle.BlockStore] in front of a node's local store. Put
+// stores a block locally and pushes it, over the block exchange protocol,
+// to the r−1 other nodes nearest to the block's key by XOR distance, and
+// returns once r copies are durable (or says how many it got). Every
+// holder announces itself as a provider of the blocks it holds through
+// go-libp2p-kad-dht's sweeping provider, which batches announcements by
+// keyspace region and reprovides them before the records expire. Get reads
+// the local store, then a bounded cache of fetched blocks, then asks the
+// DHT for providers and fetches from them, checking the hash of what
+// arrives: a provider that sends wrong bytes is dropped for that fetch and
+// the block is fetched elsewhere.
+//
+// The key of a block in the DHT is the multihash of its ref, which is a
+// CIDv1 with codec raw (see package blocks), so that provider records and
+// XOR distances are those of the CID, as in IPFS.
+//
+// A node uses a Store in place of its local store, and serves blocks to
+// other peers through [Store.Server]:
+//
+//	d, err := p2p.NewDHT(ctx, h, bootstrap)
+//	rs, err := replica.New(h, d, diskStore, replica.Config{Replicas: r})
+//	srv, cfg := rs.Server(canStore) // canStore: the node's signed-in writers
+//	p2p.ServeBlocks(ctx, h, srv, cfg)
+//	…
+//	rs.Close() // before d.Close(), before h.Close()
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p-kad-dht/provider"
+	kb "github.com/libp2p/go-libp2p-kbucket"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mh "github.com/multiformats/go-multihash"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
+	"spindle.dev/p2p"
+)
+
+// Defaults for Config.
+const (
+	DefaultReplicas    = 3
+	DefaultCacheBytes  = 256 << 20
+	DefaultParallel    = 32
+	DefaultMinRate     = 256 << 10 // bytes per second
+	DefaultBaseTimeout = 15 * time.Second
+	DefaultPeerQuota   = 4 << 30
+	DefaultTotalQuota  = 64 << 30
+)
+
+// Config configures a Store. Zero fields take their defaults.
+type Config struct {
+	// Replicas is r, the number of copies Put makes of each block: the
+	// local one and r−1 on the nodes nearest to the block's key.
+	Replicas int
+	// CacheBytes bounds the cache of blocks fetched from other nodes
+	// (least recently used go first). Negative means no cache.
+	CacheBytes int64
+	// Parallel is the number of blocks GetMany has in flight at once.
+	Parallel int
+	// MinRate is the slowest transfer, in bytes per second, that a
+	// network operation is given time for: each push or fetch of n bytes
+	// may take BaseTimeout + n/MinRate, and a fetch queued behind others
+	// on the same stream is given time for those as well. There is no
+	// fixed deadline for moving data.
+	MinRate int64
+	// BaseTimeout is the fixed part of every network timeout: a DHT
+	// lookup, a connection, one round trip.
+	BaseTimeout time.Duration
+	// PeerQuota bounds the bytes one other node may push here as
+	// replicas, and TotalQuota those of all nodes together, counted since
+	// the Store started. They bound how much disk a misbehaving node can
+	// fill; see [Store.Server].
+	PeerQuota  int64
+	TotalQuota int64
+	// ReprovideInterval is how often the sweeping provider announces
+	// every held block again (go-libp2p-kad-dht's default, 22 h, if
+	// zero). Provider records live 48 h.
+	ReprovideInterval time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Replicas <= 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
+	}
+	if c.Parallel <= 0 {
+		c.Parallel = DefaultParallel
+	}
+	if c.MinRate <= 0 {
+		c.MinRate = DefaultMinRate
+	}
+	if c.BaseTimeout <= 0 {
+		c.BaseTimeout = DefaultBaseTimeout
+	}
+	if c.PeerQuota <= 0 {
+		c.PeerQuota = DefaultPeerQuota
+	}
+	if c.TotalQuota <= 0 {
+		c.TotalQuota = DefaultTotalQuota
+	}
+}
+
+// A Store is a replicated block store. It is safe for concurrent use.
+type Store struct {
+	h     host.Host
+	dht   *dht.IpfsDHT
+	local spindle.BlockStore
+	cfg   Config
+	prov  *provider.SweepingProvider
+	cache *cache
+
+	ctx    context.Context // Ends when the Store is closed.
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	remotes  map[peer.ID]*p2p.RemoteStore
+	inflight map[peer.ID]int   // Fetches in progress, per peer, to spread load.
+	accepted map[peer.ID]int64 // Replica bytes accepted from each peer.
+	total    int64             // Replica bytes accepted from all peers.
+	refused  int64             // Replica pushes refused.
+	closed   bool
+}
+
+var _ spindle.BlockStore = (*Store)(nil)
+
+// New returns a replicated store on host h and its DHT d, in front of the
+// local store. The caller closes the Store before d and h. If local is
+// also a [spindle.BlockLister], every block it already holds is announced
+// in the background.
+func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*Store, error) {
+	const op spindle.Op = "replica.New"
+	cfg.setDefaults()
+	opts := []provider.Option{
+		provider.WithHost(h),
+		provider.WithRouter(d),
+		provider.WithMessageSender(d.MessageSender()),
+		provider.WithSelfAddrs(d.FilteredAddrs),
+		provider.WithReplicationFactor(d.BucketSize()),
+		provider.WithAddLocalRecord(func(ctx context.Context, k mh.Multihash) error {
+			return d.Provide(ctx, cid.NewCidV1(cid.Raw, k), false)
+		}),
+		provider.WithLoggerName("spindle-provider"),
+	}
+	if cfg.ReprovideInterval > 0 {
+		opts = append(opts, provider.WithReprovideInterval(cfg.ReprovideInterval))
+	}
+	prov, err := provider.New(opts...)
+	if err != nil {
+		return nil, spindle.E(op, spindle.Invalid, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Store{
+		h: h, dht: d, local: local, cfg: cfg, prov: prov,
+		cache:    newCache(cfg.CacheBytes),
+		ctx:      ctx,
+		cancel:   cancel,
+		remotes:  make(map[peer.ID]*p2p.RemoteStore),
+		inflight: make(map[peer.ID]int),
+		accepted: make(map[peer.ID]int64),
+	}
+	if l, ok := local.(spindle.BlockLister); ok {
+		s.wg.Go(func() { s.announceAll(l) })
+	}
+	return s, nil
+}
+
+// Close stops announcing and closes the streams to other nodes. It does
+// not close the local store, the DHT or the host.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	remotes := s.remotes
+	s.remotes = nil
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	for _, r := range remotes {
+		r.Close()
+	}
+	return s.prov.Close()
+}
+
+// announceAll announces every block of l, in batches: the sweeping
+// provider groups them by keyspace region.
+func (s *Store) announceAll(l spindle.BlockLister) {
+	const batch = 4096
+	var keys []mh.Multihash
+	flush := func() {
+		if len(keys) > 0 {
+			s.prov.StartProviding(false, keys...)
+			keys = keys[:0]
+		}
+	}
+	l.List(s.ctx, func(ref spindle.Ref) error {
+		if k, err := keyOf(ref); err == nil {
+			keys = append(keys, k)
+		}
+		if len(keys) == batch {
+			flush()
+		}
+		return s.ctx.Err()
+	})
+	flush()
+}
+
+// announce makes this node a provider of the block named by k, and keeps
+// it one: the sweeping provider reprovides it with its keyspace region.
+func (s *Store) announce(k mh.Multihash) {
+	s.prov.StartProviding(false, k)
+}
+
+// Announce makes this node a provider of the blocks refs, which it must
+// hold, and keeps it one. Put and the blocks pushed to [Store.Server] are
+// announced without it; it is for blocks that reach the local store by
+// another way.
+func (s *Store) Announce(refs ...spindle.Ref) error {
+	const op spindle.Op = "replica.Announce"
+	keys := make([]mh.Multihash, 0, len(refs))
+	for _, ref := range refs {
+		k, err := keyOf(ref)
+		if err != nil {
+			return spindle.E(op, err)
+		}
+		keys = append(keys, k)
+	}
+	if err := s.prov.StartProviding(false, keys...); err != nil {
+		return spindle.E(op, spindle.Transient, err)
+	}
+	return nil
+}
+
+// keyOf returns the DHT key of a block: the multihash of its CID.
+func keyOf(ref spindle.Ref) (mh.Multihash, error) {
+	d, err := blocks.ParseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	k := make(mh.Multihash, 2+len(d))
+	k[0], k[1] = mh.SHA2_256, byte(len(d))
+	copy(k[2:], d[:])
+	return k, nil
+}
+
+// timeout returns the time allowed to move n bytes.
+func (s *Store) timeout(n int64) time.Duration {
+	return s.cfg.BaseTimeout + time.Duration(n*int64(time.Second)/s.cfg.MinRate)
+}
+
+// remote returns the block store of peer p, sharing one stream among all
+// calls.
+func (s *Store) remote(p peer.ID) (*p2p.RemoteStore, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, spindle.E(spindle.Invalid, "replicated store is closed")
+	}
+	r := s.remotes[p]
+	if r == nil {
+		r = p2p.NewRemoteStore(s.h, p)
+		s.remotes[p] = r
+	}
+	return r, nil
+}
+
+// Put implements [spindle.BlockStore]: it stores data here and on the
+// r−1 other nodes nearest to its key, and returns when r copies are
+// durable. If the network has fewer nodes that take the block, the block
+// is still stored, and Put returns its ref together with a
+// *[spindle.Warning] saying how many copies there are (use
+// [Store.PutCopies] for the count itself). An error of any other type
+// means the block was not stored here.
+func (s *Store) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
+	const op spindle.Op = "replica.Put"
+	ref, copies, problems, err := s.put(ctx, data)
+	if err != nil {
+		return "", spindle.E(op, err)
+	}
+	if copies < s.cfg.Replicas {
+		msg := fmt.Sprintf("block %s has %d of %d copies", ref, copies, s.cfg.Replicas)
+		if len(problems) > 0 {
+			msg += ": " + errors.Join(problems...).Error()
+		} else {
+			msg += ": the network has no more nodes that can hold it"
+		}
+		return ref, &spindle.Warning{Problems: []error{spindle.E(op, spindle.Transient, msg)}}
+	}
+	return ref, nil
+}
+
+// PutCopies is Put that returns the number of durable copies made,
+// including the local one, instead of a warning when there are fewer than
+// r. An error means the block was not stored here.
+func (s *Store) PutCopies(ctx context.Context, data []byte) (spindle.Ref, int, error) {
+	ref, copies, _, err := s.put(ctx, data)
+	if err != nil {
+		return "", 0, spindle.E(spindle.Op("replica.PutCopies"), err)
+	}
+	return ref, copies, nil
+}
+
+// put stores data here and on up to r−1 nearest nodes, returning the
+// copies made and why any push failed.
+func (s *Store) put(ctx context.Context, data []byte) (spindle.Ref, int, []error, error) {
+	ref, err := s.local.Put(ctx, data)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	k, err := keyOf(ref)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	s.announce(k)
+	need := s.cfg.Replicas - 1
+	if need <= 0 {
+		return ref, 1, nil, nil
+	}
+	candidates, err := s.closestPeers(ctx, k)
+	if err != nil {
+		// No other node known: one copy, here.
+		return ref, 1, []error{err}, nil
+	}
+	copies, problems := s.push(ctx, ref, data, candidates, need)
+	return ref, 1 + copies, problems, nil
+}
+
+// closestPeers returns the other nodes nearest to key k, nearest first.
+func (s *Store) closestPeers(ctx context.Context, k mh.Multihash) ([]peer.ID, error) {
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.BaseTimeout)
+	defer cancel()
+	peers, err := s.dht.GetClosestPeers(lctx, string(k))
+	if err != nil && len(peers) == 0 {
+		return nil, spindle.E(spindle.Transient, fmt.Errorf("finding the nodes nearest to the block: %w", err))
+	}
+	self := s.h.ID()
+	out := peers[:0]
+	for _, p := range peers {
+		if p != self {
+			out = append(out, p)
+		}
+	}
+	return kb.SortClosestPeers(out, kb.ConvertKey(string(k))), nil
+}
+
+// push stores the block on need of the candidates, nearest first, moving
+// on to the next candidate for each push that fails. It returns the
+// copies made and the failures.
+func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, candidates []peer.ID, need int) (int, []error) {
+	copies := 0
+	var problems []error
+	for need > 0 && len(candidates) > 0 {
+		n := min(need, len(candidates))
+		batch := candidates[:n]
+		candidates = candidates[n:]
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i, p := range batch {
+			wg.Go(func() { errs[i] = s.pushTo(ctx, p, ref, data) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err == nil {
+				copies++
+				need--
+			} else {
+				problems = append(problems, err)
+			}
+		}
+	}
+	return copies, problems
+}
+
+// pushTo stores the block on peer p, allowing time in proportion to its
+// size.
+func (s *Store) pushTo(ctx context.Context, p peer.ID, ref spindle.Ref, data []byte) error {
+	r, err := s.remote(p)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout(int64(len(data))))
+	defer cancel()
+	return r.PutRef(ctx, ref, data)
+}
+
+// Get implements [spindle.BlockStore]: it returns the block from the
+// local store, else from the cache, else from a provider found through
+// the DHT. A provider that sends bytes other than the block is dropped
+// for this fetch and the next one is asked.
+func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	const op spindle.Op = "replica.Get"
+	data, err := s.get(ctx, ref, newFetch())
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return data, nil
+}
+
+// GetMany fetches the blocks refs, Config.Parallel at a time, and calls fn
+// with each (never concurrently, in no particular order) until fn returns
+// an error, which GetMany then returns. Providers that send wrong bytes
+// are dropped for the rest of the call. fn must not keep data after it
+// returns unless it copies it.
+func (s *Store) GetMany(ctx context.Context, refs []spindle.Ref, fn func(i int, data []byte) error) error {
+	const op spindle.Op = "replica.GetMany"
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := newFetch()
+	next := make(chan int)
+	var (
+		mu       sync.Mutex
+		firstErr error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for range min(s.cfg.Parallel, len(refs)) {
+		wg.Go(func() {
+			for i := range next {
+				data, err := s.get(ctx, refs[i], f)
+				if err != nil {
+					fail(spindle.E(op, err))
+					continue
+				}
+				mu.Lock()
+				if firstErr == nil {
+					if err := fn(i, data); err != nil {
+						firstErr = err
+						cancel()
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+feed:
+	for i := range refs {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		return spindle.E(op, spindle.Transient, ctx.Err())
+	}
+	return firstErr
+}
+
+// A fetch is the state shared by the gets of one call: the providers
+// found to send wrong bytes.
+type fetch struct {
+	mu  sync.Mutex
+	bad map[peer.ID]bool
+}
+
+func newFetch() *fetch { return &fetch{bad: make(map[peer.ID]bool)} }
+
+func (f *fetch) isBad(p peer.ID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.bad[p]
+}
+
+func (f *fetch) drop(p peer.ID) {
+	f.mu.Lock()
+	f.bad[p] = true
+	f.mu.Unlock()
+}
+
+func (s *Store) get(ctx context.Context, ref spindle.Ref, f *fetch) ([]byte, error) {
+	k, err := keyOf(ref)
+	if err != nil {
+		return nil, err
+	}
+	data, err := s.local.Get(ctx, ref)
+	damaged := errors.Is(err, spindle.Integrity)
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.Is(err, spindle.NotExist), damaged:
+		// Fetch it from the network.
+	default:
+		return nil, err
+	}
+	data, ok := s.cache.get(ref)
+	if !ok {
+		if data, err = s.fetch(ctx, ref, k, f); err != nil {
+			return nil, err
+		}
+		if !damaged {
+			s.cache.add(ref, data)
+		}
+	}
+	if damaged {
+		// The local store discarded a bad copy of a block it held: hold
+		// a good one again, so that the block keeps its r copies.
+		s.local.Put(ctx, data)
+	}
+	return data, nil
+}
+
+// fetch gets the block from a provider, trying them in turn, least busy
+// first. If no provider has it, it asks the nodes nearest to its key,
+// where Put places copies, in case their announcements have not landed.
+func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *fetch) ([]byte, error) {
+	tried := map[peer.ID]bool{s.h.ID(): true}
+	var problems []error
+	try := func(peers []peer.ID) []byte {
+		for _, p := range s.byLoad(peers) {
+			if tried[p] || f.isBad(p) {
+				continue
+			}
+			tried[p] = true
+			data, err := s.fetchFrom(ctx, p, ref)
+			if err == nil {
+				return data
+			}
+			if errors.Is(err, spindle.Integrity) {
+				f.drop(p)
+			}
+			problems = append(problems, err)
+			if ctx.Err() != nil {
+				return nil
+			}
+		}
+		return nil
+	}
+	if data := try(s.providers(ctx, k)); data != nil {
+		return data, nil
+	}
+	if ctx.Err() == nil {
+		if near, err := s.closestPeers(ctx, k); err == nil {
+			if data := try(near); data != nil {
+				return data, nil
+			}
+		} else {
+			problems = append(problems, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, spindle.E(spindle.Transient, err)
+	}
+	if len(problems) == 0 {
+		return nil, spindle.E(spindle.NotExist, fmt.Sprintf("block %s: no node provides it", ref))
+	}
+	kind := spindle.NotExist
+	for _, p := range problems {
+		if !errors.Is(p, spindle.NotExist) && !errors.Is(p, spindle.Integrity) {
+			kind = spindle.IO // Some node may hold it but could not be reached.
+		}
+	}
+	return nil, spindle.E(kind, fmt.Sprintf("block %s: %d nodes tried", ref, len(tried)-1), errors.Join(problems...))
+}
+
+// providerGrace is how long a lookup waits for more providers after the
+// first, so that the blocks of a file are spread over all their holders
+// rather than all fetched from whichever answered first.
+const providerGrace = 20 * time.Millisecond
+
+// providers returns the providers of key k that the DHT finds: up to r of
+// them, waiting at most providerGrace after the first.
+func (s *Store) providers(ctx context.Context, k mh.Multihash) []peer.ID {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.BaseTimeout)
+	defer cancel()
+	ch := s.dht.FindProvidersAsync(ctx, cid.NewCidV1(cid.Raw, k), s.cfg.Replicas)
+	var out []peer.ID
+	var grace <-chan time.Time
+	for {
+		select {
+		case ai, ok := <-ch:
+			if !ok {
+				return out
+			}
+			if ai.ID == s.h.ID() {
+				continue
+			}
+			if len(ai.Addrs) > 0 {
+				s.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+			}
+			out = append(out, ai.ID)
+			if len(out) >= s.cfg.Replicas {
+				return out
+			}
+			if grace == nil {
+				grace = time.After(providerGrace)
+			}
+		case <-grace:
+			return out
+		case <-ctx.Done():
+			return out
+		}
+	}
+}
+
+// byLoad orders peers by the fetches in progress from each, fewest
+// first, ties in random order.
+func (s *Store) byLoad(peers []peer.ID) []peer.ID {
+	out := append([]peer.ID(nil), peers...)
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	s.mu.Lock()
+	load := make(map[peer.ID]int, len(out))
+	for _, p := range out {
+		load[p] = s.inflight[p]
+	}
+	s.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return load[out[i]] < load[out[j]] })
+	return out
+}
+
+// fetchFrom gets the block from peer p. It is given time for a largest
+// block, and for those already queued on the same stream.
+func (s *Store) fetchFrom(ctx context.Context, p peer.ID, ref spindle.Ref) ([]byte, error) {
+	r, err := s.remote(p)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.inflight[p]++
+	queued := int64(s.inflight[p])
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.inflight[p]--; s.inflight[p] <= 0 {
+			delete(s.inflight, p)
+		}
+		s.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout(queued*spindle.MaxStoredBlockSize))
+	defer cancel()
+	return r.Get(ctx, ref) // Checks the hash: wrong bytes are Integrity.
+}

@@ -1,0 +1,176 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/libp2p/go-libp2p-kad-dht/provider/stats"
+	kb "github.com/libp2p/go-libp2p-kbucket"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
+	"spindle.dev/p2p"
+)
+
+// Server returns the store and the configuration with which a node serves
+// blocks to other peers ([p2p.ServeBlocks]). isUser reports whether a peer
+// is a signed-in user who may store blocks (the node's own rule).
+//
+// A user's Put is replicated as by [Store.Put] (a shortfall of copies is
+// not reported: the block protocol has no warnings), and a user's Get may
+// fetch from other nodes. Any other peer is taken for another node of the
+// network: it may fetch only what this node holds or has cached, so that
+// no request of a stranger sets off a search of the network, and it may
+// push a block for replication only if
+//
+//   - it is in this node's DHT routing table (a server of the private DHT),
+//   - this node is among the 2r+2 nodes of its routing table nearest to
+//     the block's key, where Put places copies (so that a peer cannot
+//     choose which node it fills without grinding block contents), and
+//   - the bytes it has pushed, and those all peers have pushed, since the
+//     Store started stay within Config.PeerQuota and Config.TotalQuota.
+//
+// A pushed block is held and announced like one put here.
+func (s *Store) Server(isUser func(peer.ID) bool) (spindle.BlockStore, p2p.BlockServerConfig) {
+	srv := &server{s: s, isUser: isUser}
+	return srv, p2p.BlockServerConfig{CanPut: func(p peer.ID) bool { return isUser(p) || s.isMember(p) }}
+}
+
+type server struct {
+	s      *Store
+	isUser func(peer.ID) bool
+}
+
+func (srv *server) user(ctx context.Context) (peer.ID, bool) {
+	p, ok := p2p.BlockPeer(ctx)
+	return p, ok && srv.isUser(p)
+}
+
+func (srv *server) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	const op spindle.Op = "replica.Serve"
+	if _, ok := srv.user(ctx); ok {
+		return srv.s.Get(ctx, ref)
+	}
+	data, err := srv.s.local.Get(ctx, ref)
+	if errors.Is(err, spindle.NotExist) {
+		if c, ok := srv.s.cache.get(ref); ok {
+			return c, nil
+		}
+	}
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return data, nil
+}
+
+func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
+	const op spindle.Op = "replica.Serve"
+	p, isUser := srv.user(ctx)
+	if isUser {
+		ref, _, err := srv.s.PutCopies(ctx, data)
+		return ref, err
+	}
+	ref, _, err := blocks.Receive(data)
+	if err != nil {
+		return "", spindle.E(op, err)
+	}
+	k, err := keyOf(ref)
+	if err != nil {
+		return "", spindle.E(op, err)
+	}
+	if !srv.s.responsible(string(k)) {
+		srv.s.refuse()
+		return "", spindle.E(op, spindle.Permission, fmt.Sprintf("block %s: this node is not among the nearest to its key", ref))
+	}
+	n := int64(len(data))
+	if err := srv.s.reserve(p, n); err != nil {
+		return "", spindle.E(op, err)
+	}
+	got, err := srv.s.local.Put(ctx, data)
+	if err != nil {
+		srv.s.release(p, n)
+		return "", spindle.E(op, err)
+	}
+	srv.s.announce(k)
+	return got, nil
+}
+
+// isMember reports whether p is a server of the private DHT that this
+// node knows.
+func (s *Store) isMember(p peer.ID) bool {
+	return s.dht.RoutingTable().Find(p) != ""
+}
+
+// responsible reports whether this node is among the 2r+2 nodes of its
+// routing table nearest to key.
+func (s *Store) responsible(key string) bool {
+	slack := 2*s.cfg.Replicas + 2
+	target := kb.ConvertKey(key)
+	nearest := s.dht.RoutingTable().NearestPeers(target, slack)
+	if len(nearest) < slack {
+		return true
+	}
+	return kb.Closer(s.h.ID(), nearest[len(nearest)-1], key)
+}
+
+// reserve counts n bytes pushed by p against the quotas.
+func (s *Store) reserve(p peer.ID, n int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.accepted[p]+n > s.cfg.PeerQuota {
+		s.refused++
+		return spindle.E(spindle.Permission, fmt.Sprintf("peer %s has used its quota of %d bytes of replicas", p, s.cfg.PeerQuota))
+	}
+	if s.total+n > s.cfg.TotalQuota {
+		s.refused++
+		return spindle.E(spindle.Permission, fmt.Sprintf("this node holds its quota of %d bytes of replicas", s.cfg.TotalQuota))
+	}
+	s.accepted[p] += n
+	s.total += n
+	return nil
+}
+
+func (s *Store) release(p peer.ID, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.accepted[p] -= n
+	s.total -= n
+}
+
+func (s *Store) refuse() {
+	s.mu.Lock()
+	s.refused++
+	s.mu.Unlock()
+}
+
+// Stats describes a Store, for a node's status report.
+type Stats struct {
+	CachedBlocks   int   // Blocks in the cache of fetched blocks.
+	CachedBytes    int64 // Their bytes.
+	ReplicaBytes   int64 // Bytes accepted from other nodes since the start.
+	ReplicaRefused int64 // Pushes from other nodes refused.
+}
+
+// Stats returns the Store's figures. The announcements are described by
+// the sweeping provider's own statistics, [Store.ProviderStats].
+func (s *Store) Stats() Stats {
+	var st Stats
+	st.CachedBlocks, st.CachedBytes = s.cache.stats()
+	s.mu.Lock()
+	st.ReplicaBytes, st.ReplicaRefused = s.total, s.refused
+	s.mu.Unlock()
+	return st
+}
+
+// ProviderStats returns the statistics of the sweeping provider that
+// announces the blocks held here: keys scheduled and provided, queues,
+// the next reprovide, connectivity.
+func (s *Store) ProviderStats(ctx context.Context) (stats.Stats, error) {
+	st, err := s.prov.Stats(ctx)
+	if err != nil {
+		return st, spindle.E(spindle.Op("replica.ProviderStats"), spindle.Transient, err)
+	}
+	return st, nil
+}

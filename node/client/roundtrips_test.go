@@ -1,0 +1,147 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"spindle.dev"
+	"spindle.dev/node"
+	"spindle.dev/node/wire"
+	"spindle.dev/p2p"
+	"spindle.dev/pack"
+)
+
+// Each spin command is a new client, so every request one makes to its
+// node is paid for by every command. These tests count them.
+
+// countRequests puts a handler in front of n's client protocol that counts
+// the requests of each method, and returns the counts so far.
+func countRequests(t *testing.T, n *node.Node) func() map[string]int {
+	var mu sync.Mutex
+	counts := map[string]int{}
+	p2p.Handle(context.Background(), n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+		var req wire.Request
+		if err := wire.Decode(data, &req); err == nil {
+			mu.Lock()
+			counts[req.Method]++
+			mu.Unlock()
+		}
+		return n.ServeClient(ctx, remote, data)
+	})
+	return func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(counts)
+	}
+}
+
+// newClients returns a function that dials n as a new client of one user
+// each time, with one key log, as each spin command of that user does.
+// The user is signed up.
+func newClients(t *testing.T, n *node.Node, user spindle.UserName) func() *Client {
+	t.Helper()
+	keyLog := filepath.Join(t.TempDir(), "keylog")
+	keys, _, err := pack.Generate(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func() *Client {
+		t.Helper()
+		c, err := Dial(context.Background(), Config{Keys: keys, Node: n.DialAddr(), Logger: testLogger(t), KeyLog: keyLog, RequireKeyLog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	c, err := Dial(context.Background(), Config{Keys: keys, Node: n.DialAddr(), Logger: testLogger(t), KeyLog: keyLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Signup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return dial
+}
+
+// A client with a key log learns the node's verifier key from its answer
+// to the sign-in, and asks no more: the key is still checked (see
+// TestKeyLogRejectsAnotherCluster).
+func TestDialSignsInAndChecksClusterInOneRequest(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	dial := newClients(t, n, "ann@example.com")
+	counts := countRequests(t, n)
+	dial()
+	got := counts()
+	if got[wire.Auth] != 1 || got[wire.KeyVerifier] != 0 || len(got) != 1 {
+		t.Errorf("a dial made requests %v, want one %s and nothing else", got, wire.Auth)
+	}
+}
+
+// A new client that puts a file only its owner reads wraps the file key
+// with the keys it holds: it looks up no key record, as a new spin
+// process would otherwise for every small put. The file reads back.
+func TestPutOwnFileLooksUpNoKey(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx := context.Background()
+	dial := newClients(t, n, "ann@example.com")
+	counts := countRequests(t, n)
+	lookups := func() int {
+		c := counts()
+		return c[wire.KeyLookup] + c[wire.KeyProof] + c[wire.KeyProofs]
+	}
+	c := dial()
+	if _, err := c.Put(ctx, "@/f", bytes.NewReader([]byte("mine")), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	if k := lookups(); k != 0 {
+		t.Errorf("a put of a file only its owner reads looked up %d key records, want 0", k)
+	}
+	mustRead(t, dial(), ann("f"), []byte("mine"))
+	if lookups() == 0 {
+		t.Error("the read looked up no key record: the counting handler is not in the way")
+	}
+}
+
+// An older node sends no verifier key with its answer to the sign-in; the
+// client then asks for it.
+func TestDialAsksOlderNodeForVerifier(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	dial := newClients(t, n, "ann@example.com")
+	asked := 0
+	var mu sync.Mutex
+	p2p.Handle(context.Background(), n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+		var req wire.Request
+		if err := wire.Decode(data, &req); err != nil || req.Method != wire.Auth {
+			if req.Method == wire.KeyVerifier {
+				mu.Lock()
+				asked++
+				mu.Unlock()
+			}
+			return n.ServeClient(ctx, remote, data)
+		}
+		out, err := n.ServeClient(ctx, remote, data)
+		var resp wire.Response
+		if err != nil || wire.Decode(out, &resp) != nil {
+			return out, err
+		}
+		resp.Data = nil
+		return wire.Encode(&resp)
+	})
+	dial()
+	mu.Lock()
+	defer mu.Unlock()
+	if asked != 1 {
+		t.Errorf("the client asked an older node %d times for its verifier key, want once", asked)
+	}
+}

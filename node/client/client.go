@@ -184,6 +184,11 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 			return nil, spindle.E(op, err)
 		}
 		c.heads, c.svc.heads = d, d
+		// The user's own tree is usually where the last run left it:
+		// sign the next change there without asking (see RememberHead).
+		if h := d.floor(c.user); h != nil {
+			c.dir.RememberHead(h)
+		}
 	}
 	// Sign in before the key log is opened: the node's answer names its
 	// key cluster's verifier key, which openKeyLog then checks without a

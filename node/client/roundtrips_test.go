@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"path"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -143,5 +144,55 @@ func TestDialAsksOlderNodeForVerifier(t *testing.T) {
 	defer mu.Unlock()
 	if asked != 1 {
 		t.Errorf("the client asked an older node %d times for its verifier key, want once", asked)
+	}
+}
+
+// A new client signs its first change for the place after the head its
+// user's last client saw, without asking for the head; when another
+// writer has moved the head since, the change still goes in.
+func TestNewClientRemembersOwnHead(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx := context.Background()
+	heads := filepath.Join(t.TempDir(), "dirheads")
+	keyLog := filepath.Join(t.TempDir(), "keylog")
+	keys, _, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(heads string) *Client {
+		t.Helper()
+		c, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), Logger: testLogger(t), KeyLog: keyLog, DirHeads: heads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := dial(heads)
+	if err := c.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	put := func(c *Client, name spindle.PathName) {
+		t.Helper()
+		if _, err := c.Put(ctx, name, bytes.NewReader([]byte(path.Base(string(name)))), spindle.EEPack, nil); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	put(c, "@/a")
+	counts := countRequests(t, n)
+	put(dial(heads), "@/b")
+	if got := counts()[wire.DirHead]; got != 0 {
+		t.Errorf("a new client asked for its own tree's head %d times, want 0", got)
+	}
+	put(dial(""), "@/c") // Another writer: the head in the file is behind.
+	put(dial(heads), "@/d")
+	if got := counts()[wire.DirHead]; got != 2 {
+		t.Errorf("asked for the head %d times after the head moved, want 2 (once by the other writer, once after the conflict)", got)
+	}
+	r := dial("")
+	defer r.Close()
+	for _, f := range []string{"a", "b", "c", "d"} {
+		mustRead(t, r, ann(f), []byte(f))
 	}
 }

@@ -351,6 +351,15 @@ func (c *Client) Watch(ctx context.Context, name spindle.PathName, fromSeq int64
 	return c.svc.Watch(ctx, c.signer.UserName(), name, fromSeq)
 }
 
+// RememberHead has c sign its next change to h.User's tree for the place
+// after h without asking for the head first, as it does after a change of
+// its own. A new client that remembers the head its last run left saves a
+// request; a head that has moved on since costs one request more, as the
+// change is refused as a conflict and signed again after the head.
+func (c *Client) RememberHead(h *Head) {
+	c.heads.set(h.User, h)
+}
+
 // Head returns the head of owner's log.
 func (c *Client) Head(ctx context.Context, owner spindle.UserName) (*Head, error) {
 	return c.svc.Head(ctx, owner)

@@ -38,7 +38,9 @@ func (n *Node) ServeClient(ctx context.Context, remote peer.ID, data []byte) ([]
 func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) (*wire.Response, error) {
 	switch req.Method {
 	case wire.Auth:
-		return nil, n.authenticate(ctx, remote, req.Auth)
+		// The verifier key goes with every answer, so that a client that
+		// signs in checks which key cluster it reached without asking.
+		return &wire.Response{Data: []byte(n.keys.VerifierKey())}, n.authenticate(ctx, remote, req.Auth)
 	case wire.KeyLookup:
 		u, err := n.keys.Lookup(ctx, req.User)
 		if err != nil {

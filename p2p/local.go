@@ -22,7 +22,13 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/core/sec"
 	"github.com/libp2p/go-libp2p/core/transport"
+	basichost "github.com/libp2p/go-libp2p/p2p/host/basic"
+	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
+	"github.com/libp2p/go-libp2p/p2p/host/peerstore/pstoremem"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	"github.com/libp2p/go-libp2p/p2p/net/upgrader"
 	"github.com/libp2p/go-libp2p/x/rate"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -407,6 +413,9 @@ func NewLocalHost(ctx context.Context, cfg LocalConfig) (host.Host, error) {
 			return nil, spindle.E(op, spindle.Internal, err)
 		}
 	}
+	if cfg.Socket == "" {
+		return newLocalDialer(ctx, key, cfg.Memory)
+	}
 	opts := []libp2p.Option{
 		libp2p.Identity(key),
 		libp2p.NoTransports,
@@ -453,6 +462,74 @@ func NewLocalHost(ctx context.Context, cfg LocalConfig) (host.Host, error) {
 			return nil, spindle.E(op, spindle.IO, err)
 		}
 	}
+	return h, nil
+}
+
+// newLocalDialer returns a host that only dials Unix sockets, with
+// LocalSecurity: what a spin command makes to reach its node. It is put
+// together from its parts rather than by libp2p.New, which builds a
+// dependency-injection graph with services a dialer never starts (NAT
+// detection, address discovery, a QUIC connection manager) and took 4-9
+// ms, a tenth of a small "spin put", against about 1 ms this way.
+func newLocalDialer(ctx context.Context, key crypto.PrivKey, memory int64) (host.Host, error) {
+	const op spindle.Op = "p2p.NewLocalHost"
+	if err := ctx.Err(); err != nil {
+		return nil, spindle.E(op, spindle.Transient, err)
+	}
+	// As in NewLocalHost: no rate limit on new connections.
+	rm, err := newResourceManager(memory, rcmgr.WithConnRateLimiters(&rate.Limiter{}))
+	if err != nil {
+		return nil, spindle.E(op, spindle.Internal, err)
+	}
+	h, err := buildLocalDialer(key, rm)
+	if err != nil {
+		rm.Close()
+		return nil, spindle.E(op, spindle.Internal, err)
+	}
+	return h, nil
+}
+
+func buildLocalDialer(key crypto.PrivKey, rm network.ResourceManager) (host.Host, error) {
+	security, err := NewLocalSecurity(LocalSecurityID, key)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := pstoremem.NewPeerstore()
+	if err != nil {
+		return nil, err
+	}
+	if err := ps.AddPrivKey(security.id, key); err != nil {
+		ps.Close()
+		return nil, err
+	}
+	if err := ps.AddPubKey(security.id, key.GetPublic()); err != nil {
+		ps.Close()
+		return nil, err
+	}
+	bus := eventbus.NewBus()
+	sw, err := swarm.NewSwarm(security.id, ps, bus, swarm.WithResourceManager(rm))
+	if err != nil {
+		ps.Close()
+		return nil, err
+	}
+	up, err := upgrader.New([]sec.SecureTransport{security},
+		[]upgrader.StreamMuxer{{ID: yamux.ID, Muxer: yamux.DefaultTransport}}, nil, rm, nil)
+	if err == nil {
+		err = sw.AddTransport(newUnixTransport(up, rm))
+	}
+	if err != nil {
+		sw.Close()
+		ps.Close()
+		return nil, err
+	}
+	// The host closes the swarm, the peer store and the resource manager.
+	h, err := basichost.NewHost(sw, &basichost.HostOpts{EventBus: bus, DisableSignedPeerRecord: true})
+	if err != nil {
+		sw.Close()
+		ps.Close()
+		return nil, err
+	}
+	h.Start()
 	return h, nil
 }
 

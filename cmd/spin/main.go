@@ -96,6 +96,7 @@ func lookupCommand(name string) *command {
 }
 
 func main() {
+	deferFirstGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// After the first signal has cancelled the work, a second one kills.

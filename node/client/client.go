@@ -190,23 +190,34 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 			return nil, spindle.E(op, err)
 		}
 		c.heads = d
+		// The user's own tree is usually where the last run left it:
+		// sign the next change there without asking (see RememberHead).
+		if h := d.floor(c.user); h != nil {
+			c.dir.RememberHead(h)
+		}
 	}
 	c.svc.heads = c.heads
+	// Sign in before the key log is opened: the node's answer names its
+	// key cluster's verifier key, which openKeyLog then checks without a
+	// round trip of its own. A key log that does not match is reported
+	// before whatever the sign-in found.
+	var theirs string
+	var authErr error
+	if signIn {
+		theirs, authErr = c.signIn(ctx)
+	}
 	if cfg.KeyLog != "" {
-		l, err := c.openKeyLog(ctx, cfg.KeyLog)
+		l, err := c.openKeyLog(ctx, cfg.KeyLog, theirs)
 		if err != nil {
 			c.Close()
 			return nil, spindle.E(op, err)
 		}
 		c.keyLog = l
 	}
-	if !signIn {
-		return c, nil
-	}
-	if err := c.auth(ctx); err != nil && !errors.Is(err, spindle.NotExist) {
-		err = c.explainAuth(ctx, err)
+	if authErr != nil && !errors.Is(authErr, spindle.NotExist) {
+		authErr = c.explainAuth(ctx, authErr)
 		c.Close()
-		return nil, spindle.E(op, c.user, err)
+		return nil, spindle.E(op, c.user, authErr)
 	}
 	return c, nil
 }
@@ -242,12 +253,23 @@ func (c *Client) explainAuth(ctx context.Context, err error) error {
 
 // auth signs in to the node as the client's user.
 func (c *Client) auth(ctx context.Context) error {
+	_, err := c.signIn(ctx)
+	return err
+}
+
+// signIn signs in to the node as the client's user, and returns the
+// verifier key of the node's key cluster, which the node sends with its
+// answer whether the sign-in succeeded or not (an older node sends none).
+func (c *Client) signIn(ctx context.Context) (vkey string, err error) {
 	a, err := c.possession(c.user, c.keys)
 	if err != nil {
-		return err
+		return "", err
 	}
-	_, err = c.svc.call1(ctx, &wire.Request{Method: wire.Auth, Auth: a})
-	return err
+	resp, err := c.svc.call1(ctx, &wire.Request{Method: wire.Auth, Auth: a})
+	if resp != nil {
+		vkey = strings.TrimSpace(string(resp.Data))
+	}
+	return vkey, err
 }
 
 // possession returns a proof, valid on this connection only and for a few

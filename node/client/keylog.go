@@ -59,8 +59,9 @@ type keyLog struct {
 // openKeyLog reads the key log in file. If there is none it starts one
 // with the verifier key c.cfg.Verifier pins or, unless c.cfg.RequireKeyLog
 // is set, with the one the node gives: a key log that went missing is
-// never replaced silently by whatever the node of the day says.
-func (c *Client) openKeyLog(ctx context.Context, file string) (*keyLog, error) {
+// never replaced silently by whatever the node of the day says. theirs is
+// the node's verifier key if the client has it already, else empty.
+func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, error) {
 	pin := strings.TrimSpace(c.cfg.Verifier)
 	data, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
@@ -70,7 +71,7 @@ func (c *Client) openKeyLog(ctx context.Context, file string) (*keyLog, error) {
 				"restore the file from a backup, or start a new one with spin init -force -recover USER "+
 				"(-verifier KEY pins the cluster's key, from its operator, instead of trusting the node's)", file))
 		}
-		theirs, err := c.nodeVerifier(ctx)
+		theirs, err = c.nodeVerifier(ctx, theirs)
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +105,7 @@ func (c *Client) openKeyLog(ctx context.Context, file string) (*keyLog, error) {
 	}
 	// Say so at once if the node belongs to another cluster, rather than
 	// fail each lookup with a head signed by a key nobody trusts.
-	theirs, err := c.nodeVerifier(ctx)
+	theirs, err = c.nodeVerifier(ctx, theirs)
 	if err != nil {
 		return nil, err
 	}
@@ -114,8 +115,12 @@ func (c *Client) openKeyLog(ctx context.Context, file string) (*keyLog, error) {
 	return l, nil
 }
 
-// nodeVerifier asks the node for its key cluster's verifier key.
-func (c *Client) nodeVerifier(ctx context.Context) (string, error) {
+// nodeVerifier asks the node for its key cluster's verifier key, unless
+// known is that key already.
+func (c *Client) nodeVerifier(ctx context.Context, known string) (string, error) {
+	if known != "" {
+		return known, nil
+	}
 	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyVerifier})
 	if err != nil {
 		return "", fmt.Errorf("asking the node for the key cluster's verifier key: %w", err)

@@ -326,12 +326,23 @@ const maxRulesSize = 64 << 10
 //
 // Groups that cannot be loaded are left out: a new file is wrapped for the
 // readers the client can name, and spin share reports the rest.
+//
+// The client's own user is wrapped for with the keys the client holds,
+// not with a key record from the cluster: a file its writer can open is
+// right whatever the record says, and a new spin process then writes a
+// file only its owner reads without a lookup, a round trip and a proof
+// check. (Signatures are still checked against records: see writerKeys.)
 func (c *Client) readerKeys(ctx context.Context, name spindle.PathName) (keys []spindle.PublicKey, public bool, unknown []string, err error) {
 	users, _, err := c.readerUsers(ctx, name)
 	if err != nil {
 		return nil, false, nil, err
 	}
-	return c.keysFor(ctx, users)
+	others := slices.DeleteFunc(slices.Clone(users), func(u spindle.UserName) bool { return u == c.user })
+	keys, public, unknown, err = c.keysFor(ctx, others)
+	if err != nil || public || len(others) == len(users) {
+		return keys, public, unknown, err
+	}
+	return append([]spindle.PublicKey{c.keys.PublicKey()}, keys...), false, unknown, nil
 }
 
 // readerUsers returns the users granted read on name, with the owner and

@@ -135,7 +135,22 @@ func (r *remote) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry
 	if resp == nil {
 		return nil, err
 	}
+	if err == nil {
+		err = r.appended([]*dirlog.Entry{e})
+	}
 	return resp.Entry, err
+}
+
+// appended remembers the head that entries the node has just appended
+// leave, as a head that came with an answer: the client knows it without
+// asking, and the next client of its user starts from it (see dial).
+func (r *remote) appended(es []*dirlog.Entry) error {
+	if r.heads == nil || len(es) == 0 {
+		return nil
+	}
+	last := es[len(es)-1]
+	owner, _, _ := strings.Cut(string(last.Entry.Name), "/")
+	return r.heads.check(nil, &dirlog.Head{User: spindle.UserName(owner), Seq: last.Seq, Hash: last.Hash()})
 }
 
 // AppendBatch implements dirlog.Sequencer. A node too old to know
@@ -151,6 +166,9 @@ func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindl
 		if !(errors.As(err, &e) && e.Op == wire.UnknownOp) {
 			if resp == nil {
 				return nil, err
+			}
+			if herr := r.appended(es[:min(len(resp.Entries), len(es))]); err == nil {
+				err = herr
 			}
 			return resp.Entries, err
 		}

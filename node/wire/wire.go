@@ -30,7 +30,7 @@ const MaxMessage = 16 << 20
 
 // Methods of the client protocol.
 const (
-	Auth       = "auth"
+	Auth       = "auth" // Auth → Data: as KeyVerifier, with the error if it fails.
 	KeyLookup  = "key.lookup"
 	KeyPut     = "key.put"
 	KeyDomain  = "key.domain"

@@ -114,7 +114,7 @@ func TestBadAddrs(t *testing.T) {
 }
 
 func TestBehindNATHost(t *testing.T) {
-	h := newHost(t, p2p.Config{BehindNAT: true})
+	h := newHost(t, p2p.Config{NAT: p2p.NATConfig{AutoNAT: true, HolePunch: true, RelayClient: true, RelayService: true}})
 	if len(p2p.Addrs(h)) == 0 {
 		t.Fatal("host behind NAT has no addresses")
 	}

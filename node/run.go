@@ -26,6 +26,9 @@ import (
 // prints too.
 const NodeUsage = `Usage:
     spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST] [-repair USER,...]
+              [-bootstrap MULTIADDR,...] [-relay] [-autonat=false] [-holepunch=false]
+              [-relayclient=false] [-portmap=false]
+    spin node status [-home DIR]
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key
 cluster of one. When it is ready it writes its dialable addresses, one a
@@ -41,9 +44,31 @@ left as it is, reported, and not served (its clients are told it is
 damaged on this host) until the operator restarts the node with
 -repair USER.
 
+Joining a network: give -bootstrap one or more addresses that a running
+node printed, and the node joins that node's network and finds the others
+through Spindle's private DHT (no public IPFS peers). It remembers up to
+64 peers it has met in DIR/peers, most recently seen first, and rejoins
+through them when it restarts, so -bootstrap is needed the first time
+only. A node that no bootstrap peer answers starts alone, says so, and
+keeps trying them. A node at home behind a router is reached through
+AutoNAT, relays and hole punching, all on by default (-relay, off by
+default, offers a relay to others). To serve other machines, listen on
+more than loopback (-listen).
+
+"spin node status" asks the node running in DIR, through its socket, how
+many peers it is connected to, the size of its DHT routing table, and the
+blocks and bytes it holds. Over the network a node tells its status only
+to the writers it admits.
+
+Limits, sized for moving large files: the node keeps 256 to 512
+connections (above 512 it closes the least used down to 256, sparing
+those younger than a minute); its network buffers hold at most 192 MiB,
+48 MiB for one peer and 32 MiB for one stream; it allows at most 2368
+connections (1344 inbound), 560 streams with one peer and 4096 sockets.
+
 Options:
     -home DIR        the node's state: blocks, key cluster, directory logs,
-                     peer identity (default $HOME/spin/node)
+                     peer identity, peers met (default $HOME/spin/node)
     -listen ADDRS    comma-separated multiaddrs to listen on (default
                      /ip4/127.0.0.1/tcp/7447,/ip4/127.0.0.1/udp/7447/quic-v1;
                      use /ip4/0.0.0.0/tcp/7447 to serve other machines)
@@ -54,10 +79,29 @@ Options:
     -repair USERS    comma-separated users whose damaged directory logs the
                      node repairs as it starts: it keeps the entries that
                      verify and moves the rest to DIR/dirlogs/USER.log.damaged-TIME
+    -bootstrap ADDRS comma-separated addresses of peers of a network to join,
+                     each a multiaddr ending in /p2p/<peer ID> as spin node
+                     prints them (default: the peers remembered in DIR/peers)
+    -relay           offer relay service (circuit relay v2) to Spindle nodes
+                     behind NAT, once AutoNAT finds this node reachable from
+                     outside; relayed connections carry blocks too, on this
+                     node's bandwidth (default off; at most 128 reservations,
+                     8 from one IP address, and 16 relayed connections a peer)
+    -autonat=false   do not ask peers whether this node can be reached from
+                     outside, nor answer theirs (AutoNAT v2 and v1 service)
+    -holepunch=false do not open direct connections through NATs (DCUtR)
+    -relayclient=false
+                     do not use relays: neither reach peers through them nor,
+                     when unreachable, reserve a slot on one to be reached
+    -portmap=false   do not ask the router for a port (UPnP, NAT-PMP); tried
+                     only when -listen names more than loopback
     -h, -help        print this text
 
 Example:
     $ spin node -home ~/spinnode -writers ann@example.com,bob@example.com
+    $ spin node -home ~/spinnode2 -listen /ip4/0.0.0.0/tcp/7448 \
+          -bootstrap /ip4/192.168.1.20/tcp/7447/p2p/12D3KooW...
+    $ spin node status -home ~/spinnode2
 `
 
 // DefaultListen are the addresses a node listens on unless told otherwise.
@@ -66,12 +110,8 @@ var DefaultListen = []string{"/ip4/127.0.0.1/tcp/7447", "/ip4/127.0.0.1/udp/7447
 // RunCommand runs "spin node" with the arguments after "node", until ctx is
 // cancelled or the process is told to stop. It returns the exit code.
 func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) int {
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	home := fs.String("home", "", "")
-	listen := fs.String("listen", strings.Join(DefaultListen, ","), "")
-	writers := fs.String("writers", "", "")
-	repair := fs.String("repair", "", "")
+	fs, f := newFlags()
+	home, listen, writers, repair := f.home, f.listen, f.writers, f.repair
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, NodeUsage)
@@ -111,12 +151,26 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		}
 		users = append(users, cu)
 	}
+	var boot []spindle.PeerAddr
+	for _, a := range splitList(*f.bootstrap) {
+		boot = append(boot, spindle.PeerAddr(a))
+	}
+	if _, err := parseBootstrap(boot); err != nil {
+		fmt.Fprintf(stderr, "spin: node: -bootstrap: %s\n", oneLine(err.Error()))
+		return 2
+	}
 	n, err := newRecovering(ctx, Config{
-		Home:    *home,
-		Listen:  splitList(*listen),
-		Writers: splitList(*writers),
-		Logger:  log,
-		Repair:  users,
+		Home:          *home,
+		Listen:        splitList(*listen),
+		Writers:       splitList(*writers),
+		Logger:        log,
+		Repair:        users,
+		Bootstrap:     boot,
+		Relay:         *f.relay,
+		NoAutoNAT:     !*f.autonat,
+		NoHolePunch:   !*f.holepunch,
+		NoRelayClient: !*f.relayclient,
+		NoPortMap:     !*f.portmap,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "spin: node: %s\n", oneLine(err.Error()))
@@ -152,6 +206,30 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return 1
 	}
 	return 0
+}
+
+// nodeFlags are the options of spin node, as NodeUsage describes them.
+type nodeFlags struct {
+	home, listen, writers, repair, bootstrap        *string
+	relay, autonat, holepunch, relayclient, portmap *bool
+}
+
+// newFlags returns the flag set of spin node and its values.
+func newFlags() (*flag.FlagSet, *nodeFlags) {
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs, &nodeFlags{
+		home:        fs.String("home", "", ""),
+		listen:      fs.String("listen", strings.Join(DefaultListen, ","), ""),
+		writers:     fs.String("writers", "", ""),
+		repair:      fs.String("repair", "", ""),
+		bootstrap:   fs.String("bootstrap", "", ""),
+		relay:       fs.Bool("relay", false, ""),
+		autonat:     fs.Bool("autonat", true, ""),
+		holepunch:   fs.Bool("holepunch", true, ""),
+		relayclient: fs.Bool("relayclient", true, ""),
+		portmap:     fs.Bool("portmap", true, ""),
+	}
 }
 
 // newRecovering is New with a panic in the goroutine that starts the node

@@ -71,6 +71,9 @@ func parseBootstrap(addrs []spindle.PeerAddr) ([]peer.AddrInfo, error) {
 	var out []peer.AddrInfo
 	for _, a := range addrs {
 		s := strings.TrimSpace(string(a))
+		if id, err := peer.Decode(s); err == nil {
+			return nil, fmt.Errorf("bootstrap address %q has no network address: give the full address the peer's spin node printed, /ip4/…/tcp/…/p2p/%s", s, id)
+		}
 		m, err := ma.NewMultiaddr(s)
 		if err != nil {
 			return nil, fmt.Errorf("bad bootstrap address %q: want a multiaddr ending in /p2p/<peer ID>, as spin node prints them (%v)", s, err)

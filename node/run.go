@@ -125,6 +125,14 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		fmt.Fprintf(stderr, "spin: node: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	var boot []spindle.PeerAddr
+	for _, a := range splitList(*f.bootstrap) {
+		boot = append(boot, spindle.PeerAddr(a))
+	}
+	if _, err := parseBootstrap(boot); err != nil {
+		fmt.Fprintf(stderr, "spin: node: -bootstrap: %s\n", oneLine(err.Error()))
+		return 2
+	}
 	if *home == "" {
 		h, err := os.UserHomeDir()
 		if err != nil {
@@ -150,14 +158,6 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 			return 2
 		}
 		users = append(users, cu)
-	}
-	var boot []spindle.PeerAddr
-	for _, a := range splitList(*f.bootstrap) {
-		boot = append(boot, spindle.PeerAddr(a))
-	}
-	if _, err := parseBootstrap(boot); err != nil {
-		fmt.Fprintf(stderr, "spin: node: -bootstrap: %s\n", oneLine(err.Error()))
-		return 2
 	}
 	n, err := newRecovering(ctx, Config{
 		Home:          *home,

@@ -49,6 +49,9 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 		Peers:        len(n.host.Network().Peers()),
 		Relay:        n.cfg.Relay && n.cfg.Host == nil,
 	}
+	for _, a := range orderAddrs(n.Addrs()) {
+		st.Addrs = append(st.Addrs, string(a))
+	}
 	if d := n.DHT(); d != nil {
 		st.DHTPeers = d.RoutingTable().Size()
 	}

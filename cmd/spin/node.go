@@ -124,6 +124,9 @@ func printStatus(w io.Writer, s *wire.Status, now time.Time) {
 	const notKept = "not reported (this node does not keep it yet)"
 	started := s.Started.Go()
 	line("peer", "%s", s.Peer)
+	for _, a := range s.Addrs {
+		line("address", "%s", a)
+	}
 	line("started", "%s (%s ago)", started.UTC().Format("2006-01-02 15:04:05 UTC"), now.Sub(started).Round(time.Second))
 	line("reachability", "%s", s.Reachability)
 	line("peers connected", "%d", s.Peers)

@@ -109,15 +109,16 @@ type Response struct {
 // guess: the fields after Bytes belong to the replicated block network,
 // which fills them in where it runs.
 type Status struct {
-	Peer         string       `cbor:"1,keyasint"`           // The node's peer ID.
-	Started      spindle.Time `cbor:"2,keyasint"`           // When the node started.
-	Reachability string       `cbor:"3,keyasint,omitempty"` // What AutoNAT found: public, private or unknown.
-	Peers        int          `cbor:"4,keyasint"`           // Peers connected, clients included.
-	DHTPeers     int          `cbor:"5,keyasint"`           // Peers in the DHT's routing table.
-	Remembered   int          `cbor:"6,keyasint"`           // Peers remembered for the next start.
-	Blocks       int64        `cbor:"7,keyasint"`           // Blocks held.
-	Bytes        int64        `cbor:"8,keyasint"`           // Their size.
-	Relay        bool         `cbor:"9,keyasint,omitempty"` // The node offers relay service.
+	Peer         string       `cbor:"1,keyasint"`            // The node's peer ID.
+	Started      spindle.Time `cbor:"2,keyasint"`            // When the node started.
+	Reachability string       `cbor:"3,keyasint,omitempty"`  // What AutoNAT found: public, private or unknown.
+	Peers        int          `cbor:"4,keyasint"`            // Peers connected, clients included.
+	DHTPeers     int          `cbor:"5,keyasint"`            // Peers in the DHT's routing table.
+	Remembered   int          `cbor:"6,keyasint"`            // Peers remembered for the next start.
+	Blocks       int64        `cbor:"7,keyasint"`            // Blocks held.
+	Bytes        int64        `cbor:"8,keyasint"`            // Their size.
+	Relay        bool         `cbor:"9,keyasint,omitempty"`  // The node offers relay service.
+	Addrs        []string     `cbor:"15,keyasint,omitempty"` // Its network addresses, for others to join through.
 
 	Announced     *int64        `cbor:"10,keyasint,omitempty"` // Blocks announced in the DHT.
 	AnnouncedAt   *spindle.Time `cbor:"11,keyasint,omitempty"` // When the last sweep of announcements ended.

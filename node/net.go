@@ -198,10 +198,11 @@ func (n *Node) join(ctx context.Context, peers []peer.AddrInfo, named bool) int 
 	return reached
 }
 
-// rememberLoop notes the peers of the routing table every rememberEvery
-// until the node closes.
+// rememberLoop notes the peers of the routing table a second after the
+// node joined, when the first have answered, and then every
+// rememberEvery until the node closes.
 func (n *Node) rememberLoop() {
-	t := time.NewTicker(rememberEvery)
+	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	for {
 		select {
@@ -209,6 +210,7 @@ func (n *Node) rememberLoop() {
 			return
 		case <-t.C:
 			n.remember()
+			t.Reset(rememberEvery)
 		}
 	}
 }

@@ -343,3 +343,28 @@ func TestNodeUsage(t *testing.T) {
 		t.Errorf("NodeUsage says a minute of grace; the host gives %v", p2p.ConnGrace)
 	}
 }
+
+// A node runs AutoNAT, hole punching and the relay client unless told
+// not to, offers a relay only when told to, and asks the router for a
+// port only when it listens beyond loopback.
+func TestNATDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want p2p.NATConfig
+	}{
+		{Config{}, p2p.NATConfig{AutoNAT: true, HolePunch: true, RelayClient: true}},
+		{Config{Listen: []string{"/ip4/127.0.0.1/tcp/7447", "/ip6/::1/tcp/7447"}}, p2p.NATConfig{AutoNAT: true, HolePunch: true, RelayClient: true}},
+		{Config{Listen: []string{"/ip4/127.0.0.1/tcp/7447", "/ip4/0.0.0.0/tcp/7447"}}, p2p.NATConfig{PortMap: true, AutoNAT: true, HolePunch: true, RelayClient: true}},
+		{Config{Listen: []string{"/ip4/0.0.0.0/tcp/7447"}, NoPortMap: true, NoAutoNAT: true, NoHolePunch: true, NoRelayClient: true, Relay: true}, p2p.NATConfig{RelayService: true}},
+	} {
+		n := &Node{cfg: tc.cfg}
+		got := n.natConfig()
+		if got.RelayCandidates == nil {
+			t.Errorf("%+v: no relay candidates", tc.cfg)
+		}
+		got.RelayCandidates = nil
+		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", tc.want) {
+			t.Errorf("%+v: NAT settings %+v, want %+v", tc.cfg, got, tc.want)
+		}
+	}
+}

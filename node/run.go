@@ -26,8 +26,8 @@ import (
 // prints too.
 const NodeUsage = `Usage:
     spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST] [-repair USER,...]
-              [-bootstrap MULTIADDR,...] [-relay] [-autonat=false] [-holepunch=false]
-              [-relayclient=false] [-portmap=false]
+              [-bootstrap MULTIADDR,...] [-relay] [-autonat=false]
+              [-holepunch=false] [-relayclient=false] [-portmap=false]
     spin node status [-home DIR]
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key

@@ -50,6 +50,8 @@ const (
 	joinTimeout = 10 * time.Second
 	// joinParallel bounds the peers dialled at once when rejoining.
 	joinParallel = 16
+	// fallbackPeers bounds the remembered peers the DHT falls back on.
+	fallbackPeers = 16
 )
 
 // ParseBootstrap parses the addresses of the peers to join a network
@@ -149,10 +151,15 @@ func (n *Node) startDHT(ctx context.Context) error {
 }
 
 // bootstrapPeers returns the peers the DHT falls back on when its
-// routing table is empty: the -bootstrap peers, then those remembered.
+// routing table is empty: the -bootstrap peers, then the fallbackPeers
+// seen most recently. (The DHT tries them every two minutes while it has
+// none, and logs each that does not answer.)
 func (n *Node) bootstrapPeers() []peer.AddrInfo {
 	out := slices.Clone(n.boot)
-	for _, ai := range n.book.list() {
+	for i, ai := range n.book.list() {
+		if i == fallbackPeers {
+			break
+		}
 		out = mergeAddrInfo(out, ai)
 	}
 	return out

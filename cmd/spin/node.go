@@ -87,7 +87,11 @@ func runNodeStatus(ctx context.Context, st *State, args []string) error {
 	s, err := client.NodeStatus(ctx, addr)
 	if err != nil {
 		if spindle.KindOf(err) == spindle.IO {
-			st.errorf("cannot reach the node in %s: %s", *home, describeAll(err))
+			if sock, ok := p2p.SocketPath(*home); ok && !exists(sock) {
+				st.errorf("the node in %s is not running: its socket %s is gone", *home, sock)
+			} else {
+				st.errorf("cannot reach the node in %s: %s", *home, strings.Join(strings.Fields(describeAll(err)), " "))
+			}
 			st.hint("is it running? start it with: spin node -home %s", *home)
 			return errFailed
 		}
@@ -160,4 +164,10 @@ func printStatus(w io.Writer, s *wire.Status, now time.Time) {
 	} else {
 		line("repair backlog", "%d %s", *s.RepairBacklog, plural(int(*s.RepairBacklog), "block"))
 	}
+}
+
+// exists reports whether a file of any type is at name.
+func exists(name string) bool {
+	_, err := os.Lstat(name)
+	return err == nil
 }

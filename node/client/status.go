@@ -29,7 +29,7 @@ func NodeStatus(ctx context.Context, addr spindle.PeerAddr) (*wire.Status, error
 	defer h.Close()
 	pid, err := p2p.Connect(ctx, h, addr)
 	if err != nil {
-		return nil, spindle.E(op, spindle.IO, fmt.Errorf("cannot reach node %s: %w", addr, err))
+		return nil, spindle.E(op, fmt.Errorf("cannot reach node %s: %w", addr, err)) // Of kind IO.
 	}
 	r := &remote{h: h, peer: pid}
 	resp, err := r.call(ctx, &wire.Request{Method: wire.NodeStatus})

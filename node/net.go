@@ -137,6 +137,8 @@ func (n *Node) startDHT(ctx context.Context) error {
 		cancel()
 		if reached == 0 {
 			n.log.Warn("joined no network: no -bootstrap peer answered; the node keeps trying them", "peers", len(boot))
+		} else {
+			n.log.Info("joined the network", "reached", reached, "bootstrap", len(boot))
 		}
 	}
 	old := n.book.list()

@@ -129,6 +129,12 @@ func TestRejoinFromRemembered(t *testing.T) {
 	c := netNode(t, home, a.Addrs())
 	waitFor(t, 10*time.Second, func() string { return "c's routing table is empty" },
 		func() bool { return c.DHT().RoutingTable().Size() > 0 })
+	// The file is written while the node runs, so that a node that
+	// crashes rejoins too.
+	waitFor(t, 10*time.Second, func() string { return "no peers file naming the bootstrap node while c runs" }, func() bool {
+		data, err := os.ReadFile(filepath.Join(home, PeersFile))
+		return err == nil && strings.Contains(string(data), a.Host().ID().String())
+	})
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}

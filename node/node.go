@@ -14,8 +14,10 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -63,6 +65,20 @@ type Config struct {
 	// KeyPutLimit bounds the key.put requests one peer may make in a
 	// minute; zero means DefaultKeyPutLimit.
 	KeyPutLimit int
+	// Bootstrap names peers of a network to join: multiaddrs ending in
+	// /p2p/<peer ID> (see ParseBootstrap). The node remembers the peers
+	// it meets in Home/peers and rejoins through them when it restarts,
+	// so Bootstrap is needed the first time only.
+	Bootstrap []spindle.PeerAddr
+	// NoAutoNAT, NoHolePunch and NoRelayClient turn off what a node
+	// runs by default to be reached from behind NAT: AutoNAT, hole
+	// punching and the relay client (see p2p.NATConfig). NoPortMap
+	// turns off UPnP/NAT-PMP port mapping, which a node tries only when
+	// it listens on more than loopback. None applies to a Host given.
+	NoAutoNAT, NoHolePunch, NoRelayClient, NoPortMap bool
+	// Relay offers relay service (circuit relay v2) to other Spindle
+	// nodes, once AutoNAT finds this node reachable from outside.
+	Relay bool
 }
 
 // DefaultSessionTTL is the default Config.SessionTTL. A session also ends
@@ -85,6 +101,12 @@ type Node struct {
 	keys    *keyraft.Cluster
 	dir     *dirlog.Server
 	writers writerSet
+	started time.Time
+
+	dht  atomic.Pointer[dht.IpfsDHT] // Set once New has started it.
+	boot []peer.AddrInfo             // The Bootstrap peers, parsed.
+	book *peerBook                   // The peers remembered.
+	bg   sync.WaitGroup              // Goroutines that end with ctx.
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -119,7 +141,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.KeyPutLimit <= 0 {
 		cfg.KeyPutLimit = DefaultKeyPutLimit
 	}
-	n := &Node{cfg: cfg, log: log, writers: writers, sessions: make(map[peer.ID]session),
+	n := &Node{cfg: cfg, log: log, writers: writers, started: time.Now(), sessions: make(map[peer.ID]session),
 		keyPuts: newPeerLimiter(cfg.KeyPutLimit, time.Minute, maxLimitedPeers)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	defer func() {
@@ -137,7 +159,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.Host != nil {
 		n.host = cfg.Host
 	} else {
-		h, err := p2p.NewHost(ctx, p2p.Config{Home: cfg.Home, ListenAddrs: cfg.Listen})
+		h, err := p2p.NewHost(ctx, p2p.Config{Home: cfg.Home, ListenAddrs: cfg.Listen, NAT: n.natConfig()})
 		if err != nil {
 			return nil, spindle.E(op, err)
 		}
@@ -146,6 +168,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.host.Network().Notify(&network.NotifyBundle{
 		DisconnectedF: func(_ network.Network, c network.Conn) { n.forget(c.RemotePeer()) },
 	})
+
+	// The DHT, through which the node joins the network.
+	if err := n.startDHT(ctx); err != nil {
+		return nil, spindle.E(op, err)
+	}
 
 	// The block store.
 	if cfg.Home == "" {
@@ -215,9 +242,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 	// Serve.
 	for _, h := range n.hosts() {
-		p2p.ServeBlocks(n.ctx, h, n.store, p2p.BlockServerConfig{CanPut: n.canStore})
-		p2p.Handle(n.ctx, h, wire.ClientProtocol, wire.MaxMessage, n.ServeClient)
-		p2p.HandleStream(n.ctx, h, wire.WatchProtocol, wire.MaxMessage, n.serveWatch)
+		hctx := n.ctx
+		if h == n.local {
+			hctx = context.WithValue(n.ctx, socketKey{}, true)
+		}
+		p2p.ServeBlocks(hctx, h, n.store, p2p.BlockServerConfig{CanPut: n.canStore})
+		p2p.Handle(hctx, h, wire.ClientProtocol, wire.MaxMessage, n.ServeClient)
+		p2p.HandleStream(hctx, h, wire.WatchProtocol, wire.MaxMessage, n.serveWatch)
 	}
 	log.Info("node ready", "peer", n.host.ID(), "addrs", n.Addrs(), "socket", n.SocketAddr())
 	return n, nil
@@ -357,6 +388,22 @@ func (n *Node) Addrs() []spindle.PeerAddr { return p2p.Addrs(n.host) }
 // Host returns the node's libp2p host.
 func (n *Node) Host() host.Host { return n.host }
 
+// DHT returns the node's DHT: Spindle's private Kademlia DHT, in server
+// mode, on the node's host. It is closed with the node.
+func (n *Node) DHT() *dht.IpfsDHT { return n.dht.Load() }
+
+// natConfig returns the NAT services of the node's own host.
+func (n *Node) natConfig() p2p.NATConfig {
+	return p2p.NATConfig{
+		PortMap:         !n.cfg.NoPortMap && !loopbackOnly(n.cfg.Listen),
+		AutoNAT:         !n.cfg.NoAutoNAT,
+		HolePunch:       !n.cfg.NoHolePunch,
+		RelayClient:     !n.cfg.NoRelayClient,
+		RelayCandidates: n.relayCandidates,
+		RelayService:    n.cfg.Relay,
+	}
+}
+
 // Close shuts the node down. Everything it acknowledged is already durable.
 func (n *Node) Close() error {
 	n.cancel()
@@ -367,6 +414,13 @@ func (n *Node) Close() error {
 				h.RemoveStreamHandler(protocolID(p))
 			}
 		}
+	}
+	n.bg.Wait()
+	if d := n.DHT(); d != nil {
+		// Note who the node knew, for the next start, while it still
+		// knows; then the DHT goes, before the host it runs on.
+		n.remember()
+		errs = append(errs, d.Close())
 	}
 	if n.dir != nil {
 		errs = append(errs, n.dir.Close())

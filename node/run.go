@@ -26,6 +26,9 @@ import (
 // prints too.
 const NodeUsage = `Usage:
     spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST] [-repair USER,...]
+              [-bootstrap MULTIADDR,...] [-relay] [-autonat=false]
+              [-holepunch=false] [-relayclient=false] [-portmap=false]
+    spin node status [-home DIR]
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key
 cluster of one. When it is ready it writes its dialable addresses, one a
@@ -41,9 +44,31 @@ left as it is, reported, and not served (its clients are told it is
 damaged on this host) until the operator restarts the node with
 -repair USER.
 
+Joining a network: give -bootstrap one or more addresses that a running
+node printed, and the node joins that node's network and finds the others
+through Spindle's private DHT (no public IPFS peers). It remembers up to
+64 peers it has met in DIR/peers, most recently seen first, and rejoins
+through them when it restarts, so -bootstrap is needed the first time
+only. A node that no bootstrap peer answers starts alone, says so, and
+keeps trying them. A node at home behind a router is reached through
+AutoNAT, relays and hole punching, all on by default (-relay, off by
+default, offers a relay to others). To serve other machines, listen on
+more than loopback (-listen).
+
+"spin node status" asks the node running in DIR, through its socket, how
+many peers it is connected to, the size of its DHT routing table, and the
+blocks and bytes it holds. Over the network a node tells its status only
+to the writers it admits.
+
+Limits, sized for moving large files: the node keeps 256 to 512
+connections (above 512 it closes the least used down to 256, sparing
+those younger than a minute); its network buffers hold at most 192 MiB,
+48 MiB for one peer and 32 MiB for one stream; it allows at most 2368
+connections (1344 inbound), 560 streams with one peer and 4096 sockets.
+
 Options:
     -home DIR        the node's state: blocks, key cluster, directory logs,
-                     peer identity (default $HOME/spin/node)
+                     peer identity, peers met (default $HOME/spin/node)
     -listen ADDRS    comma-separated multiaddrs to listen on (default
                      /ip4/127.0.0.1/tcp/7447,/ip4/127.0.0.1/udp/7447/quic-v1;
                      use /ip4/0.0.0.0/tcp/7447 to serve other machines)
@@ -54,10 +79,31 @@ Options:
     -repair USERS    comma-separated users whose damaged directory logs the
                      node repairs as it starts: it keeps the entries that
                      verify and moves the rest to DIR/dirlogs/USER.log.damaged-TIME
+    -bootstrap ADDRS comma-separated addresses of peers of a network to join,
+                     each a multiaddr ending in /p2p/<peer ID> as spin node
+                     prints them (default: the peers remembered in DIR/peers)
+    -relay           offer relay service (circuit relay v2) to Spindle nodes
+                     behind NAT, once AutoNAT finds this node reachable from
+                     outside; relayed connections carry blocks too, on this
+                     node's bandwidth (default false; at most 128 reservations,
+                     8 from one IP address, and 16 relayed connections a peer)
+    -autonat         ask peers whether this node can be reached from outside,
+                     and answer theirs (AutoNAT v2 and v1 service; default
+                     true: -autonat=false turns it off)
+    -holepunch       open direct connections through NATs (DCUtR; default
+                     true: -holepunch=false turns it off)
+    -relayclient     use relays: reach peers through them and, when
+                     unreachable, reserve a slot on one to be reached (default
+                     true: -relayclient=false turns it off)
+    -portmap         ask the router for a port (UPnP, NAT-PMP), only when
+                     -listen names more than loopback (default true:
+                     -portmap=false turns it off)
     -h, -help        print this text
 
 Example:
     $ spin node -home ~/spinnode -writers ann@example.com,bob@example.com
+    $ spin node -home ~/spinnode2 -bootstrap /ip4/192.168.1.20/tcp/7447/p2p/12D3KooW...
+    $ spin node status -home ~/spinnode2
 `
 
 // DefaultListen are the addresses a node listens on unless told otherwise.
@@ -66,8 +112,8 @@ var DefaultListen = []string{"/ip4/127.0.0.1/tcp/7447", "/ip4/127.0.0.1/udp/7447
 // RunCommand runs "spin node" with the arguments after "node", until ctx is
 // cancelled or the process is told to stop. It returns the exit code.
 func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) int {
-	fs, opts := nodeFlags()
-	home, listen, writers, repair := opts.home, opts.listen, opts.writers, opts.repair
+	fs, f := newFlags()
+	home, listen, writers, repair := f.home, f.listen, f.writers, f.repair
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, NodeUsage)
@@ -79,6 +125,14 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "spin: node: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	var boot []spindle.PeerAddr
+	for _, a := range splitList(*f.bootstrap) {
+		boot = append(boot, spindle.PeerAddr(a))
+	}
+	if _, err := parseBootstrap(boot); err != nil {
+		fmt.Fprintf(stderr, "spin: node: -bootstrap: %s\n", oneLine(err.Error()))
 		return 2
 	}
 	if *home == "" {
@@ -108,11 +162,17 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		users = append(users, cu)
 	}
 	n, err := newRecovering(ctx, Config{
-		Home:    *home,
-		Listen:  splitList(*listen),
-		Writers: splitList(*writers),
-		Logger:  log,
-		Repair:  users,
+		Home:          *home,
+		Listen:        splitList(*listen),
+		Writers:       splitList(*writers),
+		Logger:        log,
+		Repair:        users,
+		Bootstrap:     boot,
+		Relay:         *f.relay,
+		NoAutoNAT:     !*f.autonat,
+		NoHolePunch:   !*f.holepunch,
+		NoRelayClient: !*f.relayclient,
+		NoPortMap:     !*f.portmap,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "spin: node: %s\n", oneLine(err.Error()))
@@ -150,27 +210,34 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	return 0
 }
 
-// nodeOptions are the values of the flags of spin node.
-type nodeOptions struct {
-	home, listen, writers, repair *string
+// nodeFlags are the options of spin node, as NodeUsage describes them.
+type nodeFlags struct {
+	home, listen, writers, repair, bootstrap        *string
+	relay, autonat, holepunch, relayclient, portmap *bool
 }
 
-// nodeFlags returns the flag set RunCommand parses and the values it sets.
-func nodeFlags() (*flag.FlagSet, *nodeOptions) {
+// newFlags returns the flag set of spin node and its values.
+func newFlags() (*flag.FlagSet, *nodeFlags) {
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return fs, &nodeOptions{
-		home:    fs.String("home", "", ""),
-		listen:  fs.String("listen", strings.Join(DefaultListen, ","), ""),
-		writers: fs.String("writers", "", ""),
-		repair:  fs.String("repair", "", ""),
+	return fs, &nodeFlags{
+		home:        fs.String("home", "", ""),
+		listen:      fs.String("listen", strings.Join(DefaultListen, ","), ""),
+		writers:     fs.String("writers", "", ""),
+		repair:      fs.String("repair", "", ""),
+		bootstrap:   fs.String("bootstrap", "", ""),
+		relay:       fs.Bool("relay", false, ""),
+		autonat:     fs.Bool("autonat", true, ""),
+		holepunch:   fs.Bool("holepunch", true, ""),
+		relayclient: fs.Bool("relayclient", true, ""),
+		portmap:     fs.Bool("portmap", true, ""),
 	}
 }
 
 // NodeFlags returns the flags spin node accepts, so that a test can check
 // NodeUsage against them.
 func NodeFlags() *flag.FlagSet {
-	fs, _ := nodeFlags()
+	fs, _ := newFlags()
 	return fs
 }
 

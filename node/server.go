@@ -86,6 +86,8 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		return &wire.Response{Data: keyraft.MarshalTreeProof(p)}, nil
 	case wire.KeyVerifier:
 		return &wire.Response{Data: []byte(n.keys.VerifierKey())}, nil
+	case wire.NodeStatus:
+		return n.serveStatus(ctx, remote)
 	}
 
 	// The rest act for the user the peer has authenticated as.

@@ -17,6 +17,10 @@ import (
 // it apart from the public IPFS DHT.
 const DHTPrefix = "/spindle"
 
+// DHTProtocol is the protocol the private DHT speaks: kad-dht's under
+// [DHTPrefix].
+const DHTProtocol = DHTPrefix + "/kad/1.0.0"
+
 // NewDHT starts Spindle's private Kademlia DHT on h: protocol prefix
 // /spindle, always in server mode (libp2p's automatic mode would leave
 // every node on a LAN, loopback or CI a client and the DHT empty), and

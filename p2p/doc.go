@@ -16,6 +16,13 @@
 // one, and the resource manager leaves room for about a thousand more
 // connections beside them (see handshake.go).
 //
+// A host's connection manager keeps [ConnsLow] to [ConnsHigh]
+// connections; [HostLimits] lists every bound a host sets. Its
+// [NATConfig] chooses which of libp2p's services for machines behind NAT
+// it runs: port mapping, AutoNAT (client and service: in a private
+// network the nodes are each other's only AutoNAT servers), hole
+// punching, the relay client, and a relay service for Spindle nodes.
+//
 // # The DHT
 //
 // [NewDHT] starts a private Kademlia DHT (protocol prefix /spindle, server

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,8 +22,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/transport"
+	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
@@ -72,10 +76,64 @@ type Config struct {
 	// HandshakeTimeout is how long an inbound TCP connection may take to
 	// finish its security handshake; zero means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
-	// BehindNAT enables what a machine at home needs to be reached:
-	// UPnP/NAT-PMP port mapping, AutoNAT, relay client and hole punching.
-	BehindNAT bool
+	// NAT says which of libp2p's services for machines behind NAT the
+	// host runs. The zero value runs none, as a client's host needs.
+	NAT NATConfig
 }
+
+// NATConfig says which of libp2p's NAT traversal services a host runs.
+// A node at home, behind a router, needs AutoNAT to learn that it cannot
+// be reached, a relay client to be reached anyway, and hole punching to
+// turn a relayed connection into a direct one.
+type NATConfig struct {
+	// PortMap asks the router for a port mapping with UPnP or NAT-PMP.
+	PortMap bool
+	// AutoNAT has the host ask its peers whether they can dial it back
+	// (AutoNAT v2), and answer theirs (the v1 and v2 services, rate
+	// limited by libp2p). In a private network the nodes are each
+	// other's only AutoNAT servers.
+	AutoNAT bool
+	// HolePunch lets the host open direct connections through NATs with
+	// DCUtR, coordinated over a relayed connection.
+	HolePunch bool
+	// RelayClient lets the host dial and accept relayed connections
+	// (circuit relay v2) and, once AutoNAT finds it unreachable, reserve
+	// a slot on a relay among RelayCandidates and advertise the relayed
+	// addresses.
+	RelayClient bool
+	// RelayCandidates returns peers that may offer relay service, with
+	// their addresses (a node gives its DHT's routing table); those that
+	// do are used. Nil means the host finds no relays by itself.
+	RelayCandidates func() []peer.AddrInfo
+	// RelayService offers circuit relay v2 to other Spindle nodes once
+	// AutoNAT finds this host reachable from outside (see RelayLimits).
+	RelayService bool
+}
+
+// Connection manager limits of a host (see [NewHost]): above
+// ConnsHigh connections, it closes the least useful down to ConnsLow,
+// sparing those younger than ConnGrace. Peers that a DHT or a transfer
+// marks as useful are closed last. The numbers leave room for a node
+// fetching one file from hundreds of providers at once; the resource
+// manager, not the connection manager, bounds memory.
+const (
+	ConnsLow  = 256
+	ConnsHigh = 512
+	ConnGrace = time.Minute
+)
+
+// A relay run with NATConfig.RelayService holds at most RelayReservations
+// reservations, one per peer and RelayReservationsPerIP per IP address,
+// and at most RelayCircuits relayed connections per peer. Relayed
+// connections are not cut after 2 minutes or 128 KiB as libp2p's are by
+// default: a node that hole punching cannot reach gets its blocks through
+// the relay, at the cost of the relay's bandwidth, which its operator
+// offered by turning the service on.
+const (
+	RelayReservations      = 128
+	RelayReservationsPerIP = 8
+	RelayCircuits          = 16
+)
 
 // NewHost returns a libp2p host with the TCP and QUIC transports, TLS and
 // Noise security (TLS preferred, for its hardware AES), and a resource
@@ -135,16 +193,14 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 		libp2p.DisableMetrics(),
 		libp2p.DialRanker(tcpFirst),
 	}
-	if cfg.BehindNAT {
-		opts = append(opts,
-			libp2p.NATPortMap(),
-			libp2p.EnableAutoNATv2(),
-			libp2p.EnableRelay(),
-			libp2p.EnableHolePunching(),
-		)
-	} else {
-		opts = append(opts, libp2p.DisableRelay())
+	cm, err := connmgr.NewConnManager(ConnsLow, ConnsHigh, connmgr.WithGracePeriod(ConnGrace))
+	if err != nil {
+		rm.Close()
+		return nil, spindle.E(op, spindle.Internal, err)
 	}
+	opts = append(opts, libp2p.ConnectionManager(cm))
+	acl := new(spindleOnly)
+	opts = append(opts, natOptions(cfg.NAT, acl)...)
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		rm.Close()
@@ -153,8 +209,82 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 		}
 		return nil, spindle.E(op, spindle.IO, err)
 	}
+	acl.ps.Store(&peerstoreRef{h.Peerstore()})
 	return h, nil
 }
+
+// natOptions returns the libp2p options that run the services cfg names.
+func natOptions(cfg NATConfig, acl relayv2.ACLFilter) []libp2p.Option {
+	var opts []libp2p.Option
+	if cfg.PortMap {
+		opts = append(opts, libp2p.NATPortMap())
+	}
+	if cfg.AutoNAT {
+		opts = append(opts, libp2p.EnableAutoNATv2(), libp2p.EnableNATService())
+	}
+	if cfg.HolePunch {
+		opts = append(opts, libp2p.EnableHolePunching())
+	}
+	if cfg.RelayClient || cfg.HolePunch {
+		// Hole punching is coordinated over a relayed connection.
+		opts = append(opts, libp2p.EnableRelay())
+	} else {
+		opts = append(opts, libp2p.DisableRelay())
+	}
+	if cfg.RelayClient && cfg.RelayCandidates != nil {
+		opts = append(opts, libp2p.EnableAutoRelayWithPeerSource(relaySource(cfg.RelayCandidates)))
+	}
+	if cfg.RelayService {
+		res := relayv2.DefaultResources()
+		res.Limit = nil
+		res.MaxReservations = RelayReservations
+		res.MaxReservationsPerIP = RelayReservationsPerIP
+		res.MaxCircuits = RelayCircuits
+		res.BufferSize = 64 << 10 // libp2p's 2 KiB suits hole-punch coordination, not blocks.
+		opts = append(opts, libp2p.EnableRelayService(relayv2.WithResources(res), relayv2.WithACL(acl)))
+	}
+	return opts
+}
+
+// relaySource returns an autorelay peer source that offers up to the
+// number asked for of the peers candidates returns.
+func relaySource(candidates func() []peer.AddrInfo) autorelay.PeerSource {
+	return func(ctx context.Context, num int) <-chan peer.AddrInfo {
+		peers := candidates()
+		if len(peers) > num {
+			peers = peers[:num]
+		}
+		ch := make(chan peer.AddrInfo, len(peers))
+		for _, ai := range peers {
+			ch <- ai
+		}
+		close(ch)
+		return ch
+	}
+}
+
+// spindleOnly is a relay's ACL: it grants reservations only to peers
+// that speak Spindle's DHT, that is to Spindle nodes, so that a public
+// relay does not carry other libp2p networks' traffic. Anyone may
+// connect through a reservation: clients reach nodes behind NAT so.
+type spindleOnly struct {
+	ps atomic.Pointer[peerstoreRef] // Set once the host exists.
+}
+
+type peerstoreRef struct{ peerstore.Peerstore }
+
+// AllowReserve implements relayv2.ACLFilter.
+func (a *spindleOnly) AllowReserve(p peer.ID, _ ma.Multiaddr) bool {
+	ps := a.ps.Load()
+	if ps == nil {
+		return false
+	}
+	ok, err := ps.SupportsProtocols(p, DHTProtocol)
+	return err == nil && len(ok) > 0
+}
+
+// AllowConnect implements relayv2.ACLFilter.
+func (a *spindleOnly) AllowConnect(peer.ID, ma.Multiaddr, peer.ID) bool { return true }
 
 // busyAddr returns, after a host failed to start, the error of the first
 // TCP listen address that another program holds, which wraps
@@ -422,4 +552,34 @@ func Connect(ctx context.Context, h host.Host, addr spindle.PeerAddr) (peer.ID, 
 		return "", spindle.E(op, spindle.IO, fmt.Errorf("peer %s: %w", addr, err))
 	}
 	return ai.ID, nil
+}
+
+// Limits are the bounds a host puts on its network stack (see [NewHost]),
+// for operators to read.
+type Limits struct {
+	Memory       int64 // Bytes in buffers, all peers together.
+	PeerMemory   int64 // Of those, for one peer.
+	StreamMemory int64 // Of those, for one stream.
+	Conns        int   // Connections open at once, inbound and outbound.
+	ConnsInbound int   // Of those, inbound.
+	PeerStreams  int   // Streams open at once with one peer.
+	FDs          int   // File descriptors for sockets.
+	ConnsLow     int   // See [ConnsLow].
+	ConnsHigh    int   // See [ConnsHigh].
+}
+
+// HostLimits returns the limits of a host whose Config.Memory is memory.
+func HostLimits(memory int64) Limits {
+	c := limitConfig(memory).ToPartialLimitConfig()
+	return Limits{
+		Memory:       int64(c.System.Memory),
+		PeerMemory:   int64(c.PeerDefault.Memory),
+		StreamMemory: int64(c.Stream.Memory),
+		Conns:        int(c.System.Conns),
+		ConnsInbound: int(c.System.ConnsInbound),
+		PeerStreams:  int(c.PeerDefault.Streams),
+		FDs:          int(c.System.FD),
+		ConnsLow:     ConnsLow,
+		ConnsHigh:    ConnsHigh,
+	}
 }

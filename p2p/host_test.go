@@ -114,9 +114,45 @@ func TestBadAddrs(t *testing.T) {
 }
 
 func TestBehindNATHost(t *testing.T) {
-	h := newHost(t, p2p.Config{BehindNAT: true})
+	h := newHost(t, p2p.Config{NAT: p2p.NATConfig{AutoNAT: true, HolePunch: true, RelayClient: true, RelayService: true}})
 	if len(p2p.Addrs(h)) == 0 {
 		t.Fatal("host behind NAT has no addresses")
+	}
+}
+
+// Each NAT setting runs its service and only then. (Hole punching and
+// the relay service start only once the host finds itself reachable
+// from outside, which a loopback host never is.)
+func TestNATSettings(t *testing.T) {
+	const (
+		autonatV1 = "/libp2p/autonat/1.0.0"
+		autonatV2 = "/libp2p/autonat/2/dial-request"
+		relayStop = "/libp2p/circuit/relay/0.2.0/stop" // Accepting relayed connections.
+	)
+	for _, tc := range []struct {
+		nat        p2p.NATConfig
+		want, none []string
+	}{
+		{p2p.NATConfig{}, nil, []string{autonatV1, autonatV2, relayStop}},
+		{p2p.NATConfig{AutoNAT: true}, []string{autonatV1, autonatV2}, []string{relayStop}},
+		{p2p.NATConfig{RelayClient: true}, []string{relayStop}, []string{autonatV1, autonatV2}},
+		{p2p.NATConfig{HolePunch: true}, []string{relayStop}, []string{autonatV1, autonatV2}},
+	} {
+		h := newHost(t, p2p.Config{NAT: tc.nat})
+		protos := make(map[string]bool)
+		for _, p := range h.Mux().Protocols() {
+			protos[string(p)] = true
+		}
+		for _, p := range tc.want {
+			if !protos[p] {
+				t.Errorf("%+v: host does not serve %s", tc.nat, p)
+			}
+		}
+		for _, p := range tc.none {
+			if protos[p] {
+				t.Errorf("%+v: host serves %s", tc.nat, p)
+			}
+		}
 	}
 }
 

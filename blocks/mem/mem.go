@@ -120,3 +120,14 @@ func (s *Store) Corrupt(ref spindle.Ref, data []byte) bool {
 	s.m[d] = slices.Clone(data)
 	return true
 }
+
+// Usage returns the number of blocks the store holds and their total
+// size in bytes.
+func (s *Store) Usage(ctx context.Context) (n, size int64, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, b := range s.m {
+		size += int64(len(b))
+	}
+	return int64(len(s.m)), size, nil
+}

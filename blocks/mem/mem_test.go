@@ -41,3 +41,19 @@ func TestCorrupt(t *testing.T) {
 		t.Fatal("Corrupt of an absent block reported true")
 	}
 }
+
+func TestUsage(t *testing.T) {
+	var s mem.Store
+	ctx := context.Background()
+	if n, size, _ := s.Usage(ctx); n != 0 || size != 0 {
+		t.Fatalf("empty store: Usage = %d, %d", n, size)
+	}
+	for _, b := range []string{"one", "block two", "one"} {
+		if _, err := s.Put(ctx, []byte(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, size, _ := s.Usage(ctx); n != 2 || size != 12 {
+		t.Fatalf("Usage = %d blocks, %d bytes; want 2, 12", n, size)
+	}
+}

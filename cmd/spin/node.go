@@ -3,18 +3,33 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
+	"spindle.dev"
 	"spindle.dev/node"
+	"spindle.dev/node/client"
+	"spindle.dev/node/wire"
+	"spindle.dev/p2p"
 )
 
 // nodeUsage is the node package's own help text, so that "spin help node"
 // and "spin node -help" are one text.
 const nodeUsage = node.NodeUsage
 
-// runNodeCmd runs "spin node" through runNode (see dial.go).
+// runNodeCmd runs "spin node" through runNode (see dial.go), and "spin
+// node status" itself.
 func runNodeCmd(ctx context.Context, st *State, args []string) error {
 	if wantsHelp(args) {
 		return errHelp
+	}
+	if len(args) > 0 && args[0] == "status" {
+		return runNodeStatus(ctx, st, args[1:])
 	}
 	if runNode == nil {
 		return errors.New("spin node is not built in")
@@ -39,4 +54,120 @@ func wantsHelp(args []string) bool {
 		}
 	}
 	return false
+}
+
+// runNodeStatus runs "spin node status": it asks the node running in the
+// home given, through the node's socket, for its status and prints it.
+func runNodeStatus(ctx context.Context, st *State, args []string) error {
+	st.cmd = "node status"
+	fs := st.flags()
+	home := fs.String("home", "", "")
+	if err := st.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if *home == "" {
+		h := st.Home
+		if h == "" {
+			var err error
+			if h, err = os.UserHomeDir(); err != nil {
+				return err
+			}
+		}
+		*home = filepath.Join(h, "spin", "node")
+	}
+	addr, err := nodeSocket(*home)
+	if err != nil {
+		st.errorf("%v", err)
+		st.hint("start a node there: spin node -home %s", *home)
+		return errFailed
+	}
+	s, err := client.NodeStatus(ctx, addr)
+	if err != nil {
+		if spindle.KindOf(err) == spindle.IO {
+			if sock, ok := p2p.SocketPath(*home); ok && !exists(sock) {
+				st.errorf("the node in %s is not running: its socket %s is gone", *home, sock)
+			} else {
+				st.errorf("cannot reach the node in %s: %s", *home, strings.Join(strings.Fields(describeAll(err)), " "))
+			}
+			st.hint("is it running? start it with: spin node -home %s", *home)
+			return errFailed
+		}
+		return st.fail("", err)
+	}
+	printStatus(st.Stdout, s, time.Now())
+	return nil
+}
+
+// nodeSocket returns the address of the socket of the node whose home is
+// home, from the addresses the node wrote to home/addr as it started.
+func nodeSocket(home string) (spindle.PeerAddr, error) {
+	data, err := os.ReadFile(filepath.Join(home, "addr"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("no node has run in %s: it has no file addr", home)
+	}
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(string(data)) {
+		if a := spindle.PeerAddr(strings.TrimSpace(line)); p2p.IsLocalAddr(a) {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("the node in %s has no socket (its home's path is too long for one), and it tells its status only through its socket", home)
+}
+
+// printStatus prints a node's status, one "name: value" a line. What the
+// node does not report is said to be so, never printed as a number.
+func printStatus(w io.Writer, s *wire.Status, now time.Time) {
+	line := func(name, format string, args ...any) {
+		fmt.Fprintf(w, "%-19s %s\n", name+":", fmt.Sprintf(format, args...))
+	}
+	const notKept = "not reported (this node does not keep it yet)"
+	started := s.Started.Go()
+	line("peer", "%s", s.Peer)
+	for _, a := range s.Addrs {
+		line("address", "%s", a)
+	}
+	line("started", "%s (%s ago)", started.UTC().Format("2006-01-02 15:04:05 UTC"), now.Sub(started).Round(time.Second))
+	line("reachability", "%s", s.Reachability)
+	line("peers connected", "%d", s.Peers)
+	line("DHT routing table", "%d %s", s.DHTPeers, plural(s.DHTPeers, "peer"))
+	line("peers remembered", "%d", s.Remembered)
+	line("blocks held", "%d", s.Blocks)
+	line("bytes held", "%s (%d bytes)", formatBytes(s.Bytes), s.Bytes)
+	if s.Relay {
+		line("relay service", "on (offered while AutoNAT finds this node reachable from outside)")
+	} else {
+		line("relay service", "off")
+	}
+	switch {
+	case s.Announced == nil:
+		line("blocks announced", notKept)
+	case s.AnnouncedAt == nil:
+		line("blocks announced", "%d", *s.Announced)
+	default:
+		line("blocks announced", "%d, last at %s", *s.Announced, s.AnnouncedAt.Go().UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
+	switch {
+	case s.CacheBytes == nil:
+		line("cache", notKept)
+	case s.CacheMax == nil:
+		line("cache", "%s", formatBytes(*s.CacheBytes))
+	default:
+		line("cache", "%s of %s", formatBytes(*s.CacheBytes), formatBytes(*s.CacheMax))
+	}
+	if s.RepairBacklog == nil {
+		line("repair backlog", notKept)
+	} else {
+		line("repair backlog", "%d %s", *s.RepairBacklog, plural(int(*s.RepairBacklog), "block"))
+	}
+}
+
+// exists reports whether a file of any type is at name.
+func exists(name string) bool {
+	_, err := os.Lstat(name)
+	return err == nil
 }

@@ -49,6 +49,11 @@ const (
 	DirWhich       = "dir.whichaccess"
 	DirWatch       = "dir.watch"
 	DirEntries     = "dir.entries" // User, Seq (from), Size (at most) → Log: the owner's log entries.
+	// NodeStatus asks for the node's state (→ Status). A node answers it
+	// over its socket, to its operator, and over the network only to a
+	// signed-in user it admits as a writer: what it holds, and when that
+	// grows, is its users' business, not a stranger's.
+	NodeStatus = "node.status"
 )
 
 // Ops of the errors by which a node tells a client about the protocol
@@ -96,8 +101,33 @@ type Response struct {
 	// absence of each nearer one, nearest first; for dir.glob, one for
 	// each entry, in order.
 	DirProofs [][]byte `cbor:"10,keyasint,omitempty"`
+	// Status answers node.status.
+	Status *Status `cbor:"11,keyasint,omitempty"`
 	// Log holds encoded dirlog entries, for dir.entries.
-	Log [][]byte `cbor:"11,keyasint,omitempty"`
+	Log [][]byte `cbor:"12,keyasint,omitempty"`
+}
+
+// A Status is what node.status reports: a node's place in the network
+// and what it holds. Counts that a node does not keep are nil, never a
+// guess: the fields after Bytes belong to the replicated block network,
+// which fills them in where it runs.
+type Status struct {
+	Peer         string       `cbor:"1,keyasint"`            // The node's peer ID.
+	Started      spindle.Time `cbor:"2,keyasint"`            // When the node started.
+	Reachability string       `cbor:"3,keyasint,omitempty"`  // What AutoNAT found: public, private or unknown.
+	Peers        int          `cbor:"4,keyasint"`            // Peers connected, clients included.
+	DHTPeers     int          `cbor:"5,keyasint"`            // Peers in the DHT's routing table.
+	Remembered   int          `cbor:"6,keyasint"`            // Peers remembered for the next start.
+	Blocks       int64        `cbor:"7,keyasint"`            // Blocks held.
+	Bytes        int64        `cbor:"8,keyasint"`            // Their size.
+	Relay        bool         `cbor:"9,keyasint,omitempty"`  // The node offers relay service.
+	Addrs        []string     `cbor:"15,keyasint,omitempty"` // Its network addresses, for others to join through.
+
+	Announced     *int64        `cbor:"10,keyasint,omitempty"` // Blocks announced in the DHT.
+	AnnouncedAt   *spindle.Time `cbor:"11,keyasint,omitempty"` // When the last sweep of announcements ended.
+	CacheBytes    *int64        `cbor:"12,keyasint,omitempty"` // Bytes in the cache of fetched blocks.
+	CacheMax      *int64        `cbor:"13,keyasint,omitempty"` // The cache's bound.
+	RepairBacklog *int64        `cbor:"14,keyasint,omitempty"` // Blocks with fewer live copies than wanted.
 }
 
 // An AuthMsg proves that the client's peer acts for User: the user signs the

@@ -26,6 +26,7 @@ func FuzzDecodeResponse(f *testing.F) {
 		{Users: []spindle.UserName{"ann@example.com"}, Keys: []spindle.PublicKey{"k"}},
 		{Data: []byte("SPKP\x01"), Proofs: [][]byte{{1, 2}}},
 		{Err: []byte{1}, Delete: true},
+		{Status: &Status{Peer: "12D3KooW", Started: 1, Peers: 3, DHTPeers: 2, Blocks: 5, Bytes: 1 << 20, Addrs: []string{"/ip4/127.0.0.1/tcp/7447"}, Announced: new(int64), RepairBacklog: new(int64)}},
 	} {
 		b, _ := Encode(r)
 		f.Add(b)

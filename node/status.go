@@ -1,0 +1,70 @@
+package node
+
+import (
+	"context"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"spindle.dev"
+	"spindle.dev/node/wire"
+)
+
+// socketKey marks the context of requests that came through the node's
+// Unix socket, which only its operator can reach (see p2p/local.go).
+type socketKey struct{}
+
+func fromSocket(ctx context.Context) bool { return ctx.Value(socketKey{}) != nil }
+
+// A usageStore is a block store that counts what it holds.
+type usageStore interface {
+	Usage(ctx context.Context) (n, size int64, err error)
+}
+
+// serveStatus answers node.status: to the operator, through the socket,
+// and over the network only to a signed-in user the node admits as a
+// writer. Peer counts are public in any case (the DHT answers anyone
+// who asks for peers), but what the node holds, and when that grows, is
+// its users' business.
+func (n *Node) serveStatus(ctx context.Context, remote peer.ID) (*wire.Response, error) {
+	const op spindle.Op = "node.Status"
+	if !fromSocket(ctx) {
+		u := n.session(remote)
+		if u == "" || !n.writers.admits(u) {
+			return nil, spindle.E(op, spindle.Permission, "a node tells its status only through its socket, to its operator, and to the writers it admits")
+		}
+	}
+	st, err := n.Status(ctx)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return &wire.Response{Status: st}, nil
+}
+
+// Status returns the node's state: its peers, its DHT and what it holds.
+func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
+	st := &wire.Status{
+		Peer:         n.host.ID().String(),
+		Started:      spindle.Time(n.started.UnixNano()),
+		Reachability: n.reachability(),
+		Peers:        len(n.host.Network().Peers()),
+		Relay:        n.cfg.Relay && n.cfg.Host == nil,
+	}
+	for _, a := range orderAddrs(n.Addrs()) {
+		st.Addrs = append(st.Addrs, string(a))
+	}
+	if d := n.DHT(); d != nil {
+		st.DHTPeers = d.RoutingTable().Size()
+	}
+	if n.book != nil {
+		st.Remembered = len(n.book.list())
+	}
+	u, ok := n.store.(usageStore)
+	if !ok {
+		return nil, spindle.E(spindle.Internal, "the block store does not count what it holds")
+	}
+	var err error
+	if st.Blocks, st.Bytes, err = u.Usage(ctx); err != nil {
+		return nil, err
+	}
+	return st, nil
+}

@@ -25,6 +25,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/blocks/disk"
 	"spindle.dev/blocks/mem"
+	"spindle.dev/blocks/replica"
 	"spindle.dev/dirlog"
 	"spindle.dev/keyraft"
 	"spindle.dev/node/wire"
@@ -79,6 +80,13 @@ type Config struct {
 	// Relay offers relay service (circuit relay v2) to other Spindle
 	// nodes, once AutoNAT finds this node reachable from outside.
 	Relay bool
+	// Replicas is how many copies of each block a put through this node
+	// makes: here and on the nodes nearest to the block's address
+	// (replica.DefaultReplicas if zero).
+	Replicas int
+	// CacheBytes bounds the cache of blocks fetched from other nodes
+	// (replica.DefaultCacheBytes if zero, none if negative).
+	CacheBytes int64
 }
 
 // DefaultSessionTTL is the default Config.SessionTTL. A session also ends
@@ -95,8 +103,9 @@ type Node struct {
 	log     *slog.Logger
 	host    host.Host
 	ownHost bool
-	local   host.Host // The Unix-socket host for clients on this machine, or nil.
-	store   spindle.BlockStore
+	local   host.Host          // The Unix-socket host for clients on this machine, or nil.
+	store   spindle.BlockStore // The blocks held here.
+	replica *replica.Store     // In front of store: the blocks across the network.
 	closeBS func() error
 	keys    *keyraft.Cluster
 	dir     *dirlog.Server
@@ -240,13 +249,23 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 
+	// The blocks, kept Replicas-fold across the network: a put through
+	// this node stores each block here and on the nodes nearest to its
+	// address, and a get of a block not held here finds its holders
+	// through the DHT (see package replica).
+	n.replica, err = replica.New(n.host, n.DHT(), n.store, replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes})
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	blockSrv, blockCfg := n.replica.Server(n.canStore)
+
 	// Serve.
 	for _, h := range n.hosts() {
 		hctx := n.ctx
 		if h == n.local {
 			hctx = context.WithValue(n.ctx, socketKey{}, true)
 		}
-		p2p.ServeBlocks(hctx, h, n.store, p2p.BlockServerConfig{CanPut: n.canStore})
+		p2p.ServeBlocks(hctx, h, blockSrv, blockCfg)
 		p2p.Handle(hctx, h, wire.ClientProtocol, wire.MaxMessage, n.ServeClient)
 		p2p.HandleStream(hctx, h, wire.WatchProtocol, wire.MaxMessage, n.serveWatch)
 	}
@@ -416,6 +435,9 @@ func (n *Node) Close() error {
 		}
 	}
 	n.bg.Wait()
+	if n.replica != nil {
+		errs = append(errs, n.replica.Close())
+	}
 	if d := n.DHT(); d != nil {
 		// Note who the node knew, for the next start, while it still
 		// knows; then the DHT goes, before the host it runs on.

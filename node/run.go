@@ -17,6 +17,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
+	"spindle.dev/blocks/replica"
 	"spindle.dev/p2p"
 
 	"spindle.dev"
@@ -28,6 +29,7 @@ const NodeUsage = `Usage:
     spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST] [-repair USER,...]
               [-bootstrap MULTIADDR,...] [-relay] [-autonat=false]
               [-holepunch=false] [-relayclient=false] [-portmap=false]
+              [-replicas N] [-cache MIB]
     spin node status [-home DIR]
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key
@@ -98,6 +100,11 @@ Options:
     -portmap         ask the router for a port (UPnP, NAT-PMP), only when
                      -listen names more than loopback (default true:
                      -portmap=false turns it off)
+    -replicas N      copies of each block a put through this node makes: one
+                     here and the rest on the nodes nearest to the block's
+                     address; with fewer nodes, as many as there are (default 3)
+    -cache MIB       size of the cache of blocks fetched from other nodes, in
+                     MiB; 0 turns it off (default 256)
     -h, -help        print this text
 
 Example:
@@ -152,6 +159,10 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *f.replicas < 1 {
+		fmt.Fprintf(stderr, "spin: node: -replicas %d: a block needs at least one copy\n", *f.replicas)
+		return 2
+	}
 	var users []spindle.UserName
 	for _, u := range splitList(*repair) {
 		cu, err := spindle.CleanUser(spindle.UserName(u))
@@ -173,6 +184,8 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		NoHolePunch:   !*f.holepunch,
 		NoRelayClient: !*f.relayclient,
 		NoPortMap:     !*f.portmap,
+		Replicas:      *f.replicas,
+		CacheBytes:    cacheBytes(*f.cache),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "spin: node: %s\n", oneLine(err.Error()))
@@ -214,6 +227,8 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 type nodeFlags struct {
 	home, listen, writers, repair, bootstrap        *string
 	relay, autonat, holepunch, relayclient, portmap *bool
+	replicas                                        *int
+	cache                                           *int64
 }
 
 // newFlags returns the flag set of spin node and its values.
@@ -231,6 +246,8 @@ func newFlags() (*flag.FlagSet, *nodeFlags) {
 		holepunch:   fs.Bool("holepunch", true, ""),
 		relayclient: fs.Bool("relayclient", true, ""),
 		portmap:     fs.Bool("portmap", true, ""),
+		replicas:    fs.Int("replicas", replica.DefaultReplicas, ""),
+		cache:       fs.Int64("cache", replica.DefaultCacheBytes>>20, ""),
 	}
 }
 
@@ -239,6 +256,14 @@ func newFlags() (*flag.FlagSet, *nodeFlags) {
 func NodeFlags() *flag.FlagSet {
 	fs, _ := newFlags()
 	return fs
+}
+
+// cacheBytes turns -cache MiB into Config.CacheBytes: 0 means no cache.
+func cacheBytes(mib int64) int64 {
+	if mib <= 0 {
+		return -1
+	}
+	return mib << 20
 }
 
 // newRecovering is New with a panic in the goroutine that starts the node

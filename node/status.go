@@ -58,6 +58,11 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 	if n.book != nil {
 		st.Remembered = len(n.book.list())
 	}
+	if n.replica != nil {
+		rs := n.replica.Stats()
+		cacheMax := n.replica.CacheMax()
+		st.CacheBytes, st.CacheMax = &rs.CachedBytes, &cacheMax
+	}
 	u, ok := n.store.(usageStore)
 	if !ok {
 		return nil, spindle.E(spindle.Internal, "the block store does not count what it holds")

@@ -509,9 +509,18 @@ func (s *Store) get(ctx context.Context, ref spindle.Ref, f *fetch) ([]byte, err
 	default:
 		return nil, err
 	}
+	local := err
 	data, ok := s.cache.get(ref)
 	if !ok {
+		if s.dht.RoutingTable().Size() == 0 {
+			// No other node known: what the local store says is all
+			// there is to say (a missing block, or the damage found).
+			return nil, local
+		}
 		if data, err = s.fetch(ctx, ref, k, f); err != nil {
+			if damaged && errors.Is(err, spindle.NotExist) {
+				return nil, errors.Join(local, err) // The damage is the news.
+			}
 			return nil, err
 		}
 		if !damaged {

@@ -164,6 +164,10 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
+// CacheMax returns the bound of the cache of fetched blocks, 0 if there is
+// no cache.
+func (s *Store) CacheMax() int64 { return max(s.cfg.CacheBytes, 0) }
+
 // ProviderStats returns the statistics of the sweeping provider that
 // announces the blocks held here: keys scheduled and provided, queues,
 // the next reprovide, connectivity.

@@ -257,7 +257,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	blockSrv, blockCfg := n.replica.Server(n.canStore)
+	blockSrv, blockCfg := n.replica.Server(n.canStore, func(p peer.ID) bool { return n.session(p) != "" })
 
 	// Serve.
 	for _, h := range n.hosts() {

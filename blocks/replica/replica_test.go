@@ -117,7 +117,7 @@ func newNetWith(t testing.TB, n int, cfg replica.Config, newStore func() spindle
 		}
 		sctx, scancel := context.WithCancel(context.Background())
 		nd := &node{h: h, d: d, local: local, store: s, cancel: scancel}
-		srv, scfg := s.Server(func(p peer.ID) bool { _, ok := nd.users.Load(p); return ok })
+		srv, scfg := s.Server(func(p peer.ID) bool { _, ok := nd.users.Load(p); return ok }, nil)
 		p2p.ServeBlocks(sctx, h, corruptStore{srv, nd}, scfg)
 		nodes = append(nodes, nd)
 		t.Cleanup(nd.stop)

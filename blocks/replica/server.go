@@ -16,11 +16,13 @@ import (
 
 // Server returns the store and the configuration with which a node serves
 // blocks to other peers ([p2p.ServeBlocks]). isUser reports whether a peer
-// is a signed-in user who may store blocks (the node's own rule).
+// is a signed-in user who may store blocks (the node's own rule), and
+// isReader whether it is a signed-in user at all.
 //
 // A user's Put is replicated as by [Store.Put] (a shortfall of copies is
-// not reported: the block protocol has no warnings), and a user's Get may
-// fetch from other nodes. Any other peer is taken for another node of the
+// not reported: the block protocol has no warnings), and a reader's Get
+// may fetch from other nodes: a node serves its users whatever they may
+// read, wherever it is held. Any other peer is taken for another node of the
 // network: it may fetch only what this node holds or has cached, so that
 // no request of a stranger sets off a search of the network, and it may
 // push a block for replication only if
@@ -33,14 +35,15 @@ import (
 //     Store started stay within Config.PeerQuota and Config.TotalQuota.
 //
 // A pushed block is held and announced like one put here.
-func (s *Store) Server(isUser func(peer.ID) bool) (spindle.BlockStore, p2p.BlockServerConfig) {
-	srv := &server{s: s, isUser: isUser}
+func (s *Store) Server(isUser, isReader func(peer.ID) bool) (spindle.BlockStore, p2p.BlockServerConfig) {
+	srv := &server{s: s, isUser: isUser, isReader: isReader}
 	return srv, p2p.BlockServerConfig{CanPut: func(p peer.ID) bool { return isUser(p) || s.isMember(p) }}
 }
 
 type server struct {
 	s      *Store
-	isUser func(peer.ID) bool
+	isUser   func(peer.ID) bool
+	isReader func(peer.ID) bool
 }
 
 func (srv *server) user(ctx context.Context) (peer.ID, bool) {
@@ -50,7 +53,7 @@ func (srv *server) user(ctx context.Context) (peer.ID, bool) {
 
 func (srv *server) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	const op spindle.Op = "replica.Serve"
-	if _, ok := srv.user(ctx); ok {
+	if p, ok := p2p.BlockPeer(ctx); ok && (srv.isUser(p) || srv.isReader != nil && srv.isReader(p)) {
 		return srv.s.Get(ctx, ref)
 	}
 	data, err := srv.s.local.Get(ctx, ref)

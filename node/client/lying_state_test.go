@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -218,4 +219,26 @@ func TestLieGlobOlderEntry(t *testing.T) {
 	if err != nil || len(es) != 3 {
 		t.Fatalf("honest glob: %d entries, %v", len(es), err)
 	}
+}
+
+// A node that stops answering fails a call within callTimeout, with a
+// Transient error naming it, instead of hanging the client.
+func TestHungNodeTimesOut(t *testing.T) {
+	w := newLieWorld(t)
+	old := callTimeout
+	callTimeout = 300 * time.Millisecond
+	defer func() { callTimeout = old }()
+	release := make(chan struct{})
+	defer close(release)
+	w.l.tell(func(req *wire.Request, resp *wire.Response) {
+		if req.Method == wire.DirLookup {
+			<-release
+		}
+	})
+	start := time.Now()
+	_, err := w.ann.Lookup(w.ctx, "@/docs/a.txt", false)
+	if !errors.Is(err, spindle.Transient) || time.Since(start) > 5*time.Second {
+		t.Fatalf("lookup at a hung node: %v after %v, want Transient within the timeout", err, time.Since(start))
+	}
+	t.Log(err)
 }

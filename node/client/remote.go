@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -87,11 +88,22 @@ func (r *remote) call1(ctx context.Context, req *wire.Request) (*wire.Response, 
 		return nil, spindle.E(spindle.Internal, err)
 	}
 	start := time.Now()
-	out, err := p2p.Call(ctx, r.h, r.peer, wire.ClientProtocol, data, wire.MaxMessage)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	out, err := p2p.Call(cctx, r.h, r.peer, wire.ClientProtocol, data, wire.MaxMessage)
+	if err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		err = spindle.E(spindle.Transient, req.Name, fmt.Errorf("node %s did not answer %s within %v", r.peer, req.Method, callTimeout))
+	}
+	cancel()
 	resp, err := decodeResponse(out, err)
 	logCall(r.log, req, len(data), len(out), time.Since(start), err)
 	return resp, err
 }
+
+// callTimeout bounds one request of the client protocol, so that a node
+// that stopped answering (hung, or its machine asleep) fails a command
+// instead of hanging it. The messages are small, at most wire.MaxMessage;
+// blocks travel on their own protocol, whose timeouts grow with the data.
+var callTimeout = 30 * time.Second
 
 // decodeResponse decodes a node's answer to a call that returned out and
 // err, returning the error the node answered with, if any.

@@ -58,6 +58,7 @@ const (
 	DefaultBaseTimeout = 15 * time.Second
 	DefaultPeerQuota   = 4 << 30
 	DefaultTotalQuota  = 64 << 30
+	// Repair defaults are in repair.go.
 )
 
 // Config configures a Store. Zero fields take their defaults.
@@ -89,6 +90,15 @@ type Config struct {
 	// every held block again (go-libp2p-kad-dht's default, 22 h, if
 	// zero). Provider records live 48 h.
 	ReprovideInterval time.Duration
+	// RepairInterval is the time between background repair rounds
+	// (DefaultRepairInterval if zero; ±25 % at random). Negative means no
+	// background rounds: the node calls [Store.Repair] itself, if at all.
+	RepairInterval time.Duration
+	// RepairBlocks bounds the blocks one repair round checks
+	// (DefaultRepairBlocks if zero), and RepairBytes the bytes it pushes
+	// to other nodes (DefaultRepairBytes if zero). See [Store.Repair].
+	RepairBlocks int
+	RepairBytes  int64
 }
 
 func (c *Config) setDefaults() {
@@ -113,6 +123,15 @@ func (c *Config) setDefaults() {
 	if c.TotalQuota <= 0 {
 		c.TotalQuota = DefaultTotalQuota
 	}
+	if c.RepairInterval == 0 {
+		c.RepairInterval = DefaultRepairInterval
+	}
+	if c.RepairBlocks <= 0 {
+		c.RepairBlocks = DefaultRepairBlocks
+	}
+	if c.RepairBytes <= 0 {
+		c.RepairBytes = DefaultRepairBytes
+	}
 }
 
 // A Store is a replicated block store. It is safe for concurrent use.
@@ -135,6 +154,10 @@ type Store struct {
 	total    int64             // Replica bytes accepted from all peers.
 	refused  int64             // Replica pushes refused.
 	closed   bool
+
+	roundMu sync.Mutex // Held by a repair round or a drain.
+	rmu     sync.Mutex // Guards repair.
+	repair  repairProgress
 }
 
 var _ spindle.BlockStore = (*Store)(nil)
@@ -142,7 +165,9 @@ var _ spindle.BlockStore = (*Store)(nil)
 // New returns a replicated store on host h and its DHT d, in front of the
 // local store. The caller closes the Store before d and h. If local is
 // also a [spindle.BlockLister], every block it already holds is announced
-// in the background.
+// in the background, and background repair rounds start (see
+// [Store.Repair] and Config.RepairInterval); without a lister, Repair
+// and Drain fail.
 func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*Store, error) {
 	const op spindle.Op = "replica.New"
 	cfg.setDefaults()
@@ -173,10 +198,12 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 		remotes:  make(map[peer.ID]*p2p.RemoteStore),
 		inflight: make(map[peer.ID]int),
 		accepted: make(map[peer.ID]int64),
+		repair:   repairProgress{backlog: make(map[spindle.Ref]bool)},
 	}
 	if l, ok := local.(spindle.BlockLister); ok {
 		s.wg.Go(func() { s.announceAll(l) })
 	}
+	s.startRepair()
 	return s, nil
 }
 

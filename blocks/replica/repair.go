@@ -34,7 +34,9 @@ const (
 // pushes it to the nodes nearest to the block's key that do not hold it.
 // Every holder picks the same targets, nearest first, and a push of a
 // block already held changes nothing, so holders that find the same
-// shortfall at once make one copy, not one each.
+// shortfall at once make one copy, not one each. A copy this node pushed
+// in the last half hour counts as held even before its new holder's
+// announcement lands, so it is not pushed again.
 //
 // The work is bounded. A round checks at most Config.RepairBlocks blocks,
 // taken from a sweep of the local store in random order, so a node goes
@@ -53,6 +55,7 @@ const (
 type repairProgress struct {
 	sweep   []spindle.Ref        // Blocks of the current sweep not yet checked.
 	backlog map[spindle.Ref]bool // Found short of copies and not yet fixed.
+	recent  map[spindle.Ref]recentPush
 
 	rounds   int64
 	checked  int64
@@ -122,6 +125,13 @@ func (s *Store) Repair(ctx context.Context) (RepairResult, error) {
 	if s.draining() {
 		return RepairResult{}, spindle.E(op, spindle.Invalid, "the store is draining: it hands its blocks on instead")
 	}
+	if s.dht.RoutingTable().Size() == 0 {
+		// Every block would look short, and there is no one to push to.
+		err := spindle.E(spindle.Transient, "no other node of the network is known")
+		s.endRound(RepairResult{}, err)
+		return RepairResult{}, spindle.E(op, err)
+	}
+	s.forgetOldPushes()
 	refs, err := s.nextRound(ctx)
 	if err != nil {
 		s.endRound(RepairResult{}, err)
@@ -301,6 +311,13 @@ func (s *Store) repairOne(ctx context.Context, ref spindle.Ref, live *liveness, 
 		return outcome{state: stateGone}
 	}
 	holders, complete := s.liveHolders(ctx, k, live, s.cfg.Replicas-1)
+	// A copy pushed lately counts even if its holder's announcement has
+	// not landed yet, so that it is not pushed again.
+	for _, p := range s.recentlyPushed(ref) {
+		if !holders[p] && live.check(ctx, p) {
+			holders[p] = true
+		}
+	}
 	have := 1 + len(holders) // With this node's copy.
 	if have >= s.cfg.Replicas {
 		return outcome{state: stateOK}
@@ -372,8 +389,47 @@ func (s *Store) handOn(ctx context.Context, ref spindle.Ref, k mh.Multihash, dat
 			candidates = append(candidates, p)
 		}
 	}
-	copies, _ := s.push(ctx, ref, data, candidates, need)
-	return copies
+	done, _ := s.push(ctx, ref, data, candidates, need)
+	if len(done) > 0 {
+		s.rmu.Lock()
+		s.repair.recent[ref] = recentPush{to: done, at: time.Now()}
+		s.rmu.Unlock()
+	}
+	return len(done)
+}
+
+// recentTTL is how long a copy this node pushed counts as held without
+// an announcement: far longer than the sweeping provider takes to
+// announce a new block, far shorter than a sweep of a large store.
+const recentTTL = 30 * time.Minute
+
+// A recentPush records the nodes a block was lately pushed to.
+type recentPush struct {
+	to []peer.ID
+	at time.Time
+}
+
+// recentlyPushed returns the nodes that ref was pushed to within
+// recentTTL.
+func (s *Store) recentlyPushed(ref spindle.Ref) []peer.ID {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	r, ok := s.repair.recent[ref]
+	if !ok || time.Since(r.at) > recentTTL {
+		return nil
+	}
+	return r.to
+}
+
+// forgetOldPushes drops the records of pushes older than recentTTL.
+func (s *Store) forgetOldPushes() {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	for ref, r := range s.repair.recent {
+		if time.Since(r.at) > recentTTL {
+			delete(s.repair.recent, ref)
+		}
+	}
 }
 
 // liveness remembers, for one round or drain, which peers answered a

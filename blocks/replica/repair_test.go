@@ -79,14 +79,25 @@ func held(nodes []*node, i int, refs []spindle.Ref) []spindle.Ref {
 	return out
 }
 
+// mostHeld returns the node other than skip that holds the most blocks
+// of refs, and those blocks.
+func mostHeld(nodes []*node, refs []spindle.Ref, skip int) (int, []spindle.Ref) {
+	best, most := -1, []spindle.Ref(nil)
+	for i := range nodes {
+		if h := held(nodes, i, refs); i != skip && len(h) > len(most) {
+			best, most = i, h
+		}
+	}
+	return best, most
+}
+
 // Killing a holder leaves its blocks with two copies; one repair round on
 // a surviving holder brings each back to three, the new copy on the
 // nearest running node that lacked it, and pushes nothing else.
 func TestRepairAfterHolderDies(t *testing.T) {
 	nodes := newNet(t, 10, repairConfig())
 	refs := putBlocks(t, nodes, []int{0}, 8, 20000, 1)
-	dead := holders(nodes, refs[0])[1]
-	lost := held(nodes, dead, refs)
+	dead, lost := mostHeld(nodes, refs, 0)
 	nodes[dead].stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -125,13 +136,7 @@ func TestRepairBudget(t *testing.T) {
 	cfg.RepairBytes = 1 // One block per round.
 	nodes := newNet(t, 8, cfg)
 	refs := putBlocks(t, nodes, []int{0}, 10, 10000, 2)
-	// The holder, besides the writer, of the most blocks.
-	dead, lost := -1, []spindle.Ref(nil)
-	for i := 1; i < len(nodes); i++ {
-		if h := held(nodes, i, refs); len(h) > len(lost) {
-			dead, lost = i, h
-		}
-	}
+	dead, lost := mostHeld(nodes, refs, 0)
 	if len(lost) < 2 {
 		t.Skipf("no node but the writer holds two blocks")
 	}
@@ -220,13 +225,7 @@ func TestRepairNothingToDo(t *testing.T) {
 func TestDrain(t *testing.T) {
 	nodes := newNet(t, 10, repairConfig())
 	refs := putBlocks(t, nodes, []int{0, 1, 2, 3, 4}, 15, 8000, 4)
-	// The node holding the most blocks leaves.
-	leaver, mine := -1, []spindle.Ref(nil)
-	for i := range nodes {
-		if h := held(nodes, i, refs); len(h) > len(mine) {
-			leaver, mine = i, h
-		}
-	}
+	leaver, mine := mostHeld(nodes, refs, -1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, err := nodes[leaver].store.Drain(ctx)

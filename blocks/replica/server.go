@@ -33,7 +33,9 @@ import (
 //   - the bytes it has pushed, and those all peers have pushed, since the
 //     Store started stay within Config.PeerQuota and Config.TotalQuota.
 //
-// A pushed block is held and announced like one put here.
+// A pushed block is held and announced like one put here. Once
+// [Store.Drain] has started, pushes from other nodes are refused (as
+// Transient), so that they go to a node that stays.
 func (s *Store) Server(isUser func(peer.ID) bool) (spindle.BlockStore, p2p.BlockServerConfig) {
 	srv := &server{s: s, isUser: isUser}
 	return srv, p2p.BlockServerConfig{CanPut: func(p peer.ID) bool { return isUser(p) || s.isMember(p) }}

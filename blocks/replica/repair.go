@@ -334,7 +334,7 @@ func (s *Store) repairOne(ctx context.Context, ref spindle.Ref, live *liveness, 
 	if !complete {
 		return outcome{state: stateUnknown}
 	}
-	data, err := s.local.Get(ctx, ref)
+	data, err := s.localCopy(ctx, ref)
 	if err != nil {
 		if errors.Is(err, spindle.NotExist) {
 			return outcome{state: stateGone}
@@ -350,6 +350,25 @@ func (s *Store) repairOne(ctx context.Context, ref spindle.Ref, live *liveness, 
 		return outcome{state: stateShort, pushed: pushed}
 	}
 	return outcome{state: stateFixed, pushed: pushed}
+}
+
+// localCopy returns the block held here. If the local copy has gone bad,
+// it fetches a good one from another holder and holds that instead, so
+// that repair does not lose a copy to a bad disk sector.
+func (s *Store) localCopy(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	data, err := s.local.Get(ctx, ref)
+	if !errors.Is(err, spindle.Integrity) {
+		return data, err
+	}
+	// The local store may have discarded the bad copy already, in which
+	// case get does not know to put it back.
+	if data, err = s.get(ctx, ref, newFetch()); err != nil {
+		return nil, err
+	}
+	if _, err := s.local.Put(ctx, data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // liveHolders returns the other nodes that provide key k and answer a
@@ -569,7 +588,7 @@ func (s *Store) drainOne(ctx context.Context, ref spindle.Ref, live *liveness) (
 	if need <= 0 {
 		return false, 0, true
 	}
-	data, err := s.local.Get(ctx, ref)
+	data, err := s.localCopy(ctx, ref)
 	if err != nil {
 		return false, 0, false
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +14,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
+	"spindle.dev/blocks"
+	"spindle.dev/blocks/disk"
+	"spindle.dev/blocks/mem"
 	"spindle.dev/blocks/replica"
 )
 
@@ -285,5 +289,59 @@ func TestRepairLoop(t *testing.T) {
 			t.Fatalf("%d blocks still short of copies 15 s after a holder died", short)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A holder whose own copy has gone bad still repairs the block: it
+// fetches a good copy from the surviving holder, holds it again and
+// pushes it on.
+func TestRepairDamagedLocalCopy(t *testing.T) {
+	nodes := newNetWith(t, 6, repairConfig(), func() spindle.BlockStore {
+		s, err := disk.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+	refs := putBlocks(t, nodes, []int{0}, 1, 300000, 6) // A file of its own.
+	ref := refs[0]
+	dead := holders(nodes, ref)[1]
+	nodes[dead].stop()
+	d, err := blocks.ParseRef(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := nodes[0].local.(*disk.Store).Path(d)
+	onDisk, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk[len(onDisk)/2] ^= 0x40
+	if err := os.WriteFile(name, onDisk, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := nodes[0].store.Repair(ctx)
+	if err != nil || res.Fixed != 1 {
+		t.Fatalf("Repair with a damaged local copy: %+v, %v; want the block fixed", res, err)
+	}
+	if got := holders(nodes, ref); len(got) != 3 || got[0] != 0 {
+		t.Fatalf("block held by %v after repair, want node 0 and 2 others", got)
+	}
+}
+
+// Repair and Drain need a local store that can list its blocks.
+func TestRepairNeedsLister(t *testing.T) {
+	nodes := newNetWith(t, 2, repairConfig(), func() spindle.BlockStore {
+		return struct{ spindle.BlockStore }{new(mem.Store)}
+	})
+	ctx := context.Background()
+	if _, err := nodes[0].store.Repair(ctx); !errors.Is(err, spindle.Invalid) {
+		t.Errorf("Repair over a store that cannot list: %v, want Invalid", err)
+	}
+	if _, err := nodes[1].store.Drain(ctx); !errors.Is(err, spindle.Invalid) {
+		t.Errorf("Drain over a store that cannot list: %v, want Invalid", err)
 	}
 }

@@ -208,8 +208,8 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 	}
 	if l, ok := local.(spindle.BlockLister); ok {
 		s.wg.Go(func() { s.announceAll(l) })
+		s.startRepair()
 	}
-	s.startRepair()
 	return s, nil
 }
 

@@ -12,6 +12,11 @@
 // arrives: a provider that sends wrong bytes is dropped for that fetch and
 // the block is fetched elsewhere.
 //
+// Every holder also checks, in bounded background rounds, that each block
+// it holds still has r live holders, and pushes a copy to the nearest node
+// lacking it when not ([Store.Repair]); a node about to leave hands its
+// blocks on first ([Store.Drain]).
+//
 // The key of a block in the DHT is the multihash of its ref, which is a
 // CIDv1 with codec raw (see package blocks), so that provider records and
 // XOR distances are those of the CID, as in IPFS.
@@ -24,7 +29,8 @@
 //	srv, cfg := rs.Server(canStore) // canStore: the node's signed-in writers
 //	p2p.ServeBlocks(ctx, h, srv, cfg)
 //	…
-//	rs.Close() // before d.Close(), before h.Close()
+//	rs.Drain(ctx) // if the node leaves for good
+//	rs.Close()    // before d.Close(), before h.Close()
 package replica
 
 import (
@@ -58,6 +64,7 @@ const (
 	DefaultBaseTimeout = 15 * time.Second
 	DefaultPeerQuota   = 4 << 30
 	DefaultTotalQuota  = 64 << 30
+	// Repair defaults are in repair.go.
 )
 
 // Config configures a Store. Zero fields take their defaults.
@@ -89,6 +96,15 @@ type Config struct {
 	// every held block again (go-libp2p-kad-dht's default, 22 h, if
 	// zero). Provider records live 48 h.
 	ReprovideInterval time.Duration
+	// RepairInterval is the time between background repair rounds
+	// (DefaultRepairInterval if zero; ±25 % at random). Negative means no
+	// background rounds: the node calls [Store.Repair] itself, if at all.
+	RepairInterval time.Duration
+	// RepairBlocks bounds the blocks one repair round checks
+	// (DefaultRepairBlocks if zero), and RepairBytes the bytes it pushes
+	// to other nodes (DefaultRepairBytes if zero). See [Store.Repair].
+	RepairBlocks int
+	RepairBytes  int64
 }
 
 func (c *Config) setDefaults() {
@@ -113,6 +129,15 @@ func (c *Config) setDefaults() {
 	if c.TotalQuota <= 0 {
 		c.TotalQuota = DefaultTotalQuota
 	}
+	if c.RepairInterval == 0 {
+		c.RepairInterval = DefaultRepairInterval
+	}
+	if c.RepairBlocks <= 0 {
+		c.RepairBlocks = DefaultRepairBlocks
+	}
+	if c.RepairBytes <= 0 {
+		c.RepairBytes = DefaultRepairBytes
+	}
 }
 
 // A Store is a replicated block store. It is safe for concurrent use.
@@ -135,6 +160,10 @@ type Store struct {
 	total    int64             // Replica bytes accepted from all peers.
 	refused  int64             // Replica pushes refused.
 	closed   bool
+
+	roundMu sync.Mutex // Held by a repair round or a drain.
+	rmu     sync.Mutex // Guards repair.
+	repair  repairProgress
 }
 
 var _ spindle.BlockStore = (*Store)(nil)
@@ -142,7 +171,9 @@ var _ spindle.BlockStore = (*Store)(nil)
 // New returns a replicated store on host h and its DHT d, in front of the
 // local store. The caller closes the Store before d and h. If local is
 // also a [spindle.BlockLister], every block it already holds is announced
-// in the background.
+// in the background, and background repair rounds start (see
+// [Store.Repair] and Config.RepairInterval); without a lister, Repair
+// and Drain fail.
 func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*Store, error) {
 	const op spindle.Op = "replica.New"
 	cfg.setDefaults()
@@ -173,9 +204,11 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 		remotes:  make(map[peer.ID]*p2p.RemoteStore),
 		inflight: make(map[peer.ID]int),
 		accepted: make(map[peer.ID]int64),
+		repair:   repairProgress{backlog: make(map[spindle.Ref]bool), recent: make(map[spindle.Ref]recentPush)},
 	}
 	if l, ok := local.(spindle.BlockLister); ok {
 		s.wg.Go(func() { s.announceAll(l) })
+		s.startRepair()
 	}
 	return s, nil
 }
@@ -339,8 +372,8 @@ func (s *Store) put(ctx context.Context, data []byte) (spindle.Ref, int, []error
 		// No other node known: one copy, here.
 		return ref, 1, []error{err}, nil
 	}
-	copies, problems := s.push(ctx, ref, data, candidates, need)
-	return ref, 1 + copies, problems, nil
+	done, problems := s.push(ctx, ref, data, candidates, need)
+	return ref, 1 + len(done), problems, nil
 }
 
 // closestPeers returns the other nodes nearest to key k, nearest first.
@@ -362,10 +395,10 @@ func (s *Store) closestPeers(ctx context.Context, k mh.Multihash) ([]peer.ID, er
 }
 
 // push stores the block on need of the candidates, nearest first, moving
-// on to the next candidate for each push that fails. It returns the
-// copies made and the failures.
-func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, candidates []peer.ID, need int) (int, []error) {
-	copies := 0
+// on to the next candidate for each push that fails. It returns the nodes
+// that took a copy and the failures.
+func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, candidates []peer.ID, need int) ([]peer.ID, []error) {
+	var done []peer.ID
 	var problems []error
 	for need > 0 && len(candidates) > 0 {
 		n := min(need, len(candidates))
@@ -377,16 +410,16 @@ func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, candidat
 			wg.Go(func() { errs[i] = s.pushTo(ctx, p, ref, data) })
 		}
 		wg.Wait()
-		for _, err := range errs {
+		for i, err := range errs {
 			if err == nil {
-				copies++
+				done = append(done, batch[i])
 				need--
 			} else {
 				problems = append(problems, err)
 			}
 		}
 	}
-	return copies, problems
+	return done, problems
 }
 
 // pushTo stores the block on peer p, allowing time in proportion to its

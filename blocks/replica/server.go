@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/libp2p/go-libp2p-kad-dht/provider/stats"
 	kb "github.com/libp2p/go-libp2p-kbucket"
@@ -34,7 +35,9 @@ import (
 //   - the bytes it has pushed, and those all peers have pushed, since the
 //     Store started stay within Config.PeerQuota and Config.TotalQuota.
 //
-// A pushed block is held and announced like one put here.
+// A pushed block is held and announced like one put here. Once
+// [Store.Drain] has started, pushes from other nodes are refused (as
+// Transient), so that they go to a node that stays.
 func (s *Store) Server(isUser, isReader func(peer.ID) bool) (spindle.BlockStore, p2p.BlockServerConfig) {
 	srv := &server{s: s, isUser: isUser, isReader: isReader}
 	return srv, p2p.BlockServerConfig{CanPut: func(p peer.ID) bool { return isUser(p) || s.isMember(p) }}
@@ -74,6 +77,10 @@ func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	if isUser {
 		ref, _, err := srv.s.PutCopies(ctx, data)
 		return ref, err
+	}
+	if srv.s.draining() {
+		srv.s.refuse()
+		return "", spindle.E(op, spindle.Transient, "this node is leaving the network and takes no replicas")
 	}
 	ref, _, err := blocks.Receive(data)
 	if err != nil {
@@ -154,6 +161,20 @@ type Stats struct {
 	CachedBytes    int64 // Their bytes.
 	ReplicaBytes   int64 // Bytes accepted from other nodes since the start.
 	ReplicaRefused int64 // Pushes from other nodes refused.
+
+	// Repair (see [Store.Repair]).
+	RepairBacklog   int       // Blocks found short of r live copies and not yet fixed.
+	RepairSweepLeft int       // Blocks of the current sweep not yet checked.
+	RepairRounds    int64     // Rounds run since the start.
+	RepairChecked   int64     // Blocks checked in all rounds.
+	RepairShort     int64     // Times a block was found short of copies.
+	RepairPushed    int64     // Copies pushed to other nodes.
+	RepairFixed     int64     // Times a short block was brought back to r copies.
+	RepairFailed    int64     // Times a short block could not be.
+	RepairDeferred  int64     // Times a short block waited for the bytes budget.
+	LastRepair      time.Time // End of the last round; zero if none ran.
+	LastRepairError string    // Why the last round failed, if it did.
+	Draining        bool      // Drain has started.
 }
 
 // Stats returns the Store's figures. The announcements are described by
@@ -164,6 +185,7 @@ func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	st.ReplicaBytes, st.ReplicaRefused = s.total, s.refused
 	s.mu.Unlock()
+	s.repairStats(&st)
 	return st
 }
 

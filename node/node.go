@@ -407,6 +407,17 @@ func (n *Node) Addrs() []spindle.PeerAddr { return p2p.Addrs(n.host) }
 // Host returns the node's libp2p host.
 func (n *Node) Host() host.Host { return n.host }
 
+// Drain hands every block the node holds on to the nearest other nodes
+// that lack it, so that each keeps its copies without this node (see
+// replica.Store.Drain). From then on the node takes no copies from other
+// nodes. Call it before Close, for a node leaving the network for good.
+func (n *Node) Drain(ctx context.Context) (replica.DrainResult, error) {
+	if n.replica == nil {
+		return replica.DrainResult{}, spindle.E(spindle.Op("node.Drain"), spindle.Invalid, "the node keeps no replicated blocks")
+	}
+	return n.replica.Drain(ctx)
+}
+
 // DHT returns the node's DHT: Spindle's private Kademlia DHT, in server
 // mode, on the node's host. It is closed with the node.
 func (n *Node) DHT() *dht.IpfsDHT { return n.dht.Load() }

@@ -15,6 +15,7 @@ import (
 
 // A file put through a node of a network of four is kept on three: each
 // of its blocks is on the writer's node and on two others, and reads back.
+// After the writer's node drains, the three others hold every block.
 func TestPutKeepsThreeCopies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four networked nodes")
@@ -59,4 +60,18 @@ func TestPutKeepsThreeCopies(t *testing.T) {
 		}
 	}
 	mustRead(t, ann, "ann@example.com/f", data)
+
+	// The writer's node drains before it leaves for good: every block is
+	// then on the three nodes that stay.
+	res, err := nodes[1].Drain(ctx)
+	if err != nil || res.Blocks < len(e.Blocks) || res.Failed != 0 {
+		t.Fatalf("drain: %+v, %v", res, err)
+	}
+	for _, b := range e.Blocks {
+		for i, n := range nodes {
+			if _, err := n.store.Get(ctx, b.Ref); err != nil && i != 1 {
+				t.Errorf("after the drain, block %s is not on node %d: %v", b.Ref, i, err)
+			}
+		}
+	}
 }

@@ -29,7 +29,7 @@ const NodeUsage = `Usage:
     spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST] [-repair USER,...]
               [-bootstrap MULTIADDR,...] [-relay] [-autonat=false]
               [-holepunch=false] [-relayclient=false] [-portmap=false]
-              [-replicas N] [-cache MIB]
+              [-replicas N] [-cache MIB] [-drain]
     spin node status [-home DIR]
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key
@@ -105,6 +105,11 @@ Options:
                      address; with fewer nodes, as many as there are (default 3)
     -cache MIB       size of the cache of blocks fetched from other nodes, in
                      MiB; 0 turns it off (default 256)
+    -drain           on SIGINT or SIGTERM, hand every block this node holds on
+                     to the nearest other nodes before stopping, so that each
+                     keeps its copies without it: for a node leaving the
+                     network for good (default false; a second signal cuts
+                     it short)
     -h, -help        print this text
 
 Example:
@@ -215,6 +220,19 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	// fingerprint with the one spin init shows.
 	log.Info("key cluster verifier key", "key", n.VerifierKey())
 	<-ctx.Done()
+	if *f.drain {
+		// Hand every block on before leaving, so that r copies remain
+		// without this node; a second signal cuts it short.
+		log.Info("node draining: handing its blocks on before it stops")
+		dctx, dstop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		res, err := n.Drain(dctx)
+		dstop()
+		if err != nil {
+			fmt.Fprintf(stderr, "spin: node: drain: %s\n", oneLine(err.Error()))
+		} else {
+			fmt.Fprintf(stderr, "spin: node: drained: %d blocks held, %d handed on, %d had enough copies elsewhere, %d left short\n", res.Blocks, res.Handed, res.Held, res.Failed)
+		}
+	}
 	log.Info("node stopping")
 	if err := n.Close(); err != nil {
 		fmt.Fprintf(stderr, "spin: node: shutting down: %v\n", err)
@@ -229,6 +247,7 @@ type nodeFlags struct {
 	relay, autonat, holepunch, relayclient, portmap *bool
 	replicas                                        *int
 	cache                                           *int64
+	drain                                           *bool
 }
 
 // newFlags returns the flag set of spin node and its values.
@@ -248,6 +267,7 @@ func newFlags() (*flag.FlagSet, *nodeFlags) {
 		portmap:     fs.Bool("portmap", true, ""),
 		replicas:    fs.Int("replicas", replica.DefaultReplicas, ""),
 		cache:       fs.Int64("cache", replica.DefaultCacheBytes>>20, ""),
+		drain:       fs.Bool("drain", false, ""),
 	}
 }
 

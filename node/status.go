@@ -61,7 +61,8 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 	if n.replica != nil {
 		rs := n.replica.Stats()
 		cacheMax := n.replica.CacheMax()
-		st.CacheBytes, st.CacheMax = &rs.CachedBytes, &cacheMax
+		backlog := int64(rs.RepairBacklog)
+		st.CacheBytes, st.CacheMax, st.RepairBacklog = &rs.CachedBytes, &cacheMax, &backlog
 	}
 	u, ok := n.store.(usageStore)
 	if !ok {

@@ -44,7 +44,7 @@ func (s *Store) Server(isUser, isReader func(peer.ID) bool) (spindle.BlockStore,
 }
 
 type server struct {
-	s      *Store
+	s        *Store
 	isUser   func(peer.ID) bool
 	isReader func(peer.ID) bool
 }

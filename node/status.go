@@ -62,6 +62,10 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 		rs := n.replica.Stats()
 		cacheMax := n.replica.CacheMax()
 		backlog := int64(rs.RepairBacklog)
+		if ps, err := n.replica.ProviderStats(ctx); err == nil {
+			// The blocks the sweeping provider keeps announced.
+			st.Announced = &ps.Schedule.Keys
+		}
 		st.CacheBytes, st.CacheMax, st.RepairBacklog = &rs.CachedBytes, &cacheMax, &backlog
 	}
 	u, ok := n.store.(usageStore)

@@ -38,8 +38,10 @@ type Proved struct {
 // LookupProved is [Server.Lookup] with a proof of its answer against the
 // current signed head: for an entry, the inclusion of its name (for a
 // link met on the way, of the link's name), with the signed entries its
-// value is made of if the user may read it; for NotExist, and for NotDir
-// through a file, the exclusion of the name. Denials (Private,
+// value is made of if the user may read it; for NotExist, the exclusion
+// of the name or of the first directory above it that does not exist,
+// with the proofs that every directory above that is one (Proved.Above);
+// for NotDir through a file, the exclusion of the name. Denials (Private,
 // Permission) and other errors carry no proof. The answer and the proof
 // are taken from one state of the tree; if the log moves on before the
 // head for that state is signed, LookupProved tries again, and after a

@@ -53,13 +53,17 @@ func (s *Server) Entries(ctx context.Context, user, owner spindle.UserName, from
 	}
 	var out []*Entry
 	size := 0
+	var seq int64 // Records are entries 1, 2, ... in order (see replay).
 	err := l.log.Scan(ctx, func(b []byte) error {
+		if seq++; seq < from {
+			return nil // Not decoded: a page costs its own entries only.
+		}
 		p := decodePending(b)
 		if p.err != nil {
 			return p.err
 		}
-		if p.e.Seq < from {
-			return nil
+		if p.e.Seq != seq {
+			return spindle.E(spindle.Integrity, owner, fmt.Sprintf("stored log changed while in use: record %d holds entry %d", seq, p.e.Seq))
 		}
 		n := len(p.rec.entry)
 		if len(out) > 0 && (len(out) >= max || size+n > MaxEntriesBytes) {

@@ -90,6 +90,18 @@ func rotate(ctx context.Context, t *testing.T, c *Client, keys *pack.Keys, _ pac
 	}
 }
 
+// dialKeys dials n as the user of keys, with a key log of its own, as a
+// new spin command would; the client is closed when the test ends.
+func dialKeys(ctx context.Context, t *testing.T, n *node.Node, keys *pack.Keys) *Client {
+	t.Helper()
+	c, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog"), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // A long-lived client notices a reader's key rotation once its cached key
 // record expires: files it writes after that are wrapped for the reader's
 // new key, not the replaced one.
@@ -171,11 +183,7 @@ func TestRotatedKeySignsNothingNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialKeys(ctx, t, n, keys)
 	if err := c.Signup(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -196,11 +204,7 @@ func TestRotatedKeySignsNothingNew(t *testing.T) {
 	}
 
 	// The entry as it is, at its position before the rotation, reads.
-	c2, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := dialKeys(ctx, t, n, keys)
 	mustRead(t, c2, "@/before", []byte("signed with the first key"))
 
 	// A node that serves the old-key entry at a position after the
@@ -256,11 +260,7 @@ func TestRulesSignedBeforeRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog"), Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialKeys(ctx, t, n, keys)
 	if err := c.Signup(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -317,11 +317,7 @@ func TestMovedAfterRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialKeys(ctx, t, n, keys)
 	if err := c.Signup(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -338,10 +334,6 @@ func TestMovedAfterRotation(t *testing.T) {
 	if err := c.Rename(ctx, "@/d", "@/e"); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := Dial(ctx, Config{Keys: keys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := dialKeys(ctx, t, n, keys)
 	mustRead(t, c2, "@/e/g", []byte("signed with the first key"))
 }

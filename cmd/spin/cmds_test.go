@@ -696,6 +696,23 @@ func TestDemo(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(nodeArgs[1])); err == nil {
 		t.Errorf("demo directory %s left behind", filepath.Dir(nodeArgs[1]))
 	}
+
+	// With -keep, the directory stays and the demo says how to carry on
+	// with the node and the users it made.
+	out.Reset()
+	world = newFakeClient(ann)
+	if code := run([]string{"demo", "-keep"}, st); code != 0 {
+		t.Fatalf("demo -keep: exit %d\nstderr:\n%s", code, errs.String())
+	}
+	dir := filepath.Dir(nodeArgs[1])
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	want := carryOn(dir)
+	if !strings.HasSuffix(out.String(), want) || !strings.Contains(want, "spin node -home "+nodeArgs[1]+" -writers all\n") {
+		t.Errorf("demo -keep ends:\n%s\nwant it to end with:\n%s", out.String()[max(0, out.Len()-400):], want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ann", "spin", "config")); err != nil {
+		t.Errorf("demo -keep left no config for ann: %v", err)
+	}
 }
 
 func TestDirectoryHints(t *testing.T) {

@@ -54,7 +54,7 @@ func runDemoCmd(ctx context.Context, st *State, args []string) error {
 		return st.fail("", err)
 	}
 	if *keep {
-		defer fmt.Fprintf(st.Stdout, "\nEverything is kept in %s.\n", dir)
+		defer fmt.Fprint(st.Stdout, carryOn(dir))
 	} else {
 		defer os.RemoveAll(dir)
 	}
@@ -226,6 +226,18 @@ func (d *demo) step(ctx context.Context, s demoStep) error {
 		return errFailed
 	}
 	return nil
+}
+
+// carryOn says where spin demo -keep left everything and how to go on
+// from there: the node's home, and each user's configuration.
+func carryOn(dir string) string {
+	return fmt.Sprintf(`
+Everything is kept in %[1]s. To carry on, start the node again:
+    spin node -home %[1]s/node -writers all
+and, in another terminal, act as ann or bob:
+    export SPIN_CONFIG=%[1]s/ann/spin/config
+    spin ls @/shared
+`, dir)
 }
 
 // indent indents every line of s by four spaces.

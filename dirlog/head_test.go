@@ -1,6 +1,7 @@
 package dirlog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 
@@ -61,4 +62,31 @@ func TestHeadCommitsToMap(t *testing.T) {
 	if err := CheckHead(&kept, h); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FuzzUnmarshalHead checks that the decoder of heads from untrusted peers
+// refuses with Invalid or returns a head whose encoding is the input, and
+// never panics.
+func FuzzUnmarshalHead(f *testing.F) {
+	e := newEnv(f, &MemStore{})
+	e.setup()
+	h, err := e.s.Head(e.ctx, ann)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(h.Marshal())
+	f.Add((&Head{User: ann}).Marshal())
+	f.Add([]byte(headMagicV1))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := UnmarshalHead(data)
+		if err != nil {
+			if spindle.KindOf(err) != spindle.Invalid {
+				t.Fatalf("error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			return
+		}
+		if !bytes.Equal(h.Marshal(), data) {
+			t.Fatal("accepted a non-canonical encoding")
+		}
+	})
 }

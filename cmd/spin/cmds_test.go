@@ -599,6 +599,13 @@ func TestInitForceKeepsOldKeys(t *testing.T) {
 	if err != nil || old.PublicKey() != first.PublicKey() {
 		t.Errorf("old keys not kept: %v", err)
 	}
+	// A second -force in the same second keeps both earlier sets.
+	if code := run([]string{"init", "-force", "ann@example.com"}, st()); code != 0 {
+		t.Fatal(out.String())
+	}
+	if olds, _ := filepath.Glob(filepath.Join(home, "spin", "keys.old-*")); len(olds) != 2 {
+		t.Errorf("after two -force runs: old keys %v", olds)
+	}
 }
 
 // BenchmarkCpR copies 2,000 files of 4 KiB from the local disk into the

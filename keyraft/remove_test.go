@@ -43,10 +43,21 @@ func TestRemoveServer(t *testing.T) {
 	if !slices.Equal(ids, want) {
 		t.Fatalf("members after removing %s: %v, want %v", gone.id, ids, want)
 	}
-	size := sizeOf(gone.c)
+	// hashicorp/raft stops replicating to a removed server through a
+	// channel its replication goroutine selects on together with the
+	// trigger of new entries, so a goroutine that was not scheduled
+	// before the next appends may still send a few entries committed
+	// after the removal (seen on a loaded machine: 2 to 4 records). It
+	// stops at its next turn: after one more batch, nothing reaches it.
 	populate(t, leader.c, 2, 3)
 	eventually(t, "the remaining follower catches up", func() bool { return sizeOf(stays.c) == sizeOf(leader.c) })
+	size := sizeOf(gone.c)
+	populate(t, leader.c, 5, 3)
+	eventually(t, "the remaining follower catches up again", func() bool { return sizeOf(stays.c) == sizeOf(leader.c) })
 	if got := sizeOf(gone.c); got != size {
 		t.Errorf("the removed member went from %d to %d records", size, got)
+	}
+	if got, all := sizeOf(gone.c), sizeOf(leader.c); got >= all {
+		t.Errorf("the removed member holds %d records, as many as the cluster (%d)", got, all)
 	}
 }

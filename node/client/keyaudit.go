@@ -94,17 +94,43 @@ func (c *Client) KeyAudit(ctx context.Context, name spindle.UserName) (*KeyAudit
 			"the node shows %d versions of the record; this client has seen version %d and the current record is version %d", n, floor, cur.Version))
 	}
 	var baseKeys []spindle.PublicKey // Of the base user of a +suffix user, once looked up.
-	for i := range rep.Versions {
-		v := &rep.Versions[i]
+	err = checkVersions(rep.Versions, func(base spindle.UserName) ([]spindle.PublicKey, error) {
+		if baseKeys == nil {
+			keys, err := c.heldKeys(ctx, base)
+			if err != nil {
+				return nil, fmt.Errorf("keys of base user %s: %w", base, err)
+			}
+			baseKeys = keys
+		}
+		return baseKeys, nil
+	})
+	if err != nil {
+		return nil, spindle.E(op, name, err)
+	}
+	if last := rep.Versions[n-1].User; last.Version == cur.Version && !bytes.Equal(keyraft.RecordHash(last), keyraft.RecordHash(cur)) {
+		return nil, spindle.E(op, name, spindle.Integrity, fmt.Sprintf("version %d of the history is not the current record", last.Version))
+	}
+	return rep, nil
+}
+
+// checkVersions checks each of the versions of a record, proved in the
+// log, against the one before it, and sets its Problem if it is not one
+// the user (or its base user, whose keys baseKeys returns) made: its number
+// follows, it comes later in the log, it links to the one before by hash,
+// and it is signed by that one's key (the first by its own key). It
+// returns an error only if baseKeys does.
+func checkVersions(versions []KeyVersion, baseKeys func(spindle.UserName) ([]spindle.PublicKey, error)) error {
+	for i := range versions {
+		v := &versions[i]
 		u := v.User
 		var prev *spindle.User
 		if i > 0 {
-			prev = rep.Versions[i-1].User
+			prev = versions[i-1].User
 		}
 		switch {
 		case u.Version != int64(i+1):
 			v.Problem = fmt.Sprintf("stands at place %d of the history", i+1)
-		case prev != nil && v.Index <= rep.Versions[i-1].Index:
+		case prev != nil && v.Index <= versions[i-1].Index:
 			v.Problem = fmt.Sprintf("comes before version %d in the log", prev.Version)
 		case prev != nil && !bytes.Equal(u.Prev, keyraft.RecordHash(prev)):
 			v.Problem = fmt.Sprintf("does not link to version %d", prev.Version)
@@ -120,24 +146,19 @@ func (c *Client) KeyAudit(ctx context.Context, name spindle.UserName) (*KeyAudit
 					v.Problem = "not signed by its own key"
 				}
 			}
-		case u.SignedBy == spindle.BaseUser(u.Name) && u.SignedBy != u.Name:
-			if baseKeys == nil {
-				baseKeys, err = c.heldKeys(ctx, u.SignedBy)
-				if err != nil {
-					return nil, spindle.E(op, name, fmt.Errorf("keys of base user %s: %w", u.SignedBy, err))
-				}
+		case u.SignedBy == spindle.BaseUser(u.Name):
+			keys, err := baseKeys(u.SignedBy)
+			if err != nil {
+				return err
 			}
-			if !signedByAny(baseKeys, u) {
+			if !signedByAny(keys, u) {
 				v.Problem = fmt.Sprintf("not signed by any key base user %s has held", u.SignedBy)
 			}
 		default:
 			v.Problem = fmt.Sprintf("signed by %s, who may not change it", u.SignedBy)
 		}
 	}
-	if last := rep.Versions[n-1].User; last.Version == cur.Version && !bytes.Equal(keyraft.RecordHash(last), keyraft.RecordHash(cur)) {
-		return nil, spindle.E(op, name, spindle.Integrity, fmt.Sprintf("version %d of the history is not the current record", last.Version))
-	}
-	return rep, nil
+	return nil
 }
 
 // heldKeys returns every key name's proved history shows.

@@ -111,6 +111,7 @@ func TestClientKeyCacheExpires(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n := startNode(t, t.TempDir())
+	t.Cleanup(func() { n.Close() }) // After the clients', before the home's removal.
 	addr := n.DialAddr()
 	dial := func(user spindle.UserName) (*Client, *pack.Keys, pack.Secret) {
 		keys, secret, err := pack.Generate(user)

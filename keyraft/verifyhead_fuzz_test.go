@@ -64,3 +64,44 @@ func FuzzVerifyHead(f *testing.F) {
 		}
 	})
 }
+
+// A client that trusts its node on first use takes the key cluster's
+// verifier key from the node's answer; it may be hostile.
+func FuzzNewVerifiers(f *testing.F) {
+	_, vkey, err := note.GenerateKey(bytes.NewReader(make([]byte, 32)), keyName("fuzz"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(vkey)
+	f.Add("spindle-keyraft/m0+bf1f695a+AbJt5oSwufR3oqTbN+7S9M96rhy7Y1HtR1ZlWWcRzzgI")
+	f.Add("not a key")
+	s, _ := fuzzHeadKey(f)
+	head, err := signHead(s, tlog.Tree{N: 3, Hash: tlog.Hash{3}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, vkey string) {
+		c, err := NewChecker(vkey)
+		if err != nil {
+			if spindle.KindOf(err) != spindle.Invalid {
+				t.Fatalf("NewChecker error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			return
+		}
+		// A head signed by another key does not verify with it, unless
+		// it is that key.
+		_, err = c.Update(t.Context(), head, nil)
+		if err == nil && vkey != fuzzVKey(t) {
+			t.Fatalf("a head signed by another key verifies with %q", vkey)
+		}
+	})
+}
+
+// fuzzVKey returns the verifier key of fuzzHeadKey.
+func fuzzVKey(tb testing.TB) string {
+	_, vkey, err := note.GenerateKey(bytes.NewReader(make([]byte, 32)), keyName("fuzz"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return vkey
+}

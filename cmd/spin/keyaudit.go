@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"spindle.dev"
@@ -31,7 +32,8 @@ has checked that a key this client trusts signed it and that it extends
 every head the client has seen before (the head is kept in the key log
 next to your config): the number of records, the tree hash, the signer,
 and the signed note itself, which anyone holding the cluster's verifier
-key can check.
+key can check. The head comes with the proof of your own record, so you
+must have signed up.
 `
 
 const keyLogExample = `    $ spin key log
@@ -124,7 +126,11 @@ func runKeyLog(ctx context.Context, st *State, args []string) error {
 	}
 	h, err := k.KeyHead(ctx)
 	if err != nil {
-		return st.fail(string(me), err)
+		st.fail(string(me), err)
+		if errors.Is(err, spindle.NotExist) {
+			st.hint("the head comes with the proof of your own key record: run spin signup first")
+		}
+		return errFailed
 	}
 	fmt.Fprintf(st.Stdout, "records:   %d\n", h.Tree.N)
 	fmt.Fprintf(st.Stdout, "hash:      %s\n", h.Tree.Hash)

@@ -594,8 +594,10 @@ func (n *Node) putKey(ctx context.Context, p peer.ID, req *wire.Request) error {
 // signs the rotation again.
 func (n *Node) checkCutoff(ctx context.Context, u *spindle.User) error {
 	cur, err := n.keys.Lookup(ctx, u.Name)
-	if err != nil || cur.PublicKey == u.PublicKey {
-		return nil // A new user, or no rotation; the cluster judges the rest.
+	if err != nil || cur.PublicKey == u.PublicKey || u.Version <= cur.Version {
+		// A new user, no rotation, or no update at all (a second
+		// registration of a taken name, a replay): the cluster judges.
+		return nil
 	}
 	h, err := n.dir.Head(ctx, u.Name)
 	if err != nil || h.Seq <= u.DirSeq {

@@ -71,12 +71,12 @@ func (k *Keys) Save(dir string) error {
 			}
 		}
 	}
-	var priv bytes.Buffer
-	fmt.Fprintf(&priv, "%s\nuser %s\n", privateHeader, k.user)
-	writeKeyLine(&priv, k.current)
-	if err := spindle.ReplaceFile(filepath.Join(dir, PrivateKeyFile), priv.Bytes(), 0o600, true); err != nil {
-		return spindle.E(op, k.user, spindle.IO, err)
-	}
+	// The order keeps the keys whole if Save stops between two files: the
+	// archive first, so that a replaced key is in it before the private
+	// key file no longer holds it (Load drops the current key from the
+	// archive); then the public key file goes, since it would not match
+	// the new private key until it is written again (Load derives a
+	// missing one).
 	if len(k.archive) > 0 {
 		var arch bytes.Buffer
 		fmt.Fprintf(&arch, "%s\nuser %s\n", archiveHeader, k.user)
@@ -86,12 +86,31 @@ func (k *Keys) Save(dir string) error {
 		if err := spindle.ReplaceFile(filepath.Join(dir, ArchiveFile), arch.Bytes(), 0o600, true); err != nil {
 			return spindle.E(op, k.user, spindle.IO, err)
 		}
+		saveStep(ArchiveFile)
 	}
-	if err := spindle.ReplaceFile(filepath.Join(dir, PublicKeyFile), []byte(string(k.current.pub)+"\n"), 0o644, true); err != nil {
+	pubName := filepath.Join(dir, PublicKeyFile)
+	if pub, err := os.ReadFile(pubName); err == nil && string(pub) != string(k.current.pub)+"\n" {
+		if err := os.Remove(pubName); err != nil {
+			return spindle.E(op, k.user, spindle.IO, err)
+		}
+		saveStep("-" + PublicKeyFile)
+	}
+	var priv bytes.Buffer
+	fmt.Fprintf(&priv, "%s\nuser %s\n", privateHeader, k.user)
+	writeKeyLine(&priv, k.current)
+	if err := spindle.ReplaceFile(privName, priv.Bytes(), 0o600, true); err != nil {
+		return spindle.E(op, k.user, spindle.IO, err)
+	}
+	saveStep(PrivateKeyFile)
+	if err := spindle.ReplaceFile(pubName, []byte(string(k.current.pub)+"\n"), 0o644, true); err != nil {
 		return spindle.E(op, k.user, spindle.IO, err)
 	}
 	return nil
 }
+
+// saveStep is called after each file Save writes or removes but the
+// last; tests stop a Save there.
+var saveStep = func(file string) {}
 
 func writeKeyLine(w io.Writer, p *keyPair) {
 	d, _ := p.priv.Bytes() // Cannot fail for a P-256 key.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,5 +185,68 @@ func TestParseSecretErrorShowsNoSecret(t *testing.T) {
 		if strings.Contains(msg, `'q'`) || strings.Contains(msg, `"q"`) {
 			t.Errorf("error %q echoes the mistyped character", msg)
 		}
+	}
+}
+
+// A Save of rotated keys stopped after any of its files leaves keys that
+// load and hold every key: the new one, or the old one with the new one
+// not yet in place, and never a key lost from both files.
+func TestSaveStoppedKeepsKeys(t *testing.T) {
+	defer func(old func(string)) { saveStep = old }(saveStep)
+	type stop struct{}
+	steps := []string{ArchiveFile, "-" + PublicKeyFile, PrivateKeyFile}
+	for _, at := range steps {
+		t.Run(at, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "keys")
+			k := testKeys(t, alice, 1)
+			if err := k.Save(dir); err != nil {
+				t.Fatal(err)
+			}
+			old := k.PublicKey()
+			if err := k.Rotate(Secret{2}); err != nil {
+				t.Fatal(err)
+			}
+			saveStep = func(file string) {
+				if file == at {
+					panic(stop{})
+				}
+			}
+			func() {
+				defer func() {
+					if r := recover(); r != (stop{}) {
+						t.Fatalf("Save did not reach step %s: %v", at, r)
+					}
+				}()
+				k.Save(dir)
+			}()
+			saveStep = func(string) {}
+			got, err := Load(dir)
+			if err != nil {
+				t.Fatalf("keys of a Save stopped after %s do not load: %v", at, err)
+			}
+			keys := stringsOf(got.PublicKeys())
+			if !slices.Contains(keys, string(old)) {
+				t.Fatalf("Save stopped after %s lost the old key: %v", at, keys)
+			}
+			if at == PrivateKeyFile && got.PublicKey() != k.PublicKey() {
+				t.Fatalf("Save stopped after %s: current key is not the new one", at)
+			}
+			// Saving again finishes it.
+			if err := got.Save(dir); err != nil {
+				t.Fatal(err)
+			}
+			if got.PublicKey() != k.PublicKey() {
+				if err := got.Rotate(Secret{2}); err != nil {
+					t.Fatal(err)
+				}
+				if err := got.Save(dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done, err := Load(dir)
+			if err != nil || strings.Join(stringsOf(done.PublicKeys()), " ") != strings.Join(stringsOf(k.PublicKeys()), " ") {
+				t.Fatalf("after the Save stopped after %s was done again: %v, %v", at, done, err)
+			}
+		})
 	}
 }

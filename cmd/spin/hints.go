@@ -80,6 +80,10 @@ func keysOfOther(cfg *Config, other spindle.UserName) error {
 // registered key is named, with the commands that put it back.
 func keyMismatch(cfg *Config, err error, registered spindle.PublicKey) error {
 	ie := &identityError{what: "cannot sign in as " + string(cfg.Username), err: err, mismatch: true}
+	if f := pendingRotation(cfg.Secrets); f != "" {
+		ie.hints = []string{fmt.Sprintf("a key rotation was stopped before it finished (the new secret waits in %s); finish it with: spin rotate", f)}
+		return ie
+	}
 	if old := asideWithKey(cfg.Secrets, registered); old != "" {
 		ie.hints = []string{fmt.Sprintf("the registered keys are in %s, moved aside by spin init -force; to use them again, run: mv %s %s.unregistered && mv %s %s",
 			old, cfg.Secrets, cfg.Secrets, old, cfg.Secrets)}

@@ -79,6 +79,8 @@ func commands() []*command {
 		{"watch", "stream changes to a tree", watchUsage, runWatch},
 		{"user", "print a user's key record", userUsage, runUser},
 		{"audit", "check your tree's log against the node's signed head", auditUsage, runAudit},
+		{"rotate", "replace your key with a new one", rotateUsage, runRotate},
+		{"key", "audit key records and print the key log's head", keyUsage(), runKey},
 		{"suffix", "create a +suffix user of yours", suffixUsage, runSuffix},
 		{"node", "run a peer", nodeUsage, runNodeCmd},
 		{"demo", "run a demonstration network", demoUsage, runDemoCmd},

@@ -222,21 +222,27 @@ func (st *State) Client(ctx context.Context) (spindle.Client, error) {
 		return nil, errors.New("no network client built in")
 	}
 	c, err := st.NewClient(ctx, cfg)
+	if err != nil {
+		return nil, st.dialFailed(cfg, err)
+	}
+	st.client = c
+	return c, nil
+}
+
+// dialFailed reports why st.NewClient could not connect as cfg's user,
+// with hints, and returns errFailed.
+func (st *State) dialFailed(cfg *Config, err error) error {
 	var ie *identityError
 	if errors.As(err, &ie) {
 		st.errorf("%s: %s", ie.what, describeAll(ie.err))
 		for _, h := range ie.hints {
 			st.hint("%s", h)
 		}
-		return nil, errFailed
+		return errFailed
 	}
-	if err != nil {
-		st.errorf("cannot connect: %s", describeAll(err))
-		st.connectHint(cfg, err)
-		return nil, errFailed
-	}
-	st.client = c
-	return c, nil
+	st.errorf("cannot connect: %s", describeAll(err))
+	st.connectHint(cfg, err)
+	return errFailed
 }
 
 // eachPath runs fn on every PATH argument, of which there must be at least

@@ -677,11 +677,15 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 	ne := *e
 	ne.Packdata = pd
 	ne.Signed = nil
-	if e.Writer != c.user || e.SignedName != "" {
+	// After a key rotation, the entry goes in the log past the point up
+	// to which the old key may sign: its signature must be the new key's.
+	oldKey := e.Writer == c.user && pack.Verify(e, []spindle.PublicKey{c.keys.PublicKey()}) != nil
+	if e.Writer != c.user || e.SignedName != "" || oldKey {
 		// The log records who changed the entry; the packing's signature
-		// must name the same writer, and the name the entry has now (a
-		// host refuses an entry that names another), so sign it anew (the
-		// commitment, not the key, is signed, so nothing else changes).
+		// must name the same writer, with a key it holds now, and the name
+		// the entry has now (a host refuses an entry that names another),
+		// so sign it anew (the commitment, not the key, is signed, so
+		// nothing else changes).
 		if err := pack.Resign(&ne, ne.Name, c.keys); err != nil {
 			return rep, err
 		}

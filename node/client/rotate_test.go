@@ -111,6 +111,7 @@ func TestClientKeyCacheExpires(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n := startNode(t, t.TempDir())
+	t.Cleanup(func() { n.Close() }) // After the clients', before the home's removal.
 	addr := n.DialAddr()
 	dial := func(user spindle.UserName) (*Client, *pack.Keys, pack.Secret) {
 		keys, secret, err := pack.Generate(user)
@@ -336,4 +337,38 @@ func TestMovedAfterRotation(t *testing.T) {
 	}
 	c2 := dialKeys(ctx, t, n, keys)
 	mustRead(t, c2, "@/e/g", []byte("signed with the first key"))
+}
+
+// Re-wrapping a file for its owner's new key (Share with fix, as spin
+// rotate does) signs it with the new key: the fixed entry goes in the log
+// after the rotation, where the old key signs nothing, and must still read.
+func TestShareFixAfterRotation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	keys, first, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialKeys(ctx, t, n, keys)
+	if err := c.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "@/f", strings.NewReader("written with the first key"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	rotate(ctx, t, c, keys, first)
+	reps, err := c.Share(ctx, "ann@example.com/", true, true)
+	if err != nil || len(reps) != 1 || !reps[0].Fixed || reps[0].Err != nil {
+		t.Fatalf("share -fix after the rotation: %+v, %v", reps, err)
+	}
+	e, err := c.Lookup(ctx, "@/f", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pack.Verify(e, []spindle.PublicKey{keys.PublicKey()}); err != nil {
+		t.Fatalf("the re-wrapped entry is not signed with the new key: %v", err)
+	}
+	mustRead(t, dialKeys(ctx, t, n, keys), "@/f", []byte("written with the first key"))
 }

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// A subcommand is one subcommand of spin key.
+type subcommand struct {
+	name     string
+	synopsis string // After "spin key NAME": its arguments.
+	text     string // What it does, a paragraph of the help text.
+	example  string // Its example lines: "$ spin key NAME" and what it prints.
+	run      func(ctx context.Context, st *State, args []string) error
+}
+
+// keySubcommands returns the subcommands of spin key, in the order its
+// help lists them; each is defined in the file of its name.
+func keySubcommands() []*subcommand {
+	return []*subcommand{
+		{"audit", "[USER]", keyAuditText, keyAuditExample, runKeyAudit},
+		{"log", "", keyLogText, keyLogExample, runKeyLog},
+	}
+}
+
+// keyUsage returns spin key's help text, made of its subcommands'.
+func keyUsage() string {
+	var b strings.Builder
+	b.WriteString("Usage:\n")
+	for _, s := range keySubcommands() {
+		fmt.Fprintf(&b, "    %s\n", strings.TrimSpace("spin key "+s.name+" "+s.synopsis))
+	}
+	b.WriteString("\nLooks at the key cluster, which holds every user's key record in a\n" +
+		"transparency log whose signed tree heads your client checks.\n")
+	for _, s := range keySubcommands() {
+		b.WriteString("\n" + s.text)
+	}
+	b.WriteString("\nOptions:\n    -h, -help   print this text\n\nExample:\n")
+	for _, s := range keySubcommands() {
+		b.WriteString(s.example)
+	}
+	return b.String()
+}
+
+// runKey runs the spin key subcommand args name.
+func runKey(ctx context.Context, st *State, args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		flags := st.flags()
+		if err := st.parse(flags, args); err != nil {
+			return err
+		}
+		return usagef("want a subcommand: %s", strings.Join(keyNames(), ", "))
+	}
+	for _, s := range keySubcommands() {
+		if s.name == args[0] {
+			st.cmd = "key " + s.name
+			return s.run(ctx, st, args[1:])
+		}
+	}
+	return usagef("unknown subcommand %q: want %s", args[0], strings.Join(keyNames(), ", "))
+}
+
+func keyNames() []string {
+	var names []string
+	for _, s := range keySubcommands() {
+		names = append(names, s.name)
+	}
+	return names
+}

@@ -1,0 +1,141 @@
+package client
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"spindle.dev"
+	"spindle.dev/keyraft"
+	"spindle.dev/pack"
+)
+
+// fuzzUser returns the keys of user made from a fixed secret, n.
+func fuzzUser(tb testing.TB, user spindle.UserName, n byte) *pack.Keys {
+	k, err := pack.FromSecret(user, pack.Secret{n})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
+}
+
+// frameRecords encodes records as the input of FuzzCheckVersions: each
+// preceded by its length, two bytes big-endian.
+func frameRecords(us ...*spindle.User) []byte {
+	var b []byte
+	for _, u := range us {
+		r := keyraft.EncodeRecord(u)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(r)))
+		b = append(b, r...)
+	}
+	return b
+}
+
+// A key audit judges the versions of a record that a node hands it; they
+// may be hostile. Every version checkVersions passes is one the key of the
+// version before signed, linked to it, in order.
+func FuzzCheckVersions(f *testing.F) {
+	ann1, ann2, thief := fuzzUser(f, "ann@example.com", 1), fuzzUser(f, "ann@example.com", 2), fuzzUser(f, "ann@example.com", 3)
+	v1 := &spindle.User{Name: "ann@example.com", PublicKey: ann1.PublicKey(), Version: 1}
+	if err := keyraft.Sign(v1, ann1); err != nil {
+		f.Fatal(err)
+	}
+	v2 := keyraft.Next(v1)
+	v2.PublicKey, v2.DirSeq = ann2.PublicKey(), 4
+	if err := keyraft.Sign(v2, ann1); err != nil {
+		f.Fatal(err)
+	}
+	forged := keyraft.Next(v2)
+	forged.PublicKey = thief.PublicKey()
+	if err := keyraft.Sign(forged, thief); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(frameRecords(v1))
+	f.Add(frameRecords(v1, v2))
+	f.Add(frameRecords(v1, v2, forged))
+	f.Add(frameRecords(v2, v1))
+	base := fuzzUser(f, "ann@example.com", 9)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var versions []KeyVersion
+		for len(data) >= 2 && len(versions) < 16 {
+			n := int(binary.BigEndian.Uint16(data))
+			data = data[2:]
+			if n > len(data) {
+				break
+			}
+			u, err := keyraft.DecodeRecord(data[:n])
+			data = data[n:]
+			if err != nil {
+				continue
+			}
+			versions = append(versions, KeyVersion{User: u, Index: int64(len(versions))})
+		}
+		if err := checkVersions(versions, func(spindle.UserName) ([]spindle.PublicKey, error) {
+			return []spindle.PublicKey{base.PublicKey()}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range versions {
+			if v.Problem != "" {
+				continue
+			}
+			u := v.User
+			if u.Version != int64(i+1) {
+				t.Fatalf("version %d at place %d passes", u.Version, i+1)
+			}
+			key := u.PublicKey
+			if i > 0 {
+				key = versions[i-1].User.PublicKey
+			}
+			if u.SignedBy != u.Name {
+				key = base.PublicKey()
+			}
+			if err := spindle.Verify(key, keyraft.SigningDigest(u), u.Signature); err != nil {
+				t.Fatalf("version %d passes without the signature of the key before it: %v", u.Version, err)
+			}
+		}
+	})
+}
+
+// The key log file holds the newest tree head a client has seen; a client
+// reads it back at every start, and it may be damaged.
+func FuzzParseKeyLog(f *testing.F) {
+	f.Add([]byte("spindle-keyraft/m0+bf1f695a+AbJt5oSwufR3oqTbN+7S9M96rhy7Y1HtR1ZlWWcRzzgI\nversion ann@example.com 2\nversion bob@example.com 1\n"))
+	f.Add([]byte("spindle-keyraft/m0+bf1f695a+AbJt5oSwufR3oqTbN+7S9M96rhy7Y1HtR1ZlWWcRzzgI\nversion ann@example.com 0\n"))
+	f.Add([]byte("not a key\n"))
+	skey, vkey, err := note.GenerateKey(bytes.NewReader(make([]byte, 32)), "spindle-keyraft/fuzz")
+	if err != nil {
+		f.Fatal(err)
+	}
+	s, err := note.NewSigner(skey)
+	if err != nil {
+		f.Fatal(err)
+	}
+	head, err := note.Sign(&note.Note{Text: "spindle.dev key log\n3\n47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n"}, s)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(vkey + "\nversion ann@example.com 2\n" + string(head)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l, err := parseKeyLog("keylog", data)
+		if err != nil {
+			return
+		}
+		// What parses is written back as it was read, but for versions'
+		// order and spacing, and reads back the same.
+		again, err := parseKeyLog("keylog", l.content(nil))
+		if err != nil {
+			t.Fatalf("key log written back does not parse: %v\n%q", err, l.content(nil))
+		}
+		if again.vkey != l.vkey || again.checker.Tree() != l.checker.Tree() || len(again.versions) != len(l.versions) {
+			t.Fatalf("key log reads back differently")
+		}
+		for u, v := range l.versions {
+			if again.versions[u] != v {
+				t.Fatalf("version of %s reads back as %d, was %d", u, again.versions[u], v)
+			}
+		}
+	})
+}

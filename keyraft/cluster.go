@@ -79,9 +79,13 @@ type Config struct {
 	NoteKey string
 
 	// For tests in this package: a transport to use instead of Listener
-	// and Dial (raft's in-memory one), and a hook to tune Raft's timing.
+	// and Dial (raft's in-memory one), a hook to tune Raft's timing, and
+	// one that sees each batch.
 	transport raft.Transport
 	tune      func(*raft.Config)
+	// proposeHook, if set, is called by the batcher with the size of
+	// each batch before proposing it.
+	proposeHook func(n int)
 }
 
 // A Cluster is one member of a key cluster: a Raft replica of the user
@@ -101,6 +105,11 @@ type Cluster struct {
 	headMu   sync.Mutex
 	headTree tlog.Tree
 	head     []byte // Signed note of headTree, or nil.
+
+	putq        chan *putReq   // Checked records waiting for the batcher.
+	quit        chan struct{}  // Closed by Close: the batcher stops.
+	batcherDone chan struct{}  // Closed when the batcher has stopped.
+	proposals   sync.WaitGroup // Batches proposed and not yet answered.
 
 	closeOnce sync.Once
 	closeErr  error
@@ -130,7 +139,10 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if cfg.ApplyTimeout <= 0 {
 		cfg.ApplyTimeout = DefaultApplyTimeout
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger.With("member", cfg.ID), fsm: newFSM()}
+	c := &Cluster{
+		cfg: cfg, log: cfg.Logger.With("member", cfg.ID), fsm: newFSM(),
+		putq: make(chan *putReq, putQueueLen), quit: make(chan struct{}), batcherDone: make(chan struct{}),
+	}
 	hl := newHCLogger(c.log, "raft")
 	defer func() {
 		if err != nil {
@@ -211,6 +223,7 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("start raft: %w", err))
 	}
 	c.raft = r
+	go c.batcher()
 
 	f := r.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -435,7 +448,8 @@ func (c *Cluster) Domain(ctx context.Context, domain string) ([]spindle.UserName
 // Put implements [spindle.KeyServer]. It checks the record against the
 // policy (see the package documentation) and, on the leader, commits it
 // through Raft, returning once it is applied on this member; the record
-// is checked again when applied. Putting the current record again is not
+// is checked again when applied. Records put concurrently are proposed
+// together, in one Raft log entry (see [MaxBatch]). Putting the current record again is not
 // an error. On a member that is not the leader Put returns Transient
 // wrapping [ErrNotLeader], after checking the record, and the caller
 // forwards the request to [Cluster.Leader]. Error kinds: Invalid,
@@ -460,12 +474,7 @@ func (c *Cluster) Put(ctx context.Context, u *spindle.User) error {
 	if c.raft.State() != raft.Leader {
 		return spindle.E(op, spindle.Transient, rec.Name, fmt.Errorf("%w (leader: %q)", ErrNotLeader, c.Leader()))
 	}
-	cmd := append([]byte{cmdPut}, EncodeRecord(rec)...)
-	f := c.raft.Apply(cmd, c.cfg.ApplyTimeout)
-	if err := c.wait(ctx, f); err != nil {
-		return raftError(op, rec.Name, err)
-	}
-	if err, ok := f.Response().(error); ok && err != nil {
+	if err := c.submit(ctx, rec.Name, EncodeRecord(rec)); err != nil {
 		return spindle.E(op, err)
 	}
 	return nil
@@ -636,9 +645,12 @@ func (c *Cluster) Close() error {
 func (c *Cluster) closeAll() error {
 	var errs []error
 	if c.raft != nil {
+		close(c.quit)
+		<-c.batcherDone
 		if err := c.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("shut down raft: %w", err))
 		}
+		c.proposals.Wait()
 	}
 	switch {
 	case c.cfg.transport != nil:

@@ -186,7 +186,7 @@ type member struct {
 // openMembers starts n members, the first bootstrapped, and adds the others
 // as voters. With tcp false they talk over raft's in-memory transport and
 // keep state in memory; with tcp true over loopback TCP with bolt on disk.
-func openMembers(t *testing.T, n int, tcp bool) []*member {
+func openMembers(t testing.TB, n int, tcp bool) []*member {
 	t.Helper()
 	ctx := ctxT(t)
 	var trans []*raft.InmemTransport
@@ -238,7 +238,7 @@ func openMembers(t *testing.T, n int, tcp bool) []*member {
 	return ms
 }
 
-func eventually(t *testing.T, what string, f func() bool) {
+func eventually(t testing.TB, what string, f func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !f() {
@@ -249,7 +249,7 @@ func eventually(t *testing.T, what string, f func() bool) {
 	}
 }
 
-func leaderOf(t *testing.T, ms []*member) *member {
+func leaderOf(t testing.TB, ms []*member) *member {
 	t.Helper()
 	var l *member
 	eventually(t, "a leader", func() bool {

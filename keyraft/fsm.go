@@ -16,7 +16,8 @@ import (
 
 // Command types in the Raft log. The numbers are part of the stored format.
 const (
-	cmdPut byte = 1 // Followed by EncodeRecord of the record.
+	cmdPut   byte = 1 // Followed by EncodeRecord of the record.
+	cmdBatch byte = 2 // Followed by a batch of records; see encodeBatch.
 )
 
 // snapshotMagic starts an encoded snapshot.
@@ -44,13 +45,33 @@ type applied struct {
 // replays the log refuses it too.
 func (f *fsm) Apply(l *raft.Log) any {
 	const op spindle.Op = "keyraft.Apply"
-	if len(l.Data) == 0 || l.Data[0] != cmdPut {
-		return spindle.E(op, spindle.Invalid, fmt.Sprintf("unknown command at raft index %d", l.Index))
+	if len(l.Data) == 0 {
+		return spindle.E(op, spindle.Invalid, fmt.Sprintf("empty command at raft index %d", l.Index))
 	}
-	u, err := DecodeRecord(l.Data[1:])
-	if err != nil {
-		return spindle.E(op, err)
+	switch l.Data[0] {
+	case cmdPut:
+		u, err := DecodeRecord(l.Data[1:])
+		if err != nil {
+			return spindle.E(op, err)
+		}
+		return f.applyOne(op, u)
+	case cmdBatch:
+		us, err := decodeBatch(l.Data)
+		if err != nil {
+			return spindle.E(op, fmt.Errorf("raft index %d: %w", l.Index, err))
+		}
+		res := make(batchResult, len(us))
+		for i, u := range us {
+			res[i] = f.applyOne(op, u)
+		}
+		return res
 	}
+	return spindle.E(op, spindle.Invalid, fmt.Sprintf("unknown command %d at raft index %d", l.Data[0], l.Index))
+}
+
+// applyOne checks one record and adds it to the state, returning an applied
+// or the error that refused it.
+func (f *fsm) applyOne(op spindle.Op, u *spindle.User) any {
 	// Only Apply and Restore change the state and raft never runs them
 	// concurrently, so the check may run under the read lock.
 	f.mu.RLock()

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/hashicorp/raft"
 	"golang.org/x/mod/sumdb/note"
 
 	"spindle.dev"
@@ -137,6 +138,34 @@ func FuzzUnmarshalTreeProof(f *testing.F) {
 		// Checking it against made-up trees fails cleanly.
 		if err := tlog.CheckTree(p, 7, tlog.Hash{1}, 3, tlog.Hash{2}); err == nil {
 			t.Fatalf("a fuzzed proof proved made-up trees consistent")
+		}
+	})
+}
+
+func FuzzDecodeBatch(f *testing.F) {
+	f.Add([]byte{cmdBatch, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		us, err := decodeBatch(data)
+		if err != nil {
+			if spindle.KindOf(err) != spindle.Invalid {
+				t.Fatalf("decodeBatch error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			return
+		}
+		if len(us) == 0 || len(us) > MaxBatch {
+			t.Fatalf("decoded a batch of %d records", len(us))
+		}
+		recs := make([][]byte, len(us))
+		for i, u := range us {
+			recs[i] = EncodeRecord(u)
+		}
+		if !bytes.Equal(encodeBatch(recs), data) {
+			t.Fatalf("decoded batch re-encodes differently")
+		}
+		// Applying it must give one outcome per record and never panic.
+		res, ok := newFSM().Apply(&raft.Log{Index: 1, Data: data}).(batchResult)
+		if !ok || len(res) != len(us) {
+			t.Fatalf("Apply of a decoded batch answered %#v", res)
 		}
 	})
 }

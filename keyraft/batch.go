@@ -23,6 +23,7 @@ const (
 	MaxBatch      = 512     // Records in one batch entry.
 	maxBatchBytes = 1 << 20 // Bytes of records in one batch entry, unless one record alone is larger.
 	putQueueLen   = 4 * MaxBatch
+	maxInFlight   = 2 // Batches proposed and not yet applied on this member.
 )
 
 // putReq is a record waiting in the batcher, and where its outcome goes.
@@ -101,6 +102,16 @@ func (c *Cluster) batcher() {
 			c.drainQueue()
 			return
 		}
+		// Wait for a free proposal slot, and meanwhile let the batch
+		// fill: a proposal costs the leader an fsync, so few large ones
+		// beat many small ones.
+		select {
+		case c.inflight <- struct{}{}:
+		case <-c.quit:
+			batch[0].done <- spindle.E(spindle.Transient, batch[0].name, "key cluster member is shutting down; the record was not proposed")
+			c.drainQueue()
+			return
+		}
 		size := len(batch[0].enc)
 	gather:
 		for len(batch) < MaxBatch && size < maxBatchBytes {
@@ -132,6 +143,7 @@ func (c *Cluster) propose(batch []*putReq) {
 	go func() {
 		defer c.proposals.Done()
 		err := f.Error()
+		<-c.inflight
 		var res batchResult
 		if err == nil {
 			switch v := f.Response().(type) {

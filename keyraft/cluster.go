@@ -110,6 +110,7 @@ type Cluster struct {
 	quit        chan struct{}  // Closed by Close: the batcher stops.
 	batcherDone chan struct{}  // Closed when the batcher has stopped.
 	proposals   sync.WaitGroup // Batches proposed and not yet answered.
+	inflight    chan struct{}  // Holds a token for each batch proposed and not yet applied.
 
 	closeOnce sync.Once
 	closeErr  error
@@ -142,6 +143,7 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	c := &Cluster{
 		cfg: cfg, log: cfg.Logger.With("member", cfg.ID), fsm: newFSM(),
 		putq: make(chan *putReq, putQueueLen), quit: make(chan struct{}), batcherDone: make(chan struct{}),
+		inflight: make(chan struct{}, maxInFlight),
 	}
 	hl := newHCLogger(c.log, "raft")
 	defer func() {

@@ -179,8 +179,25 @@ func TestOpenConfigErrors(t *testing.T) {
 
 // member is one member of a multi-member test cluster.
 type member struct {
-	id string
-	c  *Cluster
+	id  string
+	c   *Cluster
+	cfg Config  // As opened, for reopen.
+	tn  *tcpNet // The loopback network of a tcp member.
+}
+
+// reopen closes m's member if open and starts it again from its directory.
+func reopen(t testing.TB, m *member) {
+	t.Helper()
+	m.c.Close()
+	cfg := m.cfg
+	cfg.Bootstrap = false
+	cfg.Listener = m.tn.listen(t, m.id)
+	c, err := Open(ctxT(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.c = c
+	t.Cleanup(func() { c.Close() })
 }
 
 // openMembers starts n members, the first bootstrapped, and adds the others
@@ -188,13 +205,18 @@ type member struct {
 // keep state in memory; with tcp true over loopback TCP with bolt on disk.
 func openMembers(t testing.TB, n int, tcp bool) []*member {
 	t.Helper()
+	return openMembersTuned(t, n, tcp, fast)
+}
+
+func openMembersTuned(t testing.TB, n int, tcp bool, tune func(*raft.Config)) []*member {
+	t.Helper()
 	ctx := ctxT(t)
 	var trans []*raft.InmemTransport
 	tn := newTCPNet()
 	ms := make([]*member, n)
 	for i := range ms {
 		id := fmt.Sprintf("12D3KooWMember%d", i)
-		cfg := Config{ID: id, Bootstrap: i == 0, Logger: testLogger(t).With("m", i), tune: fast, ApplyTimeout: 5 * time.Second}
+		cfg := Config{ID: id, Bootstrap: i == 0, Logger: testLogger(t).With("m", i), tune: tune, ApplyTimeout: 5 * time.Second}
 		if tcp {
 			cfg.Dir = t.TempDir()
 			cfg.Listener = tn.listen(t, id)
@@ -212,7 +234,7 @@ func openMembers(t testing.TB, n int, tcp bool) []*member {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ms[i] = &member{id: id, c: c}
+		ms[i] = &member{id: id, c: c, cfg: cfg, tn: tn}
 		t.Cleanup(func() { c.Close() })
 	}
 	t.Cleanup(func() {

@@ -409,6 +409,30 @@ func (c *Cluster) Lookup(ctx context.Context, name spindle.UserName) (*spindle.U
 	return clone(e.rec), nil
 }
 
+// LookupLatest is Lookup for read-after-write: on the leader it first
+// commits a Raft barrier, which proves that this member still leads and
+// has applied every change committed before the call, so the answer
+// reflects every Put that returned before LookupLatest was called. It
+// costs a log write. On a member that is not the leader it fails with
+// Transient wrapping [ErrNotLeader], as Put does; [Cluster.Lookup] on a
+// follower instead answers at once from a replica that may lag the
+// leader by the changes in flight (typically one heartbeat, and without
+// bound while the member is cut off from the leader).
+func (c *Cluster) LookupLatest(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
+	const op spindle.Op = "keyraft.LookupLatest"
+	if c.raft.State() != raft.Leader {
+		return nil, spindle.E(op, spindle.Transient, name, fmt.Errorf("%w (leader: %q)", ErrNotLeader, c.Leader()))
+	}
+	if err := c.wait(ctx, c.raft.Barrier(c.cfg.ApplyTimeout)); err != nil {
+		return nil, raftError(op, name, err)
+	}
+	u, err := c.Lookup(ctx, name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return u, nil
+}
+
 // Version returns the version of name's current record, or 0 if name
 // (which must be canonical) has none. It is Lookup without the copy, for
 // a node that checks on every request that a session's record is unchanged.

@@ -1,6 +1,7 @@
 package keyraft
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -28,32 +29,50 @@ const (
 
 // putReq is a record waiting in the batcher, and where its outcome goes.
 type putReq struct {
-	name spindle.UserName
-	enc  []byte
-	done chan error // Buffered; receives one value.
+	name  spindle.UserName
+	enc   []byte            // EncodeRecord or EncodeChange.
+	grant spindle.Signature // Domain admin's countersignature, or nil.
+	done  chan error        // Buffered; receives one value.
 }
 
-// encodeBatch returns the Raft command for a batch of encoded records:
-// cmdBatch, the count as a uvarint, and each record prefixed by its length.
-func encodeBatch(recs [][]byte) []byte {
+// A batchItem is one leaf proposed in a batch: a record, with the domain
+// admin's countersignature under the domain policy, or a config change.
+type batchItem struct {
+	enc   []byte
+	grant spindle.Signature
+}
+
+// decodedItem is a batchItem decoded: exactly one of u and ch is set.
+type decodedItem struct {
+	u     *spindle.User
+	ch    *Change
+	grant spindle.Signature
+}
+
+// encodeBatch returns the Raft command for a batch: cmdBatch, the count as
+// a uvarint, and for each item its encoding and its countersignature
+// (empty if none), each prefixed by its length.
+func encodeBatch(items []batchItem) []byte {
 	n := 1 + binary.MaxVarintLen64
-	for _, r := range recs {
-		n += binary.MaxVarintLen64 + len(r)
+	for _, it := range items {
+		n += 2*binary.MaxVarintLen64 + len(it.enc) + len(it.grant)
 	}
 	b := make([]byte, 0, n)
 	b = append(b, cmdBatch)
-	b = binary.AppendUvarint(b, uint64(len(recs)))
-	for _, r := range recs {
-		b = appendString(b, string(r))
+	b = binary.AppendUvarint(b, uint64(len(items)))
+	for _, it := range items {
+		b = appendString(b, string(it.enc))
+		b = appendString(b, string(it.grant))
 	}
 	return b
 }
 
-// decodeBatch decodes the command made by encodeBatch into its records,
-// checking each as DecodeRecord does. A batch must hold between 1 and
-// MaxBatch records and nothing else; every failure is Invalid. It is safe
-// on untrusted input.
-func decodeBatch(data []byte) ([]*spindle.User, error) {
+// decodeBatch decodes the command made by encodeBatch, checking each
+// record as DecodeRecord does and each change as DecodeChange does. A
+// batch must hold between 1 and MaxBatch items and nothing else, and only
+// a record may carry a countersignature; every failure is Invalid. It is
+// safe on untrusted input.
+func decodeBatch(data []byte) ([]decodedItem, error) {
 	const op spindle.Op = "keyraft.decodeBatch"
 	if len(data) == 0 || data[0] != cmdBatch {
 		return nil, spindle.E(op, spindle.Invalid, "malformed batch: not a batch command")
@@ -61,19 +80,32 @@ func decodeBatch(data []byte) ([]*spindle.User, error) {
 	d := decoder{data: data[1:]}
 	n := d.uvarint()
 	if d.err == nil && (n == 0 || n > MaxBatch) {
-		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("malformed batch: %d records, want 1 to %d", n, MaxBatch))
+		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("malformed batch: %d items, want 1 to %d", n, MaxBatch))
 	}
-	us := make([]*spindle.User, 0, min(n, 64))
+	items := make([]decodedItem, 0, min(n, 64))
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		enc := d.bytes(MaxRecordSize)
+		grant := d.bytes(MaxSignatureLen)
 		if d.err != nil {
 			break
 		}
-		u, err := DecodeRecord(enc)
-		if err != nil {
-			return nil, spindle.E(op, fmt.Errorf("batch record %d: %w", i, err))
+		var it decodedItem
+		var err error
+		if bytes.HasPrefix(enc, []byte(changeMagic)) {
+			it.ch, err = DecodeChange(enc)
+			if err == nil && len(grant) != 0 {
+				err = spindle.E(spindle.Invalid, "a config change carries a countersignature")
+			}
+		} else {
+			it.u, err = DecodeRecord(enc)
 		}
-		us = append(us, u)
+		if err != nil {
+			return nil, spindle.E(op, fmt.Errorf("batch item %d: %w", i, err))
+		}
+		if len(grant) != 0 {
+			it.grant = spindle.Signature(grant)
+		}
+		items = append(items, it)
 	}
 	if d.err == nil && len(d.data) != 0 {
 		d.err = errors.New("trailing bytes")
@@ -81,7 +113,7 @@ func decodeBatch(data []byte) ([]*spindle.User, error) {
 	if d.err != nil {
 		return nil, spindle.E(op, spindle.Invalid, fmt.Errorf("malformed batch: %w", d.err))
 	}
-	return us, nil
+	return items, nil
 }
 
 // batchResult is the response of Apply to a batch: one outcome per record,
@@ -133,9 +165,9 @@ func (c *Cluster) batcher() {
 // propose submits one batch to Raft and, in another goroutine, hands each
 // waiting Put its outcome.
 func (c *Cluster) propose(batch []*putReq) {
-	recs := make([][]byte, len(batch))
+	recs := make([]batchItem, len(batch))
 	for i, r := range batch {
-		recs[i] = r.enc
+		recs[i] = batchItem{enc: r.enc, grant: r.grant}
 	}
 	reqs := append([]*putReq(nil), batch...)
 	f := c.raft.Apply(encodeBatch(recs), c.cfg.ApplyTimeout)
@@ -184,8 +216,9 @@ func (c *Cluster) drainQueue() {
 
 // submit queues a checked record for the batcher and waits for its
 // outcome, bounded by ctx and the apply timeout.
-func (c *Cluster) submit(ctx context.Context, name spindle.UserName, enc []byte) error {
-	r := &putReq{name: name, enc: enc, done: make(chan error, 1)}
+func (c *Cluster) submit(ctx context.Context, r *putReq) error {
+	r.done = make(chan error, 1)
+	name := r.name
 	timer := time.NewTimer(c.cfg.ApplyTimeout + time.Second)
 	defer timer.Stop()
 	select {

@@ -22,7 +22,7 @@ func TestBatchEncoding(t *testing.T) {
 		want = append(want, u)
 		recs = append(recs, EncodeRecord(u))
 	}
-	b := encodeBatch(recs)
+	b := encodeBatch(items(recs...))
 	got, err := decodeBatch(b)
 	if err != nil {
 		t.Fatal(err)
@@ -31,19 +31,20 @@ func TestBatchEncoding(t *testing.T) {
 		t.Fatalf("decoded %d records, want %d", len(got), len(want))
 	}
 	for i := range got {
-		if !sameRecord(got[i], want[i]) {
+		if got[i].u == nil || !sameRecord(got[i].u, want[i]) {
 			t.Errorf("record %d differs", i)
 		}
 	}
 	bad := map[string][]byte{
-		"empty":           nil,
-		"not a batch":     append([]byte{cmdPut}, recs[0]...),
-		"no records":      encodeBatch(nil),
-		"trailing":        append(bytes.Clone(b), 0),
-		"truncated":       b[:len(b)-1],
-		"damaged record":  flipByte(b, 4),
-		"count too large": append([]byte{cmdBatch}, 0x81, 0x04), // 513
-		"long varint":     append([]byte{cmdBatch, 0x81, 0x00}, b[2:]...),
+		"empty":                          nil,
+		"not a batch":                    append([]byte{cmdPut}, recs[0]...),
+		"no records":                     encodeBatch(nil),
+		"change with a countersignature": encodeBatch([]batchItem{{enc: EncodeChange(signedChange(t, newSigner(t, ann), &Change{Seq: 1, Kind: ChangeAdmit, Key: newSigner(t, bob).pub})), grant: []byte("sig")}}),
+		"trailing":                       append(bytes.Clone(b), 0),
+		"truncated":                      b[:len(b)-1],
+		"damaged record":                 flipByte(b, 4),
+		"count too large":                append([]byte{cmdBatch}, 0x81, 0x04), // 513
+		"long varint":                    append([]byte{cmdBatch, 0x81, 0x00}, b[2:]...),
 	}
 	for what, data := range bad {
 		if _, err := decodeBatch(data); !errors.Is(err, spindle.Invalid) {
@@ -122,12 +123,12 @@ func TestBatchesShareAnEntry(t *testing.T) {
 func TestBatchOutcomesPerRecord(t *testing.T) {
 	ann1 := EncodeRecord(register(t, newSigner(t, ann)))
 	f := newFSM()
-	cmd := encodeBatch([][]byte{
+	cmd := encodeBatch(items(
 		ann1,
 		EncodeRecord(register(t, newSigner(t, ann))), // Taken by the record before it.
 		ann1, // Repeats it: no change.
 		EncodeRecord(register(t, newSigner(t, bob))),
-	})
+	))
 	res, ok := f.Apply(&raft.Log{Index: 7, Data: cmd}).(batchResult)
 	if !ok || len(res) != 4 {
 		t.Fatalf("Apply of a batch answered %#v", res)
@@ -171,4 +172,13 @@ func TestPutAfterClose(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Put after Close hangs")
 	}
+}
+
+// items makes batch items of encoded records without countersignatures.
+func items(recs ...[]byte) []batchItem {
+	its := make([]batchItem, len(recs))
+	for i, r := range recs {
+		its[i] = batchItem{enc: r}
+	}
+	return its
 }

@@ -1,6 +1,7 @@
 package keyraft
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -483,13 +484,28 @@ func (c *Cluster) Domain(ctx context.Context, domain string) ([]spindle.UserName
 // (no leader, timeout, or ctx done: the change may or may not commit, and
 // repeating the Put is safe).
 func (c *Cluster) Put(ctx context.Context, u *spindle.User) error {
+	return c.put(ctx, u, nil)
+}
+
+// PutGranted is Put for a new name under the domain policy ([PolicyDomain]):
+// grant is the countersignature of the domain's admin key over
+// [GrantDigest](u). Without a valid one such a registration fails with
+// Permission. Under the open policy, and for updates, grant is ignored.
+func (c *Cluster) PutGranted(ctx context.Context, u *spindle.User, grant spindle.Signature) error {
+	return c.put(ctx, u, grant)
+}
+
+func (c *Cluster) put(ctx context.Context, u *spindle.User, grant spindle.Signature) error {
 	const op spindle.Op = "keyraft.Put"
 	if u == nil {
 		return spindle.E(op, spindle.Invalid, "nil record")
 	}
+	if len(grant) > MaxSignatureLen {
+		return spindle.E(op, spindle.Invalid, u.Name, fmt.Sprintf("countersignature of %d bytes, more than %d", len(grant), MaxSignatureLen))
+	}
 	rec := clone(u)
 	c.fsm.mu.RLock()
-	dup, err := c.fsm.st.check(rec, true)
+	dup, err := c.fsm.st.check(rec, grant, true)
 	c.fsm.mu.RUnlock()
 	if err != nil {
 		return spindle.E(op, err)
@@ -500,7 +516,11 @@ func (c *Cluster) Put(ctx context.Context, u *spindle.User) error {
 	if c.raft.State() != raft.Leader {
 		return spindle.E(op, spindle.Transient, rec.Name, fmt.Errorf("%w (leader: %q)", ErrNotLeader, c.Leader()))
 	}
-	if err := c.submit(ctx, rec.Name, EncodeRecord(rec)); err != nil {
+	r := &putReq{name: rec.Name, enc: EncodeRecord(rec)}
+	if len(grant) != 0 {
+		r.grant = bytes.Clone(grant)
+	}
+	if err := c.submit(ctx, r); err != nil {
 		return spindle.E(op, err)
 	}
 	return nil

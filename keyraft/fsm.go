@@ -2,6 +2,7 @@ package keyraft
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -54,15 +55,19 @@ func (f *fsm) Apply(l *raft.Log) any {
 		if err != nil {
 			return spindle.E(op, err)
 		}
-		return f.applyOne(op, u)
+		return f.applyOne(op, u, nil)
 	case cmdBatch:
-		us, err := decodeBatch(l.Data)
+		items, err := decodeBatch(l.Data)
 		if err != nil {
 			return spindle.E(op, fmt.Errorf("raft index %d: %w", l.Index, err))
 		}
-		res := make(batchResult, len(us))
-		for i, u := range us {
-			res[i] = f.applyOne(op, u)
+		res := make(batchResult, len(items))
+		for i, it := range items {
+			if it.ch != nil {
+				res[i] = f.applyChange(op, it.ch)
+			} else {
+				res[i] = f.applyOne(op, it.u, it.grant)
+			}
 		}
 		return res
 	}
@@ -71,11 +76,11 @@ func (f *fsm) Apply(l *raft.Log) any {
 
 // applyOne checks one record and adds it to the state, returning an applied
 // or the error that refused it.
-func (f *fsm) applyOne(op spindle.Op, u *spindle.User) any {
+func (f *fsm) applyOne(op spindle.Op, u *spindle.User, grant spindle.Signature) any {
 	// Only Apply and Restore change the state and raft never runs them
 	// concurrently, so the check may run under the read lock.
 	f.mu.RLock()
-	dup, err := f.st.check(u, true)
+	dup, err := f.st.check(u, grant, true)
 	f.mu.RUnlock()
 	if err != nil {
 		return spindle.E(op, err)
@@ -86,6 +91,25 @@ func (f *fsm) applyOne(op spindle.Op, u *spindle.User) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.st.add(u); err != nil {
+		return spindle.E(op, err)
+	}
+	return applied{index: f.st.size() - 1}
+}
+
+// applyChange checks one config change and applies it.
+func (f *fsm) applyChange(op spindle.Op, ch *Change) any {
+	f.mu.RLock()
+	dup, err := f.st.checkChange(ch, true)
+	f.mu.RUnlock()
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	if dup {
+		return applied{index: -1}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.st.addChange(ch); err != nil {
 		return spindle.E(op, err)
 	}
 	return applied{index: f.st.size() - 1}
@@ -187,11 +211,28 @@ func decodeSnapshot(r io.Reader) (*state, error) {
 		if _, err := io.ReadFull(br, enc); err != nil {
 			return nil, spindle.E(spindle.Invalid, fmt.Errorf("malformed snapshot: record %d: %v", i, err))
 		}
+		if bytes.HasPrefix(enc, []byte(changeMagic)) {
+			ch, err := DecodeChange(enc)
+			if err != nil {
+				return nil, spindle.E(fmt.Errorf("snapshot config change %d: %w", i, err))
+			}
+			dup, err := st.checkChange(ch, false)
+			if err == nil && dup {
+				err = errors.New("change repeats the last one")
+			}
+			if err != nil {
+				return nil, spindle.E(spindle.Invalid, fmt.Errorf("snapshot config change %d does not follow from those before it: %w", i, err))
+			}
+			if err := st.addChange(ch); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		u, err := DecodeRecord(enc)
 		if err != nil {
 			return nil, spindle.E(fmt.Errorf("snapshot record %d: %w", i, err))
 		}
-		dup, err := st.check(u, false)
+		dup, err := st.check(u, nil, false)
 		if err == nil && dup {
 			err = errors.New("record repeats the current one")
 		}

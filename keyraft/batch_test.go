@@ -182,3 +182,35 @@ func items(recs ...[]byte) []batchItem {
 	}
 	return its
 }
+
+// The signature memo answers only for the exact key and record verified,
+// and stays bounded.
+func TestSigCache(t *testing.T) {
+	var c sigCache
+	k := newSigner(t, ann)
+	u := register(t, k)
+	other := register(t, k) // Same user and key, another signature.
+	if c.verified(k.pub, u) {
+		t.Fatal("empty cache knows a record")
+	}
+	c.add(k.pub, u)
+	if !c.verified(k.pub, u) {
+		t.Error("cache forgot a record")
+	}
+	if c.verified(k.pub, other) || c.verified(newSigner(t, ann).pub, u) {
+		t.Error("cache answers for another record or key")
+	}
+	for i := range maxSigCache + 1 {
+		u := *u
+		u.Version = int64(i + 2)
+		c.add(k.pub, &u)
+	}
+	if n := len(c.m); n > maxSigCache {
+		t.Errorf("cache holds %d entries, more than %d", n, maxSigCache)
+	}
+	var nilCache *sigCache
+	nilCache.add(k.pub, u)
+	if nilCache.verified(k.pub, u) {
+		t.Error("nil cache knows a record")
+	}
+}

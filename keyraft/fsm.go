@@ -33,7 +33,11 @@ type fsm struct {
 
 var _ raft.FSM = (*fsm)(nil)
 
-func newFSM() *fsm { return &fsm{st: newState()} }
+func newFSM() *fsm {
+	st := newState()
+	st.sigs = new(sigCache)
+	return &fsm{st: st}
+}
 
 // applied is the response of a successful Apply.
 type applied struct {
@@ -137,6 +141,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return spindle.E(op, err)
 	}
 	f.mu.Lock()
+	st.sigs = f.st.sigs
 	f.st = st
 	f.mu.Unlock()
 	return nil

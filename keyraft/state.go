@@ -2,8 +2,10 @@ package keyraft
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"sync"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -19,6 +21,47 @@ type state struct {
 	hashes  []tlog.Hash                  // Stored hashes of the tree over entries (tlog layout).
 	users   map[spindle.UserName][]int64 // Leaf indices of each user's versions, oldest first.
 	cfg     clusterConfig                // Built from the config change leaves.
+	sigs    *sigCache                    // Signatures verified here; nil for none. Not replicated.
+}
+
+// sigCache remembers record signatures this member verified, so that the
+// leader, which checks a record when Put receives it and again when Raft
+// applies it, verifies its signature once. It is a pure memo of
+// spindle.Verify and changes no outcome. Safe for concurrent use.
+type sigCache struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]struct{}
+}
+
+// maxSigCache bounds the cache; when full it starts again.
+const maxSigCache = 4 * MaxBatch
+
+func sigCacheKey(key spindle.PublicKey, u *spindle.User) [sha256.Size]byte {
+	return sha256.Sum256(append(appendString(nil, string(key)), EncodeRecord(u)...))
+}
+
+func (c *sigCache) verified(key spindle.PublicKey, u *spindle.User) bool {
+	if c == nil {
+		return false
+	}
+	k := sigCacheKey(key, u)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[k]
+	return ok
+}
+
+func (c *sigCache) add(key spindle.PublicKey, u *spindle.User) {
+	if c == nil {
+		return
+	}
+	k := sigCacheKey(key, u)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxSigCache {
+		c.m = make(map[[sha256.Size]byte]struct{})
+	}
+	c.m[k] = struct{}{}
 }
 
 type entry struct {
@@ -128,9 +171,13 @@ func (s *state) check(u *spindle.User, grant spindle.Signature, verify bool) (du
 	if !verify {
 		return false, nil
 	}
+	if s.sigs.verified(signerKey, u) {
+		return false, nil
+	}
 	if err := spindle.Verify(signerKey, SigningDigest(u), u.Signature); err != nil {
 		return false, spindle.E(spindle.Permission, u.Name, fmt.Errorf("signature by %s: %w", u.SignedBy, errors.Unwrap(err)))
 	}
+	s.sigs.add(signerKey, u)
 	return false, nil
 }
 

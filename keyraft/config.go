@@ -246,9 +246,9 @@ func newConfig() clusterConfig {
 
 // checkChange decides whether ch may be applied to the state, as check does
 // for records: dup when ch is the last change applied. Kinds: Invalid
-// (malformed, or a sequence that does not follow), Permission (not signed
-// by a current operator, or a bad signature), FailedPrecondition-like
-// refusals (removing the last operator) are Invalid.
+// (malformed, a sequence that does not follow, or removing the last
+// operator), Permission (not signed by a current operator, or a bad
+// signature), NotExist (removing a key that is no operator's).
 func (s *state) checkChange(ch *Change, verify bool) (dup bool, err error) {
 	if err := checkChangeForm(ch); err != nil {
 		return false, err

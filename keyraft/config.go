@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/hashicorp/raft"
 
@@ -426,4 +427,38 @@ func (c *Cluster) Join(ctx context.Context, id string, operator spindle.PublicKe
 		return spindle.E(op, spindle.Permission, fmt.Errorf("member %s: join request not signed by its operator's key: %w", id, errors.Unwrap(err)))
 	}
 	return c.AddVoter(ctx, id)
+}
+
+// Status is what a member knows of the cluster, for `spin key members`.
+type Status struct {
+	ID          string   // This member.
+	VerifierKey string   // This member's tree-head verifier key.
+	Leader      string   // The leader's ID, or "" if none is known.
+	Members     []string // The voters' IDs, sorted.
+	Term        uint64   // The current Raft term.
+	LastIndex   uint64   // The last Raft log index this member holds.
+	Applied     uint64   // The last Raft log index applied to its state.
+	Config      ClusterConfig
+}
+
+// Status returns this member's view of the cluster. Error kinds:
+// Transient (ctx ended before raft answered).
+func (c *Cluster) Status(ctx context.Context) (*Status, error) {
+	const op spindle.Op = "keyraft.Status"
+	ids, err := c.Members(ctx)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	slices.Sort(ids)
+	term, _ := strconv.ParseUint(c.raft.Stats()["term"], 10, 64)
+	return &Status{
+		ID:          c.cfg.ID,
+		VerifierKey: c.vkey,
+		Leader:      c.Leader(),
+		Members:     ids,
+		Term:        term,
+		LastIndex:   c.raft.LastIndex(),
+		Applied:     c.raft.AppliedIndex(),
+		Config:      c.Config(),
+	}, nil
 }

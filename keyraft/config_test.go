@@ -260,3 +260,24 @@ func TestJoinAuthorization(t *testing.T) {
 		return reflect.DeepEqual(second.Config(), first.Config()) && sizeOf(second) == sizeOf(first)
 	})
 }
+
+func TestStatus(t *testing.T) {
+	ms := openMembers(t, 3, false)
+	leader := leaderOf(t, ms)
+	populate(t, leader.c, 0, 2)
+	st, err := leader.c.Status(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{ms[0].id, ms[1].id, ms[2].id}
+	slices.Sort(want)
+	if st.ID != leader.id || st.Leader != leader.id || !slices.Equal(st.Members, want) {
+		t.Errorf("status %+v", st)
+	}
+	if st.Term < 1 || st.LastIndex < 3 || st.Applied > st.LastIndex || st.VerifierKey != leader.c.VerifierKey() {
+		t.Errorf("status term %d, last index %d, applied %d, key %q", st.Term, st.LastIndex, st.Applied, st.VerifierKey)
+	}
+	if st.Config.Policy != PolicyOpen {
+		t.Errorf("status policy %q", st.Config.Policy)
+	}
+}

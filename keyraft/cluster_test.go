@@ -242,8 +242,19 @@ func openMembersTuned(t testing.TB, n int, tcp bool, tune func(*raft.Config)) []
 			tr.Close()
 		}
 	})
-	for _, m := range ms[1:] {
-		if err := ms[0].c.AddVoter(ctx, m.id); err != nil {
+	for i, m := range ms[1:] {
+		// On a loaded machine the leader may lose its lease while it
+		// adds a member (fast timing); ask whoever leads then, again.
+		var err error
+		deadline := time.Now().Add(time.Minute)
+		for {
+			l := leaderOf(t, ms[:i+1])
+			if err = l.c.AddVoter(ctx, m.id); err == nil || !errors.Is(err, spindle.Transient) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

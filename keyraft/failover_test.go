@@ -195,8 +195,11 @@ func populateRouted(t *testing.T, ctx context.Context, live *liveSet) {
 func TestFiveMembers(t *testing.T) {
 	ctx := ctxT(t)
 	ms := openMembers(t, 5, false)
+	all := &liveSet{ms: append([]*member(nil), ms...)}
+	for range 3 {
+		populateRouted(t, ctx, all)
+	}
 	leader := leaderOf(t, ms)
-	populate(t, leader.c, 0, 3)
 	converged(t, leader.c, clusters(ms...)...)
 	trans := func(m *member) *raft.InmemTransport { return m.c.trans.(*raft.InmemTransport) }
 
@@ -228,8 +231,9 @@ func TestFiveMembers(t *testing.T) {
 			t.Errorf("minority member %s: %v, want Transient", m.id, err)
 		}
 	}
-	nl := leaderOf(t, majority)
-	mustPutT(t, nl.c, register(t, newSigner(t, bob)))
+	if err := putRouted(ctx, &liveSet{ms: majority}, register(t, newSigner(t, bob))); err != nil {
+		t.Fatal(err)
+	}
 
 	// Heal.
 	for _, a := range minority {

@@ -11,8 +11,11 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/hashicorp/raft"
+	"golang.org/x/mod/sumdb/note"
 
 	"spindle.dev"
 )
@@ -41,7 +44,9 @@ const (
 // Kinds of configuration change.
 const (
 	// ChangeInit makes Key the first operator of a cluster that has none.
-	// It is signed by Key itself.
+	// It is signed by Key itself. Its Arg, if set, is the note verifier
+	// key of the cluster's first member, recorded as a member vouched for
+	// by Key.
 	ChangeInit = "init"
 	// ChangeAddOperator and ChangeRemoveOperator add and remove Key as an
 	// operator. The last operator cannot be removed.
@@ -57,6 +62,15 @@ const (
 	// ChangeDomain registers Key as the admin key of domain Arg, replacing
 	// any before it.
 	ChangeDomain = "domain"
+	// ChangeAddMember records a member: Arg is its note verifier key
+	// (whose name, "spindle-keyraft/ID", names the member) and Key the
+	// node operator who vouches for it, who signs: an admitted key or an
+	// operator's. See [Cluster.Join].
+	ChangeAddMember = "add-member"
+	// ChangeRemoveMember removes the member whose ID is Arg; it is signed
+	// by an operator or by the key that vouched for the member, and names
+	// no Key. See [Cluster.Leave].
+	ChangeRemoveMember = "remove-member"
 )
 
 // A Change is a change of the cluster's configuration, signed by one of
@@ -77,7 +91,6 @@ const (
 	changeMagic         = "SPKC\x01"
 	changeSigningDomain = "spindle.dev/keyraft config change v1\n"
 	grantSigningDomain  = "spindle.dev/keyraft domain grant v1\n"
-	joinSigningDomain   = "spindle.dev/keyraft join v1\n"
 	maxKeyLen           = 256
 )
 
@@ -181,7 +194,24 @@ func checkChangeForm(ch *Change) error {
 		return spindle.E(spindle.Invalid, fmt.Sprintf("config change sequence %d; sequences start at 1", ch.Seq))
 	}
 	switch ch.Kind {
-	case ChangeInit, ChangeAddOperator, ChangeRemoveOperator, ChangeAdmit, ChangeUnadmit:
+	case ChangeInit:
+		if ch.Arg != "" {
+			if _, err := memberOfVerifierKey(ch.Arg); err != nil {
+				return err
+			}
+		}
+	case ChangeAddMember:
+		if _, err := memberOfVerifierKey(ch.Arg); err != nil {
+			return err
+		}
+	case ChangeRemoveMember:
+		if err := checkMemberID(ch.Arg); err != nil {
+			return err
+		}
+		if ch.Key != "" {
+			return spindle.E(spindle.Invalid, "a member removal names no key")
+		}
+	case ChangeAddOperator, ChangeRemoveOperator, ChangeAdmit, ChangeUnadmit:
 		if ch.Arg != "" {
 			return spindle.E(spindle.Invalid, fmt.Sprintf("config change %s takes no argument, got %q", ch.Kind, ch.Arg))
 		}
@@ -199,7 +229,7 @@ func checkChangeForm(ch *Change) error {
 	default:
 		return spindle.E(spindle.Invalid, fmt.Sprintf("unknown config change %q", ch.Kind))
 	}
-	if ch.Kind != ChangePolicy {
+	if ch.Kind != ChangePolicy && ch.Kind != ChangeRemoveMember {
 		if err := checkKey("config change key", ch.Key); err != nil {
 			return err
 		}
@@ -226,8 +256,40 @@ func cleanDomain(dom string) (string, error) {
 	return canon, nil
 }
 
+// checkMemberID checks a member ID as Open does.
+func checkMemberID(id string) error {
+	if id == "" || strings.ContainsFunc(id, func(r rune) bool { return r == '+' || unicode.IsSpace(r) || !unicode.IsPrint(r) }) {
+		return spindle.E(spindle.Invalid, fmt.Sprintf("bad member ID %q", id))
+	}
+	return nil
+}
+
+// memberOfVerifierKey returns the member ID named by a member's note
+// verifier key.
+func memberOfVerifierKey(vkey string) (string, error) {
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		return "", spindle.E(spindle.Invalid, fmt.Errorf("member verifier key %q: %v", vkey, err))
+	}
+	id, ok := strings.CutPrefix(v.Name(), keyName(""))
+	if !ok {
+		return "", spindle.E(spindle.Invalid, fmt.Sprintf("member verifier key is named %q, not %s<member ID>", v.Name(), keyName("")))
+	}
+	if err := checkMemberID(id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// memberInfo is a member recorded in the configuration.
+type memberInfo struct {
+	vkey string            // Its note verifier key.
+	by   spindle.PublicKey // The node operator who vouched for it.
+}
+
 // clusterConfig is the configuration part of the replicated state.
 type clusterConfig struct {
+	members   map[string]memberInfo // By member ID.
 	seq       int64
 	last      []byte // EncodeChange of the last change applied.
 	operators map[spindle.PublicKey]bool
@@ -238,6 +300,7 @@ type clusterConfig struct {
 
 func newConfig() clusterConfig {
 	return clusterConfig{
+		members:   make(map[string]memberInfo),
 		operators: make(map[spindle.PublicKey]bool),
 		admitted:  make(map[spindle.PublicKey]bool),
 		policy:    PolicyOpen,
@@ -261,16 +324,34 @@ func (s *state) checkChange(ch *Change, verify bool) (dup bool, err error) {
 	if ch.Seq != cfg.seq+1 {
 		return false, spindle.E(spindle.Invalid, fmt.Sprintf("config change %d does not follow the current configuration %d (a replayed or stale change?)", ch.Seq, cfg.seq))
 	}
-	switch {
-	case ch.Kind == ChangeInit:
+	switch ch.Kind {
+	case ChangeInit:
 		if len(cfg.operators) != 0 {
 			return false, spindle.E(spindle.Permission, "the cluster has operators already; init is for a cluster with none")
 		}
 		if ch.Signer != ch.Key {
 			return false, spindle.E(spindle.Permission, "init must be signed by the first operator's own key")
 		}
-	case !cfg.operators[ch.Signer]:
-		return false, spindle.E(spindle.Permission, fmt.Sprintf("config change %s signed by a key that is not an operator's", ch.Kind))
+	case ChangeAddMember:
+		if !cfg.operators[ch.Signer] && !(ch.Signer == ch.Key && cfg.admitted[ch.Key]) {
+			return false, spindle.E(spindle.Permission, "a member is added by an operator, or by a node operator whose key the operators admitted, vouching with that key")
+		}
+		id, _ := memberOfVerifierKey(ch.Arg)
+		if _, ok := cfg.members[id]; ok {
+			return false, spindle.E(spindle.Exist, fmt.Sprintf("member %s is recorded already", id))
+		}
+	case ChangeRemoveMember:
+		m, ok := cfg.members[ch.Arg]
+		if !ok {
+			return false, spindle.E(spindle.NotExist, fmt.Sprintf("member %s is not recorded", ch.Arg))
+		}
+		if !cfg.operators[ch.Signer] && ch.Signer != m.by {
+			return false, spindle.E(spindle.Permission, fmt.Sprintf("member %s is removed by an operator or by the node operator who vouched for it", ch.Arg))
+		}
+	default:
+		if !cfg.operators[ch.Signer] {
+			return false, spindle.E(spindle.Permission, fmt.Sprintf("config change %s signed by a key that is not an operator's", ch.Kind))
+		}
 	}
 	if ch.Kind == ChangeRemoveOperator {
 		if !cfg.operators[ch.Key] {
@@ -291,7 +372,18 @@ func (s *state) checkChange(ch *Change, verify bool) (dup bool, err error) {
 // applyChange makes a checked change to the configuration.
 func (cfg *clusterConfig) applyChange(ch *Change, enc []byte) {
 	switch ch.Kind {
-	case ChangeInit, ChangeAddOperator:
+	case ChangeInit:
+		cfg.operators[ch.Key] = true
+		if ch.Arg != "" {
+			id, _ := memberOfVerifierKey(ch.Arg)
+			cfg.members[id] = memberInfo{vkey: ch.Arg, by: ch.Key}
+		}
+	case ChangeAddMember:
+		id, _ := memberOfVerifierKey(ch.Arg)
+		cfg.members[id] = memberInfo{vkey: ch.Arg, by: ch.Key}
+	case ChangeRemoveMember:
+		delete(cfg.members, ch.Arg)
+	case ChangeAddOperator:
 		cfg.operators[ch.Key] = true
 	case ChangeRemoveOperator:
 		delete(cfg.operators, ch.Key)
@@ -344,6 +436,7 @@ func (s *state) checkGrant(u *spindle.User, grant spindle.Signature, verify bool
 // ClusterConfig is a copy of the cluster's configuration.
 type ClusterConfig struct {
 	Seq       int64                        // Changes applied.
+	Members   map[string]string            // Recorded members' note verifier keys, by member ID.
 	Operators []spindle.PublicKey          // Sorted.
 	Admitted  []spindle.PublicKey          // Node operator keys that may join; sorted.
 	Policy    string                       // PolicyOpen or PolicyDomain.
@@ -355,8 +448,13 @@ func (c *Cluster) Config() ClusterConfig {
 	c.fsm.mu.RLock()
 	defer c.fsm.mu.RUnlock()
 	cfg := &c.fsm.st.cfg
+	members := make(map[string]string, len(cfg.members))
+	for id, m := range cfg.members {
+		members[id] = m.vkey
+	}
 	return ClusterConfig{
 		Seq:       cfg.seq,
+		Members:   members,
 		Operators: slices.Sorted(maps.Keys(cfg.operators)),
 		Admitted:  slices.Sorted(maps.Keys(cfg.admitted)),
 		Policy:    cfg.policy,
@@ -399,34 +497,47 @@ func (c *Cluster) Change(ctx context.Context, ch *Change) error {
 	return nil
 }
 
-// JoinDigest returns the digest a node's operator signs to ask that the
-// member with the given ID join the cluster.
-func JoinDigest(id string) []byte {
-	sum := sha256.Sum256(appendString([]byte(joinSigningDomain), id))
-	return sum[:]
-}
-
-// Join adds the member id as a voter, on behalf of the node operator who
-// holds key operator and signed JoinDigest(id) with it. The operators must
-// have admitted that key (ChangeAdmit): otherwise Join fails with
-// Permission and nothing changes. It runs on the leader (else Transient
-// wrapping ErrNotLeader). Joining a member that is already a voter is not
-// an error.
-func (c *Cluster) Join(ctx context.Context, id string, operator spindle.PublicKey, sig spindle.Signature) error {
+// Join adds a member: ch, a ChangeAddMember signed by the node operator
+// who vouches for it (a key the operators admitted, or an operator's),
+// records the member and its verifier key in the configuration, and the
+// member becomes a voter. A node whose operator's key no operator admitted
+// is refused with Permission and nothing changes. It runs on the leader
+// (else Transient wrapping ErrNotLeader). Joining again with the same
+// change is not an error, so a Join whose outcome is unknown is repeated.
+func (c *Cluster) Join(ctx context.Context, ch *Change) error {
 	const op spindle.Op = "keyraft.Join"
-	if err := checkKey("joining operator's key", operator); err != nil {
+	if ch == nil || ch.Kind != ChangeAddMember {
+		return spindle.E(op, spindle.Invalid, "a join request is an add-member config change")
+	}
+	id, err := memberOfVerifierKey(ch.Arg)
+	if err != nil {
 		return spindle.E(op, err)
 	}
-	c.fsm.mu.RLock()
-	admitted := c.fsm.st.cfg.admitted[operator]
-	c.fsm.mu.RUnlock()
-	if !admitted {
-		return spindle.E(op, spindle.Permission, fmt.Sprintf("member %s: its operator's key is not admitted to the cluster (an operator admits it first)", id))
+	if err := c.Change(ctx, ch); err != nil {
+		return spindle.E(op, err)
 	}
-	if err := spindle.Verify(operator, JoinDigest(id), sig); err != nil {
-		return spindle.E(op, spindle.Permission, fmt.Errorf("member %s: join request not signed by its operator's key: %w", id, errors.Unwrap(err)))
+	if err := c.AddVoter(ctx, id); err != nil {
+		return spindle.E(op, err)
 	}
-	return c.AddVoter(ctx, id)
+	return nil
+}
+
+// Leave removes a member: ch, a ChangeRemoveMember signed by an operator
+// or by the node operator who vouched for the member, removes it from the
+// configuration, whose log clients follow, and from the voters. It runs on
+// the leader.
+func (c *Cluster) Leave(ctx context.Context, ch *Change) error {
+	const op spindle.Op = "keyraft.Leave"
+	if ch == nil || ch.Kind != ChangeRemoveMember {
+		return spindle.E(op, spindle.Invalid, "a leave request is a remove-member config change")
+	}
+	if err := c.Change(ctx, ch); err != nil {
+		return spindle.E(op, err)
+	}
+	if err := c.RemoveServer(ctx, ch.Arg); err != nil {
+		return spindle.E(op, err)
+	}
+	return nil
 }
 
 // Status is what a member knows of the cluster, for `spin key members`.

@@ -202,7 +202,8 @@ func TestConfigSurvivesRestart(t *testing.T) {
 }
 
 // TestJoinAuthorization: a node joins only if the operators admitted its
-// operator's key and the request is signed by that key.
+// operator's key and the request is signed by that key; the member's
+// verifier key is then in the configuration, and leaving takes it out.
 func TestJoinAuthorization(t *testing.T) {
 	ctx := ctxT(t)
 	open := func(id string, bootstrap bool, peers ...*raft.InmemTransport) (*Cluster, *raft.InmemTransport) {
@@ -221,13 +222,9 @@ func TestJoinAuthorization(t *testing.T) {
 	first, t0 := open("12D3KooWFirst", true)
 	second, _ := open("12D3KooWSecond", false, t0)
 	op, nodeOp, other := newSigner(t, "op@example.com"), newSigner(t, "bob@example.com"), newSigner(t, "eve@example.com")
-	mustChange(t, first, signedChange(t, op, &Change{Seq: 1, Kind: ChangeInit, Key: op.pub}))
-	joinSig := func(s *testSigner, id string) spindle.Signature {
-		sig, err := s.Sign(JoinDigest(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sig
+	mustChange(t, first, signedChange(t, op, &Change{Seq: 1, Kind: ChangeInit, Key: op.pub, Arg: first.VerifierKey()}))
+	if got := first.Config().Members; !reflect.DeepEqual(got, map[string]string{first.ID(): first.VerifierKey()}) {
+		t.Errorf("members after init: %v", got)
 	}
 	members := func() int {
 		ids, err := first.Members(ctx)
@@ -236,24 +233,33 @@ func TestJoinAuthorization(t *testing.T) {
 		}
 		return len(ids)
 	}
-	if err := first.Join(ctx, second.ID(), nodeOp.pub, joinSig(nodeOp, second.ID())); !errors.Is(err, spindle.Permission) {
-		t.Errorf("join by a node no operator admitted: %v, want Permission", err)
+	join := func(s *testSigner, seq int64, key spindle.PublicKey) *Change {
+		return signedChange(t, s, &Change{Seq: seq, Kind: ChangeAddMember, Arg: second.VerifierKey(), Key: key})
 	}
+	cfg1 := first.Config()
+	refused(t, first, "join by a node no operator admitted", first.Join(ctx, join(nodeOp, 2, nodeOp.pub)), spindle.Permission, cfg1)
 	mustChange(t, first, signedChange(t, op, &Change{Seq: 2, Kind: ChangeAdmit, Key: nodeOp.pub}))
-	if err := first.Join(ctx, second.ID(), nodeOp.pub, joinSig(other, second.ID())); !errors.Is(err, spindle.Permission) {
-		t.Errorf("join signed by another key: %v, want Permission", err)
-	}
-	if err := first.Join(ctx, second.ID(), nodeOp.pub, joinSig(nodeOp, "12D3KooWOther")); !errors.Is(err, spindle.Permission) {
-		t.Errorf("join with a signature for another member: %v, want Permission", err)
-	}
+	cfg2 := first.Config()
+	refused(t, first, "join signed by a key that is not the admitted one", first.Join(ctx, join(other, 3, other.pub)), spindle.Permission, cfg2)
+	refused(t, first, "join vouched for by the admitted key, signed by another", first.Join(ctx, join(other, 3, nodeOp.pub)), spindle.Permission, cfg2)
+	bad := join(nodeOp, 3, nodeOp.pub)
+	bad.Arg = "spindle-keyraft/x+00000000+AAAA"
+	refused(t, first, "join with a bad verifier key", first.Join(ctx, bad), spindle.Invalid, cfg2)
 	if n := members(); n != 1 {
 		t.Fatalf("refused joins left %d members", n)
 	}
-	if err := first.Join(ctx, second.ID(), nodeOp.pub, joinSig(nodeOp, second.ID())); err != nil {
+	ok := join(nodeOp, 3, nodeOp.pub)
+	if err := first.Join(ctx, ok); err != nil {
 		t.Fatal(err)
+	}
+	if err := first.Join(ctx, ok); err != nil {
+		t.Errorf("repeated join: %v", err)
 	}
 	if n := members(); n != 2 {
 		t.Errorf("%d members after the join, want 2", n)
+	}
+	if got := first.Config().Members[second.ID()]; got != second.VerifierKey() {
+		t.Errorf("recorded verifier key of the new member %q, want %q", got, second.VerifierKey())
 	}
 	if err := putRouted(ctx, &liveSet{ms: []*member{{id: first.ID(), c: first}, {id: second.ID(), c: second}}}, register(t, newSigner(t, ann))); err != nil {
 		t.Fatal(err)
@@ -261,6 +267,21 @@ func TestJoinAuthorization(t *testing.T) {
 	eventually(t, "the new member has the configuration and records", func() bool {
 		return reflect.DeepEqual(second.Config(), first.Config()) && sizeOf(second) == sizeOf(first)
 	})
+
+	// Leaving: not by a stranger; by the operator who vouched, yes.
+	l := leaderOf(t, []*member{{id: first.ID(), c: first}, {id: second.ID(), c: second}})
+	cfg4 := l.c.Config()
+	refused(t, l.c, "leave signed by a stranger", l.c.Leave(ctx, signedChange(t, other, &Change{Seq: 4, Kind: ChangeRemoveMember, Arg: second.ID()})), spindle.Permission, cfg4)
+	refused(t, l.c, "leave of an unrecorded member", l.c.Leave(ctx, signedChange(t, op, &Change{Seq: 4, Kind: ChangeRemoveMember, Arg: "12D3KooWNobody"})), spindle.NotExist, cfg4)
+	if l.c != first {
+		t.Skip("the second member leads now; the removal below is for the first to make")
+	}
+	if err := first.Leave(ctx, signedChange(t, nodeOp, &Change{Seq: 4, Kind: ChangeRemoveMember, Arg: second.ID()})); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := first.Config().Members[second.ID()]; ok || members() != 1 {
+		t.Errorf("after leaving: members %v, %d voters", first.Config().Members, members())
+	}
 }
 
 func TestStatus(t *testing.T) {

@@ -48,8 +48,10 @@
 // repeating the last one is accepted without effect. The first operator
 // is set by a ChangeInit signed by its own key, accepted only while there
 // is none: the first member's node makes it when it bootstraps the
-// cluster. [Cluster.Join] adds a member only on the request of a node
-// operator whose key the operators admitted, signed over [JoinDigest].
+// cluster. The members and their tree-head verifier keys are part of the
+// configuration: [Cluster.Join] adds a member only on a ChangeAddMember
+// signed by a node operator whose key the operators admitted (or by an
+// operator), and [Cluster.Leave] removes one.
 //
 // # Batching
 //

@@ -20,15 +20,15 @@ import (
 	"spindle.dev"
 )
 
-// # Cluster configuration
-//
-// Besides user records, the transparency log holds the cluster's
-// configuration changes, each a [Change] signed by an operator: who the
-// operators are, which node operators' keys may join the cluster, the
-// namespace policy, and each domain's admin key under the domain policy.
-// Changes are leaves of the same Merkle log as records, so a client that
-// audits the log sees every change of the rules; a snapshot holds them as
-// it holds records, and replaying it rebuilds the configuration.
+// Cluster configuration. Besides user records, the transparency log holds
+// the cluster's configuration changes, each a [Change] signed by an
+// operator (or, for a member, by the node operator who vouches for it):
+// who the operators are, which node operators' keys may join, the members
+// and their verifier keys, the namespace policy, and each domain's admin
+// key. Changes are leaves of the same Merkle log as records (they start
+// with changeMagic, records with recordMagic), so a client that audits the
+// log sees every change of the rules; a snapshot holds them as it holds
+// records, and replaying it rebuilds the configuration.
 
 // Namespace policies.
 const (

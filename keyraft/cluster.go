@@ -1,6 +1,7 @@
 package keyraft
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -79,9 +80,13 @@ type Config struct {
 	NoteKey string
 
 	// For tests in this package: a transport to use instead of Listener
-	// and Dial (raft's in-memory one), and a hook to tune Raft's timing.
+	// and Dial (raft's in-memory one), a hook to tune Raft's timing, and
+	// one that sees each batch.
 	transport raft.Transport
 	tune      func(*raft.Config)
+	// proposeHook, if set, is called by the batcher with the size of
+	// each batch before proposing it.
+	proposeHook func(n int)
 }
 
 // A Cluster is one member of a key cluster: a Raft replica of the user
@@ -101,6 +106,12 @@ type Cluster struct {
 	headMu   sync.Mutex
 	headTree tlog.Tree
 	head     []byte // Signed note of headTree, or nil.
+
+	putq        chan *putReq   // Checked records waiting for the batcher.
+	quit        chan struct{}  // Closed by Close: the batcher stops.
+	batcherDone chan struct{}  // Closed when the batcher has stopped.
+	proposals   sync.WaitGroup // Batches proposed and not yet answered.
+	inflight    chan struct{}  // Holds a token for each batch proposed and not yet applied.
 
 	closeOnce sync.Once
 	closeErr  error
@@ -130,7 +141,11 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if cfg.ApplyTimeout <= 0 {
 		cfg.ApplyTimeout = DefaultApplyTimeout
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger.With("member", cfg.ID), fsm: newFSM()}
+	c := &Cluster{
+		cfg: cfg, log: cfg.Logger.With("member", cfg.ID), fsm: newFSM(),
+		putq: make(chan *putReq, putQueueLen), quit: make(chan struct{}), batcherDone: make(chan struct{}),
+		inflight: make(chan struct{}, maxInFlight),
+	}
 	hl := newHCLogger(c.log, "raft")
 	defer func() {
 		if err != nil {
@@ -211,6 +226,7 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("start raft: %w", err))
 	}
 	c.raft = r
+	go c.batcher()
 
 	f := r.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -394,6 +410,30 @@ func (c *Cluster) Lookup(ctx context.Context, name spindle.UserName) (*spindle.U
 	return clone(e.rec), nil
 }
 
+// LookupLatest is Lookup for read-after-write: on the leader it first
+// commits a Raft barrier, which proves that this member still leads and
+// has applied every change committed before the call, so the answer
+// reflects every Put that returned before LookupLatest was called. It
+// costs a log write. On a member that is not the leader it fails with
+// Transient wrapping [ErrNotLeader], as Put does; [Cluster.Lookup] on a
+// follower instead answers at once from a replica that may lag the
+// leader by the changes in flight (typically one heartbeat, and without
+// bound while the member is cut off from the leader).
+func (c *Cluster) LookupLatest(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
+	const op spindle.Op = "keyraft.LookupLatest"
+	if c.raft.State() != raft.Leader {
+		return nil, spindle.E(op, spindle.Transient, name, fmt.Errorf("%w (leader: %q)", ErrNotLeader, c.Leader()))
+	}
+	if err := c.wait(ctx, c.raft.Barrier(c.cfg.ApplyTimeout)); err != nil {
+		return nil, raftError(op, name, err)
+	}
+	u, err := c.Lookup(ctx, name)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return u, nil
+}
+
 // Version returns the version of name's current record, or 0 if name
 // (which must be canonical) has none. It is Lookup without the copy, for
 // a node that checks on every request that a session's record is unchanged.
@@ -435,7 +475,8 @@ func (c *Cluster) Domain(ctx context.Context, domain string) ([]spindle.UserName
 // Put implements [spindle.KeyServer]. It checks the record against the
 // policy (see the package documentation) and, on the leader, commits it
 // through Raft, returning once it is applied on this member; the record
-// is checked again when applied. Putting the current record again is not
+// is checked again when applied. Records put concurrently are proposed
+// together, in one Raft log entry (see [MaxBatch]). Putting the current record again is not
 // an error. On a member that is not the leader Put returns Transient
 // wrapping [ErrNotLeader], after checking the record, and the caller
 // forwards the request to [Cluster.Leader]. Error kinds: Invalid,
@@ -443,13 +484,28 @@ func (c *Cluster) Domain(ctx context.Context, domain string) ([]spindle.UserName
 // (no leader, timeout, or ctx done: the change may or may not commit, and
 // repeating the Put is safe).
 func (c *Cluster) Put(ctx context.Context, u *spindle.User) error {
+	return c.put(ctx, u, nil)
+}
+
+// PutGranted is Put for a new name under the domain policy ([PolicyDomain]):
+// grant is the countersignature of the domain's admin key over
+// [GrantDigest](u). Without a valid one such a registration fails with
+// Permission. Under the open policy, and for updates, grant is ignored.
+func (c *Cluster) PutGranted(ctx context.Context, u *spindle.User, grant spindle.Signature) error {
+	return c.put(ctx, u, grant)
+}
+
+func (c *Cluster) put(ctx context.Context, u *spindle.User, grant spindle.Signature) error {
 	const op spindle.Op = "keyraft.Put"
 	if u == nil {
 		return spindle.E(op, spindle.Invalid, "nil record")
 	}
+	if len(grant) > MaxSignatureLen {
+		return spindle.E(op, spindle.Invalid, u.Name, fmt.Sprintf("countersignature of %d bytes, more than %d", len(grant), MaxSignatureLen))
+	}
 	rec := clone(u)
 	c.fsm.mu.RLock()
-	dup, err := c.fsm.st.check(rec, true)
+	dup, err := c.fsm.st.check(rec, grant, true)
 	c.fsm.mu.RUnlock()
 	if err != nil {
 		return spindle.E(op, err)
@@ -460,12 +516,11 @@ func (c *Cluster) Put(ctx context.Context, u *spindle.User) error {
 	if c.raft.State() != raft.Leader {
 		return spindle.E(op, spindle.Transient, rec.Name, fmt.Errorf("%w (leader: %q)", ErrNotLeader, c.Leader()))
 	}
-	cmd := append([]byte{cmdPut}, EncodeRecord(rec)...)
-	f := c.raft.Apply(cmd, c.cfg.ApplyTimeout)
-	if err := c.wait(ctx, f); err != nil {
-		return raftError(op, rec.Name, err)
+	r := &putReq{name: rec.Name, enc: EncodeRecord(rec)}
+	if len(grant) != 0 {
+		r.grant = bytes.Clone(grant)
 	}
-	if err, ok := f.Response().(error); ok && err != nil {
+	if err := c.submit(ctx, r); err != nil {
 		return spindle.E(op, err)
 	}
 	return nil
@@ -636,9 +691,12 @@ func (c *Cluster) Close() error {
 func (c *Cluster) closeAll() error {
 	var errs []error
 	if c.raft != nil {
+		close(c.quit)
+		<-c.batcherDone
 		if err := c.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("shut down raft: %w", err))
 		}
+		c.proposals.Wait()
 	}
 	switch {
 	case c.cfg.transport != nil:

@@ -179,14 +179,36 @@ func TestOpenConfigErrors(t *testing.T) {
 
 // member is one member of a multi-member test cluster.
 type member struct {
-	id string
-	c  *Cluster
+	id  string
+	c   *Cluster
+	cfg Config  // As opened, for reopen.
+	tn  *tcpNet // The loopback network of a tcp member.
+}
+
+// reopen closes m's member if open and starts it again from its directory.
+func reopen(t testing.TB, m *member) {
+	t.Helper()
+	m.c.Close()
+	cfg := m.cfg
+	cfg.Bootstrap = false
+	cfg.Listener = m.tn.listen(t, m.id)
+	c, err := Open(ctxT(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.c = c
+	t.Cleanup(func() { c.Close() })
 }
 
 // openMembers starts n members, the first bootstrapped, and adds the others
 // as voters. With tcp false they talk over raft's in-memory transport and
 // keep state in memory; with tcp true over loopback TCP with bolt on disk.
-func openMembers(t *testing.T, n int, tcp bool) []*member {
+func openMembers(t testing.TB, n int, tcp bool) []*member {
+	t.Helper()
+	return openMembersTuned(t, n, tcp, fast)
+}
+
+func openMembersTuned(t testing.TB, n int, tcp bool, tune func(*raft.Config)) []*member {
 	t.Helper()
 	ctx := ctxT(t)
 	var trans []*raft.InmemTransport
@@ -194,7 +216,7 @@ func openMembers(t *testing.T, n int, tcp bool) []*member {
 	ms := make([]*member, n)
 	for i := range ms {
 		id := fmt.Sprintf("12D3KooWMember%d", i)
-		cfg := Config{ID: id, Bootstrap: i == 0, Logger: testLogger(t).With("m", i), tune: fast, ApplyTimeout: 5 * time.Second}
+		cfg := Config{ID: id, Bootstrap: i == 0, Logger: testLogger(t).With("m", i), tune: tune, ApplyTimeout: 5 * time.Second}
 		if tcp {
 			cfg.Dir = t.TempDir()
 			cfg.Listener = tn.listen(t, id)
@@ -212,7 +234,7 @@ func openMembers(t *testing.T, n int, tcp bool) []*member {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ms[i] = &member{id: id, c: c}
+		ms[i] = &member{id: id, c: c, cfg: cfg, tn: tn}
 		t.Cleanup(func() { c.Close() })
 	}
 	t.Cleanup(func() {
@@ -220,8 +242,19 @@ func openMembers(t *testing.T, n int, tcp bool) []*member {
 			tr.Close()
 		}
 	})
-	for _, m := range ms[1:] {
-		if err := ms[0].c.AddVoter(ctx, m.id); err != nil {
+	for i, m := range ms[1:] {
+		// On a loaded machine the leader may lose its lease while it
+		// adds a member (fast timing); ask whoever leads then, again.
+		var err error
+		deadline := time.Now().Add(time.Minute)
+		for {
+			l := leaderOf(t, ms[:i+1])
+			if err = l.c.AddVoter(ctx, m.id); err == nil || !errors.Is(err, spindle.Transient) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -238,7 +271,7 @@ func openMembers(t *testing.T, n int, tcp bool) []*member {
 	return ms
 }
 
-func eventually(t *testing.T, what string, f func() bool) {
+func eventually(t testing.TB, what string, f func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !f() {
@@ -249,7 +282,7 @@ func eventually(t *testing.T, what string, f func() bool) {
 	}
 }
 
-func leaderOf(t *testing.T, ms []*member) *member {
+func leaderOf(t testing.TB, ms []*member) *member {
 	t.Helper()
 	var l *member
 	eventually(t, "a leader", func() bool {

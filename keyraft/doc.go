@@ -14,7 +14,10 @@
 //
 // # Policy
 //
-// The cluster runs the "open" policy:
+// The cluster runs the "open" policy ([PolicyOpen]) or, if its operators
+// chose it, the "domain" policy ([PolicyDomain]), under which a new name
+// is granted only with the countersignature of its domain's admin key
+// over [GrantDigest] of the record ([Cluster.PutGranted]). Otherwise:
 //   - A new name is granted to the first record whose signature, by its own
 //     key, proves possession of that key. A +suffix user
 //     (ann+camera@example.com) is registered by its base user instead, whose
@@ -35,10 +38,34 @@
 // deterministically, when each member applies the Raft log, so a replayed log
 // always yields the same state.
 //
+// # Configuration
+//
+// The cluster's configuration is in the replicated state and its changes
+// are leaves of the transparency log: the operators, the node operator
+// keys admitted to join, the namespace policy and the domain admin keys.
+// A [Change] is signed by a current operator and carries the sequence
+// number it makes, so a replayed or stale change is refused (Invalid) and
+// repeating the last one is accepted without effect. The first operator
+// is set by a ChangeInit signed by its own key, accepted only while there
+// is none: the first member's node makes it when it bootstraps the
+// cluster. The members and their tree-head verifier keys are part of the
+// configuration: [Cluster.Join] adds a member only on a ChangeAddMember
+// signed by a node operator whose key the operators admitted (or by an
+// operator), and [Cluster.Leave] removes one.
+//
+// # Batching
+//
+// Records and changes put on the leader at about the same time are
+// proposed together, up to [MaxBatch] in one Raft log entry, so they share
+// one Raft apply and one fsync of the log on each member; at most two
+// batches are in flight, and the next fills while they commit. Each
+// record of a batch is checked and applied in order and gets its own
+// outcome.
+//
 // # Transparency log
 //
-// Every accepted record is a leaf of a golang.org/x/mod/sumdb/tlog Merkle
-// tree. Members sign tree heads as sumdb/note notes with their own Ed25519
+// Every accepted record, and every configuration change, is a leaf of a
+// golang.org/x/mod/sumdb/tlog Merkle tree. Members sign tree heads as sumdb/note notes with their own Ed25519
 // key ([Cluster.VerifierKey]). [Cluster.LookupProof] returns a record with
 // an inclusion proof against a signed head, [VerifyLookup] checks it, and a
 // [Checker] remembers the newest head a client has seen and demands a
@@ -53,7 +80,10 @@
 // traffic runs over the Config's net.Listener and Dial function, which node
 // backs with libp2p streams, so this package never imports libp2p. A fresh
 // member started with Bootstrap forms a one-member cluster; [Cluster.AddVoter]
-// grows it to three or five. Any member serves lookups from its replica;
+// grows it to three or five. Any member serves lookups from its replica,
+// which lags the leader by the changes in flight (typically one heartbeat,
+// and without bound while the member is cut off); [Cluster.LookupLatest]
+// reads through the leader, behind a Raft barrier, for read-after-write.
 // [Cluster.Put] works on the leader, and on any other member fails with
 // Transient wrapping [ErrNotLeader] so that the caller forwards it to
 // [Cluster.Leader].

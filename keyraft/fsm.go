@@ -2,6 +2,7 @@ package keyraft
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,7 +17,8 @@ import (
 
 // Command types in the Raft log. The numbers are part of the stored format.
 const (
-	cmdPut byte = 1 // Followed by EncodeRecord of the record.
+	cmdPut   byte = 1 // Followed by EncodeRecord of the record.
+	cmdBatch byte = 2 // Followed by a batch of records; see encodeBatch.
 )
 
 // snapshotMagic starts an encoded snapshot.
@@ -31,7 +33,11 @@ type fsm struct {
 
 var _ raft.FSM = (*fsm)(nil)
 
-func newFSM() *fsm { return &fsm{st: newState()} }
+func newFSM() *fsm {
+	st := newState()
+	st.sigs = new(sigCache)
+	return &fsm{st: st}
+}
 
 // applied is the response of a successful Apply.
 type applied struct {
@@ -44,17 +50,41 @@ type applied struct {
 // replays the log refuses it too.
 func (f *fsm) Apply(l *raft.Log) any {
 	const op spindle.Op = "keyraft.Apply"
-	if len(l.Data) == 0 || l.Data[0] != cmdPut {
-		return spindle.E(op, spindle.Invalid, fmt.Sprintf("unknown command at raft index %d", l.Index))
+	if len(l.Data) == 0 {
+		return spindle.E(op, spindle.Invalid, fmt.Sprintf("empty command at raft index %d", l.Index))
 	}
-	u, err := DecodeRecord(l.Data[1:])
-	if err != nil {
-		return spindle.E(op, err)
+	switch l.Data[0] {
+	case cmdPut:
+		u, err := DecodeRecord(l.Data[1:])
+		if err != nil {
+			return spindle.E(op, err)
+		}
+		return f.applyOne(op, u, nil)
+	case cmdBatch:
+		items, err := decodeBatch(l.Data)
+		if err != nil {
+			return spindle.E(op, fmt.Errorf("raft index %d: %w", l.Index, err))
+		}
+		res := make(batchResult, len(items))
+		for i, it := range items {
+			if it.ch != nil {
+				res[i] = f.applyChange(op, it.ch)
+			} else {
+				res[i] = f.applyOne(op, it.u, it.grant)
+			}
+		}
+		return res
 	}
+	return spindle.E(op, spindle.Invalid, fmt.Sprintf("unknown command %d at raft index %d", l.Data[0], l.Index))
+}
+
+// applyOne checks one record and adds it to the state, returning an applied
+// or the error that refused it.
+func (f *fsm) applyOne(op spindle.Op, u *spindle.User, grant spindle.Signature) any {
 	// Only Apply and Restore change the state and raft never runs them
 	// concurrently, so the check may run under the read lock.
 	f.mu.RLock()
-	dup, err := f.st.check(u, true)
+	dup, err := f.st.check(u, grant, true)
 	f.mu.RUnlock()
 	if err != nil {
 		return spindle.E(op, err)
@@ -65,6 +95,25 @@ func (f *fsm) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.st.add(u); err != nil {
+		return spindle.E(op, err)
+	}
+	return applied{index: f.st.size() - 1}
+}
+
+// applyChange checks one config change and applies it.
+func (f *fsm) applyChange(op spindle.Op, ch *Change) any {
+	f.mu.RLock()
+	dup, err := f.st.checkChange(ch, true)
+	f.mu.RUnlock()
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	if dup {
+		return applied{index: -1}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.st.addChange(ch); err != nil {
 		return spindle.E(op, err)
 	}
 	return applied{index: f.st.size() - 1}
@@ -92,6 +141,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return spindle.E(op, err)
 	}
 	f.mu.Lock()
+	st.sigs = f.st.sigs
 	f.st = st
 	f.mu.Unlock()
 	return nil
@@ -166,11 +216,28 @@ func decodeSnapshot(r io.Reader) (*state, error) {
 		if _, err := io.ReadFull(br, enc); err != nil {
 			return nil, spindle.E(spindle.Invalid, fmt.Errorf("malformed snapshot: record %d: %v", i, err))
 		}
+		if bytes.HasPrefix(enc, []byte(changeMagic)) {
+			ch, err := DecodeChange(enc)
+			if err != nil {
+				return nil, spindle.E(fmt.Errorf("snapshot config change %d: %w", i, err))
+			}
+			dup, err := st.checkChange(ch, false)
+			if err == nil && dup {
+				err = errors.New("change repeats the last one")
+			}
+			if err != nil {
+				return nil, spindle.E(spindle.Invalid, fmt.Errorf("snapshot config change %d does not follow from those before it: %w", i, err))
+			}
+			if err := st.addChange(ch); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		u, err := DecodeRecord(enc)
 		if err != nil {
 			return nil, spindle.E(fmt.Errorf("snapshot record %d: %w", i, err))
 		}
-		dup, err := st.check(u, false)
+		dup, err := st.check(u, nil, false)
 		if err == nil && dup {
 			err = errors.New("record repeats the current one")
 		}

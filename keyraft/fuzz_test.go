@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/hashicorp/raft"
 	"golang.org/x/mod/sumdb/note"
 
 	"spindle.dev"
@@ -36,7 +37,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		// A record that decodes may still be refused by the policy, but the
 		// check must not fail in any other way.
 		st := newState()
-		if _, err := st.check(u, true); err != nil {
+		if _, err := st.check(u, nil, true); err != nil {
 			switch spindle.KindOf(err) {
 			case spindle.Permission, spindle.NotExist:
 			default:
@@ -137,6 +138,66 @@ func FuzzUnmarshalTreeProof(f *testing.F) {
 		// Checking it against made-up trees fails cleanly.
 		if err := tlog.CheckTree(p, 7, tlog.Hash{1}, 3, tlog.Hash{2}); err == nil {
 			t.Fatalf("a fuzzed proof proved made-up trees consistent")
+		}
+	})
+}
+
+func FuzzDecodeBatch(f *testing.F) {
+	f.Add([]byte{cmdBatch, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		its, err := decodeBatch(data)
+		if err != nil {
+			if spindle.KindOf(err) != spindle.Invalid {
+				t.Fatalf("decodeBatch error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			return
+		}
+		if len(its) == 0 || len(its) > MaxBatch {
+			t.Fatalf("decoded a batch of %d items", len(its))
+		}
+		recs := make([]batchItem, len(its))
+		for i, it := range its {
+			switch {
+			case it.u != nil && it.ch == nil:
+				recs[i] = batchItem{enc: EncodeRecord(it.u), grant: it.grant}
+			case it.ch != nil && it.u == nil && it.grant == nil:
+				recs[i] = batchItem{enc: EncodeChange(it.ch)}
+			default:
+				t.Fatalf("decoded item %d is neither a record nor a change: %+v", i, it)
+			}
+		}
+		if !bytes.Equal(encodeBatch(recs), data) {
+			t.Fatalf("decoded batch re-encodes differently")
+		}
+		// Applying it must give one outcome per record and never panic.
+		res, ok := newFSM().Apply(&raft.Log{Index: 1, Data: data}).(batchResult)
+		if !ok || len(res) != len(its) {
+			t.Fatalf("Apply of a decoded batch answered %#v", res)
+		}
+	})
+}
+
+func FuzzDecodeChange(f *testing.F) {
+	f.Add([]byte(changeMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ch, err := DecodeChange(data)
+		if err != nil {
+			if spindle.KindOf(err) != spindle.Invalid {
+				t.Fatalf("DecodeChange error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			return
+		}
+		if !bytes.Equal(EncodeChange(ch), data) {
+			t.Fatalf("decoded change re-encodes differently")
+		}
+		// The state's check may refuse it, but only as a policy refusal.
+		st := newState()
+		if _, err := st.checkChange(ch, true); err != nil {
+			switch spindle.KindOf(err) {
+			case spindle.Permission, spindle.Invalid, spindle.NotExist:
+			default:
+				t.Fatalf("check of a decoded change: %v", err)
+			}
 		}
 	})
 }

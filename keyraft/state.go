@@ -2,8 +2,10 @@ package keyraft
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"sync"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -18,16 +20,58 @@ type state struct {
 	entries []entry                      // Accepted records, in log order; entry i is leaf i.
 	hashes  []tlog.Hash                  // Stored hashes of the tree over entries (tlog layout).
 	users   map[spindle.UserName][]int64 // Leaf indices of each user's versions, oldest first.
+	cfg     clusterConfig                // Built from the config change leaves.
+	sigs    *sigCache                    // Signatures verified here; nil for none. Not replicated.
+}
+
+// sigCache remembers record signatures this member verified, so that the
+// leader, which checks a record when Put receives it and again when Raft
+// applies it, verifies its signature once. It is a pure memo of
+// spindle.Verify and changes no outcome. Safe for concurrent use.
+type sigCache struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]struct{}
+}
+
+// maxSigCache bounds the cache; when full it starts again.
+const maxSigCache = 4 * MaxBatch
+
+func sigCacheKey(key spindle.PublicKey, u *spindle.User) [sha256.Size]byte {
+	return sha256.Sum256(append(appendString(nil, string(key)), EncodeRecord(u)...))
+}
+
+func (c *sigCache) verified(key spindle.PublicKey, u *spindle.User) bool {
+	if c == nil {
+		return false
+	}
+	k := sigCacheKey(key, u)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[k]
+	return ok
+}
+
+func (c *sigCache) add(key spindle.PublicKey, u *spindle.User) {
+	if c == nil {
+		return
+	}
+	k := sigCacheKey(key, u)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxSigCache {
+		c.m = make(map[[sha256.Size]byte]struct{})
+	}
+	c.m[k] = struct{}{}
 }
 
 type entry struct {
 	enc  []byte        // EncodeRecord of rec.
-	rec  *spindle.User // Never handed out; callers get clones.
+	rec  *spindle.User // Never handed out; callers get clones. Nil for a config change.
 	hash tlog.Hash     // tlog.RecordHash(enc).
 }
 
 func newState() *state {
-	return &state{users: make(map[spindle.UserName][]int64)}
+	return &state{users: make(map[spindle.UserName][]int64), cfg: newConfig()}
 }
 
 // size returns the number of records in the log.
@@ -74,7 +118,10 @@ func (s *state) treeHash(n int64) (tlog.Hash, error) {
 // version, wrong Prev), NotExist (update of an unregistered name), Exist (a
 // version 1 for a registered name), Permission (the signature does not
 // verify or the signer has no authority).
-func (s *state) check(u *spindle.User, verify bool) (dup bool, err error) {
+//
+// A new name is also subject to the namespace policy: under PolicyDomain
+// it needs grant, the countersignature of its domain's admin key.
+func (s *state) check(u *spindle.User, grant spindle.Signature, verify bool) (dup bool, err error) {
 	if err := checkRecord(u); err != nil {
 		return false, err
 	}
@@ -89,6 +136,11 @@ func (s *state) check(u *spindle.User, verify bool) (dup bool, err error) {
 			return false, spindle.E(spindle.Permission, u.Name, fmt.Sprintf("a +suffix user is registered by its base user %s", base))
 		}
 		signerKey = u.PublicKey // base == u.Name: possession of the new key.
+		if base == u.Name {
+			if err := s.checkGrant(u, grant, verify); err != nil {
+				return false, err
+			}
+		}
 	} else {
 		if bytes.Equal(EncodeRecord(u), cur.enc) {
 			return true, nil
@@ -119,9 +171,13 @@ func (s *state) check(u *spindle.User, verify bool) (dup bool, err error) {
 	if !verify {
 		return false, nil
 	}
+	if s.sigs.verified(signerKey, u) {
+		return false, nil
+	}
 	if err := spindle.Verify(signerKey, SigningDigest(u), u.Signature); err != nil {
 		return false, spindle.E(spindle.Permission, u.Name, fmt.Errorf("signature by %s: %w", u.SignedBy, errors.Unwrap(err)))
 	}
+	s.sigs.add(signerKey, u)
 	return false, nil
 }
 
@@ -129,12 +185,30 @@ func (s *state) check(u *spindle.User, verify bool) (dup bool, err error) {
 func (s *state) add(u *spindle.User) error {
 	enc := EncodeRecord(u)
 	n := s.size()
-	hs, err := tlog.StoredHashes(n, enc, s)
-	if err != nil {
-		return spindle.E(spindle.Internal, u.Name, fmt.Errorf("extend transparency log: %w", err))
+	if err := s.appendLeaf(entry{enc: enc, rec: u}); err != nil {
+		return spindle.E(u.Name, err)
 	}
-	s.entries = append(s.entries, entry{enc: enc, rec: u, hash: tlog.RecordHash(enc)})
-	s.hashes = append(s.hashes, hs...)
 	s.users[u.Name] = append(s.users[u.Name], n)
+	return nil
+}
+
+// addChange appends a checked config change to the log and applies it.
+func (s *state) addChange(ch *Change) error {
+	enc := EncodeChange(ch)
+	if err := s.appendLeaf(entry{enc: enc}); err != nil {
+		return err
+	}
+	s.cfg.applyChange(ch, enc)
+	return nil
+}
+
+func (s *state) appendLeaf(e entry) error {
+	hs, err := tlog.StoredHashes(s.size(), e.enc, s)
+	if err != nil {
+		return spindle.E(spindle.Internal, fmt.Errorf("extend transparency log: %w", err))
+	}
+	e.hash = tlog.RecordHash(e.enc)
+	s.entries = append(s.entries, e)
+	s.hashes = append(s.hashes, hs...)
 	return nil
 }

@@ -243,20 +243,11 @@ func openMembersTuned(t testing.TB, n int, tcp bool, tune func(*raft.Config)) []
 		}
 	})
 	for i, m := range ms[1:] {
-		// On a loaded machine the leader may lose its lease while it
-		// adds a member (fast timing); ask whoever leads then, again.
-		var err error
-		deadline := time.Now().Add(time.Minute)
-		for {
-			l := leaderOf(t, ms[:i+1])
-			if err = l.c.AddVoter(ctx, m.id); err == nil || !errors.Is(err, spindle.Transient) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
+		cs := make([]*Cluster, i+1)
+		for j := range cs {
+			cs[j] = ms[j].c
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		addVoter(t, cs, m.id)
 	}
 	// AddVoter returns once a majority has the new configuration, so the
 	// last member added may not have it yet; a test that then cuts the
@@ -269,6 +260,36 @@ func openMembersTuned(t testing.TB, n int, tcp bool, tune func(*raft.Config)) []
 		})
 	}
 	return ms
+}
+
+// addVoter adds id as a voter through whichever of cs leads. On a loaded
+// machine a leader may lose its lease while it adds a member (the joiner
+// is still catching up and the tests' timing is fast): then it asks
+// whoever leads next, again, for up to a minute.
+func addVoter(t testing.TB, cs []*Cluster, id string) {
+	t.Helper()
+	ctx := ctxT(t)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var l *Cluster
+		eventually(t, "a leader", func() bool {
+			for _, c := range cs {
+				if c.IsLeader() {
+					l = c
+					return true
+				}
+			}
+			return false
+		})
+		err := l.AddVoter(ctx, id)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, spindle.Transient) || time.Now().After(deadline) {
+			t.Fatalf("adding %s: %v", id, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func eventually(t testing.TB, what string, f func() bool) {

@@ -100,11 +100,8 @@ func TestJoinBySnapshot(t *testing.T) {
 	dirs := []string{t.TempDir(), t.TempDir()}
 	second := open("12D3KooWSecond", dirs[0], false)
 	third := open("12D3KooWThird", dirs[1], false)
-	for _, c := range []*Cluster{second, third} {
-		if err := first.AddVoter(ctx, c.ID()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addVoter(t, []*Cluster{first}, second.ID())
+	addVoter(t, []*Cluster{first, second}, third.ID())
 	converged(t, first, second, third)
 
 	// A follower restarts from its own disk and catches up on what it missed.

@@ -1,9 +1,11 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -46,6 +48,9 @@ const (
 	// leaseWorkers is how many holders a round talks to at once, and
 	// how many lookups it runs at once.
 	leaseWorkers = 8
+	// maxRegions bounds the lookups of the nodes nearest to keyspace
+	// regions in one round; enough for a network of some 50 000 nodes.
+	maxRegions = 4096
 )
 
 // The node's side of leases: as a dir host it renews leases on the
@@ -73,6 +78,7 @@ type RenewResult struct {
 	Refused  int           // Leases other nodes refused (a quota).
 	Failed   int           // Nodes that could not be reached.
 	Lookups  int           // Blocks whose holders were looked up in the DHT.
+	Regions  int           // DHT lookups of the nodes nearest to a keyspace region.
 	Damaged  int           // Users whose damaged logs this node cannot read: their blocks are not leased.
 	Took     time.Duration // The round's duration.
 	At       time.Time     // When it ended.
@@ -250,13 +256,13 @@ func (n *Node) RenewLeases(ctx context.Context) (RenewResult, error) {
 		} // Else nothing announced it yet: look again next round.
 	}
 
-	// Each block goes to the nodes nearest to its key and to those
-	// found holding it.
+	// Each block goes to the nodes nearest to its key in the network
+	// and to those found holding it.
 	r := n.cfg.Replicas
 	if r <= 0 {
 		r = replica.DefaultReplicas
 	}
-	rt := n.DHT().RoutingTable()
+	nearest := n.nearestNodes(ctx, all, r+leaseSlack, &res)
 	byHolder := make(map[peer.ID]map[spindle.UserName][]blocks.Digest)
 	add := func(p peer.ID, u spindle.UserName, d blocks.Digest) {
 		m := byHolder[p]
@@ -268,11 +274,9 @@ func (n *Node) RenewLeases(ctx context.Context) (RenewResult, error) {
 	}
 	for u, ds := range byUser {
 		for _, d := range ds {
-			near := rt.NearestPeers(kb.ConvertKey(string(keyOfDigest(d))), r+leaseSlack)
+			near := nearest[d]
 			for _, p := range near {
-				if p != self {
-					add(p, u, d)
-				}
+				add(p, u, d)
 			}
 			for _, p := range extra[d] {
 				if p != self && !slices.Contains(near, p) {
@@ -336,6 +340,122 @@ feed:
 	close(next)
 	wg.Wait()
 	return found
+}
+
+// nearestNodes returns, for each block of ds, the want other nodes
+// nearest to its key in the network: where Put and repair place its
+// copies. A node's routing table knows few of the nodes far from it in
+// the keyspace, so the nodes are found by DHT lookups, one per keyspace
+// region rather than one per block: the blocks are taken in key order,
+// and a lookup's answer (the bucket-size nodes nearest to its target)
+// serves every following block whose want nearest among them are
+// provably nearer than any node the answer left out. A lookup that
+// fails falls back on the routing table.
+func (n *Node) nearestNodes(ctx context.Context, ds []blocks.Digest, want int, res *RenewResult) map[blocks.Digest][]peer.ID {
+	d := n.DHT()
+	lookup := func(k blocks.Digest) ([]peer.ID, error) {
+		lctx, cancel := context.WithTimeout(ctx, replica.DefaultBaseTimeout)
+		defer cancel()
+		return d.GetClosestPeers(lctx, string(keyOfDigest(k)))
+	}
+	out, lookups := nearestByRegion(ctx, ds, want, d.BucketSize(), n.host.ID(), lookup, d.RoutingTable().NearestPeers)
+	res.Regions += lookups
+	return out
+}
+
+// nearestByRegion is nearestNodes with the DHT as functions: lookup
+// returns the bucket nodes nearest to a block's key (fewer if the
+// network has fewer), and table the nodes of the routing table nearest
+// to a key. It returns the lookups made.
+func nearestByRegion(ctx context.Context, ds []blocks.Digest, want, bucket int, self peer.ID, lookupFn func(blocks.Digest) ([]peer.ID, error), table func(kb.ID, int) []peer.ID) (map[blocks.Digest][]peer.ID, int) {
+	type item struct {
+		d  blocks.Digest
+		id kb.ID
+	}
+	items := make([]item, len(ds))
+	for i, d := range ds {
+		items[i] = item{d, kb.ConvertKey(string(keyOfDigest(d)))}
+	}
+	slices.SortFunc(items, func(a, b item) int { return bytes.Compare(a.id, b.id) })
+	out := make(map[blocks.Digest][]peer.ID, len(ds))
+	lookups := 0
+	var (
+		cur      []peer.ID
+		curIDs   []kb.ID
+		target   kb.ID
+		reach    *big.Int // The distance from target of the furthest node of cur.
+		complete bool     // cur is every node of the network.
+	)
+	dist := func(a, b kb.ID) *big.Int { return new(big.Int).SetBytes(kb.Xor(a, b)) }
+	nearestOf := func(id kb.ID) ([]peer.ID, *big.Int) {
+		idx := make([]int, len(cur))
+		ds := make([]kb.ID, len(cur))
+		for i := range idx {
+			idx[i], ds[i] = i, kb.Xor(curIDs[i], id)
+		}
+		slices.SortFunc(idx, func(a, b int) int { return bytes.Compare(ds[a], ds[b]) })
+		idx = idx[:min(want, len(idx))]
+		near := make([]peer.ID, len(idx))
+		for i, j := range idx {
+			near[i] = cur[j]
+		}
+		if len(idx) == 0 {
+			return near, nil
+		}
+		return near, dist(curIDs[idx[len(idx)-1]], id)
+	}
+	lookup := func(it item) {
+		target = it.id
+		peers, err := lookupFn(it.d)
+		lookups++
+		complete = err == nil && len(peers) < bucket
+		if err != nil && len(peers) == 0 {
+			peers = table(it.id, bucket)
+		}
+		cur, curIDs = make([]peer.ID, 0, len(peers)), make([]kb.ID, 0, len(peers))
+		reach = new(big.Int)
+		for _, p := range peers {
+			if p == self {
+				continue
+			}
+			id := kb.ConvertPeerID(p)
+			cur, curIDs = append(cur, p), append(curIDs, id)
+			if d := dist(id, target); d.Cmp(reach) > 0 {
+				reach = d
+			}
+		}
+		// Fewer nodes than wanted: no later lookup finds more.
+		complete = complete || len(cur) < want
+	}
+	for _, it := range items {
+		if ctx.Err() != nil {
+			break
+		}
+		switch {
+		case cur == nil:
+			lookup(it)
+		case complete:
+		case lookups >= maxRegions:
+			// Enough lookups for one round: the routing table it is.
+			out[it.d] = table(it.id, want)
+			continue
+		default:
+			if near, far := nearestOf(it.id); len(near) < want || !covered(far, dist(target, it.id), reach) {
+				lookup(it)
+			}
+		}
+		out[it.d], _ = nearestOf(it.id)
+	}
+	return out, lookups
+}
+
+// covered reports whether a node at distance far from a key, where the
+// key is at distance off from a lookup's target, is nearer the key than
+// any node that the lookup left out, all of which are further than reach
+// from the target: such a node X has d(key, X) = d(target, X) xor off >
+// reach − off.
+func covered(far, off, reach *big.Int) bool {
+	return far.Cmp(new(big.Int).Sub(reach, off)) <= 0
 }
 
 // providersOf returns the nodes that announce block d, as many as the

@@ -62,6 +62,9 @@ type leases struct {
 	term  time.Duration
 
 	roundMu sync.Mutex // Held by a renewal round.
+	// refs lists the blocks each hosted tree references: the dir
+	// logs' Refs, or a benchmark's made-up trees.
+	refs func(context.Context, func(spindle.UserName, []spindle.Ref) error) ([]spindle.UserName, error)
 
 	mu      sync.Mutex                  // Guards what follows.
 	extra   map[blocks.Digest][]peer.ID // Holders found through the DHT, beyond the nearest.
@@ -110,7 +113,7 @@ func (n *Node) openLeases() error {
 	if term <= 0 {
 		term = lease.DefaultTerm
 	}
-	n.leases = &leases{table: t, term: term, coll: lease.NewCollector(t, store, n.cfg.LeaseGrace, n.cfg.now), extra: make(map[blocks.Digest][]peer.ID)}
+	n.leases = &leases{table: t, term: term, coll: lease.NewCollector(t, store, n.cfg.LeaseGrace, n.cfg.now), extra: make(map[blocks.Digest][]peer.ID), refs: n.dir.Refs}
 	return nil
 }
 
@@ -198,7 +201,7 @@ func (n *Node) RenewLeases(ctx context.Context) (RenewResult, error) {
 	byUser := make(map[spindle.UserName][]blocks.Digest)
 	referenced := make(map[blocks.Digest]bool)
 	var all []blocks.Digest
-	damaged, err := n.dir.Refs(ctx, func(u spindle.UserName, refs []spindle.Ref) error {
+	damaged, err := l.refs(ctx, func(u spindle.UserName, refs []spindle.Ref) error {
 		res.Users++
 		ds := make([]blocks.Digest, 0, len(refs))
 		for _, ref := range refs {

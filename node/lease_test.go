@@ -401,3 +401,93 @@ func TestNearestByRegion(t *testing.T) {
 		}
 	}
 }
+
+// The background rounds: a node renewing and collecting every 50 ms
+// (on the fake lease clock, moved by the test) leases the blocks of a
+// file it hosts, collects a block no entry references once the grace has
+// passed, and collects the file's blocks once it is deleted and their
+// leases and grace have run out.
+func TestLeaseLoops(t *testing.T) {
+	clk := &leaseClock{t: time.Unix(1_800_000_000, 0)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := New(ctx, Config{Home: t.TempDir(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Writers: []string{"all"}, Logger: testLogger(t),
+		LeaseTerm: testTerm, LeaseGrace: testGrace, LeaseRenew: 50 * time.Millisecond, CollectInterval: 50 * time.Millisecond, now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	c := dialAs(t, n, "ann@example.com")
+	data := make([]byte, 3<<20/2)
+	rand.Read(data)
+	if _, err := c.Put(ctx, "ann@example.com/f", bytes.NewReader(data), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	e, err := c.Lookup(ctx, "ann@example.com/f", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased := func() bool {
+		for _, b := range e.Blocks {
+			if !n.leases.table.Live(digestOf(t, b.Ref)) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, 30*time.Second, func() string { return "the renewal loop never leased the file's blocks" }, leased)
+
+	orphan, _, err := n.replica.PutCopies(ctx, []byte("a block no entry references"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// passAfter returns a condition that holds once a pass has started
+	// and ended since the call: passes do not overlap, so that is the
+	// second to end after it.
+	passAfter := func() func() bool {
+		start := n.leases.coll.Last().Seq
+		return func() bool { return n.leases.coll.Last().Seq >= start+2 }
+	}
+	// A pass sees the orphan (and starts its grace); the fake clock
+	// moves past the grace; a later pass collects it.
+	clk.Add(time.Second)
+	waitFor(t, 30*time.Second, func() string { return "no collection pass ran" }, passAfter())
+	if !holds(n, orphan) {
+		t.Fatal("a block just put was collected within its grace")
+	}
+	clk.Add(testGrace + time.Second)
+	waitFor(t, 30*time.Second, func() string { return "the orphan block was never collected" }, func() bool { return !holds(n, orphan) })
+	for _, b := range e.Blocks {
+		if !holds(n, b.Ref) {
+			t.Fatalf("block %s of the file was collected", b.Ref)
+		}
+	}
+
+	// Deleted: the leases run out, a pass starts the grace, and once the
+	// grace is over the blocks go.
+	if err := c.Delete(ctx, "ann@example.com/f"); err != nil {
+		t.Fatal(err)
+	}
+	// Rounds do not overlap, so once one has found no block referenced,
+	// no round renews the file's leases any more.
+	waitFor(t, 30*time.Second, func() string { return "no renewal round found the file gone" }, func() bool {
+		n.leases.mu.Lock()
+		defer n.leases.mu.Unlock()
+		return !n.leases.last.At.IsZero() && n.leases.last.Blocks == 0
+	})
+	clk.Add(testTerm + time.Second)
+	waitFor(t, 30*time.Second, func() string { return "no collection pass ran" }, passAfter())
+	clk.Add(testGrace + time.Second)
+	waitFor(t, 30*time.Second, func() string { return "the deleted file's blocks were never collected" }, func() bool {
+		for _, b := range e.Blocks {
+			if holds(n, b.Ref) {
+				return false
+			}
+		}
+		return true
+	})
+	st, err := n.Status(ctx)
+	if err != nil || st.LeasesRenewed == nil || st.Collectable == nil {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+}

@@ -59,6 +59,7 @@ type PassResult struct {
 	Failed      int       // Deletes that failed.
 	Paused      bool      // Collection was paused: nothing was deleted.
 	At          time.Time // When the pass ended.
+	Seq         int64     // The pass's number, from 1.
 }
 
 // Pass runs one collection pass: it prunes expired leases, lists the
@@ -136,6 +137,7 @@ func (c *Collector) Pass(ctx context.Context) (PassResult, error) {
 	}
 	res.At = c.now()
 	c.mu.Lock()
+	res.Seq = c.last.Seq + 1
 	c.last = res
 	c.mu.Unlock()
 	if len(gone) > 0 && c.OnCollect != nil {

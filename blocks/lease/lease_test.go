@@ -135,6 +135,7 @@ func TestTableSurvivesRestart(t *testing.T) {
 	}
 	tb.Grant("a", time.Hour, digests(0, 100))
 	tb.Grant("b", 2*time.Hour, digests(50, 100))
+	tb.Grant("c", time.Minute, digests(1000, 2*MaxDigests+1)) // Several records.
 	tb.Grant("a", 3*time.Hour, digests(0, 10))
 	if err := tb.Close(); err != nil {
 		t.Fatal(err)
@@ -144,7 +145,7 @@ func TestTableSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tb.Close()
-	if st := tb.Stats(); st.Leases != 200 || st.Blocks != 150 || st.Hosts != 2 || tb.Damage() != nil {
+	if st := tb.Stats(); st.Leases != 200+2*MaxDigests+1 || st.Blocks != 150+2*MaxDigests+1 || st.Hosts != 3 || tb.Damage() != nil {
 		t.Fatalf("reopened: %+v, damage %v", st, tb.Damage())
 	}
 	clk.Add(150 * time.Minute)
@@ -405,5 +406,20 @@ func FuzzJournal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tb := NewTable(Config{})
 		tb.replay(bytes.NewReader(b))
+	})
+}
+
+func FuzzUnmarshalReply(f *testing.F) {
+	f.Add((&Reply{Granted: 3, Refused: 1, Reason: "quota"}).Marshal())
+	f.Add([]byte{1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := UnmarshalReply(b)
+		if err != nil {
+			return
+		}
+		again, err := UnmarshalReply(r.Marshal())
+		if err != nil || *again != *r {
+			t.Fatalf("decoded reply does not round-trip: %+v, %v", again, err)
+		}
 	})
 }

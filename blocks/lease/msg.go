@@ -16,6 +16,9 @@ const MaxDigests = 16384
 // MaxMessage bounds an encoded Request or Reply.
 const MaxMessage = 64 + 256 + MaxDigests*32
 
+// maxReason bounds the reason of a Reply.
+const maxReason = 1024
+
 // msgVersion starts every message, so that the format can change.
 const msgVersion = 1
 
@@ -94,8 +97,8 @@ func (r *Reply) Marshal() []byte {
 	b = binary.AppendUvarint(b, uint64(r.Granted))
 	b = binary.AppendUvarint(b, uint64(r.Refused))
 	reason := r.Reason
-	if len(reason) > 1024 {
-		reason = reason[:1024]
+	if len(reason) > maxReason {
+		reason = reason[:maxReason]
 	}
 	b = binary.AppendUvarint(b, uint64(len(reason)))
 	return append(b, reason...)
@@ -122,7 +125,7 @@ func UnmarshalReply(b []byte) (*Reply, error) {
 		}
 		v[i], b = n, b[k:]
 	}
-	if uint64(len(b)) != v[2] {
+	if uint64(len(b)) != v[2] || v[2] > maxReason {
 		return nil, spindle.E(op, spindle.Invalid, "malformed lease reply: bad reason length")
 	}
 	return &Reply{Granted: int(v[0]), Refused: int(v[1]), Reason: string(b)}, nil

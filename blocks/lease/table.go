@@ -320,7 +320,13 @@ func (t *Table) Grant(host string, term time.Duration, digests []blocks.Digest) 
 		ok = append(ok, d)
 	}
 	if len(ok) > 0 {
-		if err := t.write(&record{kind: recGrant, host: host, exp: exp, digests: ok}); err != nil {
+		var recs []*record
+		for rest := ok; len(rest) > 0; {
+			k := min(len(rest), MaxDigests)
+			recs = append(recs, &record{kind: recGrant, host: host, exp: exp, digests: rest[:k]})
+			rest = rest[k:]
+		}
+		if err := t.write(recs...); err != nil {
 			return 0, spindle.E(op, err)
 		}
 		for _, d := range ok {
@@ -363,15 +369,18 @@ func (t *Table) pauseLocked(until time.Time) error {
 	return nil
 }
 
-// write appends rec to the journal and syncs it. The caller holds t.mu.
-func (t *Table) write(rec *record) error {
+// write appends recs to the journal and syncs it. The caller holds t.mu.
+func (t *Table) write(recs ...*record) error {
 	if t.f == nil {
 		if t.path != "" {
 			return spindle.E(spindle.IO, "the lease table is closed")
 		}
 		return nil
 	}
-	b := appendRecord(nil, rec)
+	var b []byte
+	for _, rec := range recs {
+		b = appendRecord(b, rec)
+	}
 	if _, err := t.f.Write(b); err != nil {
 		// Cut what may have been written, so the journal stays sound.
 		t.f.Truncate(t.size)

@@ -288,8 +288,22 @@ func (n *Node) RenewLeases(ctx context.Context) (RenewResult, error) {
 			}
 		}
 	}
-	if failures := n.sendLeases(ctx, byHolder, &res); len(failures) > 0 {
+	failures, down := n.sendLeases(ctx, byHolder, &res)
+	if len(failures) > 0 {
 		res.LastFail = errors.Join(failures...).Error()
+	}
+	// A holder found through the DHT that cannot be reached is
+	// forgotten, so that rounds do not wait for it again; if it comes
+	// back holding the block, the next lookup finds it.
+	if len(down) > 0 {
+		for d, ps := range extra {
+			keep := slices.DeleteFunc(slices.Clone(ps), func(p peer.ID) bool { return down[p] })
+			if len(keep) == 0 {
+				delete(extra, d)
+			} else {
+				extra[d] = keep
+			}
+		}
 	}
 	res.Took = time.Since(start)
 	res.At = time.Now()
@@ -468,16 +482,20 @@ func (n *Node) providersOf(ctx context.Context, d blocks.Digest) []peer.ID {
 	defer cancel()
 	var out []peer.ID
 	for ai := range n.DHT().FindProvidersAsync(ctx, cid.NewCidV1(cid.Raw, keyOfDigest(d)), 2*(replica.DefaultReplicas+leaseSlack)) {
+		if len(ai.Addrs) > 0 {
+			n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+		}
 		out = append(out, ai.ID)
 	}
 	return out
 }
 
 // sendLeases sends each holder its leases, leaseWorkers holders at once,
-// and returns what failed.
-func (n *Node) sendLeases(ctx context.Context, byHolder map[peer.ID]map[spindle.UserName][]blocks.Digest, res *RenewResult) []error {
+// and returns what failed and the holders that could not be reached.
+func (n *Node) sendLeases(ctx context.Context, byHolder map[peer.ID]map[spindle.UserName][]blocks.Digest, res *RenewResult) ([]error, map[peer.ID]bool) {
 	var mu sync.Mutex
 	var failures []error
+	down := make(map[peer.ID]bool)
 	next := make(chan peer.ID)
 	var wg sync.WaitGroup
 	for range min(leaseWorkers, len(byHolder)) {
@@ -491,6 +509,9 @@ func (n *Node) sendLeases(ctx context.Context, byHolder map[peer.ID]map[spindle.
 				if err != nil {
 					res.Failed++
 					failures = append(failures, err)
+					if granted == 0 {
+						down[p] = true
+					}
 				}
 				mu.Unlock()
 			}
@@ -506,7 +527,7 @@ feed:
 	}
 	close(next)
 	wg.Wait()
-	return failures
+	return failures, down
 }
 
 // leaseWith renews the leases of one holder, a message per user and
@@ -516,6 +537,7 @@ func (n *Node) leaseWith(ctx context.Context, p peer.ID, m map[spindle.UserName]
 		for len(ds) > 0 {
 			k := min(len(ds), lease.MaxDigests)
 			req := lease.Request{User: u, Term: n.leases.term, Digests: ds[:k]}
+			n.findAddrs(ctx, p)
 			ds = ds[k:]
 			// Time for the message at the slowest rate a transfer is
 			// given (see replica.Config.MinRate).
@@ -537,6 +559,19 @@ func (n *Node) leaseWith(ctx context.Context, p peer.ID, m map[spindle.UserName]
 		}
 	}
 	return granted, refused, nil
+}
+
+// findAddrs looks peer p up in the DHT if the node has no address for
+// it and no connection to it.
+func (n *Node) findAddrs(ctx context.Context, p peer.ID) {
+	if len(n.host.Network().ConnsToPeer(p)) > 0 || len(n.host.Peerstore().Addrs(p)) > 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, replica.DefaultBaseTimeout)
+	defer cancel()
+	if ai, err := n.DHT().FindPeer(ctx, p); err == nil {
+		n.host.Peerstore().AddAddrs(p, ai.Addrs, time.Hour)
+	}
 }
 
 // serveLease grants the leases a dir host asks for, if it may ask (see

@@ -66,10 +66,9 @@ type leases struct {
 	// logs' Refs, or a benchmark's made-up trees.
 	refs func(context.Context, func(spindle.UserName, []spindle.Ref) error) ([]spindle.UserName, error)
 
-	mu      sync.Mutex                  // Guards what follows.
-	extra   map[blocks.Digest][]peer.ID // Holders found through the DHT, beyond the nearest.
-	last    RenewResult
-	renewed int64 // Leases granted in all rounds.
+	mu    sync.Mutex                  // Guards what follows.
+	extra map[blocks.Digest][]peer.ID // Holders found through the DHT, beyond the nearest.
+	last  RenewResult
 }
 
 // RenewResult counts what a renewal round did.
@@ -134,8 +133,14 @@ func (n *Node) startLeases() {
 		n.bg.Go(func() {
 			// The first round soon after the start, then every interval.
 			n.every(min(renew, time.Minute), renew, func() {
-				if _, err := n.RenewLeases(n.ctx); err != nil && n.ctx.Err() == nil {
+				res, err := n.RenewLeases(n.ctx)
+				switch {
+				case err != nil && n.ctx.Err() == nil:
 					n.log.Warn("lease renewal", "err", err)
+				case res.Failed > 0 || res.Refused > 0:
+					n.log.Warn("leases renewed, some not", "blocks", res.Blocks, "leases", res.Leases, "holders", res.Holders, "unreachable", res.Failed, "refused", res.Refused, "took", res.Took, "last", res.LastFail)
+				default:
+					n.log.Info("leases renewed", "blocks", res.Blocks, "leases", res.Leases, "holders", res.Holders, "took", res.Took)
 				}
 			})
 		})
@@ -310,7 +315,6 @@ func (n *Node) RenewLeases(ctx context.Context) (RenewResult, error) {
 	l.mu.Lock()
 	l.extra = extra
 	l.last = res
-	l.renewed += int64(res.Leases)
 	l.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return res, spindle.E(op, spindle.Transient, err)

@@ -90,7 +90,7 @@ type RenewResult struct {
 // openLeases opens the lease table (Home/leases/journal, or in memory)
 // and the collector of the local store.
 func (n *Node) openLeases() error {
-	cfg := lease.Config{MaxTerm: max(n.cfg.LeaseTerm, lease.DefaultMaxTerm), Now: n.cfg.now}
+	cfg := lease.Config{MaxTerm: max(n.cfg.LeaseTerm, lease.DefaultMaxTerm), Now: n.cfg.now, Own: n.host.ID().String()}
 	var t *lease.Table
 	if n.cfg.Home == "" {
 		t = lease.NewTable(cfg)

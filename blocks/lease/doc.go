@@ -51,7 +51,8 @@
 // node accepts leases only from peers its own rule admits (node: a dir
 // host of the user the message names, or a server of the private DHT
 // when the node does not know the user), each peer holds at most
-// Config.PeerLeases leases and all together Config.MaxLeases, and a lease
+// Config.PeerLeases leases (the node's own trees are bound only by the
+// total) and all together Config.MaxLeases, and a lease
 // keeps a block for at most Config.MaxTerm unless renewed. What a peer
 // may push here at all is bounded by the replica quotas. When the table
 // is full and a lease had to be refused, collection pauses (for a whole

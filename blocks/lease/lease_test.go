@@ -99,7 +99,14 @@ func TestHostsIndependent(t *testing.T) {
 
 func TestQuotas(t *testing.T) {
 	clk := newClock()
-	tb := NewTable(Config{Now: clk.Now, PeerLeases: 10, MaxLeases: 15, MaxTerm: time.Hour})
+	tb := NewTable(Config{Now: clk.Now, PeerLeases: 10, MaxLeases: 15, MaxTerm: time.Hour, Own: "me"})
+	// The node's own leases are not bound by the peer quota.
+	if n, err := tb.Grant("me", time.Hour, digests(500, 11)); n != 11 || err != nil {
+		t.Fatalf("own leases beyond the peer quota: %d, %v", n, err)
+	}
+	tb.Grant("me", time.Second, digests(500, 11))
+	clk.Add(2 * time.Second)
+	tb.Prune()
 	n, err := tb.Grant("greedy", time.Hour, digests(0, 12))
 	if n != 10 || !errors.Is(err, spindle.Permission) {
 		t.Fatalf("over the peer quota: granted %d, %v; want 10 and Permission", n, err)

@@ -34,6 +34,9 @@ type Config struct {
 	// those of all together (the node's own included).
 	PeerLeases int
 	MaxLeases  int
+	// Own names the node itself as a dir host: its leases, for the
+	// trees it hosts, count against MaxLeases only.
+	Own string
 	// Now returns the time; nil means time.Now. For tests.
 	Now func() time.Time
 }
@@ -305,7 +308,7 @@ func (t *Table) Grant(host string, term time.Duration, digests []blocks.Digest) 
 	for _, d := range digests {
 		if !t.has(d, h) {
 			switch {
-			case t.count[h]+fresh >= t.cfg.PeerLeases:
+			case host != t.cfg.Own && t.count[h]+fresh >= t.cfg.PeerLeases:
 				why = fmt.Errorf("dir host %s holds its quota of %d leases", host, t.cfg.PeerLeases)
 				refused++
 				continue

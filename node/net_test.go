@@ -288,6 +288,13 @@ func TestStatusAccess(t *testing.T) {
 	if st.CacheBytes == nil || st.CacheMax == nil || *st.CacheMax <= 0 || st.RepairBacklog == nil || *st.RepairBacklog != 0 {
 		t.Fatal("status reports no cache or no repair backlog")
 	}
+	// As its own dir host, the node leases the file's blocks to itself.
+	if _, err := n.RenewLeases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := n.Status(ctx); err != nil || st.Leases == nil || *st.Leases < 1 || st.LeasedBlocks == nil || *st.LeasedBlocks < 1 || st.Collectable == nil {
+		t.Fatalf("status after a renewal: %+v, %v", st, err)
+	}
 
 	// A stranger over the network is refused.
 	if _, err := client.NodeStatus(ctx, n.DialAddr()); !errors.Is(err, spindle.Permission) {

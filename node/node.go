@@ -87,6 +87,16 @@ type Config struct {
 	// CacheBytes bounds the cache of blocks fetched from other nodes
 	// (replica.DefaultCacheBytes if zero, none if negative).
 	CacheBytes int64
+	// LeaseTerm, LeaseRenew, LeaseGrace and CollectInterval set how
+	// blocks no tree references are collected (see node/lease.go and
+	// package blocks/lease): the term of the leases this node renews as
+	// a dir host, how often it renews them, how long a block without a
+	// lease waits before it goes, and how often a collection pass runs.
+	// Zero means the default; a negative LeaseRenew or CollectInterval
+	// runs no background rounds (tests run them by hand).
+	LeaseTerm, LeaseRenew, LeaseGrace, CollectInterval time.Duration
+	// now, if set, is the clock of leases and collection, for tests.
+	now func() time.Time
 }
 
 // DefaultSessionTTL is the default Config.SessionTTL. A session also ends
@@ -106,6 +116,7 @@ type Node struct {
 	local   host.Host          // The Unix-socket host for clients on this machine, or nil.
 	store   spindle.BlockStore // The blocks held here.
 	replica *replica.Store     // In front of store: the blocks across the network.
+	leases  *leases            // Leases held and renewed, and collection.
 	closeBS func() error
 	keys    *keyraft.Cluster
 	dir     *dirlog.Server
@@ -253,10 +264,16 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// this node stores each block here and on the nodes nearest to its
 	// address, and a get of a block not held here finds its holders
 	// through the DHT (see package replica).
-	n.replica, err = replica.New(n.host, n.DHT(), n.store, replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes})
+	// Every put into the local store goes through the collector's
+	// guard, so that a block just put is not collected (see lease.go).
+	if err := n.openLeases(); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	n.replica, err = replica.New(n.host, n.DHT(), n.leases.coll.Guard(), replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes})
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
+	n.startLeases()
 	blockSrv, blockCfg := n.replica.Server(n.canStore, func(p peer.ID) bool { return n.session(p) != "" })
 
 	// Serve.
@@ -448,6 +465,9 @@ func (n *Node) Close() error {
 	n.bg.Wait()
 	if n.replica != nil {
 		errs = append(errs, n.replica.Close())
+	}
+	if n.leases != nil {
+		errs = append(errs, n.leases.table.Close())
 	}
 	if d := n.DHT(); d != nil {
 		// Note who the node knew, for the next start, while it still

@@ -58,8 +58,11 @@ default, offers a relay to others). To serve other machines, listen on
 more than loopback (-listen).
 
 "spin node status" asks the node running in DIR, through its socket, how
-many peers it is connected to, the size of its DHT routing table, and the
-blocks and bytes it holds. Over the network a node tells its status only
+many peers it is connected to, the size of its DHT routing table, the
+blocks and bytes it holds, and the leases that keep them (blocks no
+directory entry references any more are collected once their leases
+have run out, two weeks after their last renewal, and a grace of three
+days has passed). Over the network a node tells its status only
 to the writers it admits.
 
 Limits, sized for moving large files: the node keeps 256 to 512

@@ -68,6 +68,14 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 		}
 		st.CacheBytes, st.CacheMax, st.RepairBacklog = &rs.CachedBytes, &cacheMax, &backlog
 	}
+	if n.leases != nil {
+		held, leased, collectable, waiting, renewed, paused := n.leaseStats()
+		st.Leases, st.LeasedBlocks, st.Collectable, st.Unleased, st.LeasesRenewed = &held, &leased, &collectable, &waiting, &renewed
+		if !paused.IsZero() {
+			t := spindle.Time(paused.UnixNano())
+			st.CollectPaused = &t
+		}
+	}
 	u, ok := n.store.(usageStore)
 	if !ok {
 		return nil, spindle.E(spindle.Internal, "the block store does not count what it holds")

@@ -698,3 +698,22 @@ func (s *Store) fetchFrom(ctx context.Context, p peer.ID, ref spindle.Ref) ([]by
 	defer cancel()
 	return r.Get(ctx, ref) // Checks the hash: wrong bytes are Integrity.
 }
+
+// Forget stops announcing the blocks refs, which the local store no
+// longer holds (garbage collection deleted them), and drops them from
+// the cache.
+func (s *Store) Forget(refs ...spindle.Ref) error {
+	const op spindle.Op = "replica.Forget"
+	keys := make([]mh.Multihash, 0, len(refs))
+	for _, ref := range refs {
+		k, err := keyOf(ref)
+		if err != nil {
+			return spindle.E(op, err)
+		}
+		keys = append(keys, k)
+	}
+	if err := s.prov.StopProviding(keys...); err != nil {
+		return spindle.E(op, spindle.Transient, err)
+	}
+	return nil
+}

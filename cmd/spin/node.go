@@ -164,6 +164,20 @@ func printStatus(w io.Writer, s *wire.Status, now time.Time) {
 	} else {
 		line("repair backlog", "%d %s", *s.RepairBacklog, plural(int(*s.RepairBacklog), "block"))
 	}
+	if s.Leases == nil || s.LeasedBlocks == nil {
+		line("leases held", notKept)
+	} else {
+		line("leases held", "%d, on %d %s", *s.Leases, *s.LeasedBlocks, plural(int(*s.LeasedBlocks), "block"))
+	}
+	if s.Collectable != nil && s.Unleased != nil {
+		line("blocks collectable", "%d (and %d without a lease, within the grace)", *s.Collectable, *s.Unleased)
+	}
+	if s.CollectPaused != nil {
+		line("collection", "paused until %s", s.CollectPaused.Go().UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
+	if s.LeasesRenewed != nil {
+		line("leases renewed", "%d in the last round", *s.LeasesRenewed)
+	}
 }
 
 // exists reports whether a file of any type is at name.

@@ -128,6 +128,14 @@ type Status struct {
 	CacheBytes    *int64        `cbor:"12,keyasint,omitempty"` // Bytes in the cache of fetched blocks.
 	CacheMax      *int64        `cbor:"13,keyasint,omitempty"` // The cache's bound.
 	RepairBacklog *int64        `cbor:"14,keyasint,omitempty"` // Blocks with fewer live copies than wanted.
+
+	// Leases (see package blocks/lease).
+	Leases        *int64        `cbor:"30,keyasint,omitempty"` // Leases held for dir hosts, this node's own included.
+	LeasedBlocks  *int64        `cbor:"31,keyasint,omitempty"` // Blocks they keep.
+	Collectable   *int64        `cbor:"32,keyasint,omitempty"` // Blocks held without a lease past the grace, at the last pass.
+	Unleased      *int64        `cbor:"33,keyasint,omitempty"` // Blocks held without a lease, within the grace, at the last pass.
+	LeasesRenewed *int64        `cbor:"34,keyasint,omitempty"` // Leases this node renewed, as a dir host, in its last round.
+	CollectPaused *spindle.Time `cbor:"35,keyasint,omitempty"` // Collection is paused until then.
 }
 
 // An AuthMsg proves that the client's peer acts for User: the user signs the

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -221,6 +222,14 @@ func TestNetnsRole(t *testing.T) {
 		if err := spindle.ReplaceFile(get("ADDRFILE"), []byte(addr), 0o600, false); err != nil {
 			t.Fatal(err)
 		}
+		if os.Getenv(netnsEnv+"VERBOSE") == "1" {
+			go func() {
+				for {
+					fmt.Fprintf(os.Stderr, "%s reachability %s addrs %v dht %d\n", time.Now().Format(time.TimeOnly), n.reachability(), n.Host().Addrs(), n.DHT().RoutingTable().Size())
+					time.Sleep(5 * time.Second)
+				}
+			}()
+		}
 		io.Copy(io.Discard, os.Stdin)
 	case "get":
 		getRole(t, n, seed, count)
@@ -245,20 +254,37 @@ func getRole(t *testing.T, n *Node, seed uint64, count int) {
 	want := atoiOr(os.Getenv(netnsEnv+"WANT"), 1)
 	check := os.Getenv(netnsEnv+"CHECK") == "1"
 	deadline := time.Now().Add(5 * time.Minute)
+	var (
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, 16)
+		mu    sync.Mutex
+		short []string
+	)
 	for _, ref := range refs {
-		c, _ := cid.Decode(string(ref))
-		for {
-			fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			provs, err := n.DHT().FindProviders(fctx, c)
-			cancel()
-			if err == nil && len(provs) >= want {
-				break
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			c, _ := cid.Decode(string(ref))
+			for {
+				fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				provs, err := n.DHT().FindProviders(fctx, c)
+				cancel()
+				if err == nil && len(provs) >= want {
+					return
+				}
+				if time.Now().After(deadline) {
+					mu.Lock()
+					short = append(short, fmt.Sprintf("%d providers of %s found, want %d (%v)", len(provs), ref, want, err))
+					mu.Unlock()
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d providers of %s found, want %d (%v)", len(provs), ref, want, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		})
+	}
+	wg.Wait()
+	if len(short) > 0 {
+		t.Fatalf("%d blocks short of providers after 5 minutes; the first: %s", len(short), short[0])
 	}
 	errStop := errors.New("stopped halfway")
 	got := make([]bool, count)
@@ -469,25 +495,102 @@ func TestNetnsNAT(t *testing.T) {
 	t.Parallel() // Each in namespaces of its own, mostly waiting on slow links.
 	netns.Check(t)
 	netns.Need(t, "nft")
+	// home (the node behind NAT) -- router (masquerade) -- out (the
+	// relay, which also routes) -- far (the node that reaches home).
+	// The relay and the far node are in namespaces of their own because
+	// an AutoNAT server does not dial back an address with its own IP.
 	p := netns.Prefix()
-	home, router, out := netns.New(t, p+"h"), netns.New(t, p+"r"), netns.New(t, p+"o")
-	_, routerOut := netns.Veth(t, out, "10.20.0.2/24", router, "10.20.0.1/24")
+	home, router, out, far := netns.New(t, p+"h"), netns.New(t, p+"r"), netns.New(t, p+"o"), netns.New(t, p+"f")
+	_, routerOut := netns.Veth(t, out, "11.20.0.2/24", router, "11.20.0.1/24")
+	netns.Veth(t, out, "11.30.0.1/24", far, "11.30.0.2/24")
 	netns.Veth(t, router, "192.168.7.1/24", home, "192.168.7.2/24")
+	out.Forward(t)
+	far.Route(t, "default", "11.30.0.1")
+	router.Route(t, "default", "11.20.0.2")
 	home.Route(t, "default", "192.168.7.1")
 	router.Masquerade(t, routerOut)
+	// The outside networks have public addresses (11.0.0.0/8, which no
+	// one announces): AutoNAT does not test private ones, and a relay
+	// offers its service only once AutoNAT finds it public. The
+	// namespaces have no way out, so nothing leaves this machine.
 
 	dir := t.TempDir()
-	relay := startNetns(t, out, "relay", "relay", "HOME="+dir+"/r", "LISTEN=/ip4/10.20.0.2/tcp/4001", "ADDRFILE="+dir+"/raddr")
+	relay := startNetns(t, out, "relay", "relay", "HOME="+dir+"/r", "LISTEN=/ip4/11.20.0.2/tcp/4001", "ADDRFILE="+dir+"/raddr", "VERBOSE=1")
 	raddr := relay.addr(t, dir+"/raddr")
 	const blocks = 2
 	priv := "/ip4/192.168.7.2/tcp/4001"
-	behind := startNetns(t, home, "behind NAT", "serve", "HOME="+dir+"/h", "LISTEN="+priv, "BOOT="+raddr, "ADDRFILE="+dir+"/haddr", "BLOCKS="+strconv.Itoa(blocks), "SEED=9")
+	behind := startNetns(t, home, "behind NAT", "serve", "HOME="+dir+"/h", "LISTEN="+priv, "BOOT="+raddr, "ADDRFILE="+dir+"/haddr", "BLOCKS="+strconv.Itoa(blocks), "SEED=9", "VERBOSE=1")
 	haddr := behind.addr(t, dir+"/haddr")
 	id := haddr[strings.LastIndex(haddr, "/")+1:]
-	reach := startNetns(t, out, "outside", "reach", "HOME="+dir+"/o", "LISTEN=/ip4/10.20.0.2/tcp/4002", "BOOT="+raddr, "PEER="+id, "PRIVATE="+priv, "BLOCKS="+strconv.Itoa(blocks), "SEED=9")
+	reach := startNetns(t, far, "outside", "reach", "HOME="+dir+"/f", "LISTEN=/ip4/11.30.0.2/tcp/4001", "BOOT="+raddr, "PEER="+id, "PRIVATE="+priv, "BLOCKS="+strconv.Itoa(blocks), "SEED=9")
 	res := reach.result(t, 8*time.Minute)
 	if res["via"] == "" {
 		t.Fatalf("the outside node reported nothing:\n%s", reach.out.String())
 	}
 	t.Logf("the node behind NAT was reached through %s, and is connected %s in the end", res["relayed"], res["via"])
+}
+
+// BenchmarkNetnsGet1GiB gets a 1 GiB file through a node that holds none
+// of its blocks, from 1 provider and from 3 that each hold all of it,
+// every node a process in a namespace of its own. Each provider's link
+// to the getter is limited by tbf to SPINDLE_NETNS_RATE (200mbit unless
+// set; "none" for no limit), so that each provider is a bottleneck of its
+// own, as machines at home are behind their uplinks: fetching from
+// several at once is then visible as such, where on loopback all nodes
+// would share this machine's two cores. The getter's namespace routes
+// between the providers'. SPINDLE_NETNS_BENCH_MIB changes the size.
+// The figure is the getter's, from its first request to its last block,
+// and is reported as MB/s.
+func BenchmarkNetnsGet1GiB(b *testing.B) {
+	for _, providers := range []int{1, 3} {
+		b.Run(fmt.Sprintf("providers=%d", providers), func(b *testing.B) { benchNetnsGet(b, providers) })
+	}
+}
+
+func benchNetnsGet(b *testing.B, providers int) {
+	netns.Check(b)
+	rate := os.Getenv("SPINDLE_NETNS_RATE")
+	if rate == "" {
+		rate = "200mbit"
+	}
+	if rate != "none" {
+		netns.Need(b, "tc")
+	}
+	size := atoiOr(os.Getenv("SPINDLE_NETNS_BENCH_MIB"), 1024)
+	p := netns.Prefix()
+	g := netns.New(b, p+"g")
+	g.Forward(b)
+	dir := b.TempDir()
+	var boot []string
+	for i := range providers {
+		ns := netns.New(b, fmt.Sprintf("%sp%d", p, i))
+		dev, _ := netns.Veth(b, ns, fmt.Sprintf("10.80.%d.2/24", i), g, fmt.Sprintf("10.80.%d.1/24", i))
+		ns.Route(b, "default", fmt.Sprintf("10.80.%d.1", i))
+		if rate != "none" {
+			ns.Rate(b, dev, rate)
+		}
+		settings := []string{fmt.Sprintf("HOME=%s/p%d", dir, i), fmt.Sprintf("LISTEN=/ip4/10.80.%d.2/tcp/4001", i),
+			fmt.Sprintf("ADDRFILE=%s/addr%d", dir, i), "BLOCKS=" + strconv.Itoa(size), "SEED=10"}
+		if i > 0 {
+			settings = append(settings, "BOOT="+boot[0])
+		}
+		proc := startNetns(b, ns, fmt.Sprintf("provider %d", i), "serve", settings...)
+		boot = append(boot, proc.addr(b, fmt.Sprintf("%s/addr%d", dir, i)))
+	}
+	var mbps []float64
+	for b.Loop() {
+		get := startNetns(b, g, "getter", "get", "HOME="+b.TempDir(), "LISTEN=/ip4/10.80.0.1/tcp/4002", "BOOT="+strings.Join(boot, ","),
+			"BLOCKS="+strconv.Itoa(size), "SEED=10", "WANT="+strconv.Itoa(providers), "CACHE=-1")
+		res := get.result(b, 20*time.Minute)
+		secs, err := strconv.ParseFloat(res["seconds"], 64)
+		if err != nil || secs <= 0 {
+			b.Fatalf("the getter reported %v", res)
+		}
+		mbps = append(mbps, float64(size*spindle.MaxBlockSize)/secs/1e6)
+	}
+	var sum float64
+	for _, m := range mbps {
+		sum += m
+	}
+	b.ReportMetric(sum/float64(len(mbps)), "MB/s")
 }

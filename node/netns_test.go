@@ -102,7 +102,7 @@ func startNetns(t testing.TB, ns *netns.NS, name, role string, settings ...strin
 			p.cmd.Process.Kill()
 			<-p.done
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("SPINDLE_NETNS_LOG") == "1" {
 			t.Logf("output of %s:\n%s", name, p.out.String())
 		}
 	})
@@ -359,10 +359,11 @@ func reachRole(t *testing.T, n *Node, seed uint64, count int) {
 	}
 
 	var relayed []ma.Multiaddr
-	deadline := time.Now().Add(4 * time.Minute)
+	start := time.Now()
+	deadline := start.Add(8 * time.Minute)
 	for len(relayed) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no relayed address of %s after 4 minutes; it has %v", pid, h.Peerstore().Addrs(pid))
+			t.Fatalf("no relayed address of %s after 8 minutes; it has %v", pid, h.Peerstore().Addrs(pid))
 		}
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		ai, err := n.DHT().FindPeer(fctx, pid)
@@ -376,6 +377,7 @@ func reachRole(t *testing.T, n *Node, seed uint64, count int) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	fmt.Fprintf(os.Stderr, "%s relayed address found after %v\n", time.Now().Format(time.TimeOnly), time.Since(start).Round(time.Second))
 	// Only the relayed way, and no connection the peer opened itself.
 	h.Network().ClosePeer(pid)
 	h.Peerstore().ClearAddrs(pid)
@@ -523,7 +525,7 @@ func TestNetnsNAT(t *testing.T) {
 	haddr := behind.addr(t, dir+"/haddr")
 	id := haddr[strings.LastIndex(haddr, "/")+1:]
 	reach := startNetns(t, far, "outside", "reach", "HOME="+dir+"/f", "LISTEN=/ip4/11.30.0.2/tcp/4001", "BOOT="+raddr, "PEER="+id, "PRIVATE="+priv, "BLOCKS="+strconv.Itoa(blocks), "SEED=9")
-	res := reach.result(t, 8*time.Minute)
+	res := reach.result(t, 12*time.Minute)
 	if res["via"] == "" {
 		t.Fatalf("the outside node reported nothing:\n%s", reach.out.String())
 	}

@@ -360,10 +360,10 @@ func reachRole(t *testing.T, n *Node, seed uint64, count int) {
 
 	var relayed []ma.Multiaddr
 	start := time.Now()
-	deadline := start.Add(8 * time.Minute)
+	deadline := start.Add(5 * time.Minute)
 	for len(relayed) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no relayed address of %s after 8 minutes; it has %v", pid, h.Peerstore().Addrs(pid))
+			t.Fatalf("no relayed address of %s after 5 minutes; it has %v", pid, h.Peerstore().Addrs(pid))
 		}
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		ai, err := n.DHT().FindPeer(fctx, pid)
@@ -525,7 +525,7 @@ func TestNetnsNAT(t *testing.T) {
 	haddr := behind.addr(t, dir+"/haddr")
 	id := haddr[strings.LastIndex(haddr, "/")+1:]
 	reach := startNetns(t, far, "outside", "reach", "HOME="+dir+"/f", "LISTEN=/ip4/11.30.0.2/tcp/4001", "BOOT="+raddr, "PEER="+id, "PRIVATE="+priv, "BLOCKS="+strconv.Itoa(blocks), "SEED=9")
-	res := reach.result(t, 12*time.Minute)
+	res := reach.result(t, 8*time.Minute)
 	if res["via"] == "" {
 		t.Fatalf("the outside node reported nothing:\n%s", reach.out.String())
 	}

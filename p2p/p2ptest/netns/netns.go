@@ -162,7 +162,8 @@ func (ns *NS) Route(t testing.TB, to, via string) {
 // its interfaces.
 func (ns *NS) Forward(t testing.TB) {
 	t.Helper()
-	ns.Must(t, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+	// /proc/sys/net is the namespace's own (no sysctl command needed).
+	ns.Must(t, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward")
 }
 
 // Masquerade makes the namespace a home router in front of the networks

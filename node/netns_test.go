@@ -171,6 +171,9 @@ func atoiOr(s string, def int) int {
 //	HOME      the node's home; LISTEN its one listen address.
 //	BOOT      the addresses to join through, comma-separated.
 //	CACHE     the node's cache of fetched blocks, bytes (-1: none).
+//	VERBOSE   1: a serving node prints its reachability, addresses and
+//	          routing table size every 5 s (shown if the test fails, or
+//	          with SPINDLE_NETNS_LOG=1).
 func TestNetnsRole(t *testing.T) {
 	role := os.Getenv(netnsEnv + "ROLE")
 	if role == "" {

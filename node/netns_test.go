@@ -3,6 +3,7 @@
 package node
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -125,6 +126,28 @@ func (p *netnsProc) addr(t testing.TB, file string) string {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s not ready after 3 minutes:\n%s", p.name, p.out.String())
+		}
+	}
+}
+
+// waitLine waits, at most limit, until the node has printed a line
+// starting with prefix, and returns it.
+func (p *netnsProc) waitLine(t testing.TB, prefix string, limit time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		for line := range strings.Lines(p.out.String()) {
+			if strings.HasPrefix(line, prefix) {
+				return strings.TrimSpace(line)
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s ended before it printed %q: %v\n%s", p.name, prefix, p.err, p.out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has not printed %q after %v:\n%s", p.name, prefix, limit, p.out.String())
 		}
 	}
 }
@@ -304,7 +327,51 @@ func getRole(t *testing.T, n *Node, seed uint64, count int) {
 			return nil
 		})
 	}
-	if os.Getenv(netnsEnv+"RESUME") == "1" {
+	switch os.Getenv(netnsEnv + "RESUME") {
+	case "cut":
+		// The test cuts the link once half the blocks are here, and mends
+		// it when the first fetch has failed.
+		in := bufio.NewReader(os.Stdin)
+		var done int
+		err := n.replica.GetMany(ctx, refs, func(i int, data []byte) error {
+			if check && !bytes.Equal(data, netnsBlock(seed, i)) {
+				return fmt.Errorf("block %d has the wrong bytes", i)
+			}
+			if done++; done == count/2 {
+				fmt.Println("HALF")
+			}
+			return nil
+		})
+		if err == nil {
+			t.Fatal("the first fetch succeeded across a cut link")
+		}
+		before := n.replica.Stats().CachedBlocks
+		fmt.Printf("FAILED %d blocks cached: %v\n", before, oneLine(err.Error()))
+		if _, err := in.ReadString('\n'); err != nil {
+			t.Fatalf("waiting for the link to be mended: %v", err)
+		}
+		// The node rejoins through the peer it joined through, as it
+		// would through those it remembers.
+		deadline := time.Now().Add(2 * time.Minute)
+		for n.join(ctx, n.boot, true) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("cannot reach the bootstrap peer again after the link was mended")
+			}
+			time.Sleep(time.Second)
+		}
+		for n.DHT().RoutingTable().Size() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the routing table stays empty after the link was mended")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		start := time.Now()
+		if err := fetch(-1); err != nil {
+			t.Fatalf("second fetch: %v", err)
+		}
+		after := n.replica.Stats().CachedBlocks
+		fmt.Printf("RESULT cached=%d refetched=%d seconds=%.2f\n", before, after-before, time.Since(start).Seconds())
+	case "1":
 		if err := fetch(count / 2); !errors.Is(err, errStop) {
 			t.Fatalf("first fetch: %v", err)
 		}
@@ -320,7 +387,7 @@ func getRole(t *testing.T, n *Node, seed uint64, count int) {
 		secs := time.Since(start).Seconds()
 		after := n.replica.Stats().CachedBlocks
 		fmt.Printf("RESULT cached=%d refetched=%d seconds=%.2f\n", before, after-before, secs)
-	} else {
+	default:
 		start := time.Now()
 		if err := fetch(-1); err != nil {
 			t.Fatal(err)
@@ -487,6 +554,37 @@ func TestNetnsResume(t *testing.T) {
 		t.Fatalf("first get left %d blocks; the second fetched %d; want at least %d and the rest (%d)", cached, refetched, blocks/2, blocks-cached)
 	}
 	t.Logf("the first get stopped with %d of %d blocks; the second fetched %d", cached, blocks, refetched)
+}
+
+// A get across the slow link loses the link halfway (every packet
+// dropped) and fails; once the link is back, the node rejoins and the get
+// of the whole file fetches only the blocks the first did not bring.
+func TestNetnsResumeAfterCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves a file across a slow link and waits for it to fail; skipped with -short")
+	}
+	t.Parallel() // Each in namespaces of its own, mostly waiting on slow links.
+	a, b, aIP, bIP, line := slowLink(t)
+	const blocks = 24 // 12 MiB after the half: seconds for the test to cut the link in time.
+	dir := t.TempDir()
+	addrFile := dir + "/addr"
+	srv := startNetns(t, a, "holder", "serve", "HOME="+dir+"/a", "LISTEN=/ip4/"+aIP+"/tcp/4001", "ADDRFILE="+addrFile, "BLOCKS="+strconv.Itoa(blocks), "SEED=12")
+	addr := srv.addr(t, addrFile)
+	get := startNetns(t, b, "getter", "get", "HOME="+dir+"/b", "LISTEN=/ip4/"+bIP+"/tcp/4001", "BOOT="+addr, "BLOCKS="+strconv.Itoa(blocks), "SEED=12", "CHECK=1", "RESUME=cut")
+	get.waitLine(t, "HALF", 10*time.Minute)
+	line.Cut(true)
+	failed := get.waitLine(t, "FAILED", 10*time.Minute)
+	line.Cut(false)
+	t.Logf("with the link cut: %s", failed)
+	if _, err := io.WriteString(get.stdin, "mended\n"); err != nil {
+		t.Fatal(err)
+	}
+	res := get.result(t, 10*time.Minute)
+	cached, refetched := atoiOr(res["cached"], -1), atoiOr(res["refetched"], -1)
+	if cached < blocks/2 || cached >= blocks || refetched != blocks-cached {
+		t.Fatalf("the first get left %d blocks; the second fetched %d; want at least %d, not all, and the rest (%d)", cached, refetched, blocks/2, blocks-cached)
+	}
+	t.Logf("the link was cut with %d of %d blocks fetched; the get after it was mended fetched %d", cached, blocks, refetched)
 }
 
 // A node behind a NAT (an nftables masquerade rule on its router), which

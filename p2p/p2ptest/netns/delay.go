@@ -52,8 +52,13 @@ type DelayLine struct {
 	a, b    *os.File
 	packets atomic.Int64
 	dropped atomic.Int64
+	cut     atomic.Bool
 	wg      sync.WaitGroup
 }
+
+// Cut cuts the line (every packet is dropped, both ways) or, with false,
+// mends it, as a cable pulled out and put back.
+func (d *DelayLine) Cut(cut bool) { d.cut.Store(cut) }
 
 // NewDelayLine joins a and b: a gets address aIP and b bIP (plain IPv4
 // addresses, as 10.9.0.1), each reaching the other through the line.
@@ -130,7 +135,7 @@ func (d *DelayLine) carry(from, to *os.File) {
 			return
 		}
 		d.packets.Add(1)
-		if d.link.Loss > 0 && rand.Float64() < d.link.Loss {
+		if d.cut.Load() || d.link.Loss > 0 && rand.Float64() < d.link.Loss {
 			d.dropped.Add(1)
 			continue
 		}

@@ -31,8 +31,9 @@ import (
 )
 
 // The tests in this file run nodes in Linux network namespaces joined by
-// slow, lossy links or behind NAT. A Go process cannot put its sockets in
-// another namespace, so each node is this test binary run again, inside
+// slow, lossy links or behind NAT. A socket belongs to the namespace of
+// the thread that opened it, and libp2p opens sockets on any thread of
+// the process, so each node is this test binary run again, inside
 // its namespace, as TestNetnsRole with the role in the environment
 // (SPINDLE_NETNS_ROLE and the settings below); the test itself runs the
 // links (see netns.DelayLine) and reads what the nodes report. They need
@@ -52,7 +53,7 @@ func netnsBlock(seed uint64, i int) []byte {
 }
 
 // netnsRefs returns the refs of the n blocks of the file made from seed.
-func netnsRefs(t testing.TB, seed uint64, n int) []spindle.Ref {
+func netnsRefs(seed uint64, n int) []spindle.Ref {
 	var out []spindle.Ref
 	for i := range n {
 		out = append(out, blocks.RefOf(netnsBlock(seed, i)))
@@ -276,7 +277,7 @@ func TestNetnsRole(t *testing.T) {
 // refetched= (blocks the second fetched through the network).
 func getRole(t *testing.T, n *Node, seed uint64, count int) {
 	ctx := context.Background()
-	refs := netnsRefs(t, seed, count)
+	refs := netnsRefs(seed, count)
 	want := atoiOr(os.Getenv(netnsEnv+"WANT"), 1)
 	check := os.Getenv(netnsEnv+"CHECK") == "1"
 	deadline := time.Now().Add(5 * time.Minute)
@@ -459,7 +460,7 @@ func reachRole(t *testing.T, n *Node, seed uint64, count int) {
 	}
 	r := p2p.NewRemoteStore(h, pid)
 	defer r.Close()
-	for i, ref := range netnsRefs(t, seed, count) {
+	for i, ref := range netnsRefs(seed, count) {
 		gctx, cancel := context.WithTimeout(ctx, time.Minute)
 		data, err := r.Get(gctx, ref)
 		cancel()

@@ -3,8 +3,9 @@
 // Package netns builds small networks of Linux network namespaces for
 // tests: namespaces joined by veth pairs or by a delay line, links slowed
 // with tc's tbf, and NAT made with an nftables masquerade rule. Programs
-// run inside a namespace as child processes ([NS.Command]); a Go process
-// cannot move its own sockets between namespaces.
+// run inside a namespace as child processes ([NS.Command]): a socket
+// belongs to the namespace of the thread that opened it, and a Go program
+// opens sockets on any of its threads.
 //
 // Everything needs root and the ip command; tbf needs tc, NAT needs nft.
 // Tests call [Check] (or [NS.Need]) first, which skips the test with a

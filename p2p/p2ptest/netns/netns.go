@@ -52,10 +52,13 @@ func check() error {
 	if err := run("ip", "netns", "add", name); err != nil {
 		return err
 	}
+	// Running a program inside needs more rights (ip mounts /sys) than
+	// making the namespace.
+	errExec := run("ip", "netns", "exec", name, "true")
 	if err := run("ip", "netns", "del", name); err != nil {
 		return err
 	}
-	return nil
+	return errExec
 }
 
 // Need skips the test unless the commands named exist (tc for

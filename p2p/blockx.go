@@ -24,13 +24,18 @@ import (
 // answers; the server answers each as soon as it is done, in any order.
 // Every message is one frame (see [Conn]):
 //
-//	request:  op (1 byte: 1 get, 2 put) | id (8 bytes, big-endian) | ref (get) or block (put)
-//	response: status (1 byte: 0 ok, 1 error) | id | block (get) or ref (put) or a spindle.Error
+//	request:  op (1 byte: 1 get, 2 put, 3 has) | id (8 bytes, big-endian) | ref (get, has) or block (put)
+//	response: status (1 byte: 0 ok, 1 error) | id | block (get) or ref (put) or held (has: 1 byte, 1 or 0) or a spindle.Error
+//
+// A has request asks whether the server holds the block itself (not
+// whether it could fetch it), as a holder checking the copies of a block
+// asks; a server with a damaged copy answers 0.
 const BlockProtocol protocol.ID = "/spindle/blocks/1"
 
 const (
 	blockGet byte = 1
 	blockPut byte = 2
+	blockHas byte = 3
 
 	statusOK  byte = 0
 	statusErr byte = 1
@@ -52,9 +57,14 @@ type BlockServerConfig struct {
 	// CanPut reports whether a peer may store blocks here. If nil, no
 	// peer may: Puts fail with Permission.
 	CanPut func(peer.ID) bool
-	// CanGet reports whether a peer may fetch blocks. If nil, any peer
-	// may; blocks are encrypted or meant to be public.
+	// CanGet reports whether a peer may fetch blocks, or ask whether
+	// they are held here. If nil, any peer may; blocks are encrypted or
+	// meant to be public.
 	CanGet func(peer.ID) bool
+	// Has answers a has request: whether the block is held here, intact.
+	// If nil, the store's Get is asked, and held means it returned the
+	// block.
+	Has func(ctx context.Context, ref spindle.Ref) (bool, error)
 	// InFlight bounds the requests handled at once on one stream
 	// (DefaultInFlight if zero), and ServerInFlight those on all streams
 	// together (DefaultServerInFlight if zero). Requests beyond them wait
@@ -108,7 +118,7 @@ func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 		if err != nil {
 			return err
 		}
-		if hdr[0] != blockGet && hdr[0] != blockPut {
+		if hdr[0] != blockGet && hdr[0] != blockPut && hdr[0] != blockHas {
 			c.Reset()
 			return spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Invalid, fmt.Sprintf("peer %s sent a malformed block request", remote))
 		}
@@ -173,11 +183,43 @@ func (srv *blockServer) handle(ctx context.Context, remote peer.ID, op byte, bod
 		var ref spindle.Ref
 		ref, err = srv.store.Put(ctx, body)
 		result = []byte(ref)
+	case blockHas:
+		if srv.cfg.CanGet != nil && !srv.cfg.CanGet(remote) {
+			err = spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Permission, fmt.Sprintf("peer %s may not ask for blocks here", remote))
+			break
+		}
+		var held bool
+		held, err = srv.has(ctx, spindle.Ref(body))
+		result = []byte{0}
+		if held {
+			result[0] = 1
+		}
 	}
 	if err != nil {
 		return statusErr, marshalError(err)
 	}
 	return statusOK, result
+}
+
+// has reports whether the block ref is held here.
+func (srv *blockServer) has(ctx context.Context, ref spindle.Ref) (bool, error) {
+	if _, err := blocks.ParseRef(ref); err != nil {
+		return false, spindle.E(spindle.Op("p2p.ServeBlocks"), err)
+	}
+	if srv.cfg.Has != nil {
+		return srv.cfg.Has(ctx, ref)
+	}
+	data, err := srv.store.Get(ctx, ref)
+	switch {
+	case err == nil:
+		if srv.recycle != nil {
+			srv.recycle.Recycle(data)
+		}
+		return true, nil
+	case errors.Is(err, spindle.NotExist), errors.Is(err, spindle.Integrity):
+		return false, nil
+	}
+	return false, err
 }
 
 // A RemoteStore is a [spindle.BlockStore] held by another peer, reached
@@ -277,6 +319,22 @@ func (r *RemoteStore) PutRef(ctx context.Context, ref spindle.Ref, data []byte) 
 		return spindle.E(op, spindle.Integrity, fmt.Sprintf("peer %s stored block %s as %.80q", r.peer, ref, got))
 	}
 	return nil
+}
+
+// Has asks the peer whether it holds the block ref itself, intact.
+func (r *RemoteStore) Has(ctx context.Context, ref spindle.Ref) (bool, error) {
+	const op spindle.Op = "p2p.RemoteStore.Has"
+	if _, err := blocks.ParseRef(ref); err != nil {
+		return false, spindle.E(op, err)
+	}
+	res, err := r.call(ctx, blockHas, []byte(ref))
+	if err != nil {
+		return false, spindle.E(op, err)
+	}
+	if len(res) != 1 || res[0] > 1 {
+		return false, spindle.E(op, spindle.Invalid, fmt.Sprintf("peer %s answered a has request with %d bytes, not one byte 0 or 1", r.peer, len(res)))
+	}
+	return res[0] == 1, nil
 }
 
 // Fetch is Get without the hash check, for a caller that checks every

@@ -508,3 +508,76 @@ func TestBlockPeer(t *testing.T) {
 		t.Fatal("BlockPeer found a peer in a plain context")
 	}
 }
+
+// A has request says whether the server holds a block, without sending
+// it: no for a block it lacks or holds damaged, an error for a bad ref or
+// a peer that may not ask; the server's own Has answers when it has one.
+func TestRemoteHas(t *testing.T) {
+	ctx := context.Background()
+	net := p2ptest.NewNet(t, 4)
+	ds, err := disk.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p2p.ServeBlocks(sctx, net.Hosts[0], ds, p2p.BlockServerConfig{CanPut: allowAll})
+	r := remote(t, net.Hosts[1], net.Hosts[0].ID())
+	data := blockstest.Block(11, 70000)
+	ref, err := r.Put(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := blocks.RefOf([]byte("a block nobody put"))
+	if held, err := r.Has(ctx, ref); err != nil || !held {
+		t.Fatalf("Has of a block held: %v, %v; want true", held, err)
+	}
+	if held, err := r.Has(ctx, other); err != nil || held {
+		t.Fatalf("Has of a block not held: %v, %v; want false", held, err)
+	}
+	if _, err := r.Has(ctx, "not a ref"); !errors.Is(err, spindle.Invalid) {
+		t.Fatalf("Has of a bad ref: %v, want Invalid", err)
+	}
+	// A damaged copy is not held.
+	d, _ := blocks.ParseRef(ref)
+	damaged := bytes.Clone(data)
+	damaged[100] ^= 1
+	if err := os.WriteFile(ds.Path(d), damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := r.Has(ctx, ref); err != nil || held {
+		t.Fatalf("Has of a block damaged on the server's disk: %v, %v; want false", held, err)
+	}
+
+	// The server's Has answers, and CanGet decides who may ask.
+	var asked atomic.Int64
+	p2p.ServeBlocks(sctx, net.Hosts[2], new(mem.Store), p2p.BlockServerConfig{
+		CanGet: func(p peer.ID) bool { return p == net.Hosts[1].ID() },
+		Has: func(_ context.Context, r spindle.Ref) (bool, error) {
+			asked.Add(1)
+			return r == other, nil
+		},
+	})
+	if held, err := remote(t, net.Hosts[1], net.Hosts[2].ID()).Has(ctx, other); err != nil || !held || asked.Load() != 1 {
+		t.Fatalf("Has through the server's Has: %v, %v, asked %d times; want true, once", held, err, asked.Load())
+	}
+	if _, err := remote(t, net.Hosts[3], net.Hosts[2].ID()).Has(ctx, other); !errors.Is(err, spindle.Permission) {
+		t.Fatalf("Has by a peer that may not get: %v, want Permission", err)
+	}
+}
+
+// A has answer that is not one byte 0 or 1 is refused.
+func TestHostileHasAnswer(t *testing.T) {
+	ctx := context.Background()
+	for _, answer := range [][]byte{{}, {2}, {1, 1}} {
+		net := p2ptest.NewNet(t, 2)
+		hostileServer(net.Hosts[0], func(op byte, id, body []byte) []byte {
+			return frame([]byte{0}, id, answer)
+		})
+		r := remote(t, net.Hosts[1], net.Hosts[0].ID())
+		if held, err := r.Has(ctx, blocks.RefOf([]byte("x"))); !errors.Is(err, spindle.Invalid) || held {
+			t.Errorf("Has answered %x: %v, %v; want Invalid", answer, held, err)
+		}
+	}
+}

@@ -135,6 +135,10 @@ const (
 	RelayCircuits          = 16
 )
 
+// RelayBackoff is how long a host behind NAT waits before it asks a
+// relay that refused it a reservation again (libp2p's default is an hour).
+const RelayBackoff = 2 * time.Minute
+
 // NewHost returns a libp2p host with the TCP and QUIC transports, TLS and
 // Noise security (TLS preferred, for its hardware AES), and a resource
 // manager sized for bulk transfer. When it dials a peer that offers both
@@ -232,7 +236,13 @@ func natOptions(cfg NATConfig, acl relayv2.ACLFilter) []libp2p.Option {
 		opts = append(opts, libp2p.DisableRelay())
 	}
 	if cfg.RelayClient && cfg.RelayCandidates != nil {
-		opts = append(opts, libp2p.EnableAutoRelayWithPeerSource(relaySource(cfg.RelayCandidates)))
+		// libp2p waits 3 minutes for 4 candidates before it reserves a
+		// slot, and then shuns for an hour a peer that refused one: a
+		// private network of a few home machines may have one relay,
+		// which refuses until AutoNAT finds it public. So one candidate
+		// is enough, and a refusal is tried again after RelayBackoff.
+		opts = append(opts, libp2p.EnableAutoRelayWithPeerSource(relaySource(cfg.RelayCandidates),
+			autorelay.WithMinCandidates(1), autorelay.WithBackoff(RelayBackoff)))
 	}
 	if cfg.RelayService {
 		res := relayv2.DefaultResources()

@@ -10,7 +10,6 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	mh "github.com/multiformats/go-multihash"
 
 	"spindle.dev"
@@ -27,10 +26,12 @@ const (
 // Repair and drain keep every block r-fold as nodes come and go.
 //
 // Each holder of a block checks it from time to time: it asks the DHT for
-// the block's providers, pings each (one round trip on a connection,
-// whatever the block's size; the answers are remembered for the round, so
-// a dead peer costs one failed dial per round however many blocks it
-// held), and when fewer than r live nodes hold it, reads its copy and
+// the block's providers, asks each whether it holds the block (a has
+// request of the block protocol: one round trip, whatever the block's
+// size, answered no by a node that lost its copy or holds a damaged one;
+// a peer that does not answer is taken for dead for the rest of the
+// round, so a dead peer costs about one failed dial per round however
+// many blocks it held), and when fewer than r nodes hold it, reads its copy and
 // pushes it to the nodes nearest to the block's key that do not hold it.
 // Every holder picks the same targets, nearest first, and a push of a
 // block already held changes nothing, so holders that find the same
@@ -53,8 +54,8 @@ const (
 // With the defaults, a node holding 10^5 blocks goes round them all in
 // about 17 hours (100 rounds of 1000 blocks, 10 minutes apart), well
 // within the 48 hours a provider record lives, at about 1.7 provider
-// lookups a second, eight at a time; it pings each peer at most once a
-// round, and pushes at most 256 MiB every 10 minutes (about 440 KiB/s)
+// lookups a second, eight at a time, with a has request to each
+// provider found, and pushes at most 256 MiB every 10 minutes (about 440 KiB/s)
 // however many blocks a dead node leaves short. The next round starts an
 // interval after the last one ends, so rounds never pile up on a slow
 // network.
@@ -319,11 +320,11 @@ func (s *Store) repairOne(ctx context.Context, ref spindle.Ref, live *liveness, 
 	if err != nil {
 		return outcome{state: stateGone}
 	}
-	holders, complete := s.liveHolders(ctx, k, live, s.cfg.Replicas-1)
+	holders, complete := s.liveHolders(ctx, ref, k, live, s.cfg.Replicas-1)
 	// A copy pushed lately counts even if its holder's announcement has
 	// not landed yet, so that it is not pushed again.
 	for _, p := range s.recentlyPushed(ref) {
-		if !holders[p] && live.check(ctx, p) {
+		if !holders[p] && live.holds(ctx, p, ref) {
 			holders[p] = true
 		}
 	}
@@ -371,11 +372,13 @@ func (s *Store) localCopy(ctx context.Context, ref spindle.Ref) ([]byte, error) 
 	return data, nil
 }
 
-// liveHolders returns the other nodes that provide key k and answer a
-// ping, stopping at enough of them. complete is false if the lookup ran
+// liveHolders returns the other nodes that provide ref (whose key is k)
+// and answer that they hold it, stopping at enough of them: a provider
+// record outlives the copy it announced by up to 48 hours, so a holder
+// that lost its copy, or kept a damaged one, must not be counted. complete is false if the lookup ran
 // out of time before finding enough, in which case the holders found may
 // not be all there are.
-func (s *Store) liveHolders(ctx context.Context, k mh.Multihash, live *liveness, enough int) (holders map[peer.ID]bool, complete bool) {
+func (s *Store) liveHolders(ctx context.Context, ref spindle.Ref, k mh.Multihash, live *liveness, enough int) (holders map[peer.ID]bool, complete bool) {
 	// Asking for twice as many providers leaves room for dead ones
 	// without walking the whole keyspace region when the block is well
 	// held.
@@ -392,7 +395,7 @@ func (s *Store) liveHolders(ctx context.Context, k mh.Multihash, live *liveness,
 		if len(ai.Addrs) > 0 {
 			s.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
 		}
-		if live.check(ctx, ai.ID) {
+		if live.holds(ctx, ai.ID, ref) {
 			holders[ai.ID] = true
 			if len(holders) >= enough {
 				return holders, true
@@ -461,64 +464,56 @@ func (s *Store) forgetOldPushes() {
 }
 
 // liveness remembers, for one round or drain, which peers answered a
-// ping, so that each peer is pinged at most once.
+// has request and which did not answer at all.
 type liveness struct {
 	s  *Store
 	mu sync.Mutex
-	m  map[peer.ID]*probe
-}
-
-type probe struct {
-	done chan struct{}
-	ok   bool
+	up map[peer.ID]bool
 }
 
 func newLiveness(s *Store) *liveness {
-	return &liveness{s: s, m: make(map[peer.ID]*probe)}
+	return &liveness{s: s, up: make(map[peer.ID]bool)}
 }
 
-// check reports whether p answers a ping within BaseTimeout.
-func (l *liveness) check(ctx context.Context, p peer.ID) bool {
-	l.mu.Lock()
-	pr := l.m[p]
-	if pr == nil {
-		pr = &probe{done: make(chan struct{})}
-		l.m[p] = pr
-		l.mu.Unlock()
-		pr.ok = l.ping(ctx, p)
-		close(pr.done)
-		return pr.ok
-	}
-	l.mu.Unlock()
-	select {
-	case <-pr.done:
-		return pr.ok
-	case <-ctx.Done():
+// holds reports whether p answers, within BaseTimeout, that it holds
+// ref. A peer that does not answer at all is down for the rest of the
+// round; one that was found down is not asked again.
+func (l *liveness) holds(ctx context.Context, p peer.ID, ref spindle.Ref) bool {
+	if l.down(p) {
 		return false
 	}
+	r, err := l.s.remote(p)
+	if err != nil {
+		return false
+	}
+	hctx, cancel := context.WithTimeout(ctx, l.s.cfg.BaseTimeout)
+	held, err := r.Has(hctx, ref)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, spindle.Invalid) && !errors.Is(err, spindle.Permission) {
+			l.mark(p, false)
+		}
+		return false
+	}
+	l.mark(p, true)
+	return held
 }
 
-// down reports whether p was pinged and did not answer.
+// mark records whether p answered, unless that is known already.
+func (l *liveness) mark(p peer.ID, up bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.up[p]; !ok {
+		l.up[p] = up
+	}
+}
+
+// down reports whether p was asked and did not answer.
 func (l *liveness) down(p peer.ID) bool {
 	l.mu.Lock()
-	pr := l.m[p]
-	l.mu.Unlock()
-	if pr == nil {
-		return false
-	}
-	select {
-	case <-pr.done:
-		return !pr.ok
-	default:
-		return false
-	}
-}
-
-func (l *liveness) ping(ctx context.Context, p peer.ID) bool {
-	ctx, cancel := context.WithTimeout(ctx, l.s.cfg.BaseTimeout)
-	defer cancel()
-	res, ok := <-ping.Ping(ctx, l.s.h, p)
-	return ok && res.Error == nil
+	defer l.mu.Unlock()
+	up, ok := l.up[p]
+	return ok && !up
 }
 
 // Drain hands every block held here on to other nodes, so that this node
@@ -578,9 +573,9 @@ func (s *Store) drainOne(ctx context.Context, ref spindle.Ref, live *liveness) (
 		return false, 0, false
 	}
 	// Look for r others, not r−1: this node's copy is leaving.
-	holders, _ := s.liveHolders(ctx, k, live, s.cfg.Replicas)
+	holders, _ := s.liveHolders(ctx, ref, k, live, s.cfg.Replicas)
 	for _, p := range s.recentlyPushed(ref) {
-		if !holders[p] && live.check(ctx, p) {
+		if !holders[p] && live.holds(ctx, p, ref) {
 			holders[p] = true
 		}
 	}

@@ -345,3 +345,37 @@ func TestRepairNeedsLister(t *testing.T) {
 		t.Errorf("Drain over a store that cannot list: %v, want Invalid", err)
 	}
 }
+
+// A holder that lost its copy still has its provider record in the DHT
+// (for up to 48 hours), and still answers pings; repair asks it whether
+// it holds the block, counts it out, and pushes a new copy (to the
+// nearest node that lacks it: the loser itself).
+func TestRepairHolderLostCopy(t *testing.T) {
+	nodes := newNet(t, 10, repairConfig())
+	refs := putBlocks(t, nodes, []int{0}, 4, 20000, 3)
+	ref := refs[0]
+	var loser int
+	for _, i := range holders(nodes, ref) {
+		if i != 0 {
+			loser = i
+			break
+		}
+	}
+	if err := nodes[loser].local.(*mem.Store).Delete(context.Background(), ref); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := nodes[0].store.Repair(ctx)
+	if err != nil {
+		t.Fatalf("Repair: %v", err)
+	}
+	want := replica.RepairResult{Checked: len(refs), Short: 1, Pushed: 1, Fixed: 1}
+	if res != want {
+		t.Fatalf("Repair after node %d lost its copy of a block: %+v, want %+v", loser, res, want)
+	}
+	// The loser is among the nearest nodes, so it holds the new copy.
+	if got, want := holders(nodes, ref), append([]int{0}, nearestRunning(t, nodes, ref, 0, 2)...); !slices.Equal(got, want) {
+		t.Fatalf("block held by %v after repair, want %v (the writer and the 2 nearest)", got, want)
+	}
+}

@@ -40,7 +40,21 @@ import (
 // Transient), so that they go to a node that stays.
 func (s *Store) Server(isUser, isReader func(peer.ID) bool) (spindle.BlockStore, p2p.BlockServerConfig) {
 	srv := &server{s: s, isUser: isUser, isReader: isReader}
-	return srv, p2p.BlockServerConfig{CanPut: func(p peer.ID) bool { return isUser(p) || s.isMember(p) }}
+	return srv, p2p.BlockServerConfig{CanPut: func(p peer.ID) bool { return isUser(p) || s.isMember(p) }, Has: s.holds}
+}
+
+// holds reports whether the local store holds ref intact: the answer to
+// another holder's has request (a block in the cache does not count; it
+// is neither kept nor announced).
+func (s *Store) holds(ctx context.Context, ref spindle.Ref) (bool, error) {
+	_, err := s.local.Get(ctx, ref)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, spindle.NotExist), errors.Is(err, spindle.Integrity):
+		return false, nil
+	}
+	return false, err
 }
 
 type server struct {

@@ -1,0 +1,258 @@
+// Package ui is spin ui: a web app on this machine through which a user who
+// never types commands browses, views, uploads, manages and shares files.
+// It is a client of a [spindle.Client], the same one the spin command
+// uses, so it sees and does exactly what the user could with spin.
+//
+// # Who may use it
+//
+// The server listens on loopback only. Its URL carries a random secret,
+// as Jupyter's does: the first request with the secret sets a cookie
+// (HttpOnly, SameSite=Strict) and every later request must bring the
+// cookie or the secret. Requests that change anything (every method but
+// GET and HEAD) must also come from the app's own origin: an Origin
+// header naming this server, or, without one, Sec-Fetch-Site
+// same-origin. A Host header that is not loopback is refused, so that a
+// web page cannot reach the server through a DNS name of its own. So
+// neither another account on the machine (which lacks the secret) nor a
+// web page open in the same browser (which has the cookie sent only with
+// requests it cannot forge the origin of) can act through it.
+//
+// Files are served with a Content-Security-Policy sandbox and nosniff,
+// and anything but pictures, video, audio and plain text is sent as an
+// attachment, so a file someone shared cannot run scripts in the app.
+//
+// # What it holds
+//
+// Nothing but thumbnails: they are made on this machine from the
+// decrypted picture and kept in Config.CacheDir. Files stream to and
+// from the client block by block; an upload of any size is never held
+// in memory.
+package ui
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"spindle.dev"
+)
+
+//go:embed static templates
+var assets embed.FS
+
+// A Config says what a Server serves.
+type Config struct {
+	// Client acts for the user. Required.
+	Client spindle.Client
+	// CacheDir holds the thumbnails. Required.
+	CacheDir string
+	// Logger receives one line per failed request; nil discards.
+	Logger *slog.Logger
+	// Secret is the secret of the URL; empty means a new random one.
+	Secret string
+}
+
+// A Server is the web app of one user. Its Handler is safe for
+// concurrent use.
+type Server struct {
+	c      spindle.Client
+	user   spindle.UserName
+	log    *slog.Logger
+	secret string
+	cookie string // Name of the cookie that carries the secret.
+	thumbs *thumbCache
+	pages  *template.Template
+	mux    *http.ServeMux
+}
+
+// New returns the web app for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("ui: Config.Client is required")
+	}
+	if cfg.CacheDir == "" {
+		return nil, errors.New("ui: Config.CacheDir is required")
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.CacheDir, "thumbs"), 0o700); err != nil {
+		return nil, fmt.Errorf("ui: thumbnail cache: %w", err)
+	}
+	secret := cfg.Secret
+	if secret == "" {
+		var b [24]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		secret = hex.EncodeToString(b[:])
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sum := sha256.Sum256([]byte("spindle ui cookie " + secret))
+	s := &Server{
+		c:      cfg.Client,
+		user:   cfg.Client.User(),
+		log:    log,
+		secret: secret,
+		cookie: "spindle-ui-" + hex.EncodeToString(sum[:6]),
+		thumbs: &thumbCache{dir: filepath.Join(cfg.CacheDir, "thumbs")},
+	}
+	pages, err := template.New("").Funcs(funcs).ParseFS(assets, "templates/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("ui: templates: %w", err)
+	}
+	s.pages = pages
+	static, err := fs.Sub(assets, "static")
+	if err != nil {
+		return nil, err
+	}
+	m := http.NewServeMux()
+	m.HandleFunc("GET /{$}", s.home)
+	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET /b/{name...}", s.browse)
+	m.HandleFunc("GET /v/{name...}", s.viewer)
+	m.HandleFunc("GET /f/{name...}", s.file)
+	m.HandleFunc("GET /t/{name...}", s.thumb)
+	m.HandleFunc("GET /share/{name...}", s.sharePage)
+	m.HandleFunc("GET /go", s.goTo)
+	m.HandleFunc("POST /api/put", s.put)
+	m.HandleFunc("POST /api/mkdir", s.mkdir)
+	m.HandleFunc("POST /api/rename", s.rename)
+	m.HandleFunc("POST /api/delete", s.delete)
+	m.HandleFunc("POST /api/link", s.link)
+	m.HandleFunc("POST /api/share", s.share)
+	m.HandleFunc("POST /api/fix", s.fix)
+	s.mux = m
+	return s, nil
+}
+
+// Secret returns the secret the URL carries.
+func (s *Server) Secret() string { return s.secret }
+
+// URL returns the address to open in a browser for a server listening
+// on addr (host:port).
+func (s *Server) URL(addr string) string {
+	return "http://" + addr + "/?token=" + s.secret
+}
+
+// Handler returns the app's HTTP handler, with the checks the package
+// comment describes in front of everything.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if !loopbackHost(r.Host) {
+		http.Error(w, "spin ui answers only at 127.0.0.1, localhost or [::1]", http.StatusForbidden)
+		return
+	}
+	if tok := r.URL.Query().Get("token"); tok != "" && r.Method == http.MethodGet {
+		if !s.validSecret(tok) {
+			s.denied(w, "The secret in this address is wrong. Use the address spin ui printed.")
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: s.secret, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		q := r.URL.Query()
+		q.Del("token")
+		u := *r.URL
+		u.RawQuery = q.Encode()
+		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+		return
+	}
+	if !s.authorized(r) {
+		s.denied(w, "This page needs the address with the secret that spin ui printed when it started.")
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
+		s.denied(w, "This request came from another web site and was refused.")
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// authorized reports whether r carries the secret, in the cookie or in
+// an X-Spindle-Token header.
+func (s *Server) authorized(r *http.Request) bool {
+	if c, err := r.Cookie(s.cookie); err == nil && s.validSecret(c.Value) {
+		return true
+	}
+	return s.validSecret(r.Header.Get("X-Spindle-Token"))
+}
+
+func (s *Server) validSecret(v string) bool {
+	return v != "" && subtle.ConstantTimeCompare([]byte(v), []byte(s.secret)) == 1
+}
+
+func (s *Server) denied(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusForbidden)
+	fmt.Fprintln(w, msg)
+}
+
+// sameOrigin reports whether a state-changing request r comes from a page
+// of this server.
+func sameOrigin(r *http.Request) bool {
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		return err == nil && u.Scheme == "http" && u.Host == r.Host && u.Path == "" && u.RawQuery == ""
+	}
+	return r.Header.Get("Sec-Fetch-Site") == "same-origin"
+}
+
+// loopbackHost reports whether the Host header names a loopback address.
+func loopbackHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// home sends the user to their own root.
+func (s *Server) home(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, browseURL(spindle.PathName(string(s.user)+"/")), http.StatusSeeOther)
+}
+
+// goTo opens the tree or path the form names: a user name or a full path.
+func (s *Server) goTo(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimSpace(r.URL.Query().Get("name"))
+	if name != "" && !strings.Contains(name, "/") {
+		name += "/"
+	}
+	http.Redirect(w, r, browseURL(spindle.PathName(name)), http.StatusSeeOther)
+}
+
+// pathValue returns the clean Spindle name of the request's {name}.
+func (s *Server) pathValue(r *http.Request) (spindle.Parsed, error) {
+	return spindle.Parse(spindle.PathName(r.PathValue("name")))
+}
+
+// escapePath escapes each element of name for use in a URL path.
+func escapePath(name spindle.PathName) string {
+	parts := strings.Split(string(name), "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
+}
+
+func browseURL(name spindle.PathName) string { return "/b/" + escapePath(name) }

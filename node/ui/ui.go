@@ -155,7 +155,8 @@ func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	// Not no-referrer: with it a browser sends "Origin: null" on form posts.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Content-Type-Options", "nosniff")
 	if !loopbackHost(r.Host) {
 		http.Error(w, "spin ui answers only at 127.0.0.1, localhost or [::1]", http.StatusForbidden)

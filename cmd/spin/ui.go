@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"spindle.dev/node/ui"
@@ -59,7 +60,15 @@ func runUI(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := ui.New(ui.Config{Client: c, CacheDir: stateFile(cfg.File, "ui"), Logger: st.Log})
+	cache := stateFile(cfg.File, "ui")
+	if cfg.File == "" {
+		h, err := st.home()
+		if err != nil {
+			return err
+		}
+		cache = filepath.Join(h, "spin", "ui")
+	}
+	srv, err := ui.New(ui.Config{Client: c, CacheDir: cache, Logger: st.Log})
 	if err != nil {
 		st.errorf("%v", err)
 		return errFailed

@@ -3,12 +3,35 @@ package ui_test
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"spindle.dev"
+	"spindle.dev/node/client"
+	"spindle.dev/node/nodetest"
+	"spindle.dev/pack"
 )
+
+// dialNew makes keys for a user the environment does not have, signs the
+// user up and returns the user's client.
+func dialNew(t *testing.T, env *nodetest.Env, u spindle.UserName) spindle.Client {
+	keys, _, err := pack.Generate(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(ctxT(t), client.Config{Keys: keys, Node: env.Addr(), Logger: slog.New(slog.DiscardHandler), KeyLog: filepath.Join(t.TempDir(), "keylog")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Signup(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 // TestShareDialog shares a folder with a group through the dialog, sees
 // the group expanded, checks that bob can then read, and takes it back.
@@ -80,16 +103,39 @@ func TestShareDialog(t *testing.T) {
 		t.Errorf("bob saving ann's dialog: %d\n%s", code, page)
 	}
 
-	// The fix button runs, and takes nothing away.
-	code, page = a.post("/api/fix", url.Values{"name": {"ann@example.com/album"}})
-	if code != 200 || !strings.Contains(page, `id="fixed"`) {
-		t.Errorf("fix: %d\n%s", code, page)
-	}
-
-	// Unticking the group takes bob's rights away.
-	delete(form, "whonew")
+	// Dave, granted read before he joined Spindle, holds no key: the
+	// dialog lists him, and its button gives him one.
+	dave := spindle.UserName("dave@example.com")
 	form.Set("rows", "2")
 	form.Set("who1", "family")
+	form.Set("r1", "on")
+	form.Set("l1", "on")
+	form.Set("whonew", string(dave))
+	if code, page := a.post("/api/share", form); code != 200 || !strings.Contains(page, "dave@example.com") {
+		t.Fatalf("granting dave: %d\n%s", code, page)
+	}
+	davec := dialNew(t, env, dave)
+	code, page = a.do("GET", "/share/ann@example.com/album", nil, nil)
+	if code != 200 || !strings.Contains(page, `<ul id="missing"><li>ann@example.com/album/a.txt: dave@example.com</li></ul>`) {
+		t.Errorf("the dialog does not list dave as lacking a key: %d\n%s", code, page)
+	}
+	if _, err := davec.Open(ctx, "ann@example.com/album/a.txt"); !errors.Is(err, spindle.CannotDecrypt) {
+		t.Errorf("dave opens the file before the fix: %v, want a CannotDecrypt error", err)
+	}
+	code, page = a.post("/api/fix", url.Values{"name": {"ann@example.com/album"}})
+	if code != 200 || !strings.Contains(page, `id="fixed">Keys given: 1 files repaired.`) || !strings.Contains(page, `id="keys-ok"`) {
+		t.Errorf("fix: %d\n%s", code, page)
+	}
+	df, err := davec.Open(ctx, "ann@example.com/album/a.txt")
+	if err != nil {
+		t.Fatalf("dave cannot open the file after the fix: %v", err)
+	}
+	df.Close()
+	delete(form, "whonew")
+
+	// Unticking the group takes bob's rights away.
+	form.Del("r1")
+	form.Del("l1")
 	code, page = a.post("/api/share", form)
 	if code != 200 || strings.Contains(page, "<td>bob@example.com</td>") {
 		t.Errorf("after removing the group: %d, bob still listed:\n%s", code, page)

@@ -215,12 +215,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		b.WriteString(string(a))
 		b.WriteByte('\n')
 	}
-	if err := spindle.ReplaceFile(filepath.Join(*home, "addr"), []byte(b.String()), 0o644, true); err != nil {
-		fmt.Fprintf(stderr, "spin: node: %v\n", err)
-		n.Close()
-		return 1
-	}
-	fmt.Fprint(stdout, b.String())
+	// The gateway listens before the addr file says the node is ready.
 	if *f.gateway != "" {
 		ln, err := net.Listen("tcp", *f.gateway)
 		if err != nil {
@@ -235,6 +230,12 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 			}
 		}()
 	}
+	if err := spindle.ReplaceFile(filepath.Join(*home, "addr"), []byte(b.String()), 0o644, true); err != nil {
+		fmt.Fprintf(stderr, "spin: node: %v\n", err)
+		n.Close()
+		return 1
+	}
+	fmt.Fprint(stdout, b.String())
 	// Users pin this key with spin init -verifier, or compare its
 	// fingerprint with the one spin init shows.
 	log.Info("key cluster verifier key", "key", n.VerifierKey())

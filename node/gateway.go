@@ -3,16 +3,15 @@ package node
 import (
 	"context"
 	"errors"
-	"mime"
 	"net"
 	"net/http"
-	"path"
 	"slices"
 	"strings"
 	"time"
 
 	"spindle.dev"
 	"spindle.dev/access"
+	"spindle.dev/node/media"
 	"spindle.dev/pack"
 )
 
@@ -74,7 +73,7 @@ func (n *Node) serveGateway(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	e := f.Entry()
-	ctype := mime.TypeByExtension(path.Ext(string(e.Name)))
+	ctype := media.Type(string(e.Name))
 	if ctype == "" {
 		ctype = "application/octet-stream"
 	}

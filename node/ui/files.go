@@ -6,10 +6,10 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"path"
 	"strings"
 
 	"spindle.dev"
+	"spindle.dev/node/media"
 )
 
 // file serves a file's bytes, with range requests, straight from the
@@ -28,7 +28,7 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	name := p.Last()
-	ctype := contentType(name)
+	ctype := media.Type(name)
 	h := w.Header()
 	// A file may be anything its writer put: it must not run scripts in
 	// the app's origin, so it is sandboxed, and shown inline only if it
@@ -46,27 +46,6 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Disposition", mime.FormatMediaType(disp, map[string]string{"filename": name}))
 	h.Set("Cache-Control", "private, no-cache")
 	http.ServeContent(w, r, "", f.Entry().Time.Go(), f)
-}
-
-// mediaTypes are the types of the media a browser plays, which not every
-// system's MIME table knows.
-var mediaTypes = map[string]string{
-	".mp4": "video/mp4", ".m4v": "video/mp4", ".mov": "video/quicktime",
-	".webm": "video/webm", ".ogv": "video/ogg", ".mp3": "audio/mpeg",
-	".ogg": "audio/ogg", ".oga": "audio/ogg", ".opus": "audio/ogg",
-	".wav": "audio/wav", ".m4a": "audio/mp4", ".flac": "audio/flac",
-	".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png",
-	".gif": "image/gif", ".webp": "image/webp", ".bmp": "image/bmp",
-	".txt": "text/plain; charset=utf-8", ".pdf": "application/pdf",
-}
-
-// contentType returns the type of the file name by its extension.
-func contentType(name string) string {
-	ext := strings.ToLower(path.Ext(name))
-	if t, ok := mediaTypes[ext]; ok {
-		return t
-	}
-	return mime.TypeByExtension(ext)
 }
 
 // inlineImage reports whether ctype is a picture a browser shows without

@@ -243,6 +243,17 @@ func TestBrowseAndManage(t *testing.T) {
 	if code != http.StatusConflict || !strings.Contains(body, "Folder not empty") {
 		t.Errorf("deleting a full folder: %d %s", code, body)
 	}
+	// Another user's tree, opened by name from the box at the top.
+	noFollow := *a.client
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := noFollow.Get(a.base + "/go?name=" + url.QueryEscape("bob@example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/b/bob@example.com/" {
+		t.Errorf("opening bob's tree: %d to %q, want 303 to /b/bob@example.com/", resp.StatusCode, loc)
+	}
 	// Carol sees ann's folder as private, in words, without a trace.
 	c := newApp(t, env, carol)
 	code, page = c.do("GET", "/b/ann@example.com/trip/", nil, nil)
@@ -259,7 +270,7 @@ func TestBrowseAndManage(t *testing.T) {
 	// A file that could run scripts is sandboxed and sent as an attachment.
 	up("ann@example.com/trip/evil.html", "<script>alert(1)</script>")
 	req, _ := http.NewRequest("GET", a.base+"/f/ann@example.com/trip/evil.html", nil)
-	resp, err := a.client.Do(req)
+	resp, err = a.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 )
 
@@ -81,6 +85,20 @@ func newTab(t *testing.T, browser context.Context) context.Context {
 	t.Cleanup(cancel)
 	started(t, ctx, cancel, "tab")
 	return ctx
+}
+
+// dropFiles drops files from outside the browser at x, y, as a drag from
+// the desktop does.
+func dropFiles(x, y float64, files ...string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		data := &input.DragData{Items: []*input.DragDataItem{}, Files: files, DragOperationsMask: 1}
+		for _, typ := range []input.DispatchDragEventType{input.DispatchDragEventTypeDragEnter, input.DispatchDragEventTypeDragOver, input.DispatchDragEventTypeDrop} {
+			if _, err := cdp.Call(ctx, t, input.DispatchDragEvent, input.DispatchDragEventParams{Type: typ, X: x, Y: y, Data: data}); err != nil {
+				return chromedp.Void{}, fmt.Errorf("%s: %w", typ, err)
+			}
+		}
+		return chromedp.Void{}, nil
+	}
 }
 
 const stepTimeout = 2 * time.Minute
@@ -247,6 +265,24 @@ func TestBrowser(t *testing.T) {
 	step(t, annTab, "ann opens the folder", chromedp.Click(chromedp.CSS(`tr[data-name="photos"] a`)))
 	waitFor(t, annTab, "the upload ends and the page shows them", `document.querySelectorAll('.thumb img').length === 3`)
 	checkThumbs(t, annTab, "1-ann-folder")
+
+	// Ann drops a file from her desktop onto the page.
+	note := filepath.Join(t.TempDir(), "note.txt")
+	if err := os.WriteFile(note, []byte("dropped in"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x := run(t, annTab, "find the drop zone", chromedp.Evaluate[[]float64](`(() => { const r = document.getElementById('drop').getBoundingClientRect(); return [r.x + r.width/2, r.y + r.height/2]; })()`))
+	step(t, annTab, "ann drops a file", dropFiles(x[0], x[1], note))
+	waitFor(t, annTab, "the dropped file is listed", `!!document.querySelector('tr[data-name="note.txt"]')`)
+	if f, err := apps["ann"].c.Open(ctxT(t), "ann@example.com/photos/note.txt"); err != nil {
+		t.Errorf("the dropped file: %v", err)
+	} else {
+		got, _ := io.ReadAll(f)
+		f.Close()
+		if string(got) != "dropped in" {
+			t.Errorf("the dropped file holds %q, want %q", got, "dropped in")
+		}
+	}
 
 	// The viewer: the first picture, then the next.
 	step(t, annTab, "ann opens the viewer", chromedp.Click(chromedp.CSS(".thumb")))

@@ -17,6 +17,12 @@
 // web page open in the same browser (which has the cookie sent only with
 // requests it cannot forge the origin of) can act through it.
 //
+// TODO(h18ui): browsers send a cookie to every port of a host, so a web
+// server of another account on another loopback port, if the user opens
+// it in the same browser, receives the cookie and with it the secret.
+// Carrying the secret in every URL's path instead, and no cookie, closes
+// that.
+//
 // Files are served with a Content-Security-Policy sandbox and nosniff,
 // and anything but pictures, video, audio and plain text is sent as an
 // attachment, so a file someone shared cannot run scripts in the app.

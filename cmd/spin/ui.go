@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"spindle.dev"
 	"spindle.dev/node/ui"
 )
 
@@ -19,12 +22,15 @@ Serves a web app on this machine, for you alone, in which you browse your
 files and anyone's you may read, look at your pictures, upload by drag and
 drop, make folders, rename, delete, make links, and share folders with
 people by ticking boxes. It prints the address to open in your browser,
-which carries a secret: keep it to yourself. It runs until interrupted.
+which starts with a secret: keep it to yourself. It runs until
+interrupted.
 
-The app listens on loopback only, and acts only on requests that carry the
-secret and come from its own pages, so that neither another account on
-this machine nor a web site open in your browser can use it. Thumbnails
-are made on this machine and kept beside your configuration (CONFIG.ui).
+The app listens on loopback only, answers only addresses that start with
+the secret, and changes things only for requests from its own pages, so
+that neither another account on this machine nor a web site open in your
+browser can use it. Thumbnails
+are made on this machine and kept beside your configuration (CONFIG.ui),
+with the secret, which stays the same from one run to the next.
 
 Options:
     -listen ADDR   loopback address and port to listen on (default
@@ -33,7 +39,7 @@ Options:
 
 Example:
     $ spin ui
-    http://127.0.0.1:7448/?token=...
+    http://127.0.0.1:7448/5f3c0e.../
 `
 
 func runUI(ctx context.Context, st *State, args []string) error {
@@ -68,10 +74,23 @@ func runUI(ctx context.Context, st *State, args []string) error {
 		}
 		cache = filepath.Join(h, "spin", "ui")
 	}
-	srv, err := ui.New(ui.Config{Client: c, CacheDir: cache, Logger: st.Log})
+	// The secret is kept, so that a bookmark of the address keeps working.
+	secretFile := filepath.Join(cache, "secret")
+	secret, _ := os.ReadFile(secretFile)
+	srv, err := ui.New(ui.Config{Client: c, CacheDir: cache, Logger: st.Log, Secret: strings.TrimSpace(string(secret))})
+	if err != nil && len(secret) > 0 {
+		// A damaged secret file: start with a new secret.
+		srv, err = ui.New(ui.Config{Client: c, CacheDir: cache, Logger: st.Log})
+	}
 	if err != nil {
 		st.errorf("%v", err)
 		return errFailed
+	}
+	if string(secret) != srv.Secret()+"\n" {
+		if err := spindle.ReplaceFile(secretFile, []byte(srv.Secret()+"\n"), 0o600, true); err != nil {
+			st.errorf("%v", err)
+			return errFailed
+		}
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"strings"
 	"sync"
 	"testing"
@@ -55,11 +54,11 @@ func TestUICommand(t *testing.T) {
 			url = strings.TrimSpace(s)
 		}
 	}
-	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.Contains(url, "/?token=") {
+	host, secret, _ := strings.Cut(strings.TrimPrefix(url, "http://"), "/")
+	if !strings.HasPrefix(host, "127.0.0.1:") || len(secret) < 33 || !strings.HasSuffix(secret, "/") {
 		t.Fatalf("spin ui printed %q, want its URL with the secret", url)
 	}
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	c := &http.Client{Timeout: 30 * time.Second}
 	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +68,7 @@ func TestUICommand(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(page), "pictures") {
 		t.Errorf("the URL spin ui printed: status %d, page:\n%s", resp.StatusCode, page)
 	}
-	noSecret, err := http.Get(strings.Split(url, "?")[0])
+	noSecret, err := http.Get("http://" + host + "/b/ann@example.com/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +84,37 @@ func TestUICommand(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("spin ui did not stop when interrupted")
+	}
+}
+
+// TestUISecretKept checks that spin ui keeps its secret from one run to
+// the next, so that a bookmark of its address works.
+func TestUISecretKept(t *testing.T) {
+	e := newEnv(t)
+	urls := make([]string, 2)
+	for i := range urls {
+		ctx, cancel := context.WithCancel(context.Background())
+		e.ctx = ctx
+		out := &lockedBuffer{}
+		e.stdout = out
+		done := make(chan int, 1)
+		go func() {
+			_, _, code := e.run("ui", "-listen", "127.0.0.1:0")
+			done <- code
+		}()
+		for deadline := time.Now().Add(30 * time.Second); !strings.HasSuffix(out.String(), "\n"); {
+			if time.Now().After(deadline) {
+				t.Fatal("spin ui printed no URL in 30 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		<-done
+		_, urls[i], _ = strings.Cut(strings.TrimSpace(out.String()), "/"+"/")
+		_, urls[i], _ = strings.Cut(urls[i], "/")
+	}
+	if urls[0] != urls[1] || len(urls[0]) < 33 {
+		t.Errorf("secrets of two runs: %q and %q, want one, kept", urls[0], urls[1])
 	}
 }
 

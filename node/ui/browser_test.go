@@ -252,7 +252,7 @@ func TestBrowser(t *testing.T) {
 	openApp := func(who string) context.Context {
 		tab := newTab(t, browser)
 		a := apps[who]
-		step(t, tab, who+" opens the app", chromedp.Navigate(a.srv.URL(strings.TrimPrefix(a.base, "http://"))))
+		step(t, tab, who+" opens the app", chromedp.Navigate(a.srv.URL(strings.TrimPrefix(a.origin, "http://"))))
 		waitFor(t, tab, who+" sees their files", `document.querySelector('.me') && document.querySelector('.me').textContent.includes('@example.com')`)
 		return tab
 	}

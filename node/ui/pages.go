@@ -12,14 +12,19 @@ import (
 	"spindle.dev"
 )
 
-var funcs = template.FuncMap{
-	"browseURL": func(n spindle.PathName) string { return browseURL(n) },
-	"fileURL":   func(n spindle.PathName) string { return "/f/" + escapePath(n) },
-	"thumbURL":  func(n spindle.PathName) string { return "/t/" + escapePath(n) },
-	"viewURL":   func(n spindle.PathName) string { return "/v/" + escapePath(n) },
-	"shareURL":  func(n spindle.PathName) string { return "/share/" + escapePath(n) },
-	"size":      humanSize,
-	"when":      func(t spindle.Time) string { return t.Go().Local().Format("2006-01-02 15:04") },
+// funcs returns the template functions of an app whose addresses start
+// with base.
+func funcs(base string) template.FuncMap {
+	return template.FuncMap{
+		"base":      func() string { return base },
+		"browseURL": func(n spindle.PathName) string { return base + browseURL(n) },
+		"fileURL":   func(n spindle.PathName) string { return base + "/f/" + escapePath(n) },
+		"thumbURL":  func(n spindle.PathName) string { return base + "/t/" + escapePath(n) },
+		"viewURL":   func(n spindle.PathName) string { return base + "/v/" + escapePath(n) },
+		"shareURL":  func(n spindle.PathName) string { return base + "/share/" + escapePath(n) },
+		"size":      humanSize,
+		"when":      func(t spindle.Time) string { return t.Go().Local().Format("2006-01-02 15:04") },
+	}
 }
 
 // A crumb is one step of the breadcrumbs.
@@ -168,7 +173,7 @@ func (s *Server) browse(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !e.Attr.IsDir() {
-			http.Redirect(w, r, "/v/"+escapePath(p.Path()), http.StatusSeeOther)
+			http.Redirect(w, r, s.base+"/v/"+escapePath(p.Path()), http.StatusSeeOther)
 			return
 		}
 	}
@@ -206,7 +211,7 @@ func (s *Server) viewer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if e.Attr.IsDir() {
-		http.Redirect(w, r, browseURL(p.Path()), http.StatusSeeOther)
+		http.Redirect(w, r, s.base+browseURL(p.Path()), http.StatusSeeOther)
 		return
 	}
 	d := &viewerData{Entry: row{

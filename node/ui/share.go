@@ -358,7 +358,7 @@ func (s *Server) share(w http.ResponseWriter, r *http.Request) {
 	if warn != nil {
 		q.Set("warning", oneLine(warn.Error()))
 	}
-	http.Redirect(w, r, "/share/"+escapePath(p.Path())+"?"+q.Encode(), http.StatusSeeOther)
+	http.Redirect(w, r, s.base+"/share/"+escapePath(p.Path())+"?"+q.Encode(), http.StatusSeeOther)
 }
 
 // fix gives keys to the readers who lack them, under the folder posted.
@@ -387,5 +387,5 @@ func (s *Server) fix(w http.ResponseWriter, r *http.Request) {
 			fixed++
 		}
 	}
-	http.Redirect(w, r, "/share/"+escapePath(p.Path())+"?fixed="+strconv.Itoa(fixed), http.StatusSeeOther)
+	http.Redirect(w, r, s.base+"/share/"+escapePath(p.Path())+"?fixed="+strconv.Itoa(fixed), http.StatusSeeOther)
 }

@@ -5,23 +5,19 @@
 //
 // # Who may use it
 //
-// The server listens on loopback only. Its URL carries a random secret,
-// as Jupyter's does: the first request with the secret sets a cookie
-// (HttpOnly, SameSite=Strict) and every later request must bring the
-// cookie or the secret. Requests that change anything (every method but
-// GET and HEAD) must also come from the app's own origin: an Origin
-// header naming this server, or, without one, Sec-Fetch-Site
-// same-origin. A Host header that is not loopback is refused, so that a
-// web page cannot reach the server through a DNS name of its own. So
-// neither another account on the machine (which lacks the secret) nor a
-// web page open in the same browser (which has the cookie sent only with
-// requests it cannot forge the origin of) can act through it.
-//
-// TODO(h18ui): browsers send a cookie to every port of a host, so a web
-// server of another account on another loopback port, if the user opens
-// it in the same browser, receives the cookie and with it the secret.
-// Carrying the secret in every URL's path instead, and no cookie, closes
-// that.
+// The server listens on loopback only. Every address of the app starts
+// with a random secret, /SECRET/, as a Jupyter URL carries its token: a
+// request without it gets nothing. There is no cookie, since browsers
+// send a cookie to every port of a host, a web server of another account
+// on another loopback port included. Requests that change anything
+// (every method but GET and HEAD) must also come from the app's own
+// origin: an Origin header naming this server, or, without one,
+// Sec-Fetch-Site same-origin. A Host header that is not loopback is
+// refused, so that a web page cannot reach the server through a DNS name
+// of its own. So neither another account on the machine (which lacks the
+// secret) nor a web page open in the same browser (which can neither read
+// the app's pages to learn the secret nor forge the origin of a request)
+// can act through it. Pages send no Referer to other sites.
 //
 // Files are served with a Content-Security-Policy sandbox and nosniff,
 // and anything but pictures, video, audio and plain text is sent as an
@@ -37,7 +33,6 @@ package ui
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
@@ -78,7 +73,7 @@ type Server struct {
 	user   spindle.UserName
 	log    *slog.Logger
 	secret string
-	cookie string // Name of the cookie that carries the secret.
+	base   string // "/" + secret: what every address starts with.
 	thumbs *thumbCache
 	pages  *template.Template
 	mux    *http.ServeMux
@@ -96,6 +91,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("ui: thumbnail cache: %w", err)
 	}
 	secret := cfg.Secret
+	if strings.Trim(secret, "0123456789abcdefABCDEF") != "" || secret != "" && len(secret) < 16 {
+		return nil, errors.New("ui: Config.Secret must be at least 16 hexadecimal digits")
+	}
 	if secret == "" {
 		var b [24]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -107,16 +105,15 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sum := sha256.Sum256([]byte("spindle ui cookie " + secret))
 	s := &Server{
 		c:      cfg.Client,
 		user:   cfg.Client.User(),
 		log:    log,
 		secret: secret,
-		cookie: "spindle-ui-" + hex.EncodeToString(sum[:6]),
+		base:   "/" + secret,
 		thumbs: &thumbCache{dir: filepath.Join(cfg.CacheDir, "thumbs")},
 	}
-	pages, err := template.New("").Funcs(funcs).ParseFS(assets, "templates/*.html")
+	pages, err := template.New("").Funcs(funcs(s.base)).ParseFS(assets, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("ui: templates: %w", err)
 	}
@@ -151,7 +148,7 @@ func (s *Server) Secret() string { return s.secret }
 // URL returns the address to open in a browser for a server listening
 // on addr (host:port).
 func (s *Server) URL(addr string) string {
-	return "http://" + addr + "/?token=" + s.secret
+	return "http://" + addr + s.base + "/"
 }
 
 // Handler returns the app's HTTP handler, with the checks the package
@@ -168,41 +165,30 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "spin ui answers only at 127.0.0.1, localhost or [::1]", http.StatusForbidden)
 		return
 	}
-	if tok := r.URL.Query().Get("token"); tok != "" && r.Method == http.MethodGet {
-		if !s.validSecret(tok) {
-			s.denied(w, "The secret in this address is wrong. Use the address spin ui printed.")
-			return
-		}
-		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: s.secret, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-		q := r.URL.Query()
-		q.Del("token")
-		u := *r.URL
-		u.RawQuery = q.Encode()
-		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
-		return
-	}
-	if !s.authorized(r) {
-		s.denied(w, "This page needs the address with the secret that spin ui printed when it started.")
+	rest, ok := s.strip(r.URL.Path)
+	if !ok {
+		s.denied(w, "This address needs the secret that spin ui printed when it started: open the whole address it printed.")
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
 		s.denied(w, "This request came from another web site and was refused.")
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	r2 := new(http.Request)
+	*r2 = *r
+	u := *r.URL
+	u.Path, u.RawPath = rest, ""
+	r2.URL = &u
+	s.mux.ServeHTTP(w, r2)
 }
 
-// authorized reports whether r carries the secret, in the cookie or in
-// an X-Spindle-Token header.
-func (s *Server) authorized(r *http.Request) bool {
-	if c, err := r.Cookie(s.cookie); err == nil && s.validSecret(c.Value) {
-		return true
+// strip returns path without the secret it must start with.
+func (s *Server) strip(path string) (string, bool) {
+	first, rest, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	if subtle.ConstantTimeCompare([]byte(first), []byte(s.secret)) != 1 {
+		return "", false
 	}
-	return s.validSecret(r.Header.Get("X-Spindle-Token"))
-}
-
-func (s *Server) validSecret(v string) bool {
-	return v != "" && subtle.ConstantTimeCompare([]byte(v), []byte(s.secret)) == 1
+	return "/" + rest, true
 }
 
 func (s *Server) denied(w http.ResponseWriter, msg string) {
@@ -236,7 +222,7 @@ func loopbackHost(hostport string) bool {
 
 // home sends the user to their own root.
 func (s *Server) home(w http.ResponseWriter, r *http.Request) {
-	http.Redirect(w, r, browseURL(spindle.PathName(string(s.user)+"/")), http.StatusSeeOther)
+	http.Redirect(w, r, s.base+browseURL(spindle.PathName(string(s.user)+"/")), http.StatusSeeOther)
 }
 
 // goTo opens the tree or path the form names: a user name or a full path.
@@ -245,7 +231,7 @@ func (s *Server) goTo(w http.ResponseWriter, r *http.Request) {
 	if name != "" && !strings.Contains(name, "/") {
 		name += "/"
 	}
-	http.Redirect(w, r, browseURL(spindle.PathName(name)), http.StatusSeeOther)
+	http.Redirect(w, r, s.base+browseURL(spindle.PathName(name)), http.StatusSeeOther)
 }
 
 // pathValue returns the clean Spindle name of the request's {name}.

@@ -11,7 +11,6 @@ import (
 	"image/jpeg"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -33,7 +32,8 @@ const (
 type app struct {
 	t      testing.TB
 	srv    *ui.Server
-	base   string // http://127.0.0.1:PORT
+	origin string // http://127.0.0.1:PORT
+	base   string // origin + "/" + the secret: where the app's addresses start
 	client *http.Client
 	c      spindle.Client
 }
@@ -42,7 +42,7 @@ func newEnv(t testing.TB) *nodetest.Env {
 	return nodetest.New(t, nodetest.Setup{Kind: nodetest.InProc, Users: []spindle.UserName{ann, bob, carol}})
 }
 
-// newApp starts user's app and signs a cookie jar in with its secret.
+// newApp starts user's app and checks that its URL opens it.
 func newApp(t testing.TB, env *nodetest.Env, user spindle.UserName) *app {
 	t.Helper()
 	c, err := env.Client(user)
@@ -55,8 +55,7 @@ func newApp(t testing.TB, env *nodetest.Env, user spindle.UserName) *app {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	jar, _ := cookiejar.New(nil)
-	a := &app{t: t, srv: srv, base: hs.URL, client: &http.Client{Jar: jar, Timeout: 5 * time.Minute}, c: c}
+	a := &app{t: t, srv: srv, origin: hs.URL, base: hs.URL + "/" + srv.Secret(), client: &http.Client{Timeout: 5 * time.Minute}, c: c}
 	resp, err := a.client.Get(srv.URL(strings.TrimPrefix(hs.URL, "http://")))
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +103,7 @@ func (a *app) post(path string, form url.Values) (int, string) {
 	a.t.Helper()
 	return a.do("POST", path, strings.NewReader(form.Encode()), map[string]string{
 		"Content-Type": "application/x-www-form-urlencoded",
-		"Origin":       a.base,
+		"Origin":       a.origin,
 	})
 }
 
@@ -124,8 +123,8 @@ func TestSecretAndOrigin(t *testing.T) {
 	stranger := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 	// Without the secret: no page, no change.
-	for _, path := range []string{"/", "/b/ann@example.com/", "/?token=wrong"} {
-		resp, err := stranger.Get(a.base + path)
+	for _, path := range []string{"/", "/b/ann@example.com/", "/0123456789abcdef0123456789abcdef/b/ann@example.com/", "/?token=" + a.srv.Secret()} {
+		resp, err := stranger.Get(a.origin + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,9 +133,9 @@ func TestSecretAndOrigin(t *testing.T) {
 			t.Errorf("GET %s without the secret: status %d, want 403", path, resp.StatusCode)
 		}
 	}
-	req, _ := http.NewRequest("POST", a.base+"/api/mkdir", strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest("POST", a.origin+"/api/mkdir", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", a.base)
+	req.Header.Set("Origin", a.origin)
 	resp, err := stranger.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -145,8 +144,8 @@ func TestSecretAndOrigin(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("POST without the secret: status %d, want 403", resp.StatusCode)
 	}
-	req, _ = http.NewRequest("POST", a.base+"/api/put?name="+url.QueryEscape("ann@example.com/planted.txt"), strings.NewReader("x"))
-	req.Header.Set("Origin", a.base)
+	req, _ = http.NewRequest("POST", a.origin+"/api/put?name="+url.QueryEscape("ann@example.com/planted.txt"), strings.NewReader("x"))
+	req.Header.Set("Origin", a.origin)
 	if resp, err = stranger.Do(req); err != nil {
 		t.Fatal(err)
 	}
@@ -163,10 +162,10 @@ func TestSecretAndOrigin(t *testing.T) {
 	for _, h := range []map[string]string{
 		hdr("Origin", "http://evil.example"),
 		hdr("Origin", "null"),
-		hdr("Origin", strings.Replace(a.base, "127.0.0.1", "localhost", 1)),
+		hdr("Origin", strings.Replace(a.origin, "127.0.0.1", "localhost", 1)),
 		hdr(),                               // No Origin at all.
 		hdr("Sec-Fetch-Site", "cross-site"), // A browser's cross-site form.
-		hdr("Origin", a.base, "Host", "evil.example"), // DNS rebinding.
+		hdr("Origin", a.origin, "Host", "evil.example"), // DNS rebinding.
 	} {
 		code, body := a.do("POST", "/api/mkdir", strings.NewReader(form.Encode()), h)
 		if code != http.StatusForbidden {
@@ -196,7 +195,7 @@ func TestBrowseAndManage(t *testing.T) {
 	a := newApp(t, env, ann)
 	up := func(name, data string) {
 		t.Helper()
-		code, body := a.do("POST", "/api/put?parents=1&name="+url.QueryEscape(name), strings.NewReader(data), map[string]string{"Origin": a.base})
+		code, body := a.do("POST", "/api/put?parents=1&name="+url.QueryEscape(name), strings.NewReader(data), map[string]string{"Origin": a.origin})
 		if code != 200 {
 			t.Fatalf("upload %s: %d %s", name, code, body)
 		}
@@ -220,7 +219,8 @@ func TestBrowseAndManage(t *testing.T) {
 		}
 		last = i
 	}
-	if !strings.Contains(page, `href="/b/ann@example.com/">ann@example.com</a>`) || !strings.Contains(page, `href="/b/ann@example.com/trip">trip</a>`) {
+	crumbs := `href="/` + a.srv.Secret() + `/b/ann@example.com/">ann@example.com</a><span class="sep">/</span><a href="/` + a.srv.Secret() + `/b/ann@example.com/trip">trip</a>`
+	if !strings.Contains(page, crumbs) {
 		t.Errorf("breadcrumbs missing:\n%s", page)
 	}
 	if code, body := a.post("/api/rename", url.Values{"old": {"ann@example.com/trip/b.txt"}, "new": {"ann@example.com/trip/bee.txt"}}); code != 200 {
@@ -251,7 +251,7 @@ func TestBrowseAndManage(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/b/bob@example.com/" {
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/"+a.srv.Secret()+"/b/bob@example.com/" {
 		t.Errorf("opening bob's tree: %d to %q, want 303 to /b/bob@example.com/", resp.StatusCode, loc)
 	}
 	// Carol sees ann's folder as private, in words, without a trace.
@@ -312,7 +312,7 @@ func TestRange100MiB(t *testing.T) {
 	env := newEnv(t)
 	a := newApp(t, env, ann)
 	const n = 100 << 20
-	code, body := a.do("POST", "/api/put?name="+url.QueryEscape("ann@example.com/big.bin"), &patterned{n: n}, map[string]string{"Origin": a.base})
+	code, body := a.do("POST", "/api/put?name="+url.QueryEscape("ann@example.com/big.bin"), &patterned{n: n}, map[string]string{"Origin": a.origin})
 	if code != 200 {
 		t.Fatalf("upload: %d %s", code, body)
 	}
@@ -401,7 +401,7 @@ func TestThumbnail(t *testing.T) {
 	env := newEnv(t)
 	a := newApp(t, env, ann)
 	pic := testJPEG(t, 800, 400, 6) // Stored sideways: shown 400 wide, 800 high.
-	if code, body := a.do("POST", "/api/put?name="+url.QueryEscape("ann@example.com/side.jpg"), bytes.NewReader(pic), map[string]string{"Origin": a.base}); code != 200 {
+	if code, body := a.do("POST", "/api/put?name="+url.QueryEscape("ann@example.com/side.jpg"), bytes.NewReader(pic), map[string]string{"Origin": a.origin}); code != 200 {
 		t.Fatal(code, body)
 	}
 	for i := 0; i < 2; i++ { // Made, then from the cache.

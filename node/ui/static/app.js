@@ -2,6 +2,9 @@
 // app's own API on this machine; nothing is fetched from elsewhere.
 "use strict";
 
+// BASE is the secret path every address of the app starts with.
+const BASE = document.documentElement.dataset.base || "";
+
 function message(text, isError) {
   const m = document.getElementById("message");
   if (!m) { alert(text); return; }
@@ -51,7 +54,7 @@ async function upload(dir, items) {
     const name = join(dir, it.path);
     const ok = await new Promise((resolve) => {
       const x = new XMLHttpRequest();
-      x.open("POST", "/api/put?parents=1&name=" + encodeURIComponent(name));
+      x.open("POST", BASE + "/api/put?parents=1&name=" + encodeURIComponent(name));
       x.upload.onprogress = (e) => {
         const pct = Math.floor(100 * (done + e.loaded) / total);
         bar.style.width = pct + "%";
@@ -128,7 +131,7 @@ function setupBrowse() {
   if (nf) nf.addEventListener("click", async () => {
     const name = prompt("Name of the new folder");
     if (!name) return;
-    if (await post("/api/mkdir", {name: join(dir, name)})) location.reload();
+    if (await post(BASE + "/api/mkdir", {name: join(dir, name)})) location.reload();
   });
   document.querySelectorAll("tr[data-path]").forEach((tr) => {
     const path = tr.dataset.path;
@@ -137,16 +140,16 @@ function setupBrowse() {
     on(".rename", async () => {
       const to = prompt("New name for " + name, name);
       if (!to || to === name) return;
-      if (await post("/api/rename", {old: path, new: join(parentOf(path), to)})) location.reload();
+      if (await post(BASE + "/api/rename", {old: path, new: join(parentOf(path), to)})) location.reload();
     });
     on(".delete", async () => {
       if (!confirm("Delete " + name + "?")) return;
-      if (await post("/api/delete", {name: path})) location.reload();
+      if (await post(BASE + "/api/delete", {name: path})) location.reload();
     });
     on(".mklink", async () => {
       const at = prompt("Make a link to " + path + " named", name + " link");
       if (!at) return;
-      if (await post("/api/link", {target: path, name: join(dir, at)})) location.reload();
+      if (await post(BASE + "/api/link", {target: path, name: join(dir, at)})) location.reload();
     });
   });
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -29,7 +30,7 @@ const NodeUsage = `Usage:
     spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST] [-repair USER,...]
               [-bootstrap MULTIADDR,...] [-relay] [-autonat=false]
               [-holepunch=false] [-relayclient=false] [-portmap=false]
-              [-replicas N] [-cache MIB] [-drain]
+              [-replicas N] [-cache MIB] [-drain] [-gateway ADDR]
     spin node status [-home DIR]
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key
@@ -113,6 +114,10 @@ Options:
                      keeps its copies without it: for a node leaving the
                      network for good (default false; a second signal cuts
                      it short)
+    -gateway ADDR    serve over plain HTTP at ADDR (host:port), at
+                     http://ADDR/USER/PATH, the files that all may read, for
+                     people who run no Spindle; every other name answers 404,
+                     the same whether it exists or not (default: no gateway)
     -h, -help        print this text
 
 Example:
@@ -213,6 +218,21 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		b.WriteString(string(a))
 		b.WriteByte('\n')
 	}
+	// The gateway listens before the addr file says the node is ready.
+	if *f.gateway != "" {
+		ln, err := net.Listen("tcp", *f.gateway)
+		if err != nil {
+			fmt.Fprintf(stderr, "spin: node: -gateway: %v\n", err)
+			n.Close()
+			return 1
+		}
+		fmt.Fprintf(stderr, "spin: node: gateway serving files all may read at http://%s/\n", ln.Addr())
+		go func() {
+			if err := n.ServeGateway(ctx, ln); err != nil {
+				log.Error("gateway stopped", "err", err)
+			}
+		}()
+	}
 	if err := spindle.ReplaceFile(filepath.Join(*home, "addr"), []byte(b.String()), 0o644, true); err != nil {
 		fmt.Fprintf(stderr, "spin: node: %v\n", err)
 		n.Close()
@@ -251,6 +271,7 @@ type nodeFlags struct {
 	replicas                                        *int
 	cache                                           *int64
 	drain                                           *bool
+	gateway                                         *string
 }
 
 // newFlags returns the flag set of spin node and its values.
@@ -271,6 +292,7 @@ func newFlags() (*flag.FlagSet, *nodeFlags) {
 		replicas:    fs.Int("replicas", replica.DefaultReplicas, ""),
 		cache:       fs.Int64("cache", replica.DefaultCacheBytes>>20, ""),
 		drain:       fs.Bool("drain", false, ""),
+		gateway:     fs.String("gateway", "", ""),
 	}
 }
 

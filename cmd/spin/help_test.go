@@ -365,6 +365,7 @@ var exampleGiven = map[string]string{
 
 // exampleSkip names the examples that cannot run in a test, and why.
 var exampleSkip = map[string]string{
+	"spin ui":                            "it serves until interrupted; TestUICommand runs it",
 	"spin node status -home ~/spinnode2": "it needs the node of the example before it running; testdata/nodestatus.txt runs it",
 }
 

@@ -77,6 +77,7 @@ func commands() []*command {
 		{"info", "describe a file in detail", infoUsage, runInfo},
 		{"share", "check or repair who holds keys to files", shareUsage, runShare},
 		{"watch", "stream changes to a tree", watchUsage, runWatch},
+		{"ui", "browse, view, upload and share from a web browser", uiUsage, runUI},
 		{"user", "print a user's key record", userUsage, runUser},
 		{"audit", "check your tree's log against the node's signed head", auditUsage, runAudit},
 		{"rotate", "replace your key with a new one", rotateUsage, runRotate},

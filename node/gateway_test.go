@@ -1,0 +1,173 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGateway checks that the gateway serves a file all may read, with its
+// content type and ranges, and answers 404 alike for a private file, a
+// directory, an Access file and a name that does not exist.
+func TestGateway(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	t.Cleanup(func() { n.Close() })
+	c := dialAs(t, n, "ann@example.com")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	put := func(name, data string) {
+		t.Helper()
+		if _, err := c.Put(ctx, ann(name), strings.NewReader(data), 0, nil); err != nil {
+			t.Fatalf("put %s: %v", name, err)
+		}
+	}
+	for _, d := range []string{"pub", "private"} {
+		if _, err := c.MakeDirectory(ctx, ann(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("pub/Access", "r: all\n*: ann@example.com\n")
+	public := strings.Repeat("a picture of the sea. ", 1000)
+	put("pub/sea.txt", public)
+	put("private/Access", "r: bob@example.com\n*: ann@example.com\n")
+	put("private/diary.txt", "dear diary")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	gctx, gstop := context.WithCancel(context.Background())
+	go func() { served <- n.ServeGateway(gctx, ln) }()
+	t.Cleanup(func() {
+		gstop()
+		if err := <-served; err != nil {
+			t.Errorf("ServeGateway: %v", err)
+		}
+	})
+	base := "http://" + ln.Addr().String() + "/"
+	get := func(name, rng string) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, "GET", base+name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rng != "" {
+			req.Header.Set("Range", rng)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, body
+	}
+
+	resp, body := get("ann@example.com/pub/sea.txt", "")
+	if resp.StatusCode != 200 || string(body) != public {
+		t.Fatalf("public file: status %d, %d bytes, want 200 and %d bytes", resp.StatusCode, len(body), len(public))
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("public file: Content-Type %q, want text/plain", ct)
+	}
+	resp, body = get("ann@example.com/pub/sea.txt", "bytes=100-199")
+	if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(body, []byte(public[100:200])) {
+		t.Errorf("range: status %d, body %q, want 206 and %q", resp.StatusCode, body, public[100:200])
+	}
+
+	notFound, nfBody := get("ann@example.com/pub/nosuch.txt", "")
+	if notFound.StatusCode != 404 {
+		t.Fatalf("missing file: status %d, want 404", notFound.StatusCode)
+	}
+	for _, name := range []string{
+		"ann@example.com/private/diary.txt",
+		"ann@example.com/private/nosuch.txt",
+		"ann@example.com/private/",
+		"ann@example.com/pub",
+		"ann@example.com/pub/Access",
+		"ann@example.com/",
+		"nobody@example.com/x",
+		"not a name",
+	} {
+		resp, body := get(name, "")
+		if resp.StatusCode != 404 || !bytes.Equal(body, nfBody) {
+			t.Errorf("%s: status %d, body %q; want 404 and %q", name, resp.StatusCode, body, nfBody)
+		}
+		for _, h := range []string{"Content-Type", "Content-Length"} {
+			if resp.Header.Get(h) != notFound.Header.Get(h) {
+				t.Errorf("%s: header %s %q differs from a missing file's %q", name, h, resp.Header.Get(h), notFound.Header.Get(h))
+			}
+		}
+	}
+}
+
+// TestRunCommandGateway starts spin node with -gateway: the gateway
+// listens by the time the node says it is ready, and answers.
+func TestRunCommandGateway(t *testing.T) {
+	home := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- RunCommand(ctx, []string{"-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "ann@example.com", "-gateway", "127.0.0.1:0"}, &stdout, &stderr, testLogger(t))
+	}()
+	var base string
+	for deadline := time.Now().Add(time.Minute); base == ""; {
+		if _, err := os.Stat(filepath.Join(home, "addr")); err == nil {
+			_, rest, ok := strings.Cut(stderr.String(), "gateway serving files all may read at ")
+			if !ok {
+				t.Fatalf("the node is ready and says nothing of its gateway: %s", stderr.String())
+			}
+			base, _, _ = strings.Cut(rest, "\n")
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("spin node exited with %d: %s", c, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the node was not ready after a minute")
+		}
+	}
+	resp, err := http.Get(base + "ann@example.com/nosuch.jpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("gateway: status %d for a missing file, want 404", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Errorf("spin node exited %d: %s", c, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("spin node did not stop")
+	}
+	// The gateway closes with the node (at once, or very soon after).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := http.Get(base + "ann@example.com/nosuch.jpg")
+		if err != nil {
+			break
+		}
+		resp.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway still answers 30 s after the node stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

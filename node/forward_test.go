@@ -1,0 +1,358 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"spindle.dev"
+	"spindle.dev/keyraft"
+	"spindle.dev/node/client"
+	"spindle.dev/node/wire"
+	"spindle.dev/p2p"
+	"spindle.dev/pack"
+)
+
+// keyNode starts a node on 127.0.0.1 that uses the key cluster at keys
+// and joins through it.
+func keyNode(t testing.TB, keys spindle.PeerAddr) *Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := New(ctx, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, KeyServers: []spindle.PeerAddr{keys}, Writers: []string{"all"}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// fwdDial dials n with keys, with a key log of its own.
+func fwdDial(t testing.TB, n *Node, keys *pack.Keys) *client.Client {
+	t.Helper()
+	c, err := client.Dial(context.Background(), client.Config{Keys: keys, Node: n.DialAddr(), Logger: testLogger(t), KeyLog: filepath.Join(t.TempDir(), "keylog")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// A forwarding world: K runs the key cluster, B hosts ann's tree (ann
+// signed up there), A and Z are further nodes that use K's cluster.
+type fwdWorld struct {
+	k, b, a, z *Node
+	annKeys    *pack.Keys
+}
+
+func newFwdWorld(t *testing.T) *fwdWorld {
+	t.Helper()
+	k := netNode(t, "", nil)
+	t.Cleanup(func() { k.Close() })
+	kaddr := p2p.Addrs(k.Host())[0]
+	w := &fwdWorld{k: k, b: keyNode(t, kaddr), a: keyNode(t, kaddr), z: keyNode(t, kaddr)}
+	for _, n := range []*Node{w.k, w.b, w.a, w.z} {
+		waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("%s knows %d peers", n.Host().ID(), n.DHT().RoutingTable().Size()) },
+			func() bool { return n.DHT().RoutingTable().Size() >= 3 })
+	}
+	if w.a.VerifierKey() != k.VerifierKey() {
+		t.Fatalf("node A uses verifier key %q, want the key server's %q", w.a.VerifierKey(), k.VerifierKey())
+	}
+	_, w.annKeys = dialWithKeys(t, w.b, "ann@example.com")
+	return w
+}
+
+// Ann, whose dir host is B, puts a file through A; bob, signed up on Z,
+// reads it through Z. The entry is in B's log, not A's, and A's and Z's
+// key requests reached K's cluster.
+func TestPutThroughAGetThroughZ(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four networked nodes")
+	}
+	w := newFwdWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bob := dialAs(t, w.z, "bob@example.com")
+	if _, err := w.k.ks.Lookup(ctx, "bob@example.com"); err != nil {
+		t.Fatalf("bob signed up through Z, but K's cluster lacks him: %v", err)
+	}
+	ann := fwdDial(t, w.a, w.annKeys)
+	if _, err := ann.Put(ctx, "ann@example.com/Access", strings.NewReader("read: bob@example.com\n*: ann@example.com\n"), spindle.PlainPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 3<<20/2)
+	rand.Read(data)
+	if _, err := ann.Put(ctx, "ann@example.com/f", bytes.NewReader(data), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := w.b.dir.Head(ctx, "ann@example.com"); err != nil || h.Seq < 3 {
+		t.Fatalf("ann's log on her dir host B: %+v, %v; want the root, Access and f", h, err)
+	}
+	if h, err := w.a.dir.Head(ctx, "ann@example.com"); err == nil && h.Seq != 0 {
+		t.Fatalf("node A, which only carried ann's requests, holds her log at %d", h.Seq)
+	}
+	mustRead(t, bob, "ann@example.com/f", data)
+	mustRead(t, ann, "ann@example.com/f", data)
+
+	// Bob's own tree is on Z; ann reads it through A.
+	if _, err := bob.Put(ctx, "bob@example.com/Access", strings.NewReader("read: ann@example.com\n*: bob@example.com\n"), spindle.PlainPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Put(ctx, "bob@example.com/g", strings.NewReader("from bob"), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(t, ann, "bob@example.com/g", []byte("from bob"))
+}
+
+// A key lookup through the leader answers the same record as any other;
+// on a one-member cluster the member is the leader.
+func TestKeyLookupLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts networked nodes")
+	}
+	k := netNode(t, "", nil)
+	t.Cleanup(func() { k.Close() })
+	a := keyNode(t, p2p.Addrs(k.Host())[0])
+	_, keys := dialWithKeys(t, k, "ann@example.com")
+	r := dialRaw(t, a, keys)
+	resp, err := r.call(&wire.Request{Method: wire.KeyLookupLeader, User: "ann@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := keyraft.DecodeRecord(resp.Data)
+	if err != nil || u.PublicKey != keys.PublicKey() {
+		t.Fatalf("lookup through the leader: %+v, %v", u, err)
+	}
+}
+
+// signedReq returns req signed by keys for the node to.
+func signedReq(t *testing.T, keys *pack.Keys, req wire.Request, to peer.ID) *wire.Request {
+	t.Helper()
+	req.To = to.String()
+	req.Auth = nil
+	d, err := wire.SignedDigest(&req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := make([]byte, 12)
+	rand.Read(nonce)
+	a := &wire.AuthMsg{User: keys.UserName(), ClientPeer: "client", NodePeer: to.String(), Time: spindle.Now(), Req: d, Nonce: nonce}
+	if a.Sig, err = keys.Sign(a.Digest()); err != nil {
+		t.Fatal(err)
+	}
+	req.Auth = a
+	return &req
+}
+
+// nodeCall sends req from node from to node to, as a forwarding node
+// would, and returns the answer's error.
+func nodeCall(t *testing.T, from *Node, to peer.ID, req *wire.Request) (*wire.Response, error) {
+	t.Helper()
+	data, err := wire.Encode(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := from.callPeer(context.Background(), peer.AddrInfo{ID: to}, data)
+	if err != nil {
+		return nil, err
+	}
+	return decodeAnswer(out)
+}
+
+// The node in the middle cannot act as the user at the dir host: a
+// request it makes up is refused, one the user signed is taken once, and
+// one it altered, or re-addressed, is refused.
+func TestForwarderCannotActAsUser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four networked nodes")
+	}
+	w := newFwdWorld(t)
+	ctx := context.Background()
+	ann := fwdDial(t, w.a, w.annKeys)
+	if _, err := ann.Put(ctx, "ann@example.com/secret", strings.NewReader("s"), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	bid := w.b.Host().ID()
+	lookup := wire.Request{Method: wire.DirLookup, Name: "ann@example.com/secret"}
+
+	// Unsigned, with or without To: A holds no session at B.
+	for _, req := range []*wire.Request{&lookup, {Method: lookup.Method, Name: lookup.Name, To: bid.String()}} {
+		if _, err := nodeCall(t, w.a, bid, req); !errors.Is(err, spindle.Permission) {
+			t.Errorf("unsigned %+v from A: %v, want Permission", req, err)
+		}
+	}
+	// A session A opens for itself is its own, not ann's: it has no key.
+	// Signed by ann: taken once, then refused as a replay.
+	signed := signedReq(t, w.annKeys, lookup, bid)
+	if _, err := nodeCall(t, w.a, bid, signed); err != nil {
+		t.Fatalf("signed lookup: %v", err)
+	}
+	if _, err := nodeCall(t, w.a, bid, signed); !errors.Is(err, spindle.Permission) || !strings.Contains(err.Error(), "replayed") {
+		t.Errorf("replayed signed lookup: %v, want Permission (replayed)", err)
+	}
+	// Altered: another name, under ann's signature.
+	altered := signedReq(t, w.annKeys, lookup, bid)
+	altered.Name = "ann@example.com/other"
+	if _, err := nodeCall(t, w.a, bid, altered); !errors.Is(err, spindle.Permission) || !strings.Contains(err.Error(), "altered") {
+		t.Errorf("altered signed lookup: %v, want Permission (altered)", err)
+	}
+	// Re-addressed: signed for Z, sent to B.
+	other := signedReq(t, w.annKeys, lookup, w.z.Host().ID())
+	other.To = bid.String()
+	if _, err := nodeCall(t, w.a, bid, other); !errors.Is(err, spindle.Permission) {
+		t.Errorf("request signed for Z, taken to B: %v, want Permission", err)
+	}
+	// A signed delete made up by A with a key that is not ann's.
+	mallory, _, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := signedReq(t, mallory, lookup, bid)
+	if _, err := nodeCall(t, w.a, bid, forged); !errors.Is(err, spindle.Permission) {
+		t.Errorf("request signed with another key: %v, want Permission", err)
+	}
+	// A request for another user's tree from a client that has not signed
+	// in to A is not carried.
+	h, err := p2p.NewHost(ctx, p2p.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	pid, err := p2p.Connect(ctx, h, w.a.DialAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := wire.Encode(signedReq(t, w.annKeys, lookup, bid))
+	out, err := p2p.Call(ctx, h, pid, wire.ClientProtocol, data, wire.MaxMessage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeAnswer(out); !errors.Is(err, spindle.Permission) {
+		t.Errorf("request carried for a peer not signed in to A: %v, want Permission", err)
+	}
+}
+
+// A forwarding node that lies is caught by the client: it alters an
+// entry, drops a proof, or swaps a key record for another user's.
+func TestLyingForwarder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four networked nodes")
+	}
+	w := newFwdWorld(t)
+	ctx := context.Background()
+	_, bobKeys := dialWithKeys(t, w.z, "bob@example.com")
+	ann := fwdDial(t, w.a, w.annKeys)
+	if _, err := ann.Put(ctx, "ann@example.com/Access", strings.NewReader("read: bob@example.com\n*: ann@example.com\n"), spindle.PlainPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ann.Put(ctx, "ann@example.com/f", strings.NewReader("true contents"), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var lie func(req *wire.Request, resp *wire.Response)
+	p2p.Handle(context.Background(), w.a.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+		out, err := w.a.ServeClient(ctx, remote, data)
+		mu.Lock()
+		fn := lie
+		mu.Unlock()
+		if err != nil || fn == nil {
+			return out, err
+		}
+		var req wire.Request
+		var resp wire.Response
+		if wire.Decode(data, &req) != nil || wire.Decode(out, &resp) != nil {
+			return out, err
+		}
+		fn(&req, &resp)
+		return wire.Encode(&resp)
+	})
+	tell := func(fn func(req *wire.Request, resp *wire.Response)) {
+		mu.Lock()
+		lie = fn
+		mu.Unlock()
+	}
+	// A fresh client for each lie, with nothing cached.
+	for _, tc := range []struct {
+		name string
+		fn   func(req *wire.Request, resp *wire.Response)
+		do   func(c *client.Client) error
+	}{
+		{"alters the entry", func(req *wire.Request, resp *wire.Response) {
+			if req.Method == wire.DirLookup && resp.Entry != nil {
+				resp.Entry.Size++
+			}
+		}, func(c *client.Client) error { _, err := c.Lookup(ctx, "ann@example.com/f", false); return err }},
+		{"drops the proof", func(req *wire.Request, resp *wire.Response) {
+			if req.Method == wire.DirLookup {
+				resp.DirProofs = nil
+			}
+		}, func(c *client.Client) error { _, err := c.Lookup(ctx, "ann@example.com/f", false); return err }},
+		{"swaps the key record", func(req *wire.Request, resp *wire.Response) {
+			if req.Method == wire.KeyProof && req.User == "ann@example.com" {
+				p, err := w.k.keys.LookupProof(context.Background(), "bob@example.com")
+				if err == nil {
+					resp.Data, _ = p.MarshalBinary()
+				}
+			}
+		}, func(c *client.Client) error { _, err := c.LookupUser(ctx, "ann@example.com"); return err }},
+		{"alters the key record", func(req *wire.Request, resp *wire.Response) {
+			if req.Method == wire.KeyProof && req.User == "ann@example.com" {
+				p, err := keyraft.UnmarshalProof(resp.Data)
+				if err != nil {
+					return
+				}
+				u, err := keyraft.DecodeRecord(p.Record)
+				if err != nil {
+					return
+				}
+				u.DirHosts = []spindle.PeerAddr{p2p.PeerAddrOf(w.a.Host().ID())}
+				p.Record = keyraft.EncodeRecord(u)
+				resp.Data, _ = p.MarshalBinary()
+			}
+		}, func(c *client.Client) error { _, err := c.LookupUser(ctx, "ann@example.com"); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tell(nil)
+			c := fwdDial(t, w.a, bobKeys)
+			tell(tc.fn)
+			defer tell(nil)
+			if err := tc.do(c); !errors.Is(err, spindle.Integrity) {
+				t.Errorf("forwarding node that %s: %v, want Integrity", tc.name, err)
+			}
+			tell(nil)
+			if err := tc.do(c); err != nil {
+				t.Errorf("once the node is honest again: %v", err)
+			}
+		})
+	}
+}
+
+// A stopped dir host gives a clear error that names it.
+func TestStoppedDirHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four networked nodes")
+	}
+	w := newFwdWorld(t)
+	ctx := context.Background()
+	ann := fwdDial(t, w.a, w.annKeys)
+	if _, err := ann.Put(ctx, "ann@example.com/f", strings.NewReader("x"), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	bid := w.b.Host().ID()
+	w.b.Close()
+	_, err := ann.Lookup(ctx, "ann@example.com/f", false)
+	if err == nil || !strings.Contains(err.Error(), bid.String()) || !strings.Contains(err.Error(), "dir host") {
+		t.Fatalf("lookup with ann's dir host stopped: %v; want an error naming dir host %s", err, bid)
+	}
+	t.Logf("error: %v", err)
+}

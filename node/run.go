@@ -29,15 +29,16 @@ const NodeUsage = `Usage:
     spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST] [-repair USER,...]
               [-bootstrap MULTIADDR,...] [-relay] [-autonat=false]
               [-holepunch=false] [-relayclient=false] [-portmap=false]
-              [-replicas N] [-cache MIB] [-drain]
+              [-replicas N] [-cache MIB] [-drain] [-keyserver MULTIADDR,...]
     spin node status [-home DIR]
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key
-cluster of one. When it is ready it writes its dialable addresses, one a
-line, to DIR/addr and prints them. The first is the Unix socket DIR/sock,
-through which clients of the same system user on this machine reach it
-fastest; the others are for clients elsewhere. SIGINT or SIGTERM shuts it
-down cleanly; everything it acknowledged was on disk already.
+cluster of one, unless -keyserver names another. When it is ready it
+writes its dialable addresses, one a line, to DIR/addr and prints them.
+The first is the Unix socket DIR/sock, through which clients of the same
+system user on this machine reach it fastest; the others are for clients
+elsewhere. SIGINT or SIGTERM shuts it down cleanly; everything it
+acknowledged was on disk already.
 
 The node checks its home as it starts. Damage to the key cluster's store,
 a snapshot, a key or a block segment stops it with one line naming the
@@ -56,6 +57,15 @@ keeps trying them. A node at home behind a router is reached through
 AutoNAT, relays and hole punching, all on by default (-relay, off by
 default, offers a relay to others). To serve other machines, listen on
 more than loopback (-listen).
+
+Any node forwards: a client reaches every tree and key through its own
+node. A request about a tree that another node hosts (the dir host its
+owner's key record names) the client signs for that host, and its node
+carries it there unchanged: the node can delay or refuse it, not read,
+change or replay it, and it cannot act as the user at the host. With
+-keyserver the node runs no key cluster of its own but uses the one at the
+addresses given (which double as -bootstrap peers): it carries every key
+request to a member, which carries writes on to the cluster's leader.
 
 "spin node status" asks the node running in DIR, through its socket, how
 many peers it is connected to, the size of its DHT routing table, and the
@@ -110,6 +120,11 @@ Options:
                      keeps its copies without it: for a node leaving the
                      network for good (default false; a second signal cuts
                      it short)
+    -keyserver ADDRS comma-separated addresses of members of a key cluster
+                     to use instead of starting one here, each a multiaddr
+                     ending in /p2p/<peer ID> as spin node prints them; they
+                     are joined as -bootstrap peers too (default: none, the
+                     node runs its own key cluster)
     -h, -help        print this text
 
 Example:
@@ -145,6 +160,14 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	}
 	if _, err := parseBootstrap(boot); err != nil {
 		fmt.Fprintf(stderr, "spin: node: -bootstrap: %s\n", oneLine(err.Error()))
+		return 2
+	}
+	var keyservers []spindle.PeerAddr
+	for _, a := range splitList(*f.keyserver) {
+		keyservers = append(keyservers, spindle.PeerAddr(a))
+	}
+	if _, err := parseBootstrap(keyservers); err != nil {
+		fmt.Fprintf(stderr, "spin: node: -keyserver: %s\n", strings.ReplaceAll(oneLine(err.Error()), "bootstrap address", "key server address"))
 		return 2
 	}
 	if *home == "" {
@@ -191,6 +214,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		NoPortMap:     !*f.portmap,
 		Replicas:      *f.replicas,
 		CacheBytes:    cacheBytes(*f.cache),
+		KeyServers:    keyservers,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "spin: node: %s\n", oneLine(err.Error()))
@@ -248,6 +272,7 @@ type nodeFlags struct {
 	replicas                                        *int
 	cache                                           *int64
 	drain                                           *bool
+	keyserver                                       *string
 }
 
 // newFlags returns the flag set of spin node and its values.
@@ -268,6 +293,7 @@ func newFlags() (*flag.FlagSet, *nodeFlags) {
 		replicas:    fs.Int("replicas", replica.DefaultReplicas, ""),
 		cache:       fs.Int64("cache", replica.DefaultCacheBytes>>20, ""),
 		drain:       fs.Bool("drain", false, ""),
+		keyserver:   fs.String("keyserver", "", ""),
 	}
 }
 

@@ -499,8 +499,20 @@ func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.R
 	if ferr != nil {
 		return ferr
 	}
-	_, err = decodeAnswer(out)
-	return err
+	if _, err = decodeAnswer(out); err != nil {
+		return err
+	}
+	// Read your writes through this member: wait (a little) until its
+	// replica has the record, so that the client's sign-in that follows
+	// finds it.
+	for deadline := time.Now().Add(forwardTimeout); n.keys.Version(u.Name) < u.Version && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // decodeAnswer decodes an encoded answer and its error.

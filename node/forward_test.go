@@ -370,3 +370,64 @@ func TestBadKeyServer(t *testing.T) {
 		}
 	}
 }
+
+// A member that is not the leader carries a key.put to the leader, and a
+// lookup through the leader; a node that is no member, using the
+// follower as its key server, reaches the leader through it.
+func TestFollowerForwardsToLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts networked nodes and a two-member key cluster")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := netNode(t, "", nil)
+	t.Cleanup(func() { l.Close() })
+	m := netNode(t, "", []spindle.PeerAddr{p2p.Addrs(l.Host())[0]})
+	t.Cleanup(func() { m.Close() })
+	// M leaves its own cluster of one and joins L's as a follower.
+	if err := m.keys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := p2p.Listen(m.Host(), RaftProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fol, err := keyraft.Open(ctx, keyraft.Config{ID: m.Host().ID().String(), Listener: ln, Dial: p2p.Dialer(m.Host(), RaftProtocol), HeartbeatTimeout: 250 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.keys, m.ks = fol, fol
+	if err := l.keys.AddVoter(ctx, m.Host().ID().String()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() string { return "follower sees leader " + fol.Leader() },
+		func() bool { return fol.Leader() == l.Host().ID().String() })
+	if fol.IsLeader() {
+		t.Fatal("the joined member leads")
+	}
+
+	// Sign-up through the follower: the record reaches the leader, and the
+	// sign-in that follows, on the follower, finds it.
+	ann, annKeys := dialWithKeys(t, m, "ann@example.com")
+	if _, err := l.keys.Lookup(ctx, "ann@example.com"); err != nil {
+		t.Fatalf("ann signed up through the follower; the leader has no record: %v", err)
+	}
+	if _, err := ann.Put(ctx, "ann@example.com/f", strings.NewReader("x"), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, m, annKeys)
+	resp, err := r.call(&wire.Request{Method: wire.KeyLookupLeader, User: "ann@example.com"})
+	if err != nil {
+		t.Fatalf("lookup through the leader from the follower: %v", err)
+	}
+	if u, err := keyraft.DecodeRecord(resp.Data); err != nil || u.Name != "ann@example.com" {
+		t.Fatalf("lookup through the leader: %+v, %v", u, err)
+	}
+
+	// A node that is no member, with the follower as its key server.
+	a := keyNode(t, p2p.Addrs(m.Host())[0])
+	dialAs(t, a, "bob@example.com")
+	if _, err := l.keys.Lookup(ctx, "bob@example.com"); err != nil {
+		t.Fatalf("bob signed up through a node using the follower; the leader has no record: %v", err)
+	}
+}

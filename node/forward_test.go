@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -430,4 +431,54 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 	if _, err := l.keys.Lookup(ctx, "bob@example.com"); err != nil {
 		t.Fatalf("bob signed up through a node using the follower; the leader has no record: %v", err)
 	}
+}
+
+// Small put and get latency through a node that forwards to the dir host,
+// against the same through the dir host itself: ann's tree is on B; the
+// direct client talks to B, the forwarded one to A.
+func BenchmarkForwardedSmall(b *testing.B) {
+	k := netNode(b, "", nil)
+	b.Cleanup(func() { k.Close() })
+	kaddr := p2p.Addrs(k.Host())[0]
+	host, via := keyNode(b, kaddr), keyNode(b, kaddr)
+	waitFor(b, 30*time.Second, func() string { return "routing tables fill" },
+		func() bool { return via.DHT().RoutingTable().Size() >= 2 && host.DHT().RoutingTable().Size() >= 2 })
+	_, keys := dialWithKeys(b, host, "ann@example.com")
+	data := make([]byte, 1<<10)
+	rand.Read(data)
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name string
+		n    *Node
+	}{{"direct", host}, {"forwarded", via}} {
+		c := fwdDial(b, bc.n, keys)
+		b.Run("put/"+bc.name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := c.Put(ctx, spindle.PathName(fmt.Sprintf("ann@example.com/%s-%d", bc.name, i)), bytes.NewReader(data), spindle.EEPack, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		name := spindle.PathName("ann@example.com/" + bc.name + "-1")
+		b.Run("get/"+bc.name, func(b *testing.B) {
+			for b.Loop() {
+				got, err := readAll(ctx, c, name)
+				if err != nil || !bytes.Equal(got, data) {
+					b.Fatalf("read %s: %d bytes, %v", name, len(got), err)
+				}
+			}
+		})
+	}
+}
+
+// readAll reads a file through c.
+func readAll(ctx context.Context, c *client.Client, name spindle.PathName) ([]byte, error) {
+	f, err := c.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

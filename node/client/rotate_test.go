@@ -111,6 +111,8 @@ func TestClientKeyCacheExpires(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n := startNode(t, t.TempDir())
+	// Closed before its home is removed: a running node writes there.
+	t.Cleanup(func() { n.Close() })
 	addr := n.DialAddr()
 	dial := func(user spindle.UserName) (*Client, *pack.Keys, pack.Secret) {
 		keys, secret, err := pack.Generate(user)

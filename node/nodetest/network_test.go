@@ -167,3 +167,28 @@ func readAll(ctx context.Context, c *client.Client, name spindle.PathName) ([]by
 	defer f.Close()
 	return io.ReadAll(f)
 }
+
+// The scenarios with every user's tree on one node and their clients on
+// another, which carries their requests there (see Network). A scenario
+// that damages a block in the dir host's store is left out: the client's
+// own node holds a copy of each block too, and serves that one.
+func TestNetworkScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two networked nodes for each scenario")
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			if sc.procsOnly || sc.name == "corrupt-block-detected" {
+				t.Skip("not a scenario for a network of nodes in the test process")
+			}
+			env := New(t, Setup{Kind: Network, Users: []spindle.UserName{ann, bob, carl}})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			r := NewRunner(ctx, env)
+			sc.run(t, r)
+			if r.Failed() {
+				t.Fatal(r.Diag())
+			}
+		})
+	}
+}

@@ -369,8 +369,42 @@ func (n *Node) forwardDir(ctx context.Context, remote peer.ID, req *wire.Request
 	return out, nil
 }
 
-// maxSignedSeen bounds the signed requests remembered against replay.
-const maxSignedSeen = 1 << 16
+// maxSignedSeen bounds the signed requests remembered against replay in
+// one generation of seenSigned: some 30 MB at most, and room for over 200
+// requests a second.
+const maxSignedSeen = 1 << 18
+
+// seenSigned remembers the signed requests a node took, so that none is
+// taken twice. A signed request is good for maxClockSkew either side of
+// the time it names, so a replay comes within 2·maxClockSkew of the
+// original: two generations of that length each hold every request that
+// may still come again.
+type seenSigned struct {
+	mu       sync.Mutex
+	cur, old map[[32]byte]struct{}
+	since    time.Time // When cur began.
+}
+
+// take records sum and reports whether it is new; it fails with
+// Transient when the generation is full.
+func (s *seenSigned) take(sum [32]byte, now time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil || now.Sub(s.since) > 2*maxClockSkew {
+		s.old, s.cur, s.since = s.cur, make(map[[32]byte]struct{}), now
+	}
+	if _, ok := s.cur[sum]; ok {
+		return false, nil
+	}
+	if _, ok := s.old[sum]; ok {
+		return false, nil
+	}
+	if len(s.cur) >= maxSignedSeen {
+		return false, spindle.E(spindle.Transient, fmt.Sprintf("more than %d requests signed for this node in %v; try again later", maxSignedSeen, 2*maxClockSkew))
+	}
+	s.cur[sum] = struct{}{}
+	return true, nil
+}
 
 // signedUser checks a request its user signed (wire.AuthMsg.Req) for this
 // node, and returns the user. A request seen before is refused: the node
@@ -403,27 +437,13 @@ func (n *Node) signedUser(ctx context.Context, req *wire.Request) (spindle.UserN
 		return "", spindle.E(op, user, spindle.Permission, err)
 	}
 	sum := sha256.Sum256(a.Digest())
-	now := time.Now()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.signedSeen == nil || len(n.signedSeen) >= maxSignedSeen {
-		for k, exp := range n.signedSeen {
-			if now.After(exp) {
-				delete(n.signedSeen, k)
-			}
-		}
-		if n.signedSeen == nil || len(n.signedSeen) >= maxSignedSeen {
-			// Still full: refuse rather than forget what might be replayed.
-			if n.signedSeen != nil {
-				return "", spindle.E(op, user, spindle.Transient, "too many signed requests in the last minutes; try again later")
-			}
-			n.signedSeen = make(map[[32]byte]time.Time)
-		}
+	fresh, err := n.signedSeen.take(sum, time.Now())
+	if err != nil {
+		return "", spindle.E(op, user, err)
 	}
-	if _, ok := n.signedSeen[sum]; ok {
+	if !fresh {
 		return "", spindle.E(op, user, spindle.Permission, "signed request replayed")
 	}
-	n.signedSeen[sum] = a.Time.Go().Add(maxClockSkew)
 	return user, nil
 }
 

@@ -482,3 +482,38 @@ func readAll(ctx context.Context, c *client.Client, name spindle.PathName) ([]by
 	defer f.Close()
 	return io.ReadAll(f)
 }
+
+// The memory of signed requests catches a replay however late it comes
+// within the time a signature is good for, forgets what can no longer
+// come again, and refuses work rather than forget too soon.
+func TestSeenSigned(t *testing.T) {
+	var s seenSigned
+	t0 := time.Now()
+	a, b := [32]byte{1}, [32]byte{2}
+	if ok, err := s.take(a, t0); !ok || err != nil {
+		t.Fatalf("first take: %v, %v", ok, err)
+	}
+	for _, d := range []time.Duration{0, maxClockSkew, 2*maxClockSkew + time.Second, 4*maxClockSkew - time.Second} {
+		if ok, err := s.take(a, t0.Add(d)); ok || err != nil {
+			t.Errorf("replay %v later taken: %v, %v", d, ok, err)
+		}
+	}
+	// Two generations on, a has been forgotten: its signature expired.
+	if ok, _ := s.take(b, t0.Add(6*maxClockSkew)); !ok {
+		t.Fatal("new request refused")
+	}
+	if ok, _ := s.take(a, t0.Add(8*maxClockSkew+time.Second)); !ok {
+		t.Error("request long expired still remembered")
+	}
+	var full seenSigned
+	for i := range maxSignedSeen {
+		var k [32]byte
+		k[0], k[1], k[2] = byte(i), byte(i>>8), byte(i>>16)
+		if ok, err := full.take(k, t0); !ok || err != nil {
+			t.Fatalf("take %d: %v, %v", i, ok, err)
+		}
+	}
+	if _, err := full.take([32]byte{0xff, 0xff, 0xff, 1}, t0); !errors.Is(err, spindle.Transient) {
+		t.Errorf("take beyond the bound: %v, want Transient", err)
+	}
+}

@@ -2,6 +2,13 @@
 // cluster, the directory logs and the libp2p host together and serves them
 // to clients over the protocol defined in node/wire. The client side, which
 // the spin command drives, is node/client.
+//
+// Any node forwards (forward.go): a node started with Config.KeyServers
+// uses a remote key cluster, and a directory request about a tree that
+// another node hosts, which its user signed for that node, is carried
+// there unchanged. The node in the middle can delay or refuse such a
+// request but cannot act as the user: the dir host acts for whoever
+// signed, never for a session the node in the middle holds.
 package node
 
 import (
@@ -133,7 +140,7 @@ type Node struct {
 
 	keyPuts *peerLimiter // key.put requests per peer.
 
-	signedSeen map[[32]byte]time.Time // Signed requests taken, until they expire (forward.go).
+	signedSeen seenSigned // Signed requests taken (forward.go).
 }
 
 // A session is a client peer signed in as a user.

@@ -517,3 +517,17 @@ func TestSeenSigned(t *testing.T) {
 		t.Errorf("take beyond the bound: %v, want Transient", err)
 	}
 }
+
+// A watch of a tree another node hosts is refused with an error naming
+// that node, not left to wait for events that never come.
+func TestWatchElsewhereRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four networked nodes")
+	}
+	w := newFwdWorld(t)
+	ann := fwdDial(t, w.a, w.annKeys)
+	_, err := ann.Watch(context.Background(), "ann@example.com/", 0)
+	if !errors.Is(err, spindle.Invalid) || !strings.Contains(err.Error(), w.b.Host().ID().String()) {
+		t.Fatalf("watch through A of a tree on B: %v; want Invalid naming B", err)
+	}
+}

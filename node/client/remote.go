@@ -292,6 +292,12 @@ func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spind
 
 // Watch implements dirlog.Service.
 func (r *remote) Watch(ctx context.Context, _ spindle.UserName, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
+	if r.route != nil {
+		owner, _, _ := strings.Cut(string(name), "/")
+		if to, ok := r.route(ctx, spindle.UserName(owner)); ok && to != r.peer {
+			return nil, spindle.E(spindle.Op("client.Watch"), name, spindle.Invalid, fmt.Sprintf("a watch reaches only trees that your node hosts: the tree of %s is on node %s (watch through that node)", owner, to))
+		}
+	}
 	c, err := p2p.Open(ctx, r.h, r.peer, wire.WatchProtocol, wire.MaxMessage)
 	if err != nil {
 		return nil, err

@@ -558,7 +558,12 @@ func (n *Node) forwardedPossession(ctx context.Context, p peer.ID, a *wire.AuthM
 	if a.NodePeer == p.String() {
 		return true
 	}
-	if n.keys == nil {
+	return n.isMember(ctx, p)
+}
+
+// isMember reports whether p is another member of this node's key cluster.
+func (n *Node) isMember(ctx context.Context, p peer.ID) bool {
+	if n.keys == nil || p == n.host.ID() {
 		return false
 	}
 	members, err := n.keys.Members(ctx)

@@ -425,6 +425,12 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 		t.Fatalf("lookup through the leader: %+v, %v", u, err)
 	}
 
+	// The leader does not count the puts a member carries to it against
+	// that member: each client is counted where it arrives.
+	for i := range DefaultKeyPutLimit + 1 {
+		dialAs(t, m, spindle.UserName(fmt.Sprintf("u%d@example.com", i)))
+	}
+
 	// A node that is no member, with the follower as its key server.
 	a := keyNode(t, p2p.Addrs(m.Host())[0])
 	dialAs(t, a, "bob@example.com")

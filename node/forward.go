@@ -110,9 +110,9 @@ type remoteKeys struct {
 	versions map[spindle.UserName]verEntry // Record versions, for sessions.
 }
 
-// A verEntry is a record version and when it was looked up.
+// A verEntry is a record and when it was looked up.
 type verEntry struct {
-	v  int64
+	u  *spindle.User
 	at time.Time
 }
 
@@ -222,7 +222,7 @@ func (r *remoteKeys) Lookup(ctx context.Context, name spindle.UserName) (*spindl
 		return nil, spindle.E(name, spindle.Integrity, "key server answered with the record of "+string(u.Name))
 	}
 	r.mu.Lock()
-	r.versions[name] = verEntry{u.Version, time.Now()}
+	r.versions[name] = verEntry{u, time.Now()}
 	r.mu.Unlock()
 	return u, nil
 }
@@ -231,19 +231,29 @@ func (r *remoteKeys) Lookup(ctx context.Context, name spindle.UserName) (*spindl
 // one known is older than versionTTL; 0 if there is none or the cluster
 // cannot be reached (which ends the user's sessions: they sign in again).
 func (r *remoteKeys) Version(name spindle.UserName) int64 {
-	r.mu.Lock()
-	e, ok := r.versions[name]
-	r.mu.Unlock()
-	if ok && time.Since(e.at) < versionTTL {
-		return e.v
-	}
 	ctx, cancel := context.WithTimeout(r.n.ctx, forwardTimeout)
 	defer cancel()
-	u, err := r.Lookup(ctx, name)
+	u, err := r.recent(ctx, name)
 	if err != nil {
 		return 0
 	}
 	return u.Version
+}
+
+// recent returns a user's record as looked up at most versionTTL ago, or
+// looks it up: the key that a signed request is checked with, as a
+// session is, follows a rotation within versionTTL.
+func (r *remoteKeys) recent(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
+	r.mu.Lock()
+	e, ok := r.versions[name]
+	if len(r.versions) > maxLimitedPeers {
+		clear(r.versions) // Bounded: those still in use are looked up again.
+	}
+	r.mu.Unlock()
+	if ok && time.Since(e.at) < versionTTL {
+		return e.u, nil
+	}
+	return r.Lookup(ctx, name)
 }
 
 func (r *remoteKeys) History(ctx context.Context, name spindle.UserName) ([]*keyraft.Proof, error) {
@@ -429,8 +439,14 @@ func (n *Node) signedUser(ctx context.Context, req *wire.Request) (spindle.UserN
 	if string(want) != string(a.Req) {
 		return "", spindle.E(op, user, spindle.Permission, "request altered after its user signed it")
 	}
-	key, err := n.userKey(ctx, user)
-	if err != nil {
+	var key spindle.PublicKey
+	if n.rkeys != nil {
+		u, err := n.rkeys.recent(ctx, user)
+		if err != nil {
+			return "", spindle.E(op, user, err)
+		}
+		key = u.PublicKey
+	} else if key, err = n.userKey(ctx, user); err != nil {
 		return "", spindle.E(op, user, err)
 	}
 	if err := spindle.Verify(key, a.Digest(), a.Sig); err != nil {

@@ -2,6 +2,13 @@
 // cluster, the directory logs and the libp2p host together and serves them
 // to clients over the protocol defined in node/wire. The client side, which
 // the spin command drives, is node/client.
+//
+// Any node forwards (forward.go): a node started with Config.KeyServers
+// uses a remote key cluster, and a directory request about a tree that
+// another node hosts, which its user signed for that node, is carried
+// there unchanged. The node in the middle can delay or refuse such a
+// request but cannot act as the user: the dir host acts for whoever
+// signed, never for a session the node in the middle holds.
 package node
 
 import (
@@ -12,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,6 +105,11 @@ type Config struct {
 	LeaseTerm, LeaseRenew, LeaseGrace, CollectInterval time.Duration
 	// now, if set, is the clock of leases and collection, for tests.
 	now func() time.Time
+	// KeyServers, if set, names members of a key cluster to use instead
+	// of running one: multiaddrs ending in /p2p/<peer ID>, which double
+	// as Bootstrap peers. The node carries key requests to them (see
+	// forward.go).
+	KeyServers []spindle.PeerAddr
 }
 
 // DefaultSessionTTL is the default Config.SessionTTL. A session also ends
@@ -118,7 +131,9 @@ type Node struct {
 	replica *replica.Store     // In front of store: the blocks across the network.
 	leases  *leases            // Leases held and renewed, and collection.
 	closeBS func() error
-	keys    *keyraft.Cluster
+	keys    *keyraft.Cluster // Nil on a node with KeyServers.
+	rkeys   *remoteKeys      // The KeyServers' cluster, or nil.
+	ks      keyService       // keys or rkeys.
 	dir     *dirlog.Server
 	writers writerSet
 	started time.Time
@@ -135,6 +150,8 @@ type Node struct {
 	sessions map[peer.ID]session // Authenticated client peers.
 
 	keyPuts *peerLimiter // key.put requests per peer.
+
+	signedSeen seenSigned // Signed requests taken (forward.go).
 }
 
 // A session is a client peer signed in as a user.
@@ -189,7 +206,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		DisconnectedF: func(_ network.Network, c network.Conn) { n.forget(c.RemotePeer()) },
 	})
 
-	// The DHT, through which the node joins the network.
+	// The DHT, through which the node joins the network. Key servers
+	// double as bootstrap peers.
+	n.cfg.Bootstrap = append(slices.Clone(cfg.Bootstrap), cfg.KeyServers...)
 	if err := n.startDHT(ctx); err != nil {
 		return nil, spindle.E(op, err)
 	}
@@ -206,26 +225,34 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.store, n.closeBS = s, s.Close
 	}
 
-	// The key cluster.
-	ln, err := p2p.Listen(n.host, RaftProtocol)
-	if err != nil {
-		return nil, spindle.E(op, err)
-	}
-	n.keys, err = keyraft.Open(ctx, keyraft.Config{
-		Dir:       cfg.Home,
-		ID:        n.host.ID().String(),
-		Listener:  ln,
-		Dial:      p2p.Dialer(n.host, RaftProtocol),
-		Bootstrap: true,
-		// A restarted one-member cluster elects itself after one heartbeat
-		// timeout; raft's 1s default suits members across the internet,
-		// which a later issue brings.
-		HeartbeatTimeout: 250 * time.Millisecond,
-		Logger:           log.With("part", "keyraft"),
-	})
-	if err != nil {
-		ln.Close()
-		return nil, spindle.E(op, err)
+	// The key cluster: this node's own, or a remote one.
+	if len(cfg.KeyServers) > 0 {
+		if n.rkeys, err = n.openRemoteKeys(ctx, cfg.KeyServers); err != nil {
+			return nil, spindle.E(op, err)
+		}
+		n.ks = n.rkeys
+	} else {
+		ln, err := p2p.Listen(n.host, RaftProtocol)
+		if err != nil {
+			return nil, spindle.E(op, err)
+		}
+		n.keys, err = keyraft.Open(ctx, keyraft.Config{
+			Dir:       cfg.Home,
+			ID:        n.host.ID().String(),
+			Listener:  ln,
+			Dial:      p2p.Dialer(n.host, RaftProtocol),
+			Bootstrap: true,
+			// A restarted one-member cluster elects itself after one heartbeat
+			// timeout; raft's 1s default suits members across the internet,
+			// which a later issue brings.
+			HeartbeatTimeout: 250 * time.Millisecond,
+			Logger:           log.With("part", "keyraft"),
+		})
+		if err != nil {
+			ln.Close()
+			return nil, spindle.E(op, err)
+		}
+		n.ks = n.keys
 	}
 
 	// The directory logs.
@@ -356,7 +383,7 @@ func (n *Node) SocketAddr() spindle.PeerAddr {
 
 // userKey returns a user's current key from the key cluster.
 func (n *Node) userKey(ctx context.Context, user spindle.UserName) (spindle.PublicKey, error) {
-	u, err := n.keys.Lookup(ctx, user)
+	u, err := n.ks.Lookup(ctx, user)
 	if err != nil {
 		return "", err
 	}
@@ -388,7 +415,7 @@ func (n *Node) checkPut(ctx context.Context, d *spindle.DirEntry, key spindle.Pu
 // far each signs in the user's own tree, from the key cluster's log, so
 // that entries signed before a rotation replay (see dirlog.HeldKeys).
 func (n *Node) keyHistory(ctx context.Context, user spindle.UserName) ([]dirlog.HeldKey, error) {
-	proofs, err := n.keys.History(ctx, user)
+	proofs, err := n.ks.History(ctx, user)
 	if err != nil {
 		return nil, err
 	}
@@ -416,7 +443,7 @@ func (n *Node) Damage() []error { return n.dir.Damage() }
 
 // VerifierKey returns the note verifier key with which clients check the
 // key cluster's signed tree heads.
-func (n *Node) VerifierKey() string { return n.keys.VerifierKey() }
+func (n *Node) VerifierKey() string { return n.ks.VerifierKey() }
 
 // Addrs returns the node's full dialable addresses.
 func (n *Node) Addrs() []spindle.PeerAddr { return p2p.Addrs(n.host) }
@@ -517,7 +544,7 @@ func (n *Node) session(p peer.ID) spindle.UserName {
 
 // recordVersion returns the version of user's key record, or 0 if it
 // has none.
-func (n *Node) recordVersion(user spindle.UserName) int64 { return n.keys.Version(user) }
+func (n *Node) recordVersion(user spindle.UserName) int64 { return n.ks.Version(user) }
 
 func (n *Node) forget(p peer.ID) {
 	if n.host.Network().Connectedness(p) == network.Connected {
@@ -547,7 +574,7 @@ func (n *Node) authenticate(ctx context.Context, p peer.ID, a *wire.AuthMsg) err
 	if err != nil {
 		return spindle.E(op, err)
 	}
-	u, err := n.keys.Lookup(ctx, user)
+	u, err := n.ks.Lookup(ctx, user)
 	if err != nil {
 		return spindle.E(op, user, err)
 	}
@@ -591,7 +618,7 @@ func (n *Node) checkPossession(p peer.ID, a *wire.AuthMsg, user spindle.UserName
 // bulk. The cluster itself checks the record's signature and policy.
 func (n *Node) putKey(ctx context.Context, p peer.ID, req *wire.Request) error {
 	const op spindle.Op = "node.KeyPut"
-	if !n.keyPuts.allow(p, time.Now()) {
+	if !n.isMember(ctx, p) && !n.keyPuts.allow(p, time.Now()) { // A member forwarding has counted it.
 		return spindle.E(op, spindle.Transient, fmt.Sprintf("too many key changes from this peer: at most %d a minute", n.cfg.KeyPutLimit))
 	}
 	u, err := keyraft.DecodeRecord(req.Data)
@@ -599,12 +626,15 @@ func (n *Node) putKey(ctx context.Context, p peer.ID, req *wire.Request) error {
 		return spindle.E(op, err)
 	}
 	if err := n.checkPossession(p, req.Auth, u.Name, u.PublicKey); err != nil {
-		return spindle.E(op, err)
+		// Or a client's proof carried by its node, or by a member.
+		if !n.forwardedPossession(ctx, p, req.Auth) || checkSigned(req.Auth, u.Name, u.PublicKey) != nil {
+			return spindle.E(op, err)
+		}
 	}
 	if err := n.checkCutoff(ctx, u); err != nil {
 		return spindle.E(op, err)
 	}
-	return n.keys.Put(ctx, u)
+	return n.putKeyForwarded(ctx, u, req)
 }
 
 // checkCutoff refuses a record that replaces a user's key with a DirSeq
@@ -613,7 +643,7 @@ func (n *Node) putKey(ctx context.Context, p peer.ID, req *wire.Request) error {
 // would turn invalid (see dirlog.HeldKeys). The client reads its head and
 // signs the rotation again.
 func (n *Node) checkCutoff(ctx context.Context, u *spindle.User) error {
-	cur, err := n.keys.Lookup(ctx, u.Name)
+	cur, err := n.ks.Lookup(ctx, u.Name)
 	if err != nil || cur.PublicKey == u.PublicKey || u.Version <= cur.Version {
 		// A new user, no rotation, or no update at all (a second
 		// registration of a taken name, a replay): the cluster judges.

@@ -31,14 +31,16 @@ const NodeUsage = `Usage:
               [-bootstrap MULTIADDR,...] [-relay] [-autonat=false]
               [-holepunch=false] [-relayclient=false] [-portmap=false]
               [-replicas N] [-cache MIB] [-drain] [-gateway ADDR]
+              [-keyserver MULTIADDR,...]
     spin node status [-home DIR]
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key
-cluster of one. When it is ready it writes its dialable addresses, one a
-line, to DIR/addr and prints them. The first is the Unix socket DIR/sock,
-through which clients of the same system user on this machine reach it
-fastest; the others are for clients elsewhere. SIGINT or SIGTERM shuts it
-down cleanly; everything it acknowledged was on disk already.
+cluster of one, unless -keyserver names another. When it is ready it
+writes its dialable addresses, one a line, to DIR/addr and prints them.
+The first is the Unix socket DIR/sock, through which clients of the same
+system user on this machine reach it fastest; the others are for clients
+elsewhere. SIGINT or SIGTERM shuts it down cleanly; everything it
+acknowledged was on disk already.
 
 The node checks its home as it starts. Damage to the key cluster's store,
 a snapshot, a key or a block segment stops it with one line naming the
@@ -57,6 +59,15 @@ keeps trying them. A node at home behind a router is reached through
 AutoNAT, relays and hole punching, all on by default (-relay, off by
 default, offers a relay to others). To serve other machines, listen on
 more than loopback (-listen).
+
+Any node forwards: a client reaches every tree and key through its own
+node. A request about a tree that another node hosts (the dir host its
+owner's key record names) the client signs for that host, and its node
+carries it there unchanged: the node can delay or refuse it, not read,
+change or replay it, and it cannot act as the user at the host. With
+-keyserver the node runs no key cluster of its own but uses the one at the
+addresses given (which double as -bootstrap peers): it carries every key
+request to a member, which carries writes on to the cluster's leader.
 
 "spin node status" asks the node running in DIR, through its socket, how
 many peers it is connected to, the size of its DHT routing table, the
@@ -118,6 +129,11 @@ Options:
                      http://ADDR/USER/PATH, the files that all may read, for
                      people who run no Spindle; every other name answers 404,
                      the same whether it exists or not (default: no gateway)
+    -keyserver ADDRS comma-separated addresses of members of a key cluster
+                     to use instead of starting one here, each a multiaddr
+                     ending in /p2p/<peer ID> as spin node prints them; they
+                     are joined as -bootstrap peers too (default: none, the
+                     node runs its own key cluster)
     -h, -help        print this text
 
 Example:
@@ -153,6 +169,14 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	}
 	if _, err := parseBootstrap(boot); err != nil {
 		fmt.Fprintf(stderr, "spin: node: -bootstrap: %s\n", oneLine(err.Error()))
+		return 2
+	}
+	var keyservers []spindle.PeerAddr
+	for _, a := range splitList(*f.keyserver) {
+		keyservers = append(keyservers, spindle.PeerAddr(a))
+	}
+	if _, err := parseBootstrap(keyservers); err != nil {
+		fmt.Fprintf(stderr, "spin: node: -keyserver: %s\n", strings.ReplaceAll(oneLine(err.Error()), "bootstrap address", "key server address"))
 		return 2
 	}
 	if *home == "" {
@@ -199,6 +223,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		NoPortMap:     !*f.portmap,
 		Replicas:      *f.replicas,
 		CacheBytes:    cacheBytes(*f.cache),
+		KeyServers:    keyservers,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "spin: node: %s\n", oneLine(err.Error()))
@@ -272,6 +297,7 @@ type nodeFlags struct {
 	cache                                           *int64
 	drain                                           *bool
 	gateway                                         *string
+	keyserver                                       *string
 }
 
 // newFlags returns the flag set of spin node and its values.
@@ -293,6 +319,7 @@ func newFlags() (*flag.FlagSet, *nodeFlags) {
 		cache:       fs.Int64("cache", replica.DefaultCacheBytes>>20, ""),
 		drain:       fs.Bool("drain", false, ""),
 		gateway:     fs.String("gateway", "", ""),
+		keyserver:   fs.String("keyserver", "", ""),
 	}
 }
 

@@ -27,6 +27,9 @@ func (n *Node) ServeClient(ctx context.Context, remote peer.ID, data []byte) ([]
 	if err := wire.Decode(data, &req); err != nil {
 		return nil, err
 	}
+	if out, ok := n.forward(ctx, remote, &req, data); ok {
+		return out, nil
+	}
 	resp, err := n.dispatch(ctx, remote, &req)
 	if resp == nil {
 		resp = new(wire.Response)
@@ -40,9 +43,9 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 	case wire.Auth:
 		// The verifier key goes with every answer, so that a client that
 		// signs in checks which key cluster it reached without asking.
-		return &wire.Response{Data: []byte(n.keys.VerifierKey())}, n.authenticate(ctx, remote, req.Auth)
-	case wire.KeyLookup:
-		u, err := n.keys.Lookup(ctx, req.User)
+		return &wire.Response{Data: []byte(n.ks.VerifierKey())}, n.authenticate(ctx, remote, req.Auth)
+	case wire.KeyLookup, wire.KeyLookupLeader:
+		u, err := n.ks.Lookup(ctx, req.User)
 		if err != nil {
 			return nil, err
 		}
@@ -50,7 +53,7 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 	case wire.KeyPut:
 		return nil, n.putKey(ctx, remote, req)
 	case wire.KeyDomain:
-		users, err := n.keys.Domain(ctx, req.Pattern)
+		users, err := n.ks.Domain(ctx, req.Pattern)
 		return &wire.Response{Users: users}, err
 	case wire.KeyHistory:
 		held, err := n.keyHistory(ctx, req.User)
@@ -60,14 +63,14 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		}
 		return resp, err
 	case wire.KeyProof:
-		p, err := n.keys.LookupProof(ctx, req.User)
+		p, err := n.ks.LookupProof(ctx, req.User)
 		if err != nil {
 			return nil, err
 		}
 		data, err := p.MarshalBinary()
 		return &wire.Response{Data: data}, err
 	case wire.KeyProofs:
-		ps, err := n.keys.History(ctx, req.User)
+		ps, err := n.ks.History(ctx, req.User)
 		if err != nil {
 			return nil, err
 		}
@@ -79,19 +82,29 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		}
 		return resp, nil
 	case wire.KeyConsistency:
-		p, err := n.keys.ConsistencyProof(ctx, req.Seq, req.Size)
+		p, err := n.ks.ConsistencyProof(ctx, req.Seq, req.Size)
 		if err != nil {
 			return nil, err
 		}
 		return &wire.Response{Data: keyraft.MarshalTreeProof(p)}, nil
 	case wire.KeyVerifier:
-		return &wire.Response{Data: []byte(n.keys.VerifierKey())}, nil
+		return &wire.Response{Data: []byte(n.ks.VerifierKey())}, nil
 	case wire.NodeStatus:
 		return n.serveStatus(ctx, remote)
 	}
 
-	// The rest act for the user the peer has authenticated as.
+	// The rest act for the user the peer has authenticated as, or, for
+	// a request carried here by another node, who signed it (forward.go).
 	user := n.session(remote)
+	if req.To != "" && isDirMethod(req.Method) {
+		if req.Auth == nil || len(req.Auth.Req) == 0 {
+			return nil, spindle.E(spindle.Op("node.SignedRequest"), spindle.Permission, "a request carried by another node must be signed by its user")
+		}
+		var err error
+		if user, err = n.signedUser(ctx, req); err != nil {
+			return nil, err
+		}
+	}
 	if user == "" {
 		return nil, spindle.E(wire.SessionOp, spindle.Permission, "not signed in: the client has not authenticated (run spin signup)")
 	}

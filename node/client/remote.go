@@ -40,6 +40,11 @@ type remote struct {
 	verifyHead func(ctx context.Context, h *dirlog.Head) error
 	// log takes a line per call at debug level (see trace.go).
 	log *slog.Logger
+	// route, if set, returns the dir host that is to answer a request
+	// about owner's tree when it is not the node peer (see forward.go).
+	route func(ctx context.Context, owner spindle.UserName) (peer.ID, bool)
+	// sign signs a request for the node to, which the node peer carries.
+	sign func(req *wire.Request, to peer.ID) error
 }
 
 // callDir makes a call about owner's log and checks the head that comes
@@ -72,14 +77,66 @@ func (r *remote) callDir(ctx context.Context, req *wire.Request, owner string) (
 var _ dirlog.Service = (*remote)(nil)
 
 func (r *remote) call(ctx context.Context, req *wire.Request) (*wire.Response, error) {
-	resp, err := r.call1(ctx, req)
+	resp, err := r.callRouted(ctx, req)
 	var e *spindle.Error
 	if err != nil && r.reauth != nil && req.Method != wire.Auth && errors.As(err, &e) && e.Op == wire.SessionOp {
 		if aerr := r.reauth(ctx); aerr == nil {
-			resp, err = r.call1(ctx, req)
+			resp, err = r.callRouted(ctx, req)
 		}
 	}
 	return resp, err
+}
+
+// callRouted is call1, for a request that the dir host of another tree
+// is to answer signed for that host (each time afresh: a host takes a
+// signed request once).
+func (r *remote) callRouted(ctx context.Context, req *wire.Request) (*wire.Response, error) {
+	if r.route == nil || r.sign == nil {
+		return r.call1(ctx, req)
+	}
+	owner, ok := requestOwner(req)
+	if !ok {
+		return r.call1(ctx, req)
+	}
+	to, ok := r.route(ctx, owner)
+	if !ok || to == r.peer {
+		return r.call1(ctx, req)
+	}
+	fwd := *req
+	if err := r.sign(&fwd, to); err != nil {
+		return nil, err
+	}
+	return r.call1(ctx, &fwd)
+}
+
+// requestOwner returns the owner of the tree a dir.* request is about.
+func requestOwner(req *wire.Request) (spindle.UserName, bool) {
+	var s string
+	switch req.Method {
+	case wire.DirHead, wire.DirEntries:
+		s = string(req.User)
+	case wire.DirLookup, wire.DirWhich:
+		s = string(req.Name)
+	case wire.DirGlob:
+		s = req.Pattern
+	case wire.DirAppend, wire.DirBatch:
+		data := req.Data
+		if req.Method == wire.DirBatch {
+			if len(req.Batch) == 0 {
+				return "", false
+			}
+			data = req.Batch[0]
+		}
+		e, err := dirlog.UnmarshalEntry(data)
+		if err != nil {
+			return "", false
+		}
+		return e.Tree(), true
+	default:
+		return "", false
+	}
+	owner, _, _ := strings.Cut(s, "/")
+	return spindle.UserName(owner), owner != ""
 }
 
 func (r *remote) call1(ctx context.Context, req *wire.Request) (*wire.Response, error) {
@@ -235,6 +292,12 @@ func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spind
 
 // Watch implements dirlog.Service.
 func (r *remote) Watch(ctx context.Context, _ spindle.UserName, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
+	if r.route != nil {
+		owner, _, _ := strings.Cut(string(name), "/")
+		if to, ok := r.route(ctx, spindle.UserName(owner)); ok && to != r.peer {
+			return nil, spindle.E(spindle.Op("client.Watch"), name, spindle.Invalid, fmt.Sprintf("a watch reaches only trees that your node hosts: the tree of %s is on node %s (watch through that node)", owner, to))
+		}
+	}
 	c, err := p2p.Open(ctx, r.h, r.peer, wire.WatchProtocol, wire.MaxMessage)
 	if err != nil {
 		return nil, err

@@ -34,6 +34,11 @@ import (
 const (
 	InProc = "inproc"
 	Procs  = "procs"
+	// Network runs two nodes in the test process: the users' dir host,
+	// which runs the key cluster and where they signed up, and the node
+	// their clients talk to, which uses that key cluster (-keyserver) and
+	// carries their requests to the dir host (see network.go).
+	Network = "network"
 )
 
 // Setup describes an environment.
@@ -53,7 +58,9 @@ type Env struct {
 	keyLogs string // Where the clients keep their key logs.
 
 	mu      sync.Mutex
-	node    *node.Node // InProc.
+	node    *node.Node // InProc and Network: the dir host.
+	fwd     *node.Node // Network: the node clients talk to.
+	fwdHome string     // Network: its home.
 	cmd     *exec.Cmd  // Procs.
 	done    chan error // Procs: the process's exit.
 	addr    spindle.PeerAddr
@@ -92,11 +99,7 @@ func New(t testing.TB, s Setup) *Env {
 			t.Fatal(err)
 		}
 		e.keys[u] = keys
-		c, err := e.Client(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Signup(ctx); err != nil {
+		if err := e.signup(ctx, u); err != nil {
 			t.Fatalf("signup %s: %v", u, err)
 		}
 	}
@@ -148,6 +151,10 @@ func (e *Env) start() error {
 		}
 		e.node = n
 		e.addr = n.Addrs()[0]
+	case Network:
+		if err := e.startNetwork(); err != nil {
+			return err
+		}
 	case Procs:
 		bin, err := spinBinary()
 		if err != nil {
@@ -172,7 +179,7 @@ func (e *Env) start() error {
 		return fmt.Errorf("nodetest: unknown kind %q", e.Kind)
 	}
 	// Restart on the same port, so that addresses stay valid.
-	if i := strings.Index(string(e.addr), "/tcp/"); i >= 0 && strings.HasSuffix(e.listen, "/tcp/0") {
+	if i := strings.Index(string(e.addr), "/tcp/"); i >= 0 && strings.HasSuffix(e.listen, "/tcp/0") && e.Kind != Network {
 		rest := string(e.addr)[i+len("/tcp/"):]
 		port := rest[:strings.IndexByte(rest, '/')]
 		e.listen = "/ip4/127.0.0.1/tcp/" + port
@@ -212,6 +219,10 @@ func (e *Env) closeClients() {
 // shutdown stops the node cleanly (SIGTERM for a process).
 func (e *Env) shutdown() error {
 	e.closeClients()
+	if e.fwd != nil {
+		e.fwd.Close()
+		e.fwd = nil
+	}
 	switch {
 	case e.node != nil:
 		err := e.node.Close()

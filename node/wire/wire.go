@@ -54,6 +54,10 @@ const (
 	// signed-in user it admits as a writer: what it holds, and when that
 	// grows, is its users' business, not a stranger's.
 	NodeStatus = "node.status"
+	// KeyLookupLeader is KeyLookup answered by the key cluster's leader,
+	// for a read after a write: a member that is not the leader, and a
+	// node that is no member, carry it to the leader (see package node).
+	KeyLookupLeader = "key.lookup.leader"
 )
 
 // Ops of the errors by which a node tells a client about the protocol
@@ -79,6 +83,26 @@ type Request struct {
 	Auth    *AuthMsg         `cbor:"7,keyasint,omitempty"`
 	Batch   [][]byte         `cbor:"8,keyasint,omitempty"` // Encoded dirlog entries, for dir.appendbatch.
 	Size    int64            `cbor:"9,keyasint,omitempty"` // The larger tree size, for key.consistency.
+	// To, if set, is the peer ID of the node that is to answer a dir.*
+	// request: the dir host of the tree it is about. A node that is not
+	// To carries the request there unchanged and returns the answer
+	// unchanged. Such a request acts for the user who signed it, not for
+	// a session: Auth must sign it (see AuthMsg.Req and SignedDigest).
+	To string `cbor:"10,keyasint,omitempty"`
+}
+
+// SignedDigest returns the digest of req that AuthMsg.Req holds when the
+// user signs the request itself: the SHA-256 of its canonical encoding
+// without Auth.
+func SignedDigest(req *Request) ([]byte, error) {
+	r := *req
+	r.Auth = nil
+	data, err := Encode(&r)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	return sum[:], nil
 }
 
 // A Response answers a request. Err, if set, is an encoded *spindle.Error;
@@ -150,11 +174,29 @@ type AuthMsg struct {
 	NodePeer   string            `cbor:"3,keyasint"`
 	Time       spindle.Time      `cbor:"4,keyasint"`
 	Sig        spindle.Signature `cbor:"5,keyasint"`
+	// Req, if set, makes this a signature of one request rather than of
+	// a connection: the request's SignedDigest, with NodePeer the node
+	// that is to answer it (Request.To). The peers it travels through
+	// can delay or drop it but not change it, nor use it for another
+	// request. ClientPeer then names the client, for the record only.
+	Req []byte `cbor:"6,keyasint,omitempty"`
+	// Nonce, with Req, makes two signatures of one request at one time
+	// differ: a node refuses to take a signed request twice.
+	Nonce []byte `cbor:"7,keyasint,omitempty"`
 }
 
+// Digest returns what the user signs.
 func (a *AuthMsg) Digest() []byte {
 	h := sha256.New()
-	h.Write([]byte("spindle.dev client auth v1\x00"))
+	if len(a.Req) > 0 {
+		h.Write([]byte("spindle.dev signed request v1\x00"))
+		h.Write(binary.AppendUvarint(nil, uint64(len(a.Req))))
+		h.Write(a.Req)
+		h.Write(binary.AppendUvarint(nil, uint64(len(a.Nonce))))
+		h.Write(a.Nonce)
+	} else {
+		h.Write([]byte("spindle.dev client auth v1\x00"))
+	}
 	for _, s := range []string{string(a.User), a.ClientPeer, a.NodePeer} {
 		h.Write(binary.AppendUvarint(nil, uint64(len(s))))
 		h.Write([]byte(s))

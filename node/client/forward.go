@@ -1,0 +1,65 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"spindle.dev"
+	"spindle.dev/node/wire"
+	"spindle.dev/p2p"
+)
+
+// Any peer for directories. The client reaches every tree through its own
+// node: a request about a tree that another node hosts (the first dir host
+// the owner's key record names) it signs for that host, and its node
+// carries it there and the answer back (see package node, forward.go).
+// The host acts for the user who signed, so the node in the middle cannot
+// act as the user; the answer carries the host's signed head and proofs,
+// checked as always, so it cannot forge one either.
+
+// dirHostOf returns the node that is to answer requests about owner's tree,
+// if it is not the client's own node: the first dir host of the owner's
+// key record. Without a record (or with the client's node among the dir
+// hosts) the client's node answers, and says what it knows.
+func (c *Client) dirHostOf(ctx context.Context, owner spindle.UserName) (peer.ID, bool) {
+	u, err := c.lookupUser(ctx, owner, false)
+	if err != nil || len(u.DirHosts) == 0 {
+		return "", false
+	}
+	var first peer.ID
+	for i, a := range u.DirHosts {
+		info, err := p2p.ParsePeerAddr(a)
+		if err != nil {
+			continue
+		}
+		if info.ID == c.svc.peer {
+			return "", false
+		}
+		if i == 0 || first == "" {
+			first = info.ID
+		}
+	}
+	return first, first != ""
+}
+
+// signRequest makes req a request that the node to answers for the
+// client's user whoever carries it: to is named in it, and the user signs
+// it, with the time and a nonce (see wire.AuthMsg.Req).
+func (c *Client) signRequest(req *wire.Request, to peer.ID) error {
+	req.To = to.String()
+	req.Auth = nil
+	d, err := wire.SignedDigest(req)
+	if err != nil {
+		return spindle.E(spindle.Internal, err)
+	}
+	nonce := make([]byte, 12)
+	rand.Read(nonce)
+	a := &wire.AuthMsg{User: c.user, ClientPeer: c.h.ID().String(), NodePeer: to.String(), Time: spindle.Now(), Req: d, Nonce: nonce}
+	if a.Sig, err = c.keys.Sign(a.Digest()); err != nil {
+		return err
+	}
+	req.Auth = a
+	return nil
+}

@@ -61,6 +61,9 @@ func fillAttr(e *spindle.DirEntry, out *fuse.Attr) {
 	switch out.Mode {
 	case syscall.S_IFDIR:
 		out.Mode |= 0o755
+		if e.Attr.IsIncomplete() {
+			out.Mode = syscall.S_IFDIR | 0o711
+		}
 		out.Size = 4096
 	case syscall.S_IFLNK:
 		out.Mode |= 0o777
@@ -175,11 +178,24 @@ func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if _, err := spindle.CleanUser(spindle.UserName(name)); err != nil {
 		return nil, syscall.ENOENT
 	}
-	e, err := r.fs.meta.lookup(ctx, spindle.PathName(name+"/"))
+	e, err := r.fs.userRoot(ctx, spindle.PathName(name+"/"))
 	if err != nil {
 		return nil, errno(err)
 	}
 	return r.fs.newChild(ctx, &r.Inode, name, e, out), 0
+}
+
+// userRoot returns the entry of the root of a user's tree. A user's tree
+// can be entered without any right on its root (that it exists is no
+// secret: the user's key record says so), to reach what is shared below
+// it; such a root is described as a directory that can be searched but not
+// listed.
+func (f *filesys) userRoot(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
+	e, err := f.meta.lookup(ctx, name)
+	if errors.Is(err, spindle.Private) || errors.Is(err, spindle.Permission) {
+		return &spindle.DirEntry{Name: name, Attr: spindle.AttrDirectory | spindle.AttrIncomplete}, nil
+	}
+	return e, err
 }
 
 // Readdir lists the client's own user.
@@ -283,7 +299,11 @@ func (d *dirNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrO
 		dirAttr(&out.Attr)
 		return 0
 	}
-	e, err := d.fs.meta.lookup(ctx, dir)
+	lookup := d.fs.meta.lookup
+	if strings.HasSuffix(string(dir), "/") {
+		lookup = d.fs.userRoot
+	}
+	e, err := lookup(ctx, dir)
 	if err != nil {
 		return errno(err)
 	}

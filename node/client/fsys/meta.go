@@ -28,15 +28,17 @@ type meta struct {
 // An entryItem is a cached answer to a lookup: an entry, or the error
 // NotExist or Private.
 type entryItem struct {
-	e   *spindle.DirEntry
-	err error
-	at  time.Time
+	e     *spindle.DirEntry
+	err   error
+	at    time.Time
+	stale bool // Changed since: kept only to answer while the node cannot be reached.
 }
 
 // A listItem is a cached listing of a directory.
 type listItem struct {
-	es []*spindle.DirEntry
-	at time.Time
+	es    []*spindle.DirEntry
+	at    time.Time
+	stale bool
 }
 
 // A tree is the state of the watch of one user's tree.
@@ -94,7 +96,7 @@ func (c *meta) lookup(ctx context.Context, name spindle.PathName) (*spindle.DirE
 	user := userOf(name)
 	c.mu.Lock()
 	it := c.entries[name]
-	if it != nil && c.fresh(user, it.at) {
+	if it != nil && !it.stale && c.fresh(user, it.at) {
 		c.mu.Unlock()
 		return it.e, it.err
 	}
@@ -122,7 +124,7 @@ func (c *meta) list(ctx context.Context, dir spindle.PathName) ([]*spindle.DirEn
 	user := userOf(dir)
 	c.mu.Lock()
 	it := c.lists[dir]
-	if it != nil && c.fresh(user, it.at) {
+	if it != nil && !it.stale && c.fresh(user, it.at) {
 		c.mu.Unlock()
 		return it.es, nil
 	}
@@ -158,27 +160,33 @@ func (c *meta) stored(e *spindle.DirEntry) {
 	c.mu.Unlock()
 }
 
-// changed forgets what is cached about name, its directory's listing
-// and, if below is set, everything under it.
+// changed marks as stale what is cached about name, its directory's
+// listing and, if below is set, everything under it: it is asked again,
+// and used only if the node cannot be reached.
 func (c *meta) changed(name spindle.PathName, below bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t := c.trees[userOf(name)]; t != nil {
 		t.gen++
 	}
-	delete(c.entries, name)
-	delete(c.lists, name)
-	delete(c.lists, parentOf(name))
+	if it := c.entries[name]; it != nil {
+		it.stale = true
+	}
+	for _, d := range []spindle.PathName{name, parentOf(name)} {
+		if it := c.lists[d]; it != nil {
+			it.stale = true
+		}
+	}
 	if below {
 		prefix := strings.TrimSuffix(string(name), "/") + "/"
-		for n := range c.entries {
+		for n, it := range c.entries {
 			if strings.HasPrefix(string(n), prefix) {
-				delete(c.entries, n)
+				it.stale = true
 			}
 		}
-		for n := range c.lists {
+		for n, it := range c.lists {
 			if strings.HasPrefix(string(n), prefix) {
-				delete(c.lists, n)
+				it.stale = true
 			}
 		}
 	}

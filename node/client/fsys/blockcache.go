@@ -2,6 +2,7 @@ package fsys
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -20,10 +21,19 @@ type blockCache struct {
 	dir   string
 	limit int64
 
+	// queue holds the blocks putLater was given, for the goroutine
+	// that writes them.
+	queue chan queuedBlock
+
 	mu    sync.Mutex // Guards the fields below.
 	size  int64
 	lru   *list.List // Of *cached, most recently used first.
 	index map[string]*list.Element
+}
+
+type queuedBlock struct {
+	ref  spindle.Ref
+	data []byte
 }
 
 type cachedBlock struct {
@@ -37,7 +47,7 @@ func openBlockCache(dir string, limit int64) (*blockCache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	c := &blockCache{dir: dir, limit: limit, lru: list.New(), index: map[string]*list.Element{}}
+	c := &blockCache{dir: dir, limit: limit, lru: list.New(), index: map[string]*list.Element{}, queue: make(chan queuedBlock, 16)}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -95,6 +105,31 @@ func (c *blockCache) get(ref spindle.Ref, size int64) ([]byte, bool) {
 		return nil, false
 	}
 	return data, true
+}
+
+// putLater has put(ref, data) called in the background, so that a reader
+// does not wait for the disk; data must not change after. If the disk
+// falls behind, blocks are dropped rather than waited for.
+func (c *blockCache) putLater(ref spindle.Ref, data []byte) {
+	if c == nil || int64(len(data)) > c.limit {
+		return
+	}
+	select {
+	case c.queue <- queuedBlock{ref, data}:
+	default:
+	}
+}
+
+// writer puts the queued blocks until ctx ends.
+func (c *blockCache) writer(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-c.queue:
+			c.put(b.ref, b.data)
+		}
+	}
 }
 
 // put keeps data as the block ref. Failing to is not an error: the block

@@ -456,7 +456,7 @@ func (h *handle) block(ctx context.Context, i int) ([]byte, error) {
 		h.dropReader()
 		return nil, fmt.Errorf("block %d of %s (after %v): %w", i, h.entry.Name, time.Since(start).Round(time.Millisecond), err)
 	}
-	f.blocks.put(b.Ref, buf)
+	f.blocks.putLater(b.Ref, buf)
 	h.cur, h.data = i, buf
 	return buf, nil
 }

@@ -125,6 +125,7 @@ func Mount(dir string, cfg Config) (*FS, error) {
 		mountDir: abs,
 	}
 	f.meta = newMeta(f)
+	go blocks.writer(ctx)
 	ttl := kernelTTL
 	neg := time.Duration(0)
 	server, err := fs.Mount(abs, &rootNode{fs: f}, &fs.Options{

@@ -45,7 +45,7 @@ type listItem struct {
 type tree struct {
 	watching bool      // The watch stream is open.
 	since    time.Time // When it was opened: older answers may be stale.
-	gen      uint64    // Changes with every event, so that an answer asked for before it is not kept.
+	gen      uint64    // Changes with every event, so that an answer asked for before it is not taken as fresh.
 }
 
 func newMeta(fs *filesys) *meta {
@@ -107,13 +107,17 @@ func (c *meta) lookup(ctx context.Context, name spindle.PathName) (*spindle.DirE
 		return c.fs.client.Lookup(ctx, name, false)
 	})
 	if err != nil && unreachable(err) && it != nil {
+		c.fs.log.Debug("node unreachable: cached answer", "name", name, "err", err)
 		return it.e, it.err
+	}
+	if err != nil {
+		c.fs.log.Debug("lookup failed", "name", name, "err", err, "cached", it != nil, "kind", int(spindle.KindOf(err)))
 	}
 	if err == nil || errors.Is(err, spindle.NotExist) || errors.Is(err, spindle.Private) {
 		c.mu.Lock()
-		if c.trees[user].gen == gen {
-			c.entries[name] = &entryItem{e: e, err: err, at: at}
-		}
+		// Changed meanwhile: kept only as an answer for when the
+		// node cannot be reached.
+		c.entries[name] = &entryItem{e: e, err: err, at: at, stale: c.trees[user].gen != gen}
 		c.mu.Unlock()
 	}
 	return e, err
@@ -142,11 +146,10 @@ func (c *meta) list(ctx context.Context, dir spindle.PathName) ([]*spindle.DirEn
 		return nil, err
 	}
 	c.mu.Lock()
-	if c.trees[user].gen == gen {
-		c.lists[dir] = &listItem{es: es, at: at}
-		for _, e := range es {
-			c.entries[e.Name] = &entryItem{e: e, at: at}
-		}
+	stale := c.trees[user].gen != gen
+	c.lists[dir] = &listItem{es: es, at: at, stale: stale}
+	for _, e := range es {
+		c.entries[e.Name] = &entryItem{e: e, at: at, stale: stale}
 	}
 	c.mu.Unlock()
 	return es, nil
@@ -206,7 +209,6 @@ func (c *meta) watch(user spindle.UserName, t *tree) {
 		if err == nil && opened {
 			c.mu.Lock()
 			t.watching, t.since = true, time.Now()
-			t.gen++
 			c.mu.Unlock()
 			c.fs.log.Debug("watching", "tree", root)
 			for ev := range events {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -43,7 +44,7 @@ func mount(t testing.TB, env *nodetest.Env, u spindle.UserName, timeout time.Dur
 		t.Fatal(err)
 	}
 	dir = t.TempDir()
-	m, err := fsys.Mount(dir, fsys.Config{Client: c, CacheDir: t.TempDir(), Timeout: timeout})
+	m, err := fsys.Mount(dir, fsys.Config{Client: c, CacheDir: t.TempDir(), Timeout: timeout, Logger: testLogger(t)})
 	if err != nil {
 		if errors.Is(err, spindle.IO) {
 			t.Skipf("cannot mount here (no privilege?): %v", err)
@@ -300,4 +301,19 @@ func TestGit(t *testing.T) {
 		t.Fatalf("git status after commit: %q", st)
 	}
 	git("fsck")
+}
+
+// testLogger logs to the test's log when it runs verbosely.
+func testLogger(t testing.TB) *slog.Logger {
+	if !testing.Verbose() {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tlog struct{ t testing.TB }
+
+func (w tlog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }

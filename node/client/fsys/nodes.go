@@ -193,6 +193,12 @@ func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 func (f *filesys) userRoot(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
 	e, err := f.meta.lookup(ctx, name)
 	if errors.Is(err, spindle.Private) || errors.Is(err, spindle.Permission) {
+		_, uerr := bounded(ctx, f.timeout, func(ctx context.Context) (*spindle.User, error) {
+			return f.client.LookupUser(ctx, userOf(name))
+		})
+		if uerr != nil {
+			return nil, uerr
+		}
 		return &spindle.DirEntry{Name: name, Attr: spindle.AttrDirectory | spindle.AttrIncomplete}, nil
 	}
 	return e, err

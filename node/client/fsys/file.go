@@ -30,6 +30,82 @@ type fileNode struct {
 	stage *os.File          // The local contents being written, or nil.
 	dirty bool              // stage holds what was not yet put.
 	opens int               // Open file handles.
+	// fresh says the staging file was made empty (by create or
+	// truncation) and not written since; a write at 0 then starts a
+	// stream.
+	fresh bool
+	// stream, if not nil, is a put in progress that is fed every write
+	// while they come in order: a file written from start to end is
+	// stored as it is written, not all at once when it is closed.
+	stream *streamPut
+}
+
+// A streamPut is a put of a file fed by its writes.
+type streamPut struct {
+	pw   *io.PipeWriter
+	off  int64 // Bytes sent.
+	done chan struct{}
+	e    *spindle.DirEntry // Once done: what was stored, or why not.
+	err  error
+}
+
+// errAbandoned ends a stream whose writes stopped coming in order.
+var errAbandoned = errors.New("writes out of order: the file is put when closed")
+
+// startStream starts a put of the file fed by its writes. n.mu is held.
+func (n *fileNode) startStream(name spindle.PathName) {
+	pr, pw := io.Pipe()
+	s := &streamPut{pw: pw, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.e, s.err = n.fs.put(n.fs.ctx, name, pr)
+		if s.err == nil {
+			// A put that ended before its writer closed the pipe
+			// stored less than was written.
+			if _, err := pr.Read(make([]byte, 1)); err != io.EOF {
+				s.err = errAbandoned
+			}
+		}
+		pr.CloseWithError(errAbandoned)
+	}()
+	n.stream = s
+}
+
+// abandonStream stops the stream, if any; the file is then put whole when
+// it is closed. n.mu is held.
+func (n *fileNode) abandonStream() {
+	if n.stream != nil {
+		n.stream.pw.CloseWithError(errAbandoned)
+		<-n.stream.done
+		n.stream = nil
+	}
+	n.fresh = false
+}
+
+// endStream ends the stream, if any, and reports whether it stored the
+// whole file. n.mu is held.
+func (n *fileNode) endStream() bool {
+	s := n.stream
+	if s == nil {
+		return false
+	}
+	n.stream = nil
+	info, err := n.stage.Stat()
+	if err != nil || info.Size() != s.off {
+		s.pw.CloseWithError(errAbandoned)
+		<-s.done
+		return false
+	}
+	s.pw.Close()
+	<-s.done
+	if s.err != nil {
+		n.fs.log.Debug("streamed put failed; putting the whole file", "err", s.err)
+		return false
+	}
+	n.dirty = false
+	n.entry = s.e
+	n.fs.meta.stored(s.e)
+	return true
 }
 
 var (
@@ -106,9 +182,13 @@ func (n *fileNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Attr
 func (n *fileNode) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if size, ok := in.GetSize(); ok {
 		n.mu.Lock()
+		n.abandonStream()
 		err := n.ensureStage(ctx, size == 0)
 		if err == nil {
 			err = n.stage.Truncate(int64(size))
+		}
+		if err == nil && size == 0 {
+			n.fresh = true
 		}
 		if err == nil {
 			n.dirty = true
@@ -136,10 +216,11 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		if err := n.ensureStage(ctx, true); err != nil {
 			return nil, 0, errno(err)
 		}
+		n.abandonStream()
 		if err := n.stage.Truncate(0); err != nil {
 			return nil, 0, syscall.EIO
 		}
-		n.dirty = true
+		n.dirty, n.fresh = true, true
 	}
 	h := &handle{n: n}
 	if n.stage == nil {
@@ -200,6 +281,7 @@ func (n *fileNode) ensureStage(ctx context.Context, empty bool) error {
 
 // dropStage removes the staging file. n.mu is held.
 func (n *fileNode) dropStage() {
+	n.abandonStream()
 	if n.stage != nil {
 		n.stage.Close()
 		os.Remove(n.stage.Name())
@@ -221,7 +303,7 @@ func (n *fileNode) drop() bool {
 func (n *fileNode) flush(ctx context.Context) syscall.Errno {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.dirty {
+	if n.endStream() || !n.dirty {
 		return 0
 	}
 	name, ok := spinName(&n.Inode)
@@ -501,7 +583,23 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		n.dirty = true
 	}
 	if err != nil {
+		n.abandonStream()
 		return uint32(k), syscall.EIO
+	}
+	if n.stream == nil && n.fresh && off == 0 {
+		if name, ok := spinName(&n.Inode); ok {
+			n.startStream(name)
+		}
+	}
+	n.fresh = false
+	if s := n.stream; s != nil {
+		if off != s.off {
+			n.abandonStream()
+		} else if _, err := s.pw.Write(data); err != nil {
+			n.abandonStream()
+		} else {
+			s.off += int64(len(data))
+		}
 	}
 	return uint32(k), 0
 }

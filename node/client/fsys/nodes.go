@@ -390,7 +390,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	if err := n.newStage(); err != nil {
 		return nil, nil, 0, syscall.EIO
 	}
-	n.dirty = true
+	n.dirty, n.fresh = true, true
 	n.opens++
 	ch := d.NewInode(ctx, n, fs.StableAttr{Mode: syscall.S_IFREG})
 	n.staged(&out.Attr)

@@ -449,7 +449,10 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return nil, syscall.EIO
 	}
 	k, err := h.readAt(ctx, dest, off)
-	if err != nil && k == 0 {
+	if err != nil {
+		// Never a short read: the kernel would take it for the end of
+		// the file.
+		n.fs.log.Warn("read failed", "name", h.entry.Name, "offset", off, "err", err)
 		return nil, errno(err)
 	}
 	return fuse.ReadResultData(dest[:k]), 0

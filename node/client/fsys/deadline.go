@@ -16,8 +16,14 @@ var errTimeout = errors.New("the node did not answer in time")
 // bounded runs f with a context that ends after d, and returns within d
 // (plus scheduling) even if f does not heed its context: f then goes on
 // in the background and its result is dropped.
+//
+// The cancellation of ctx is ignored: FUSE cancels a request when the
+// calling thread gets a signal, and Go programs get them all the time
+// (the runtime preempts goroutines with SIGURG). Failing the request
+// then would fail the read or write for nothing; finishing it, within
+// d, is what the caller expects.
 func bounded[T any](ctx context.Context, d time.Duration, f func(ctx context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	type result struct {
 		v   T
 		err error

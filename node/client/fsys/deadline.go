@@ -28,9 +28,9 @@ func bounded[T any](ctx context.Context, d time.Duration, f func(ctx context.Con
 		v   T
 		err error
 	}
+	defer cancel()
 	done := make(chan result, 1)
 	go func() {
-		defer cancel()
 		v, err := f(ctx)
 		done <- result{v, err}
 	}()
@@ -41,11 +41,9 @@ func bounded[T any](ctx context.Context, d time.Duration, f func(ctx context.Con
 		}
 		return r.v, r.err
 	case <-ctx.Done():
+		// Only the deadline ends ctx while the caller waits.
 		var zero T
-		if ctx.Err() == context.DeadlineExceeded {
-			return zero, timeoutError(d, nil)
-		}
-		return zero, spindle.E(spindle.IO, ctx.Err())
+		return zero, timeoutError(d, nil)
 	}
 }
 

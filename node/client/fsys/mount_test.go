@@ -139,6 +139,12 @@ func TestBasics(t *testing.T) {
 	if err := os.Remove(filepath.Join(root, "papers")); !errors.Is(err, syscall.ENOTEMPTY) {
 		t.Fatalf("rmdir of a full directory: %v, want ENOTEMPTY", err)
 	}
+	if err := syscall.Unlink(filepath.Join(root, "papers")); !errors.Is(err, syscall.EISDIR) {
+		t.Fatalf("unlink of a directory: %v, want EISDIR", err)
+	}
+	if err := syscall.Rmdir(filepath.Join(root, "papers/b.txt")); !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("rmdir of a file: %v, want ENOTDIR", err)
+	}
 	// Links are symbolic links.
 	check(t, os.Symlink("papers/b.txt", filepath.Join(root, "latest")))
 	target, err := os.Readlink(filepath.Join(root, "latest"))

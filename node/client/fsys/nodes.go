@@ -344,6 +344,9 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return syscall.ENOENT
 	}
 	full := childName(dir, name)
+	if e, err := d.fs.meta.lookup(ctx, full); err == nil && !e.Attr.IsDir() {
+		return syscall.ENOTDIR
+	}
 	err := d.fs.delete(ctx, full)
 	d.fs.meta.changed(full, true)
 	return errno(err)
@@ -362,6 +365,9 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		return syscall.ENOENT
 	}
 	full := childName(dir, name)
+	if e, err := d.fs.meta.lookup(ctx, full); err == nil && e.Attr.IsDir() {
+		return syscall.EISDIR
+	}
 	local := false
 	if ch := d.GetChild(name); ch != nil {
 		if fn, ok := ch.Operations().(*fileNode); ok {

@@ -193,10 +193,14 @@ func TestMountTwice(t *testing.T) {
 	}
 }
 
+// run runs the command name in dir. The shell changes to dir after it
+// has started: a child about to exec is a copy of this process, which
+// serves the mount, and one that changed into the mount itself (as
+// exec.Cmd.Dir has it do) could deadlock with its parent, which the race
+// detector's slowness made happen.
 func run(t testing.TB, dir string, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
+	cmd := exec.Command("sh", append([]string{"-c", `cd "$0" && exec "$@"`, dir, name}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)

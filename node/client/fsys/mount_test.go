@@ -102,6 +102,9 @@ func TestBasics(t *testing.T) {
 	// Random access, and a write in the middle.
 	fh, err := os.OpenFile(filepath.Join(root, "docs/a.txt"), os.O_RDWR, 0)
 	check(t, err)
+	// A file of the mount left open when the test fails would be
+	// flushed as the process exits, after its server is gone.
+	defer fh.Close()
 	buf := make([]byte, 10)
 	_, err = fh.ReadAt(buf, 1<<20+3)
 	check(t, err)
@@ -111,6 +114,16 @@ func TestBasics(t *testing.T) {
 	_, err = fh.WriteAt([]byte("XYZ"), 5)
 	check(t, err)
 	check(t, fh.Sync())
+	// Stored once fsync returns, before the file is closed.
+	f, err = c.Open(context.Background(), "ann@example.com/docs/a.txt")
+	check(t, err)
+	head := make([]byte, 8)
+	_, err = f.ReadAt(head, 0)
+	check(t, err)
+	f.Close()
+	if string(head) != "spindXYZ" {
+		t.Fatalf("stored after fsync: %q", head)
+	}
 	check(t, fh.Close())
 	copy(want[5:], "XYZ")
 	got, err = os.ReadFile(filepath.Join(root, "docs/a.txt"))

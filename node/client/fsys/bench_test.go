@@ -43,31 +43,6 @@ func benchEnv(b *testing.B, cacheSize int64) (*nodetest.Env, spindle.Client, str
 	return env, c, filepath.Join(dir, string(ann))
 }
 
-// randomReader returns a reader of n bytes that cycles through 1 MiB and
-// 7 bytes of random data, so that no two blocks are alike, and costs
-// next to nothing to read (math/rand's Read alone runs at 150-200 MB/s
-// here, slower than what is measured).
-func randomReader(n int64) io.Reader {
-	pattern := make([]byte, 1<<20+7)
-	rand.New(rand.NewSource(n)).Read(pattern)
-	return io.LimitReader(&cycle{data: pattern}, n)
-}
-
-type cycle struct {
-	data []byte
-	off  int
-}
-
-func (c *cycle) Read(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		k := copy(p[n:], c.data[c.off:])
-		n += k
-		c.off = (c.off + k) % len(c.data)
-	}
-	return n, nil
-}
-
 // BenchmarkSequential writes and reads a file of -fsys.size bytes (1 GiB)
 // through the mount, with dd in a process of its own (bs=1M), and through
 // the client in this process, as spin put and spin get do. The mount's

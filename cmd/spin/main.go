@@ -77,6 +77,7 @@ func commands() []*command {
 		{"info", "describe a file in detail", infoUsage, runInfo},
 		{"share", "check or repair who holds keys to files", shareUsage, runShare},
 		{"watch", "stream changes to a tree", watchUsage, runWatch},
+		{"mount", "mount the namespace as a file system", mountUsage, runMount},
 		{"ui", "browse, view, upload and share from a web browser", uiUsage, runUI},
 		{"user", "print a user's key record", userUsage, runUser},
 		{"audit", "check your tree's log against the node's signed head", auditUsage, runAudit},
@@ -118,10 +119,11 @@ func main() {
 		st.ConfigFile = env // -config, if given, still wins.
 	}
 	code := run(os.Args[1:], st)
-	if ctx.Err() != nil && st.cmd != "node" {
+	if ctx.Err() != nil && st.cmd != "node" && st.cmd != "mount" {
 		// Stopped by Ctrl-C or SIGTERM: the shell's convention, whatever
 		// the command did with the signal. A node stopping cleanly on
-		// one, as a service does, exits with what it returned.
+		// one, as a service does, exits with what it returned, and so
+		// does a mount, which Ctrl-C unmounts.
 		code = exitInterrupted
 	}
 	stop()

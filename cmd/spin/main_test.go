@@ -39,7 +39,8 @@ func TestMain(m *testing.M) {
 //	extract REGEXP FILE       write the first group REGEXP matches in the
 //	                          last command's stdout to FILE
 //
-// and the condition [node], true when spin node is built in. HOME is the
+// and the conditions [node], true when spin node is built in, and [fuse],
+// true when spin mount can mount (/dev/fuse, as root). HOME is the
 // script's work directory.
 func TestScript(t *testing.T) {
 	testscript.Run(t, testscript.Params{
@@ -52,6 +53,10 @@ func TestScript(t *testing.T) {
 			switch cond {
 			case "node":
 				return runNode != nil, nil
+			case "fuse":
+				// spin mount mounts by itself only as root.
+				_, err := os.Stat("/dev/fuse")
+				return err == nil && os.Geteuid() == 0, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

@@ -272,6 +272,16 @@ func (e *Env) KillNow() {
 	}
 }
 
+// StartAgain starts the node again, on the same home and address, after
+// KillNow. The clients are kept: they reconnect by themselves.
+func (e *Env) StartAgain() error {
+	if e.cmd != nil {
+		<-e.done
+		e.cmd = nil
+	}
+	return e.start()
+}
+
 func (e *Env) stop() {
 	if err := e.shutdown(); err != nil {
 		e.t.Logf("nodetest: stopping the node: %v", err)

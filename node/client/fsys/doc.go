@@ -1,0 +1,65 @@
+// Package fsys presents Spindle's namespace as a FUSE file system, the
+// engine of "spin mount". It is a client of a [spindle.Client], like the
+// spin command: DIR/ann@example.com/docs/report.pdf is the file
+// ann@example.com/docs/report.pdf. The mount's root lists the client's own
+// user; any other user's tree is entered by its name.
+//
+// # Never hangs
+//
+// Every operation has a deadline ([Config.Timeout]). A long transfer is
+// bounded per block: a read waits at most the timeout for each block it
+// needs, and a put fails only when no block has gone out for that long.
+// When the node is gone an operation fails with EIO within the bound and
+// the mount stays usable; it recovers by itself when the node returns,
+// since the client reconnects and the tree watches are restarted.
+//
+// # Caching
+//
+// Directory entries and listings are cached in memory. While a tree's
+// watch stream (see [spindle.Client.Watch]) is open, they stay valid until
+// an event of that tree changes them, so another client's change shows
+// within a second or two (the kernel's own cache of names and attributes
+// lasts one second). A tree that cannot be watched is cached for one
+// second. When the node cannot be reached, the last cached answer is
+// served instead of an error, so directories listed before can still be
+// listed.
+//
+// File contents are cached block by block on local disk, in plaintext, in
+// a directory only the mount's user may open, bounded by
+// [Config.CacheSize] (least recently used blocks go first). A file read
+// before stays readable while the node is away.
+//
+// # Writes
+//
+// A file opened for writing is copied to a local staging file (only when
+// it is written without being truncated first), written there, and put
+// when it is closed or fsynced; fsync returns only when the file is
+// stored. A file that could not be put when it was last closed stays in
+// the staging directory and its name is logged, so nothing written is
+// lost. Renaming onto or from an Access or Group file (an editor saving
+// one: write a temporary file, rename it over) puts the text as "spin
+// put" does, which re-shares the files it governs, and removes the
+// source. A rename onto an existing file replaces it, but not atomically:
+// the target is deleted first. Spindle links are symbolic links, shown
+// relative to the link's directory; hard links are refused (EPERM).
+// Modes, owners and times cannot be changed; such requests succeed and
+// change nothing.
+//
+// # Errors
+//
+// Each error kind of package spindle becomes one errno:
+//
+//	NotExist, Private, BrokenLink    ENOENT
+//	Permission, CannotDecrypt        EACCES
+//	Exist                            EEXIST
+//	IsDir                            EISDIR
+//	NotDir                           ENOTDIR
+//	NotEmpty                         ENOTEMPTY
+//	Invalid                          EINVAL
+//	IO, Transient, a deadline passed EIO
+//	Integrity, Damaged, Internal     EIO
+//	Other                            EIO
+//
+// Private is ENOENT, as for NotExist, so that names cannot be probed.
+// A rename between two users' trees is EXDEV, so mv copies instead.
+package fsys

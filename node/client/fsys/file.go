@@ -1,0 +1,621 @@
+package fsys
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"spindle.dev"
+)
+
+// fileNode is a file of a user's tree.
+type fileNode struct {
+	fs.Inode
+	fs *filesys
+
+	// mu guards the fields below. It is held through a put, so that a
+	// file is put once at a time and not written meanwhile.
+	mu    sync.Mutex
+	entry *spindle.DirEntry // The entry last seen; nil for a file created here and not yet put.
+	stage *os.File          // The local contents being written, or nil.
+	dirty bool              // stage holds what was not yet put.
+	opens int               // Open file handles.
+	// fresh says the staging file was made empty (by create or
+	// truncation) and not written since; a write at 0 then starts a
+	// stream.
+	fresh bool
+	// stream, if not nil, is a put in progress that is fed every write
+	// while they come in order: a file written from start to end is
+	// stored as it is written, not all at once when it is closed.
+	stream *streamPut
+}
+
+// A streamPut is a put of a file fed by its writes.
+type streamPut struct {
+	pw   *io.PipeWriter
+	off  int64 // Bytes sent.
+	done chan struct{}
+	e    *spindle.DirEntry // Once done: what was stored, or why not.
+	err  error
+}
+
+// errAbandoned ends a stream whose writes stopped coming in order.
+var errAbandoned = errors.New("writes out of order: the file is put when closed")
+
+// startStream starts a put of the file fed by its writes. n.mu is held.
+func (n *fileNode) startStream(name spindle.PathName) {
+	pr, pw := io.Pipe()
+	s := &streamPut{pw: pw, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.e, s.err = n.fs.put(n.fs.ctx, name, pr)
+		if s.err == nil {
+			// A put that ended before its writer closed the pipe
+			// stored less than was written.
+			if _, err := pr.Read(make([]byte, 1)); err != io.EOF {
+				s.err = errAbandoned
+			}
+		}
+		pr.CloseWithError(errAbandoned)
+	}()
+	n.stream = s
+}
+
+// abandonStream stops the stream, if any; the file is then put whole when
+// it is closed. n.mu is held.
+func (n *fileNode) abandonStream() {
+	if n.stream != nil {
+		n.stream.pw.CloseWithError(errAbandoned)
+		<-n.stream.done
+		n.stream = nil
+	}
+	n.fresh = false
+}
+
+// endStream ends the stream, if any, and reports whether it stored the
+// whole file. n.mu is held.
+func (n *fileNode) endStream() bool {
+	s := n.stream
+	if s == nil {
+		return false
+	}
+	n.stream = nil
+	info, err := n.stage.Stat()
+	if err != nil || info.Size() != s.off {
+		s.pw.CloseWithError(errAbandoned)
+		<-s.done
+		return false
+	}
+	s.pw.Close()
+	<-s.done
+	if s.err != nil {
+		n.fs.log.Debug("streamed put failed; putting the whole file", "err", s.err)
+		return false
+	}
+	n.dirty = false
+	n.entry = s.e
+	n.fs.meta.stored(s.e)
+	return true
+}
+
+var (
+	_ fs.NodeGetattrer = (*fileNode)(nil)
+	_ fs.NodeSetattrer = (*fileNode)(nil)
+	_ fs.NodeOpener    = (*fileNode)(nil)
+)
+
+func (n *fileNode) setEntry(e *spindle.DirEntry) {
+	n.mu.Lock()
+	n.entry = e
+	n.mu.Unlock()
+}
+
+// attr describes the file in out: the staged contents if there are any,
+// else e.
+func (n *fileNode) attr(e *spindle.DirEntry, out *fuse.Attr) {
+	if !n.staged(out) {
+		fillAttr(e, out)
+	}
+}
+
+// staged reports whether the file has local contents and, if so and out
+// is not nil, describes them in out.
+func (n *fileNode) staged(out *fuse.Attr) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stage == nil {
+		return false
+	}
+	if out != nil {
+		info, err := n.stage.Stat()
+		if err != nil {
+			return false
+		}
+		out.Mode = syscall.S_IFREG | 0o644
+		out.Size = uint64(info.Size())
+		out.Blocks = (out.Size + 511) / 512
+		out.Blksize = 1 << 20
+		out.Nlink = 1
+		t := info.ModTime()
+		out.SetTimes(&t, &t, &t)
+		out.Owner = fuse.Owner{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
+	}
+	return true
+}
+
+func (n *fileNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if n.staged(&out.Attr) {
+		return 0
+	}
+	name, ok := spinName(&n.Inode)
+	if !ok {
+		n.mu.Lock()
+		e := n.entry
+		n.mu.Unlock()
+		if e == nil {
+			return syscall.ENOENT
+		}
+		fillAttr(e, &out.Attr)
+		return 0
+	}
+	e, err := n.fs.meta.lookup(ctx, name)
+	if err != nil {
+		return errno(err)
+	}
+	n.setEntry(e)
+	fillAttr(e, &out.Attr)
+	return 0
+}
+
+// Setattr truncates the file if asked to; modes, owners and times are not
+// kept, and requests to change them succeed.
+func (n *fileNode) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if size, ok := in.GetSize(); ok {
+		n.mu.Lock()
+		n.abandonStream()
+		err := n.ensureStage(ctx, size == 0)
+		if err == nil {
+			err = n.stage.Truncate(int64(size))
+		}
+		if err == nil && size == 0 {
+			n.fresh = true
+		}
+		if err == nil {
+			n.dirty = true
+		}
+		opens := n.opens
+		n.mu.Unlock()
+		if err != nil {
+			return errno(err)
+		}
+		if opens == 0 {
+			// truncate(2) by name: no close will put it.
+			if e := n.flush(ctx); e != 0 {
+				return e
+			}
+			n.release()
+		}
+	}
+	return n.Getattr(ctx, fh, out)
+}
+
+func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		if err := n.ensureStage(ctx, true); err != nil {
+			return nil, 0, errno(err)
+		}
+		n.abandonStream()
+		if err := n.stage.Truncate(0); err != nil {
+			return nil, 0, syscall.EIO
+		}
+		n.dirty, n.fresh = true, true
+	}
+	h := &handle{n: n}
+	if n.stage == nil {
+		name, ok := spinName(&n.Inode)
+		if !ok {
+			return nil, 0, syscall.ENOENT
+		}
+		n.mu.Unlock()
+		e, err := n.fs.meta.lookup(ctx, name)
+		n.mu.Lock()
+		if err != nil {
+			return nil, 0, errno(err)
+		}
+		if e.Attr.IsIncomplete() && flags&syscall.O_ACCMODE != syscall.O_WRONLY {
+			return nil, 0, syscall.EACCES
+		}
+		n.entry = e
+		h.entry = e
+	}
+	n.opens++
+	return h, 0, 0
+}
+
+// newStage gives the node an empty staging file. n.mu is held, or n is new.
+func (n *fileNode) newStage() error {
+	f, err := os.CreateTemp(n.fs.staging, "file-")
+	if err != nil {
+		n.fs.log.Error("cannot make a staging file", "err", err)
+		return err
+	}
+	n.stage = f
+	return nil
+}
+
+// ensureStage gives the node a staging file holding its current contents
+// (none if empty is set). n.mu is held.
+func (n *fileNode) ensureStage(ctx context.Context, empty bool) error {
+	if n.stage != nil {
+		return nil
+	}
+	var data []byte
+	if !empty && n.entry != nil {
+		var err error
+		data, err = n.fs.readAll(ctx, n.entry)
+		if err != nil {
+			return err
+		}
+	}
+	if err := n.newStage(); err != nil {
+		return spindle.E(spindle.IO, err)
+	}
+	if _, err := n.stage.Write(data); err != nil {
+		n.dropStage()
+		return spindle.E(spindle.IO, err)
+	}
+	return nil
+}
+
+// dropStage removes the staging file. n.mu is held.
+func (n *fileNode) dropStage() {
+	n.abandonStream()
+	if n.stage != nil {
+		n.stage.Close()
+		os.Remove(n.stage.Name())
+		n.stage, n.dirty = nil, false
+	}
+}
+
+// drop forgets the file's local contents, as when it is removed, and
+// reports whether it was never put.
+func (n *fileNode) drop() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	local := n.entry == nil
+	n.dropStage()
+	return local
+}
+
+// flush puts the file if it has contents not yet put.
+func (n *fileNode) flush(ctx context.Context) syscall.Errno {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.endStream() || !n.dirty {
+		return 0
+	}
+	name, ok := spinName(&n.Inode)
+	if !ok {
+		// Removed while open: nothing to put.
+		n.dirty = false
+		return 0
+	}
+	info, err := n.stage.Stat()
+	if err != nil {
+		return syscall.EIO
+	}
+	e, err := n.fs.put(ctx, name, io.NewSectionReader(n.stage, 0, info.Size()))
+	if err != nil {
+		n.fs.log.Error("cannot put file", "name", name, "err", err)
+		return errno(err)
+	}
+	n.dirty = false
+	n.entry = e
+	n.fs.meta.stored(e)
+	return 0
+}
+
+// release ends one open file handle: when the last is closed, the staging
+// file goes, unless it holds what could not be put.
+func (n *fileNode) release() {
+	n.mu.Lock()
+	if n.opens > 0 {
+		n.opens--
+	}
+	last := n.opens == 0
+	n.mu.Unlock()
+	if !last {
+		return
+	}
+	if e := n.flush(n.fs.ctx); e != 0 {
+		n.mu.Lock()
+		if n.stage != nil {
+			n.fs.log.Error("file not stored; its contents are kept", "name", n.Path(nil), "file", n.stage.Name())
+			n.stage.Close()
+			n.stage, n.dirty = nil, false
+		}
+		n.mu.Unlock()
+		return
+	}
+	n.mu.Lock()
+	if n.opens == 0 && !n.dirty {
+		n.dropStage()
+	}
+	n.mu.Unlock()
+}
+
+// put stores the contents of r as name. It fails when no block has gone
+// out for the timeout, however long the whole takes.
+func (f *filesys) put(ctx context.Context, name spindle.PathName, r io.Reader) (*spindle.DirEntry, error) {
+	wctx, dog, stop := newWatchdog(f.ctx, f.timeout)
+	defer stop()
+	type result struct {
+		e   *spindle.DirEntry
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		e, err := f.client.Put(wctx, name, r, spindle.UnknownPack, func(int64) { dog.feed() })
+		var w *spindle.Warning
+		if errors.As(err, &w) && e != nil {
+			f.log.Warn("stored with a warning", "name", name, "warning", err)
+			err = nil
+		}
+		done <- result{e, err}
+	}()
+	select {
+	case res := <-done:
+		if res.err != nil && dog.starved() {
+			return nil, timeoutError(f.timeout, res.err)
+		}
+		return res.e, res.err
+	case <-wctx.Done():
+		if dog.starved() {
+			return nil, timeoutError(f.timeout, nil)
+		}
+		return nil, spindle.E(spindle.IO, name, wctx.Err())
+	}
+}
+
+// readAll returns the whole contents of the file e.
+func (f *filesys) readAll(ctx context.Context, e *spindle.DirEntry) ([]byte, error) {
+	h := &handle{entry: e, fs: f}
+	defer h.close()
+	size := fileSize(e)
+	buf := make([]byte, size)
+	n, err := h.readAt(ctx, buf, 0)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// A handle is an open file.
+type handle struct {
+	n  *fileNode
+	fs *filesys // For a handle without a node.
+
+	mu     sync.Mutex // Guards the fields below.
+	entry  *spindle.DirEntry
+	rd     spindle.File // Reads blocks not in the cache; opened when first needed.
+	cancel context.CancelFunc
+	cur    int // Index of the block in data, or -1.
+	data   []byte
+}
+
+var (
+	_ fs.FileReader   = (*handle)(nil)
+	_ fs.FileWriter   = (*handle)(nil)
+	_ fs.FileFlusher  = (*handle)(nil)
+	_ fs.FileFsyncer  = (*handle)(nil)
+	_ fs.FileReleaser = (*handle)(nil)
+)
+
+func (h *handle) filesys() *filesys {
+	if h.n != nil {
+		return h.n.fs
+	}
+	return h.fs
+}
+
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n := h.n
+	n.mu.Lock()
+	if n.stage != nil {
+		k, err := n.stage.ReadAt(dest, off)
+		n.mu.Unlock()
+		if err != nil && err != io.EOF {
+			return nil, syscall.EIO
+		}
+		return fuse.ReadResultData(dest[:k]), 0
+	}
+	if h.entry == nil {
+		h.entry = n.entry
+	}
+	n.mu.Unlock()
+	if h.entry == nil {
+		return nil, syscall.EIO
+	}
+	k, err := h.readAt(ctx, dest, off)
+	if err != nil {
+		// Never a short read: the kernel would take it for the end of
+		// the file.
+		n.fs.log.Warn("read failed", "name", h.entry.Name, "offset", off, "err", err)
+		return nil, errno(err)
+	}
+	return fuse.ReadResultData(dest[:k]), 0
+}
+
+// errChanged says the file changed since the handle's entry was got.
+var errChanged = errors.New("file changed")
+
+// readAt reads from the stored file at off, block by block, each from the
+// cache or, bounded by the timeout, from the network.
+func (h *handle) readAt(ctx context.Context, dest []byte, off int64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for retries := 0; n < len(dest); {
+		e := h.entry
+		if e.Inline != nil || (isRules(e.Name) && len(e.Blocks) == 0) {
+			if off >= int64(len(e.Inline)) {
+				return n, nil
+			}
+			return n + copy(dest[n:], e.Inline[off:]), nil
+		}
+		if off >= e.Size {
+			return n, nil
+		}
+		i := sort.Search(len(e.Blocks), func(i int) bool { return e.Blocks[i].Offset+e.Blocks[i].Size > off })
+		if i == len(e.Blocks) {
+			return n, nil
+		}
+		data, err := h.block(ctx, i)
+		if err == errChanged && retries < 2 {
+			retries++
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		k := copy(dest[n:], data[off-e.Blocks[i].Offset:])
+		n += k
+		off += int64(k)
+	}
+	return n, nil
+}
+
+// block returns the plaintext of block i of h.entry. h.mu is held.
+func (h *handle) block(ctx context.Context, i int) ([]byte, error) {
+	if h.data != nil && h.cur == i {
+		return h.data, nil
+	}
+	f := h.filesys()
+	b := h.entry.Blocks[i]
+	if data, ok := f.blocks.get(b.Ref, b.Size); ok {
+		h.cur, h.data = i, data
+		return data, nil
+	}
+	if h.rd == nil {
+		rctx, cancel := context.WithCancel(f.ctx)
+		rd, err := bounded(ctx, f.timeout, func(context.Context) (spindle.File, error) {
+			// The reader lives as long as the handle, so its
+			// context is not the bounded one.
+			return f.client.Open(rctx, h.entry.Name)
+		})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		h.rd, h.cancel = rd, cancel
+		if !sameBlocks(rd.Entry(), h.entry) {
+			h.entry = rd.Entry()
+			h.data = nil
+			return nil, errChanged
+		}
+	}
+	buf := make([]byte, b.Size)
+	rd := h.rd
+	start := time.Now()
+	_, err := bounded(ctx, f.timeout, func(context.Context) (int, error) {
+		k, err := rd.ReadAt(buf, b.Offset)
+		if err == io.EOF && int64(k) == b.Size {
+			err = nil
+		}
+		return k, err
+	})
+	if err != nil {
+		// The reader may be stuck; a new one is opened next time.
+		h.dropReader()
+		return nil, fmt.Errorf("block %d of %s (after %v): %w", i, h.entry.Name, time.Since(start).Round(time.Millisecond), err)
+	}
+	f.blocks.putLater(b.Ref, buf)
+	h.cur, h.data = i, buf
+	return buf, nil
+}
+
+func sameBlocks(a, b *spindle.DirEntry) bool {
+	if a.Size != b.Size || len(a.Blocks) != len(b.Blocks) || !bytes.Equal(a.Inline, b.Inline) {
+		return false
+	}
+	for i := range a.Blocks {
+		if a.Blocks[i] != b.Blocks[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// dropReader cancels and closes the handle's reader. h.mu is held.
+func (h *handle) dropReader() {
+	if h.rd != nil {
+		h.cancel()
+		go h.rd.Close() // Waits for a read in progress.
+		h.rd, h.cancel = nil, nil
+	}
+}
+
+func (h *handle) close() {
+	h.mu.Lock()
+	h.dropReader()
+	h.data = nil
+	h.mu.Unlock()
+}
+
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	n := h.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.ensureStage(ctx, false); err != nil {
+		return 0, errno(err)
+	}
+	k, err := n.stage.WriteAt(data, off)
+	if k > 0 {
+		n.dirty = true
+	}
+	if err != nil {
+		n.abandonStream()
+		return uint32(k), syscall.EIO
+	}
+	if n.stream == nil && n.fresh && off == 0 {
+		if name, ok := spinName(&n.Inode); ok {
+			n.startStream(name)
+		}
+	}
+	n.fresh = false
+	if s := n.stream; s != nil {
+		if off != s.off {
+			n.abandonStream()
+		} else if _, err := s.pw.Write(data); err != nil {
+			n.abandonStream()
+		} else {
+			s.off += int64(len(data))
+		}
+	}
+	return uint32(k), 0
+}
+
+// Flush puts the file if it was written: close(2) reports whether it was
+// stored.
+func (h *handle) Flush(ctx context.Context) syscall.Errno { return h.n.flush(ctx) }
+
+// Fsync puts the file if it was written, and returns when it is stored.
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno { return h.n.flush(ctx) }
+
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	h.close()
+	h.n.release()
+	return 0
+}

@@ -1,0 +1,254 @@
+package fsys
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"spindle.dev"
+)
+
+// unwatchedTTL is how long an answer about a tree that is not being
+// watched is used before it is asked again.
+const unwatchedTTL = time.Second
+
+// meta caches directory entries and listings, invalidated by the watch
+// stream of each tree they are in.
+type meta struct {
+	fs *filesys
+
+	mu      sync.Mutex // Guards the maps and the trees' fields.
+	entries map[spindle.PathName]*entryItem
+	lists   map[spindle.PathName]*listItem
+	trees   map[spindle.UserName]*tree
+}
+
+// An entryItem is a cached answer to a lookup: an entry, or the error
+// NotExist or Private.
+type entryItem struct {
+	e     *spindle.DirEntry
+	err   error
+	at    time.Time
+	stale bool // Changed since: kept only to answer while the node cannot be reached.
+}
+
+// A listItem is a cached listing of a directory.
+type listItem struct {
+	es    []*spindle.DirEntry
+	at    time.Time
+	stale bool
+}
+
+// A tree is the state of the watch of one user's tree.
+type tree struct {
+	watching bool      // The watch stream is open.
+	since    time.Time // When it was opened: older answers may be stale.
+	gen      uint64    // Changes with every event, so that an answer asked for before it is not taken as fresh.
+}
+
+func newMeta(fs *filesys) *meta {
+	return &meta{fs: fs, entries: map[spindle.PathName]*entryItem{}, lists: map[spindle.PathName]*listItem{}, trees: map[spindle.UserName]*tree{}}
+}
+
+func userOf(name spindle.PathName) spindle.UserName {
+	u, _, _ := strings.Cut(string(name), "/")
+	return spindle.UserName(u)
+}
+
+// parentOf returns the directory holding name, or "" for a root.
+func parentOf(name spindle.PathName) spindle.PathName {
+	s := strings.TrimSuffix(string(name), "/")
+	i := strings.LastIndexByte(s, '/')
+	if i < 0 {
+		return ""
+	}
+	if !strings.Contains(s[:i], "/") {
+		return spindle.PathName(s[:i+1])
+	}
+	return spindle.PathName(s[:i])
+}
+
+// fresh reports whether an answer about user's tree got at at may be used
+// without asking again. c.mu is held.
+func (c *meta) fresh(user spindle.UserName, at time.Time) bool {
+	if t := c.trees[user]; t != nil && t.watching && !at.Before(t.since) {
+		return true
+	}
+	return time.Since(at) < unwatchedTTL
+}
+
+// gen returns the generation of user's tree and starts its watch if it
+// has none. c.mu is held.
+func (c *meta) gen(user spindle.UserName) uint64 {
+	t := c.trees[user]
+	if t == nil {
+		t = &tree{}
+		c.trees[user] = t
+		go c.watch(user, t)
+	}
+	return t.gen
+}
+
+// lookup returns the entry for name, not following a final link.
+func (c *meta) lookup(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
+	user := userOf(name)
+	c.mu.Lock()
+	it := c.entries[name]
+	if it != nil && !it.stale && c.fresh(user, it.at) {
+		c.mu.Unlock()
+		return it.e, it.err
+	}
+	gen := c.gen(user)
+	c.mu.Unlock()
+	at := time.Now()
+	e, err := bounded(ctx, c.fs.timeout, func(ctx context.Context) (*spindle.DirEntry, error) {
+		return c.fs.client.Lookup(ctx, name, false)
+	})
+	if err != nil && unreachable(err) && it != nil {
+		c.fs.log.Debug("node unreachable: cached answer", "name", name, "err", err)
+		return it.e, it.err
+	}
+	if err != nil {
+		c.fs.log.Debug("lookup failed", "name", name, "err", err, "cached", it != nil, "kind", int(spindle.KindOf(err)))
+	}
+	if err == nil || errors.Is(err, spindle.NotExist) || errors.Is(err, spindle.Private) {
+		c.mu.Lock()
+		// Changed meanwhile: kept only as an answer for when the
+		// node cannot be reached.
+		c.entries[name] = &entryItem{e: e, err: err, at: at, stale: c.trees[user].gen != gen}
+		c.mu.Unlock()
+	}
+	return e, err
+}
+
+// list returns the entries of directory dir.
+func (c *meta) list(ctx context.Context, dir spindle.PathName) ([]*spindle.DirEntry, error) {
+	user := userOf(dir)
+	c.mu.Lock()
+	it := c.lists[dir]
+	if it != nil && !it.stale && c.fresh(user, it.at) {
+		c.mu.Unlock()
+		return it.es, nil
+	}
+	gen := c.gen(user)
+	c.mu.Unlock()
+	at := time.Now()
+	pattern := globEscape(strings.TrimSuffix(string(dir), "/")) + "/*"
+	es, err := bounded(ctx, c.fs.timeout, func(ctx context.Context) ([]*spindle.DirEntry, error) {
+		return c.fs.client.Glob(ctx, pattern)
+	})
+	if err != nil {
+		if unreachable(err) && it != nil {
+			return it.es, nil
+		}
+		return nil, err
+	}
+	c.mu.Lock()
+	stale := c.trees[user].gen != gen
+	c.lists[dir] = &listItem{es: es, at: at, stale: stale}
+	for _, e := range es {
+		c.entries[e.Name] = &entryItem{e: e, at: at, stale: stale}
+	}
+	c.mu.Unlock()
+	return es, nil
+}
+
+// stored notes e as the entry now at its name, after this mount changed it.
+func (c *meta) stored(e *spindle.DirEntry) {
+	c.changed(e.Name, false)
+	c.mu.Lock()
+	c.entries[e.Name] = &entryItem{e: e, at: time.Now()}
+	c.mu.Unlock()
+}
+
+// changed marks as stale what is cached about name, its directory's
+// listing and, if below is set, everything under it: it is asked again,
+// and used only if the node cannot be reached.
+func (c *meta) changed(name spindle.PathName, below bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.trees[userOf(name)]; t != nil {
+		t.gen++
+	}
+	if it := c.entries[name]; it != nil {
+		it.stale = true
+	}
+	for _, d := range []spindle.PathName{name, parentOf(name)} {
+		if it := c.lists[d]; it != nil {
+			it.stale = true
+		}
+	}
+	if below {
+		prefix := strings.TrimSuffix(string(name), "/") + "/"
+		for n, it := range c.entries {
+			if strings.HasPrefix(string(n), prefix) {
+				it.stale = true
+			}
+		}
+		for n, it := range c.lists {
+			if strings.HasPrefix(string(n), prefix) {
+				it.stale = true
+			}
+		}
+	}
+}
+
+// watch keeps a watch stream open on user's tree while the mount is,
+// forgetting what each event changes, and reopens it when it breaks.
+func (c *meta) watch(user spindle.UserName, t *tree) {
+	ctx := c.fs.ctx
+	root := spindle.PathName(string(user) + "/")
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(ctx)
+		// Opening the stream is bounded; the stream itself lasts.
+		timer := time.AfterFunc(c.fs.timeout, cancel)
+		events, err := c.fs.client.Watch(wctx, root, -1)
+		opened := timer.Stop()
+		if err == nil && opened {
+			c.mu.Lock()
+			t.watching, t.since = true, time.Now()
+			c.mu.Unlock()
+			c.fs.log.Debug("watching", "tree", root)
+			for ev := range events {
+				if ev.Err != nil {
+					err = ev.Err
+					break
+				}
+				if ev.Entry != nil {
+					c.changed(ev.Entry.Name, ev.Entry.Attr.IsDir())
+				}
+			}
+			c.mu.Lock()
+			t.watching = false
+			c.mu.Unlock()
+		}
+		cancel()
+		wait := time.Second
+		if err != nil && !unreachable(err) {
+			// Not allowed to watch this tree: answers about it are
+			// kept for unwatchedTTL. Ask again now and then, since
+			// the tree may be shared later.
+			wait = 30 * time.Second
+		}
+		c.fs.log.Debug("tree not watched", "tree", root, "err", err, "retry", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// globEscape escapes the characters that are special in a glob pattern.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -68,7 +68,9 @@ func Lookup(ctx context.Context, cfg LookupConfig, t *report.Table) error {
 	return nil
 }
 
-func ms(d time.Duration) float64 { return float64(d.Round(time.Millisecond)) / float64(time.Millisecond) }
+func ms(d time.Duration) float64 {
+	return float64(d.Round(time.Millisecond)) / float64(time.Millisecond)
+}
 
 // pct returns the p-th percentile of sorted durations (nearest rank).
 func pct(sorted []time.Duration, p int) time.Duration {

@@ -19,6 +19,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
@@ -58,8 +59,25 @@ type Node struct {
 	Local *mem.Store
 	Store *replica.Store
 
+	// Served counts the blocks this node's server sent to other nodes.
+	Served atomic.Int64
+
 	cancel context.CancelFunc
 	online bool
+}
+
+// counted is a node's block server that counts the blocks it serves.
+type counted struct {
+	spindle.BlockStore
+	n *Node
+}
+
+func (c counted) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	data, err := c.BlockStore.Get(ctx, ref)
+	if err == nil {
+		c.n.Served.Add(1)
+	}
+	return data, err
 }
 
 // A Net is a simulated network of Nodes.
@@ -121,15 +139,15 @@ func NewNet(ctx context.Context, cfg NetConfig) (*Net, error) {
 		}
 	}
 	boot := []spindle.PeerAddr{addrOf(n.Nodes[0].Host)}
-	for _, nd := range n.Nodes {
-		var b []spindle.PeerAddr
-		if nd.Index > 0 {
-			b = boot
-		}
-		if err := n.start(ctx, nd, b, cfg.Replica); err != nil {
-			n.Close()
-			return nil, err
-		}
+	if err := n.start(ctx, n.Nodes[0], nil, cfg.Replica); err != nil {
+		n.Close()
+		return nil, err
+	}
+	if err := parallel(ctx, 16, len(n.Nodes)-1, func(i int) error {
+		return n.start(ctx, n.Nodes[i+1], boot, cfg.Replica)
+	}); err != nil {
+		n.Close()
+		return nil, err
 	}
 	if err := n.WaitTables(ctx, cfg.Ready); err != nil {
 		n.Close()
@@ -170,7 +188,7 @@ func (n *Net) start(ctx context.Context, nd *Node, boot []spindle.PeerAddr, rc r
 	sctx, cancel := context.WithCancel(context.Background())
 	nd.cancel = cancel
 	srv, scfg := s.Server(func(peer.ID) bool { return false }, nil)
-	p2p.ServeBlocks(sctx, nd.Host, srv, scfg)
+	p2p.ServeBlocks(sctx, nd.Host, counted{srv, nd}, scfg)
 	return nil
 }
 

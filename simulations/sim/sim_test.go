@@ -22,7 +22,7 @@ func TestLookup100(t *testing.T) {
 	}
 	const seed = 1
 	tab := LookupTable()
-	cfg := LookupConfig{Nodes: []int{100}, Seed: seed, Keys: 20, Lookups: 200, Timeout: time.Minute}
+	cfg := LookupConfig{Nodes: []int{100}, Seed: seed, Keys: 10, Lookups: 100, Timeout: time.Minute}
 	if err := Lookup(ctxT(t, 3*time.Minute), cfg, tab); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestChurnGrowsWithR(t *testing.T) {
 	}
 	const seed = 2
 	tab := ChurnTable()
-	cfg := ChurnConfig{Nodes: 24, Files: 40, Blocks: 1, BlockSize: 4 << 10,
+	cfg := ChurnConfig{Nodes: 16, Files: 30, Blocks: 1, BlockSize: 4 << 10,
 		Replicas: []int{1, 2, 3}, Repair: []float64{0}, Hours: 24, Churn: homes, Seed: seed}
 	if err := Churn(ctxT(t, 5*time.Minute), cfg, tab); err != nil {
 		t.Fatal(err)
@@ -51,6 +51,20 @@ func TestChurnGrowsWithR(t *testing.T) {
 	for i := 1; i < len(tab.Rows); i++ {
 		if a, b := tab.Float(i-1, "readable_pct"), tab.Float(i, "readable_pct"); b < a {
 			t.Errorf("seed %d: readable fell from %v%% to %v%% as r grew to %v", seed, a, b, tab.Rows[i][tab.Col("r")])
+		}
+	}
+
+	// The same seed gives the same figures that do not depend on timing.
+	again := ChurnTable()
+	cfg.Replicas = []int{1, 3}
+	if err := Churn(ctxT(t, 5*time.Minute), cfg, again); err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range []int{0, 2} {
+		for _, col := range []string{"r", "put_copies_mean", "readable_pct", "read_ok_pct", "model_readable_pct"} {
+			if a, b := tab.Rows[j][tab.Col(col)], again.Rows[i][again.Col(col)]; a != b {
+				t.Errorf("seed %d, r = %s: %s is %s in one run and %s in another", seed, tab.Rows[j][0], col, a, b)
+			}
 		}
 	}
 }
@@ -74,5 +88,25 @@ func TestKeysNoLostWrite(t *testing.T) {
 	}
 	if lost := tab.Float(last, "lost"); lost != 0 {
 		t.Errorf("seed %d: %v acknowledged registrations lost", seed, lost)
+	}
+}
+
+// TestHot has 30 readers fetch one file at once, twice: every read
+// succeeds, and with the cache the second read is served locally.
+func TestHot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real libp2p hosts; skipped with -short")
+	}
+	const seed = 4
+	tab := HotTable()
+	cfg := HotConfig{Nodes: 31, Blocks: 4, BlockSize: 16 << 10, Seed: seed, NoLatency: true}
+	if err := Hot(ctxT(t, 5*time.Minute), cfg, tab); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + tab.String())
+	for i, row := range tab.Rows {
+		if got := row[tab.Col("read_ok")]; got != "30+30" {
+			t.Errorf("seed %d, row %d: readers that read the file (first+second): %s, want 30+30", seed, i, got)
+		}
 	}
 }

@@ -40,7 +40,7 @@ type ChurnConfig struct {
 func ChurnTable() *report.Table {
 	return &report.Table{
 		Title: "churn: files readable after T hours of churn (real code, mocknet)",
-		Cols:  []string{"nodes", "files", "r", "repair_h", "hours", "put_copies_mean", "readable_pct", "read_ok_pct", "model_readable_pct", "repair_pushes", "repair_mb", "wall_s"},
+		Cols:  []string{"nodes", "files", "r", "repair_h", "hours", "put_copies_mean", "readable_pct", "read_ok_pct", "model_readable_pct", "repair_pushes", "model_pushes", "repair_mb", "wall_s"},
 	}
 }
 
@@ -61,7 +61,7 @@ func Churn(ctx context.Context, cfg ChurnConfig, t *report.Table) error {
 				return err
 			}
 			t.Add(cfg.Nodes, cfg.Files, r, rep, cfg.Hours, row.copies, row.readable, row.readOK,
-				100*m.Readable, row.pushes, float64(row.pushes*int64(cfg.BlockSize))/1e6, float64(row.wall.Round(time.Second)/time.Second))
+				100*m.Readable, row.pushes, m.Pushed, float64(row.pushes*int64(cfg.BlockSize))/1e6, float64(row.wall.Round(time.Second)/time.Second))
 		}
 	}
 	return nil
@@ -148,6 +148,7 @@ func churnOnce(ctx context.Context, cfg ChurnConfig, r int, repairHours float64)
 	if repairHours > 0 {
 		repairAt = repairHours
 	}
+	order := rand.New(rand.NewPCG(cfg.Seed, 0x4e9a))
 	round := func() {
 		var online []int
 		for i := range net.Nodes {
@@ -155,10 +156,12 @@ func churnOnce(ctx context.Context, cfg ChurnConfig, r int, repairHours float64)
 				online = append(online, i)
 			}
 		}
-		parallel(ctx, 8, len(online), func(k int) error {
-			net.Nodes[online[k]].Store.Repair(ctx)
-			return nil
-		})
+		// One node after another, in random order: in a real network
+		// rounds are spread over the interval (±25 %), not simultaneous.
+		order.Shuffle(len(online), func(i, j int) { online[i], online[j] = online[j], online[i] })
+		for _, i := range online {
+			net.Nodes[i].Store.Repair(ctx)
+		}
 	}
 	for _, ev := range events {
 		for repairAt <= ev.At {

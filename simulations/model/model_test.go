@@ -1,9 +1,6 @@
 package model
 
-import (
-	"fmt"
-	"testing"
-)
+import "testing"
 
 var homes = Churn{Availability: 0.5, Shape: 0.5, MeanOnline: 8}
 
@@ -40,12 +37,29 @@ func TestDurabilityGrowsWithR(t *testing.T) {
 	}
 }
 
+// TestLookupModel: every lookup finds the provider, in a few rounds that
+// grow with the logarithm of the network's size, and the same seed gives
+// the same table.
 func TestLookupModel(t *testing.T) {
+	a, b := LookupTable(), LookupTable()
 	for _, n := range []int{100, 1000, 10000, 100000} {
-		res, err := Lookup(LookupConfig{Nodes: n, Lookups: 500, Seed: 1})
-		if err != nil {
+		if err := LookupRow(a, n, 300, 1); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Println(n, res.Found, MeanInt(res.Hops), MeanInt(res.Queried))
+		if err := LookupRow(b, n, 300, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Log("\n" + a.String())
+	if a.String() != b.String() {
+		t.Errorf("seed 1: two runs differ:\n%s\n%s", a, b)
+	}
+	for i := range a.Rows {
+		if found := a.Float(i, "found"); found != 300 {
+			t.Errorf("%s nodes: %v of 300 lookups found the provider", a.Rows[i][0], found)
+		}
+		if hops := a.Float(i, "hops_mean"); hops > 4 {
+			t.Errorf("%s nodes: %v rounds a lookup, want at most 4", a.Rows[i][0], hops)
+		}
 	}
 }

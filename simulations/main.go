@@ -106,7 +106,7 @@ func main() {
 				break
 			}
 		}
-		plotErr(t.Plot(filepath.Join(*out, name+".png"), "r", "readable_pct", "repair_h", "replication factor r", "files readable (%)"))
+		plotErr(t.Plot(filepath.Join(*out, name+".png"), "r", "readable_pct", "nodes,repair_h", "replication factor r", "files readable (%)"))
 	case "model-lookup":
 		t = model.LookupTable()
 		for _, n := range sizes("100,1000,10000,100000") {

@@ -99,7 +99,8 @@ func (t *Table) Float(i int, name string) float64 {
 }
 
 // Plot draws y against x, one line per distinct value of the series
-// column (or a single line if series is ""), and saves it as a PNG.
+// columns (comma separated; a single line if series is ""), and saves it
+// as a PNG.
 func (t *Table) Plot(name, x, y, series, xlabel, ylabel string) error {
 	p := plot.New()
 	p.Title.Text = t.Title
@@ -109,10 +110,13 @@ func (t *Table) Plot(name, x, y, series, xlabel, ylabel string) error {
 	var order []string
 	lines := make(map[string]plotter.XYs)
 	for i, r := range t.Rows {
-		key := ""
+		var parts []string
 		if series != "" {
-			key = series + "=" + r[t.Col(series)]
+			for c := range strings.SplitSeq(series, ",") {
+				parts = append(parts, c+"="+r[t.Col(c)])
+			}
 		}
+		key := strings.Join(parts, " ")
 		if _, ok := lines[key]; !ok {
 			order = append(order, key)
 		}
@@ -134,6 +138,9 @@ func (t *Table) Plot(name, x, y, series, xlabel, ylabel string) error {
 			p.Legend.Add(key, l, pts)
 		}
 	}
-	p.Legend.Top = true
+	p.Legend.Left = false
+	p.Legend.Top = false
+	p.Legend.XOffs = -vg.Millimeter
+	p.Legend.YOffs = vg.Millimeter
 	return p.Save(6*vg.Inch, 4*vg.Inch, name)
 }

@@ -379,15 +379,17 @@ func (s *Store) localCopy(ctx context.Context, ref spindle.Ref) ([]byte, error) 
 // out of time before finding enough, in which case the holders found may
 // not be all there are.
 func (s *Store) liveHolders(ctx context.Context, ref spindle.Ref, k mh.Multihash, live *liveness, enough int) (holders map[peer.ID]bool, complete bool) {
-	// Asking for twice as many providers leaves room for dead ones
-	// without walking the whole keyspace region when the block is well
-	// held.
-	want := 2 * (enough + 1)
+	// Ask for every provider (count 0) and stop once enough answer: a
+	// bound on the providers asked for would count the provider records
+	// of nodes that are offline, which outlive them, against the bound,
+	// and a well-held block would look short whenever enough of them
+	// came first (every round under churn, so repair pushed copies again
+	// and again).
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.BaseTimeout)
 	defer cancel()
 	holders = make(map[peer.ID]bool)
 	seen := map[peer.ID]bool{s.h.ID(): true}
-	for ai := range s.dht.FindProvidersAsync(lctx, cid.NewCidV1(cid.Raw, k), want) {
+	for ai := range s.dht.FindProvidersAsync(lctx, cid.NewCidV1(cid.Raw, k), 0) {
 		if seen[ai.ID] {
 			continue
 		}

@@ -28,7 +28,9 @@ import (
 // no request of a stranger sets off a search of the network, and it may
 // push a block for replication only if
 //
-//   - it is in this node's DHT routing table (a server of the private DHT),
+//   - it is a server of the private DHT (in this node's routing table,
+//     or speaking the DHT protocol, which a routing table of k peers a
+//     bucket cannot all hold),
 //   - this node is among the 2r+2 nodes of its routing table nearest to
 //     the block's key, where Put places copies (so that a peer cannot
 //     choose which node it fills without grinding block contents), and
@@ -121,10 +123,18 @@ func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	return got, nil
 }
 
-// isMember reports whether p is a server of the private DHT that this
-// node knows.
+// isMember reports whether p is a server of the private DHT: one in this
+// node's routing table, or one that said so when it connected (libp2p's
+// identify protocol lists the DHT protocol). A routing table holds only
+// k = 20 peers a bucket, so in a network of more than about a hundred
+// nodes most writers are not in it, and pushes from them were refused:
+// writers got fewer than r copies, and r = 3 did worse than r = 2.
 func (s *Store) isMember(p peer.ID) bool {
-	return s.dht.RoutingTable().Find(p) != ""
+	if s.dht.RoutingTable().Find(p) != "" {
+		return true
+	}
+	ok, err := s.h.Peerstore().SupportsProtocols(p, p2p.DHTProtocol)
+	return err == nil && len(ok) > 0
 }
 
 // responsible reports whether this node is among the 2r+2 nodes of its

@@ -378,6 +378,14 @@ func (n *Node) notSequencer(ctx context.Context, owner spindle.UserName) error {
 		return nil // The append's own checks decide.
 	}
 	hosts, me := dirHostPeers(u, n.host.ID())
+	if me > 0 && n.rkeys != nil {
+		// The record may have changed since it was looked up here: the
+		// owner may just have moved this node first.
+		if u, err = n.rkeys.Lookup(ctx, owner); err != nil {
+			return nil
+		}
+		hosts, me = dirHostPeers(u, n.host.ID())
+	}
 	if me <= 0 {
 		return nil
 	}

@@ -44,5 +44,11 @@ func (c *Client) SetDirHosts(ctx context.Context, hosts []spindle.PeerAddr) erro
 	if err := c.putUser(ctx, next); err != nil {
 		return spindle.E(op, c.user, err)
 	}
+	// A new version of the record ends the sessions of the old one: sign
+	// in again, as Signup does, so that block puts (which do not sign in
+	// again on their own) go on.
+	if err := c.auth(ctx); err != nil {
+		return spindle.E(op, c.user, err)
+	}
 	return nil
 }

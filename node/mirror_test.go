@@ -286,6 +286,7 @@ func TestMirrorRefusesHostileEntries(t *testing.T) {
 				st, _ = h2.MirrorStatus(ctx, annU)
 				return st.Err != nil && errors.Is(st.Err, tc.kind)
 			})
+			t.Logf("mirror refused: %v", st.Err)
 			if !strings.Contains(st.Err.Error(), h1.Host().ID().String()) {
 				t.Errorf("mirror error %v does not name the host that served it, %s", st.Err, h1.Host().ID())
 			}
@@ -310,4 +311,3 @@ func TestMirrorRefusesHostileEntries(t *testing.T) {
 		t.Errorf("dir.mirror from a peer that is no dir host: %v, want Permission", err)
 	}
 }
-

@@ -311,3 +311,76 @@ func TestMirrorRefusesHostileEntries(t *testing.T) {
 		t.Errorf("dir.mirror from a peer that is no dir host: %v, want Permission", err)
 	}
 }
+
+// homeNode starts a node keeping its state in home, using the key cluster
+// at keys.
+func homeNode(t *testing.T, home string, keys spindle.PeerAddr) *Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := New(ctx, Config{Home: home, NoSocket: true, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, KeyServers: []spindle.PeerAddr{keys}, Writers: []string{"all"}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Ann's sequencer H1 stops; she lists her mirror H2 first and writes
+// there. H1 starts again from its disk, finds itself a mirror, and
+// catches up from H2 without a fork.
+func TestMirrorRestartCatchesUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four networked nodes and restarts one")
+	}
+	k, h := mirrorNodes(t, 2)
+	h2, h3 := h[0], h[1]
+	home := t.TempDir()
+	h1 := homeNode(t, home, p2p.Addrs(k.Host())[0])
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			h1.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const annU = spindle.UserName("ann@example.com")
+	_, annKeys := dialWithKeys(t, h1, annU)
+	annC := fwdDial(t, h3, annKeys)
+	if err := annC.SetDirHosts(ctx, hostAddrs(h1, h2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := annC.Put(ctx, ann("before"), strings.NewReader("before"), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitMirrored(t, annU, h1, h2)
+	old := headOf(t, h1, annU)
+
+	id := h1.Host().ID()
+	h1.Close()
+	closed = true
+	if err := annC.SetDirHosts(ctx, hostAddrs(h2, h1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := annC.Put(ctx, ann("after"), strings.NewReader("after"), spindle.EEPack, nil); err != nil {
+		t.Fatalf("write to H2 once first: %v", err)
+	}
+
+	h1 = homeNode(t, home, p2p.Addrs(k.Host())[0])
+	closed = false
+	if h1.Host().ID() != id {
+		t.Fatalf("H1 restarted as %s, was %s", h1.Host().ID(), id)
+	}
+	if h := headOf(t, h1, annU); h.Seq != old.Seq || h.Hash != old.Hash {
+		t.Fatalf("H1 restarted at %d, stopped at %d", h.Seq, old.Seq)
+	}
+	waitMirrored(t, annU, h2, h1)
+	if st, _ := h1.MirrorStatus(ctx, annU); st.Err != nil || st.Source != h2.Host().ID() {
+		t.Errorf("H1 after its restart: %+v; want copied from H2", st)
+	}
+	if _, err := h1.dir.Lookup(ctx, annU, ann("after")); err != nil {
+		t.Errorf("the entry written on H2 on the restarted H1: %v", err)
+	}
+	mustRead(t, annC, ann("before"), []byte("before"))
+	mustRead(t, annC, ann("after"), []byte("after"))
+}

@@ -69,6 +69,10 @@ const (
 	mirrorForget = time.Minute
 	// nudgeTimeout bounds one nudge.
 	nudgeTimeout = 10 * time.Second
+	// idleInterval is how often the record of a user whose log this node
+	// holds but does not mirror (it sequences it, or is not listed) is
+	// looked at again without a nudge.
+	idleInterval = 30 * time.Second
 )
 
 // mirrors is a node's mirroring of other users' logs.
@@ -87,6 +91,7 @@ type mirrorState struct {
 	err       error     // Why the last pull failed, or nil.
 	unlisted  time.Time // Since when the record does not name this node, or zero.
 	sequencer bool      // This node is the first dir host.
+	next      time.Time // No pull before this, unless nudged.
 }
 
 // A MirrorStatus reports a node's mirror of one user's log.
@@ -143,7 +148,13 @@ func (m *mirrors) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			m.sync(ctx, u)
+			m.mu.Lock()
+			st := m.users[u]
+			due := st != nil && !time.Now().Before(st.next)
+			m.mu.Unlock()
+			if due {
+				m.sync(ctx, u)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -158,7 +169,9 @@ func (m *mirrors) run(ctx context.Context) {
 // soon.
 func (m *mirrors) track(owner spindle.UserName) {
 	m.mu.Lock()
-	if _, ok := m.users[owner]; !ok && len(m.users) < maxMirrored {
+	if st, ok := m.users[owner]; ok {
+		st.next = time.Time{}
+	} else if len(m.users) < maxMirrored {
 		m.users[owner] = new(mirrorState)
 	}
 	m.mu.Unlock()
@@ -205,6 +218,10 @@ func (m *mirrors) sync(ctx context.Context, owner spindle.UserName) {
 	st := m.users[owner]
 	if st == nil {
 		return
+	}
+	st.next = time.Time{}
+	if sequencer || !listed {
+		st.next = time.Now().Add(idleInterval)
 	}
 	switch {
 	case !listed && err == nil:

@@ -92,6 +92,7 @@ type mirrorState struct {
 	unlisted  time.Time // Since when the record does not name this node, or zero.
 	sequencer bool      // This node is the first dir host.
 	next      time.Time // No pull before this, unless nudged.
+	nudged    bool      // Look the record up afresh: it may just have changed.
 }
 
 // A MirrorStatus reports a node's mirror of one user's log.
@@ -170,9 +171,9 @@ func (m *mirrors) run(ctx context.Context) {
 func (m *mirrors) track(owner spindle.UserName) {
 	m.mu.Lock()
 	if st, ok := m.users[owner]; ok {
-		st.next = time.Time{}
+		st.next, st.nudged = time.Time{}, true
 	} else if len(m.users) < maxMirrored {
-		m.users[owner] = new(mirrorState)
+		m.users[owner] = &mirrorState{nudged: true}
 	}
 	m.mu.Unlock()
 	select {
@@ -212,7 +213,13 @@ func dirHostPeers(u *spindle.User, self peer.ID) ([]peer.AddrInfo, int) {
 // sync pulls owner's log if this node mirrors it, and records the outcome.
 func (m *mirrors) sync(ctx context.Context, owner spindle.UserName) {
 	n := m.n
-	source, sequencer, listed, err := m.pullAny(ctx, owner)
+	m.mu.Lock()
+	fresh := false
+	if st := m.users[owner]; st != nil {
+		fresh, st.nudged = st.nudged, false
+	}
+	m.mu.Unlock()
+	source, sequencer, listed, err := m.pullAny(ctx, owner, fresh)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.users[owner]
@@ -246,10 +253,15 @@ func (m *mirrors) sync(ctx context.Context, owner spindle.UserName) {
 // pullAny pulls owner's log from the first other dir host that answers, if
 // this node is a mirror of it. It reports the host, whether this node is
 // the sequencer, and whether it is listed at all.
-func (m *mirrors) pullAny(ctx context.Context, owner spindle.UserName) (source peer.ID, sequencer, listed bool, err error) {
+func (m *mirrors) pullAny(ctx context.Context, owner spindle.UserName, fresh bool) (source peer.ID, sequencer, listed bool, err error) {
 	const op spindle.Op = "node.Mirror"
 	n := m.n
-	u, err := n.record(ctx, owner)
+	var u *spindle.User
+	if fresh {
+		u, err = n.ks.Lookup(ctx, owner)
+	} else {
+		u, err = n.record(ctx, owner)
+	}
 	if err != nil {
 		return "", false, false, spindle.E(op, owner, err)
 	}

@@ -452,3 +452,49 @@ func BenchmarkMirrorCatchUp(b *testing.B) {
 	}
 	b.ReportMetric(float64(want.Seq)*float64(b.N)/total.Seconds(), "entries/s")
 }
+
+// A host moved first before it caught up starts a log of its own: the old
+// sequencer, now a mirror, reports that the new one is behind it, keeps
+// its own log as it was, and takes nothing.
+func TestTakeoverNotCaughtUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four networked nodes")
+	}
+	_, h := mirrorNodes(t, 3)
+	h1, h2, h3 := h[0], h[1], h[2]
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const annU = spindle.UserName("ann@example.com")
+	_, annKeys := dialWithKeys(t, h1, annU)
+	annC := fwdDial(t, h3, annKeys)
+	for _, name := range []string{"a", "b"} {
+		if _, err := annC.Put(ctx, ann(name), strings.NewReader(name), spindle.EEPack, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := headOf(t, h1, annU)
+	// H2 never mirrored: it holds nothing of ann's log.
+	if err := annC.SetDirHosts(ctx, hostAddrs(h2, h1)); err != nil {
+		t.Fatal(err)
+	}
+	// Ann's client saw her log at a later head, and says so.
+	if _, err := annC.MakeDirectory(ctx, "ann@example.com/"); !errors.Is(err, spindle.Integrity) {
+		t.Errorf("ann's client writing to the new sequencer H2, behind the head it saw: %v, want Integrity", err)
+	}
+	// A client that saw nothing starts the new log there.
+	if _, err := fwdDial(t, h3, annKeys).MakeDirectory(ctx, "ann@example.com/"); err != nil {
+		t.Fatalf("ann's root on the new sequencer H2: %v", err)
+	}
+	var st MirrorStatus
+	waitFor(t, mirrorWait, func() string { return fmt.Sprintf("H1's mirror status %+v, want Integrity", st) }, func() bool {
+		st, _ = h1.MirrorStatus(ctx, annU)
+		return errors.Is(st.Err, spindle.Integrity)
+	})
+	t.Logf("H1 reports: %v", st.Err)
+	if !strings.Contains(st.Err.Error(), h2.Host().ID().String()) || !strings.Contains(st.Err.Error(), "behind") {
+		t.Errorf("H1's report %v does not name H2 as behind", st.Err)
+	}
+	if now := headOf(t, h1, annU); now.Seq != held.Seq || now.Hash != held.Hash {
+		t.Errorf("H1's log moved from %d to %d", held.Seq, now.Seq)
+	}
+}

@@ -232,6 +232,7 @@ func (m *mirrors) sync(ctx context.Context, owner spindle.UserName) {
 	}
 	switch {
 	case !listed && err == nil:
+		st.err, st.sequencer = nil, false
 		if st.unlisted.IsZero() {
 			st.unlisted = time.Now()
 		} else if time.Since(st.unlisted) > mirrorForget {

@@ -173,6 +173,11 @@ func TestMirrorsServeWithSequencerDown(t *testing.T) {
 	if after := headOf(t, h2, annU); after.Seq <= before.Seq {
 		t.Fatalf("H2 at %d after ann's write, was at %d", after.Seq, before.Seq)
 	}
+	// Bob's client still holds ann's old record, which names H1 first: his
+	// write finds the new sequencer.
+	if _, err := bob.Put(ctx, ann("from-bob-2"), strings.NewReader("bob again"), spindle.EEPack, nil); err != nil {
+		t.Fatalf("bob's write after ann moved the sequencing to H2: %v", err)
+	}
 	waitMirrored(t, annU, h2, h3)
 	if st, _ := h3.MirrorStatus(ctx, annU); st.Err != nil || st.Source != h2.Host().ID() {
 		t.Errorf("H3 after the move: %+v; want copied from H2", st)

@@ -26,7 +26,16 @@ import (
 // parses) it returns none, and the client's node answers and says what it
 // knows.
 func (c *Client) dirHostsOf(ctx context.Context, owner spindle.UserName) []peer.ID {
-	u, err := c.lookupUser(ctx, owner, false)
+	return c.dirHostList(ctx, owner, false)
+}
+
+// dirHostsFresh is dirHostsOf with the record looked up afresh.
+func (c *Client) dirHostsFresh(ctx context.Context, owner spindle.UserName) []peer.ID {
+	return c.dirHostList(ctx, owner, true)
+}
+
+func (c *Client) dirHostList(ctx context.Context, owner spindle.UserName, fresh bool) []peer.ID {
+	u, err := c.lookupUser(ctx, owner, fresh)
 	if err != nil {
 		return nil
 	}

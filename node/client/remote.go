@@ -45,6 +45,8 @@ type remote struct {
 	// of its key record (see forward.go); none if the client's node is to
 	// answer.
 	route func(ctx context.Context, owner spindle.UserName) []peer.ID
+	// routeFresh is route with the owner's key record looked up afresh.
+	routeFresh func(ctx context.Context, owner spindle.UserName) []peer.ID
 	// sign signs a request for the node to, which the node peer carries.
 	sign func(req *wire.Request, to peer.ID) error
 }
@@ -108,9 +110,8 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request) (*wire.Respo
 	if len(hosts) == 0 {
 		return r.call1(ctx, req)
 	}
-	write := req.Method == wire.DirAppend || req.Method == wire.DirBatch
-	if write {
-		hosts = hosts[:1]
+	if req.Method == wire.DirAppend || req.Method == wire.DirBatch {
+		return r.callSequencer(ctx, req, owner, hosts[0])
 	}
 	var errs []error
 	for _, to := range hosts {
@@ -120,13 +121,30 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request) (*wire.Respo
 		}
 		errs = append(errs, err)
 	}
-	if write {
-		return nil, spindle.E(spindle.PathName(owner+"/"), spindle.IO, fmt.Errorf("the sequencer of %s's tree, dir host %s (the first its key record names), cannot be reached; writes wait until it is back, or until %s names another dir host first (spin user -dirs): %w", owner, hosts[0], owner, errs[0]))
-	}
 	if len(errs) == 1 {
 		return nil, errs[0]
 	}
 	return nil, spindle.E(spindle.PathName(owner+"/"), spindle.IO, fmt.Errorf("none of the %d dir hosts of %s answered: %w", len(hosts), owner, errors.Join(errs...)))
+}
+
+// callSequencer sends a write to seq, the first dir host of owner's
+// record as looked up. If seq cannot be reached, or refuses (a mirror
+// refuses writes), and the record looked up afresh names another host
+// first (the owner moved the sequencing), it goes there instead.
+func (r *remote) callSequencer(ctx context.Context, req *wire.Request, owner spindle.UserName, seq peer.ID) (*wire.Response, error) {
+	resp, err := r.callTo(ctx, req, seq)
+	if err == nil || ctx.Err() != nil || (spindle.KindOf(err) != spindle.IO && spindle.KindOf(err) != spindle.Permission) {
+		return resp, err
+	}
+	if r.routeFresh != nil {
+		if now := r.routeFresh(ctx, owner); len(now) > 0 && now[0] != seq {
+			return r.callTo(ctx, req, now[0])
+		}
+	}
+	if spindle.KindOf(err) != spindle.IO {
+		return resp, err
+	}
+	return nil, spindle.E(spindle.PathName(owner+"/"), spindle.IO, fmt.Errorf("the sequencer of %s's tree, dir host %s (the first its key record names), cannot be reached; writes wait until it is back, or until %s names another dir host first (spin user -dirs): %w", owner, seq, owner, err))
 }
 
 // callTo sends req to the dir host to: to the client's node itself, or

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -502,4 +503,91 @@ func TestTakeoverNotCaughtUp(t *testing.T) {
 	if now := headOf(t, h1, annU); now.Seq != held.Seq || now.Hash != held.Hash {
 		t.Errorf("H1's log moved from %d to %d", held.Seq, now.Seq)
 	}
+}
+
+// BenchmarkMirrorLag measures how far a mirror trails the sequencer under
+// a steady 500 appends/s (one directory each, appended as the node does,
+// with its nudge): the time from each append's return on the sequencer to
+// the mirror's watch showing it. Run with -benchtime 2000x (4 s).
+func BenchmarkMirrorLag(b *testing.B) {
+	k := netNode(b, "", nil)
+	b.Cleanup(func() { k.Close() })
+	kaddr := p2p.Addrs(k.Host())[0]
+	h1, h2 := keyNode(b, kaddr), keyNode(b, kaddr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const annU = spindle.UserName("ann@example.com")
+	annC, annKeys := dialWithKeys(b, h1, annU)
+	if err := annC.SetDirHosts(ctx, hostAddrs(h1, h2)); err != nil {
+		b.Fatal(err)
+	}
+	head, err := h1.dir.Head(ctx, annU)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := head.Seq
+	for deadline := time.Now().Add(time.Minute); ; {
+		if h, err := h2.dir.Head(ctx, annU); err == nil && h.Seq == base {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the mirror did not catch up within a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	events, err := h2.dir.Watch(ctx, annU, "ann@example.com/", base+1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	appended := make([]time.Time, b.N)
+	seen := make([]time.Time, b.N)
+	all := make(chan struct{})
+	go func() {
+		got := 0
+		for ev := range events {
+			if ev.Entry == nil {
+				continue
+			}
+			if i := ev.Entry.Sequence - base - 1; i >= 0 && i < int64(b.N) && seen[i].IsZero() {
+				seen[i] = time.Now()
+				if got++; got == b.N {
+					close(all)
+					return
+				}
+			}
+		}
+	}()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	b.ResetTimer()
+	for i := range b.N {
+		<-tick.C
+		e := &dirlog.Entry{Seq: head.Seq + 1, Prev: head.Hash, Time: spindle.Now(), Op: dirlog.OpMkdir,
+			Entry: spindle.DirEntry{Name: ann(fmt.Sprintf("d%d", i)), Attr: spindle.AttrDirectory, Writer: annU, Sequence: head.Seq + 1}}
+		e.Entry.Time = e.Time
+		if err := e.Sign(annKeys); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := h1.dir.Append(ctx, e); err != nil {
+			b.Fatal(err)
+		}
+		appended[i] = time.Now()
+		h1.mirrors.nudge(annU)
+		head = &dirlog.Head{Seq: e.Seq, Hash: e.Hash()}
+	}
+	select {
+	case <-all:
+	case <-time.After(2 * time.Minute):
+		b.Fatal("the mirror did not show every entry within 2 minutes")
+	}
+	b.StopTimer()
+	lags := make([]time.Duration, b.N)
+	for i := range lags {
+		lags[i] = seen[i].Sub(appended[i])
+	}
+	slices.Sort(lags)
+	b.ReportMetric(float64(lags[len(lags)/2].Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds())/1000, "ms-p99")
+	b.ReportMetric(float64(lags[len(lags)-1].Microseconds())/1000, "ms-max")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
 }

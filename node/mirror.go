@@ -19,12 +19,14 @@ package node
 // fork or a rollback: Integrity, nothing taken.
 //
 // A mirror pulls every mirrorInterval, and at once when nudged
-// (dir.nudge): the sequencer nudges the other dir hosts after each
-// append, and the node that takes a key record nudges every dir host it
-// names, so that a mirror added later starts copying the whole log at
-// once. A node also mirrors, from its start, each user whose log it
-// holds: a former sequencer that the owner moved down the list catches
-// up from the new one.
+// (dir.nudge, after which it looks the record up afresh): the sequencer
+// nudges the other dir hosts after each append, and the node that takes a
+// key record nudges every dir host it names, so that a mirror added later
+// starts copying the whole log at once. A node also looks, from its
+// start, at each user whose log it holds: a former sequencer that the
+// owner moved down the list catches up from the new one. Users a node
+// sequences, or is no longer listed for, it looks at again every
+// idleInterval, or when nudged.
 //
 // Mirrors sign the heads they serve, as the sequencer does: clients take
 // heads signed by any listed dir host, and read from the listed hosts in
@@ -34,11 +36,12 @@ package node
 // Taking over: when the owner lists a mirror first, it becomes the
 // sequencer and takes writes from the log it holds. If it was not caught
 // up, the entries it lacks are not in the new log: the old sequencer (and
-// any mirror that had them) finds that the new log forks from its own at
-// the first new entry, reports Integrity naming both hosts and sequences,
-// and mirrors nothing more of that user. The owner should move a host
-// first only once its head matches the sequencer's (spin node status on
-// both, or a read through each).
+// any mirror that had them) finds the new log behind its own, or forked
+// from it, reports Integrity naming the host and both sequences, keeps its
+// log as it is and takes nothing more of that user; a client that saw
+// the later head refuses the new sequencer's older one (rollback). The
+// owner should move a host first only once its head matches the
+// sequencer's (MirrorStatus).
 
 import (
 	"context"

@@ -135,6 +135,7 @@ type Node struct {
 	rkeys   *remoteKeys      // The KeyServers' cluster, or nil.
 	ks      keyService       // keys or rkeys.
 	dir     *dirlog.Server
+	mirrors *mirrors // The logs of other dir hosts copied here (mirror.go).
 	writers writerSet
 	started time.Time
 
@@ -302,6 +303,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.startLeases()
 	blockSrv, blockCfg := n.replica.Server(n.canStore, func(p peer.ID) bool { return n.session(p) != "" })
+
+	n.startMirrors()
 
 	// Serve.
 	for _, h := range n.hosts() {

@@ -51,7 +51,11 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		}
 		return &wire.Response{Data: keyraft.EncodeRecord(u)}, nil
 	case wire.KeyPut:
-		return nil, n.putKey(ctx, remote, req)
+		err := n.putKey(ctx, remote, req)
+		if err == nil {
+			n.keyPutDone(req.Data)
+		}
+		return nil, err
 	case wire.KeyDomain:
 		users, err := n.ks.Domain(ctx, req.Pattern)
 		return &wire.Response{Users: users}, err
@@ -91,6 +95,10 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		return &wire.Response{Data: []byte(n.ks.VerifierKey())}, nil
 	case wire.NodeStatus:
 		return n.serveStatus(ctx, remote)
+	case wire.DirMirror:
+		return n.serveMirror(ctx, remote, req)
+	case wire.DirNudge:
+		return n.nudged(req)
 	}
 
 	// The rest act for the user the peer has authenticated as, or, for
@@ -127,11 +135,14 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		}
 		return resp, err
 	case wire.DirAppend:
-		e, err := n.appendable(user, req.Data)
+		e, err := n.appendable(ctx, user, req.Data)
 		if err != nil {
 			return nil, err
 		}
 		de, err := n.dir.Append(ctx, e)
+		if err == nil {
+			n.mirrors.nudge(e.Tree())
+		}
 		return &wire.Response{Entry: de}, err
 	case wire.DirBatch:
 		if len(req.Batch) > dirlog.MaxBatch {
@@ -141,7 +152,7 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		var es []*dirlog.Entry
 		var bad error
 		for _, data := range req.Batch {
-			e, err := n.appendable(user, data)
+			e, err := n.appendable(ctx, user, data)
 			if err != nil {
 				bad = err
 				break
@@ -152,6 +163,9 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		var err error
 		if len(es) > 0 {
 			des, err = n.dir.AppendBatch(ctx, es)
+			if len(des) > 0 {
+				n.mirrors.nudge(es[0].Tree())
+			}
 		}
 		if err == nil {
 			err = bad
@@ -194,7 +208,7 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 
 // appendable decodes an entry that user sends to be appended and checks
 // that user signed it and that this node hosts its tree.
-func (n *Node) appendable(user spindle.UserName, data []byte) (*dirlog.Entry, error) {
+func (n *Node) appendable(ctx context.Context, user spindle.UserName, data []byte) (*dirlog.Entry, error) {
 	const op spindle.Op = "node.Append"
 	e, err := dirlog.UnmarshalEntry(data)
 	if err != nil {
@@ -205,6 +219,8 @@ func (n *Node) appendable(user spindle.UserName, data []byte) (*dirlog.Entry, er
 	}
 	if owner := e.Tree(); !n.writers.admits(owner) {
 		return nil, spindle.E(op, e.Entry.Name, user, spindle.Permission, "this node does not host the tree of "+string(owner)+" (see spin node -writers)")
+	} else if err := n.notSequencer(ctx, owner); err != nil {
+		return nil, err
 	}
 	if err := dirlog.CheckNewNames(e); err != nil {
 		return nil, spindle.E(op, user, err)

@@ -10,12 +10,21 @@ import (
 
 const userUsage = `Usage:
     spin user [NAME]
+    spin user -dirs ADDR,...
 
 Prints the key record of the user NAME, or your own: the public key and the
 nodes that host the user's directory, the first of which sequences it.
 
+With -dirs, names the nodes that hold your directory, in order, and prints
+the new record: the first sequences your writes, the others mirror it and
+serve reads while it is down. A node added copies your whole log. To move
+the sequencing to a mirror (its node is gone), list it first; do this when
+its head matches the old sequencer's, or the entries it lacks are lost and
+the hosts that hold them report a fork.
+
 Options:
-    -h, -help   print this text
+    -dirs ADDR,...  set your dir hosts (node multiaddrs or peer IDs)
+    -h, -help       print this text
 
 Example:
     $ spin user bob@example.com
@@ -26,15 +35,31 @@ Example:
 
 func runUser(ctx context.Context, st *State, args []string) error {
 	flags := st.flags()
+	dirs := flags.String("dirs", "", "")
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
 	if flags.NArg() > 1 {
 		return usagef("want at most one NAME, %s", gotArgs(flags.NArg()))
 	}
+	var hosts []spindle.PeerAddr
+	if *dirs != "" {
+		if flags.NArg() > 0 {
+			return usagef("-dirs sets your own dir hosts: want no NAME")
+		}
+		var err error
+		if hosts, err = parseDirHosts(*dirs); err != nil {
+			return err
+		}
+	}
 	c, err := st.Client(ctx)
 	if err != nil {
 		return err
+	}
+	if len(hosts) > 0 {
+		if err := setDirHosts(ctx, st, c, hosts); err != nil {
+			return err
+		}
 	}
 	name := c.User()
 	if flags.NArg() == 1 {

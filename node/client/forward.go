@@ -12,36 +12,40 @@ import (
 )
 
 // Any peer for directories. The client reaches every tree through its own
-// node: a request about a tree that another node hosts (the first dir host
-// the owner's key record names) it signs for that host, and its node
-// carries it there and the answer back (see package node, forward.go).
-// The host acts for the user who signed, so the node in the middle cannot
-// act as the user; the answer carries the host's signed head and proofs,
-// checked as always, so it cannot forge one either.
+// node: a request about a tree that another node hosts (a dir host the
+// owner's key record names) it signs for that host, and its node carries
+// it there and the answer back (see package node, forward.go). The host
+// acts for the user who signed, so the node in the middle cannot act as
+// the user; the answer carries the host's signed head and proofs, checked
+// as always, so it cannot forge one either. Writes go to the first dir
+// host, the sequencer; reads to the first that answers, so that a mirror
+// serves them while the sequencer is down (see remote.callRouted).
 
-// dirHostOf returns the node that is to answer requests about owner's tree,
-// if it is not the client's own node: the first dir host of the owner's
-// key record. Without a record (or with the client's node among the dir
-// hosts) the client's node answers, and says what it knows.
-func (c *Client) dirHostOf(ctx context.Context, owner spindle.UserName) (peer.ID, bool) {
-	u, err := c.lookupUser(ctx, owner, false)
-	if err != nil || len(u.DirHosts) == 0 {
-		return "", false
+// dirHostsOf returns the dir hosts of owner's tree in the order of the
+// owner's key record. Without a record (or one naming no host that
+// parses) it returns none, and the client's node answers and says what it
+// knows.
+func (c *Client) dirHostsOf(ctx context.Context, owner spindle.UserName) []peer.ID {
+	return c.dirHostList(ctx, owner, false)
+}
+
+// dirHostsFresh is dirHostsOf with the record looked up afresh.
+func (c *Client) dirHostsFresh(ctx context.Context, owner spindle.UserName) []peer.ID {
+	return c.dirHostList(ctx, owner, true)
+}
+
+func (c *Client) dirHostList(ctx context.Context, owner spindle.UserName, fresh bool) []peer.ID {
+	u, err := c.lookupUser(ctx, owner, fresh)
+	if err != nil {
+		return nil
 	}
-	var first peer.ID
-	for i, a := range u.DirHosts {
-		info, err := p2p.ParsePeerAddr(a)
-		if err != nil {
-			continue
-		}
-		if info.ID == c.svc.peer {
-			return "", false
-		}
-		if i == 0 || first == "" {
-			first = info.ID
+	var out []peer.ID
+	for _, a := range u.DirHosts {
+		if info, err := p2p.ParsePeerAddr(a); err == nil {
+			out = append(out, info.ID)
 		}
 	}
-	return first, first != ""
+	return out
 }
 
 // signRequest makes req a request that the node to answers for the

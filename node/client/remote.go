@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,9 +41,12 @@ type remote struct {
 	verifyHead func(ctx context.Context, h *dirlog.Head) error
 	// log takes a line per call at debug level (see trace.go).
 	log *slog.Logger
-	// route, if set, returns the dir host that is to answer a request
-	// about owner's tree when it is not the node peer (see forward.go).
-	route func(ctx context.Context, owner spindle.UserName) (peer.ID, bool)
+	// route, if set, returns the dir hosts of owner's tree, in the order
+	// of its key record (see forward.go); none if the client's node is to
+	// answer.
+	route func(ctx context.Context, owner spindle.UserName) []peer.ID
+	// routeFresh is route with the owner's key record looked up afresh.
+	routeFresh func(ctx context.Context, owner spindle.UserName) []peer.ID
 	// sign signs a request for the node to, which the node peer carries.
 	sign func(req *wire.Request, to peer.ID) error
 }
@@ -87,9 +91,13 @@ func (r *remote) call(ctx context.Context, req *wire.Request) (*wire.Response, e
 	return resp, err
 }
 
-// callRouted is call1, for a request that the dir host of another tree
-// is to answer signed for that host (each time afresh: a host takes a
-// signed request once).
+// callRouted is call1, for a request about a tree, sent to the tree's dir
+// hosts (route): a request for a node other than the client's own is
+// signed for it (each time afresh: a host takes a signed request once),
+// and the client's node carries it. A write goes to the first dir host
+// only, the sequencer; a read goes to each in turn until one answers
+// (a host that cannot be reached gives IO), so that reads go on, served by
+// a mirror, while the sequencer is down.
 func (r *remote) callRouted(ctx context.Context, req *wire.Request) (*wire.Response, error) {
 	if r.route == nil || r.sign == nil {
 		return r.call1(ctx, req)
@@ -98,8 +106,51 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request) (*wire.Respo
 	if !ok {
 		return r.call1(ctx, req)
 	}
-	to, ok := r.route(ctx, owner)
-	if !ok || to == r.peer {
+	hosts := r.route(ctx, owner)
+	if len(hosts) == 0 {
+		return r.call1(ctx, req)
+	}
+	if req.Method == wire.DirAppend || req.Method == wire.DirBatch {
+		return r.callSequencer(ctx, req, owner, hosts[0])
+	}
+	var errs []error
+	for _, to := range hosts {
+		resp, err := r.callTo(ctx, req, to)
+		if err == nil || spindle.KindOf(err) != spindle.IO || ctx.Err() != nil {
+			return resp, err
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	return nil, spindle.E(spindle.PathName(owner+"/"), spindle.IO, fmt.Errorf("none of the %d dir hosts of %s answered: %w", len(hosts), owner, errors.Join(errs...)))
+}
+
+// callSequencer sends a write to seq, the first dir host of owner's
+// record as looked up. If seq cannot be reached, or refuses (a mirror
+// refuses writes), and the record looked up afresh names another host
+// first (the owner moved the sequencing), it goes there instead.
+func (r *remote) callSequencer(ctx context.Context, req *wire.Request, owner spindle.UserName, seq peer.ID) (*wire.Response, error) {
+	resp, err := r.callTo(ctx, req, seq)
+	if err == nil || ctx.Err() != nil || (spindle.KindOf(err) != spindle.IO && spindle.KindOf(err) != spindle.Permission) {
+		return resp, err
+	}
+	if r.routeFresh != nil {
+		if now := r.routeFresh(ctx, owner); len(now) > 0 && now[0] != seq {
+			return r.callTo(ctx, req, now[0])
+		}
+	}
+	if spindle.KindOf(err) != spindle.IO {
+		return resp, err
+	}
+	return nil, spindle.E(spindle.PathName(owner+"/"), spindle.IO, fmt.Errorf("the sequencer of %s's tree, dir host %s (the first its key record names), cannot be reached; writes wait until it is back, or until %s names another dir host first (spin user -dirs): %w", owner, seq, owner, err))
+}
+
+// callTo sends req to the dir host to: to the client's node itself, or
+// signed for to and carried by the client's node.
+func (r *remote) callTo(ctx context.Context, req *wire.Request, to peer.ID) (*wire.Response, error) {
+	if to == r.peer {
 		return r.call1(ctx, req)
 	}
 	fwd := *req
@@ -294,8 +345,8 @@ func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spind
 func (r *remote) Watch(ctx context.Context, _ spindle.UserName, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
 	if r.route != nil {
 		owner, _, _ := strings.Cut(string(name), "/")
-		if to, ok := r.route(ctx, spindle.UserName(owner)); ok && to != r.peer {
-			return nil, spindle.E(spindle.Op("client.Watch"), name, spindle.Invalid, fmt.Sprintf("a watch reaches only trees that your node hosts: the tree of %s is on node %s (watch through that node)", owner, to))
+		if hosts := r.route(ctx, spindle.UserName(owner)); len(hosts) > 0 && !slices.Contains(hosts, r.peer) {
+			return nil, spindle.E(spindle.Op("client.Watch"), name, spindle.Invalid, fmt.Sprintf("a watch reaches only trees that your node hosts: the tree of %s is on node %s (watch through that node)", owner, hosts[0]))
 		}
 	}
 	c, err := p2p.Open(ctx, r.h, r.peer, wire.WatchProtocol, wire.MaxMessage)

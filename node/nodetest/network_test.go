@@ -32,11 +32,17 @@ type procNode struct {
 // for its TCP address. The process is killed when the test ends.
 func startProcNode(t *testing.T, name string, args ...string) *procNode {
 	t.Helper()
+	return startProcNodeIn(t, name, t.TempDir(), args...)
+}
+
+// startProcNodeIn is startProcNode with the node's home in home.
+func startProcNodeIn(t *testing.T, name, home string, args ...string) *procNode {
+	t.Helper()
 	bin, err := spinBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &procNode{name: name, home: t.TempDir(), done: make(chan error, 1)}
+	p := &procNode{name: name, home: home, done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, append([]string{"-log", "info", "node", "-home", p.home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "all"}, args...)...)
 	p.cmd.Stdout = io.Discard
 	p.cmd.Stderr = prefixWriter(t, name)

@@ -49,6 +49,14 @@ const (
 	DirWhich       = "dir.whichaccess"
 	DirWatch       = "dir.watch"
 	DirEntries     = "dir.entries" // User, Seq (from), Size (at most) → Log: the owner's log entries.
+	// DirMirror is dir.entries for another dir host of the user (a
+	// mirror), which a node answers only to a peer that the user's key
+	// record names as a dir host: User, Seq, Size → Log and Head.
+	DirMirror = "dir.mirror"
+	// DirNudge tells a node that User's log or key record changed, so that
+	// a node mirroring it pulls now: User → nothing. Anyone may send it;
+	// the node checks the record itself.
+	DirNudge = "dir.nudge"
 	// NodeStatus asks for the node's state (→ Status). A node answers it
 	// over its socket, to its operator, and over the network only to a
 	// signed-in user it admits as a writer: what it holds, and when that

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"spindle.dev"
+	"spindle.dev/p2p"
+)
+
+// dirHostSetter is a client that can name the user's dir hosts (the
+// network client; see client.SetDirHosts).
+type dirHostSetter interface {
+	SetDirHosts(ctx context.Context, hosts []spindle.PeerAddr) error
+}
+
+// parseDirHosts parses a comma-separated list of node addresses, each a
+// multiaddr ending in /p2p/ID or a bare peer ID.
+func parseDirHosts(list string) ([]spindle.PeerAddr, error) {
+	var out []spindle.PeerAddr
+	seen := make(map[string]bool)
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		info, err := p2p.ParsePeerAddr(spindle.PeerAddr(s))
+		if err != nil {
+			return nil, usagef("dir host %q: %v", s, err)
+		}
+		if seen[info.ID.String()] {
+			return nil, usagef("dir host %s named twice", info.ID)
+		}
+		seen[info.ID.String()] = true
+		out = append(out, spindle.PeerAddr(s))
+	}
+	if len(out) == 0 {
+		return nil, usagef("no dir host in %q", list)
+	}
+	return out, nil
+}
+
+// setDirHosts names the user's dir hosts through c.
+func setDirHosts(ctx context.Context, st *State, c spindle.Client, hosts []spindle.PeerAddr) error {
+	s, ok := c.(dirHostSetter)
+	if !ok {
+		return st.fail(string(c.User()), errors.New("this client cannot change dir hosts"))
+	}
+	if err := s.SetDirHosts(ctx, hosts); err != nil {
+		return st.fail(string(c.User()), err)
+	}
+	return nil
+}
+
+// samePeer reports whether two node addresses name one peer.
+func samePeer(a, b spindle.PeerAddr) bool {
+	x, err1 := p2p.ParsePeerAddr(a)
+	y, err2 := p2p.ParsePeerAddr(b)
+	return err1 == nil && err2 == nil && x.ID == y.ID
+}

@@ -54,7 +54,18 @@ func (s *Server) Entries(ctx context.Context, user, owner spindle.UserName, from
 	var out []*Entry
 	size := 0
 	var seq int64 // Records are entries 1, 2, ... in order (see replay).
+	skip := l.cpRecs
+	if l.cp != nil {
+		if from <= l.cp.Seq {
+			return nil, spindle.E(op, spindle.NotExist, owner, fmt.Sprintf("entries 1 to %d of the log were compacted into a checkpoint: read it (Server.Checkpoint) and the entries from %d", l.cp.Seq, l.cp.Seq+1))
+		}
+		seq = l.cp.Seq
+	}
 	err := l.log.Scan(ctx, func(b []byte) error {
+		if skip > 0 {
+			skip--
+			return nil
+		}
 		if seq++; seq < from {
 			return nil // Not decoded: a page costs its own entries only.
 		}

@@ -429,6 +429,12 @@ func (cp *Checkpoint) fold() (*tree, error) {
 		if e.Tree() != cp.User {
 			return nil, fmt.Errorf("checkpoint entry %d (sequence %d) is of %s's tree", i, e.Seq, e.Tree())
 		}
+		if err := checkFields(e, cp.User); err != nil {
+			return nil, fmt.Errorf("checkpoint entry %d (sequence %d): %w", i, e.Seq, err)
+		}
+		if (e.Op == OpMkdir) != (e.Op != OpDelete && e.Op != OpRename && e.Entry.Attr.IsDir()) {
+			return nil, fmt.Errorf("checkpoint entry %d (sequence %d): a %s of an item with attributes %d", i, e.Seq, e.Op, e.Entry.Attr)
+		}
 	}
 	bad := func(i int, format string, args ...any) error {
 		return fmt.Errorf("checkpoint item %d: %s", i, fmt.Sprintf(format, args...))
@@ -491,7 +497,7 @@ func (cp *Checkpoint) fold() (*tree, error) {
 			t.root = n
 		} else {
 			parent, _ := t.find(p.Dir())
-			if parent == nil || !parent.entry.Attr.IsDir() {
+			if parent == nil || parent.kids == nil {
 				return nil, bad(i, "%s has no directory above it before it", name)
 			}
 			if parent.kids[p.Last()] != nil {

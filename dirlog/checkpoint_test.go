@@ -284,3 +284,40 @@ func TestCompactAfter(t *testing.T) {
 		t.Fatalf("tail: %d entries, %v", len(tail), err)
 	}
 }
+
+// FuzzUnmarshalCheckpoint checks that the checkpoint decoder takes only
+// canonical encodings, fails only with Invalid, and that folding any
+// checkpoint it takes (as Verify does) fails cleanly or not at all.
+func FuzzUnmarshalCheckpoint(f *testing.F) {
+	e := newEnv(f, &MemStore{})
+	e.grow()
+	cp, err := e.s.Compact(e.ctx, ann)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(cp.Marshal())
+	f.Add((&Checkpoint{User: ann}).Marshal())
+	f.Add([]byte(checkpointMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cp, err := UnmarshalCheckpoint(data)
+		if err != nil {
+			if spindle.KindOf(err) != spindle.Invalid {
+				t.Fatalf("error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			return
+		}
+		if !bytes.Equal(cp.Marshal(), data) {
+			t.Fatal("accepted a non-canonical encoding")
+		}
+		cp.fold()
+		var c chunker
+		for i, rec := range cp.chunks() {
+			if ok, err := c.add(rec, i == 0); !ok || err != nil {
+				t.Fatalf("chunk %d: %v %v", i, ok, err)
+			}
+		}
+		if got, err := c.checkpoint(); err != nil || !bytes.Equal(got.Marshal(), data) {
+			t.Fatalf("checkpoint from its chunks: %v", err)
+		}
+	})
+}

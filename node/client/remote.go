@@ -113,7 +113,7 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request) (*wire.Respo
 func requestOwner(req *wire.Request) (spindle.UserName, bool) {
 	var s string
 	switch req.Method {
-	case wire.DirHead, wire.DirEntries:
+	case wire.DirHead, wire.DirEntries, wire.DirCheckpoint:
 		s = string(req.User)
 	case wire.DirLookup, wire.DirWhich:
 		s = string(req.Name)

@@ -97,7 +97,7 @@ func (s *Server) maybeCompact(ctx context.Context, l *userLog) {
 // log is whole (or empty). Only the owner may read it, as for
 // [Server.Entries]; with the entries after it, read with Entries from
 // Seq+1, it is the whole log a mirror or an auditor needs (see
-// [CheckLogFrom] and [Audit]).
+// [CheckLogFrom] and [Audit]). The caller must not change it.
 func (s *Server) Checkpoint(ctx context.Context, user, owner spindle.UserName) (*Checkpoint, error) {
 	const op spindle.Op = "dirlog.Checkpoint"
 	if err := checkUser(user); err != nil {

@@ -21,7 +21,9 @@ var errEnough = errors.New("enough")
 // holds every name, writer and wrapped key of the tree, where readers see
 // only what the Access files let them. With the entries and a signed head,
 // the owner checks the head against the log (see [MapRoot]), as `spin
-// audit` does. Others get Private.
+// audit` does. Others get Private. Once the log is compacted, entries up
+// to its checkpoint are gone: asking for them is NotExist, and a reader
+// starts from [Server.Checkpoint] instead.
 func (s *Server) Entries(ctx context.Context, user, owner spindle.UserName, from int64, max int) ([]*Entry, error) {
 	const op spindle.Op = "dirlog.Entries"
 	if err := checkUser(user); err != nil {

@@ -402,8 +402,13 @@ func (cp *Checkpoint) tree(ctx context.Context, keys KeyFunc, history KeyHistory
 // history, a key the writer held that may sign e (see [HeldKeys]).
 func verifyHeld(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, e *Entry) (invalid, fatal error) {
 	invalid, fatal = verifySignature(ctx, keys, nil, e, "")
-	if fatal != nil || invalid == nil || history == nil || spindle.KindOf(invalid) != spindle.Integrity {
+	if fatal != nil || invalid == nil || spindle.KindOf(invalid) != spindle.Integrity {
 		return invalid, fatal
+	}
+	if history == nil {
+		// It may be a key the writer replaced since: undecided, so
+		// that a host does not take its own log for damaged.
+		return nil, spindle.E(spindle.Integrity, e.Entry.Name, e.Writer, fmt.Sprintf("checkpoint entry %d does not verify with the writer's current key; without a key history it cannot be told from a forgery (see Config.KeyHistory)", e.Seq))
 	}
 	held, err := history(ctx, e.Writer)
 	if err != nil {

@@ -2,6 +2,8 @@ package dirlog
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -128,10 +130,18 @@ func TestCheckpointBad(t *testing.T) {
 		{"unsigned", func(c *Checkpoint) { c.Sig = nil }, e.host},
 		{"a group's history dropped", func(c *Checkpoint) { c.Groups = nil }, nil},
 	}
+	// With a key history, a bad signature is a bad checkpoint; without
+	// one it is undecided (it may be a key the writer replaced).
+	history := e.currentKeys
 	for _, tc := range cases {
 		c := fresh()
 		tc.change(c)
-		wantKind(t, c.Verify(e.ctx, e.keys, nil, tc.v), spindle.Integrity, tc.what)
+		wantKind(t, c.Verify(e.ctx, e.keys, history, tc.v), spindle.Integrity, tc.what)
+	}
+	c := fresh()
+	c.Entries[1].Sig[5] ^= 1
+	if err := c.Verify(e.ctx, e.keys, nil, nil); err == nil {
+		t.Fatal("a bad signature verified without a key history")
 	}
 	// A head at the checkpoint's sequence with another hash is caught.
 	h, _ := e.s.Head(e.ctx, ann)
@@ -233,7 +243,7 @@ func TestCompactedLog(t *testing.T) {
 	i := bytes.Index(raw, []byte("wrapped keys"))
 	raw[i] ^= 1
 	// Fix the frame's checksum so that only the checkpoint is wrong.
-	reps, err = Audit(e.ctx, map[spindle.UserName][]byte{ann: reframe(t, raw)}, e.keys, nil)
+	reps, err = Audit(e.ctx, map[spindle.UserName][]byte{ann: reframe(t, raw)}, e.keys, e.currentKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,4 +330,61 @@ func FuzzUnmarshalCheckpoint(f *testing.F) {
 			t.Fatalf("checkpoint from its chunks: %v", err)
 		}
 	})
+}
+
+// currentKeys is a key history in which every user has only held the
+// current key.
+func (e *env) currentKeys(ctx context.Context, u spindle.UserName) ([]HeldKey, error) {
+	k, err := e.keys(ctx, u)
+	return []HeldKey{{Key: k, Until: -1}}, err
+}
+
+// TestCheckpointKeyRotation checks that a checkpoint keeps entries signed
+// with a key their writer has since replaced verifiable: with the key
+// history the host starts from it whole; without one it refuses to start
+// rather than take its own log for damaged.
+func TestCheckpointKeyRotation(t *testing.T) {
+	store := &MemStore{}
+	e := newEnv(t, store)
+	e.setup()
+	if _, err := e.s.Compact(e.ctx, ann); err != nil {
+		t.Fatal(err)
+	}
+	want := e.dump(ann)
+	old := e.signers[ann]
+	h, err := e.s.Head(e.ctx, ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.s.Close()
+	e.mu.Lock()
+	e.signers[ann] = newSigner(t, ann)
+	e.mu.Unlock()
+	_, err = New(e.ctx, store, Config{Keys: e.keys})
+	wantKind(t, err, spindle.Integrity, "start from a checkpoint after rotation without history")
+	if got := len(store.Cuts(ann)); got != 0 {
+		t.Fatalf("%d cuts made", got)
+	}
+	e.history = func(ctx context.Context, u spindle.UserName) ([]HeldKey, error) {
+		k, _ := e.keys(ctx, u)
+		if u == ann {
+			return []HeldKey{{Key: old.pub, Until: h.Seq}, {Key: k, Until: -1}}, nil
+		}
+		return []HeldKey{{Key: k, Until: -1}}, nil
+	}
+	e.open()
+	if got := e.dump(ann); got != want || len(e.s.Damage()) != 0 {
+		t.Fatalf("start from a checkpoint with key history:\n%s\ndamage %v", got, e.s.Damage())
+	}
+	// A cutoff before the checkpoint's last entry: that entry was signed
+	// with a key the writer had replaced, and the log is damaged.
+	e.s.Close()
+	e.history = func(ctx context.Context, u spindle.UserName) ([]HeldKey, error) {
+		k, _ := e.keys(ctx, u)
+		return []HeldKey{{Key: old.pub, Until: h.Seq - 1}, {Key: k, Until: -1}}, nil
+	}
+	e.open()
+	if d := e.s.Damage(); len(d) != 1 || !errors.Is(d[0], spindle.Damaged) {
+		t.Fatalf("checkpoint entry past the cutoff accepted: damage %v", d)
+	}
 }

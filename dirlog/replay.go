@@ -352,7 +352,8 @@ type AuditReport struct {
 	Entries int64 // Valid entries from the start of the log.
 	// Checkpoint is the sequence number of the checkpoint a compacted
 	// log starts with, whose entries were checked as [Checkpoint.Verify]
-	// does; 0 if the log is whole.
+	// does (but for the host's signature, which needs the reader's
+	// HeadVerifier); 0 if the log is whole.
 	Checkpoint int64
 	Head       Hash // Hash of the last valid entry.
 	Root       Hash // Root of the tree map after it (see [MapRoot]).

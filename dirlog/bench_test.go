@@ -2,7 +2,10 @@ package dirlog
 
 import (
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"spindle.dev"
@@ -178,4 +181,78 @@ func BenchmarkReplay(b *testing.B) {
 		s.Close()
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "entries/s")
+}
+
+// bringUpEntries is the length of the log BenchmarkBringUp opens; set
+// SPINDLE_BRINGUP_ENTRIES to change it (10^6 takes minutes to build and
+// to replay on a 2-core machine).
+func bringUpEntries() int {
+	if n, err := strconv.Atoi(os.Getenv("SPINDLE_BRINGUP_ENTRIES")); err == nil && n > 0 {
+		return n
+	}
+	return 100_000
+}
+
+// BenchmarkBringUp measures a dir host's start-up on one user's log of
+// bringUpEntries entries, puts that overwrite 1,000 files in 10
+// directories again and again: replay, from entry 1, re-checking every
+// entry (signature, chain, rights); checkpoint, from a checkpoint of the
+// tree (its 1,011 items' signatures and map root checked) and no entry
+// after it.
+func BenchmarkBringUp(b *testing.B) {
+	n := bringUpEntries()
+	whole := &MemStore{}
+	e := newEnv(b, whole)
+	c := e.as(ann)
+	e.do(c.MakeDirectory(e.ctx, "ann@example.com/"))
+	for d := range 10 {
+		e.do(c.MakeDirectory(e.ctx, spindle.PathName(fmt.Sprintf("ann@example.com/d%d", d))))
+	}
+	const batch = 64
+	for i := 11; i < n; i += batch {
+		var ds []*spindle.DirEntry
+		for j := i; j < min(n, i+batch); j++ {
+			ds = append(ds, file(spindle.PathName(fmt.Sprintf("ann@example.com/d%d/f%d", j%10, j%1000)), int64(j%4096+1)))
+		}
+		if _, errs := c.PutBatch(e.ctx, ds); errs[0] != nil || errs[len(errs)-1] != nil {
+			b.Fatal(errs)
+		}
+	}
+	head, err := e.s.Head(e.ctx, ann)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if head.Seq != int64(n) {
+		b.Fatalf("log of %d entries, want %d", head.Seq, n)
+	}
+	compacted := &MemStore{}
+	compacted.SetBytes(ann, whole.Bytes(ann))
+	s, err := New(e.ctx, compacted, Config{Keys: e.keys, Host: e.host, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Compact(e.ctx, ann); err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	e.s.Close()
+	for _, tc := range []struct {
+		name  string
+		store *MemStore
+	}{{"replay", whole}, {"checkpoint", compacted}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				s, err := New(e.ctx, tc.store, Config{Keys: e.keys, Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				h, err := s.Head(e.ctx, ann)
+				if err != nil || h.Seq != head.Seq || h.Root != head.Root {
+					b.Fatalf("head after bring-up: %v %v", h, err)
+				}
+				s.Close()
+			}
+			b.ReportMetric(float64(len(tc.store.Bytes(ann))), "log-bytes")
+		})
+	}
 }

@@ -140,3 +140,99 @@ func mustStore(t *testing.T, fsys spindle.FS, dir string) Store {
 	}
 	return st
 }
+
+// TestCompactCrashAtEveryStep compacts a log on a disk store over the
+// strict in-memory file system, appends after the checkpoint and compacts
+// again, and simulates a crash after each step the file system sees.
+// After each crash the server must open without damage and hold either
+// the old log or the new one: the tree and head as acknowledged, with the
+// entry in flight, if any, whole or not at all.
+func TestCompactCrashAtEveryStep(t *testing.T) {
+	const dir = "/home/dirlogs"
+	steps := 0
+	for k := 0; ; k++ {
+		if k > 10000 {
+			t.Fatal("the scenario never ran to its end")
+		}
+		m := spindle.NewMemFS()
+		m.MkdirAll("/home", 0o700)
+		m.SyncDir("/")
+		e := newEnv(t, mustStore(t, m, dir))
+		c := e.as(ann)
+		ctx := e.ctx
+		e.setup()
+		e.do(c.Put(ctx, file("ann@example.com/docs/a.txt", 20)))
+		e.do(c.Rename(ctx, "ann@example.com/docs/sub", "ann@example.com/docs/moved"))
+		start := m.Ops()
+		m.CrashAfter(k)
+
+		// heads are the states the log may be found in: the one
+		// acknowledged last, and the next if an append was in flight.
+		var heads []*Head
+		ack := func() {
+			h, err := e.s.Head(ctx, ann)
+			if err != nil {
+				t.Fatal(err)
+			}
+			heads = []*Head{h}
+		}
+		ack()
+		run := func() {
+			if _, err := e.s.Compact(ctx, ann); err != nil {
+				return
+			}
+			if _, err := c.Put(ctx, file("ann@example.com/docs/new.txt", 7)); err != nil {
+				heads = append(heads, nil) // Either state.
+				return
+			}
+			ack()
+			if _, err := c.Delete(ctx, "ann@example.com/docs/a.txt"); err != nil {
+				heads = append(heads, nil)
+				return
+			}
+			ack()
+			if _, err := e.s.Compact(ctx, ann); err != nil {
+				return
+			}
+			if _, err := c.Put(ctx, file("ann@example.com/docs/last.txt", 7)); err != nil {
+				heads = append(heads, nil)
+				return
+			}
+			ack()
+		}
+		run()
+		finished := !m.Crashed()
+		if finished {
+			steps = m.Ops() - start
+		}
+		m.Crash()
+
+		s, err := New(ctx, mustStore(t, m, dir), Config{Keys: e.keys, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatalf("crash after step %d: the server does not open: %v", k, err)
+		}
+		if d := s.Damage(); len(d) > 0 {
+			t.Fatalf("crash after step %d: damage reported: %v", k, d)
+		}
+		h, err := s.Head(ctx, ann)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := heads[0]
+		ok := h.Seq == want.Seq && h.Hash == want.Hash && h.Root == want.Root
+		if !ok && len(heads) > 1 {
+			ok = h.Seq == want.Seq+1 // The entry in flight, whole.
+		}
+		if !ok {
+			t.Fatalf("crash after step %d: log at %d %s, acknowledged %d %s", k, h.Seq, h.Hash, want.Seq, want.Hash)
+		}
+		if _, err := s.Lookup(ctx, ann, "ann@example.com/docs/moved/b.txt"); err != nil {
+			t.Fatalf("crash after step %d: %v", k, err)
+		}
+		s.Close()
+		if finished {
+			break
+		}
+	}
+	t.Logf("a crash after each of %d file-system steps left the old log or the new one", steps)
+}

@@ -21,7 +21,9 @@ var errEnough = errors.New("enough")
 // holds every name, writer and wrapped key of the tree, where readers see
 // only what the Access files let them. With the entries and a signed head,
 // the owner checks the head against the log (see [MapRoot]), as `spin
-// audit` does. Others get Private.
+// audit` does. Others get Private. Once the log is compacted, entries up
+// to its checkpoint are gone: asking for them is NotExist, and a reader
+// starts from [Server.Checkpoint] instead.
 func (s *Server) Entries(ctx context.Context, user, owner spindle.UserName, from int64, max int) ([]*Entry, error) {
 	const op spindle.Op = "dirlog.Entries"
 	if err := checkUser(user); err != nil {
@@ -54,7 +56,18 @@ func (s *Server) Entries(ctx context.Context, user, owner spindle.UserName, from
 	var out []*Entry
 	size := 0
 	var seq int64 // Records are entries 1, 2, ... in order (see replay).
+	skip := l.cpRecs
+	if l.cp != nil {
+		if from <= l.cp.Seq {
+			return nil, spindle.E(op, spindle.NotExist, owner, fmt.Sprintf("entries 1 to %d of the log were compacted into a checkpoint: read it (Server.Checkpoint) and the entries from %d", l.cp.Seq, l.cp.Seq+1))
+		}
+		seq = l.cp.Seq
+	}
 	err := l.log.Scan(ctx, func(b []byte) error {
+		if skip > 0 {
+			skip--
+			return nil
+		}
 		if seq++; seq < from {
 			return nil // Not decoded: a page costs its own entries only.
 		}

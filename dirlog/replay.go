@@ -165,6 +165,47 @@ func decodePending(b []byte) pending {
 	return pending{rec: rec, e: e}
 }
 
+// A logScan splits a log's records, as a Scan gives them, into the
+// checkpoint it starts with, if any, and the entries after it.
+type logScan struct {
+	ck  chunker
+	nck int // Records holding the checkpoint.
+	ps  []pending
+}
+
+func (ls *logScan) add(b []byte) {
+	isCk, err := ls.ck.add(b, len(ls.ps) == 0)
+	switch {
+	case err != nil:
+		ls.ps = append(ls.ps, pending{err: err})
+	case isCk:
+		ls.nck++
+	default:
+		ls.ps = append(ls.ps, decodePending(b))
+	}
+}
+
+// start returns the tree the entries follow: the checkpoint's, verified
+// with keys and history, or an empty one. invalid says why the log is
+// not valid from its start.
+func (ls *logScan) start(ctx context.Context, user spindle.UserName, keys KeyFunc, history KeyHistoryFunc) (t *tree, cp *Checkpoint, invalid, fatal error) {
+	cp, err := ls.ck.checkpoint()
+	if err != nil {
+		return newTree(user), nil, err, nil
+	}
+	if cp == nil {
+		return newTree(user), nil, nil, nil
+	}
+	if cp.User != user {
+		return newTree(user), nil, spindle.E(spindle.Integrity, user, "the log starts with a checkpoint of "+string(cp.User)+"'s log"), nil
+	}
+	t, invalid, fatal = cp.tree(ctx, keys, history)
+	if invalid != nil || fatal != nil {
+		return newTree(user), nil, spindle.E(spindle.Integrity, user, fmt.Errorf("checkpoint at sequence %d: %w", cp.Seq, invalid)), fatal
+	}
+	return t, cp, nil, nil
+}
+
 // A replayer re-checks and folds whole logs, following the dependencies
 // between them that the host recorded, so that every decision is taken
 // again against exactly the state it was first taken against.
@@ -232,7 +273,7 @@ func (r *replayer) advance(ctx context.Context, user spindle.UserName, upto int6
 		}
 		if invalid != nil {
 			r.recs[user] = r.recs[user][:i]
-			r.bad[user] = fmt.Errorf("entry %d: %w", i+1, invalid)
+			r.bad[user] = fmt.Errorf("entry %d: %w", t.seq+1, invalid)
 			break
 		}
 		t.apply(p.e)
@@ -309,15 +350,20 @@ func (r *replayer) cachedKeys(ctx context.Context, user spindle.UserName) (spind
 type AuditReport struct {
 	User    spindle.UserName
 	Entries int64 // Valid entries from the start of the log.
-	Head    Hash  // Hash of the last valid entry.
-	Root    Hash  // Root of the tree map after it (see [MapRoot]).
+	// Checkpoint is the sequence number of the checkpoint a compacted
+	// log starts with, whose entries were checked as [Checkpoint.Verify]
+	// does (but for the host's signature, which needs the reader's
+	// HeadVerifier); 0 if the log is whole.
+	Checkpoint int64
+	Head       Hash // Hash of the last valid entry.
+	Root       Hash // Root of the tree map after it (see [MapRoot]).
 	// Err says why the log is not valid to its end: a damaged frame, an
 	// entry that does not decode, verify or follow from the log before it.
 	// It is nil for a log that is valid throughout.
 	Err error
 }
 
-// Audit re-checks whole logs from their bytes, as stored on disk or held by
+// Audit re-checks whole logs (or compacted ones, from their checkpoint) from their bytes, as stored on disk or held by
 // a [MemStore], exactly as a host does when it starts: framing, hash chain,
 // signatures (with keys), and every writer's rights under the Access and
 // Group files in force at each point. Entries signed with a key the writer
@@ -328,29 +374,45 @@ type AuditReport struct {
 func Audit(ctx context.Context, logs map[spindle.UserName][]byte, keys KeyFunc, history KeyHistoryFunc) ([]AuditReport, error) {
 	const op spindle.Op = "dirlog.Audit"
 	recs := make(map[spindle.UserName][]pending)
+	scans := make(map[spindle.UserName]*logScan)
 	tails := make(map[spindle.UserName]error)
 	for u, data := range logs {
 		if len(data) >= len(fileHeader) && string(data[:len(fileHeader)]) == fileHeader {
 			data = data[len(fileHeader):]
 		}
-		var ps []pending
+		var ls logScan
 		_, _, err := scanFrames(bytes.NewReader(data), 0, func(b []byte) error {
-			ps = append(ps, decodePending(b))
+			ls.add(b)
 			return nil
 		})
 		if err != nil {
 			tails[u] = spindle.E(spindle.Integrity, u, err)
 		}
-		recs[u] = ps
+		scans[u] = &ls
+		recs[u] = ls.ps
 	}
 	r := newReplayer(keys, history, recs)
+	cps := make(map[spindle.UserName]int64)
+	for u, ls := range scans {
+		t, cp, invalid, fatal := ls.start(ctx, u, keys, history)
+		if fatal != nil {
+			return nil, spindle.E(op, fatal)
+		}
+		if invalid != nil {
+			r.bad[u], r.recs[u] = invalid, nil
+		}
+		if cp != nil {
+			cps[u] = cp.Seq
+		}
+		r.trees[u] = t
+	}
 	if err := r.run(ctx); err != nil {
 		return nil, spindle.E(op, err)
 	}
 	var out []AuditReport
 	for u := range logs {
 		t := r.trees[u]
-		rep := AuditReport{User: u, Entries: t.seq, Head: t.head, Root: t.mapRoot(), Err: r.bad[u]}
+		rep := AuditReport{User: u, Entries: t.seq, Checkpoint: cps[u], Head: t.head, Root: t.mapRoot(), Err: r.bad[u]}
 		if rep.Err == nil {
 			rep.Err = tails[u]
 		}

@@ -45,6 +45,10 @@ type Config struct {
 	// that does not to the end aside, beside the log (see [Damage]). The
 	// logs of other damaged users are left as they are and not served.
 	Repair []spindle.UserName
+	// CompactAfter, if positive, compacts a log (see [Server.Compact])
+	// once it holds more than CompactAfter entries after its checkpoint
+	// (or its start).
+	CompactAfter int
 }
 
 // A Server holds the logs of many users on one dir host: it checks and
@@ -75,6 +79,8 @@ type userLog struct {
 	nrecent  int           // Total events in recent.
 	changed  chan struct{} // Closed and replaced on every append.
 	head     *Head         // Last signed head, if any.
+	cp       *Checkpoint   // The checkpoint the log starts with, if any.
+	cpRecs   int           // Records of the log holding it.
 }
 
 // seqEvents are the changes one entry made.
@@ -137,6 +143,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 		}
 	}
 	recs := make(map[spindle.UserName][]pending)
+	scans := make(map[spindle.UserName]*logScan)
 	tails := make(map[spindle.UserName]error)
 	repair := make(map[spindle.UserName]bool)
 	for _, u := range cfg.Repair {
@@ -157,9 +164,9 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 				return nil, spindle.E(op, err)
 			}
 		}
-		var ps []pending
+		ls := &logScan{}
 		err = l.Scan(ctx, func(b []byte) error {
-			ps = append(ps, decodePending(b))
+			ls.add(b)
 			return nil
 		})
 		if err != nil {
@@ -169,16 +176,35 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 			}
 			tails[u] = err
 		}
-		recs[u] = ps
+		scans[u] = ls
+		recs[u] = ls.ps
 	}
 	scanned := make(map[spindle.UserName]int)
 	for u, ps := range recs {
-		scanned[u] = len(ps)
+		scanned[u] = scans[u].nck + len(ps)
 	}
 	r := newReplayer(cfg.Keys, cfg.KeyHistory, recs)
+	cps := make(map[spindle.UserName]*Checkpoint)
+	for u, ls := range scans {
+		t, cp, invalid, fatal := ls.start(ctx, u, cfg.Keys, cfg.KeyHistory)
+		if fatal != nil {
+			closeAll()
+			return nil, spindle.E(op, fatal)
+		}
+		if invalid != nil {
+			r.bad[u], r.recs[u] = invalid, nil
+			scans[u].nck = 0 // Nothing is kept of a log whose checkpoint is bad.
+		}
+		r.trees[u], cps[u] = t, cp
+	}
 	if err := r.run(ctx); err != nil {
 		closeAll()
 		return nil, spindle.E(op, err)
+	}
+	newLog := func(u spindle.UserName) *userLog {
+		l := &userLog{user: u, log: opened[u], t: r.trees[u], changed: make(chan struct{}), cp: cps[u]}
+		l.cpRecs = scans[u].nck
+		return l
 	}
 	for _, u := range users {
 		if fixed[u] != "" {
@@ -186,16 +212,16 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 			s.damage = append(s.damage, dmg)
 			cfg.Logger.Warn("dirlog: damaged directory log repaired", "user", string(u), "err", dmg)
 		}
-		keep := len(r.recs[u])
+		keep := scans[u].nck + len(r.recs[u]) // Records that verify.
 		reason := r.bad[u]
 		if reason == nil {
 			reason = tails[u]
 		}
 		if reason == nil {
-			s.logs[u] = &userLog{user: u, log: opened[u], t: r.trees[u], changed: make(chan struct{})}
+			s.logs[u] = newLog(u)
 			continue
 		}
-		d := &Damage{User: u, Entry: int64(keep) + 1, Readable: scanned[u], File: opened[u].Name(), Reason: reason}
+		d := &Damage{User: u, Entry: r.trees[u].seq + 1, Readable: scanned[u], File: opened[u].Name(), Reason: reason}
 		var te *TailError
 		if r.bad[u] == nil && errors.As(reason, &te) && te.Torn {
 			// A crash during an append: the record was never
@@ -205,10 +231,10 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 				closeAll()
 				return nil, spindle.E(op, err)
 			}
-			dmg := spindle.E(op, spindle.Integrity, u, fmt.Errorf("torn last record cut after entry %d, kept in %s: %w", keep, kept, reason))
+			dmg := spindle.E(op, spindle.Integrity, u, fmt.Errorf("torn last record cut after entry %d, kept in %s: %w", r.trees[u].seq, kept, reason))
 			s.damage = append(s.damage, dmg)
-			cfg.Logger.Warn("dirlog: torn last record of a directory log cut", "user", string(u), "kept", keep, "err", dmg)
-			s.logs[u] = &userLog{user: u, log: opened[u], t: r.trees[u], changed: make(chan struct{})}
+			cfg.Logger.Warn("dirlog: torn last record of a directory log cut", "user", string(u), "kept", r.trees[u].seq, "err", dmg)
+			s.logs[u] = newLog(u)
 			continue
 		}
 		if !repair[u] {
@@ -226,8 +252,8 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 		}
 		d.Repaired, d.Kept = true, kept
 		s.damage = append(s.damage, spindle.E(op, spindle.Damaged, u, d))
-		cfg.Logger.Warn("dirlog: damaged directory log repaired", "user", string(u), "kept", keep, "aside", kept, "err", d)
-		s.logs[u] = &userLog{user: u, log: opened[u], t: r.trees[u], changed: make(chan struct{})}
+		cfg.Logger.Warn("dirlog: damaged directory log repaired", "user", string(u), "kept", r.trees[u].seq, "aside", kept, "err", d)
+		s.logs[u] = newLog(u)
 	}
 	return s, nil
 }
@@ -463,6 +489,7 @@ func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*Entry) ([
 		return nil, spindle.E(op, items[0].p.Path(), items[0].e.Writer, err)
 	}
 	defer s.unlockLog(l)
+	defer s.maybeCompact(ctx, l)
 
 	var out []*spindle.DirEntry
 	for len(items) > 0 {
@@ -1411,9 +1438,23 @@ func (s *Server) history(ctx context.Context, l *userLog, from int64) ([]seqEven
 		return nil, nil
 	}
 	t := newTree(l.user)
+	skip := l.cpRecs
+	if l.cp != nil {
+		if from <= l.cp.Seq {
+			return nil, spindle.E(spindle.NotExist, l.user, fmt.Sprintf("the changes of entries 1 to %d were compacted into a checkpoint; watch from %d or from the current state", l.cp.Seq, l.cp.Seq+1))
+		}
+		var err error
+		if t, err = l.cp.fold(); err != nil {
+			return nil, spindle.E(spindle.Integrity, l.user, err)
+		}
+	}
 	t.m = nil // Events need no map.
 	var out []seqEvents
 	err := l.log.Scan(ctx, func(b []byte) (err error) {
+		if skip > 0 {
+			skip--
+			return nil
+		}
 		p := decodePending(b)
 		if p.err != nil {
 			return p.err

@@ -305,11 +305,20 @@ func (m *treeMap) Prove(key Hash) *MapProof {
 // entries are chained (sequence numbers and hashes); an error is Invalid.
 func MapRoot(entries []*Entry) (Hash, error) {
 	const op spindle.Op = "dirlog.MapRoot"
-	vals := make(map[spindle.PathName]Hash)
-	var prev Hash
+	root, _, err := foldMap(make(map[spindle.PathName]Hash), 0, Hash{}, entries)
+	if err != nil {
+		return Hash{}, spindle.E(op, err)
+	}
+	return root, nil
+}
+
+// foldMap applies entries, which must follow entry seq with hash prev, to
+// vals, the tree map's values by name after seq, and returns the map's
+// root and the last entry's hash. An error is Invalid.
+func foldMap(vals map[spindle.PathName]Hash, seq int64, prev Hash, entries []*Entry) (Hash, Hash, error) {
 	for i, e := range entries {
-		if e.Seq != int64(i+1) || e.Prev != prev {
-			return Hash{}, spindle.E(op, spindle.Invalid, e.Entry.Name, fmt.Sprintf("entries do not form a log from its start: entry %d has sequence %d after %.12s", i+1, e.Seq, e.Prev))
+		if e.Seq != seq+int64(i+1) || e.Prev != prev {
+			return Hash{}, Hash{}, spindle.E(spindle.Invalid, e.Entry.Name, fmt.Sprintf("entries do not form a log from entry %d: entry %d has sequence %d after %.12s", seq+1, seq+int64(i+1), e.Seq, e.Prev))
 		}
 		h := e.Hash()
 		name := e.Entry.Name
@@ -337,7 +346,7 @@ func MapRoot(entries []*Entry) (Hash, error) {
 		items = append(items, mapItem{MapKey(n), v})
 	}
 	sort.Slice(items, func(i, j int) bool { return string(items[i].key[:]) < string(items[j].key[:]) })
-	return buildRoot(items, 0), nil
+	return buildRoot(items, 0), prev, nil
 }
 
 type mapItem struct{ key, val Hash }

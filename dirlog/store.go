@@ -54,6 +54,11 @@ type Log interface {
 	// after keeping a copy of the whole log as it was, and returns where
 	// the copy is kept. It is for repairs; a Scan must follow.
 	Patch(ctx context.Context, off int64, b []byte) (kept string, err error)
+	// Replace durably replaces the whole log with recs, so that a crash
+	// at any point leaves either the old log or the new one (see
+	// [spindle.ReplaceFile]). It is for compaction (see
+	// [Server.Compact]).
+	Replace(ctx context.Context, recs ...[]byte) error
 	// Close releases the log.
 	Close() error
 }
@@ -424,6 +429,35 @@ func (l *diskLog) Truncate(ctx context.Context, n int) (string, error) {
 	return keep, nil
 }
 
+func (l *diskLog) Replace(ctx context.Context, recs ...[]byte) error {
+	const op spindle.Op = "dirlog.Log.Replace"
+	frames, err := appendFrames(l.user, recs)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	data := append([]byte(fileHeader), frames...)
+	rerr := spindle.ReplaceFileIn(l.fs, l.name, data, 0o600, true)
+	// The file may have been replaced even if an error came after (in
+	// syncing its directory): read and append to whichever is there,
+	// after a new Scan.
+	f, err := l.fs.OpenFile(l.name, os.O_RDWR, 0)
+	if err != nil {
+		l.end = -1
+		return spindle.E(op, spindle.IO, l.user, err)
+	}
+	l.f.Close()
+	if rerr != nil {
+		l.f, l.end = f, -1
+		return spindle.E(op, spindle.IO, l.user, rerr)
+	}
+	l.f, l.badHdr, l.offsets, l.end = f, false, nil, int64(len(fileHeader))
+	for _, rec := range recs {
+		l.offsets = append(l.offsets, l.end)
+		l.end += frameSize + int64(len(rec))
+	}
+	return nil
+}
+
 func (l *diskLog) Close() error {
 	if err := l.f.Close(); err != nil {
 		return spindle.E(spindle.Op("dirlog.Log.Close"), spindle.IO, l.user, err)
@@ -590,6 +624,22 @@ func (l *memLog) Truncate(ctx context.Context, n int) (string, error) {
 	l.offsets = l.offsets[:n]
 	l.end = cut
 	return keep, nil
+}
+
+func (l *memLog) Replace(ctx context.Context, recs ...[]byte) error {
+	frames, err := appendFrames(l.user, recs)
+	if err != nil {
+		return spindle.E(spindle.Op("dirlog.Log.Replace"), err)
+	}
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	l.s.get(l.user).data = frames
+	l.offsets, l.end = nil, 0
+	for _, rec := range recs {
+		l.offsets = append(l.offsets, l.end)
+		l.end += frameSize + int64(len(rec))
+	}
+	return nil
 }
 
 func (l *memLog) Close() error { return nil }

@@ -29,6 +29,7 @@ type node struct {
 type groupVersion struct {
 	seq int64
 	g   *access.Group
+	src *Entry // The entry that put the file's contents; nil with g.
 }
 
 // A tree is the fold of one user's log. It is not safe for concurrent use;
@@ -636,17 +637,18 @@ func (t *tree) noteControl(name spindle.PathName, n *node, seq int64) {
 		return
 	}
 	var g *access.Group
-	if n != nil {
-		g = n.grp
+	var src *Entry
+	if n != nil && n.grp != nil {
+		g, src = n.grp, n.src
 	}
 	h := t.groups[name]
 	if len(h) == 0 && g == nil {
 		return
 	}
 	if len(h) > 0 && h[len(h)-1].seq == seq {
-		h[len(h)-1].g = g
+		h[len(h)-1].g, h[len(h)-1].src = g, src
 	} else {
-		h = append(h, groupVersion{seq, g})
+		h = append(h, groupVersion{seq, g, src})
 	}
 	t.groups[name] = h
 }

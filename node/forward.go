@@ -91,7 +91,7 @@ func isKeyMethod(m string) bool {
 // host of the tree it names.
 func isDirMethod(m string) bool {
 	switch m {
-	case wire.DirHead, wire.DirEntries, wire.DirAppend, wire.DirBatch,
+	case wire.DirHead, wire.DirEntries, wire.DirCheckpoint, wire.DirAppend, wire.DirBatch,
 		wire.DirLookup, wire.DirGlob, wire.DirWhich:
 		return true
 	}

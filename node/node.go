@@ -68,6 +68,10 @@ type Config struct {
 	// it starts (see dirlog.Config.Repair); the logs of other damaged
 	// users are not served until then.
 	Repair []spindle.UserName
+	// CompactAfter, if positive, compacts a directory log into a signed
+	// checkpoint once more than CompactAfter entries follow its last one
+	// (see dirlog.Config.CompactAfter).
+	CompactAfter int
 	// SessionTTL is how long a client stays signed in before it must sign
 	// in again (clients do so by themselves); zero means DefaultSessionTTL.
 	SessionTTL time.Duration
@@ -263,7 +267,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	dcfg := dirlog.Config{Keys: n.userKey, KeyHistory: n.keyHistory, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Repair: cfg.Repair}
+	dcfg := dirlog.Config{Keys: n.userKey, KeyHistory: n.keyHistory, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Repair: cfg.Repair, CompactAfter: cfg.CompactAfter}
 	if cfg.Home == "" {
 		n.dir, err = dirlog.New(ctx, new(dirlog.MemStore), dcfg)
 	} else {

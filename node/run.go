@@ -31,7 +31,7 @@ const NodeUsage = `Usage:
               [-bootstrap MULTIADDR,...] [-relay] [-autonat=false]
               [-holepunch=false] [-relayclient=false] [-portmap=false]
               [-replicas N] [-cache MIB] [-drain] [-gateway ADDR]
-              [-keyserver MULTIADDR,...]
+              [-keyserver MULTIADDR,...] [-compact K]
     spin node status [-home DIR]
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key
@@ -96,6 +96,10 @@ Options:
     -repair USERS    comma-separated users whose damaged directory logs the
                      node repairs as it starts: it keeps the entries that
                      verify and moves the rest to DIR/dirlogs/USER.log.damaged-TIME
+    -compact K       compact a directory log into a checkpoint signed by
+                     this node once more than K entries follow its last one:
+                     entries no item of the tree needs any more are dropped
+                     (default 0: never)
     -bootstrap ADDRS comma-separated addresses of peers of a network to join,
                      each a multiaddr ending in /p2p/<peer ID> as spin node
                      prints them (default: the peers remembered in DIR/peers)
@@ -200,6 +204,10 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		fmt.Fprintf(stderr, "spin: node: -replicas %d: a block needs at least one copy\n", *f.replicas)
 		return 2
 	}
+	if *f.compact < 0 {
+		fmt.Fprintf(stderr, "spin: node: -compact %d: give the entries after a checkpoint that trigger the next, or 0 for never\n", *f.compact)
+		return 2
+	}
 	var users []spindle.UserName
 	for _, u := range splitList(*repair) {
 		cu, err := spindle.CleanUser(spindle.UserName(u))
@@ -215,6 +223,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		Writers:       splitList(*writers),
 		Logger:        log,
 		Repair:        users,
+		CompactAfter:  *f.compact,
 		Bootstrap:     boot,
 		Relay:         *f.relay,
 		NoAutoNAT:     !*f.autonat,
@@ -293,7 +302,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 type nodeFlags struct {
 	home, listen, writers, repair, bootstrap        *string
 	relay, autonat, holepunch, relayclient, portmap *bool
-	replicas                                        *int
+	replicas, compact                               *int
 	cache                                           *int64
 	drain                                           *bool
 	gateway                                         *string
@@ -316,6 +325,7 @@ func newFlags() (*flag.FlagSet, *nodeFlags) {
 		relayclient: fs.Bool("relayclient", true, ""),
 		portmap:     fs.Bool("portmap", true, ""),
 		replicas:    fs.Int("replicas", replica.DefaultReplicas, ""),
+		compact:     fs.Int("compact", 0, ""),
 		cache:       fs.Int64("cache", replica.DefaultCacheBytes>>20, ""),
 		drain:       fs.Bool("drain", false, ""),
 		gateway:     fs.String("gateway", "", ""),

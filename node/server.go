@@ -134,6 +134,13 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 			resp.Log = append(resp.Log, e.Marshal())
 		}
 		return resp, err
+	case wire.DirCheckpoint:
+		cp, err := n.dir.Checkpoint(ctx, user, req.User)
+		resp := &wire.Response{}
+		if cp != nil {
+			resp.Data = cp.Marshal()
+		}
+		return resp, err
 	case wire.DirAppend:
 		e, err := n.appendable(ctx, user, req.Data)
 		if err != nil {

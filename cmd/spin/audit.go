@@ -61,6 +61,9 @@ func runAudit(ctx context.Context, st *State, args []string) error {
 	}
 	fmt.Fprintf(st.Stdout, "%s: %d %s by %d %s; map root %.12s\n",
 		printName(h.User), h.Seq, entries, len(rep.Writers), plural(len(rep.Writers), "writer"), h.Root)
+	if rep.Checkpoint > 0 {
+		fmt.Fprintf(st.Stdout, "compacted: from a checkpoint at entry %d, signed by a dir host, with every entry it keeps\n", rep.Checkpoint)
+	}
 	fmt.Fprintf(st.Stdout, "signed by %s at %s: true to the log\n", h.Host, h.Time.Go().Local().Format(time.DateTime))
 	return nil
 }

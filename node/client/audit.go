@@ -13,6 +13,10 @@ import (
 type AuditReport struct {
 	Head    *dirlog.Head // The head checked, signed by a dir host of the owner.
 	Writers map[spindle.UserName]int
+	// Checkpoint is the sequence number of the checkpoint a compacted log
+	// starts with, 0 if the log is whole. Writers then counts the entries
+	// the checkpoint kept and those after it.
+	Checkpoint int64
 }
 
 // auditPage is how many entries one request asks for.
@@ -27,15 +31,51 @@ const auditPage = 4096
 // invented an entry, or signed a head the log does not make, fails it with
 // an Integrity error that shows both values. Only the owner may read a
 // tree's log.
+//
+// A compacted log starts with a checkpoint (see dirlog.Checkpoint): Audit
+// checks that a dir host of the owner signed it, every entry it kept with
+// the keys its writer held, that its items make the map root it names,
+// and then the entries after it as above (dirlog.CheckLogFrom). What it
+// cannot check is the entries the checkpoint dropped.
 func (c *Client) Audit(ctx context.Context) (*AuditReport, error) {
+	for try := 1; ; try++ {
+		rep, err := c.audit(ctx)
+		// NotExist: the node compacted the log while it was read.
+		if err == nil || try == 3 || spindle.KindOf(err) != spindle.NotExist {
+			return rep, err
+		}
+	}
+}
+
+func (c *Client) audit(ctx context.Context) (*AuditReport, error) {
 	const op spindle.Op = "client.Audit"
+	// The checkpoint first: the head read after it is at or after it.
+	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.DirCheckpoint, User: c.user})
+	if err != nil {
+		return nil, spindle.E(op, c.user, err)
+	}
+	var cp *dirlog.Checkpoint
+	var base int64 // Entries before the first one read.
+	if len(resp.Data) > 0 {
+		if cp, err = dirlog.UnmarshalCheckpoint(resp.Data); err != nil {
+			return nil, spindle.E(op, c.user, spindle.Integrity, err)
+		}
+		u, err := c.lookupUser(ctx, c.user, false)
+		if err != nil {
+			return nil, spindle.E(op, c.user, err)
+		}
+		if err := cp.Verify(ctx, nil, nil, dirHosts(u.DirHosts)); err != nil {
+			return nil, spindle.E(op, c.user, err)
+		}
+		base = cp.Seq
+	}
 	h, err := c.svc.Head(ctx, c.user)
 	if err != nil {
 		return nil, spindle.E(op, c.user, err)
 	}
 	var all []*dirlog.Entry
-	for int64(len(all)) < h.Seq {
-		from := int64(len(all)) + 1
+	for base+int64(len(all)) < h.Seq {
+		from := base + int64(len(all)) + 1
 		resp, err := c.svc.call(ctx, &wire.Request{Method: wire.DirEntries, User: c.user, Seq: from, Size: auditPage})
 		if err != nil {
 			return nil, spindle.E(op, c.user, err)
@@ -48,8 +88,8 @@ func (c *Client) Audit(ctx context.Context) (*AuditReport, error) {
 			if err != nil {
 				return nil, spindle.E(op, c.user, spindle.Integrity, err)
 			}
-			if e.Seq != int64(len(all))+1 {
-				return nil, spindle.E(op, c.user, spindle.Integrity, fmt.Sprintf("node sent entry %d where entry %d belongs", e.Seq, len(all)+1))
+			if e.Seq != base+int64(len(all))+1 {
+				return nil, spindle.E(op, c.user, spindle.Integrity, fmt.Sprintf("node sent entry %d where entry %d belongs", e.Seq, base+int64(len(all))+1))
 			}
 			all = append(all, e)
 			if e.Seq == h.Seq {
@@ -57,10 +97,14 @@ func (c *Client) Audit(ctx context.Context) (*AuditReport, error) {
 			}
 		}
 	}
-	if err := dirlog.CheckLog(all, h); err != nil {
+	if err := dirlog.CheckLogFrom(cp, all, h); err != nil {
 		return nil, spindle.E(op, c.user, err)
 	}
 	rep := &AuditReport{Head: h, Writers: make(map[spindle.UserName]int)}
+	if cp != nil {
+		rep.Checkpoint = cp.Seq
+		all = append(cp.Entries[:len(cp.Entries):len(cp.Entries)], all...)
+	}
 	for _, e := range all {
 		if err := c.checkSig(ctx, e); err != nil {
 			return nil, spindle.E(op, c.user, spindle.Integrity, fmt.Errorf("entry %d (%s of %s by %s): %v", e.Seq, e.Op, e.Entry.Name, e.Writer, err))

@@ -1,11 +1,20 @@
 package client
 
 import (
+	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
+	"spindle.dev/node"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
@@ -72,4 +81,103 @@ func TestAudit(t *testing.T) {
 	if !errors.Is(err, spindle.Private) {
 		t.Errorf("mallory reading ann's log: %v, want Private", err)
 	}
+}
+
+// An audit of a compacted log (a node run with -compact) checks the
+// checkpoint and the entries after it; a checkpoint with a changed entry,
+// or signed by a peer that is not a dir host of the owner, fails it.
+func TestAuditCompacted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := node.New(ctx, node.Config{Home: t.TempDir(), Writers: []string{"all"}, Logger: testLogger(t), CompactAfter: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ann := dialAs(t, n, "ann@example.com")
+	l := newLiar(t, n)
+	for i := range 7 {
+		if _, err := ann.Put(ctx, spindle.PathName(fmt.Sprintf("@/f%d", i%2)), strings.NewReader("text"), 0, nil); err != nil {
+			if _, ok := err.(*spindle.Warning); !ok {
+				t.Fatal(err)
+			}
+		}
+	}
+	rep, err := ann.Audit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Checkpoint == 0 || rep.Checkpoint > rep.Head.Seq || rep.Writers["ann@example.com"] >= int(rep.Head.Seq) {
+		t.Fatalf("audit of a compacted log: checkpoint %d, head %d, writers %v", rep.Checkpoint, rep.Head.Seq, rep.Writers)
+	}
+	stranger := newPeerSigner(t)
+	for _, tc := range []struct {
+		name string
+		lie  func(req *wire.Request, resp *wire.Response)
+	}{
+		{"a checkpoint entry changed", func(req *wire.Request, resp *wire.Response) {
+			if req.Method == wire.DirCheckpoint && len(resp.Data) > 0 {
+				cp, _ := dirlog.UnmarshalCheckpoint(resp.Data)
+				cp.Entries[len(cp.Entries)-1].Time++
+				resp.Data = cp.Marshal()
+			}
+		}},
+		{"a checkpoint signed by a stranger", func(req *wire.Request, resp *wire.Response) {
+			if req.Method == wire.DirCheckpoint && len(resp.Data) > 0 {
+				cp, _ := dirlog.UnmarshalCheckpoint(resp.Data)
+				cp.Sign(stranger)
+				resp.Data = cp.Marshal()
+			}
+		}},
+		{"the checkpoint withheld", func(req *wire.Request, resp *wire.Response) {
+			if req.Method == wire.DirCheckpoint {
+				resp.Data = nil
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l.tell(tc.lie)
+			defer l.tell(nil)
+			_, err := ann.Audit(ctx)
+			if tc.name == "the checkpoint withheld" {
+				// Entries from 1 are gone: the audit cannot pass.
+				if err == nil {
+					t.Fatal("audit passed without the checkpoint")
+				}
+				return
+			}
+			wantIntegrity(t, err, "audit")
+		})
+	}
+}
+
+// strangerSigner signs as a libp2p peer that no key record names.
+type strangerSigner struct {
+	id   peer.ID
+	priv crypto.PrivKey
+	pub  []byte
+}
+
+func (s *strangerSigner) HostID() string  { return s.id.String() }
+func (s *strangerSigner) HostKey() []byte { return s.pub }
+func (s *strangerSigner) Sign(d []byte) (spindle.Signature, error) {
+	return s.priv.Sign(d)
+}
+
+// newPeerSigner returns a dirlog.HeadSigner for a new libp2p identity.
+func newPeerSigner(t *testing.T) dirlog.HeadSigner {
+	t.Helper()
+	priv, pub, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := crypto.MarshalPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &strangerSigner{id: id, priv: priv, pub: b}
 }

@@ -164,7 +164,7 @@ func (r *remote) callTo(ctx context.Context, req *wire.Request, to peer.ID) (*wi
 func requestOwner(req *wire.Request) (spindle.UserName, bool) {
 	var s string
 	switch req.Method {
-	case wire.DirHead, wire.DirEntries:
+	case wire.DirHead, wire.DirEntries, wire.DirCheckpoint:
 		s = string(req.User)
 	case wire.DirLookup, wire.DirWhich:
 		s = string(req.Name)

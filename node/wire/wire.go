@@ -57,6 +57,10 @@ const (
 	// a node mirroring it pulls now: User → nothing. Anyone may send it;
 	// the node checks the record itself.
 	DirNudge = "dir.nudge"
+	// DirCheckpoint asks for the checkpoint the owner's log starts with
+	// once compacted (User → Data: a dirlog.Checkpoint, empty if the log
+	// is whole); its entries follow it from its Seq+1 (see dir.entries).
+	DirCheckpoint = "dir.checkpoint"
 	// NodeStatus asks for the node's state (→ Status). A node answers it
 	// over its socket, to its operator, and over the network only to a
 	// signed-in user it admits as a writer: what it holds, and when that

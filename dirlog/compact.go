@@ -1,0 +1,194 @@
+package dirlog
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"spindle.dev"
+)
+
+// Compact replaces owner's log with a checkpoint of its tree now, signed
+// by the host if the server has a Host signer (see [Checkpoint]): entries
+// 1 to the head are dropped, and the entries appended after are kept
+// after the checkpoint. Every item's signed entries stay in the
+// checkpoint, so every signature a reader checks still verifies. The
+// replacement is durable and atomic: a crash leaves the old log or the
+// new one. It returns the checkpoint. Appends to the log wait while it
+// runs. A log with no entries, or none since its checkpoint, is left
+// alone and its checkpoint, if any, returned.
+func (s *Server) Compact(ctx context.Context, owner spindle.UserName) (*Checkpoint, error) {
+	const op spindle.Op = "dirlog.Compact"
+	if err := checkUser(owner); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	s.mu.RLock()
+	if err := s.damageFor(owner, ""); err != nil {
+		s.mu.RUnlock()
+		return nil, spindle.E(op, err)
+	}
+	l := s.logs[owner]
+	s.mu.RUnlock()
+	if l == nil {
+		return nil, spindle.E(op, spindle.NotExist, owner, "no log to compact")
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	return s.compact(ctx, op, l)
+}
+
+// compact is Compact with l's appendMu held.
+func (s *Server) compact(ctx context.Context, op spindle.Op, l *userLog) (*Checkpoint, error) {
+	if l.log == nil {
+		return nil, spindle.E(op, spindle.NotExist, l.user, "no log to compact")
+	}
+	s.mu.RLock()
+	if l.cp != nil && l.cp.Seq == l.t.seq {
+		cp := l.cp
+		s.mu.RUnlock()
+		return cp, nil
+	}
+	cp := l.t.checkpoint()
+	s.mu.RUnlock()
+	if s.cfg.Host != nil {
+		if err := cp.Sign(s.cfg.Host); err != nil {
+			return nil, spindle.E(op, err)
+		}
+	}
+	recs := cp.chunks()
+	if err := l.log.Replace(ctx, recs...); err != nil {
+		// The log may or may not have been replaced: learn which.
+		var ls logScan
+		if serr := l.log.Scan(ctx, func(b []byte) error { ls.add(b); return nil }); serr != nil {
+			return nil, spindle.E(op, l.user, fmt.Errorf("%w; and then the log could not be read: %v", err, serr))
+		}
+		if got, _ := ls.ck.checkpoint(); got != nil && got.Seq == cp.Seq && got.Hash == cp.Hash {
+			l.cp, l.cpRecs = got, ls.nck
+		}
+		return nil, spindle.E(op, l.user, err)
+	}
+	l.cp, l.cpRecs = cp, len(recs)
+	return cp, nil
+}
+
+// maybeCompact compacts l if Config.CompactAfter says so. l's appendMu is
+// held. A failure is logged, not returned: the entries are stored.
+func (s *Server) maybeCompact(ctx context.Context, l *userLog) {
+	k := s.cfg.CompactAfter
+	if k <= 0 || l.log == nil {
+		return
+	}
+	var since int64
+	if l.cp != nil {
+		since = l.cp.Seq
+	}
+	s.mu.RLock()
+	due := l.t.seq-since > int64(k)
+	s.mu.RUnlock()
+	if !due {
+		return
+	}
+	if _, err := s.compact(ctx, spindle.Op("dirlog.Compact"), l); err != nil {
+		s.cfg.Logger.Error("dirlog: compaction failed; the log is whole", "user", string(l.user), "err", err)
+	}
+}
+
+// Checkpoint returns the checkpoint owner's log starts with, or nil if the
+// log is whole (or empty). Only the owner may read it, as for
+// [Server.Entries]; with the entries after it, read with Entries from
+// Seq+1, it is the whole log a mirror or an auditor needs (see
+// [CheckLogFrom] and [Audit]). The caller must not change it.
+func (s *Server) Checkpoint(ctx context.Context, user, owner spindle.UserName) (*Checkpoint, error) {
+	const op spindle.Op = "dirlog.Checkpoint"
+	if err := checkUser(user); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if err := checkUser(owner); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if user != owner {
+		return nil, spindle.E(op, spindle.Private, spindle.PathName(owner+"/"), user, "only the owner may read a tree's log")
+	}
+	s.mu.RLock()
+	if err := s.damageFor(owner, user); err != nil {
+		s.mu.RUnlock()
+		return nil, spindle.E(op, err)
+	}
+	l := s.logs[owner]
+	s.mu.RUnlock()
+	if l == nil {
+		return nil, nil
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	return l.cp, nil
+}
+
+// Export returns owner's log as stored, framed records without the file
+// header (a checkpoint, if the log was compacted, and the entries after
+// it), for a new mirror or an auditor to load with [Audit]. Only the owner
+// may read it.
+func (s *Server) Export(ctx context.Context, user, owner spindle.UserName) ([]byte, error) {
+	const op spindle.Op = "dirlog.Export"
+	if _, err := s.Checkpoint(ctx, user, owner); err != nil { // Checks the user's right.
+		return nil, spindle.E(op, err)
+	}
+	s.mu.RLock()
+	l := s.logs[owner]
+	s.mu.RUnlock()
+	if l == nil {
+		return nil, nil
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.log == nil {
+		return nil, nil
+	}
+	return l.log.Raw(ctx)
+}
+
+// CheckLogFrom is [CheckLog] for a compacted log: it checks a signed head
+// against a checkpoint and the entries after it. The checkpoint's items
+// must make its map root (see [Checkpoint.Verify], which also checks
+// signatures), the entries must follow it, and the head must name the
+// last of them and the map root they make. A mismatch is Integrity.
+func CheckLogFrom(cp *Checkpoint, tail []*Entry, h *Head) error {
+	const op spindle.Op = "dirlog.CheckLog"
+	if cp == nil {
+		return CheckLog(tail, h)
+	}
+	if cp.User != h.User {
+		return spindle.E(op, spindle.Invalid, h.User, "checkpoint of "+string(cp.User))
+	}
+	t, err := cp.fold()
+	if err != nil {
+		return spindle.E(op, spindle.Integrity, h.User, err)
+	}
+	if got := cp.Seq + int64(len(tail)); got != h.Seq {
+		return spindle.E(op, spindle.Integrity, h.User, fmt.Sprintf("the head is at sequence %d, the log has a checkpoint at %d and %d entries after it", h.Seq, cp.Seq, len(tail)))
+	}
+	vals := make(map[spindle.PathName]Hash)
+	if t.root != nil {
+		for _, it := range cp.Items {
+			e := cp.Entries[it.Src]
+			name, val := e.Entry.Name, e.Hash()
+			for _, mi := range it.Moves {
+				m := cp.Entries[mi]
+				name = spindle.PathName(string(m.NewName) + strings.TrimPrefix(string(name), string(m.Entry.Name)))
+				val = MovedValue(m.Hash(), val)
+			}
+			vals[name] = val
+		}
+	}
+	root, last, err := foldMap(vals, cp.Seq, cp.Hash, tail)
+	if err != nil {
+		return spindle.E(op, spindle.Integrity, h.User, err)
+	}
+	switch {
+	case last != h.Hash:
+		return spindle.E(op, spindle.Integrity, h.User, fmt.Sprintf("entry %d has hash %s, the head signed by %s says %s", h.Seq, last, h.Host, h.Hash))
+	case root != h.Root:
+		return spindle.E(op, spindle.Integrity, h.User, fmt.Sprintf("the log up to %d makes map root %s, the head signed by %s says %s", h.Seq, root, h.Host, h.Root))
+	}
+	return nil
+}

@@ -152,6 +152,8 @@ type Node struct {
 	keyPuts *peerLimiter // key.put requests per peer.
 
 	signedSeen seenSigned // Signed requests taken (forward.go).
+
+	heads headPub // Heads to publish (headpub.go).
 }
 
 // A session is a client peer signed in as a user.
@@ -181,6 +183,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n := &Node{cfg: cfg, log: log, writers: writers, started: time.Now(), sessions: make(map[peer.ID]session),
 		keyPuts: newPeerLimiter(cfg.KeyPutLimit, time.Minute, maxLimitedPeers)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.heads.kick = make(chan struct{}, 1)
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -271,6 +274,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
+	n.bg.Go(n.publishLoop)
 	// Each damaged or repaired log was reported by dirlog as it opened.
 	if n.closeBS != nil {
 		if s, ok := n.store.(*disk.Store); ok {

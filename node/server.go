@@ -91,6 +91,11 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		return &wire.Response{Data: []byte(n.ks.VerifierKey())}, nil
 	case wire.NodeStatus:
 		return n.serveStatus(ctx, remote)
+	case wire.DirPublished:
+		// Anyone may read the DHT; the node only saves the client
+		// a DHT of its own.
+		h, err := n.PublishedHead(ctx, req.User)
+		return &wire.Response{Head: h}, err
 	}
 
 	// The rest act for the user the peer has authenticated as, or, for
@@ -132,6 +137,9 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 			return nil, err
 		}
 		de, err := n.dir.Append(ctx, e)
+		if err == nil {
+			n.headChanged(e.Tree())
+		}
 		return &wire.Response{Entry: de}, err
 	case wire.DirBatch:
 		if len(req.Batch) > dirlog.MaxBatch {
@@ -152,6 +160,9 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		var err error
 		if len(es) > 0 {
 			des, err = n.dir.AppendBatch(ctx, es)
+			for _, e := range es[:min(len(des), len(es))] {
+				n.headChanged(e.Tree())
+			}
 		}
 		if err == nil {
 			err = bad

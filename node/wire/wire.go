@@ -49,6 +49,10 @@ const (
 	DirWhich       = "dir.whichaccess"
 	DirWatch       = "dir.watch"
 	DirEntries     = "dir.entries" // User, Seq (from), Size (at most) → Log: the owner's log entries.
+	// DirPublished asks for the newest head of User's log published in
+	// the node's DHT (→ Head), for a reader to compare with the heads
+	// hosts serve. The client checks its signer against the key record.
+	DirPublished = "dir.published"
 	// NodeStatus asks for the node's state (→ Status). A node answers it
 	// over its socket, to its operator, and over the network only to a
 	// signed-in user it admits as a writer: what it holds, and when that

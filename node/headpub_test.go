@@ -1,0 +1,145 @@
+package node
+
+import (
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"spindle.dev"
+	"spindle.dev/dirlog"
+)
+
+// peerKey signs heads as a peer, without a host.
+type peerKey struct {
+	id   peer.ID
+	priv crypto.PrivKey
+	pub  []byte
+}
+
+func newPeerKey(t testing.TB) *peerKey {
+	t.Helper()
+	priv, pub, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := crypto.MarshalPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &peerKey{id: id, priv: priv, pub: b}
+}
+
+func (k *peerKey) HostID() string  { return k.id.String() }
+func (k *peerKey) HostKey() []byte { return k.pub }
+func (k *peerKey) Sign(d []byte) (spindle.Signature, error) {
+	return k.priv.Sign(d)
+}
+
+// signedHead returns the encoding of a head of user's log at seq, signed
+// by k; hash distinguishes heads of one sequence.
+func signedHead(t testing.TB, k *peerKey, user spindle.UserName, seq int64, hash byte, at spindle.Time) []byte {
+	t.Helper()
+	h := &dirlog.Head{User: user, Seq: seq, Time: at}
+	h.Hash[0] = hash
+	if err := h.Sign(k); err != nil {
+		t.Fatal(err)
+	}
+	return h.Marshal()
+}
+
+func TestHeadValidatorValidate(t *testing.T) {
+	k := newPeerKey(t)
+	other := newPeerKey(t)
+	const ann = "ann@example.com"
+	good := signedHead(t, k, ann, 5, 1, 100)
+	// A head whose signature is by another key than the one it names.
+	forged, _ := dirlog.UnmarshalHead(good)
+	forged.HostKey = other.pub
+	unsigned := &dirlog.Head{User: ann, Seq: 5}
+	tampered, _ := dirlog.UnmarshalHead(good)
+	tampered.Seq = 9
+
+	v := headValidator{}
+	if err := v.Validate(HeadKey(ann), good); err != nil {
+		t.Fatalf("good head refused: %v", err)
+	}
+	for _, c := range []struct {
+		name, key string
+		val       []byte
+		kind      spindle.Kind
+		want      string
+	}{
+		{"other user's key", HeadKey("bob@example.com"), good, spindle.Invalid, "published under the key of bob@example.com"},
+		{"other namespace", "/pk/" + ann, good, spindle.Invalid, "not in namespace"},
+		{"garbage", HeadKey(ann), []byte("SPDLH2 junk"), spindle.Invalid, "malformed head"},
+		{"unsigned", HeadKey(ann), unsigned.Marshal(), spindle.Invalid, "not signed"},
+		{"key of another peer", HeadKey(ann), forged.Marshal(), spindle.Integrity, "not the key of"},
+		{"tampered sequence", HeadKey(ann), tampered.Marshal(), spindle.Integrity, "does not verify"},
+	} {
+		err := v.Validate(c.key, c.val)
+		if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %v error containing %q", c.name, err, c.kind, c.want)
+		}
+	}
+}
+
+// The selector keeps the highest sequence number, whichever order the
+// records come in; a lower sequence never wins over one already held.
+func TestHeadValidatorSelect(t *testing.T) {
+	k := newPeerKey(t)
+	const ann = "ann@example.com"
+	v := headValidator{}
+	s3 := signedHead(t, k, ann, 3, 1, 300)
+	s7 := signedHead(t, k, ann, 7, 1, 100) // Older time, higher sequence.
+	s7b := signedHead(t, k, ann, 7, 2, 200)
+	junk := []byte("not a head")
+	for _, c := range []struct {
+		name string
+		vals [][]byte
+		want int
+	}{
+		{"higher later", [][]byte{s3, s7}, 1},
+		{"higher first", [][]byte{s7, s3}, 0},
+		{"junk skipped", [][]byte{junk, s3}, 1},
+		{"same seq: later time", [][]byte{s7, s7b}, 1},
+		{"same seq: later time first", [][]byte{s7b, s7}, 0},
+	} {
+		got, err := v.Select(HeadKey(ann), c.vals)
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %d, %v, want %d", c.name, got, err, c.want)
+		}
+	}
+	if _, err := v.Select(HeadKey(ann), [][]byte{junk}); !errors.Is(err, spindle.Invalid) {
+		t.Errorf("no valid record: got %v, want Invalid", err)
+	}
+}
+
+// FuzzHeadRecord feeds the DHT's head validator arbitrary records: it must
+// not panic, and whatever it accepts re-encodes to the same bytes.
+func FuzzHeadRecord(f *testing.F) {
+	k := newPeerKey(f)
+	f.Add(signedHead(f, k, "ann@example.com", 5, 1, 100))
+	f.Add([]byte("SPDLH2"))
+	f.Add([]byte("SPDLH1"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := decodeHeadRecord(HeadKey("ann@example.com"), data)
+		if err != nil {
+			return
+		}
+		if string(h.Marshal()) != string(data) {
+			t.Fatalf("accepted record does not re-encode to itself")
+		}
+		if _, err := (headValidator{}).Select(HeadKey("ann@example.com"), [][]byte{data}); err != nil {
+			t.Fatalf("valid record not selectable: %v", err)
+		}
+	})
+}

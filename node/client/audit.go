@@ -63,7 +63,9 @@ func (c *Client) Audit(ctx context.Context) (*AuditReport, error) {
 	rep := &AuditReport{Head: h, Writers: make(map[spindle.UserName]int)}
 	for _, e := range all {
 		if err := c.checkSig(ctx, e); err != nil {
-			return nil, spindle.E(op, c.user, spindle.Integrity, fmt.Errorf("entry %d (%s of %s by %s): %v", e.Seq, e.Op, e.Entry.Name, e.Writer, err))
+			err := spindle.E(op, c.user, spindle.Integrity, fmt.Errorf("entry %d (%s of %s by %s), served through %s: %v", e.Seq, e.Op, e.Entry.Name, e.Writer, c.svc.peer, err))
+			ev := &Evidence{Kind: EvidenceBadEntry, User: c.user, Peer: c.svc.peer.String(), Time: spindle.Now(), Heads: []*dirlog.Head{h}, Entry: e, Note: err.Error()}
+			return nil, c.saved(err, ev)
 		}
 		rep.Writers[e.Writer]++
 	}

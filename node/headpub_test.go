@@ -1,10 +1,13 @@
 package node
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -142,4 +145,59 @@ func FuzzHeadRecord(f *testing.F) {
 			t.Fatalf("valid record not selectable: %v", err)
 		}
 	})
+}
+
+// Ann's dir host B publishes her log's head after her writes; every node
+// of the network finds the newest, and none lets an older record replace
+// it, whoever offers it.
+func TestHeadPublishedAcrossNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four networked nodes")
+	}
+	w := newFwdWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ann = "ann@example.com"
+	c := fwdDial(t, w.b, w.annKeys)
+	if _, err := c.Put(ctx, ann+"/a", strings.NewReader("one"), spindle.PlainPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	old, err := w.b.dir.Head(ctx, ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := c.Put(ctx, spindle.PathName(fmt.Sprintf("%s/b%d", ann, i)), strings.NewReader("two"), spindle.PlainPack, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now, err := w.b.dir.Head(ctx, ann)
+	if err != nil || now.Seq <= old.Seq {
+		t.Fatalf("head after the puts: %v, %v (before: %d)", now, err, old.Seq)
+	}
+	for _, n := range []*Node{w.a, w.z, w.k, w.b} {
+		var got *dirlog.Head
+		waitFor(t, time.Minute, func() string { return fmt.Sprintf("%s finds head %+v, want sequence %d", n.Host().ID(), got, now.Seq) }, func() bool {
+			got, _ = n.PublishedHead(ctx, ann)
+			return got != nil && got.Seq == now.Seq
+		})
+		if got.Hash != now.Hash || got.Host != w.b.Host().ID().String() {
+			t.Errorf("%s: published head %s by %s, want %s by B", n.Host().ID(), got.Hash, got.Host, now.Hash)
+		}
+	}
+	// The old head, genuinely signed by B, offered again by any node.
+	for _, n := range []*Node{w.a, w.z} {
+		if err := n.DHT().PutValue(ctx, HeadKey(ann), old.Marshal()); err == nil {
+			t.Errorf("%s took a head of sequence %d over %d", n.Host().ID(), old.Seq, now.Seq)
+		}
+		if got, err := n.PublishedHead(ctx, ann); err != nil || got.Seq != now.Seq {
+			t.Errorf("%s: after the old record was offered, published head %v, %v; want sequence %d", n.Host().ID(), got, err, now.Seq)
+		}
+	}
+	// A record that does not verify is refused outright.
+	bad := *now
+	bad.Seq += 10
+	if err := w.a.DHT().PutValue(ctx, HeadKey(ann), bad.Marshal()); err == nil {
+		t.Errorf("a head whose signature does not verify was stored")
+	}
 }

@@ -115,6 +115,10 @@ func runAudit(ctx context.Context, st *State, args []string) error {
 		return st.fail(string(owner), err)
 	}
 	if owner != c.User() {
+		if hr.Served == nil && hr.Published == nil {
+			// Nothing to compare: no right in the tree, or no tree.
+			return st.fail(string(owner), hr.ServedErr)
+		}
 		if hr.Served != nil {
 			fmt.Fprintf(st.Stdout, "%s: head at sequence %d, signed by %s at %s\n", printName(owner), hr.Served.Seq, hr.Served.Host, hr.Served.Time.Go().Local().Format(time.DateTime))
 		} else {

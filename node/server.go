@@ -91,11 +91,6 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		return &wire.Response{Data: []byte(n.ks.VerifierKey())}, nil
 	case wire.NodeStatus:
 		return n.serveStatus(ctx, remote)
-	case wire.DirPublished:
-		// Anyone may read the DHT; the node only saves the client
-		// a DHT of its own.
-		h, err := n.PublishedHead(ctx, req.User)
-		return &wire.Response{Head: h}, err
 	}
 
 	// The rest act for the user the peer has authenticated as, or, for
@@ -114,6 +109,11 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		return nil, spindle.E(wire.SessionOp, spindle.Permission, "not signed in: the client has not authenticated (run spin signup)")
 	}
 	switch req.Method {
+	case wire.DirPublished:
+		// Anyone may read the DHT; the node saves its signed-in users
+		// a DHT of their own.
+		h, err := n.PublishedHead(ctx, req.User)
+		return &wire.Response{Head: h}, err
 	case wire.DirHead:
 		// A log's head is its position: only users with a right in the
 		// tree get it (writers need it to sign their next entry).

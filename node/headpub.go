@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,8 +30,14 @@ import (
 // (headValidator): the key names the head's user, the head decodes, and
 // its signature verifies with the key of the peer it names. That needs no
 // lookup and never blocks. Whether that peer is one of the user's dir
-// hosts needs the user's key record: a client checks it, as it checks
-// every head it is given, before it believes a published head. Among
+// hosts needs the user's key record: the validator refuses a head whose
+// signer the record does not list if the node has the record at hand
+// (dirHostCache); if not, it accepts the head and has the record looked
+// up in the background, so that the next check of that head (at the next
+// read or store) refuses it. A client checks the listing itself, as it
+// checks every head it is given, before it believes a published head.
+// Records expire from the DHT after two days: a host publishes its heads
+// again every republishEvery. Among
 // valid records the one with the highest sequence number wins (then the
 // latest signing time, then the lowest bytes, so that every node chooses
 // the same). A record for a lower sequence never replaces a higher one,
@@ -53,26 +60,47 @@ const publishEvery = 250 * time.Millisecond
 // publishTimeout bounds one publication.
 const publishTimeout = 30 * time.Second
 
+// republishEvery is how often a host publishes again the heads it has
+// published, before the DHT forgets them (after 48 hours).
+const republishEvery = 6 * time.Hour
+
 // headValidator is the DHT's record.Validator for HeadNamespace.
-type headValidator struct{}
+type headValidator struct {
+	// hosts, if set, returns the peer IDs of user's dir hosts, and
+	// whether they are known; it must not block.
+	hosts func(user spindle.UserName) ([]string, bool)
+}
 
 // Validate checks that value is a head of the user key names, signed by
-// the peer it names.
-func (headValidator) Validate(key string, value []byte) error {
-	_, err := decodeHeadRecord(key, value)
+// the peer it names, and, if the user's dir hosts are known, that the
+// peer is one of them.
+func (v headValidator) Validate(key string, value []byte) error {
+	_, err := v.check(key, value)
 	return err
+}
+
+func (v headValidator) check(key string, value []byte) (*dirlog.Head, error) {
+	h, err := decodeHeadRecord(key, value)
+	if err != nil || v.hosts == nil {
+		return h, err
+	}
+	hosts, known := v.hosts(h.User)
+	if known && !slices.Contains(hosts, h.Host) {
+		return nil, spindle.E(spindle.Op("node.HeadRecord"), spindle.Invalid, h.User, fmt.Sprintf("published head of sequence %d is signed by %s, not a dir host of %s (the key record names %d)", h.Seq, h.Host, h.User, len(hosts)))
+	}
+	return h, nil
 }
 
 // Select returns the index of the best of vals: the valid head with the
 // highest sequence number (then the latest time, then the lowest bytes).
-func (headValidator) Select(key string, vals [][]byte) (int, error) {
+func (v headValidator) Select(key string, vals [][]byte) (int, error) {
 	best, bestHead := -1, (*dirlog.Head)(nil)
-	for i, v := range vals {
-		h, err := decodeHeadRecord(key, v)
+	for i, val := range vals {
+		h, err := v.check(key, val)
 		if err != nil {
 			continue
 		}
-		if best < 0 || betterHead(h, v, bestHead, vals[best]) {
+		if best < 0 || betterHead(h, val, bestHead, vals[best]) {
 			best, bestHead = i, h
 		}
 	}
@@ -144,11 +172,24 @@ func (n *Node) headChanged(user spindle.UserName) {
 // per publishEvery, until the node closes.
 func (n *Node) publishLoop() {
 	p := &n.heads
+	again := time.NewTicker(republishEvery)
+	defer again.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-p.kick:
+		case <-again.C:
+			// Publish again every head published, even if unchanged.
+			p.mu.Lock()
+			for u := range p.done {
+				if p.dirty == nil {
+					p.dirty = make(map[spindle.UserName]bool)
+				}
+				p.dirty[u] = true
+				p.done[u] = 0
+			}
+			p.mu.Unlock()
 		}
 		p.mu.Lock()
 		users := p.dirty
@@ -224,4 +265,85 @@ func (n *Node) PublishedHead(ctx context.Context, user spindle.UserName) (*dirlo
 		return nil, spindle.E(op, spindle.IO, user, err)
 	}
 	return decodeHeadRecord(HeadKey(user), v)
+}
+
+// maxDirHostCache bounds the key records the head validator keeps at hand.
+const maxDirHostCache = 1 << 12
+
+// dirHostTTL is how long the validator trusts a key record's dir hosts.
+const dirHostTTL = 2 * time.Minute
+
+// dirHostCache keeps the dir hosts of users whose published heads the
+// node has checked, looked up in the background (lookupLoop).
+type dirHostCache struct {
+	mu      sync.Mutex
+	hosts   map[spindle.UserName]dirHostsAt
+	pending chan spindle.UserName
+}
+
+type dirHostsAt struct {
+	ids []string
+	at  time.Time
+}
+
+func newDirHostCache() *dirHostCache {
+	return &dirHostCache{hosts: make(map[spindle.UserName]dirHostsAt), pending: make(chan spindle.UserName, 64)}
+}
+
+// get returns user's dir hosts if the cache holds them fresh; if not, it
+// asks for a lookup, unless too many are pending, and returns false.
+func (c *dirHostCache) get(user spindle.UserName) ([]string, bool) {
+	c.mu.Lock()
+	e, ok := c.hosts[user]
+	c.mu.Unlock()
+	if ok && time.Since(e.at) < dirHostTTL {
+		return e.ids, true
+	}
+	select {
+	case c.pending <- user:
+	default:
+	}
+	return nil, false
+}
+
+// lookupLoop looks up the key records the validator asked for, until the
+// node closes. A user without a record has no dir hosts.
+func (n *Node) lookupLoop() {
+	c := n.dirHosts
+	for {
+		var user spindle.UserName
+		select {
+		case <-n.ctx.Done():
+			return
+		case user = <-c.pending:
+		}
+		c.mu.Lock()
+		e, ok := c.hosts[user]
+		c.mu.Unlock()
+		if ok && time.Since(e.at) < dirHostTTL {
+			continue // Asked for twice.
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, publishTimeout)
+		u, err := n.ks.Lookup(ctx, user)
+		cancel()
+		var ids []string
+		switch {
+		case err == nil:
+			for _, a := range u.DirHosts {
+				if ai, err := p2p.ParsePeerAddr(a); err == nil {
+					ids = append(ids, ai.ID.String())
+				}
+			}
+		case errors.Is(err, spindle.NotExist):
+		default:
+			n.log.Debug("cannot look up the dir hosts of a published head", "user", user, "err", oneLine(err.Error()))
+			continue
+		}
+		c.mu.Lock()
+		if len(c.hosts) >= maxDirHostCache {
+			clear(c.hosts)
+		}
+		c.hosts[user] = dirHostsAt{ids: ids, at: time.Now()}
+		c.mu.Unlock()
+	}
 }

@@ -94,6 +94,36 @@ func TestHeadValidatorValidate(t *testing.T) {
 	}
 }
 
+// With the user's dir hosts at hand, the validator refuses a head signed
+// by another peer, and the selector passes over it; without them, it
+// takes the head.
+func TestHeadValidatorDirHosts(t *testing.T) {
+	host, stranger := newPeerKey(t), newPeerKey(t)
+	const ann = "ann@example.com"
+	known := true
+	v := headValidator{hosts: func(u spindle.UserName) ([]string, bool) {
+		if u != ann || !known {
+			return nil, false
+		}
+		return []string{host.HostID()}, true
+	}}
+	good := signedHead(t, host, ann, 5, 1, 100)
+	bad := signedHead(t, stranger, ann, 9, 1, 100)
+	if err := v.Validate(HeadKey(ann), good); err != nil {
+		t.Errorf("head by the dir host: %v", err)
+	}
+	if err := v.Validate(HeadKey(ann), bad); !errors.Is(err, spindle.Invalid) || !strings.Contains(err.Error(), "not a dir host") {
+		t.Errorf("head by a stranger: %v, want Invalid saying not a dir host", err)
+	}
+	if i, err := v.Select(HeadKey(ann), [][]byte{bad, good}); err != nil || i != 1 {
+		t.Errorf("select: %d, %v; want the dir host's head (1)", i, err)
+	}
+	known = false
+	if err := v.Validate(HeadKey(ann), bad); err != nil {
+		t.Errorf("head by a peer, dir hosts not known: %v", err)
+	}
+}
+
 // The selector keeps the highest sequence number, whichever order the
 // records come in; a lower sequence never wins over one already held.
 func TestHeadValidatorSelect(t *testing.T) {
@@ -193,6 +223,24 @@ func TestHeadPublishedAcrossNodes(t *testing.T) {
 		if got, err := n.PublishedHead(ctx, ann); err != nil || got.Seq != now.Seq {
 			t.Errorf("%s: after the old record was offered, published head %v, %v; want sequence %d", n.Host().ID(), got, err, now.Seq)
 		}
+	}
+	// A well-signed head by a peer that is not ann's dir host, once a
+	// node knows her key record (a check of her head had it looked up),
+	// is refused and does not hide the real one.
+	st := newPeerKey(t)
+	bogus := &dirlog.Head{User: ann, Seq: now.Seq + 100, Time: spindle.Now()}
+	if err := bogus.Sign(st); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, func() string { return "node A does not know ann's dir hosts" }, func() bool {
+		_, known := w.a.dirHosts.get(ann)
+		return known
+	})
+	if err := w.a.DHT().PutValue(ctx, HeadKey(ann), bogus.Marshal()); err == nil || !strings.Contains(err.Error(), "not a dir host") {
+		t.Errorf("node A stored a head by a stranger: %v", err)
+	}
+	if got, err := w.a.PublishedHead(ctx, ann); err != nil || got.Seq != now.Seq {
+		t.Errorf("after a stranger's head was offered, published head %v, %v; want sequence %d", got, err, now.Seq)
 	}
 	// A record that does not verify is refused outright.
 	bad := *now

@@ -153,7 +153,8 @@ type Node struct {
 
 	signedSeen seenSigned // Signed requests taken (forward.go).
 
-	heads headPub // Heads to publish (headpub.go).
+	heads    headPub       // Heads to publish (headpub.go).
+	dirHosts *dirHostCache // For the validator of published heads.
 }
 
 // A session is a client peer signed in as a user.
@@ -184,6 +185,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		keyPuts: newPeerLimiter(cfg.KeyPutLimit, time.Minute, maxLimitedPeers)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.heads.kick = make(chan struct{}, 1)
+	n.dirHosts = newDirHostCache()
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -275,6 +277,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, spindle.E(op, err)
 	}
 	n.bg.Go(n.publishLoop)
+	n.bg.Go(n.lookupLoop)
 	// Each damaged or repaired log was reported by dirlog as it opened.
 	if n.closeBS != nil {
 		if s, ok := n.store.(*disk.Store); ok {

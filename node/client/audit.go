@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"spindle.dev"
@@ -64,6 +65,9 @@ func (c *Client) Audit(ctx context.Context) (*AuditReport, error) {
 	for _, e := range all {
 		if err := c.checkSig(ctx, e); err != nil {
 			err := spindle.E(op, c.user, spindle.Integrity, fmt.Errorf("entry %d (%s of %s by %s), served through %s: %v", e.Seq, e.Op, e.Entry.Name, e.Writer, c.svc.peer, err))
+			if errors.Is(err, spindle.IO) {
+				return nil, err // The writer's keys could not be looked up: no evidence.
+			}
 			ev := &Evidence{Kind: EvidenceBadEntry, User: c.user, Peer: c.svc.peer.String(), Time: spindle.Now(), Heads: []*dirlog.Head{h}, Entry: e, Note: err.Error()}
 			return nil, c.saved(err, ev)
 		}

@@ -63,9 +63,9 @@ func (c *Client) Audit(ctx context.Context) (*AuditReport, error) {
 	}
 	rep := &AuditReport{Head: h, Writers: make(map[spindle.UserName]int)}
 	for _, e := range all {
-		if err := c.checkSig(ctx, e); err != nil {
-			err := spindle.E(op, c.user, spindle.Integrity, fmt.Errorf("entry %d (%s of %s by %s), served through %s: %v", e.Seq, e.Op, e.Entry.Name, e.Writer, c.svc.peer, err))
-			if errors.Is(err, spindle.IO) {
+		if serr := c.checkSig(ctx, e); serr != nil {
+			err := spindle.E(op, c.user, spindle.Integrity, fmt.Errorf("entry %d (%s of %s by %s), served through %s: %v", e.Seq, e.Op, e.Entry.Name, e.Writer, c.svc.peer, serr))
+			if errors.Is(serr, spindle.IO) {
 				return nil, err // The writer's keys could not be looked up: no evidence.
 			}
 			ev := &Evidence{Kind: EvidenceBadEntry, User: c.user, Peer: c.svc.peer.String(), Time: spindle.Now(), Heads: []*dirlog.Head{h}, Entry: e, Note: err.Error()}

@@ -126,7 +126,7 @@ func (n *Node) startDHT(ctx context.Context) error {
 		n.book.file = filepath.Join(n.cfg.Home, PeersFile)
 		n.book.load()
 	}
-	d, err := p2p.NewDHT(ctx, n.host, nil, dht.BootstrapPeersFunc(n.bootstrapPeers))
+	d, err := p2p.NewDHT(ctx, n.host, nil, dht.BootstrapPeersFunc(n.bootstrapPeers), dht.NamespacedValidator(HeadNamespace, headValidator{hosts: n.dirHosts.get}))
 	if err != nil {
 		return err
 	}

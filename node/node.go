@@ -157,6 +157,9 @@ type Node struct {
 	keyPuts *peerLimiter // key.put requests per peer.
 
 	signedSeen seenSigned // Signed requests taken (forward.go).
+
+	heads    headPub       // Heads to publish (headpub.go).
+	dirHosts *dirHostCache // For the validator of published heads.
 }
 
 // A session is a client peer signed in as a user.
@@ -186,6 +189,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n := &Node{cfg: cfg, log: log, writers: writers, started: time.Now(), sessions: make(map[peer.ID]session),
 		keyPuts: newPeerLimiter(cfg.KeyPutLimit, time.Minute, maxLimitedPeers)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.heads.kick = make(chan struct{}, 1)
+	n.dirHosts = newDirHostCache()
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -276,6 +281,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
+	n.bg.Go(n.publishLoop)
+	n.bg.Go(n.lookupLoop)
 	// Each damaged or repaired log was reported by dirlog as it opened.
 	if n.closeBS != nil {
 		if s, ok := n.store.(*disk.Store); ok {

@@ -117,6 +117,11 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		return nil, spindle.E(wire.SessionOp, spindle.Permission, "not signed in: the client has not authenticated (run spin signup)")
 	}
 	switch req.Method {
+	case wire.DirPublished:
+		// Anyone may read the DHT; the node saves its signed-in users
+		// a DHT of their own.
+		h, err := n.PublishedHead(ctx, req.User)
+		return &wire.Response{Head: h}, err
 	case wire.DirHead:
 		// A log's head is its position: only users with a right in the
 		// tree get it (writers need it to sign their next entry).
@@ -149,6 +154,7 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		de, err := n.dir.Append(ctx, e)
 		if err == nil {
 			n.mirrors.nudge(e.Tree())
+			n.headChanged(e.Tree())
 		}
 		return &wire.Response{Entry: de}, err
 	case wire.DirBatch:
@@ -172,6 +178,9 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 			des, err = n.dir.AppendBatch(ctx, es)
 			if len(des) > 0 {
 				n.mirrors.nudge(es[0].Tree())
+			}
+			for _, e := range es[:min(len(des), len(es))] {
+				n.headChanged(e.Tree())
 			}
 		}
 		if err == nil {

@@ -42,6 +42,7 @@ var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) 
 		Verifier:      cfg.Verifier,
 		RequireKeyLog: !cfg.NewKeyLog,
 		DirHeads:      stateFile(cfg.File, "dirheads"),
+		Evidence:      stateFile(cfg.File, "evidence"),
 	})
 	var km *client.KeyMismatchError
 	if errors.As(err, &km) {

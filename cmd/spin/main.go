@@ -80,7 +80,7 @@ func commands() []*command {
 		{"mount", "mount the namespace as a file system", mountUsage, runMount},
 		{"ui", "browse, view, upload and share from a web browser", uiUsage, runUI},
 		{"user", "print a user's key record", userUsage, runUser},
-		{"audit", "check your tree's log against the node's signed head", auditUsage, runAudit},
+		{"audit", "check a tree's heads, your own tree's log, or evidence", auditUsage, runAudit},
 		{"rotate", "replace your key with a new one", rotateUsage, runRotate},
 		{"key", "audit key records and print the key log's head", keyUsage(), runKey},
 		{"suffix", "create a +suffix user of yours", suffixUsage, runSuffix},

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"spindle.dev"
@@ -106,8 +107,13 @@ func (c *Client) audit(ctx context.Context) (*AuditReport, error) {
 		all = append(cp.Entries[:len(cp.Entries):len(cp.Entries)], all...)
 	}
 	for _, e := range all {
-		if err := c.checkSig(ctx, e); err != nil {
-			return nil, spindle.E(op, c.user, spindle.Integrity, fmt.Errorf("entry %d (%s of %s by %s): %v", e.Seq, e.Op, e.Entry.Name, e.Writer, err))
+		if serr := c.checkSig(ctx, e); serr != nil {
+			err := spindle.E(op, c.user, spindle.Integrity, fmt.Errorf("entry %d (%s of %s by %s), served through %s: %v", e.Seq, e.Op, e.Entry.Name, e.Writer, c.svc.peer, serr))
+			if errors.Is(serr, spindle.IO) {
+				return nil, err // The writer's keys could not be looked up: no evidence.
+			}
+			ev := &Evidence{Kind: EvidenceBadEntry, User: c.user, Peer: c.svc.peer.String(), Time: spindle.Now(), Heads: []*dirlog.Head{h}, Entry: e, Note: err.Error()}
+			return nil, c.saved(err, ev)
 		}
 		rep.Writers[e.Writer]++
 	}

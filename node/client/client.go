@@ -70,6 +70,10 @@ type Config struct {
 	// user's directory log the client has seen (see dirheads.go). Every
 	// answer is then checked not to come from an older state of the log.
 	DirHeads string
+	// Evidence, if set, is the directory in which the client saves the
+	// evidence of a dir host's rollback, fork or bad entry (see
+	// evidence.go).
+	Evidence string
 }
 
 // A Client implements spindle.Client: it packs, signs and verifies with the
@@ -197,6 +201,7 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 		}
 	}
 	c.svc.heads = c.heads
+	c.svc.evidence = cfg.Evidence
 	// Sign in before the key log is opened: the node's answer names its
 	// key cluster's verifier key, which openKeyLog then checks without a
 	// round trip of its own. A key log that does not match is reported

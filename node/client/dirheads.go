@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -34,7 +35,8 @@ import (
 // heads.
 
 // dirHeads is the newest head a client has seen of each user's log, kept
-// in a file: one line per user, "USER SEQ HASH".
+// in a file: one line per user, "USER SEQ HASH SIGNED-HEAD", the last the
+// head as its dir host signed it, in base64 (absent if it was not signed).
 type dirHeads struct {
 	file string
 
@@ -73,8 +75,8 @@ func parseDirHeads(file string, data []byte) (map[spindle.UserName]*dirlog.Head,
 
 func parseHeadLine(line string) (*dirlog.Head, error) {
 	f := strings.Fields(line)
-	if len(f) != 3 {
-		return nil, fmt.Errorf("want USER SEQ HASH, got %q", line)
+	if len(f) != 3 && len(f) != 4 {
+		return nil, fmt.Errorf("want USER SEQ HASH [SIGNED-HEAD], got %q", line)
 	}
 	user, err := spindle.CleanUser(spindle.UserName(f[0]))
 	if err != nil {
@@ -89,6 +91,22 @@ func parseHeadLine(line string) (*dirlog.Head, error) {
 		return nil, fmt.Errorf("bad hash %q", f[2])
 	} else {
 		copy(h.Hash[:], b)
+	}
+	if len(f) == 4 {
+		// The signed head itself, kept as evidence for a later fork
+		// or rollback (see evidence.go).
+		b, err := base64.StdEncoding.DecodeString(f[3])
+		if err != nil {
+			return nil, fmt.Errorf("signed head is not base64: %v", err)
+		}
+		sh, err := dirlog.UnmarshalHead(b)
+		if err != nil {
+			return nil, err
+		}
+		if sh.User != h.User || sh.Seq != h.Seq || sh.Hash != h.Hash {
+			return nil, fmt.Errorf("signed head of %s at %d does not match the line", sh.User, sh.Seq)
+		}
+		h = sh
 	}
 	return h, nil
 }
@@ -118,10 +136,20 @@ func (d *dirHeads) check(floor, h *dirlog.Head) error {
 	defer d.mu.Unlock()
 	seen := d.heads[h.User]
 	if seen != nil && seen.Seq == h.Seq {
-		return dirlog.CheckHead(seen, h) // A fork, if the hashes differ.
+		if err := dirlog.CheckHead(seen, h); err != nil {
+			return err // A fork.
+		}
+		if len(seen.Sig) == 0 && len(h.Sig) > 0 {
+			// Keep the head as signed, the evidence a fork needs.
+			c := *h
+			d.heads[h.User] = &c
+			d.dirty = true
+		}
+		return nil
 	}
 	if seen == nil || h.Seq > seen.Seq {
-		d.heads[h.User] = &dirlog.Head{User: h.User, Seq: h.Seq, Hash: h.Hash}
+		c := *h
+		d.heads[h.User] = &c
 		d.dirty = true
 	}
 	return nil
@@ -148,7 +176,11 @@ func (d *dirHeads) save() error {
 		var b strings.Builder
 		for _, u := range slices.Sorted(maps.Keys(d.heads)) {
 			h := d.heads[u]
-			fmt.Fprintf(&b, "%s %d %s\n", h.User, h.Seq, h.Hash)
+			fmt.Fprintf(&b, "%s %d %s", h.User, h.Seq, h.Hash)
+			if len(h.Sig) > 0 {
+				fmt.Fprintf(&b, " %s", base64.StdEncoding.EncodeToString(h.Marshal()))
+			}
+			b.WriteString("\n")
 		}
 		return []byte(b.String())
 	})

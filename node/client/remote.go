@@ -49,6 +49,32 @@ type remote struct {
 	routeFresh func(ctx context.Context, owner spindle.UserName) []peer.ID
 	// sign signs a request for the node to, which the node peer carries.
 	sign func(req *wire.Request, to peer.ID) error
+	// evidence is the directory in which evidence of a host's
+	// misbehaviour is saved (see evidence.go), or "".
+	evidence string
+}
+
+// keepEvidence saves the evidence of err, a head got that dirHeads.check
+// refused, if both it and the head it contradicts are signed, and returns
+// err naming the serving peer and the file. floor is the newest head seen
+// when the call was made.
+func (r *remote) keepEvidence(err error, floor, got *dirlog.Head) error {
+	seen := floor
+	if seen == nil || dirlog.CheckHead(seen, got) == nil {
+		seen = r.heads.floor(got.User)
+	}
+	via := r.peer.String()
+	err = spindle.E(spindle.Integrity, got.User, fmt.Errorf("served through %s: %w", via, err))
+	ev := headEvidence(err, seen, got, via)
+	if ev == nil || r.evidence == "" {
+		return err
+	}
+	file, serr := saveEvidence(r.evidence, ev)
+	if serr != nil {
+		r.log.Warn("cannot save evidence", "err", serr)
+		return err
+	}
+	return spindle.E(spindle.Integrity, got.User, fmt.Errorf("%w (evidence saved in %s)", err, file))
 }
 
 // callDir makes a call about owner's log and checks the head that comes
@@ -71,7 +97,7 @@ func (r *remote) callDir(ctx context.Context, req *wire.Request, owner string) (
 		}
 		if herr := r.heads.check(floor, resp.Head); herr != nil {
 			r.log.Debug("directory log head refused", "user", resp.Head.User, "seq", resp.Head.Seq, "err", herr.Error())
-			return nil, herr
+			return nil, r.keepEvidence(herr, floor, resp.Head)
 		}
 		r.log.Debug("directory log head checked", "user", resp.Head.User, "seq", resp.Head.Seq, "seen", floorSeq(floor))
 	}

@@ -61,6 +61,10 @@ const (
 	// once compacted (User → Data: a dirlog.Checkpoint, empty if the log
 	// is whole); its entries follow it from its Seq+1 (see dir.entries).
 	DirCheckpoint = "dir.checkpoint"
+	// DirPublished asks for the newest head of User's log published in
+	// the node's DHT (→ Head), for a reader to compare with the heads
+	// hosts serve. The client checks its signer against the key record.
+	DirPublished = "dir.published"
 	// NodeStatus asks for the node's state (→ Status). A node answers it
 	// over its socket, to its operator, and over the network only to a
 	// signed-in user it admits as a writer: what it holds, and when that

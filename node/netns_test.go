@@ -366,9 +366,21 @@ func getRole(t *testing.T, n *Node, seed uint64, count int) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		// Right after the mend, on a loaded machine, the provider lookup
+		// may still time out (the far side's dial backoff, a routing table
+		// of one): a user would try again, and so does the test, a few
+		// times. What a failed try fetched stays cached, so the count of
+		// blocks fetched after the cut is the same either way.
 		start := time.Now()
-		if err := fetch(-1); err != nil {
-			t.Fatalf("second fetch: %v", err)
+		for try := 1; ; try++ {
+			err := fetch(-1)
+			if err == nil {
+				break
+			}
+			if try == 3 {
+				t.Fatalf("second fetch, try %d: %v", try, err)
+			}
+			fmt.Fprintf(os.Stderr, "second fetch, try %d: %v\n", try, err)
 		}
 		after := n.replica.Stats().CachedBlocks
 		fmt.Printf("RESULT cached=%d refetched=%d seconds=%.2f\n", before, after-before, time.Since(start).Seconds())

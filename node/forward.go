@@ -81,7 +81,8 @@ const forwardTimeout = 30 * time.Second
 func isKeyMethod(m string) bool {
 	switch m {
 	case wire.KeyLookup, wire.KeyLookupLeader, wire.KeyPut, wire.KeyDomain, wire.KeyHistory,
-		wire.KeyProof, wire.KeyProofs, wire.KeyConsistency, wire.KeyVerifier:
+		wire.KeyProof, wire.KeyProofs, wire.KeyConsistency, wire.KeyVerifier,
+		wire.KeyStatus, wire.KeyChange:
 		return true
 	}
 	return false
@@ -328,16 +329,16 @@ func (n *Node) forward(ctx context.Context, remote peer.ID, req *wire.Request, d
 			return errResponse(err), true
 		}
 		return out, true
-	case n.keys == nil && n.rkeys != nil && isKeyMethod(req.Method):
+	case n.kst().keys == nil && n.kst().rkeys != nil && isKeyMethod(req.Method):
 		if req.Method == wire.KeyPut {
 			return nil, false // putKey checks it first.
 		}
-		out, err := n.rkeys.callRaw(ctx, data)
+		out, err := n.kst().rkeys.callRaw(ctx, data)
 		if err != nil {
 			return errResponse(spindle.E(spindle.Op("node.KeyForward"), err)), true
 		}
 		return out, true
-	case n.keys != nil && req.Method == wire.KeyLookupLeader && !n.keys.IsLeader():
+	case n.kst().keys != nil && req.Method == wire.KeyLookupLeader && !n.kst().keys.IsLeader():
 		out, err := n.toLeader(ctx, data)
 		if err != nil {
 			return errResponse(spindle.E(spindle.Op("node.KeyForward"), err)), true
@@ -440,8 +441,8 @@ func (n *Node) signedUser(ctx context.Context, req *wire.Request) (spindle.UserN
 		return "", spindle.E(op, user, spindle.Permission, "request altered after its user signed it")
 	}
 	var key spindle.PublicKey
-	if n.rkeys != nil {
-		u, err := n.rkeys.recent(ctx, user)
+	if n.kst().rkeys != nil {
+		u, err := n.kst().rkeys.recent(ctx, user)
 		if err != nil {
 			return "", spindle.E(op, user, err)
 		}
@@ -470,12 +471,12 @@ func (n *Node) toLeader(ctx context.Context, data []byte) ([]byte, error) {
 	var last error
 	for try := 0; try < 2; try++ {
 		wctx, cancel := context.WithTimeout(ctx, forwardTimeout)
-		id, err := n.keys.WaitLeader(wctx)
+		id, err := n.kst().keys.WaitLeader(wctx)
 		cancel()
 		if err != nil {
 			return nil, err
 		}
-		if id == n.keys.ID() {
+		if id == n.kst().keys.ID() {
 			return nil, spindle.E(spindle.Transient, "this member became the leader; try again")
 		}
 		pid, err := peer.Decode(id)
@@ -514,16 +515,16 @@ func answersNotLeader(out []byte) bool {
 // member, which carries it to the leader if it does not lead, or, on a
 // node without a cluster, to a member.
 func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.Request) error {
-	if n.keys == nil {
-		_, err := n.rkeys.call(ctx, req)
+	if n.kst().keys == nil {
+		_, err := n.kst().rkeys.call(ctx, req)
 		if err == nil {
-			n.rkeys.mu.Lock()
-			delete(n.rkeys.versions, u.Name)
-			n.rkeys.mu.Unlock()
+			n.kst().rkeys.mu.Lock()
+			delete(n.kst().rkeys.versions, u.Name)
+			n.kst().rkeys.mu.Unlock()
 		}
 		return err
 	}
-	err := n.keys.Put(ctx, u)
+	err := n.kst().keys.Put(ctx, u)
 	if !errors.Is(err, keyraft.ErrNotLeader) {
 		return err
 	}
@@ -541,7 +542,7 @@ func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.R
 	// Read your writes through this member: wait (a little) until its
 	// replica has the record, so that the client's sign-in that follows
 	// finds it.
-	for deadline := time.Now().Add(forwardTimeout); n.keys.Version(u.Name) < u.Version && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(forwardTimeout); n.kst().keys.Version(u.Name) < u.Version && time.Now().Before(deadline); {
 		select {
 		case <-ctx.Done():
 			return nil
@@ -579,10 +580,10 @@ func (n *Node) forwardedPossession(ctx context.Context, p peer.ID, a *wire.AuthM
 
 // isMember reports whether p is another member of this node's key cluster.
 func (n *Node) isMember(ctx context.Context, p peer.ID) bool {
-	if n.keys == nil || p == n.host.ID() {
+	if n.kst().keys == nil || p == n.host.ID() {
 		return false
 	}
-	members, err := n.keys.Members(ctx)
+	members, err := n.kst().keys.Members(ctx)
 	return err == nil && slices.Contains(members, p.String())
 }
 

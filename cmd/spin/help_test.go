@@ -367,6 +367,7 @@ var exampleGiven = map[string]string{
 var exampleSkip = map[string]string{
 	"spin ui":                            "it serves until interrupted; TestUICommand runs it",
 	"spin node status -home ~/spinnode2": "it needs the node of the example before it running; testdata/nodestatus.txt runs it",
+	"spin key join":                      "the example node is a member already; TestKeyClusterProcesses runs it",
 }
 
 // exampleAnyOutput names the examples whose output depends on the build.

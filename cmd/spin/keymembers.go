@@ -29,7 +29,7 @@ member if it is none.
 `
 
 const keyMembersExample = `    $ spin key members
-    member:    12D3KooW... (leader)
+    member:    12D3KooW...
     ...
 `
 
@@ -51,11 +51,11 @@ operator. Each is signed by your key, which must be an operator's.
 const keyAdmitExample = `    $ spin key admit p256:B...
 `
 
-const keyJoinText = `spin key join makes the node in ~/spin/node, started with spin node
--keyserver, a voting member of that key cluster, vouched for by your key,
-which an operator must have admitted (spin key admit). The node stays a
-member when it restarts. spin key leave takes it out again; restart it
-with -keyserver afterwards.
+const keyJoinText = `spin key join makes the node in ~/spin/node a voting member of the key
+cluster it was started with (spin node -keyserver ADDR), vouched for by
+your key, which an operator must have admitted (spin key admit). The node
+stays a member when it restarts. spin key leave takes it out again;
+restart it afterwards with the members: spin node -keyserver ADDR.
 `
 
 const keyJoinExample = `    $ spin key join

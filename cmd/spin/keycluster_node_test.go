@@ -32,7 +32,7 @@ func (n *clusterNode) home() string { return filepath.Join(n.op.home, "spin", "n
 
 // start starts the node, on its old address if it had one, and waits
 // until it has written its addresses.
-func (n *clusterNode) start(t *testing.T) {
+func (n *clusterNode) start(t testing.TB) {
 	t.Helper()
 	listen := "/ip4/127.0.0.1/tcp/0"
 	if n.addr != "" {
@@ -104,47 +104,64 @@ func leaderOf(members string) string {
 	return ""
 }
 
-// Three spin node processes form a key cluster with spin key join; the
-// leader is killed with SIGKILL; a new user signs up through a survivor;
-// the killed node restarts, and every member serves the new record with a
-// proof that a client checking the key log accepts.
-func TestKeyClusterProcesses(t *testing.T) {
-	opA, opB, opC, dave := newSpinUser(t), newSpinUser(t), newSpinUser(t), newSpinUser(t)
+// keyCluster starts three spin node processes, each run by its own
+// operator, and makes them a key cluster with spin key join: A's
+// operator signs up, becomes the first operator and admits the others'
+// keys. It checks on the way that a node operator nobody admitted cannot
+// join.
+func keyCluster(t testing.TB) (nodes []*clusterNode, opA *spinUser) {
+	opA, opB, opC := newSpinUser(t), newSpinUser(t), newSpinUser(t)
 	a := &clusterNode{op: opA}
 	a.start(t)
 	b := &clusterNode{op: opB, args: []string{"-keyserver", a.addr}}
 	c := &clusterNode{op: opC, args: []string{"-keyserver", a.addr}}
 	b.start(t)
 	c.start(t)
-	nodes := []*clusterNode{a, b, c}
+	nodes = []*clusterNode{a, b, c}
 
-	// A's operator signs up and becomes the cluster's first operator, and
-	// admits B's and C's operators, who join their nodes.
 	opA.run("init", "-node", a.addr, "opa@example.com")
 	opA.run("signup")
 	opA.run("key", "init")
-	for i, op := range []*spinUser{opB, opC} {
-		op.run("init", "-node", nodes[i+1].addr, fmt.Sprintf("op%c@example.com", 'b'+i))
-		opA.run("key", "admit", string(op.publicKey()))
-	}
-	// A join by a node operator nobody admitted is refused.
-	stranger := newSpinUser(t)
-	stranger.run("init", "-node", b.addr, "eve@example.com")
-	if out, err := stranger.command("key", "join").CombinedOutput(); err == nil {
+	opB.run("init", "-node", b.addr, "opb@example.com")
+	opC.run("init", "-node", c.addr, "opc@example.com")
+	// Before the operators admit B's operator, B cannot join.
+	if out, err := opB.command("key", "join").CombinedOutput(); err == nil {
 		t.Fatalf("spin key join by an operator nobody admitted succeeded:\n%s", out)
+	} else if !strings.Contains(string(out), "spin key admit") {
+		t.Fatalf("spin key join by an operator nobody admitted: %v, without the hint to admit the key:\n%s", err, out)
 	}
+	if out := opA.out("key", "members"); strings.Count(out, "member:") != 1 {
+		t.Fatalf("a refused join changed the members:\n%s", out)
+	}
+	opA.run("key", "admit", string(opB.publicKey()))
+	opA.run("key", "admit", string(opC.publicKey()))
 	opB.run("key", "join")
 	opC.run("key", "join")
 	members := opA.out("key", "members")
 	if got := strings.Count(members, "member:"); got != 3 || strings.Count(members, "verifier:") != 3 {
 		t.Fatalf("spin key members after two joins: %d members:\n%s", got, members)
 	}
-	t.Logf("spin key members:\n%s", members)
+	return nodes, opA
+}
 
-	// The leader is killed.
-	leader := leaderOf(members)
-	var killed *clusterNode
-	var survivor *clusterNode
+// killLeader kills the cluster's leader with SIGKILL and returns it and a
+// survivor.
+func killLeader(t testing.TB, nodes []*clusterNode, opA *spinUser) (killed, survivor *clusterNode) {
+	t.Helper()
+	var members, leader string
+	for deadline := time.Now().Add(2 * time.Minute); leader == ""; time.Sleep(100 * time.Millisecond) {
+		// Ask a node that runs: A's own may be the one killed before.
+		for _, n := range nodes {
+			if out, err := n.op.command("key", "members").CombinedOutput(); err == nil {
+				members = string(out)
+				break
+			}
+		}
+		leader = leaderOf(members)
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader 2 minutes on:\n%s", members)
+		}
+	}
 	for _, n := range nodes {
 		if strings.HasSuffix(n.addr, "/p2p/"+leader) {
 			killed = n
@@ -157,6 +174,17 @@ func TestKeyClusterProcesses(t *testing.T) {
 	}
 	killed.cmd.Process.Kill()
 	killed.cmd.Wait()
+	return killed, survivor
+}
+
+// Three spin node processes form a key cluster with spin key join; the
+// leader is killed with SIGKILL; a new user signs up through a survivor;
+// the killed node restarts, and every member serves the new record with a
+// proof that a client checking the key log accepts.
+func TestKeyClusterProcesses(t *testing.T) {
+	nodes, opA := keyCluster(t)
+	dave := newSpinUser(t)
+	killed, survivor := killLeader(t, nodes, opA)
 	at := time.Now()
 
 	// A new user signs up through a survivor, once the others elect a leader.
@@ -215,4 +243,48 @@ func auditThrough(t *testing.T, keys *pack.Keys, addr string) error {
 		return fmt.Errorf("audit of dave's record: %+v", rep)
 	}
 	return nil
+}
+
+// BenchmarkKeyFailover measures the key cluster's failover: from the
+// leader's SIGKILL to the first registration that a survivor accepts, with
+// a client in this process retrying at once. Each round kills the leader
+// of three spin node processes and restarts it afterwards.
+func BenchmarkKeyFailover(b *testing.B) {
+	nodes, opA := keyCluster(b)
+	var worst, total time.Duration
+	for i := 0; b.Loop(); i++ {
+		killed, survivor := killLeader(b, nodes, opA)
+		at := time.Now()
+		keys, _, err := pack.Generate(spindle.UserName(fmt.Sprintf("user%d@example.com", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for deadline := time.Now().Add(2 * time.Minute); ; {
+			if err := signupThrough(b, keys, survivor.addr); err == nil {
+				break
+			} else if time.Now().After(deadline) {
+				b.Fatalf("no registration accepted 2 minutes after the leader was killed: %v", err)
+			}
+		}
+		d := time.Since(at)
+		total += d
+		worst = max(worst, d)
+		b.StopTimer()
+		killed.start(b)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/failover")
+	b.ReportMetric(float64(worst.Milliseconds()), "ms-worst")
+}
+
+// signupThrough signs up the user of keys through the node at addr.
+func signupThrough(t testing.TB, keys *pack.Keys, addr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Config{Keys: keys, Node: spindle.PeerAddr(addr), KeyLog: filepath.Join(t.TempDir(), "keylog"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Signup(ctx)
 }

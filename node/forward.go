@@ -524,7 +524,7 @@ func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.R
 		}
 		return err
 	}
-	err := n.kst().keys.Put(ctx, u)
+	err := n.kst().keys.PutGranted(ctx, u, spindle.Signature(req.Grant))
 	if !errors.Is(err, keyraft.ErrNotLeader) {
 		return err
 	}

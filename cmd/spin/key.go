@@ -32,6 +32,7 @@ func keySubcommands() []*subcommand {
 		{"leave", "", "", "", runKeyLeave},
 		{"policy", "open|domain", keyPolicyText, keyPolicyExample, runKeyPolicy},
 		{"domain", "add DOMAIN PUBKEY", "", "", runKeyDomain},
+		{"grant", "REQUEST", keyGrantText, keyGrantExample, runKeyGrant},
 	}
 }
 

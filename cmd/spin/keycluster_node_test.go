@@ -224,6 +224,49 @@ func TestKeyClusterProcesses(t *testing.T) {
 	}
 }
 
+// Under the domain policy a new name needs its domain admin's grant:
+// spin signup without one is refused, and spin signup -request, spin key
+// grant and spin signup -grant register it. A grant by another key is
+// refused.
+func TestKeyClusterDomainGrant(t *testing.T) {
+	nodes, opA := keyCluster(t)
+	opA.run("key", "policy", "domain")
+	opA.run("key", "domain", "add", "example.org", string(opA.publicKey()))
+	erin := newSpinUser(t)
+	erin.run("init", "-node", nodes[1].addr, "erin@example.org")
+	if out, err := erin.command("signup").CombinedOutput(); err == nil || !strings.Contains(string(out), "countersignature") {
+		t.Fatalf("spin signup without a grant under the domain policy: %v\n%s", err, out)
+	}
+	stdout := func(u *spinUser, args ...string) string {
+		t.Helper()
+		out, err := u.command(args...).Output()
+		if err != nil {
+			t.Fatalf("spin %s: %v", strings.Join(args, " "), err)
+		}
+		return string(out)
+	}
+	req := strings.TrimSpace(stdout(erin, "signup", "-request"))
+	grantOf := func(out string) string {
+		for line := range strings.Lines(out) {
+			if g, ok := strings.CutPrefix(line, "grant:"); ok {
+				return strings.TrimSpace(g)
+			}
+		}
+		t.Fatalf("spin key grant printed no grant:\n%s", out)
+		return ""
+	}
+	// nodes[1]'s operator is no admin of example.org.
+	bad := grantOf(stdout(nodes[1].op, "key", "grant", req))
+	if out, err := erin.command("signup", "-grant", bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "not by the admin key") {
+		t.Fatalf("spin signup with a grant by another key: %v\n%s", err, out)
+	}
+	good := grantOf(stdout(opA, "key", "grant", req))
+	erin.run("signup", "-grant", good)
+	if out := erin.out("user"); !strings.Contains(out, "erin@example.org") {
+		t.Fatalf("spin user after the granted signup:\n%s", out)
+	}
+}
+
 // auditThrough checks dave's record through the node at addr with a
 // client that checks the key log, trusting that node's member: the
 // record must be there, proved.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -67,6 +68,16 @@ const keyPolicyText = `spin key policy open|domain sets the namespace policy. Un
 first to register a name holds it. Under domain, a new name under a domain
 is granted only with the countersignature of the domain's admin key, which
 spin key domain add DOMAIN PUBKEY registers (replacing any before it).
+`
+
+const keyGrantText = `spin key grant REQUEST countersigns, with your key as a domain's admin, the
+first record of a new user (REQUEST, as spin signup -request printed it)
+and prints the grant, which the user gives to spin signup -grant. Check
+out of band that the request comes from the user it names.
+`
+
+const keyGrantExample = `    $ spin key grant AQ...
+    grant:     ...
 `
 
 const keyPolicyExample = `    $ spin key policy open
@@ -409,5 +420,28 @@ func runKeyLeave(ctx context.Context, st *State, args []string) error {
 		return st.fail("", err)
 	}
 	fmt.Fprintf(st.Stdout, "left:      %s\n", cs.ID)
+	return nil
+}
+
+func runKeyGrant(ctx context.Context, st *State, args []string) error {
+	ops, err := st.keyArgs(args, 1, "REQUEST")
+	if err != nil {
+		return err
+	}
+	u, err := decodeRequest(ops[0])
+	if err != nil {
+		return st.fail("", err)
+	}
+	keys, err := st.operatorKeys()
+	if err != nil {
+		return err
+	}
+	sig, err := keys.Sign(keyraft.GrantDigest(u))
+	if err != nil {
+		return st.fail("", err)
+	}
+	fmt.Fprintf(st.Stdout, "user:      %s\n", u.Name)
+	fmt.Fprintf(st.Stdout, "key:       %s\n", u.PublicKey)
+	fmt.Fprintf(st.Stdout, "grant:     %s\n", base64.RawURLEncoding.EncodeToString(sig))
 	return nil
 }

@@ -102,6 +102,9 @@ type Request struct {
 	// unchanged. Such a request acts for the user who signed it, not for
 	// a session: Auth must sign it (see AuthMsg.Req and SignedDigest).
 	To string `cbor:"10,keyasint,omitempty"`
+	// Grant, for a key.put of a new name under the domain policy, is the
+	// countersignature of the domain's admin key (keyraft.GrantDigest).
+	Grant []byte `cbor:"11,keyasint,omitempty"`
 }
 
 // SignedDigest returns the digest of req that AuthMsg.Req holds when the

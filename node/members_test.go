@@ -97,6 +97,27 @@ func TestKeyJoinLeave(t *testing.T) {
 		t.Fatalf("after init and admit: %+v", st)
 	}
 
+	// Hostile changes, each refused with nothing changed: garbage, a
+	// change signed by a key that is no operator's, a replayed one.
+	initChange := change(t, op, &wire.ClusterStatus{Seq: 0}, keyraft.ChangeInit, l.VerifierKey(), op.PublicKey())
+	for _, c := range []struct {
+		what string
+		data []byte
+		kind spindle.Kind
+	}{
+		{"garbage", []byte("not a change"), spindle.Invalid},
+		{"an admission signed by a stranger", change(t, stranger, st, keyraft.ChangeAdmit, "", stranger.PublicKey()), spindle.Permission},
+		{"a policy change signed by a stranger", change(t, stranger, st, keyraft.ChangePolicy, keyraft.PolicyDomain, ""), spindle.Permission},
+		{"the init change replayed", initChange, spindle.Invalid},
+	} {
+		if _, err := call(t, m, false, &wire.Request{Method: wire.KeyChange, Data: c.data}); !errors.Is(err, c.kind) {
+			t.Errorf("%s: %v, want %v", c.what, err, c.kind)
+		}
+	}
+	if after := status(t, l); after.Seq != st.Seq || after.Policy != keyraft.PolicyOpen || len(after.Admitted) != 1 {
+		t.Fatalf("refused changes changed the configuration: %+v", after)
+	}
+
 	// Joining is for the operator, through the socket.
 	if _, err := call(t, m, false, &wire.Request{Method: wire.KeyJoin}); !errors.Is(err, spindle.Permission) {
 		t.Fatalf("key.join over the network: %v, want Permission", err)

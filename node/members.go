@@ -213,12 +213,24 @@ func (n *Node) serveKeyJoin(ctx context.Context, req *wire.Request) (*wire.Respo
 	if ch.Kind != keyraft.ChangeAddMember || ch.Arg != j.VerifierKey() {
 		return nil, spindle.E(op, spindle.Invalid, "a join is an add-member change for this node's verifier key "+j.VerifierKey())
 	}
-	if _, err := st.rkeys.call(ctx, &wire.Request{Method: wire.KeyChange, Data: req.Data}); err != nil {
-		return nil, spindle.E(op, err)
-	}
-	// Wait until the replica holds the change that adds it, and a leader.
+	// The same change again is no change: a join cut short by a leader
+	// change is tried again.
 	wctx, cancel := context.WithTimeout(ctx, joinWait)
 	defer cancel()
+	for {
+		_, err := st.rkeys.call(wctx, &wire.Request{Method: wire.KeyChange, Data: req.Data})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, spindle.Transient) || wctx.Err() != nil {
+			return nil, spindle.E(op, err)
+		}
+		select {
+		case <-wctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	// Wait until the replica holds the change that adds it, and a leader.
 	for {
 		s, err := j.Status(wctx)
 		if err == nil && s.Leader != "" && slices.Contains(s.Members, j.ID()) && s.Config.Members[j.ID()] != "" {

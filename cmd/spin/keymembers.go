@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"spindle.dev"
 	"spindle.dev/keyraft"
@@ -247,10 +249,17 @@ func (st *State) change(ctx context.Context, kind, arg string, key spindle.Publi
 	if err != nil {
 		return st.fail("", err)
 	}
-	if _, err := st.keyCall(ctx, &wire.Request{Method: wire.KeyChange, Data: data}); err != nil {
-		return st.fail("", err)
+	// The same change again is no change: one cut short by a leader
+	// change is tried again, for up to a minute.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		_, err := st.keyCall(ctx, &wire.Request{Method: wire.KeyChange, Data: data})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, spindle.Transient) || time.Now().After(deadline) {
+			return st.fail("", err)
+		}
 	}
-	return nil
 }
 
 func runKeyInit(ctx context.Context, st *State, args []string) error {

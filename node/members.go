@@ -57,9 +57,9 @@ func (n *Node) kst() *keyState { return n.keyState.Load() }
 // with spin key join: it opens its replica when it starts.
 const joinedFile = "keyraft-member"
 
-// joinWait bounds how long a joining node waits for its replica to see
-// itself added.
-const joinWait = time.Minute
+// joinWait bounds how long a joining or leaving node waits for the
+// cluster: less than a client waits for an answer (30 s).
+const joinWait = 25 * time.Second
 
 func joined(home string) bool {
 	if home == "" {
@@ -213,21 +213,28 @@ func (n *Node) serveKeyJoin(ctx context.Context, req *wire.Request) (*wire.Respo
 	if ch.Kind != keyraft.ChangeAddMember || ch.Arg != j.VerifierKey() {
 		return nil, spindle.E(op, spindle.Invalid, "a join is an add-member change for this node's verifier key "+j.VerifierKey())
 	}
-	// The same change again is no change: a join cut short by a leader
-	// change is tried again.
+	// A join asked for again, after the first timed out, finds the node
+	// recorded and a voter: it only waits. Otherwise the change goes to
+	// the leader, again if a leader change cuts it short (the same
+	// change again is no change).
 	wctx, cancel := context.WithTimeout(ctx, joinWait)
 	defer cancel()
-	for {
-		_, err := st.rkeys.call(wctx, &wire.Request{Method: wire.KeyChange, Data: req.Data})
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, spindle.Transient) || wctx.Err() != nil {
-			return nil, spindle.E(op, err)
-		}
-		select {
-		case <-wctx.Done():
-		case <-time.After(200 * time.Millisecond):
+	resp, err := st.rkeys.call(wctx, &wire.Request{Method: wire.KeyStatus})
+	recorded := err == nil && resp.KeyStatus != nil && resp.KeyStatus.Members[j.ID()] == j.VerifierKey() &&
+		slices.Contains(resp.KeyStatus.Voters, j.ID())
+	if !recorded {
+		for {
+			_, err := st.rkeys.call(wctx, &wire.Request{Method: wire.KeyChange, Data: req.Data})
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, spindle.Transient) || wctx.Err() != nil {
+				return nil, spindle.E(op, err)
+			}
+			select {
+			case <-wctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
 	}
 	// Wait until the replica holds the change that adds it, and a leader.

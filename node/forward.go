@@ -81,7 +81,8 @@ const forwardTimeout = 30 * time.Second
 func isKeyMethod(m string) bool {
 	switch m {
 	case wire.KeyLookup, wire.KeyLookupLeader, wire.KeyPut, wire.KeyDomain, wire.KeyHistory,
-		wire.KeyProof, wire.KeyProofs, wire.KeyConsistency, wire.KeyVerifier:
+		wire.KeyProof, wire.KeyProofs, wire.KeyConsistency, wire.KeyVerifier,
+		wire.KeyStatus, wire.KeyChange:
 		return true
 	}
 	return false
@@ -321,6 +322,7 @@ func (n *Node) callPeer(ctx context.Context, to peer.AddrInfo, data []byte) ([]b
 // that node's answer as it came, or this node's own answer saying why it
 // could not. It reports false for a request this node answers itself.
 func (n *Node) forward(ctx context.Context, remote peer.ID, req *wire.Request, data []byte) ([]byte, bool) {
+	ks := n.kst()
 	switch {
 	case req.To != "" && req.To != n.host.ID().String() && isDirMethod(req.Method):
 		out, err := n.forwardDir(ctx, remote, req, data)
@@ -328,16 +330,16 @@ func (n *Node) forward(ctx context.Context, remote peer.ID, req *wire.Request, d
 			return errResponse(err), true
 		}
 		return out, true
-	case n.keys == nil && n.rkeys != nil && isKeyMethod(req.Method):
+	case ks.keys == nil && ks.rkeys != nil && isKeyMethod(req.Method):
 		if req.Method == wire.KeyPut {
 			return nil, false // putKey checks it first.
 		}
-		out, err := n.rkeys.callRaw(ctx, data)
+		out, err := ks.rkeys.callRaw(ctx, data)
 		if err != nil {
 			return errResponse(spindle.E(spindle.Op("node.KeyForward"), err)), true
 		}
 		return out, true
-	case n.keys != nil && req.Method == wire.KeyLookupLeader && !n.keys.IsLeader():
+	case ks.keys != nil && req.Method == wire.KeyLookupLeader && !ks.keys.IsLeader():
 		out, err := n.toLeader(ctx, data)
 		if err != nil {
 			return errResponse(spindle.E(spindle.Op("node.KeyForward"), err)), true
@@ -440,8 +442,8 @@ func (n *Node) signedUser(ctx context.Context, req *wire.Request) (spindle.UserN
 		return "", spindle.E(op, user, spindle.Permission, "request altered after its user signed it")
 	}
 	var key spindle.PublicKey
-	if n.rkeys != nil {
-		u, err := n.rkeys.recent(ctx, user)
+	if rkeys := n.kst().rkeys; rkeys != nil {
+		u, err := rkeys.recent(ctx, user)
 		if err != nil {
 			return "", spindle.E(op, user, err)
 		}
@@ -467,15 +469,19 @@ func (n *Node) signedUser(ctx context.Context, req *wire.Request) (spindle.UserN
 // returns its answer; if the leader answers that it no longer leads, once
 // more to the next leader.
 func (n *Node) toLeader(ctx context.Context, data []byte) ([]byte, error) {
+	keys := n.kst().keys
+	if keys == nil {
+		return nil, spindle.E(spindle.Transient, "this node left the key cluster; try again")
+	}
 	var last error
 	for try := 0; try < 2; try++ {
 		wctx, cancel := context.WithTimeout(ctx, forwardTimeout)
-		id, err := n.keys.WaitLeader(wctx)
+		id, err := keys.WaitLeader(wctx)
 		cancel()
 		if err != nil {
 			return nil, err
 		}
-		if id == n.keys.ID() {
+		if id == keys.ID() {
 			return nil, spindle.E(spindle.Transient, "this member became the leader; try again")
 		}
 		pid, err := peer.Decode(id)
@@ -514,17 +520,18 @@ func answersNotLeader(out []byte) bool {
 // member, which carries it to the leader if it does not lead, or, on a
 // node without a cluster, to a member.
 func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.Request) error {
-	if n.keys == nil {
-		_, err := n.rkeys.call(ctx, req)
+	ks := n.kst()
+	if ks.keys == nil {
+		_, err := ks.rkeys.call(ctx, req)
 		if err == nil {
-			n.rkeys.mu.Lock()
-			delete(n.rkeys.versions, u.Name)
-			n.rkeys.mu.Unlock()
+			ks.rkeys.mu.Lock()
+			delete(ks.rkeys.versions, u.Name)
+			ks.rkeys.mu.Unlock()
 		}
 		return err
 	}
-	err := n.keys.Put(ctx, u)
-	if !errors.Is(err, keyraft.ErrNotLeader) {
+	err := ks.keys.PutGranted(ctx, u, spindle.Signature(req.Grant))
+	if !errors.Is(err, keyraft.ErrNotLeader) && !staleRefusal(ks.keys, err) {
 		return err
 	}
 	data, eerr := wire.Encode(req)
@@ -541,7 +548,7 @@ func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.R
 	// Read your writes through this member: wait (a little) until its
 	// replica has the record, so that the client's sign-in that follows
 	// finds it.
-	for deadline := time.Now().Add(forwardTimeout); n.keys.Version(u.Name) < u.Version && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(forwardTimeout); ks.keys.Version(u.Name) < u.Version && time.Now().Before(deadline); {
 		select {
 		case <-ctx.Done():
 			return nil
@@ -549,6 +556,21 @@ func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.R
 		}
 	}
 	return nil
+}
+
+// staleRefusal reports whether err, a refusal by keys, may come from a
+// follower's replica that has not applied the latest changes yet (a
+// domain admin key just registered, a name just freed): the leader, whose
+// state is the newest, is to judge. Malformed input is refused at once.
+func staleRefusal(keys *keyraft.Cluster, err error) bool {
+	if err == nil || keys.IsLeader() {
+		return false
+	}
+	switch spindle.KindOf(err) {
+	case spindle.Permission, spindle.Exist, spindle.NotExist:
+		return true
+	}
+	return false
 }
 
 // decodeAnswer decodes an encoded answer and its error.
@@ -579,10 +601,11 @@ func (n *Node) forwardedPossession(ctx context.Context, p peer.ID, a *wire.AuthM
 
 // isMember reports whether p is another member of this node's key cluster.
 func (n *Node) isMember(ctx context.Context, p peer.ID) bool {
-	if n.keys == nil || p == n.host.ID() {
+	keys := n.kst().keys
+	if keys == nil || p == n.host.ID() {
 		return false
 	}
-	members, err := n.keys.Members(ctx)
+	members, err := keys.Members(ctx)
 	return err == nil && slices.Contains(members, p.String())
 }
 

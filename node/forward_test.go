@@ -83,7 +83,7 @@ func TestPutThroughAGetThroughZ(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	bob := dialAs(t, w.z, "bob@example.com")
-	if _, err := w.k.ks.Lookup(ctx, "bob@example.com"); err != nil {
+	if _, err := w.k.kst().ks.Lookup(ctx, "bob@example.com"); err != nil {
 		t.Fatalf("bob signed up through Z, but K's cluster lacks him: %v", err)
 	}
 	ann := fwdDial(t, w.a, w.annKeys)
@@ -300,7 +300,7 @@ func TestLyingForwarder(t *testing.T) {
 		}, func(c *client.Client) error { _, err := c.Lookup(ctx, "ann@example.com/f", false); return err }},
 		{"swaps the key record", func(req *wire.Request, resp *wire.Response) {
 			if req.Method == wire.KeyProof && req.User == "ann@example.com" {
-				p, err := w.k.keys.LookupProof(context.Background(), "bob@example.com")
+				p, err := w.k.kst().keys.LookupProof(context.Background(), "bob@example.com")
 				if err == nil {
 					resp.Data, _ = p.MarshalBinary()
 				}
@@ -386,7 +386,7 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 	m := netNode(t, "", []spindle.PeerAddr{p2p.Addrs(l.Host())[0]})
 	t.Cleanup(func() { m.Close() })
 	// M leaves its own cluster of one and joins L's as a follower.
-	if err := m.keys.Close(); err != nil {
+	if err := m.kst().keys.Close(); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := p2p.Listen(m.Host(), RaftProtocol)
@@ -397,8 +397,8 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.keys, m.ks = fol, fol
-	if err := l.keys.AddVoter(ctx, m.Host().ID().String()); err != nil {
+	m.keyState.Store(&keyState{keys: fol, ks: fol})
+	if err := l.kst().keys.AddVoter(ctx, m.Host().ID().String()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, func() string { return "follower sees leader " + fol.Leader() },
@@ -410,7 +410,7 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 	// Sign-up through the follower: the record reaches the leader, and the
 	// sign-in that follows, on the follower, finds it.
 	ann, annKeys := dialWithKeys(t, m, "ann@example.com")
-	if _, err := l.keys.Lookup(ctx, "ann@example.com"); err != nil {
+	if _, err := l.kst().keys.Lookup(ctx, "ann@example.com"); err != nil {
 		t.Fatalf("ann signed up through the follower; the leader has no record: %v", err)
 	}
 	if _, err := ann.Put(ctx, "ann@example.com/f", strings.NewReader("x"), spindle.EEPack, nil); err != nil {
@@ -434,7 +434,7 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 	// A node that is no member, with the follower as its key server.
 	a := keyNode(t, p2p.Addrs(m.Host())[0])
 	dialAs(t, a, "bob@example.com")
-	if _, err := l.keys.Lookup(ctx, "bob@example.com"); err != nil {
+	if _, err := l.kst().keys.Lookup(ctx, "bob@example.com"); err != nil {
 		t.Fatalf("bob signed up through a node using the follower; the leader has no record: %v", err)
 	}
 }

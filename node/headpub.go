@@ -324,7 +324,7 @@ func (n *Node) lookupLoop() {
 			continue // Asked for twice.
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, publishTimeout)
-		u, err := n.ks.Lookup(ctx, user)
+		u, err := n.kst().ks.Lookup(ctx, user)
 		cancel()
 		var ids []string
 		switch {

@@ -612,7 +612,7 @@ func (n *Node) serveLease(ctx context.Context, remote peer.ID, b []byte) ([]byte
 // must be a server of the private DHT that this node knows. Either way
 // its leases are bounded by the table's quotas.
 func (n *Node) leaseAllowed(ctx context.Context, p peer.ID, user spindle.UserName) error {
-	u, err := n.ks.Lookup(ctx, user)
+	u, err := n.kst().ks.Lookup(ctx, user)
 	switch {
 	case err == nil:
 		for _, a := range u.DirHosts {

@@ -188,10 +188,11 @@ func (m *mirrors) track(owner spindle.UserName) {
 // record returns a user's key record, as looked up at most versionTTL ago
 // on a node without a key cluster.
 func (n *Node) record(ctx context.Context, user spindle.UserName) (*spindle.User, error) {
-	if n.rkeys != nil {
-		return n.rkeys.recent(ctx, user)
+	ks := n.kst()
+	if ks.rkeys != nil {
+		return ks.rkeys.recent(ctx, user)
 	}
-	return n.ks.Lookup(ctx, user)
+	return ks.ks.Lookup(ctx, user)
 }
 
 // dirHostPeers returns the peers of a record's dir hosts, in order, and
@@ -262,7 +263,7 @@ func (m *mirrors) pullAny(ctx context.Context, owner spindle.UserName, fresh boo
 	n := m.n
 	var u *spindle.User
 	if fresh {
-		u, err = n.ks.Lookup(ctx, owner)
+		u, err = n.kst().ks.Lookup(ctx, owner)
 	} else {
 		u, err = n.record(ctx, owner)
 	}
@@ -411,10 +412,10 @@ func (n *Node) notSequencer(ctx context.Context, owner spindle.UserName) error {
 		return nil // The append's own checks decide.
 	}
 	hosts, me := dirHostPeers(u, n.host.ID())
-	if me > 0 && n.rkeys != nil {
+	if rk := n.kst().rkeys; me > 0 && rk != nil {
 		// The record may have changed since it was looked up here: the
 		// owner may just have moved this node first.
-		if u, err = n.rkeys.Lookup(ctx, owner); err != nil {
+		if u, err = rk.Lookup(ctx, owner); err != nil {
 			return nil
 		}
 		hosts, me = dirHostPeers(u, n.host.ID())
@@ -465,7 +466,7 @@ func (m *mirrors) nudgeOnce(ctx context.Context, owner spindle.UserName) {
 	n := m.n
 	ctx, cancel := context.WithTimeout(ctx, nudgeTimeout)
 	defer cancel()
-	u, err := n.ks.Lookup(ctx, owner) // Fresh: the record may just have changed.
+	u, err := n.kst().ks.Lookup(ctx, owner) // Fresh: the record may just have changed.
 	if err != nil {
 		return
 	}

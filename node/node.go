@@ -135,13 +135,15 @@ type Node struct {
 	replica *replica.Store     // In front of store: the blocks across the network.
 	leases  *leases            // Leases held and renewed, and collection.
 	closeBS func() error
-	keys    *keyraft.Cluster // Nil on a node with KeyServers.
-	rkeys   *remoteKeys      // The KeyServers' cluster, or nil.
-	ks      keyService       // keys or rkeys.
-	dir     *dirlog.Server
-	mirrors *mirrors // The logs of other dir hosts copied here (mirror.go).
-	writers writerSet
-	started time.Time
+	// The key cluster, which changes as the node joins or leaves it
+	// (members.go).
+	keyState atomic.Pointer[keyState]
+	joinMu   sync.Mutex       // Held while joining or leaving.
+	joining  *keyraft.Cluster // Opened to join and not a member yet, or nil.
+	dir      *dirlog.Server
+	mirrors  *mirrors // The logs of other dir hosts copied here (mirror.go).
+	writers  writerSet
+	started  time.Time
 
 	dht  atomic.Pointer[dht.IpfsDHT] // Set once New has started it.
 	boot []peer.AddrInfo             // The Bootstrap peers, parsed.
@@ -235,34 +237,21 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.store, n.closeBS = s, s.Close
 	}
 
-	// The key cluster: this node's own, or a remote one.
-	if len(cfg.KeyServers) > 0 {
-		if n.rkeys, err = n.openRemoteKeys(ctx, cfg.KeyServers); err != nil {
+	// The key cluster: this node's own, or a remote one. A node that
+	// joined a cluster (spin key join) is a member from then on, though
+	// it names KeyServers still.
+	if len(cfg.KeyServers) > 0 && !joined(cfg.Home) {
+		rkeys, err := n.openRemoteKeys(ctx, cfg.KeyServers)
+		if err != nil {
 			return nil, spindle.E(op, err)
 		}
-		n.ks = n.rkeys
+		n.keyState.Store(&keyState{rkeys: rkeys, ks: rkeys})
 	} else {
-		ln, err := p2p.Listen(n.host, RaftProtocol)
+		keys, err := n.openCluster(ctx, len(cfg.KeyServers) == 0)
 		if err != nil {
 			return nil, spindle.E(op, err)
 		}
-		n.keys, err = keyraft.Open(ctx, keyraft.Config{
-			Dir:       cfg.Home,
-			ID:        n.host.ID().String(),
-			Listener:  ln,
-			Dial:      p2p.Dialer(n.host, RaftProtocol),
-			Bootstrap: true,
-			// A restarted one-member cluster elects itself after one heartbeat
-			// timeout; raft's 1s default suits members across the internet,
-			// which a later issue brings.
-			HeartbeatTimeout: 250 * time.Millisecond,
-			Logger:           log.With("part", "keyraft"),
-		})
-		if err != nil {
-			ln.Close()
-			return nil, spindle.E(op, err)
-		}
-		n.ks = n.keys
+		n.keyState.Store(&keyState{keys: keys, ks: keys})
 	}
 
 	// The directory logs.
@@ -397,7 +386,7 @@ func (n *Node) SocketAddr() spindle.PeerAddr {
 
 // userKey returns a user's current key from the key cluster.
 func (n *Node) userKey(ctx context.Context, user spindle.UserName) (spindle.PublicKey, error) {
-	u, err := n.ks.Lookup(ctx, user)
+	u, err := n.kst().ks.Lookup(ctx, user)
 	if err != nil {
 		return "", err
 	}
@@ -429,7 +418,7 @@ func (n *Node) checkPut(ctx context.Context, d *spindle.DirEntry, key spindle.Pu
 // far each signs in the user's own tree, from the key cluster's log, so
 // that entries signed before a rotation replay (see dirlog.HeldKeys).
 func (n *Node) keyHistory(ctx context.Context, user spindle.UserName) ([]dirlog.HeldKey, error) {
-	proofs, err := n.ks.History(ctx, user)
+	proofs, err := n.kst().ks.History(ctx, user)
 	if err != nil {
 		return nil, err
 	}
@@ -457,7 +446,7 @@ func (n *Node) Damage() []error { return n.dir.Damage() }
 
 // VerifierKey returns the note verifier key with which clients check the
 // key cluster's signed tree heads.
-func (n *Node) VerifierKey() string { return n.ks.VerifierKey() }
+func (n *Node) VerifierKey() string { return n.kst().ks.VerifierKey() }
 
 // Addrs returns the node's full dialable addresses.
 func (n *Node) Addrs() []spindle.PeerAddr { return p2p.Addrs(n.host) }
@@ -519,9 +508,15 @@ func (n *Node) Close() error {
 	if n.dir != nil {
 		errs = append(errs, n.dir.Close())
 	}
-	if n.keys != nil {
-		errs = append(errs, n.keys.Close())
+	if ks := n.keyState.Load(); ks != nil && ks.keys != nil {
+		errs = append(errs, ks.keys.Close())
 	}
+	n.joinMu.Lock()
+	if n.joining != nil {
+		errs = append(errs, n.joining.Close())
+		n.joining = nil
+	}
+	n.joinMu.Unlock()
 	if n.closeBS != nil {
 		errs = append(errs, n.closeBS())
 	}
@@ -558,7 +553,7 @@ func (n *Node) session(p peer.ID) spindle.UserName {
 
 // recordVersion returns the version of user's key record, or 0 if it
 // has none.
-func (n *Node) recordVersion(user spindle.UserName) int64 { return n.ks.Version(user) }
+func (n *Node) recordVersion(user spindle.UserName) int64 { return n.kst().ks.Version(user) }
 
 func (n *Node) forget(p peer.ID) {
 	if n.host.Network().Connectedness(p) == network.Connected {
@@ -588,7 +583,7 @@ func (n *Node) authenticate(ctx context.Context, p peer.ID, a *wire.AuthMsg) err
 	if err != nil {
 		return spindle.E(op, err)
 	}
-	u, err := n.ks.Lookup(ctx, user)
+	u, err := n.kst().ks.Lookup(ctx, user)
 	if err != nil {
 		return spindle.E(op, user, err)
 	}
@@ -657,7 +652,7 @@ func (n *Node) putKey(ctx context.Context, p peer.ID, req *wire.Request) error {
 // would turn invalid (see dirlog.HeldKeys). The client reads its head and
 // signs the rotation again.
 func (n *Node) checkCutoff(ctx context.Context, u *spindle.User) error {
-	cur, err := n.ks.Lookup(ctx, u.Name)
+	cur, err := n.kst().ks.Lookup(ctx, u.Name)
 	if err != nil || cur.PublicKey == u.PublicKey || u.Version <= cur.Version {
 		// A new user, no rotation, or no update at all (a second
 		// registration of a taken name, a replay): the cluster judges.

@@ -43,9 +43,9 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 	case wire.Auth:
 		// The verifier key goes with every answer, so that a client that
 		// signs in checks which key cluster it reached without asking.
-		return &wire.Response{Data: []byte(n.ks.VerifierKey())}, n.authenticate(ctx, remote, req.Auth)
+		return &wire.Response{Data: []byte(n.kst().ks.VerifierKey())}, n.authenticate(ctx, remote, req.Auth)
 	case wire.KeyLookup, wire.KeyLookupLeader:
-		u, err := n.ks.Lookup(ctx, req.User)
+		u, err := n.kst().ks.Lookup(ctx, req.User)
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +57,7 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		}
 		return nil, err
 	case wire.KeyDomain:
-		users, err := n.ks.Domain(ctx, req.Pattern)
+		users, err := n.kst().ks.Domain(ctx, req.Pattern)
 		return &wire.Response{Users: users}, err
 	case wire.KeyHistory:
 		held, err := n.keyHistory(ctx, req.User)
@@ -67,14 +67,14 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		}
 		return resp, err
 	case wire.KeyProof:
-		p, err := n.ks.LookupProof(ctx, req.User)
+		p, err := n.kst().ks.LookupProof(ctx, req.User)
 		if err != nil {
 			return nil, err
 		}
 		data, err := p.MarshalBinary()
 		return &wire.Response{Data: data}, err
 	case wire.KeyProofs:
-		ps, err := n.ks.History(ctx, req.User)
+		ps, err := n.kst().ks.History(ctx, req.User)
 		if err != nil {
 			return nil, err
 		}
@@ -86,19 +86,27 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		}
 		return resp, nil
 	case wire.KeyConsistency:
-		p, err := n.ks.ConsistencyProof(ctx, req.Seq, req.Size)
+		p, err := n.kst().ks.ConsistencyProof(ctx, req.Seq, req.Size)
 		if err != nil {
 			return nil, err
 		}
 		return &wire.Response{Data: keyraft.MarshalTreeProof(p)}, nil
 	case wire.KeyVerifier:
-		return &wire.Response{Data: []byte(n.ks.VerifierKey())}, nil
+		return &wire.Response{Data: []byte(n.kst().ks.VerifierKey())}, nil
 	case wire.NodeStatus:
 		return n.serveStatus(ctx, remote)
 	case wire.DirMirror:
 		return n.serveMirror(ctx, remote, req)
 	case wire.DirNudge:
 		return n.nudged(req)
+	case wire.KeyStatus:
+		return n.serveKeyStatus(ctx)
+	case wire.KeyChange:
+		return nil, n.serveKeyChange(ctx, req)
+	case wire.KeyJoin:
+		return n.serveKeyJoin(ctx, req)
+	case wire.KeyLeave:
+		return nil, n.serveKeyLeave(ctx, req)
 	}
 
 	// The rest act for the user the peer has authenticated as, or, for

@@ -70,7 +70,7 @@ func TestSessionEndsOnKeyChange(t *testing.T) {
 		t.Fatal("not signed in before the rotation")
 	}
 
-	cur, err := n.keys.Lookup(context.Background(), "ann@example.com")
+	cur, err := n.kst().keys.Lookup(context.Background(), "ann@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,13 +169,13 @@ func TestKeyPutNeedsPossession(t *testing.T) {
 			t.Errorf("%s: %v, want Permission", tc.name, err)
 		}
 	}
-	if _, err := n.keys.Lookup(context.Background(), "new@example.com"); !errors.Is(err, spindle.NotExist) {
+	if _, err := n.kst().keys.Lookup(context.Background(), "new@example.com"); !errors.Is(err, spindle.NotExist) {
 		t.Fatalf("name taken without proof: %v", err)
 	}
 	if _, err := r.call(&wire.Request{Method: wire.KeyPut, Data: data, Auth: r.proof("new@example.com", keys)}); err != nil {
 		t.Fatalf("with proof: %v", err)
 	}
-	if _, err := n.keys.Lookup(context.Background(), "new@example.com"); err != nil {
+	if _, err := n.kst().keys.Lookup(context.Background(), "new@example.com"); err != nil {
 		t.Fatalf("not registered: %v", err)
 	}
 }
@@ -252,7 +252,7 @@ func TestRotationCutoffNotBehindHead(t *testing.T) {
 		t.Fatalf("head %+v, %v", h, err)
 	}
 	r := dialRaw(t, n, old)
-	cur, err := n.keys.Lookup(ctx, "ann@example.com")
+	cur, err := n.kst().keys.Lookup(ctx, "ann@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 
 // tree returns the local files below dir as relative name → contents, with
 // directories as name/ → "".
-func tree(t *testing.T, dir string) map[string]string {
+func tree(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	m := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
@@ -64,7 +64,7 @@ func (e *env) spinTree(dir spindle.PathName) map[string]string {
 	return m
 }
 
-func sameTree(t *testing.T, what string, got, want map[string]string) {
+func sameTree(t testing.TB, what string, got, want map[string]string) {
 	t.Helper()
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("%s:\n got %v\nwant %v", what, got, want)

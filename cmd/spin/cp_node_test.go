@@ -24,7 +24,7 @@ import (
 // against a real node; and looks at the user's tree through a client of
 // its own in this process.
 type spinUser struct {
-	t    *testing.T
+	t    testing.TB
 	spin string // The spin program.
 	home string
 	st   *State // For the in-process client.
@@ -32,7 +32,7 @@ type spinUser struct {
 
 // newSpinUser returns a user of the node at addr, signed up, or skips the
 // test where spin cannot run as a process.
-func newSpinUser(t *testing.T) *spinUser {
+func newSpinUser(t testing.TB) *spinUser {
 	if testing.Short() || runNode == nil {
 		t.Skip("runs spin as a process, against a node")
 	}

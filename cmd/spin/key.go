@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"spindle.dev/keyraft"
 )
 
 // A subcommand is one subcommand of spin key.
@@ -21,6 +23,16 @@ func keySubcommands() []*subcommand {
 	return []*subcommand{
 		{"audit", "[USER]", keyAuditText, keyAuditExample, runKeyAudit},
 		{"log", "", keyLogText, keyLogExample, runKeyLog},
+		{"members", "", keyMembersText, keyMembersExample, runKeyMembers},
+		{"init", "", keyInitText, keyInitExample, runKeyInit},
+		{"admit", "PUBKEY", keyAdmitText, keyAdmitExample, keyChangeCmd(keyraft.ChangeAdmit)},
+		{"unadmit", "PUBKEY", "", "", keyChangeCmd(keyraft.ChangeUnadmit)},
+		{"operator", "add|remove PUBKEY", "", "", runKeyOperator},
+		{"join", "", keyJoinText, keyJoinExample, runKeyJoin},
+		{"leave", "", "", "", runKeyLeave},
+		{"policy", "open|domain", keyPolicyText, keyPolicyExample, runKeyPolicy},
+		{"domain", "add DOMAIN PUBKEY", "", "", runKeyDomain},
+		{"grant", "REQUEST", keyGrantText, keyGrantExample, runKeyGrant},
 	}
 }
 
@@ -32,9 +44,15 @@ func keyUsage() string {
 		fmt.Fprintf(&b, "    %s\n", strings.TrimSpace("spin key "+s.name+" "+s.synopsis))
 	}
 	b.WriteString("\nLooks at the key cluster, which holds every user's key record in a\n" +
-		"transparency log whose signed tree heads your client checks.\n")
+		"transparency log whose signed tree heads your client checks, and changes\n" +
+		"its members and configuration. Those commands go through the node whose\n" +
+		"home is ~/spin/node if one has run there, else through the node in your\n" +
+		"config; a change is signed with your key, and the cluster takes it only\n" +
+		"from an operator's.\n")
 	for _, s := range keySubcommands() {
-		b.WriteString("\n" + s.text)
+		if s.text != "" {
+			b.WriteString("\n" + s.text)
+		}
 	}
 	b.WriteString("\nOptions:\n    -h, -help   print this text\n\nExample:\n")
 	for _, s := range keySubcommands() {

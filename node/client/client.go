@@ -390,6 +390,35 @@ func (c *Client) expand(name spindle.PathName) spindle.PathName {
 // dir host, and a later Signup with this node, once it admits the user,
 // adds it back and completes.
 func (c *Client) Signup(ctx context.Context) error {
+	return c.signup(ctx, nil, nil)
+}
+
+// SignupRequest returns the first key record Signup would register for
+// the client's user, signed: under the key cluster's domain policy, the
+// domain's admin countersigns it (keyraft.GrantDigest), and SignupGranted
+// registers it with that grant. The record must go unchanged: a record
+// signed again is another record.
+func (c *Client) SignupRequest() (*spindle.User, error) {
+	u := &spindle.User{Name: c.user, PublicKey: c.keys.PublicKey(), DirHosts: []spindle.PeerAddr{p2p.PeerAddrOf(c.svc.peer)}, Version: 1}
+	if err := keyraft.Sign(u, c.keys); err != nil {
+		return nil, spindle.E(spindle.Op("client.SignupRequest"), c.user, err)
+	}
+	return u, nil
+}
+
+// SignupGranted is Signup for a new name under the domain policy: it
+// registers first, a record made by SignupRequest, with grant, the
+// countersignature of the domain's admin key, and goes on as Signup. If
+// the name is registered already, the grant is not needed and not used.
+func (c *Client) SignupGranted(ctx context.Context, first *spindle.User, grant spindle.Signature) error {
+	const op spindle.Op = "client.SignupGranted"
+	if first == nil || first.Name != c.user || first.PublicKey != c.keys.PublicKey() || first.Version != 1 {
+		return spindle.E(op, c.user, spindle.Invalid, "the granted record is not this user's first record with this key")
+	}
+	return c.signup(ctx, first, grant)
+}
+
+func (c *Client) signup(ctx context.Context, first *spindle.User, grant spindle.Signature) error {
 	const op spindle.Op = "client.Signup"
 	addr := p2p.PeerAddrOf(c.svc.peer)
 	cur, err := c.lookupUser(ctx, c.user, true)
@@ -406,6 +435,11 @@ func (c *Client) Signup(ctx context.Context) error {
 			}
 			added = true
 		}
+	case errors.Is(err, spindle.NotExist) && first != nil:
+		if err := c.putSigned(ctx, first, grant); err != nil {
+			return spindle.E(op, c.user, err)
+		}
+		added = slices.Contains(first.DirHosts, addr)
 	case errors.Is(err, spindle.NotExist):
 		u := &spindle.User{Name: c.user, PublicKey: c.keys.PublicKey(), DirHosts: []spindle.PeerAddr{addr}, Version: 1}
 		if err := c.putUser(ctx, u); err != nil {
@@ -450,11 +484,17 @@ func (c *Client) putUser(ctx context.Context, u *spindle.User) error {
 	if err := keyraft.Sign(u, c.keys); err != nil {
 		return err
 	}
+	return c.putSigned(ctx, u, nil)
+}
+
+// putSigned registers a signed record, with a domain admin's grant if
+// not nil.
+func (c *Client) putSigned(ctx context.Context, u *spindle.User, grant spindle.Signature) error {
 	a, err := c.possession(u.Name, c.keys)
 	if err != nil {
 		return err
 	}
-	_, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(u), Auth: a})
+	_, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(u), Auth: a, Grant: grant})
 	c.mu.Lock()
 	delete(c.userKeys, u.Name)
 	c.mu.Unlock()

@@ -74,6 +74,19 @@ const (
 	// for a read after a write: a member that is not the leader, and a
 	// node that is no member, carry it to the leader (see package node).
 	KeyLookupLeader = "key.lookup.leader"
+	// Membership and configuration of the key cluster. A node that is no
+	// member carries KeyStatus and KeyChange to a member, and a member
+	// KeyChange to the leader.
+	KeyStatus = "key.status" // → KeyStatus (a ClusterStatus): the cluster as the member that answers sees it.
+	KeyChange = "key.change" // Data: a keyraft.EncodeChange, signed by an operator (or the vouching node operator).
+	// KeyJoin and KeyLeave are answered only through the node's socket,
+	// to its operator. KeyJoin without Data prepares the node to join and
+	// answers with the cluster's KeyStatus and, in Data, the verifier key
+	// the node will sign tree heads with; with Data, an add-member change
+	// for that key, the node asks the cluster to add it and becomes a
+	// member. KeyLeave's Data is a remove-member change for the node.
+	KeyJoin  = "key.join"
+	KeyLeave = "key.leave"
 )
 
 // Ops of the errors by which a node tells a client about the protocol
@@ -105,6 +118,9 @@ type Request struct {
 	// unchanged. Such a request acts for the user who signed it, not for
 	// a session: Auth must sign it (see AuthMsg.Req and SignedDigest).
 	To string `cbor:"10,keyasint,omitempty"`
+	// Grant, for a key.put of a new name under the domain policy, is the
+	// countersignature of the domain's admin key (keyraft.GrantDigest).
+	Grant []byte `cbor:"11,keyasint,omitempty"`
 }
 
 // SignedDigest returns the digest of req that AuthMsg.Req holds when the
@@ -145,6 +161,26 @@ type Response struct {
 	Status *Status `cbor:"11,keyasint,omitempty"`
 	// Log holds encoded dirlog entries, for dir.entries.
 	Log [][]byte `cbor:"12,keyasint,omitempty"`
+	// KeyStatus answers key.status and key.join.
+	KeyStatus *ClusterStatus `cbor:"13,keyasint,omitempty"`
+}
+
+// A ClusterStatus is what a member of the key cluster knows of it: for spin
+// key members, and for the operator who signs a configuration change,
+// whose sequence number follows Seq.
+type ClusterStatus struct {
+	ID        string                       `cbor:"1,keyasint"`           // The member that answered.
+	Leader    string                       `cbor:"2,keyasint,omitempty"` // "" if none is known.
+	Term      uint64                       `cbor:"3,keyasint,omitempty"`
+	LastIndex uint64                       `cbor:"4,keyasint,omitempty"`
+	Applied   uint64                       `cbor:"5,keyasint,omitempty"`
+	Voters    []string                     `cbor:"6,keyasint,omitempty"` // Raft voters' IDs, sorted.
+	Members   map[string]string            `cbor:"7,keyasint,omitempty"` // Recorded members' verifier keys, by ID.
+	Seq       int64                        `cbor:"8,keyasint,omitempty"` // Configuration changes applied.
+	Operators []spindle.PublicKey          `cbor:"9,keyasint,omitempty"`
+	Admitted  []spindle.PublicKey          `cbor:"10,keyasint,omitempty"`
+	Policy    string                       `cbor:"11,keyasint,omitempty"`
+	Domains   map[string]spindle.PublicKey `cbor:"12,keyasint,omitempty"`
 }
 
 // A Status is what node.status reports: a node's place in the network

@@ -12,6 +12,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		{Method: DirLookup, Name: "ann@example.com/x"},
 		{Method: Auth, Auth: &AuthMsg{User: "ann@example.com", Time: 1, Sig: []byte{1}}},
 		{Method: DirAppend, Data: []byte{0, 1, 2}},
+		{Method: KeyPut, Data: []byte{0, 1, 2}, Grant: []byte{3, 4}},
+		{Method: KeyChange, Data: []byte("SPKC\x01")},
 		{Method: DirLookup, Name: "ann@example.com/x", To: "12D3KooW", Auth: &AuthMsg{User: "ann@example.com", NodePeer: "12D3KooW", Time: 1, Sig: []byte{1}, Req: []byte{2}, Nonce: []byte{3}}},
 	} {
 		b, _ := Encode(r)
@@ -97,6 +99,7 @@ func FuzzDecodeResponse(f *testing.F) {
 		{Data: []byte("SPKP\x01"), Proofs: [][]byte{{1, 2}}},
 		{Err: []byte{1}, Delete: true},
 		{Status: &Status{Peer: "12D3KooW", Started: 1, Peers: 3, DHTPeers: 2, Blocks: 5, Bytes: 1 << 20, Addrs: []string{"/ip4/127.0.0.1/tcp/7447"}, Announced: new(int64), RepairBacklog: new(int64)}},
+		{KeyStatus: &ClusterStatus{ID: "12D3KooW", Leader: "12D3KooW", Term: 2, LastIndex: 9, Applied: 9, Voters: []string{"12D3KooW"}, Members: map[string]string{"12D3KooW": "spindle-keyraft/12D3KooW+1+A"}, Seq: 3, Operators: []spindle.PublicKey{"p256:B"}, Policy: "domain", Domains: map[string]spindle.PublicKey{"example.com": "p256:B"}}, Data: []byte("v")},
 	} {
 		b, _ := Encode(r)
 		f.Add(b)

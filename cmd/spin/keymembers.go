@@ -1,0 +1,456 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/keyraft"
+	"spindle.dev/node/client"
+	"spindle.dev/node/wire"
+	"spindle.dev/pack"
+)
+
+// The commands of spin key that look at and change the key cluster's
+// membership and configuration. Each goes through the node whose home
+// is ~/spin/node if one has run there (through its socket), else through
+// the node in your config; a change is signed with your key, and the
+// cluster takes it only from its operators (a join: from a node operator
+// the operators admitted).
+
+const keyMembersText = `spin key members prints the key cluster as a member sees it: each member
+with its tree-head verifier key, the leader, the Raft term and last log
+index, the operators, the node operator keys admitted to join, the
+namespace policy and the domain admin keys. Any node answers it, asking a
+member if it is none.
+`
+
+const keyMembersExample = `    $ spin key members
+    member:    12D3KooW...
+    ...
+`
+
+const keyInitText = `spin key init makes your key the first operator of a key cluster that has
+none (a cluster's first node bootstraps it without), recording that node
+as its first member. Only operators change the cluster's configuration.
+`
+
+const keyInitExample = `    $ spin key init
+    operator:  p256:B...
+`
+
+const keyAdmitText = `spin key admit PUBKEY lets the node operator whose public key is PUBKEY (as
+spin user prints it) make nodes join the cluster; spin key unadmit PUBKEY
+withdraws that. spin key operator add|remove PUBKEY adds or removes an
+operator. Each is signed by your key, which must be an operator's.
+`
+
+const keyAdmitExample = `    $ spin key admit p256:B...
+`
+
+const keyJoinText = `spin key join makes the node in ~/spin/node a voting member of the key
+cluster it was started with (spin node -keyserver ADDR), vouched for by
+your key, which an operator must have admitted (spin key admit). The node
+stays a member when it restarts. spin key leave takes it out again;
+restart it afterwards with the members: spin node -keyserver ADDR.
+`
+
+const keyJoinExample = `    $ spin key join
+    joined:    12D3KooW...
+    ...
+`
+
+const keyPolicyText = `spin key policy open|domain sets the namespace policy. Under open, the
+first to register a name holds it. Under domain, a new name under a domain
+is granted only with the countersignature of the domain's admin key, which
+spin key domain add DOMAIN PUBKEY registers (replacing any before it).
+`
+
+const keyGrantText = `spin key grant REQUEST countersigns, with your key as a domain's admin, the
+first record of a new user (REQUEST, as spin signup -request printed it)
+and prints the grant, which the user gives to spin signup -grant. Check
+out of band that the request comes from the user it names.
+`
+
+const keyGrantExample = `    $ spin key grant AQ...
+    grant:     ...
+`
+
+const keyPolicyExample = `    $ spin key policy open
+    $ spin key domain add example.com p256:B...
+`
+
+// keyNode returns the address of the node that key cluster commands go
+// through: the socket of the node in ~/spin/node, or the config's node.
+func (st *State) keyNode() (spindle.PeerAddr, bool, error) {
+	h, err := st.home()
+	if err != nil {
+		return "", false, err
+	}
+	if addr, err := nodeSocket(filepath.Join(h, "spin", "node")); err == nil {
+		return addr, true, nil
+	}
+	cfg, err := st.loadConfig()
+	if err != nil {
+		return "", false, err
+	}
+	if cfg.Node == "" {
+		return "", false, st.fail("", spindle.E(spindle.Invalid, "no node runs in ~/spin/node and the config names none"))
+	}
+	return cfg.Node, false, nil
+}
+
+// keyCall sends req to the key cluster commands' node.
+func (st *State) keyCall(ctx context.Context, req *wire.Request) (*wire.Response, error) {
+	addr, _, err := st.keyNode()
+	if err != nil {
+		return nil, err
+	}
+	return client.NodeCall(ctx, addr, req)
+}
+
+// keyStatus asks for the cluster's status.
+func (st *State) keyStatus(ctx context.Context) (*wire.ClusterStatus, error) {
+	resp, err := st.keyCall(ctx, &wire.Request{Method: wire.KeyStatus})
+	if err != nil {
+		return nil, err
+	}
+	if resp.KeyStatus == nil {
+		return nil, spindle.E(spindle.IO, "the node sent no key cluster status")
+	}
+	return resp.KeyStatus, nil
+}
+
+// operatorKeys loads your keys, which sign configuration changes.
+func (st *State) operatorKeys() (*pack.Keys, error) {
+	cfg, err := st.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	keys, err := pack.Load(cfg.Secrets)
+	if err != nil {
+		return nil, st.fail("", err)
+	}
+	return keys, nil
+}
+
+// signChange signs a change of kind following the configuration st.
+func signChange(keys *pack.Keys, cs *wire.ClusterStatus, kind, arg string, key spindle.PublicKey) ([]byte, error) {
+	ch := &keyraft.Change{Seq: cs.Seq + 1, Kind: kind, Arg: arg, Key: key}
+	if err := keyraft.SignChange(ch, keys); err != nil {
+		return nil, err
+	}
+	return keyraft.EncodeChange(ch), nil
+}
+
+// keyArgs parses args, which must hold want operands.
+func (st *State) keyArgs(args []string, want int, usage string) ([]string, error) {
+	flags := st.flags()
+	if err := st.parse(flags, args); err != nil {
+		return nil, err
+	}
+	if flags.NArg() != want {
+		return nil, usagef("usage: spin %s", strings.TrimSpace(st.cmd+" "+usage))
+	}
+	return flags.Args(), nil
+}
+
+func runKeyMembers(ctx context.Context, st *State, args []string) error {
+	if _, err := st.keyArgs(args, 0, ""); err != nil {
+		return err
+	}
+	cs, err := st.keyStatus(ctx)
+	if err != nil {
+		return st.fail("", err)
+	}
+	printClusterStatus(st, cs)
+	return nil
+}
+
+// printClusterStatus prints a cluster status, one "name: value" a line.
+func printClusterStatus(st *State, cs *wire.ClusterStatus) {
+	line := func(name, format string, args ...any) {
+		fmt.Fprintf(st.Stdout, "%-10s %s\n", name+":", fmt.Sprintf(format, args...))
+	}
+	ids := slices.Sorted(func(yield func(string) bool) {
+		seen := map[string]bool{}
+		for _, id := range cs.Voters {
+			seen[id] = true
+			if !yield(id) {
+				return
+			}
+		}
+		for id := range cs.Members {
+			if !seen[id] && !yield(id) {
+				return
+			}
+		}
+	})
+	for _, id := range ids {
+		var notes []string
+		if id == cs.Leader {
+			notes = append(notes, "leader")
+		}
+		if !slices.Contains(cs.Voters, id) {
+			notes = append(notes, "recorded, not a voter")
+		} else if cs.Members[id] == "" {
+			notes = append(notes, "voter, no verifier key recorded")
+		}
+		if len(notes) > 0 {
+			line("member", "%s (%s)", id, strings.Join(notes, ", "))
+		} else {
+			line("member", "%s", id)
+		}
+		if v := cs.Members[id]; v != "" {
+			line("verifier", "%s", v)
+		}
+	}
+	if cs.Leader == "" {
+		line("leader", "none known to %s", cs.ID)
+	}
+	line("term", "%d", cs.Term)
+	line("index", "%d (applied %d, at %s)", cs.LastIndex, cs.Applied, cs.ID)
+	line("config", "%d changes", cs.Seq)
+	for _, k := range cs.Operators {
+		line("operator", "%s", k)
+	}
+	for _, k := range cs.Admitted {
+		line("admitted", "%s", k)
+	}
+	line("policy", "%s", cs.Policy)
+	for _, d := range slices.Sorted(func(yield func(string) bool) {
+		for d := range cs.Domains {
+			if !yield(d) {
+				return
+			}
+		}
+	}) {
+		line("domain", "%s %s", d, cs.Domains[d])
+	}
+}
+
+// change signs a configuration change and sends it to the cluster.
+func (st *State) change(ctx context.Context, kind, arg string, key spindle.PublicKey) error {
+	keys, err := st.operatorKeys()
+	if err != nil {
+		return err
+	}
+	cs, err := st.keyStatus(ctx)
+	if err != nil {
+		return st.fail("", err)
+	}
+	data, err := signChange(keys, cs, kind, arg, key)
+	if err != nil {
+		return st.fail("", err)
+	}
+	// The same change again is no change: one cut short by a leader
+	// change is tried again, for up to a minute.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		_, err := st.keyCall(ctx, &wire.Request{Method: wire.KeyChange, Data: data})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, spindle.Transient) || time.Now().After(deadline) {
+			return st.fail("", err)
+		}
+	}
+}
+
+func runKeyInit(ctx context.Context, st *State, args []string) error {
+	if _, err := st.keyArgs(args, 0, ""); err != nil {
+		return err
+	}
+	keys, err := st.operatorKeys()
+	if err != nil {
+		return err
+	}
+	resp, err := st.keyCall(ctx, &wire.Request{Method: wire.KeyVerifier})
+	if err != nil {
+		return st.fail("", err)
+	}
+	if err := st.change(ctx, keyraft.ChangeInit, strings.TrimSpace(string(resp.Data)), keys.PublicKey()); err != nil {
+		return err
+	}
+	fmt.Fprintf(st.Stdout, "operator:  %s\n", keys.PublicKey())
+	return nil
+}
+
+// pubKeyArg checks a public key given on the command line.
+func pubKeyArg(s string) (spindle.PublicKey, error) {
+	k := spindle.PublicKey(strings.TrimSpace(s))
+	if _, err := spindle.ParsePublicKey(k); err != nil {
+		return "", usagef("bad public key %q (want one as spin user prints it): %v", s, err)
+	}
+	return k, nil
+}
+
+// keyChangeCmd returns the run function of a command that makes a change
+// of kind about the public key in its one operand.
+func keyChangeCmd(kind string) func(ctx context.Context, st *State, args []string) error {
+	return func(ctx context.Context, st *State, args []string) error {
+		ops, err := st.keyArgs(args, 1, "PUBKEY")
+		if err != nil {
+			return err
+		}
+		k, err := pubKeyArg(ops[0])
+		if err != nil {
+			return err
+		}
+		return st.change(ctx, kind, "", k)
+	}
+}
+
+func runKeyOperator(ctx context.Context, st *State, args []string) error {
+	ops, err := st.keyArgs(args, 2, "add|remove PUBKEY")
+	if err != nil {
+		return err
+	}
+	kind := map[string]string{"add": keyraft.ChangeAddOperator, "remove": keyraft.ChangeRemoveOperator}[ops[0]]
+	if kind == "" {
+		return usagef("want add or remove, not %q", ops[0])
+	}
+	k, err := pubKeyArg(ops[1])
+	if err != nil {
+		return err
+	}
+	return st.change(ctx, kind, "", k)
+}
+
+func runKeyPolicy(ctx context.Context, st *State, args []string) error {
+	ops, err := st.keyArgs(args, 1, "open|domain")
+	if err != nil {
+		return err
+	}
+	if ops[0] != keyraft.PolicyOpen && ops[0] != keyraft.PolicyDomain {
+		return usagef("want open or domain, not %q", ops[0])
+	}
+	return st.change(ctx, keyraft.ChangePolicy, ops[0], "")
+}
+
+func runKeyDomain(ctx context.Context, st *State, args []string) error {
+	ops, err := st.keyArgs(args, 3, "add DOMAIN PUBKEY")
+	if err != nil {
+		return err
+	}
+	if ops[0] != "add" {
+		return usagef("want add, not %q (a domain's admin key is replaced by adding another)", ops[0])
+	}
+	k, err := pubKeyArg(ops[2])
+	if err != nil {
+		return err
+	}
+	return st.change(ctx, keyraft.ChangeDomain, ops[1], k)
+}
+
+// localNode returns the socket of the node in ~/spin/node, which join
+// and leave act on.
+func (st *State) localNode() (spindle.PeerAddr, error) {
+	h, err := st.home()
+	if err != nil {
+		return "", err
+	}
+	home := filepath.Join(h, "spin", "node")
+	addr, err := nodeSocket(home)
+	if err != nil {
+		st.errorf("%v", err)
+		st.hint("start the node there first: spin node -keyserver ADDR")
+		return "", errFailed
+	}
+	return addr, nil
+}
+
+func runKeyJoin(ctx context.Context, st *State, args []string) error {
+	if _, err := st.keyArgs(args, 0, ""); err != nil {
+		return err
+	}
+	keys, err := st.operatorKeys()
+	if err != nil {
+		return err
+	}
+	addr, err := st.localNode()
+	if err != nil {
+		return err
+	}
+	resp, err := client.NodeCall(ctx, addr, &wire.Request{Method: wire.KeyJoin})
+	if err != nil {
+		return st.fail("", err)
+	}
+	if resp.KeyStatus == nil || len(resp.Data) == 0 {
+		return st.fail("", spindle.E(spindle.IO, "the node sent no cluster status or verifier key"))
+	}
+	data, err := signChange(keys, resp.KeyStatus, keyraft.ChangeAddMember, string(resp.Data), keys.PublicKey())
+	if err != nil {
+		return st.fail("", err)
+	}
+	resp, err = client.NodeCall(ctx, addr, &wire.Request{Method: wire.KeyJoin, Data: data})
+	if err != nil {
+		st.fail("", err)
+		if spindle.KindOf(err) == spindle.Permission {
+			st.hint("an operator must admit your key first: spin key admit %s", keys.PublicKey())
+		}
+		return errFailed
+	}
+	fmt.Fprintf(st.Stdout, "joined:    %s\n", resp.KeyStatus.ID)
+	printClusterStatus(st, resp.KeyStatus)
+	return nil
+}
+
+func runKeyLeave(ctx context.Context, st *State, args []string) error {
+	if _, err := st.keyArgs(args, 0, ""); err != nil {
+		return err
+	}
+	keys, err := st.operatorKeys()
+	if err != nil {
+		return err
+	}
+	addr, err := st.localNode()
+	if err != nil {
+		return err
+	}
+	resp, err := client.NodeCall(ctx, addr, &wire.Request{Method: wire.KeyStatus})
+	if err != nil {
+		return st.fail("", err)
+	}
+	cs := resp.KeyStatus
+	if cs == nil {
+		return st.fail("", spindle.E(spindle.IO, "the node sent no key cluster status"))
+	}
+	data, err := signChange(keys, cs, keyraft.ChangeRemoveMember, cs.ID, "")
+	if err != nil {
+		return st.fail("", err)
+	}
+	if _, err := client.NodeCall(ctx, addr, &wire.Request{Method: wire.KeyLeave, Data: data}); err != nil {
+		return st.fail("", err)
+	}
+	fmt.Fprintf(st.Stdout, "left:      %s\n", cs.ID)
+	return nil
+}
+
+func runKeyGrant(ctx context.Context, st *State, args []string) error {
+	ops, err := st.keyArgs(args, 1, "REQUEST")
+	if err != nil {
+		return err
+	}
+	u, err := decodeRequest(ops[0])
+	if err != nil {
+		return st.fail("", err)
+	}
+	keys, err := st.operatorKeys()
+	if err != nil {
+		return err
+	}
+	sig, err := keys.Sign(keyraft.GrantDigest(u))
+	if err != nil {
+		return st.fail("", err)
+	}
+	fmt.Fprintf(st.Stdout, "user:      %s\n", u.Name)
+	fmt.Fprintf(st.Stdout, "key:       %s\n", u.PublicKey)
+	fmt.Fprintf(st.Stdout, "grant:     %s\n", base64.RawURLEncoding.EncodeToString(sig))
+	return nil
+}

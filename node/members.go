@@ -1,0 +1,369 @@
+package node
+
+// Key cluster membership.
+//
+// The first node of a key cluster bootstraps it (spin node without
+// -keyserver). Another node starts with -keyserver and uses that cluster
+// remotely (forward.go) until its operator runs spin key join against it:
+// the node opens a Raft replica that belongs to no cluster yet and tells
+// the operator the verifier key it will sign tree heads with; the operator
+// signs an add-member change for that key (keyraft.ChangeAddMember) with a
+// key the cluster's operators admitted; the node carries the change to the
+// leader, which records the member and adds it as a voter; once the
+// node's replica sees itself in the configuration, the node serves keys
+// from it. The file joinedFile in its home says so, and a restarted node
+// opens its replica again rather than use the cluster remotely.
+//
+// spin key leave is the reverse: a remove-member change for the node, then
+// the node closes its replica, moves it aside (raft.left-TIME in its home)
+// and uses the remaining members remotely. Started again, it needs
+// -keyserver: without it, it would bootstrap a cluster of its own.
+//
+// Any node answers key.status (a member from its replica; a node that is
+// no member by asking one) and carries key.change to the leader, where the
+// cluster checks the change's signature against its operators.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"spindle.dev"
+	"spindle.dev/keyraft"
+	"spindle.dev/node/wire"
+	"spindle.dev/p2p"
+)
+
+// keyState is the node's key cluster: its own replica (keys), or a remote
+// cluster (rkeys); ks is the one in use. It is replaced whole as the node
+// joins or leaves.
+type keyState struct {
+	keys  *keyraft.Cluster
+	rkeys *remoteKeys
+	ks    keyService
+}
+
+func (n *Node) kst() *keyState { return n.keyState.Load() }
+
+// joinedFile, in a node's home, says that the node joined a key cluster
+// with spin key join: it opens its replica when it starts.
+const joinedFile = "keyraft-member"
+
+// joinWait bounds how long a joining or leaving node waits for the
+// cluster: less than a client waits for an answer (30 s).
+const joinWait = 25 * time.Second
+
+func joined(home string) bool {
+	if home == "" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(home, joinedFile))
+	return err == nil
+}
+
+// openCluster opens this node's key cluster replica: with bootstrap, a new
+// cluster of one if the home holds none.
+func (n *Node) openCluster(ctx context.Context, bootstrap bool) (*keyraft.Cluster, error) {
+	ln, err := p2p.Listen(n.host, RaftProtocol)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := keyraft.Open(ctx, keyraft.Config{
+		Dir:       n.cfg.Home,
+		ID:        n.host.ID().String(),
+		Listener:  ln,
+		Dial:      n.raftDial,
+		Bootstrap: bootstrap,
+		// A restarted one-member cluster elects itself after one heartbeat
+		// timeout; raft's 1s default suits members across the internet.
+		HeartbeatTimeout: 250 * time.Millisecond,
+		Logger:           n.log.With("part", "keyraft"),
+	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return keys, nil
+}
+
+// raftDial connects to the key cluster member id (a peer ID), finding its
+// addresses through the DHT if the node does not know them.
+func (n *Node) raftDial(ctx context.Context, id string) (net.Conn, error) {
+	pid, err := peer.Decode(id)
+	if err != nil {
+		return nil, spindle.E(spindle.Invalid, fmt.Sprintf("member ID %q is not a peer ID: %v", id, err))
+	}
+	if n.host.Network().Connectedness(pid) != network.Connected && len(n.host.Peerstore().Addrs(pid)) == 0 {
+		if d := n.DHT(); d != nil {
+			if ai, err := d.FindPeer(ctx, pid); err == nil {
+				n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+			}
+		}
+	}
+	return p2p.Dial(ctx, n.host, RaftProtocol, spindle.PeerAddr(id))
+}
+
+// clusterStatus returns the wire form of a member's status.
+func clusterStatus(s *keyraft.Status) *wire.ClusterStatus {
+	return &wire.ClusterStatus{
+		ID:        s.ID,
+		Leader:    s.Leader,
+		Term:      s.Term,
+		LastIndex: s.LastIndex,
+		Applied:   s.Applied,
+		Voters:    s.Members,
+		Members:   s.Config.Members,
+		Seq:       s.Config.Seq,
+		Operators: s.Config.Operators,
+		Admitted:  s.Config.Admitted,
+		Policy:    s.Config.Policy,
+		Domains:   s.Config.Domains,
+	}
+}
+
+// serveKeyStatus answers key.status on a member (forward carries it from
+// a node that is none).
+func (n *Node) serveKeyStatus(ctx context.Context) (*wire.Response, error) {
+	keys := n.kst().keys
+	if keys == nil {
+		return nil, spindle.E(spindle.Op("node.KeyStatus"), spindle.Internal, "no key cluster")
+	}
+	s, err := keys.Status(ctx)
+	if err != nil {
+		return nil, spindle.E(spindle.Op("node.KeyStatus"), err)
+	}
+	return &wire.Response{KeyStatus: clusterStatus(s)}, nil
+}
+
+// serveKeyChange applies a configuration change on the leader, or carries
+// it there from a member that does not lead.
+func (n *Node) serveKeyChange(ctx context.Context, req *wire.Request) error {
+	const op spindle.Op = "node.KeyChange"
+	keys := n.kst().keys
+	if keys == nil {
+		return spindle.E(op, spindle.Internal, "no key cluster")
+	}
+	ch, err := keyraft.DecodeChange(req.Data)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	switch ch.Kind {
+	case keyraft.ChangeAddMember:
+		err = keys.Join(ctx, ch)
+	case keyraft.ChangeRemoveMember:
+		err = keys.Leave(ctx, ch)
+	default:
+		err = keys.Change(ctx, ch)
+	}
+	if !errors.Is(err, keyraft.ErrNotLeader) && !staleRefusal(keys, err) {
+		return err
+	}
+	data, eerr := wire.Encode(req)
+	if eerr != nil {
+		return spindle.E(op, spindle.Internal, eerr)
+	}
+	out, ferr := n.toLeader(ctx, data)
+	if ferr != nil {
+		return spindle.E(op, ferr)
+	}
+	_, err = decodeAnswer(out)
+	return err
+}
+
+// serveKeyJoin answers key.join, from the node's operator (see
+// wire.KeyJoin).
+func (n *Node) serveKeyJoin(ctx context.Context, req *wire.Request) (*wire.Response, error) {
+	const op spindle.Op = "node.KeyJoin"
+	if !fromSocket(ctx) {
+		return nil, spindle.E(op, spindle.Permission, "a node joins a key cluster only when its operator asks through its socket")
+	}
+	n.joinMu.Lock()
+	defer n.joinMu.Unlock()
+	st := n.kst()
+	if st.keys != nil {
+		return nil, spindle.E(op, spindle.Exist, "this node is a member of its key cluster already")
+	}
+	if n.joining == nil {
+		j, err := n.openCluster(ctx, false)
+		if err != nil {
+			return nil, spindle.E(op, err)
+		}
+		n.joining = j
+	}
+	j := n.joining
+	if len(req.Data) == 0 {
+		resp, err := st.rkeys.call(ctx, &wire.Request{Method: wire.KeyStatus})
+		if err != nil {
+			return nil, spindle.E(op, err)
+		}
+		return &wire.Response{KeyStatus: resp.KeyStatus, Data: []byte(j.VerifierKey())}, nil
+	}
+	ch, err := keyraft.DecodeChange(req.Data)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if ch.Kind != keyraft.ChangeAddMember || ch.Arg != j.VerifierKey() {
+		return nil, spindle.E(op, spindle.Invalid, "a join is an add-member change for this node's verifier key "+j.VerifierKey())
+	}
+	// A join asked for again, after the first timed out, finds the node
+	// recorded and a voter: it only waits. Otherwise the change goes to
+	// the leader, again if a leader change cuts it short (the same
+	// change again is no change).
+	wctx, cancel := context.WithTimeout(ctx, joinWait)
+	defer cancel()
+	resp, err := st.rkeys.call(wctx, &wire.Request{Method: wire.KeyStatus})
+	recorded := err == nil && resp.KeyStatus != nil && resp.KeyStatus.Members[j.ID()] == j.VerifierKey() &&
+		slices.Contains(resp.KeyStatus.Voters, j.ID())
+	if !recorded {
+		for {
+			_, err := st.rkeys.call(wctx, &wire.Request{Method: wire.KeyChange, Data: req.Data})
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, spindle.Transient) || wctx.Err() != nil {
+				return nil, spindle.E(op, err)
+			}
+			select {
+			case <-wctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	// Wait until the replica holds the change that adds it, and a leader.
+	for {
+		s, err := j.Status(wctx)
+		if err == nil && s.Leader != "" && slices.Contains(s.Members, j.ID()) && s.Config.Members[j.ID()] != "" {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			return nil, spindle.E(op, spindle.Transient, "the cluster accepted the join, but this node's replica has not caught up within "+joinWait.String()+"; ask again")
+		case <-n.ctx.Done():
+			return nil, spindle.E(op, spindle.Transient, "the node is closing")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if n.cfg.Home != "" {
+		if err := writeSynced(filepath.Join(n.cfg.Home, joinedFile), []byte(j.ID()+"\n")); err != nil {
+			return nil, spindle.E(op, spindle.IO, err)
+		}
+	}
+	n.keyState.Store(&keyState{keys: j, ks: j})
+	n.joining = nil
+	n.log.Info("joined the key cluster", "member", j.ID(), "verifier", j.VerifierKey())
+	s, err := j.Status(ctx)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return &wire.Response{KeyStatus: clusterStatus(s), Data: []byte(j.VerifierKey())}, nil
+}
+
+// serveKeyLeave answers key.leave, from the node's operator: the node
+// leaves its key cluster and uses the remaining members remotely.
+func (n *Node) serveKeyLeave(ctx context.Context, req *wire.Request) error {
+	const op spindle.Op = "node.KeyLeave"
+	if !fromSocket(ctx) {
+		return spindle.E(op, spindle.Permission, "a node leaves its key cluster only when its operator asks through its socket")
+	}
+	n.joinMu.Lock()
+	defer n.joinMu.Unlock()
+	keys := n.kst().keys
+	if keys == nil {
+		return spindle.E(op, spindle.NotExist, "this node is no member of a key cluster")
+	}
+	ch, err := keyraft.DecodeChange(req.Data)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	if ch.Kind != keyraft.ChangeRemoveMember || ch.Arg != keys.ID() {
+		return spindle.E(op, spindle.Invalid, "a leave is a remove-member change for this node, "+keys.ID())
+	}
+	s, err := keys.Status(ctx)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	var others []peer.AddrInfo
+	for _, id := range s.Members {
+		if pid, err := peer.Decode(id); err == nil && id != keys.ID() {
+			others = append(others, peer.AddrInfo{ID: pid})
+		}
+	}
+	if len(others) == 0 {
+		return spindle.E(op, spindle.Invalid, "this node is the cluster's only member; it cannot leave")
+	}
+	r := &remoteKeys{n: n, members: others, versions: make(map[spindle.UserName]verEntry)}
+	// A leader that removes itself may learn of the outcome only from
+	// the others: on a Transient error, ask them, and try again (the
+	// same change again is no change).
+	wctx, cancel := context.WithTimeout(ctx, joinWait)
+	defer cancel()
+	for {
+		err := n.serveKeyChange(wctx, &wire.Request{Method: wire.KeyChange, Data: req.Data})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, spindle.Transient) {
+			return spindle.E(op, err)
+		}
+		if resp, serr := r.call(wctx, &wire.Request{Method: wire.KeyStatus}); serr == nil && resp.KeyStatus != nil &&
+			resp.KeyStatus.Members[keys.ID()] == "" && !slices.Contains(resp.KeyStatus.Voters, keys.ID()) {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			return spindle.E(op, spindle.Transient, fmt.Errorf("the cluster did not confirm the leave within %v: %w", joinWait, err))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	vresp, err := r.call(ctx, &wire.Request{Method: wire.KeyVerifier})
+	if err != nil {
+		return spindle.E(op, fmt.Errorf("left the cluster, but no remaining member answers: %w", err))
+	}
+	r.vkey = string(vresp.Data)
+	n.keyState.Store(&keyState{rkeys: r, ks: r})
+	cerr := keys.Close()
+	if n.cfg.Home != "" {
+		os.Remove(filepath.Join(n.cfg.Home, joinedFile))
+		if err := os.Rename(filepath.Join(n.cfg.Home, "raft"), filepath.Join(n.cfg.Home, fmt.Sprintf("raft.left-%d", time.Now().Unix()))); err != nil {
+			return spindle.E(op, spindle.IO, err)
+		}
+	}
+	if cerr != nil {
+		n.log.Warn("closing the key cluster replica after leaving", "err", cerr)
+	}
+	n.log.Info("left the key cluster", "member", keys.ID())
+	return nil
+}
+
+// writeSynced writes a small file and makes it durable.
+func writeSynced(name string, data []byte) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(name))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

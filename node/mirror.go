@@ -317,6 +317,12 @@ func (m *mirrors) pull(ctx context.Context, owner spindle.UserName, from peer.Ad
 		if err != nil {
 			return spindle.E(op, owner, fmt.Errorf("dir host %s: %w", from.ID, err))
 		}
+		if len(resp.Data) > 0 {
+			if err := m.startFrom(ctx, owner, from.ID, mine, resp.Data); err != nil {
+				return err
+			}
+			continue
+		}
 		if len(resp.Log) == 0 {
 			return checkSourceHead(op, owner, from.ID, mine, resp.Head)
 		}
@@ -342,6 +348,52 @@ func (m *mirrors) pull(ctx context.Context, owner spindle.UserName, from peer.Ad
 			return nil
 		}
 	}
+}
+
+// startFrom installs the checkpoint a dir host sent because this node's
+// log of owner, at mine, is behind the host's compacted log: it must be of
+// owner, past mine, signed by a dir host owner's key record names, and
+// verify (every entry's signature, the map root); see
+// dirlog.Server.StartFrom.
+func (m *mirrors) startFrom(ctx context.Context, owner spindle.UserName, from peer.ID, mine *dirlog.Head, data []byte) error {
+	const op spindle.Op = "node.Mirror"
+	n := m.n
+	cp, err := dirlog.UnmarshalCheckpoint(data)
+	if err != nil {
+		return spindle.E(op, owner, spindle.Integrity, fmt.Errorf("dir host %s sent a checkpoint that does not decode: %w", from, err))
+	}
+	switch {
+	case cp.User != owner:
+		return spindle.E(op, owner, spindle.Integrity, fmt.Sprintf("dir host %s sent a checkpoint of %s", from, cp.User))
+	case cp.Seq < mine.Seq+1:
+		return spindle.E(op, owner, spindle.Integrity, fmt.Sprintf("asked dir host %s for entries from %d, it sent a checkpoint at %d", from, mine.Seq+1, cp.Seq))
+	}
+	u, err := n.ks.Lookup(ctx, owner)
+	if err != nil {
+		return spindle.E(op, owner, err)
+	}
+	hosts, _ := dirHostPeers(u, n.host.ID())
+	if err := cp.Verify(ctx, n.userKey, n.keyHistory, listedHosts(hosts)); err != nil {
+		return spindle.E(op, owner, fmt.Errorf("checkpoint from dir host %s refused: %w", from, err))
+	}
+	if err := n.dir.StartFrom(ctx, cp); err != nil {
+		return spindle.E(op, owner, fmt.Errorf("checkpoint from dir host %s refused: %w", from, err))
+	}
+	n.log.Info("mirror started from a checkpoint", "user", owner, "from", from, "seq", cp.Seq, "signer", cp.Host)
+	return nil
+}
+
+// listedHosts is a dirlog.HeadVerifier that accepts what the given dir
+// hosts signed.
+type listedHosts []peer.AddrInfo
+
+func (hosts listedHosts) VerifyHead(user spindle.UserName, host string, key, digest, sig []byte) error {
+	for _, h := range hosts {
+		if h.ID.String() == host {
+			return p2p.VerifyPeerSig(host, key, digest, sig)
+		}
+	}
+	return fmt.Errorf("%s is not a dir host of %s (the key record names %d)", host, user, len(hosts))
 }
 
 // checkSourceHead compares the head of the host a mirror pulls from with
@@ -376,6 +428,19 @@ func (n *Node) serveMirror(ctx context.Context, remote peer.ID, req *wire.Reques
 	}
 	if hosts, _ := dirHostPeers(u, n.host.ID()); !listedPeer(hosts, remote) {
 		return nil, spindle.E(op, owner, spindle.Permission, fmt.Sprintf("peer %s is not a dir host of %s: only the dir hosts its key record names copy the log", remote, owner))
+	}
+	cp, err := n.dir.Checkpoint(ctx, owner, owner)
+	if err != nil {
+		return nil, err
+	}
+	if cp != nil && req.Seq <= cp.Seq {
+		// The entries asked for were compacted: the mirror starts from
+		// the checkpoint, and asks for the entries after it.
+		h, err := n.dir.Head(ctx, owner)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.Response{Head: h, Data: cp.Marshal()}, nil
 	}
 	es, err := n.dir.Entries(ctx, owner, owner, req.Seq, int(min(max(req.Size, 1), mirrorPage)))
 	if err != nil {

@@ -28,6 +28,15 @@ package node
 // sequences, or is no longer listed for, it looks at again every
 // idleInterval, or when nudged.
 //
+// A mirror behind the checkpoint of a compacted log (see
+// dirlog.Server.Compact) cannot have the entries before it: dir.mirror
+// then answers with the checkpoint (Data) instead of entries. The mirror
+// takes it only if it is of the user, past the mirror's head, signed by a
+// dir host the key record names, and verifies (every entry's signature,
+// the map root: dirlog.Checkpoint.Verify); dirlog.Server.StartFrom makes
+// it the mirror's log, refusing it if the mirror's log is past it or forks
+// from it, and the mirror pulls the entries after it.
+//
 // Mirrors sign the heads they serve, as the sequencer does: clients take
 // heads signed by any listed dir host, and read from the listed hosts in
 // order (see package client), so that reads go on while the sequencer is

@@ -192,3 +192,105 @@ func CheckLogFrom(cp *Checkpoint, tail []*Entry, h *Head) error {
 	}
 	return nil
 }
+
+// StartFrom makes cp the start of owner's log on this server, for a
+// mirror that is behind a source whose log was compacted past its own
+// head: the log becomes cp alone, and entries after cp.Seq are appended
+// as usual. It checks every entry's signature in cp with the server's
+// Keys and KeyHistory and that cp's items make its map root (the host's
+// signature is the caller's to check, with [Checkpoint.Verify]: only it
+// knows which hosts may vouch for the log). It refuses, with Integrity
+// or Exist and leaving the log as it was, a checkpoint that does not
+// verify, a log already past cp.Seq, or one that disagrees with cp (a
+// head at cp.Seq, or an entry cp holds, with another hash). A log already
+// at cp (same sequence and hash) is left alone. Like Compact the
+// replacement is durable and atomic: a crash leaves the old log or cp.
+func (s *Server) StartFrom(ctx context.Context, cp *Checkpoint) error {
+	const op spindle.Op = "dirlog.StartFrom"
+	if cp == nil {
+		return spindle.E(op, spindle.Invalid, "nil checkpoint")
+	}
+	owner := cp.User
+	if err := checkUser(owner); err != nil {
+		return spindle.E(op, spindle.Integrity, err)
+	}
+	// Re-decode, so that what is checked and stored is what a replay
+	// will read, whatever the caller does with cp afterwards.
+	cp, err := UnmarshalCheckpoint(cp.Marshal())
+	if err != nil {
+		return spindle.E(op, spindle.Integrity, owner, err)
+	}
+	if cp.Seq < 1 {
+		return spindle.E(op, spindle.Integrity, owner, fmt.Sprintf("checkpoint at sequence %d", cp.Seq))
+	}
+	t, invalid, fatal := cp.tree(ctx, s.cfg.Keys, s.cfg.KeyHistory)
+	if fatal != nil {
+		return spindle.E(op, owner, fatal)
+	}
+	if invalid != nil {
+		return spindle.E(op, spindle.Integrity, owner, fmt.Errorf("checkpoint at sequence %d: %w", cp.Seq, invalid))
+	}
+	l, err := s.lockLog(owner)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	defer s.unlockLog(l)
+	s.mu.RLock()
+	seq, head := l.t.seq, l.t.head
+	s.mu.RUnlock()
+	switch {
+	case seq > cp.Seq:
+		return spindle.E(op, spindle.Exist, owner, fmt.Sprintf("the log here is at sequence %d, past the checkpoint at %d: nothing installed", seq, cp.Seq))
+	case seq == cp.Seq && head == cp.Hash:
+		return nil
+	case seq == cp.Seq:
+		return spindle.E(op, spindle.Integrity, owner, fmt.Sprintf("the log here forks from the checkpoint at sequence %d (hash %s here, %s in the checkpoint signed by %s): nothing installed", seq, head, cp.Hash, cp.Host))
+	}
+	if seq > 0 {
+		for _, e := range cp.Entries {
+			if e.Seq == seq && e.Hash() != head {
+				return spindle.E(op, spindle.Integrity, owner, fmt.Sprintf("the log here forks from the checkpoint: entry %d has hash %s here, %s in the checkpoint signed by %s: nothing installed", seq, head, e.Hash(), cp.Host))
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return spindle.E(op, spindle.Transient, owner, err)
+	}
+	if l.log == nil {
+		lg, err := s.store.Open(ctx, owner)
+		if err != nil {
+			return spindle.E(op, owner, err)
+		}
+		if err := lg.Scan(ctx, func([]byte) error { return errExistingLog }); err != nil {
+			lg.Close()
+			return spindle.E(op, spindle.Internal, owner, fmt.Errorf("new log of %s: %w", owner, err))
+		}
+		l.log = lg
+	}
+	recs := cp.chunks()
+	if err := l.log.Replace(ctx, recs...); err != nil {
+		// The log may or may not have been replaced: learn which, and
+		// serve what is stored.
+		var ls logScan
+		if serr := l.log.Scan(ctx, func(b []byte) error { ls.add(b); return nil }); serr != nil {
+			return spindle.E(op, owner, fmt.Errorf("%w; and then the log could not be read: %v", err, serr))
+		}
+		if got, _ := ls.ck.checkpoint(); got != nil && got.Seq == cp.Seq && got.Hash == cp.Hash && len(ls.ps) == 0 {
+			s.install(l, got, t, ls.nck)
+		}
+		return spindle.E(op, owner, err)
+	}
+	s.install(l, cp, t, len(recs))
+	return nil
+}
+
+// install makes cp, folded into t and stored in n records, the whole of
+// l. l's appendMu is held.
+func (s *Server) install(l *userLog, cp *Checkpoint, t *tree, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l.t, l.cp, l.cpRecs = t, cp, n
+	l.recent, l.nrecent, l.head = nil, 0, nil
+	close(l.changed)
+	l.changed = make(chan struct{})
+}

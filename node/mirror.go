@@ -28,6 +28,15 @@ package node
 // sequences, or is no longer listed for, it looks at again every
 // idleInterval, or when nudged.
 //
+// A mirror behind the checkpoint of a compacted log (see
+// dirlog.Server.Compact) cannot have the entries before it: dir.mirror
+// then answers with the checkpoint (Data) instead of entries. The mirror
+// takes it only if it is of the user, past the mirror's head, signed by a
+// dir host the key record names, and verifies (every entry's signature,
+// the map root: dirlog.Checkpoint.Verify); dirlog.Server.StartFrom makes
+// it the mirror's log, refusing it if the mirror's log is past it or forks
+// from it, and the mirror pulls the entries after it.
+//
 // Mirrors sign the heads they serve, as the sequencer does: clients take
 // heads signed by any listed dir host, and read from the listed hosts in
 // order (see package client), so that reads go on while the sequencer is
@@ -318,6 +327,12 @@ func (m *mirrors) pull(ctx context.Context, owner spindle.UserName, from peer.Ad
 		if err != nil {
 			return spindle.E(op, owner, fmt.Errorf("dir host %s: %w", from.ID, err))
 		}
+		if len(resp.Data) > 0 {
+			if err := m.startFrom(ctx, owner, from.ID, mine, resp.Data); err != nil {
+				return err
+			}
+			continue
+		}
 		if len(resp.Log) == 0 {
 			return checkSourceHead(op, owner, from.ID, mine, resp.Head)
 		}
@@ -343,6 +358,52 @@ func (m *mirrors) pull(ctx context.Context, owner spindle.UserName, from peer.Ad
 			return nil
 		}
 	}
+}
+
+// startFrom installs the checkpoint a dir host sent because this node's
+// log of owner, at mine, is behind the host's compacted log: it must be of
+// owner, past mine, signed by a dir host owner's key record names, and
+// verify (every entry's signature, the map root); see
+// dirlog.Server.StartFrom.
+func (m *mirrors) startFrom(ctx context.Context, owner spindle.UserName, from peer.ID, mine *dirlog.Head, data []byte) error {
+	const op spindle.Op = "node.Mirror"
+	n := m.n
+	cp, err := dirlog.UnmarshalCheckpoint(data)
+	if err != nil {
+		return spindle.E(op, owner, spindle.Integrity, fmt.Errorf("dir host %s sent a checkpoint that does not decode: %w", from, err))
+	}
+	switch {
+	case cp.User != owner:
+		return spindle.E(op, owner, spindle.Integrity, fmt.Sprintf("dir host %s sent a checkpoint of %s", from, cp.User))
+	case cp.Seq < mine.Seq+1:
+		return spindle.E(op, owner, spindle.Integrity, fmt.Sprintf("asked dir host %s for entries from %d, it sent a checkpoint at %d", from, mine.Seq+1, cp.Seq))
+	}
+	u, err := n.kst().ks.Lookup(ctx, owner)
+	if err != nil {
+		return spindle.E(op, owner, err)
+	}
+	hosts, _ := dirHostPeers(u, n.host.ID())
+	if err := cp.Verify(ctx, n.userKey, n.keyHistory, listedHosts(hosts)); err != nil {
+		return spindle.E(op, owner, fmt.Errorf("checkpoint from dir host %s refused: %w", from, err))
+	}
+	if err := n.dir.StartFrom(ctx, cp); err != nil {
+		return spindle.E(op, owner, fmt.Errorf("checkpoint from dir host %s refused: %w", from, err))
+	}
+	n.log.Info("mirror started from a checkpoint", "user", owner, "from", from, "seq", cp.Seq, "signer", cp.Host)
+	return nil
+}
+
+// listedHosts is a dirlog.HeadVerifier that accepts what the given dir
+// hosts signed.
+type listedHosts []peer.AddrInfo
+
+func (hosts listedHosts) VerifyHead(user spindle.UserName, host string, key, digest, sig []byte) error {
+	for _, h := range hosts {
+		if h.ID.String() == host {
+			return p2p.VerifyPeerSig(host, key, digest, sig)
+		}
+	}
+	return fmt.Errorf("%s is not a dir host of %s (the key record names %d)", host, user, len(hosts))
 }
 
 // checkSourceHead compares the head of the host a mirror pulls from with
@@ -377,6 +438,19 @@ func (n *Node) serveMirror(ctx context.Context, remote peer.ID, req *wire.Reques
 	}
 	if hosts, _ := dirHostPeers(u, n.host.ID()); !listedPeer(hosts, remote) {
 		return nil, spindle.E(op, owner, spindle.Permission, fmt.Sprintf("peer %s is not a dir host of %s: only the dir hosts its key record names copy the log", remote, owner))
+	}
+	cp, err := n.dir.Checkpoint(ctx, owner, owner)
+	if err != nil {
+		return nil, err
+	}
+	if cp != nil && req.Seq <= cp.Seq {
+		// The entries asked for were compacted: the mirror starts from
+		// the checkpoint, and asks for the entries after it.
+		h, err := n.dir.Head(ctx, owner)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.Response{Head: h, Data: cp.Marshal()}, nil
 	}
 	es, err := n.dir.Entries(ctx, owner, owner, req.Seq, int(min(max(req.Size, 1), mirrorPage)))
 	if err != nil {

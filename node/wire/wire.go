@@ -51,7 +51,9 @@ const (
 	DirEntries     = "dir.entries" // User, Seq (from), Size (at most) → Log: the owner's log entries.
 	// DirMirror is dir.entries for another dir host of the user (a
 	// mirror), which a node answers only to a peer that the user's key
-	// record names as a dir host: User, Seq, Size → Log and Head.
+	// record names as a dir host: User, Seq, Size → Log and Head; or, if
+	// the entries from Seq were compacted, Data (the dirlog.Checkpoint the
+	// log starts with) and Head, and the mirror asks again after it.
 	DirMirror = "dir.mirror"
 	// DirNudge tells a node that User's log or key record changed, so that
 	// a node mirroring it pulls now: User → nothing. Anyone may send it;

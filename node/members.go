@@ -252,7 +252,7 @@ func (n *Node) serveKeyJoin(ctx context.Context, req *wire.Request) (*wire.Respo
 		}
 	}
 	if n.cfg.Home != "" {
-		if err := writeSynced(filepath.Join(n.cfg.Home, joinedFile), []byte(j.ID()+"\n")); err != nil {
+		if err := spindle.ReplaceFile(filepath.Join(n.cfg.Home, joinedFile), []byte(j.ID()+"\n"), 0o600, true); err != nil {
 			return nil, spindle.E(op, spindle.IO, err)
 		}
 	}
@@ -341,29 +341,4 @@ func (n *Node) serveKeyLeave(ctx context.Context, req *wire.Request) error {
 	}
 	n.log.Info("left the key cluster", "member", keys.ID())
 	return nil
-}
-
-// writeSynced writes a small file and makes it durable.
-func writeSynced(name string, data []byte) error {
-	f, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(name))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

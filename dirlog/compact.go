@@ -100,22 +100,13 @@ func (s *Server) maybeCompact(ctx context.Context, l *userLog) {
 // [CheckLogFrom] and [Audit]). The caller must not change it.
 func (s *Server) Checkpoint(ctx context.Context, user, owner spindle.UserName) (*Checkpoint, error) {
 	const op spindle.Op = "dirlog.Checkpoint"
-	if err := checkUser(user); err != nil {
+	if err := ownerOnly(user, owner); err != nil {
 		return nil, spindle.E(op, err)
 	}
-	if err := checkUser(owner); err != nil {
+	l, err := s.ownerLog(user, owner)
+	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	if user != owner {
-		return nil, spindle.E(op, spindle.Private, spindle.PathName(owner+"/"), user, "only the owner may read a tree's log")
-	}
-	s.mu.RLock()
-	if err := s.damageFor(owner, user); err != nil {
-		s.mu.RUnlock()
-		return nil, spindle.E(op, err)
-	}
-	l := s.logs[owner]
-	s.mu.RUnlock()
 	if l == nil {
 		return nil, nil
 	}
@@ -130,12 +121,13 @@ func (s *Server) Checkpoint(ctx context.Context, user, owner spindle.UserName) (
 // may read it.
 func (s *Server) Export(ctx context.Context, user, owner spindle.UserName) ([]byte, error) {
 	const op spindle.Op = "dirlog.Export"
-	if _, err := s.Checkpoint(ctx, user, owner); err != nil { // Checks the user's right.
+	if err := ownerOnly(user, owner); err != nil {
 		return nil, spindle.E(op, err)
 	}
-	s.mu.RLock()
-	l := s.logs[owner]
-	s.mu.RUnlock()
+	l, err := s.ownerLog(user, owner)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
 	if l == nil {
 		return nil, nil
 	}

@@ -15,6 +15,32 @@ const MaxEntriesBytes = 8 << 20
 // errEnough stops a Scan.
 var errEnough = errors.New("enough")
 
+// ownerOnly checks that user and owner are valid names and that user is
+// owner: only the owner may read a tree's log (see [Server.Entries]).
+func ownerOnly(user, owner spindle.UserName) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	if err := checkUser(owner); err != nil {
+		return err
+	}
+	if user != owner {
+		return spindle.E(spindle.Private, spindle.PathName(owner+"/"), user, "only the owner may read a tree's log")
+	}
+	return nil
+}
+
+// ownerLog returns owner's log, for user, unless it is damaged; nil, nil
+// if there is none.
+func (s *Server) ownerLog(user, owner spindle.UserName) (*userLog, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.damageFor(owner, user); err != nil {
+		return nil, err
+	}
+	return s.logs[owner], nil
+}
+
 // Entries returns the entries of owner's log from sequence from (1 for the
 // start) on: at most max of them and at most MaxEntriesBytes encoded, but
 // always at least one if there is one. Only the owner may read the log: it
@@ -26,25 +52,16 @@ var errEnough = errors.New("enough")
 // starts from [Server.Checkpoint] instead.
 func (s *Server) Entries(ctx context.Context, user, owner spindle.UserName, from int64, max int) ([]*Entry, error) {
 	const op spindle.Op = "dirlog.Entries"
-	if err := checkUser(user); err != nil {
+	if err := ownerOnly(user, owner); err != nil {
 		return nil, spindle.E(op, err)
-	}
-	if err := checkUser(owner); err != nil {
-		return nil, spindle.E(op, err)
-	}
-	if user != owner {
-		return nil, spindle.E(op, spindle.Private, spindle.PathName(owner+"/"), user, "only the owner may read a tree's log")
 	}
 	if from < 1 || max < 1 {
 		return nil, spindle.E(op, spindle.Invalid, owner, fmt.Sprintf("entries from %d, at most %d", from, max))
 	}
-	s.mu.RLock()
-	if err := s.damageFor(owner, user); err != nil {
-		s.mu.RUnlock()
+	l, err := s.ownerLog(user, owner)
+	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	l := s.logs[owner]
-	s.mu.RUnlock()
 	if l == nil {
 		return nil, nil
 	}
@@ -63,7 +80,7 @@ func (s *Server) Entries(ctx context.Context, user, owner spindle.UserName, from
 		}
 		seq = l.cp.Seq
 	}
-	err := l.log.Scan(ctx, func(b []byte) error {
+	err = l.log.Scan(ctx, func(b []byte) error {
 		if skip > 0 {
 			skip--
 			return nil

@@ -79,6 +79,14 @@ type Config struct {
 	// the key is read from Dir/raft/notekey, made there on first use.
 	NoteKey string
 
+	// Cosign asks the member with the given ID to sign the text of a tree
+	// head (see [Cluster.SignHead]) and returns the signed note. Node
+	// passes a call over libp2p. Tree heads need the signatures of a
+	// majority of the recorded members; with Cosign nil they carry this
+	// member's alone, which is enough only for a member that is the whole
+	// cluster (and for tests).
+	Cosign func(ctx context.Context, id string, text []byte) ([]byte, error)
+
 	// For tests in this package: a transport to use instead of Listener
 	// and Dial (raft's in-memory one), a hook to tune Raft's timing, and
 	// one that sees each batch.
@@ -103,9 +111,12 @@ type Cluster struct {
 	signer note.Signer
 	vkey   string
 
-	headMu   sync.Mutex
-	headTree tlog.Tree
-	head     []byte // Signed note of headTree, or nil.
+	cosMu      sync.Mutex
+	cosInfo    HeadInfo     // What the newest cosigned head states.
+	cosHead    []byte       // The newest cosigned head, or nil.
+	cosNext    *cosignRound // The round that starts next, if any caller waits for one.
+	cosRunning bool         // A goroutine runs rounds.
+	cosAt      time.Time    // When the last round made a head.
 
 	putq        chan *putReq   // Checked records waiting for the batcher.
 	quit        chan struct{}  // Closed by Close: the batcher stops.
@@ -560,36 +571,19 @@ func raftError(op spindle.Op, name spindle.UserName, err error) error {
 	return spindle.E(op, name, err)
 }
 
-// signedHead returns the signed head of the tree t, signing it once per tree.
-func (c *Cluster) signedHead(t tlog.Tree) ([]byte, error) {
-	c.headMu.Lock()
-	defer c.headMu.Unlock()
-	if c.head != nil && c.headTree == t {
-		return c.head, nil
-	}
-	h, err := signHead(c.signer, t)
-	if err != nil {
-		return nil, spindle.E(spindle.Internal, err)
-	}
-	c.headTree, c.head = t, h
-	return h, nil
-}
-
-// Head returns this member's current signed tree head.
+// Head returns a tree head of this member's current log, signed by a
+// majority of the cluster's members (see [VerifyQuorum]). Error kinds:
+// Transient (too few members signed in time).
 func (c *Cluster) Head(ctx context.Context) ([]byte, error) {
 	const op spindle.Op = "keyraft.Head"
 	c.fsm.mu.RLock()
 	n := c.fsm.st.size()
-	th, err := c.fsm.st.treeHash(n)
 	c.fsm.mu.RUnlock()
-	if err != nil {
-		return nil, spindle.E(op, spindle.Internal, err)
-	}
-	h, err := c.signedHead(tlog.Tree{N: n, Hash: th})
+	_, h, err := c.quorumHead(ctx, n)
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	return append([]byte(nil), h...), nil
+	return bytes.Clone(h), nil
 }
 
 // LookupProof returns name's current record with a proof of its inclusion
@@ -601,7 +595,7 @@ func (c *Cluster) LookupProof(ctx context.Context, name spindle.UserName) (*Proo
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	ps, err := c.proofs(canon, true)
+	ps, err := c.proofs(ctx, canon, true)
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
@@ -618,46 +612,45 @@ func (c *Cluster) History(ctx context.Context, name spindle.UserName) ([]*Proof,
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	ps, err := c.proofs(canon, false)
+	ps, err := c.proofs(ctx, canon, false)
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
 	return ps, nil
 }
 
-// proofs returns proofs for name's current version, or for all of them.
-func (c *Cluster) proofs(name spindle.UserName, currentOnly bool) ([]*Proof, error) {
+// proofs returns proofs for name's current version, or for all of them,
+// against the newest cosigned head that holds them.
+func (c *Cluster) proofs(ctx context.Context, name spindle.UserName, currentOnly bool) ([]*Proof, error) {
 	c.fsm.mu.RLock()
-	st := c.fsm.st
-	idx := st.users[name]
+	idx := c.fsm.st.users[name]
+	c.fsm.mu.RUnlock()
 	if len(idx) == 0 {
-		c.fsm.mu.RUnlock()
 		return nil, spindle.E(spindle.NotExist, name)
 	}
 	if currentOnly {
 		idx = idx[len(idx)-1:]
 	}
-	n := st.size()
-	th, err := st.treeHash(n)
+	// The leaves of a user only grow, so the head covers idx even if
+	// the user's record changes meanwhile; the proofs are of idx.
+	hi, head, err := c.quorumHead(ctx, idx[len(idx)-1]+1)
+	if err != nil {
+		return nil, spindle.E(name, err)
+	}
+	c.fsm.mu.RLock()
+	st := c.fsm.st
 	var ps []*Proof
 	for _, i := range idx {
+		var rp tlog.RecordProof
+		rp, err = tlog.ProveRecord(hi.N, i, st)
 		if err != nil {
 			break
 		}
-		var rp tlog.RecordProof
-		rp, err = tlog.ProveRecord(n, i, st)
-		ps = append(ps, &Proof{Record: append([]byte(nil), st.entries[i].enc...), Index: i, Inclusion: rp})
+		ps = append(ps, &Proof{Record: bytes.Clone(st.entries[i].enc), Index: i, Inclusion: rp, Head: bytes.Clone(head)})
 	}
 	c.fsm.mu.RUnlock()
 	if err != nil {
 		return nil, spindle.E(spindle.Internal, name, fmt.Errorf("prove record: %w", err))
-	}
-	head, err := c.signedHead(tlog.Tree{N: n, Hash: th})
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range ps {
-		p.Head = append([]byte(nil), head...)
 	}
 	return ps, nil
 }

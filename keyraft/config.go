@@ -298,6 +298,28 @@ type clusterConfig struct {
 	domains   map[string]spindle.PublicKey
 }
 
+// clone returns a deep copy of cfg.
+func (cfg *clusterConfig) clone() clusterConfig {
+	return clusterConfig{
+		members:   maps.Clone(cfg.members),
+		seq:       cfg.seq,
+		last:      cfg.last,
+		operators: maps.Clone(cfg.operators),
+		admitted:  maps.Clone(cfg.admitted),
+		policy:    cfg.policy,
+		domains:   maps.Clone(cfg.domains),
+	}
+}
+
+// memberKeys returns the recorded members' note verifier keys, by ID.
+func (cfg *clusterConfig) memberKeys() map[string]string {
+	m := make(map[string]string, len(cfg.members))
+	for id, mi := range cfg.members {
+		m[id] = mi.vkey
+	}
+	return m
+}
+
 func newConfig() clusterConfig {
 	return clusterConfig{
 		members:   make(map[string]memberInfo),
@@ -314,10 +336,15 @@ func newConfig() clusterConfig {
 // operator), Permission (not signed by a current operator, or a bad
 // signature), NotExist (removing a key that is no operator's).
 func (s *state) checkChange(ch *Change, verify bool) (dup bool, err error) {
+	return s.cfg.checkChange(ch, verify)
+}
+
+// checkChange is state.checkChange on the configuration alone, which is
+// all it needs: clients replaying the cluster's changes use it too.
+func (cfg *clusterConfig) checkChange(ch *Change, verify bool) (dup bool, err error) {
 	if err := checkChangeForm(ch); err != nil {
 		return false, err
 	}
-	cfg := &s.cfg
 	if cfg.seq > 0 && ch.Seq == cfg.seq && bytes.Equal(EncodeChange(ch), cfg.last) {
 		return true, nil
 	}
@@ -448,13 +475,9 @@ func (c *Cluster) Config() ClusterConfig {
 	c.fsm.mu.RLock()
 	defer c.fsm.mu.RUnlock()
 	cfg := &c.fsm.st.cfg
-	members := make(map[string]string, len(cfg.members))
-	for id, m := range cfg.members {
-		members[id] = m.vkey
-	}
 	return ClusterConfig{
 		Seq:       cfg.seq,
-		Members:   members,
+		Members:   cfg.memberKeys(),
 		Operators: slices.Sorted(maps.Keys(cfg.operators)),
 		Admitted:  slices.Sorted(maps.Keys(cfg.admitted)),
 		Policy:    cfg.policy,

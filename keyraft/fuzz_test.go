@@ -108,6 +108,7 @@ func FuzzRestore(f *testing.F) {
 
 func FuzzParseHead(f *testing.F) {
 	f.Add(headHeader + "3\n" + "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n")
+	f.Add(headHeader + "3\n" + "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\nconfig 2\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		tree, err := parseHead(text)
 		if err != nil {

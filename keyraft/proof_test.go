@@ -290,7 +290,7 @@ func TestCheckerRejectsBogusProof(t *testing.T) {
 	}
 	// A member that has not caught up serves the empty log, a prefix of
 	// every log: not evidence of a rewrite.
-	empty, err := signHead(c.signer, tlog.Tree{N: 0})
+	empty, err := signHead(c.signer, HeadInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -21,6 +22,7 @@ type state struct {
 	hashes  []tlog.Hash                  // Stored hashes of the tree over entries (tlog layout).
 	users   map[spindle.UserName][]int64 // Leaf indices of each user's versions, oldest first.
 	cfg     clusterConfig                // Built from the config change leaves.
+	cfgIdx  []int64                      // Leaf index of each config change: cfgIdx[seq-1].
 	sigs    *sigCache                    // Signatures verified here; nil for none. Not replicated.
 }
 
@@ -199,7 +201,15 @@ func (s *state) addChange(ch *Change) error {
 		return err
 	}
 	s.cfg.applyChange(ch, enc)
+	s.cfgIdx = append(s.cfgIdx, s.size()-1)
 	return nil
+}
+
+// seqAt returns the configuration's sequence number in the tree of the
+// first n leaves: the number of config changes among them.
+func (s *state) seqAt(n int64) int64 {
+	i, _ := slices.BinarySearch(s.cfgIdx, n)
+	return int64(i)
 }
 
 func (s *state) appendLeaf(e entry) error {

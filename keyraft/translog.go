@@ -28,44 +28,70 @@ const (
 	maxHeadSize    = 16 << 10 // Bytes in a signed tree head.
 )
 
+// A HeadInfo is what a tree head states: the tree, and the sequence
+// number of the cluster's configuration in that tree (the number of
+// configuration changes among its leaves), which says whose signatures
+// the head needs (see [VerifyQuorum]).
+type HeadInfo struct {
+	tlog.Tree
+	Config int64
+}
+
 // formatHead returns the text of a tree head:
 //
 //	spindle.dev key log
-//	<number of records>
+//	<number of leaves>
 //	<base64 of the tree hash>
-func formatHead(t tlog.Tree) []byte {
-	return fmt.Appendf(nil, "%s%d\n%s\n", headHeader, t.N, t.Hash)
+//	config <configuration sequence number>
+func formatHead(h HeadInfo) []byte {
+	return fmt.Appendf(nil, "%s%d\n%s\nconfig %d\n", headHeader, h.N, h.Hash, h.Config)
 }
 
 // parseHead parses the text written by formatHead, strictly.
-func parseHead(text string) (tlog.Tree, error) {
+func parseHead(text string) (HeadInfo, error) {
 	rest, ok := strings.CutPrefix(text, headHeader)
 	if !ok {
-		return tlog.Tree{}, errors.New("not a spindle.dev key log head")
+		return HeadInfo{}, errors.New("not a spindle.dev key log head")
 	}
 	lines := strings.SplitAfter(rest, "\n")
-	if len(lines) != 3 || lines[2] != "" {
-		return tlog.Tree{}, errors.New("malformed tree head")
+	if len(lines) != 4 || lines[3] != "" {
+		return HeadInfo{}, errors.New("malformed tree head")
 	}
-	nText := strings.TrimSuffix(lines[0], "\n")
-	n, err := strconv.ParseInt(nText, 10, 64)
-	if err != nil || n < 0 || strconv.FormatInt(n, 10) != nText {
-		return tlog.Tree{}, errors.New("malformed tree size in head")
+	n, err := parseCount(strings.TrimSuffix(lines[0], "\n"))
+	if err != nil {
+		return HeadInfo{}, errors.New("malformed tree size in head")
 	}
 	h, err := tlog.ParseHash(strings.TrimSuffix(lines[1], "\n"))
 	if err != nil {
-		return tlog.Tree{}, errors.New("malformed tree hash in head")
+		return HeadInfo{}, errors.New("malformed tree hash in head")
 	}
-	t := tlog.Tree{N: n, Hash: h}
-	if !bytes.Equal(formatHead(t), []byte(text)) {
-		return tlog.Tree{}, errors.New("tree head is not in canonical form")
+	cfgText, ok := strings.CutPrefix(strings.TrimSuffix(lines[2], "\n"), "config ")
+	if !ok {
+		return HeadInfo{}, errors.New("tree head does not name its configuration")
 	}
-	return t, nil
+	seq, err := parseCount(cfgText)
+	if err != nil || seq > n {
+		return HeadInfo{}, errors.New("malformed configuration sequence in head")
+	}
+	hi := HeadInfo{Tree: tlog.Tree{N: n, Hash: h}, Config: seq}
+	if !bytes.Equal(formatHead(hi), []byte(text)) {
+		return HeadInfo{}, errors.New("tree head is not in canonical form")
+	}
+	return hi, nil
 }
 
-// signHead returns the signed note of tree head t.
-func signHead(s note.Signer, t tlog.Tree) ([]byte, error) {
-	return note.Sign(&note.Note{Text: string(formatHead(t))}, s)
+// parseCount parses a non-negative decimal number in canonical form.
+func parseCount(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != s {
+		return 0, fmt.Errorf("bad count %q", s)
+	}
+	return n, nil
+}
+
+// signHead returns the signed note of tree head h.
+func signHead(s note.Signer, h HeadInfo) ([]byte, error) {
+	return note.Sign(&note.Note{Text: string(formatHead(h))}, s)
 }
 
 // NewVerifiers returns the verifiers of the given note verifier keys (as
@@ -101,11 +127,11 @@ func VerifyHead(head []byte, verifiers note.Verifiers) (tlog.Tree, error) {
 		}
 		return tlog.Tree{}, spindle.E(op, spindle.Invalid, fmt.Errorf("tree head: %v", err))
 	}
-	t, err := parseHead(n.Text)
+	h, err := parseHead(n.Text)
 	if err != nil {
 		return tlog.Tree{}, spindle.E(op, spindle.Invalid, err)
 	}
-	return t, nil
+	return h.Tree, nil
 }
 
 // A Proof shows that a key record is in the cluster's transparency log: the

@@ -33,7 +33,7 @@ func fuzzHeadKey(tb testing.TB) (note.Signer, note.Verifiers) {
 func FuzzVerifyHead(f *testing.F) {
 	s, v := fuzzHeadKey(f)
 	for _, n := range []int64{0, 1, 7} {
-		h, err := signHead(s, tlog.Tree{N: n, Hash: tlog.Hash{byte(n)}})
+		h, err := signHead(s, HeadInfo{Tree: tlog.Tree{N: n, Hash: tlog.Hash{byte(n)}}})
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -59,8 +59,9 @@ func FuzzVerifyHead(f *testing.F) {
 		if err != nil {
 			t.Fatalf("verified head does not open: %v", err)
 		}
-		if n.Text != string(formatHead(tree)) {
-			t.Fatalf("verified head's text %q is not the canonical %q", n.Text, formatHead(tree))
+		hi, err := parseHead(n.Text)
+		if err != nil || hi.Tree != tree || n.Text != string(formatHead(hi)) {
+			t.Fatalf("verified head's text %q is not the canonical form of tree %v: %v", n.Text, tree, err)
 		}
 	})
 }
@@ -76,7 +77,7 @@ func FuzzNewVerifiers(f *testing.F) {
 	f.Add("spindle-keyraft/m0+bf1f695a+AbJt5oSwufR3oqTbN+7S9M96rhy7Y1HtR1ZlWWcRzzgI")
 	f.Add("not a key")
 	s, _ := fuzzHeadKey(f)
-	head, err := signHead(s, tlog.Tree{N: 3, Hash: tlog.Hash{3}})
+	head, err := signHead(s, HeadInfo{Tree: tlog.Tree{N: 3, Hash: tlog.Hash{3}}, Config: 1})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -291,7 +291,8 @@ type TreeProver interface {
 // clients different logs, is caught as soon as a client that saw one
 // version sees the other. A Checker is safe for concurrent use.
 type Checker struct {
-	verifiers note.Verifiers
+	verifiers note.Verifiers // For a checker of fixed keys (NewChecker).
+	cfg       *ConfigLog     // For a following checker (NewFollowingChecker); guarded by mu, replaced under upd.
 
 	upd  sync.Mutex // Held across an update, so each is checked against the newest head.
 	mu   sync.Mutex // Guards tree and head.
@@ -309,8 +310,27 @@ func NewChecker(vkeys ...string) (*Checker, error) {
 	return &Checker{verifiers: v}, nil
 }
 
-// Verifiers returns the verifiers the checker trusts.
-func (c *Checker) Verifiers() note.Verifiers { return c.verifiers }
+// Verifiers returns the verifiers the checker trusts: for a following
+// checker, those of the members of the newest configuration it knows.
+func (c *Checker) Verifiers() note.Verifiers {
+	if c.cfg != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.cfg.Verifiers()
+	}
+	return c.verifiers
+}
+
+// verify checks head's signatures as the checker's kind demands and
+// returns its tree and, for a following checker, the config log extended
+// up to the head's configuration. The caller holds c.upd.
+func (c *Checker) verify(ctx context.Context, head []byte, prover TreeProver) (tlog.Tree, *ConfigLog, error) {
+	if c.cfg != nil {
+		return c.verifyFollowing(ctx, head, prover)
+	}
+	t, err := VerifyHead(head, c.verifiers)
+	return t, nil, err
+}
 
 // Head returns the newest signed tree head the checker has accepted, or nil,
 // for the client to store and hand to [Checker.Trust] in a later run.
@@ -329,9 +349,14 @@ func (c *Checker) Tree() tlog.Tree {
 
 // Trust sets the newest head seen, as stored from an earlier run, before
 // the checker has accepted any other. The head's signature is checked.
+//
+// A following checker checks it against the configuration it was made
+// with, which must hold every change in the head's tree.
 func (c *Checker) Trust(head []byte) error {
 	const op spindle.Op = "keyraft.Checker.Trust"
-	t, err := VerifyHead(head, c.verifiers)
+	c.upd.Lock()
+	defer c.upd.Unlock()
+	t, _, err := c.verify(context.Background(), head, nil)
 	if err != nil {
 		return spindle.E(op, err)
 	}
@@ -350,21 +375,44 @@ func (c *Checker) Trust(head []byte) error {
 // needed only when the sizes differ. Two different
 // trees of one size, or a failed consistency proof, are Integrity errors
 // whose message shows both heads: evidence that the log was rewritten.
+//
+// A following checker also asks prover, which must then be a
+// [ConfigProver], for the configuration changes up to the one the head
+// names, when that is newer than the newest it knows.
 func (c *Checker) Update(ctx context.Context, head []byte, prover TreeProver) (tlog.Tree, error) {
 	const op spindle.Op = "keyraft.Checker.Update"
-	t, err := VerifyHead(head, c.verifiers)
+	t, err := c.update(ctx, head, prover)
 	if err != nil {
-		return tlog.Tree{}, spindle.E(op, err)
-	}
-	if err := c.update(ctx, t, head, prover); err != nil {
 		return tlog.Tree{}, spindle.E(op, err)
 	}
 	return t, nil
 }
 
-func (c *Checker) update(ctx context.Context, t tlog.Tree, head []byte, prover TreeProver) error {
+// update verifies head and checks it against the newest head seen.
+func (c *Checker) update(ctx context.Context, head []byte, prover TreeProver) (tlog.Tree, error) {
 	c.upd.Lock()
 	defer c.upd.Unlock()
+	t, cl, err := c.verify(ctx, head, prover)
+	if err != nil {
+		return tlog.Tree{}, err
+	}
+	if err := c.consistent(ctx, t, head, prover); err != nil {
+		return tlog.Tree{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.head == nil || t.N > c.tree.N {
+		c.tree, c.head = t, bytes.Clone(head)
+	}
+	if cl != nil && cl.Seq() > c.cfg.Seq() {
+		c.cfg = cl
+	}
+	return t, nil
+}
+
+// consistent checks the verified head of tree t against the newest head
+// seen. The caller holds c.upd.
+func (c *Checker) consistent(ctx context.Context, t tlog.Tree, head []byte, prover TreeProver) error {
 	c.mu.Lock()
 	old, oldHead := c.tree, c.head
 	c.mu.Unlock()
@@ -400,12 +448,6 @@ func (c *Checker) update(ctx context.Context, t tlog.Tree, head []byte, prover T
 		if err := tlog.CheckTree(p, old.N, old.Hash, t.N, t.Hash); err != nil {
 			return evidence(fmt.Sprintf("tree of %d records is not a prefix of the one of %d: %v", t.N, old.N, err))
 		}
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.head == nil || t.N > c.tree.N {
-		c.tree, c.head = t, bytes.Clone(head)
 	}
 	return nil
 }
@@ -430,12 +472,16 @@ func (c *Checker) VerifyLookup(ctx context.Context, p *Proof, name spindle.UserN
 			return u, nil
 		}
 	}
-	u, t, err := VerifyLookup(p, name, c.verifiers)
+	if p == nil {
+		return nil, spindle.E(op, spindle.Invalid, name, "nil proof")
+	}
+	t, err := c.update(ctx, p.Head, prover)
+	if err != nil {
+		return nil, spindle.E(op, name, err)
+	}
+	u, err := verifyInTree(p, name, t)
 	if err != nil {
 		return nil, spindle.E(op, err)
-	}
-	if err := c.update(ctx, t, p.Head, prover); err != nil {
-		return nil, spindle.E(op, name, err)
 	}
 	return u, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -175,11 +176,30 @@ func (l *ConfigLog) seqAt(n int64) int64 {
 // checked as the members check it. So the client is tied to no member,
 // and a member that was removed cannot sign a head the client accepts.
 // The checker owns cl from then on.
-func NewFollowingChecker(cl *ConfigLog) *Checker {
+//
+// boot is the note verifier key of the member the client first trusted
+// (or "" for none). It stands for the members while the configuration
+// records none: a cluster that one node bootstrapped and whose operator
+// has not made the init change yet, whose heads that node signs alone.
+// Once the client has accepted such a head, the head that first names
+// recorded members must carry boot's signature too, so that a node cannot
+// slip in an init change of its own making.
+func NewFollowingChecker(cl *ConfigLog, boot string) (*Checker, error) {
 	if cl == nil {
 		cl = NewConfigLog()
 	}
-	return &Checker{cfg: cl}
+	c := &Checker{cfg: cl}
+	if boot = strings.TrimSpace(boot); boot != "" {
+		id, err := memberOfVerifierKey(boot)
+		if err != nil {
+			return nil, spindle.E(spindle.Op("keyraft.NewFollowingChecker"), err)
+		}
+		if _, err := note.NewVerifier(boot); err != nil {
+			return nil, spindle.E(spindle.Op("keyraft.NewFollowingChecker"), spindle.Invalid, fmt.Errorf("verifier key %q: %v", boot, err))
+		}
+		c.boot = map[string]string{id: boot}
+	}
+	return c, nil
 }
 
 // ConfigEntries returns the configuration changes a following checker
@@ -253,7 +273,17 @@ func (c *Checker) verifyFollowing(ctx context.Context, head []byte, prover TreeP
 	if got := cl.seqAt(hi.N); got != hi.Config {
 		return tlog.Tree{}, nil, spindle.E(spindle.Integrity, fmt.Sprintf("head of %d leaves names configuration %d, but the log has %d changes among them", hi.N, hi.Config, got))
 	}
-	if _, _, err := VerifyQuorum(head, cl.Members(hi.Config)); err != nil {
+	members := cl.Members(hi.Config)
+	if len(members) == 0 && c.boot != nil {
+		members = c.boot
+	} else if c.boot != nil && len(c.cfg.Members(c.cfg.Seq())) == 0 && c.Head() != nil {
+		// The first head with recorded members that this client sees,
+		// after heads without: the member it trusted signs it too.
+		if _, _, err := VerifyQuorum(head, c.boot); err != nil {
+			return tlog.Tree{}, nil, spindle.E(spindle.Integrity, fmt.Errorf("the first head naming recorded members is not signed by the member this client trusted: %w", err))
+		}
+	}
+	if _, _, err := VerifyQuorum(head, members); err != nil {
 		return tlog.Tree{}, nil, err
 	}
 	return hi.Tree, cl, nil

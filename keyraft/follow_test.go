@@ -138,7 +138,7 @@ func TestFollowingClient(t *testing.T) {
 	f := newFollowCluster(t)
 	a := f.ms[0]
 	users := populate(t, a.c, 0, 2)
-	chk := NewFollowingChecker(nil)
+	chk := mustFollow(t, nil)
 	if _, err := chk.VerifyLookup(ctx, mustProof(t, a.c, users[0].name), users[0].name, a.c); err != nil {
 		t.Fatalf("first lookup: %v", err)
 	}
@@ -167,7 +167,7 @@ func TestFollowingClient(t *testing.T) {
 	}
 
 	// A fresh client whose first contact is the newest member.
-	fresh := NewFollowingChecker(nil)
+	fresh := mustFollow(t, nil)
 	if _, err := fresh.VerifyLookup(ctx, mustProof(t, c.c, users[1].name), users[1].name, c.c); err != nil {
 		t.Fatalf("fresh client through a joined member: %v", err)
 	}
@@ -240,7 +240,7 @@ func TestFollowingClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again := NewFollowingChecker(cl)
+	again := mustFollow(t, cl)
 	if err := again.Trust(chk.Head()); err != nil {
 		t.Fatalf("trusting the stored head again: %v", err)
 	}
@@ -323,7 +323,7 @@ func TestFollowingClientCatchesLies(t *testing.T) {
 		},
 	}
 	for what, tamper := range lies {
-		chk := NewFollowingChecker(nil)
+		chk := mustFollow(t, nil)
 		if _, err := chk.Update(ctx, head, lyingConfig{l, tamper}); !errors.Is(err, spindle.Integrity) {
 			t.Errorf("a node that %s: %v, want Integrity", what, err)
 		}
@@ -332,7 +332,7 @@ func TestFollowingClientCatchesLies(t *testing.T) {
 		}
 	}
 	// The honest answer passes.
-	chk := NewFollowingChecker(nil)
+	chk := mustFollow(t, nil)
 	if _, err := chk.Update(ctx, head, l); err != nil {
 		t.Fatalf("honest head: %v", err)
 	}
@@ -370,4 +370,84 @@ func TestSignHeadRefuses(t *testing.T) {
 	if _, err := c.SignHead(short, formatHead(HeadInfo{Tree: tlog.Tree{N: 100}})); !errors.Is(err, spindle.Transient) {
 		t.Errorf("head of a tree not applied: %v, want Transient", err)
 	}
+}
+
+func mustFollow(t *testing.T, cl *ConfigLog) *Checker {
+	t.Helper()
+	c, err := NewFollowingChecker(cl, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestFollowingBootstrap: a client of a one-node cluster whose operator
+// has not made the init change trusts that node's key; the honest init
+// naming that node is accepted, and a node that builds the same log and
+// slips in an init of its own naming itself is caught.
+func TestFollowingBootstrap(t *testing.T) {
+	ctx := ctxT(t)
+	honest := memCluster(t)
+	evil := memClusterID(t, "m1")
+	users := populate(t, honest, 0, 2)
+	for _, s := range users {
+		rec, err := honest.Lookup(ctx, s.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustPutT(t, evil, rec)
+	}
+	chk, err := NewFollowingChecker(nil, honest.VerifierKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chk.VerifyLookup(ctx, mustProof(t, honest, users[0].name), users[0].name, honest); err != nil {
+		t.Fatalf("head of a cluster with no init: %v", err)
+	}
+	// Heads by another node, before any init, are not the trusted key's.
+	if _, err := chk.VerifyLookup(ctx, mustProof(t, evil, users[0].name), users[0].name, evil); !errors.Is(err, spindle.Integrity) {
+		t.Errorf("another node's head before init: %v, want Integrity", err)
+	}
+	// The evil node's init names itself: its log extends the honest one.
+	eop := newSigner(t, "eve@example.com")
+	mustChange(t, evil, signedChange(t, eop, &Change{Seq: 1, Kind: ChangeInit, Key: eop.pub, Arg: evil.VerifierKey()}))
+	head, err := evil.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chk.Update(ctx, head, evil); !errors.Is(err, spindle.Integrity) {
+		t.Errorf("a slipped-in init naming another node: %v, want Integrity", err)
+	}
+	if len(chk.ConfigEntries()) != 0 {
+		t.Errorf("the refused init was kept")
+	}
+	// The honest init, naming the trusted node, is followed.
+	op := newSigner(t, "op@example.com")
+	mustChange(t, honest, signedChange(t, op, &Change{Seq: 1, Kind: ChangeInit, Key: op.pub, Arg: honest.VerifierKey()}))
+	populate(t, honest, 2, 1)
+	head, err = honest.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chk.Update(ctx, head, honest); err != nil {
+		t.Fatalf("the honest init: %v", err)
+	}
+	if got := chk.Members(); got[honest.ID()] != honest.VerifierKey() || len(got) != 1 {
+		t.Errorf("members after the honest init: %v", got)
+	}
+	if _, err := NewFollowingChecker(nil, "not a key"); !errors.Is(err, spindle.Invalid) {
+		t.Errorf("bad bootstrap key: %v, want Invalid", err)
+	}
+}
+
+// memClusterID is memCluster with another member ID.
+func memClusterID(t testing.TB, id string) *Cluster {
+	t.Helper()
+	_, trans := raft.NewInmemTransport(raft.ServerAddress(id))
+	c, err := Open(ctxT(t), Config{ID: id, Bootstrap: true, Logger: testLogger(t), transport: trans, tune: fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); trans.Close() })
+	return c
 }

@@ -291,8 +291,9 @@ type TreeProver interface {
 // clients different logs, is caught as soon as a client that saw one
 // version sees the other. A Checker is safe for concurrent use.
 type Checker struct {
-	verifiers note.Verifiers // For a checker of fixed keys (NewChecker).
-	cfg       *ConfigLog     // For a following checker (NewFollowingChecker); guarded by mu, replaced under upd.
+	verifiers note.Verifiers    // For a checker of fixed keys (NewChecker).
+	cfg       *ConfigLog        // For a following checker (NewFollowingChecker); guarded by mu, replaced under upd.
+	boot      map[string]string // For a following checker: the member first trusted, by ID, or nil.
 
 	upd  sync.Mutex // Held across an update, so each is checked against the newest head.
 	mu   sync.Mutex // Guards tree and head.

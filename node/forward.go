@@ -67,6 +67,8 @@ type keyService interface {
 	Domain(ctx context.Context, domain string) ([]spindle.UserName, error)
 	LookupProof(ctx context.Context, name spindle.UserName) (*keyraft.Proof, error)
 	ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error)
+	ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keyraft.Proof, error)
+	Head(ctx context.Context) ([]byte, error)
 	VerifierKey() string
 }
 
@@ -81,7 +83,7 @@ const forwardTimeout = 30 * time.Second
 func isKeyMethod(m string) bool {
 	switch m {
 	case wire.KeyLookup, wire.KeyLookupLeader, wire.KeyPut, wire.KeyDomain, wire.KeyHistory,
-		wire.KeyProof, wire.KeyProofs, wire.KeyConsistency, wire.KeyVerifier,
+		wire.KeyProof, wire.KeyProofs, wire.KeyConsistency, wire.KeyVerifier, wire.KeyConfig, wire.KeyHead,
 		wire.KeyStatus, wire.KeyChange:
 		return true
 	}
@@ -293,6 +295,28 @@ func (r *remoteKeys) ConsistencyProof(ctx context.Context, oldSize, newSize int6
 		return nil, err
 	}
 	return keyraft.UnmarshalTreeProof(resp.Data)
+}
+
+func (r *remoteKeys) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keyraft.Proof, error) {
+	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyConfig, Seq: after, Data: head})
+	if err != nil {
+		return nil, err
+	}
+	ps := make([]*keyraft.Proof, len(resp.Proofs))
+	for i, data := range resp.Proofs {
+		if ps[i], err = keyraft.UnmarshalProof(data); err != nil {
+			return nil, err
+		}
+	}
+	return ps, nil
+}
+
+func (r *remoteKeys) Head(ctx context.Context) ([]byte, error) {
+	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyHead})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Data, nil
 }
 
 func (r *remoteKeys) VerifierKey() string { return r.vkey }

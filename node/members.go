@@ -86,6 +86,7 @@ func (n *Node) openCluster(ctx context.Context, bootstrap bool) (*keyraft.Cluste
 		// timeout; raft's 1s default suits members across the internet.
 		HeartbeatTimeout: 250 * time.Millisecond,
 		Logger:           n.log.With("part", "keyraft"),
+		Cosign:           n.cosign,
 	})
 	if err != nil {
 		ln.Close()
@@ -109,6 +110,27 @@ func (n *Node) raftDial(ctx context.Context, id string) (net.Conn, error) {
 		}
 	}
 	return p2p.Dial(ctx, n.host, RaftProtocol, spindle.PeerAddr(id))
+}
+
+// cosign asks member id to sign the text of a tree head (keyraft.Config.Cosign).
+func (n *Node) cosign(ctx context.Context, id string, text []byte) ([]byte, error) {
+	pid, err := peer.Decode(id)
+	if err != nil {
+		return nil, spindle.E(spindle.Invalid, fmt.Sprintf("member ID %q is not a peer ID: %v", id, err))
+	}
+	data, err := wire.Encode(&wire.Request{Method: wire.KeyCosign, Data: text})
+	if err != nil {
+		return nil, spindle.E(spindle.Internal, err)
+	}
+	out, err := n.callPeer(ctx, peer.AddrInfo{ID: pid}, data)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := decodeAnswer(out)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Data, nil
 }
 
 // clusterStatus returns the wire form of a member's status.

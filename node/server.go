@@ -93,6 +93,28 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		return &wire.Response{Data: keyraft.MarshalTreeProof(p)}, nil
 	case wire.KeyVerifier:
 		return &wire.Response{Data: []byte(n.kst().ks.VerifierKey())}, nil
+	case wire.KeyHead:
+		head, err := n.kst().ks.Head(ctx)
+		return &wire.Response{Data: head}, err
+	case wire.KeyConfig:
+		ps, err := n.kst().ks.ConfigProofs(ctx, req.Seq, req.Data)
+		if err != nil {
+			return nil, err
+		}
+		resp := &wire.Response{Proofs: make([][]byte, len(ps))}
+		for i, p := range ps {
+			if resp.Proofs[i], err = p.MarshalBinary(); err != nil {
+				return nil, err
+			}
+		}
+		return resp, nil
+	case wire.KeyCosign:
+		keys := n.kst().keys
+		if keys == nil {
+			return nil, spindle.E(spindle.NotExist, "this node is not a member of a key cluster")
+		}
+		signed, err := keys.SignHead(ctx, req.Data)
+		return &wire.Response{Data: signed}, err
 	case wire.NodeStatus:
 		return n.serveStatus(ctx, remote)
 	case wire.DirMirror:

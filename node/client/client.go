@@ -129,7 +129,7 @@ func TrustKeyCluster(ctx context.Context, cfg Config) (string, error) {
 		return "", spindle.E(op, err)
 	}
 	defer c.Close()
-	return c.keyLog.vkey, nil
+	return c.keyLog.boot, nil
 }
 
 // VerifierFingerprint returns a short form of a key cluster's verifier

@@ -2,10 +2,13 @@ package client
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
 	"spindle.dev/keyraft"
@@ -99,9 +102,11 @@ func FuzzCheckVersions(f *testing.F) {
 	})
 }
 
-// The key log file holds the newest tree head a client has seen; a client
-// reads it back at every start, and it may be damaged.
+// The key log file holds the newest tree head a client has seen and the
+// cluster's configuration changes; a client reads it back at every start,
+// and it may be damaged.
 func FuzzParseKeyLog(f *testing.F) {
+	// The first form, upgraded when read.
 	f.Add([]byte("spindle-keyraft/m0+bf1f695a+AbJt5oSwufR3oqTbN+7S9M96rhy7Y1HtR1ZlWWcRzzgI\nversion ann@example.com 2\nversion bob@example.com 1\n"))
 	f.Add([]byte("spindle-keyraft/m0+bf1f695a+AbJt5oSwufR3oqTbN+7S9M96rhy7Y1HtR1ZlWWcRzzgI\nversion ann@example.com 0\n"))
 	f.Add([]byte("not a key\n"))
@@ -113,11 +118,27 @@ func FuzzParseKeyLog(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	head, err := note.Sign(&note.Note{Text: "spindle.dev key log\n3\n47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n"}, s)
+	// A one-member cluster whose operator made the init change naming
+	// the member, and a head of its tree of that change and two records.
+	op := fuzzUser(f, "op@example.com", 9)
+	init := &keyraft.Change{Seq: 1, Kind: keyraft.ChangeInit, Key: op.PublicKey(), Arg: vkey}
+	if err := keyraft.SignChange(init, op); err != nil {
+		f.Fatal(err)
+	}
+	enc := keyraft.EncodeChange(init)
+	hashes := []tlog.Hash{tlog.RecordHash(enc), tlog.RecordHash([]byte("a")), tlog.RecordHash([]byte("b"))}
+	th, err := tlog.TreeHash(3, fixedHashes(hashes))
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add([]byte(vkey + "\nversion ann@example.com 2\n" + string(head)))
+	head, err := note.Sign(&note.Note{Text: fmt.Sprintf("spindle.dev key log\n3\n%s\nconfig 1\n", th)}, s)
+	if err != nil {
+		f.Fatal(err)
+	}
+	change := fmt.Sprintf("change 0 %s\n", base64.StdEncoding.EncodeToString(enc))
+	f.Add([]byte(keyLogHeader + "\nboot " + vkey + "\n" + change + "version ann@example.com 2\n" + string(head)))
+	f.Add([]byte(keyLogHeader + "\nboot " + vkey + "\n" + change))
+	f.Add([]byte(keyLogHeader + "\nboot " + vkey + "\nversion ann@example.com 2\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, err := parseKeyLog("keylog", data)
 		if err != nil {
@@ -125,11 +146,13 @@ func FuzzParseKeyLog(f *testing.F) {
 		}
 		// What parses is written back as it was read, but for versions'
 		// order and spacing, and reads back the same.
-		again, err := parseKeyLog("keylog", l.content(nil))
+		out := l.content(keyLogFile{})
+		again, err := parseKeyLog("keylog", out)
 		if err != nil {
-			t.Fatalf("key log written back does not parse: %v\n%q", err, l.content(nil))
+			t.Fatalf("key log written back does not parse: %v\n%q", err, out)
 		}
-		if again.vkey != l.vkey || again.checker.Tree() != l.checker.Tree() || len(again.versions) != len(l.versions) {
+		if again.boot != l.boot || again.checker.Tree() != l.checker.Tree() || len(again.versions) != len(l.versions) ||
+			len(again.checker.ConfigEntries()) != len(l.checker.ConfigEntries()) {
 			t.Fatalf("key log reads back differently")
 		}
 		for u, v := range l.versions {
@@ -138,4 +161,33 @@ func FuzzParseKeyLog(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fixedHashes is a tlog.HashReader over the stored hashes of a tree whose
+// leaves hash to the given record hashes.
+func fixedHashes(leaves []tlog.Hash) tlog.HashReaderFunc {
+	var stored []tlog.Hash
+	for i, h := range leaves {
+		hs, err := tlog.StoredHashesForRecordHash(int64(i), h, tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+			out := make([]tlog.Hash, len(idx))
+			for j, x := range idx {
+				out[j] = stored[x]
+			}
+			return out, nil
+		}))
+		if err != nil {
+			panic(err)
+		}
+		stored = append(stored, hs...)
+	}
+	return func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for j, x := range idx {
+			if x < 0 || x >= int64(len(stored)) {
+				return nil, fmt.Errorf("hash %d out of range", x)
+			}
+			out[j] = stored[x]
+		}
+		return out, nil
+	}
 }

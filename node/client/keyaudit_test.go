@@ -77,7 +77,7 @@ func (l *rogueLog) proof(t *testing.T, i int) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, err := note.Sign(&note.Note{Text: fmt.Sprintf("spindle.dev key log\n%d\n%s\n", n, th)}, l.signer)
+	head, err := note.Sign(&note.Note{Text: fmt.Sprintf("spindle.dev key log\n%d\n%s\nconfig 0\n", n, th)}, l.signer)
 	if err != nil {
 		t.Fatal(err)
 	}

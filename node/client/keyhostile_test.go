@@ -172,7 +172,7 @@ func TestKeyAnswersHostile(t *testing.T) {
 		}, "transparency log rewritten"},
 		{"garbage", proofLie(func([]byte) []byte { return []byte("SPKP\x01garbage") }), "malformed proof"},
 	} {
-		before := ann.keyLog.content(nil)
+		before := ann.keyLog.content(keyLogFile{})
 		ann.mu.Lock()
 		ann.userKeys = map[spindle.UserName]cachedUser{}
 		ann.mu.Unlock()
@@ -182,7 +182,7 @@ func TestKeyAnswersHostile(t *testing.T) {
 		if !errors.Is(err, spindle.Integrity) && !errors.Is(err, spindle.Invalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: lookup = %v, want an Integrity error saying %q", tc.name, err, tc.want)
 		}
-		if after := ann.keyLog.content(nil); !bytes.Equal(before, after) {
+		if after := ann.keyLog.content(keyLogFile{}); !bytes.Equal(before, after) {
 			t.Errorf("%s: the key log changed:\n%s\nthen\n%s", tc.name, before, after)
 		}
 		if u, err := ann.LookupUser(ctx, "bob@example.com"); err != nil || u.PublicKey != bob.PublicKey {

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -23,20 +24,35 @@ import (
 // node that substituted a reader's key could read every file wrapped for
 // that reader. With a key log (Config.KeyLog) every record comes with
 // a proof that it is in the key cluster's transparency log, under a tree
-// head signed by the cluster, and every head is checked to extend the
-// newest one the client has seen before (keyraft.Checker). A node can then
-// neither make up a record nor rewrite or fork the log without the client
-// noticing; what it can still do is answer with an older head, which
-// serves at most records that were once valid, or refuse to answer.
+// head signed by a majority of the cluster's members, and every head is
+// checked to extend the newest one the client has seen before
+// (keyraft.Checker). A node can then neither make up a record nor rewrite
+// or fork the log without the client noticing; what it can still do is
+// answer with an older head, which serves at most records that were once
+// valid, or refuse to answer.
 //
-// The key log file holds the cluster's note verifier key on its first line
-// and, after it, a line "version USER N" for each user whose record the
-// client has looked up, then the newest signed tree head seen. The first
-// client to use a file that does not exist yet asks its node for the
-// verifier key and trusts it from then on, as ssh does with a host key,
-// unless Config.Verifier pins the key; spin does that only in spin init,
-// which prints the key's fingerprint, and refuses to carry on without the
-// file afterwards (Config.RequireKeyLog).
+// The client is tied to no member: it follows the cluster's members
+// through the log (keyraft.NewFollowingChecker). The configuration
+// changes, each signed by an operator, are leaves of the log, and a head
+// names the configuration in force in its tree; a head naming a newer one
+// than the client knows comes with the changes in between, proved in its
+// tree. So a member that joined later is trusted because the log says so,
+// and one that was removed signs nothing the client accepts.
+//
+// The key log file holds, after its first line "spindle key log 2":
+//
+//	boot VKEY          the verifier key of the member first trusted
+//	change INDEX B64   each configuration change, as a leaf of the log
+//	version USER N     for each user whose record the client looked up
+//
+// and then the newest signed tree head seen. The first client to use a
+// file that does not exist yet takes the boot key from its node, as ssh
+// does a host key, unless Config.Verifier pins it; spin does that only in
+// spin init, which prints the key's fingerprint, and refuses to carry on
+// without the file afterwards (Config.RequireKeyLog). The boot key stands
+// for the members while the cluster's operator has not recorded any (a
+// node that bootstrapped a cluster of its own), and signs the head that
+// first records them.
 //
 // A tree head proves that a record was accepted, not that it is the
 // newest version of the user's record, so a node could still show an old
@@ -45,15 +61,20 @@ import (
 // seen; the first lookup of a user still takes the node's choice of the
 // versions in the log.
 
+// keyLogHeader is the first line of a key log file.
+const keyLogHeader = "spindle key log 2"
+
 // keyLog is a client's view of the key cluster's transparency log.
 type keyLog struct {
 	file    string
-	vkey    string
+	boot    string // Verifier key of the member first trusted.
 	checker *keyraft.Checker
 
 	mu       sync.Mutex
 	versions map[spindle.UserName]int64 // Newest record version seen, by user.
 	saved    []byte                     // The file's content as last written.
+	pin      string                     // A pinned key to find among the members of the first head, until it is.
+	failed   error                      // Set when the pin was not found: nothing is trusted or saved.
 }
 
 // openKeyLog reads the key log in file. If there is none it starts one
@@ -67,27 +88,30 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 	if errors.Is(err, os.ErrNotExist) {
 		if pin == "" && c.cfg.RequireKeyLog {
 			return nil, spindle.E(spindle.NotExist, fmt.Sprintf("key log %s is missing; "+
-				"it holds the key cluster's verifier key, which is not taken from the node again without your say: "+
+				"it holds what this client trusts of the key cluster, which is not taken from the node again without your say: "+
 				"restore the file from a backup, or start a new one with spin init -force -recover USER "+
-				"(-verifier KEY pins the cluster's key, from its operator, instead of trusting the node's)", file))
+				"(-verifier KEY pins a key of the cluster, from its operator, instead of trusting the node's)", file))
 		}
-		theirs, err = c.nodeVerifier(ctx, theirs)
-		if err != nil {
-			return nil, err
-		}
-		vkey := theirs
-		if pin != "" {
-			if theirs != pin {
-				return nil, c.otherCluster(theirs, pin, "-verifier")
+		boot := pin
+		if boot == "" {
+			if boot, err = c.nodeVerifier(ctx, theirs); err != nil {
+				return nil, err
 			}
-			vkey = pin
 		}
-		l, err := newKeyLog(file, vkey, nil)
+		l, err := newKeyLog(file, boot, nil, nil)
 		if err != nil {
 			return nil, spindle.E(spindle.Invalid, fmt.Errorf("verifier key: %w", err))
 		}
+		l.pin = pin
+		if pin != "" {
+			// Check the pin against the cluster before anything is
+			// written: its current head, and the members it names.
+			if err := c.checkPin(ctx, l); err != nil {
+				return nil, err
+			}
+		}
 		if pin == "" {
-			c.log.Info("trusting the key cluster's tree heads from now on", "verifier", l.vkey, "fingerprint", VerifierFingerprint(l.vkey), "file", file)
+			c.log.Info("trusting the key cluster from now on", "verifier", l.boot, "fingerprint", VerifierFingerprint(l.boot), "file", file)
 		} else if c.cfg.RequireKeyLog {
 			c.log.Warn("key log was missing; started again with the pinned verifier key: records seen before are not remembered", "file", file)
 		}
@@ -100,19 +124,46 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 	if err != nil {
 		return nil, spindle.E(spindle.Invalid, fmt.Errorf("key log %s: %w", file, err))
 	}
-	if pin != "" && pin != l.vkey {
-		return nil, spindle.E(spindle.Integrity, fmt.Sprintf("key log %s trusts %s, not the pinned verifier key %s; if the pin is right, move that file away", file, l.vkey, pin))
+	if l.upgraded {
+		c.log.Info("key log upgraded: the cluster's members are followed through its log from now on", "file", file)
 	}
-	// Say so at once if the node belongs to another cluster, rather than
-	// fail each lookup with a head signed by a key nobody trusts.
+	if len(l.checker.Members()) > 0 {
+		// The members are known from the log; the node may be any of
+		// them, or reach them for the client.
+		return l.keyLog, nil
+	}
+	if pin != "" && pin != l.boot {
+		return nil, spindle.E(spindle.Integrity, fmt.Sprintf("key log %s trusts %s, not the pinned verifier key %s; if the pin is right, move that file away", file, l.boot, pin))
+	}
+	// The cluster records no members yet, so its heads are the boot
+	// member's: say so at once if the node belongs to another cluster,
+	// rather than fail each lookup with a head signed by a key nobody
+	// trusts.
 	theirs, err = c.nodeVerifier(ctx, theirs)
 	if err != nil {
 		return nil, err
 	}
-	if theirs != l.vkey {
-		return nil, c.otherCluster(theirs, l.vkey, file)
+	if theirs != l.boot {
+		return nil, c.otherCluster(theirs, l.boot, file)
 	}
-	return l, nil
+	return l.keyLog, nil
+}
+
+// checkPin accepts the cluster's current head into a new key log whose
+// boot key is pinned, which checks that the pinned key signs it or is
+// one of the members it names.
+func (c *Client) checkPin(ctx context.Context, l *keyLog) error {
+	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyHead})
+	if err != nil {
+		return fmt.Errorf("asking the node for the key cluster's tree head: %w", err)
+	}
+	if _, err := l.checker.Update(ctx, resp.Data, prover{c.svc}); err != nil {
+		if errors.Is(err, spindle.Integrity) {
+			return spindle.E(spindle.Integrity, fmt.Errorf("the node's key cluster is not the one the pinned verifier key %s is of: %w", l.boot, err))
+		}
+		return err
+	}
+	return l.accepted()
 }
 
 // nodeVerifier asks the node for its key cluster's verifier key, unless
@@ -136,13 +187,17 @@ func (c *Client) otherCluster(theirs, ours, from string) error {
 			"if you moved to another cluster on purpose, remove that file or run spin init -force", theirs, ours, from))
 }
 
-func newKeyLog(file, vkey string, head []byte) (*keyLog, error) {
-	vkey = strings.TrimSpace(vkey)
-	checker, err := keyraft.NewChecker(vkey)
+func newKeyLog(file, boot string, changes []keyraft.ConfigEntry, head []byte) (*keyLog, error) {
+	boot = strings.TrimSpace(boot)
+	cl, err := keyraft.RestoreConfigLog(changes)
 	if err != nil {
 		return nil, err
 	}
-	l := &keyLog{file: file, vkey: vkey, checker: checker, versions: map[spindle.UserName]int64{}}
+	checker, err := keyraft.NewFollowingChecker(cl, boot)
+	if err != nil {
+		return nil, err
+	}
+	l := &keyLog{file: file, boot: boot, checker: checker, versions: map[spindle.UserName]int64{}}
 	if len(head) > 0 {
 		if err := checker.Trust(head); err != nil {
 			return nil, err
@@ -151,43 +206,89 @@ func newKeyLog(file, vkey string, head []byte) (*keyLog, error) {
 	return l, nil
 }
 
+// parsedKeyLog is a key log read from its file.
+type parsedKeyLog struct {
+	*keyLog
+	upgraded bool // The file was of the first form, with one verifier key and no changes.
+}
+
 // parseKeyLog reads a key log file's content (see above).
-func parseKeyLog(file string, data []byte) (*keyLog, error) {
-	vkey, versions, head, err := splitKeyLog(data)
+func parseKeyLog(file string, data []byte) (parsedKeyLog, error) {
+	kf, err := splitKeyLog(data)
 	if err != nil {
-		return nil, err
+		return parsedKeyLog{}, err
 	}
-	l, err := newKeyLog(file, vkey, head)
+	l, err := newKeyLog(file, kf.boot, kf.changes, kf.head)
 	if err != nil {
-		return nil, err
+		return parsedKeyLog{}, err
 	}
-	l.versions, l.saved = versions, data
-	return l, nil
+	l.versions = kf.versions
+	if !kf.legacy {
+		l.saved = data
+	}
+	return parsedKeyLog{l, kf.legacy}, nil
+}
+
+// keyLogFile is the content of a key log file, split into its parts.
+type keyLogFile struct {
+	boot     string
+	changes  []keyraft.ConfigEntry
+	versions map[spindle.UserName]int64
+	head     []byte
+	legacy   bool // The first form: the boot key on the first line, no changes; its head is dropped.
 }
 
 // splitKeyLog splits a key log file's content into its parts, checking
-// the versions lines but not the head.
-func splitKeyLog(data []byte) (vkey string, versions map[spindle.UserName]int64, head []byte, err error) {
-	vkey, rest, _ := strings.Cut(string(data), "\n")
-	versions = map[spindle.UserName]int64{}
+// the lines' form but not the changes or the head.
+func splitKeyLog(data []byte) (keyLogFile, error) {
+	kf := keyLogFile{versions: map[spindle.UserName]int64{}}
+	first, rest, _ := strings.Cut(string(data), "\n")
+	if first != keyLogHeader {
+		// The first form: the verifier key, versions, and a head of a
+		// form heads no longer have.
+		kf.boot, kf.legacy = strings.TrimSpace(first), true
+	}
+	if line, r, ok := strings.Cut(rest, "\n"); !kf.legacy && ok && strings.HasPrefix(line, "boot ") {
+		kf.boot, rest = strings.TrimSpace(strings.TrimPrefix(line, "boot ")), r
+	}
+	for !kf.legacy && strings.HasPrefix(rest, "change ") {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return keyLogFile{}, fmt.Errorf("bad line %q", line)
+		}
+		idx, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil || idx < 0 {
+			return keyLogFile{}, fmt.Errorf("bad leaf index in %q", line)
+		}
+		enc, err := base64.StdEncoding.DecodeString(f[2])
+		if err != nil {
+			return keyLogFile{}, fmt.Errorf("bad change in %q", line)
+		}
+		kf.changes = append(kf.changes, keyraft.ConfigEntry{Index: idx, Change: enc})
+	}
 	for strings.HasPrefix(rest, "version ") {
 		var line string
 		line, rest, _ = strings.Cut(rest, "\n")
 		f := strings.Fields(line)
 		if len(f) != 3 {
-			return "", nil, nil, fmt.Errorf("bad line %q", line)
+			return keyLogFile{}, fmt.Errorf("bad line %q", line)
 		}
 		user, err := spindle.CleanUser(spindle.UserName(f[1]))
 		if err != nil {
-			return "", nil, nil, err
+			return keyLogFile{}, err
 		}
 		v, err := strconv.ParseInt(f[2], 10, 64)
 		if err != nil || v < 1 {
-			return "", nil, nil, fmt.Errorf("bad version in %q", line)
+			return keyLogFile{}, fmt.Errorf("bad version in %q", line)
 		}
-		versions[user] = v
+		kf.versions[user] = v
 	}
-	return strings.TrimSpace(vkey), versions, []byte(rest), nil
+	if !kf.legacy {
+		kf.head = []byte(rest)
+	}
+	return kf, nil
 }
 
 // floor returns the newest version of name's record seen so far.
@@ -212,27 +313,53 @@ func (l *keyLog) seen(u *spindle.User, floor int64) error {
 	return nil
 }
 
-// save writes the newest head and versions seen to the file, if they
-// changed. What another command saved meanwhile is kept where it is newer:
-// versions user by user, and the stored tree head if it verifies and is of
-// a larger tree than this client's.
+// accepted is called after the checker accepted a head: the first time,
+// a pinned key must be one of the members of the configuration it names
+// (or the boot key, while there are none), or nothing is trusted.
+func (l *keyLog) accepted() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failed != nil || l.pin == "" {
+		return l.failed
+	}
+	members := l.checker.Members()
+	if len(members) > 0 && !slices.Contains(slices.Collect(maps.Values(members)), l.pin) {
+		l.failed = spindle.E(spindle.Integrity, fmt.Sprintf(
+			"the node's key cluster does not have the pinned verifier key %s among its members (%s); nothing of it is trusted",
+			l.pin, strings.Join(slices.Sorted(maps.Keys(members)), ", ")))
+		return l.failed
+	}
+	l.pin = ""
+	return nil
+}
+
+// save writes the newest head, changes and versions seen to the file, if
+// they changed. What another command saved meanwhile is kept where it is
+// newer: versions user by user, and the stored tree head with its changes
+// if they verify and are of a larger tree than this client's.
 func (l *keyLog) save() error {
-	if l.saved != nil && bytes.Equal(l.content(nil), l.saved) {
+	l.mu.Lock()
+	failed := l.failed
+	l.mu.Unlock()
+	if failed != nil {
+		return nil
+	}
+	if l.saved != nil && bytes.Equal(l.content(keyLogFile{}), l.saved) {
 		return nil
 	}
 	var out []byte
 	err := updateState(l.file, func(old []byte) []byte {
-		vkey, versions, head, err := splitKeyLog(old)
-		if err == nil && vkey == l.vkey {
+		kf, err := splitKeyLog(old)
+		if err == nil && kf.boot == l.boot {
 			l.mu.Lock()
-			for u, v := range versions {
+			for u, v := range kf.versions {
 				l.versions[u] = max(l.versions[u], v)
 			}
 			l.mu.Unlock()
 		} else {
-			head = nil
+			kf = keyLogFile{}
 		}
-		out = l.content(head)
+		out = l.content(kf)
 		return out
 	})
 	if err != nil {
@@ -242,18 +369,24 @@ func (l *keyLog) save() error {
 	return nil
 }
 
-// content returns the key log file's content: the verifier key, the
-// versions seen, and the newer of the checker's head and stored, a head
-// read from the file, if that verifies.
-func (l *keyLog) content(stored []byte) []byte {
-	head := l.checker.Head()
-	if len(stored) > 0 {
-		if t, err := keyraft.VerifyHead(stored, l.checker.Verifiers()); err == nil && t.N > l.checker.Tree().N {
-			head = stored
+// content returns the key log file's content: the boot key, the newer of
+// the checker's head and changes and those stored (read from the file),
+// if those verify, and the versions seen.
+func (l *keyLog) content(stored keyLogFile) []byte {
+	head, changes := l.checker.Head(), l.checker.ConfigEntries()
+	if len(stored.head) > 0 && !stored.legacy {
+		if other, err := newKeyLog(l.file, l.boot, stored.changes, stored.head); err == nil && other.checker.Tree().N > l.checker.Tree().N {
+			head, changes = stored.head, stored.changes
 		}
 	}
 	var b bytes.Buffer
-	b.WriteString(l.vkey + "\n")
+	b.WriteString(keyLogHeader + "\n")
+	if l.boot != "" {
+		fmt.Fprintf(&b, "boot %s\n", l.boot)
+	}
+	for _, e := range changes {
+		fmt.Fprintf(&b, "change %d %s\n", e.Index, base64.StdEncoding.EncodeToString(e.Change))
+	}
 	l.mu.Lock()
 	for _, u := range slices.Sorted(maps.Keys(l.versions)) {
 		fmt.Fprintf(&b, "version %s %d\n", u, l.versions[u])
@@ -265,6 +398,21 @@ func (l *keyLog) content(stored []byte) []byte {
 
 // A prover asks the node for consistency proofs of the key cluster's log.
 type prover struct{ svc *remote }
+
+// ConfigProofs implements keyraft.ConfigProver.
+func (p prover) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keyraft.Proof, error) {
+	resp, err := p.svc.call(ctx, &wire.Request{Method: wire.KeyConfig, Seq: after, Data: head})
+	if err != nil {
+		return nil, err
+	}
+	ps := make([]*keyraft.Proof, len(resp.Proofs))
+	for i, data := range resp.Proofs {
+		if ps[i], err = keyraft.UnmarshalProof(data); err != nil {
+			return nil, err
+		}
+	}
+	return ps, nil
+}
 
 // ConsistencyProof implements keyraft.TreeProver.
 func (p prover) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error) {
@@ -291,6 +439,9 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 	if err != nil {
 		return nil, err
 	}
+	if err := c.keyLog.accepted(); err != nil {
+		return nil, err
+	}
 	if err := c.keyLog.seen(u, floor); err != nil {
 		return nil, err
 	}
@@ -314,6 +465,9 @@ func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]*s
 		var u *spindle.User
 		if c.keyLog != nil {
 			u, err = c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
+			if err == nil {
+				err = c.keyLog.accepted()
+			}
 		} else {
 			// Without a key log nothing is proved: the node's word is taken.
 			u, err = keyraft.DecodeRecord(p.Record)

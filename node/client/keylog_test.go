@@ -61,8 +61,8 @@ func TestKeyLogRemembersHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.vkey != n.VerifierKey() {
-		t.Errorf("key log trusts %q, want the node's %q", l.vkey, n.VerifierKey())
+	if l.boot != n.VerifierKey() {
+		t.Errorf("key log trusts %q, want the node's %q", l.boot, n.VerifierKey())
 	}
 	if tree := l.checker.Tree(); tree.N < 2 {
 		t.Errorf("key log head is of %d records, want the 2 or more that hold ann and bob", tree.N)
@@ -173,12 +173,12 @@ func TestKeyLogUnreadable(t *testing.T) {
 // A record older than one the client has seen of the same user is refused,
 // across runs, and concurrent commands keep each other's newer versions.
 func TestKeyLogVersions(t *testing.T) {
-	_, vkey, err := note.GenerateKey(rand.Reader, "test-cluster")
+	_, vkey, err := note.GenerateKey(rand.Reader, "spindle-keyraft/12D3KooWTestCluster")
 	if err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "keylog")
-	l, err := newKeyLog(file, vkey, nil)
+	l, err := newKeyLog(file, vkey, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

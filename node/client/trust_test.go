@@ -2,12 +2,15 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"spindle.dev"
 	"spindle.dev/pack"
@@ -38,9 +41,17 @@ func TestKeyLogTrust(t *testing.T) {
 		t.Fatal("key log created although required to exist")
 	}
 
-	// A pin for another cluster: refused, nothing written.
-	other := "spindle-keyraft/x+0badc0de+AbJt5oSwufR3oqTbN+7S9M96rhy7Y1HtR1ZlWWcRzzgI"
+	// A malformed pin, and a pin for another cluster: refused, nothing
+	// written.
 	pinned := cfg
+	pinned.Verifier = "spindle-keyraft/x+0badc0de+AbJt5oSwufR3oqTbN+7S9M96rhy7Y1HtR1ZlWWcRzzgI"
+	if _, err := TrustKeyCluster(ctx, pinned); !errors.Is(err, spindle.Invalid) {
+		t.Fatalf("trust with a malformed pin: %v, want Invalid", err)
+	}
+	_, other, err := note.GenerateKey(rand.Reader, "spindle-keyraft/12D3KooWOtherCluster")
+	if err != nil {
+		t.Fatal(err)
+	}
 	pinned.Verifier = other
 	if _, err := TrustKeyCluster(ctx, pinned); !errors.Is(err, spindle.Integrity) {
 		t.Fatalf("trust with a wrong pin: %v, want Integrity", err)
@@ -80,7 +91,7 @@ func TestKeyLogTrust(t *testing.T) {
 		t.Fatalf("dial with a pinned key and no key log: %v", err)
 	}
 	c.Close()
-	if data, err := os.ReadFile(file); err != nil || !strings.HasPrefix(string(data), vkey+"\n") {
+	if data, err := os.ReadFile(file); err != nil || !strings.HasPrefix(string(data), keyLogHeader+"\nboot "+vkey+"\n") {
 		t.Fatalf("key log after a pinned start: %q, %v", data, err)
 	}
 }

@@ -40,15 +40,28 @@ const (
 	KeyProof       = "key.proof"       // User → Data: a keyraft.Proof of the current record.
 	KeyProofs      = "key.proofs"      // User → Proofs: every version's keyraft.Proof, oldest first.
 	KeyConsistency = "key.consistency" // Seq, Size → Data: a consistency proof between the two tree sizes.
-	KeyVerifier    = "key.verifier"    // → Data: the note verifier key of the cluster's tree heads.
-	DirHead        = "dir.head"
-	DirAppend      = "dir.append"
-	DirBatch       = "dir.appendbatch"
-	DirLookup      = "dir.lookup"
-	DirGlob        = "dir.glob"
-	DirWhich       = "dir.whichaccess"
-	DirWatch       = "dir.watch"
-	DirEntries     = "dir.entries" // User, Seq (from), Size (at most) → Log: the owner's log entries.
+	KeyVerifier    = "key.verifier"    // → Data: the note verifier key of this member's signatures on tree heads.
+	// KeyHead asks for the key cluster's current tree head, signed by a
+	// majority of its members → Data.
+	KeyHead = "key.head"
+	// KeyConfig asks for the key cluster's configuration changes after
+	// the first Seq, up to the configuration a tree head names (Data: the
+	// head) → Proofs: each a keyraft.Proof in the head's tree, at most
+	// 256; a client following the members asks again for the rest.
+	KeyConfig = "key.config"
+	// KeyCosign asks a key cluster member to sign a tree head of its log
+	// (Data: the head's text) → Data: the signed note. Members ask each
+	// other, to gather a majority's signatures; a member signs only a
+	// tree and configuration its own log has.
+	KeyCosign  = "key.cosign"
+	DirHead    = "dir.head"
+	DirAppend  = "dir.append"
+	DirBatch   = "dir.appendbatch"
+	DirLookup  = "dir.lookup"
+	DirGlob    = "dir.glob"
+	DirWhich   = "dir.whichaccess"
+	DirWatch   = "dir.watch"
+	DirEntries = "dir.entries" // User, Seq (from), Size (at most) → Log: the owner's log entries.
 	// DirMirror is dir.entries for another dir host of the user (a
 	// mirror), which a node answers only to a peer that the user's key
 	// record names as a dir host: User, Seq, Size → Log and Head; or, if

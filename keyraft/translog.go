@@ -312,11 +312,20 @@ func NewChecker(vkeys ...string) (*Checker, error) {
 }
 
 // Verifiers returns the verifiers the checker trusts: for a following
-// checker, those of the members of the newest configuration it knows.
+// checker, those of the members of the newest configuration it knows (or
+// the member it first trusted, while the configuration records none).
 func (c *Checker) Verifiers() note.Verifiers {
 	if c.cfg != nil {
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		if c.cfg.Seq() == 0 || len(c.cfg.Members(c.cfg.Seq())) == 0 {
+			// No members recorded: the member first trusted signs.
+			for _, vkey := range c.boot {
+				if v, err := NewVerifiers(vkey); err == nil {
+					return v
+				}
+			}
+		}
 		return c.cfg.Verifiers()
 	}
 	return c.verifiers

@@ -392,6 +392,10 @@ func (st *State) trustCluster(ctx context.Context, cfg *Config) error {
 	}
 	vkey, fp, err := st.Trust(ctx, cfg)
 	switch {
+	case errors.Is(err, spindle.Invalid) && cfg.Verifier != "":
+		st.errorf("-verifier: %s", describeAll(err))
+		st.hint("give the key as the cluster's operator prints it (spin key members)")
+		return errFailed
 	case errors.Is(err, spindle.Integrity):
 		st.errorf("key cluster: %s", describeAll(err))
 		st.hint("the node's key cluster is not the one -verifier names: check the key with the cluster's operator")

@@ -65,13 +65,29 @@
 // # Transparency log
 //
 // Every accepted record, and every configuration change, is a leaf of a
-// golang.org/x/mod/sumdb/tlog Merkle tree. Members sign tree heads as sumdb/note notes with their own Ed25519
-// key ([Cluster.VerifierKey]). [Cluster.LookupProof] returns a record with
-// an inclusion proof against a signed head, [VerifyLookup] checks it, and a
-// [Checker] remembers the newest head a client has seen and demands a
-// consistency proof ([Cluster.ConsistencyProof]) for every other, so a
-// cluster that rewrites its history is caught. [Cluster.History] and
-// [VerifyHistory] let owners audit every version of their own record.
+// golang.org/x/mod/sumdb/tlog Merkle tree. A tree head is a sumdb/note
+// note naming the tree and the configuration in force in it (see
+// [HeadInfo]); it counts only with the signatures of a majority of the
+// members that configuration records, each with its own Ed25519 key
+// ([Cluster.VerifierKey]). A member gathers them in rounds, asking the
+// others through [Config.Cosign], and each signs only a head of its own
+// log ([Cluster.SignHead]; [VerifyQuorum] checks a head). A member alone in
+// its configuration, or in a cluster that records no members yet, signs
+// alone. [Cluster.LookupProof] returns a record with an inclusion proof
+// against the newest cosigned head that holds it, [VerifyLookup] checks
+// it, and a [Checker] remembers the newest head a client has seen and
+// demands a consistency proof ([Cluster.ConsistencyProof]) for every
+// other, so a cluster that rewrites its history is caught.
+// [Cluster.History] and [VerifyHistory] let owners audit every version of
+// their own record.
+//
+// A client is tied to no member: a following checker
+// ([NewFollowingChecker]) keeps the configuration changes ([ConfigLog]),
+// and a head naming a newer configuration comes with the changes in
+// between, proved in its tree ([Cluster.ConfigProofs]) and checked as the
+// members check them. So a member that joined is trusted because the log
+// says so, and a member that was removed signs nothing a client accepts;
+// a false head would need a majority of some configuration's members.
 //
 // # Members and transport
 //

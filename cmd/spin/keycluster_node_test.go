@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,10 +216,17 @@ func TestKeyClusterProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One client, whose key log persists, goes through every member in
+	// turn: it trusted the cluster once, and takes each member's heads
+	// because a majority of the members its log names signed them.
+	shared := filepath.Join(t.TempDir(), "keylog")
 	for _, n := range nodes {
 		deadline := time.Now().Add(2 * time.Minute)
 		for {
-			err := auditThrough(t, daveKeys, n.addr)
+			err := auditThrough(t, daveKeys, n.addr, "")
+			if err == nil {
+				err = auditThrough(t, daveKeys, n.addr, shared)
+			}
 			if err == nil {
 				break
 			}
@@ -245,9 +253,42 @@ func TestKeyClusterProcesses(t *testing.T) {
 			t.Fatalf("spin key members a minute after C left:\n%s", members)
 		}
 	}
-	if err := auditThrough(t, daveKeys, c.addr); err != nil {
+	if err := auditThrough(t, daveKeys, c.addr, ""); err != nil {
 		t.Fatalf("dave's record through C after it left: %v", err)
 	}
+	// The client that followed the cluster follows the removal too, and
+	// the heads it takes are signed by both remaining members.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		err := auditThrough(t, daveKeys, nodes[0].addr, shared)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the following client after C left: %v", err)
+		}
+	}
+	head := keyHeadThrough(t, daveKeys, nodes[1].addr, shared)
+	if len(head.Signers) != 2 || slices.Contains(head.Signers, "spindle-keyraft/"+cID) {
+		t.Errorf("head after C left is signed by %v, want the two remaining members", head.Signers)
+	}
+}
+
+// keyHeadThrough returns the key cluster's head as a client with key log
+// keylog checks it through the node at addr.
+func keyHeadThrough(t *testing.T, keys *pack.Keys, addr, keylog string) *client.KeyHead {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Config{Keys: keys, Node: spindle.PeerAddr(addr), KeyLog: keylog, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h, err := c.KeyHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // Under the domain policy a new name needs its domain admin's grant:
@@ -294,12 +335,15 @@ func TestKeyClusterDomainGrant(t *testing.T) {
 }
 
 // auditThrough checks dave's record through the node at addr with a
-// client that checks the key log, trusting that node's member: the
-// record must be there, proved.
-func auditThrough(t *testing.T, keys *pack.Keys, addr string) error {
+// client that checks the key log keylog or, if that is "", a new one,
+// trusting that node's member: the record must be there, proved.
+func auditThrough(t *testing.T, keys *pack.Keys, addr, keylog string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Config{Keys: keys, Node: spindle.PeerAddr(addr), KeyLog: filepath.Join(t.TempDir(), "keylog"), Logger: slog.New(slog.DiscardHandler)})
+	if keylog == "" {
+		keylog = filepath.Join(t.TempDir(), "keylog")
+	}
+	c, err := client.Dial(ctx, client.Config{Keys: keys, Node: spindle.PeerAddr(addr), KeyLog: keylog, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}

@@ -497,7 +497,9 @@ func FuzzRestoreConfigLog(f *testing.F) {
 	ch2 := &Change{Seq: 2, Kind: ChangePolicy, Arg: PolicyDomain}
 	SignChange(ch2, op)
 	e1, e2 := EncodeChange(ch1), EncodeChange(ch2)
-	frame := func(idx byte, enc []byte) []byte { return append([]byte{idx, byte(len(enc) >> 8), byte(len(enc))}, enc...) }
+	frame := func(idx byte, enc []byte) []byte {
+		return append([]byte{idx, byte(len(enc) >> 8), byte(len(enc))}, enc...)
+	}
 	f.Add(frame(0, e1))
 	f.Add(append(frame(0, e1), frame(5, e2)...))
 	f.Add(append(frame(5, e1), frame(0, e2)...))

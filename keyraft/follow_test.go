@@ -43,12 +43,13 @@ type followCluster struct {
 	net   *cosignNet
 	trans []*raft.InmemTransport
 	ms    []*member
+	gone  map[string]bool // Members removed.
 	op    *testSigner
 	seq   int64
 }
 
 func newFollowCluster(t *testing.T) *followCluster {
-	f := &followCluster{t: t, net: &cosignNet{m: map[string]*Cluster{}}, op: newSigner(t, "op@example.com")}
+	f := &followCluster{t: t, net: &cosignNet{m: map[string]*Cluster{}}, gone: map[string]bool{}, op: newSigner(t, "op@example.com")}
 	a := f.open(true)
 	f.change(a.c, &Change{Kind: ChangeInit, Key: f.op.pub, Arg: a.c.VerifierKey()})
 	return f
@@ -76,19 +77,45 @@ func (f *followCluster) open(bootstrap bool) *member {
 	return m
 }
 
-// change signs ch with the operator and applies it through the leader.
+// change signs ch with the operator and applies it through the leader,
+// trying again while leadership moves.
 func (f *followCluster) change(_ *Cluster, ch *Change) {
 	f.t.Helper()
 	f.seq++
 	ch.Seq = f.seq
 	signedChange(f.t, f.op, ch)
-	mustChange(f.t, f.leader(), ch)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := f.leader().Change(ctxT(f.t), ch)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, spindle.Transient) || time.Now().After(deadline) {
+			f.t.Fatalf("Change %s: %v", ch.Kind, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
+// populate registers n users from from, through whichever member leads.
+func (f *followCluster) populate(from, n int) []*testSigner {
+	f.t.Helper()
+	var ss []*testSigner
+	for i := from; i < from+n; i++ {
+		s := newSigner(f.t, spindle.UserName(fmt.Sprintf("user%d@example.com", i)))
+		if err := putRouted(ctxT(f.t), &liveSet{ms: f.live()}, register(f.t, s, "12D3KooWHost")); err != nil {
+			f.t.Fatal(err)
+		}
+		ss = append(ss, s)
+	}
+	return ss
+}
+
+// live returns the members not removed.
 func (f *followCluster) live() []*member {
 	var live []*member
 	for _, m := range f.ms {
-		if m.c.raft.State() != raft.Shutdown {
+		if !f.gone[m.id] {
 			live = append(live, m)
 		}
 	}
@@ -114,10 +141,18 @@ func (f *followCluster) join() *member {
 func (f *followCluster) leave(m *member) {
 	f.t.Helper()
 	f.change(nil, &Change{Kind: ChangeRemoveMember, Arg: m.id})
-	l := f.leader()
-	if err := l.RemoveServer(ctxT(f.t), m.id); err != nil {
-		f.t.Fatal(err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := leaderOf(f.t, f.ms).c.RemoveServer(ctxT(f.t), m.id)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, spindle.Transient) || time.Now().After(deadline) {
+			f.t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
+	f.gone[m.id] = true
 }
 
 // settled waits until every live member has applied what the leader has.
@@ -147,7 +182,7 @@ func TestFollowingClient(t *testing.T) {
 	}
 
 	b, c := f.join(), f.join()
-	more := populate(t, f.leader(), 2, 2)
+	more := f.populate(2, 2)
 	f.settled()
 	for _, m := range []*member{a, b, c} {
 		p := mustProof(t, m.c, more[0].name)
@@ -174,7 +209,7 @@ func TestFollowingClient(t *testing.T) {
 
 	// Remove a; keep its signer to play the removed member.
 	f.leave(a)
-	late := populate(t, f.leader(), 4, 1)
+	late := f.populate(4, 1)
 	eventually(t, "a is out of the configuration everywhere", func() bool {
 		for _, m := range []*member{b, c} {
 			if _, ok := m.c.Config().Members[a.id]; ok {
@@ -297,7 +332,7 @@ func TestFollowingClientCatchesLies(t *testing.T) {
 	users := populate(t, f.ms[0].c, 0, 1)
 	f.join()
 	f.join()
-	populate(t, f.leader(), 1, 1)
+	f.populate(1, 1)
 	f.settled()
 	l := f.leader()
 	head, err := l.Head(ctx)

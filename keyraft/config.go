@@ -62,6 +62,10 @@ const (
 	// ChangeDomain registers Key as the admin key of domain Arg, replacing
 	// any before it.
 	ChangeDomain = "domain"
+	// ChangeUndomain removes the admin key of domain Arg (a key lost or
+	// no longer trusted): under PolicyDomain no new name under it is
+	// granted until another is added. It names no Key.
+	ChangeUndomain = "undomain"
 	// ChangeAddMember records a member: Arg is its note verifier key
 	// (whose name, "spindle-keyraft/ID", names the member) and Key the
 	// node operator who vouches for it, who signs: an admitted key or an
@@ -222,14 +226,17 @@ func checkChangeForm(ch *Change) error {
 		if ch.Key != "" {
 			return spindle.E(spindle.Invalid, "a policy change names no key")
 		}
-	case ChangeDomain:
+	case ChangeDomain, ChangeUndomain:
 		if _, err := cleanDomain(ch.Arg); err != nil {
 			return err
+		}
+		if ch.Kind == ChangeUndomain && ch.Key != "" {
+			return spindle.E(spindle.Invalid, "removing a domain's admin key names no key")
 		}
 	default:
 		return spindle.E(spindle.Invalid, fmt.Sprintf("unknown config change %q", ch.Kind))
 	}
-	if ch.Kind != ChangePolicy && ch.Kind != ChangeRemoveMember {
+	if ch.Kind != ChangePolicy && ch.Kind != ChangeRemoveMember && ch.Kind != ChangeUndomain {
 		if err := checkKey("config change key", ch.Key); err != nil {
 			return err
 		}
@@ -380,6 +387,11 @@ func (cfg *clusterConfig) checkChange(ch *Change, verify bool) (dup bool, err er
 			return false, spindle.E(spindle.Permission, fmt.Sprintf("config change %s signed by a key that is not an operator's", ch.Kind))
 		}
 	}
+	if ch.Kind == ChangeUndomain {
+		if _, ok := cfg.domains[ch.Arg]; !ok {
+			return false, spindle.E(spindle.NotExist, fmt.Sprintf("domain %s has no admin key registered", ch.Arg))
+		}
+	}
 	if ch.Kind == ChangeRemoveOperator {
 		if !cfg.operators[ch.Key] {
 			return false, spindle.E(spindle.NotExist, "the key to remove is not an operator's")
@@ -422,6 +434,8 @@ func (cfg *clusterConfig) applyChange(ch *Change, enc []byte) {
 		cfg.policy = ch.Arg
 	case ChangeDomain:
 		cfg.domains[ch.Arg] = ch.Key
+	case ChangeUndomain:
+		delete(cfg.domains, ch.Arg)
 	}
 	cfg.seq = ch.Seq
 	cfg.last = enc

@@ -161,8 +161,27 @@ func TestDomainPolicy(t *testing.T) {
 	if err := c.PutGranted(ctx, carl, grantFor(t, admin, carl)); !errors.Is(err, spindle.Permission) {
 		t.Errorf("registration under a domain without admin: %v, want Permission", err)
 	}
+	// The admin key is lost: an operator removes it, and its grants are
+	// refused until another is added.
+	bea := register(t, newSigner(t, "bea@example.com"))
+	before := c.Config()
+	refused(t, c, "removal by a non-operator", c.Change(ctx, signedChange(t, admin, &Change{Seq: 4, Kind: ChangeUndomain, Arg: "example.com"})), spindle.Permission, before)
+	refused(t, c, "removal of a domain without a key", c.Change(ctx, signedChange(t, op, &Change{Seq: 4, Kind: ChangeUndomain, Arg: "other.org"})), spindle.NotExist, before)
+	refused(t, c, "removal naming a key", c.Change(ctx, signedChange(t, op, &Change{Seq: 4, Kind: ChangeUndomain, Arg: "example.com", Key: admin.pub})), spindle.Invalid, before)
+	mustChange(t, c, signedChange(t, op, &Change{Seq: 4, Kind: ChangeUndomain, Arg: "example.com"}))
+	if _, ok := c.Config().Domains["example.com"]; ok {
+		t.Errorf("domain key still registered after its removal")
+	}
+	if err := c.PutGranted(ctx, bea, grantFor(t, admin, bea)); !errors.Is(err, spindle.Permission) {
+		t.Errorf("grant by the removed admin key: %v, want Permission", err)
+	}
+	mustChange(t, c, signedChange(t, op, &Change{Seq: 5, Kind: ChangeDomain, Arg: "example.com", Key: other.pub}))
+	if err := c.PutGranted(ctx, bea, grantFor(t, other, bea)); err != nil {
+		t.Errorf("grant by the new admin key: %v", err)
+	}
+
 	// Back to open: anyone may register.
-	mustChange(t, c, signedChange(t, op, &Change{Seq: 4, Kind: ChangePolicy, Arg: PolicyOpen}))
+	mustChange(t, c, signedChange(t, op, &Change{Seq: 6, Kind: ChangePolicy, Arg: PolicyOpen}))
 	mustPut(t, c, carl)
 
 	// The configuration survives a snapshot and its restore.

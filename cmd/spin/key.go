@@ -31,7 +31,7 @@ func keySubcommands() []*subcommand {
 		{"join", "", keyJoinText, keyJoinExample, runKeyJoin},
 		{"leave", "", "", "", runKeyLeave},
 		{"policy", "open|domain", keyPolicyText, keyPolicyExample, runKeyPolicy},
-		{"domain", "add DOMAIN PUBKEY", "", "", runKeyDomain},
+		{"domain", "add DOMAIN PUBKEY | remove DOMAIN", "", "", runKeyDomain},
 		{"grant", "REQUEST", keyGrantText, keyGrantExample, runKeyGrant},
 	}
 }

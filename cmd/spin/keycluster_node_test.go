@@ -332,6 +332,19 @@ func TestKeyClusterDomainGrant(t *testing.T) {
 	if out := erin.out("user"); !strings.Contains(out, "erin@example.org") {
 		t.Fatalf("spin user after the granted signup:\n%s", out)
 	}
+
+	// The admin key is removed: spin key members no longer lists it, and
+	// the admin's grants are refused.
+	opA.run("key", "domain", "remove", "example.org")
+	if out := opA.out("key", "members"); strings.Contains(out, "example.org") {
+		t.Fatalf("spin key members after removing the domain's key:\n%s", out)
+	}
+	finn := newSpinUser(t)
+	finn.run("init", "-node", nodes[2].addr, "finn@example.org")
+	freq := strings.TrimSpace(stdout(finn, "signup", "-request"))
+	if out, err := finn.command("signup", "-grant", grantOf(stdout(opA, "key", "grant", freq))).CombinedOutput(); err == nil || !strings.Contains(string(out), "no admin key") {
+		t.Fatalf("spin signup with a grant after the domain's key was removed: %v\n%s", err, out)
+	}
 }
 
 // auditThrough checks dave's record through the node at addr with a

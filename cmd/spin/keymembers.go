@@ -69,7 +69,9 @@ const keyJoinExample = `    $ spin key join
 const keyPolicyText = `spin key policy open|domain sets the namespace policy. Under open, the
 first to register a name holds it. Under domain, a new name under a domain
 is granted only with the countersignature of the domain's admin key, which
-spin key domain add DOMAIN PUBKEY registers (replacing any before it).
+spin key domain add DOMAIN PUBKEY registers (replacing any before it) and
+spin key domain remove DOMAIN removes: then no new name under the domain is
+granted until another key is added.
 `
 
 const keyGrantText = `spin key grant REQUEST countersigns, with your key as a domain's admin, the
@@ -334,12 +336,16 @@ func runKeyPolicy(ctx context.Context, st *State, args []string) error {
 }
 
 func runKeyDomain(ctx context.Context, st *State, args []string) error {
-	ops, err := st.keyArgs(args, 3, "add DOMAIN PUBKEY")
-	if err != nil {
+	flags := st.flags()
+	if err := st.parse(flags, args); err != nil {
 		return err
 	}
-	if ops[0] != "add" {
-		return usagef("want add, not %q (a domain's admin key is replaced by adding another)", ops[0])
+	ops := flags.Args()
+	switch {
+	case len(ops) == 2 && ops[0] == "remove":
+		return st.change(ctx, keyraft.ChangeUndomain, ops[1], "")
+	case len(ops) != 3 || ops[0] != "add":
+		return usagef("usage: spin key domain add DOMAIN PUBKEY | remove DOMAIN (a domain's admin key is replaced by adding another)")
 	}
 	k, err := pubKeyArg(ops[2])
 	if err != nil {

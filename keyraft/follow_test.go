@@ -39,7 +39,7 @@ func (n *cosignNet) cosign(ctx context.Context, id string, text []byte) ([]byte,
 // followCluster is a cluster whose members cosign heads, on raft's
 // in-memory transport, with an operator who made the first member's init.
 type followCluster struct {
-	t     *testing.T
+	t     testing.TB
 	net   *cosignNet
 	trans []*raft.InmemTransport
 	ms    []*member
@@ -48,7 +48,7 @@ type followCluster struct {
 	seq   int64
 }
 
-func newFollowCluster(t *testing.T) *followCluster {
+func newFollowCluster(t testing.TB) *followCluster {
 	f := &followCluster{t: t, net: &cosignNet{m: map[string]*Cluster{}}, gone: map[string]bool{}, op: newSigner(t, "op@example.com")}
 	a := f.open(true)
 	f.change(a.c, &Change{Kind: ChangeInit, Key: f.op.pub, Arg: a.c.VerifierKey()})
@@ -567,4 +567,45 @@ func FuzzRestoreConfigLog(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkCosignedLookup measures a read after a write in a cluster of
+// three members that cosign heads (in one process, raft's in-memory
+// transport): a registration through the leader, then its proved lookup
+// on a follower once the follower has applied it, which needs a round of
+// cosigning for the new tree.
+func BenchmarkCosignedLookup(b *testing.B) {
+	f := newFollowCluster(b)
+	f.join()
+	f.join()
+	f.settled()
+	l := f.leader()
+	var follower *Cluster
+	for _, m := range f.live() {
+		if m.c != l {
+			follower = m.c
+			break
+		}
+	}
+	ctx := ctxT(b)
+	var rounds time.Duration
+	for i := 0; b.Loop(); i++ {
+		s := newSigner(b, spindle.UserName(fmt.Sprintf("bench%d@example.com", i)))
+		if err := l.Put(ctx, register(b, s, "12D3KooWHost")); err != nil {
+			b.Fatal(err)
+		}
+		for follower.Version(s.name) < 1 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		at := time.Now()
+		p, err := follower.LookupProof(ctx, s.name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rounds += time.Since(at)
+		if _, signers, err := VerifyQuorum(p.Head, follower.Config().Members); err != nil || len(signers) < 2 {
+			b.Fatalf("head: %v, signers %v", err, signers)
+		}
+	}
+	b.ReportMetric(float64(rounds.Microseconds())/float64(b.N)/1000, "ms-lookup-after-write")
 }

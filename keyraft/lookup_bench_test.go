@@ -19,7 +19,8 @@ import (
 func BenchmarkLookupServedVerified(b *testing.B) {
 	c, names := lookupCluster(b)
 	ctx := ctxT(b)
-	chk, err := NewChecker(c.VerifierKey())
+	// The client follows the cluster's members, as node/client does.
+	chk, err := NewFollowingChecker(nil, c.VerifierKey())
 	if err != nil {
 		b.Fatal(err)
 	}

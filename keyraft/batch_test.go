@@ -81,6 +81,11 @@ func TestBatchesShareAnEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	// The term's barrier (see Cluster.leading) first, so that only the
+	// batches add log entries below.
+	if err := c.leading(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
 	start := c.raft.LastIndex()
 
 	const n = 100

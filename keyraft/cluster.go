@@ -520,8 +520,9 @@ func (c *Cluster) put(ctx context.Context, u *spindle.User, grant spindle.Signat
 	if err := c.leading(ctx, rec.Name); err != nil {
 		return spindle.E(op, err)
 	}
+	enc := EncodeRecord(rec)
 	c.fsm.mu.RLock()
-	dup, err := c.fsm.st.check(rec, grant, true)
+	dup, err := c.fsm.st.checkFormed(rec, enc, grant, true)
 	c.fsm.mu.RUnlock()
 	if err != nil {
 		return spindle.E(op, err)
@@ -529,7 +530,7 @@ func (c *Cluster) put(ctx context.Context, u *spindle.User, grant spindle.Signat
 	if dup {
 		return nil
 	}
-	r := &putReq{name: rec.Name, enc: EncodeRecord(rec)}
+	r := &putReq{name: rec.Name, enc: enc}
 	if len(grant) != 0 {
 		r.grant = bytes.Clone(grant)
 	}

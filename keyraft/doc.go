@@ -63,7 +63,11 @@
 // one Raft apply and one fsync of the log on each member; at most two
 // batches are in flight, and the next fills while they commit. Each
 // record of a batch is checked and applied in order and gets its own
-// outcome.
+// outcome. Each member verifies each record's signature once: the leader
+// when Put receives it, every member (for the records it has not verified
+// yet) in parallel across its CPUs before applying a batch; the ordered
+// checks then take a verification's word only for the very key the state
+// requires at that point, so no outcome depends on it.
 //
 // # Transparency log
 //

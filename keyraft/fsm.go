@@ -92,6 +92,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 // (a rotation, a base user registered) is verified again, in order. The
 // outcome of every check is the same as without preverify, on every
 // member; preverify only spreads the verifying over the CPUs.
+//
+// A follower cannot skip the verification on the leader's word: members
+// are run by different operators, and a leader that lies would then have
+// every member apply records it forged.
 func (f *fsm) preverify(items []decodedItem) {
 	workers := min(runtime.GOMAXPROCS(0), len(items))
 	if workers < 2 {

@@ -45,6 +45,7 @@ type batchItem struct {
 // decodedItem is a batchItem decoded: exactly one of u and ch is set.
 type decodedItem struct {
 	u     *spindle.User
+	enc   []byte // EncodeRecord(u), a copy that the item owns.
 	ch    *Change
 	grant spindle.Signature
 }
@@ -97,7 +98,8 @@ func decodeBatch(data []byte) ([]decodedItem, error) {
 				err = spindle.E(spindle.Invalid, "a config change carries a countersignature")
 			}
 		} else {
-			it.u, err = DecodeRecord(enc)
+			it.enc = bytes.Clone(enc)
+			it.u, err = DecodeRecord(it.enc)
 		}
 		if err != nil {
 			return nil, spindle.E(op, fmt.Errorf("batch item %d: %w", i, err))

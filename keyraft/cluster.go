@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -123,6 +124,13 @@ type Cluster struct {
 	batcherDone chan struct{}  // Closed when the batcher has stopped.
 	proposals   sync.WaitGroup // Batches proposed and not yet answered.
 	inflight    chan struct{}  // Holds a token for each batch proposed and not yet applied.
+
+	// caughtUp is the Raft term in which this member, leading, has
+	// applied every change committed before its election; catchUpMu
+	// makes the requests that arrive first in a term wait for one
+	// barrier together.
+	catchUpMu sync.Mutex
+	caughtUp  atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -483,16 +491,18 @@ func (c *Cluster) Domain(ctx context.Context, domain string) ([]spindle.UserName
 	return out, nil
 }
 
-// Put implements [spindle.KeyServer]. It checks the record against the
-// policy (see the package documentation) and, on the leader, commits it
-// through Raft, returning once it is applied on this member; the record
-// is checked again when applied. Records put concurrently are proposed
-// together, in one Raft log entry (see [MaxBatch]). Putting the current record again is not
-// an error. On a member that is not the leader Put returns Transient
-// wrapping [ErrNotLeader], after checking the record, and the caller
-// forwards the request to [Cluster.Leader]. Error kinds: Invalid,
-// Permission, Exist, NotExist (update of an unregistered user), Transient
-// (no leader, timeout, or ctx done: the change may or may not commit, and
+// Put implements [spindle.KeyServer]. On the leader it checks the record
+// against the policy (see the package documentation) and commits it
+// through Raft, returning once it is applied on this member; every member
+// checks the record again when applying it. Records put concurrently are
+// proposed together, in one Raft log entry (see [MaxBatch]). Putting the
+// current record again is not an error. A member that is not the leader
+// checks only the record's form (see [CheckRecord]: a malformed record is
+// Invalid), not against its replica, which may lag the leader's, and
+// returns Transient wrapping [ErrNotLeader]; the caller forwards the
+// request to [Cluster.Leader]. Error kinds: Invalid, Permission, Exist,
+// NotExist (update of an unregistered user), Transient (not the leader, no
+// leader, timeout, or ctx done: the change may or may not commit, and
 // repeating the Put is safe).
 func (c *Cluster) Put(ctx context.Context, u *spindle.User) error {
 	return c.put(ctx, u, nil)
@@ -515,8 +525,15 @@ func (c *Cluster) put(ctx context.Context, u *spindle.User, grant spindle.Signat
 		return spindle.E(op, spindle.Invalid, u.Name, fmt.Sprintf("countersignature of %d bytes, more than %d", len(grant), MaxSignatureLen))
 	}
 	rec := clone(u)
+	if err := checkRecord(rec); err != nil {
+		return spindle.E(op, err)
+	}
+	if err := c.leading(ctx, rec.Name); err != nil {
+		return spindle.E(op, err)
+	}
+	enc := EncodeRecord(rec)
 	c.fsm.mu.RLock()
-	dup, err := c.fsm.st.check(rec, grant, true)
+	dup, err := c.fsm.st.checkFormed(rec, enc, grant, true)
 	c.fsm.mu.RUnlock()
 	if err != nil {
 		return spindle.E(op, err)
@@ -524,16 +541,44 @@ func (c *Cluster) put(ctx context.Context, u *spindle.User, grant spindle.Signat
 	if dup {
 		return nil
 	}
-	if c.raft.State() != raft.Leader {
-		return spindle.E(op, spindle.Transient, rec.Name, fmt.Errorf("%w (leader: %q)", ErrNotLeader, c.Leader()))
-	}
-	r := &putReq{name: rec.Name, enc: EncodeRecord(rec)}
+	r := &putReq{name: rec.Name, enc: enc}
 	if len(grant) != 0 {
 		r.grant = bytes.Clone(grant)
 	}
 	if err := c.submit(ctx, r); err != nil {
 		return spindle.E(op, err)
 	}
+	return nil
+}
+
+// leading returns nil when this member leads and its replica holds every
+// change committed before it was elected, so that a request checked
+// against the replica is judged on the newest state; otherwise Transient
+// wrapping ErrNotLeader, for the caller to forward the request. A
+// follower's replica lags the leader's (by the changes in flight, and
+// without bound while it is cut off), so it judges nothing but the form
+// of a request: a refusal by a lagging replica would turn away a request
+// that the leader accepts. A new leader may also not have applied every
+// entry committed in earlier terms yet; the first request of each term
+// waits for a Raft barrier, which commits only once everything before it
+// is applied here.
+func (c *Cluster) leading(ctx context.Context, name spindle.UserName) error {
+	if c.raft.State() != raft.Leader {
+		return spindle.E(spindle.Transient, name, fmt.Errorf("%w (leader: %q)", ErrNotLeader, c.Leader()))
+	}
+	term := c.raft.CurrentTerm()
+	if c.caughtUp.Load() == term {
+		return nil
+	}
+	c.catchUpMu.Lock()
+	defer c.catchUpMu.Unlock()
+	if c.caughtUp.Load() == term {
+		return nil
+	}
+	if err := c.wait(ctx, c.raft.Barrier(c.cfg.ApplyTimeout)); err != nil {
+		return raftError("", name, err)
+	}
+	c.caughtUp.Store(term)
 	return nil
 }
 

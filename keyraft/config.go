@@ -14,7 +14,6 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/hashicorp/raft"
 	"golang.org/x/mod/sumdb/note"
 
 	"spindle.dev"
@@ -500,9 +499,12 @@ func (c *Cluster) Config() ClusterConfig {
 }
 
 // Change applies a configuration change, signed by an operator, through
-// Raft, as Put does a record: checked here and again on every member, on
-// the leader only (else Transient wrapping ErrNotLeader). Applying the
-// last change again is not an error. Error kinds: Invalid (malformed, or a
+// Raft, as Put does a record. Only the leader judges it against the
+// configuration, and every member checks it again when applying it; a
+// member that is not the leader checks only its form (a malformed change
+// is Invalid) and then returns Transient wrapping [ErrNotLeader], for the
+// caller to forward the change to [Cluster.Leader]. Applying the last
+// change again is not an error. Error kinds: Invalid (malformed, or a
 // sequence that does not follow: a stale or replayed change), Permission
 // (not signed by a current operator), NotExist (removing a key that is no
 // operator's), Transient.
@@ -516,6 +518,9 @@ func (c *Cluster) Change(ctx context.Context, ch *Change) error {
 	if err != nil {
 		return spindle.E(op, err)
 	}
+	if err := c.leading(ctx, ""); err != nil {
+		return spindle.E(op, err)
+	}
 	c.fsm.mu.RLock()
 	dup, err := c.fsm.st.checkChange(ch, true)
 	c.fsm.mu.RUnlock()
@@ -524,9 +529,6 @@ func (c *Cluster) Change(ctx context.Context, ch *Change) error {
 	}
 	if dup {
 		return nil
-	}
-	if c.raft.State() != raft.Leader {
-		return spindle.E(op, spindle.Transient, fmt.Errorf("%w (leader: %q)", ErrNotLeader, c.Leader()))
 	}
 	if err := c.submit(ctx, &putReq{name: spindle.UserName("config change " + ch.Kind), enc: enc}); err != nil {
 		return spindle.E(op, err)

@@ -34,9 +34,12 @@
 // Failures are Invalid (malformed record, stale version or Prev), Exist (a
 // new registration of a taken name), NotExist (an update of an unregistered
 // name) and Permission (a signature that does not verify, or a signer without
-// authority). A request is checked on the member that receives it and again,
-// deterministically, when each member applies the Raft log, so a replayed log
-// always yields the same state.
+// authority). The leader checks a request against its state before proposing
+// it, and every member checks it again, deterministically, when it applies
+// the Raft log, so a replayed log always yields the same state. A member that
+// is not the leader checks only a request's form (a malformed one is Invalid)
+// and hands it back with [ErrNotLeader]: its replica may lag the leader's, and
+// would refuse requests that depend on changes it has not applied yet.
 //
 // # Configuration
 //
@@ -60,7 +63,11 @@
 // one Raft apply and one fsync of the log on each member; at most two
 // batches are in flight, and the next fills while they commit. Each
 // record of a batch is checked and applied in order and gets its own
-// outcome.
+// outcome. Each member verifies each record's signature once: the leader
+// when Put receives it, every member (for the records it has not verified
+// yet) in parallel across its CPUs before applying a batch; the ordered
+// checks then take a verification's word only for the very key the state
+// requires at that point, so no outcome depends on it.
 //
 // # Transparency log
 //
@@ -100,7 +107,7 @@
 // which lags the leader by the changes in flight (typically one heartbeat,
 // and without bound while the member is cut off); [Cluster.LookupLatest]
 // reads through the leader, behind a Raft barrier, for read-after-write.
-// [Cluster.Put] works on the leader, and on any other member fails with
-// Transient wrapping [ErrNotLeader] so that the caller forwards it to
-// [Cluster.Leader].
+// [Cluster.Put] and [Cluster.Change] work on the leader, and on any other
+// member fail with Transient wrapping [ErrNotLeader] (unless the request is
+// malformed) so that the caller forwards it to [Cluster.Leader].
 package keyraft

@@ -31,6 +31,9 @@ func FuzzDecodeRecord(f *testing.F) {
 		if !bytes.Equal(EncodeRecord(u), data) {
 			t.Fatalf("decoded record re-encodes differently")
 		}
+		if n := encodedLen(u); n != len(data) {
+			t.Fatalf("encodedLen = %d, want %d", n, len(data))
+		}
 		if err := CheckRecord(u); err != nil {
 			t.Fatalf("decoded record fails CheckRecord: %v", err)
 		}

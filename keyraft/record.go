@@ -53,7 +53,7 @@ func SigningDigest(u *spindle.User) []byte {
 	if u.DirSeq != 0 {
 		domain = signingDomainDirSeq
 	}
-	b := appendBody([]byte(domain), u)
+	b := appendBody(append(make([]byte, 0, len(domain)+encodedLen(u)), domain...), u)
 	sum := sha256.Sum256(b)
 	return sum[:]
 }
@@ -74,6 +74,31 @@ func appendBody(b []byte, u *spindle.User) []byte {
 	return b
 }
 
+// encodedLen returns len(EncodeRecord(u)) without encoding it.
+func encodedLen(u *spindle.User) int {
+	n := len(recordMagic) + stringLen(len(u.Name)) + stringLen(len(u.PublicKey)) +
+		uvarintLen(uint64(len(u.DirHosts))) + 8 + stringLen(len(u.Prev)) +
+		stringLen(len(u.SignedBy)) + stringLen(len(u.Signature))
+	for _, h := range u.DirHosts {
+		n += stringLen(len(h))
+	}
+	if u.DirSeq != 0 {
+		n += 8
+	}
+	return n
+}
+
+// stringLen is the length of a string of n bytes as appendString encodes it.
+func stringLen(n int) int { return uvarintLen(uint64(n)) + n }
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
+}
+
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
@@ -87,7 +112,7 @@ func EncodeRecord(u *spindle.User) []byte {
 	if u.DirSeq != 0 {
 		magic = recordMagicDirSeq
 	}
-	b := appendBody([]byte(magic), u)
+	b := appendBody(append(make([]byte, 0, encodedLen(u)), magic...), u)
 	return appendString(b, string(u.Signature))
 }
 
@@ -237,7 +262,7 @@ func checkRecord(u *spindle.User) error {
 	if len(u.Signature) > MaxSignatureLen {
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("signature of %d bytes, more than %d", len(u.Signature), MaxSignatureLen))
 	}
-	if n := len(EncodeRecord(u)); n > MaxRecordSize {
+	if n := encodedLen(u); n > MaxRecordSize {
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("record of %d bytes, more than %d", n, MaxRecordSize))
 	}
 	return nil

@@ -26,44 +26,61 @@ type state struct {
 	sigs    *sigCache                    // Signatures verified here; nil for none. Not replicated.
 }
 
-// sigCache remembers record signatures this member verified, so that the
-// leader, which checks a record when Put receives it and again when Raft
-// applies it, verifies its signature once. It is a pure memo of
-// spindle.Verify and changes no outcome. Safe for concurrent use.
+// sigCache remembers record signatures this member verified: the leader
+// checks a record when Put receives it and again when Raft applies it, and
+// every member verifies the records of a batch in parallel before it
+// applies them in order (see fsm.preverify), so each signature is verified
+// once on each member. It is a pure memo of spindle.Verify: an entry says
+// that the record's signature verifies under the key, which is true
+// whatever the state, so it changes no outcome of check. Safe for
+// concurrent use.
 type sigCache struct {
-	mu sync.Mutex
-	m  map[[sha256.Size]byte]struct{}
+	mu       sync.Mutex
+	cur, old map[[sha256.Size]byte]struct{}
 }
 
-// maxSigCache bounds the cache; when full it starts again.
+// maxSigCache bounds the cache. It keeps two generations of at most half
+// as many entries each: when the current one is full it becomes the old
+// one and the one before is dropped, so the entries just added, which
+// the checks that follow are about to ask for, survive.
 const maxSigCache = 4 * MaxBatch
 
-func sigCacheKey(key spindle.PublicKey, u *spindle.User) [sha256.Size]byte {
-	return sha256.Sum256(append(appendString(nil, string(key)), EncodeRecord(u)...))
+// sigCacheKey is the cache's key for a record, given by its encoding
+// (which includes the signature), signed with key.
+func sigCacheKey(key spindle.PublicKey, enc []byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(appendString(nil, string(key)))
+	h.Write(enc)
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
 }
 
-func (c *sigCache) verified(key spindle.PublicKey, u *spindle.User) bool {
+func (c *sigCache) verified(key spindle.PublicKey, enc []byte) bool {
 	if c == nil {
 		return false
 	}
-	k := sigCacheKey(key, u)
+	k := sigCacheKey(key, enc)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.m[k]
+	_, ok := c.cur[k]
+	if !ok {
+		_, ok = c.old[k]
+	}
 	return ok
 }
 
-func (c *sigCache) add(key spindle.PublicKey, u *spindle.User) {
+func (c *sigCache) add(key spindle.PublicKey, enc []byte) {
 	if c == nil {
 		return
 	}
-	k := sigCacheKey(key, u)
+	k := sigCacheKey(key, enc)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxSigCache {
-		c.m = make(map[[sha256.Size]byte]struct{})
+	if c.cur == nil || len(c.cur) >= maxSigCache/2 {
+		c.old, c.cur = c.cur, make(map[[sha256.Size]byte]struct{})
 	}
-	c.m[k] = struct{}{}
+	c.cur[k] = struct{}{}
 }
 
 type entry struct {
@@ -127,9 +144,14 @@ func (s *state) check(u *spindle.User, grant spindle.Signature, verify bool) (du
 	if err := checkRecord(u); err != nil {
 		return false, err
 	}
+	return s.checkFormed(u, EncodeRecord(u), grant, verify)
+}
+
+// checkFormed is check for a record u that checkRecord has passed (as
+// every record DecodeRecord returns has); enc is EncodeRecord(u).
+func (s *state) checkFormed(u *spindle.User, enc []byte, grant spindle.Signature, verify bool) (dup bool, err error) {
 	cur := s.current(u.Name)
 	base := spindle.BaseUser(u.Name)
-	var signerKey spindle.PublicKey
 	if cur == nil {
 		if u.Version != 1 {
 			return false, spindle.E(spindle.NotExist, u.Name, fmt.Sprintf("update to version %d of a user that is not registered", u.Version))
@@ -137,14 +159,13 @@ func (s *state) check(u *spindle.User, grant spindle.Signature, verify bool) (du
 		if base != u.Name && u.SignedBy != base {
 			return false, spindle.E(spindle.Permission, u.Name, fmt.Sprintf("a +suffix user is registered by its base user %s", base))
 		}
-		signerKey = u.PublicKey // base == u.Name: possession of the new key.
 		if base == u.Name {
 			if err := s.checkGrant(u, grant, verify); err != nil {
 				return false, err
 			}
 		}
 	} else {
-		if bytes.Equal(EncodeRecord(u), cur.enc) {
+		if bytes.Equal(enc, cur.enc) {
 			return true, nil
 		}
 		if u.Version == 1 {
@@ -161,31 +182,46 @@ func (s *state) check(u *spindle.User, grant spindle.Signature, verify bool) (du
 		if u.DirSeq < cur.rec.DirSeq {
 			return false, spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("dir sequence %d is below the current record's %d", u.DirSeq, cur.rec.DirSeq))
 		}
-		signerKey = cur.rec.PublicKey // The old key authorises the change.
 	}
-	if u.SignedBy != u.Name {
-		b := s.current(base)
-		if b == nil {
-			return false, spindle.E(spindle.Permission, u.Name, fmt.Sprintf("base user %s is not registered", base))
-		}
-		signerKey = b.rec.PublicKey
+	signerKey, ok := s.signerOf(u)
+	if !ok {
+		return false, spindle.E(spindle.Permission, u.Name, fmt.Sprintf("base user %s is not registered", base))
 	}
 	if !verify {
 		return false, nil
 	}
-	if s.sigs.verified(signerKey, u) {
+	if s.sigs.verified(signerKey, enc) {
 		return false, nil
 	}
 	if err := spindle.Verify(signerKey, SigningDigest(u), u.Signature); err != nil {
 		return false, spindle.E(spindle.Permission, u.Name, fmt.Errorf("signature by %s: %w", u.SignedBy, errors.Unwrap(err)))
 	}
-	s.sigs.add(signerKey, u)
+	s.sigs.add(signerKey, enc)
 	return false, nil
 }
 
-// add appends a checked record to the log. u must not be changed afterwards.
-func (s *state) add(u *spindle.User) error {
-	enc := EncodeRecord(u)
+// signerOf returns the key whose signature on u the rules require in this
+// state: the current key of the base user for a record signed by its base
+// user, else the current key of the record being replaced, else (a new
+// name) the record's own key, whose possession the signature proves. It
+// reports false when a base user who signs is not registered.
+func (s *state) signerOf(u *spindle.User) (spindle.PublicKey, bool) {
+	if u.SignedBy != u.Name {
+		b := s.current(spindle.BaseUser(u.Name))
+		if b == nil {
+			return "", false
+		}
+		return b.rec.PublicKey, true
+	}
+	if cur := s.current(u.Name); cur != nil {
+		return cur.rec.PublicKey, true // The old key authorises the change.
+	}
+	return u.PublicKey, true
+}
+
+// add appends a checked record to the log; enc is EncodeRecord(u). Neither
+// may be changed afterwards.
+func (s *state) add(u *spindle.User, enc []byte) error {
 	n := s.size()
 	if err := s.appendLeaf(entry{enc: enc, rec: u}); err != nil {
 		return spindle.E(u.Name, err)

@@ -555,7 +555,7 @@ func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.R
 		return err
 	}
 	err := ks.keys.PutGranted(ctx, u, spindle.Signature(req.Grant))
-	if !errors.Is(err, keyraft.ErrNotLeader) && !staleRefusal(ks.keys, err) {
+	if !errors.Is(err, keyraft.ErrNotLeader) {
 		return err
 	}
 	data, eerr := wire.Encode(req)
@@ -580,21 +580,6 @@ func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.R
 		}
 	}
 	return nil
-}
-
-// staleRefusal reports whether err, a refusal by keys, may come from a
-// follower's replica that has not applied the latest changes yet (a
-// domain admin key just registered, a name just freed): the leader, whose
-// state is the newest, is to judge. Malformed input is refused at once.
-func staleRefusal(keys *keyraft.Cluster, err error) bool {
-	if err == nil || keys.IsLeader() {
-		return false
-	}
-	switch spindle.KindOf(err) {
-	case spindle.Permission, spindle.Exist, spindle.NotExist:
-		return true
-	}
-	return false
 }
 
 // decodeAnswer decodes an encoded answer and its error.

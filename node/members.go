@@ -185,7 +185,7 @@ func (n *Node) serveKeyChange(ctx context.Context, req *wire.Request) error {
 	default:
 		err = keys.Change(ctx, ch)
 	}
-	if !errors.Is(err, keyraft.ErrNotLeader) && !staleRefusal(keys, err) {
+	if !errors.Is(err, keyraft.ErrNotLeader) {
 		return err
 	}
 	data, eerr := wire.Encode(req)

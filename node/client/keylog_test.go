@@ -283,3 +283,58 @@ func TestKeyLogSaveKeepsNewerHead(t *testing.T) {
 		t.Errorf("saved versions %v, want both commands'", l.versions)
 	}
 }
+
+// A key log of the first form (the verifier key on its first line, the
+// versions seen, and a head of the old form) is upgraded when read: the
+// key and every version seen are kept, the old head is dropped, and the
+// file is written back in the second form.
+func TestKeyLogUpgradesFirstForm(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx := context.Background()
+	bob := dialAs(t, n, "bob@example.com")
+	bob.Close()
+	file := filepath.Join(t.TempDir(), "keylog")
+	old := n.VerifierKey() + "\nversion bob@example.com 1\nversion carol@example.com 7\n" +
+		"spindle.dev key log\n1\n47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n\n— spindle-keyraft/x AAAA\n"
+	if err := os.WriteFile(file, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ann, err := dialKeyLog(t, n, "ann@example.com", file)
+	if err != nil {
+		t.Fatalf("dial with a key log of the first form: %v", err)
+	}
+	if _, err := ann.LookupUser(ctx, "bob@example.com"); err != nil {
+		t.Fatalf("lookup after the upgrade: %v", err)
+	}
+	if err := ann.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(data), keyLogHeader+"\nboot "+n.VerifierKey()+"\n") {
+		t.Fatalf("key log not written in the second form:\n%s", data)
+	}
+	l, err := parseKeyLog(file, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.versions["carol@example.com"] != 7 || l.versions["bob@example.com"] != 1 {
+		t.Errorf("versions after the upgrade: %v, want carol's 7 and bob's 1 kept", l.versions)
+	}
+	if l.checker.Tree().N < 1 {
+		t.Errorf("no head kept after the upgrade")
+	}
+	// A first-form file naming another key is still another cluster.
+	other := filepath.Join(t.TempDir(), "keylog")
+	_, vkey, err := note.GenerateKey(rand.Reader, "spindle-keyraft/12D3KooWOtherCluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(other, []byte(vkey+"\nversion bob@example.com 1\n"), 0o600)
+	if _, err := dialKeyLog(t, n, "ann@example.com", other); !errors.Is(err, spindle.Integrity) {
+		t.Errorf("first-form key log of another cluster: %v, want Integrity", err)
+	}
+}

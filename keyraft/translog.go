@@ -184,6 +184,32 @@ func UnmarshalProof(data []byte) (*Proof, error) {
 	return p, nil
 }
 
+// MarshalProofs encodes proofs for travel between peers, each as
+// [Proof.MarshalBinary] does.
+func MarshalProofs(ps []*Proof) ([][]byte, error) {
+	out := make([][]byte, len(ps))
+	for i, p := range ps {
+		var err error
+		if out[i], err = p.MarshalBinary(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// UnmarshalProofs decodes proofs encoded by [MarshalProofs], as
+// [UnmarshalProof] does each. It is safe on untrusted input.
+func UnmarshalProofs(data [][]byte) ([]*Proof, error) {
+	ps := make([]*Proof, len(data))
+	for i, d := range data {
+		var err error
+		if ps[i], err = UnmarshalProof(d); err != nil {
+			return nil, err
+		}
+	}
+	return ps, nil
+}
+
 // MarshalTreeProof encodes a consistency proof for travel between peers.
 func MarshalTreeProof(p tlog.TreeProof) []byte {
 	return appendHashes(nil, p)

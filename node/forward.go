@@ -264,13 +264,7 @@ func (r *remoteKeys) History(ctx context.Context, name spindle.UserName) ([]*key
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*keyraft.Proof, len(resp.Proofs))
-	for i, b := range resp.Proofs {
-		if out[i], err = keyraft.UnmarshalProof(b); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return keyraft.UnmarshalProofs(resp.Proofs)
 }
 
 func (r *remoteKeys) Domain(ctx context.Context, domain string) ([]spindle.UserName, error) {
@@ -302,13 +296,7 @@ func (r *remoteKeys) ConfigProofs(ctx context.Context, after int64, head []byte)
 	if err != nil {
 		return nil, err
 	}
-	ps := make([]*keyraft.Proof, len(resp.Proofs))
-	for i, data := range resp.Proofs {
-		if ps[i], err = keyraft.UnmarshalProof(data); err != nil {
-			return nil, err
-		}
-	}
-	return ps, nil
+	return keyraft.UnmarshalProofs(resp.Proofs)
 }
 
 func (r *remoteKeys) Head(ctx context.Context) ([]byte, error) {

@@ -78,13 +78,8 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		if err != nil {
 			return nil, err
 		}
-		resp := &wire.Response{Proofs: make([][]byte, len(ps))}
-		for i, p := range ps {
-			if resp.Proofs[i], err = p.MarshalBinary(); err != nil {
-				return nil, err
-			}
-		}
-		return resp, nil
+		data, err := keyraft.MarshalProofs(ps)
+		return &wire.Response{Proofs: data}, err
 	case wire.KeyConsistency:
 		p, err := n.kst().ks.ConsistencyProof(ctx, req.Seq, req.Size)
 		if err != nil {
@@ -101,13 +96,8 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		if err != nil {
 			return nil, err
 		}
-		resp := &wire.Response{Proofs: make([][]byte, len(ps))}
-		for i, p := range ps {
-			if resp.Proofs[i], err = p.MarshalBinary(); err != nil {
-				return nil, err
-			}
-		}
-		return resp, nil
+		data, err := keyraft.MarshalProofs(ps)
+		return &wire.Response{Proofs: data}, err
 	case wire.KeyCosign:
 		keys := n.kst().keys
 		if keys == nil {

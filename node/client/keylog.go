@@ -405,13 +405,7 @@ func (p prover) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*
 	if err != nil {
 		return nil, err
 	}
-	ps := make([]*keyraft.Proof, len(resp.Proofs))
-	for i, data := range resp.Proofs {
-		if ps[i], err = keyraft.UnmarshalProof(data); err != nil {
-			return nil, err
-		}
-	}
-	return ps, nil
+	return keyraft.UnmarshalProofs(resp.Proofs)
 }
 
 // ConsistencyProof implements keyraft.TreeProver.

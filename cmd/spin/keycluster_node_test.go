@@ -267,7 +267,24 @@ func TestKeyClusterProcesses(t *testing.T) {
 			t.Fatalf("the following client after C left: %v", err)
 		}
 	}
-	head := keyHeadThrough(t, daveKeys, nodes[1].addr, shared)
+	// A head of a tree from after the removal (holding a user who signed
+	// up since) is signed by the two remaining members, and not by C.
+	gus := newSpinUser(t)
+	gus.run("init", "-node", nodes[1].addr, "gus@example.com")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		out, err := gus.command("signup").CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spin signup after C left: %v\n%s", err, out)
+		}
+	}
+	gusKeys, err := pack.Load(filepath.Join(gus.home, "spin", "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := keyHeadThrough(t, gusKeys, nodes[1].addr, shared)
 	if len(head.Signers) != 2 || slices.Contains(head.Signers, "spindle-keyraft/"+cID) {
 		t.Errorf("head after C left is signed by %v, want the two remaining members", head.Signers)
 	}

@@ -522,10 +522,7 @@ func (n *Node) toLeader(ctx context.Context, data []byte) ([]byte, error) {
 // that sent it is not the leader.
 func answersNotLeader(out []byte) bool {
 	var resp wire.Response
-	if wire.Decode(out, &resp) != nil || resp.Err == nil {
-		return false
-	}
-	return strings.Contains(spindle.UnmarshalError(resp.Err).Error(), keyraft.ErrNotLeader.Error())
+	return wire.Decode(out, &resp) == nil && resp.NotLeader
 }
 
 // putKeyForwarded hands a checked key record to the cluster: to this

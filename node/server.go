@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -35,6 +36,7 @@ func (n *Node) ServeClient(ctx context.Context, remote peer.ID, data []byte) ([]
 		resp = new(wire.Response)
 	}
 	resp.Err = wire.ErrBytes(err)
+	resp.NotLeader = errors.Is(err, keyraft.ErrNotLeader)
 	return wire.Encode(resp)
 }
 

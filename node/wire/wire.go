@@ -178,6 +178,10 @@ type Response struct {
 	Log [][]byte `cbor:"12,keyasint,omitempty"`
 	// KeyStatus answers key.status and key.join.
 	KeyStatus *ClusterStatus `cbor:"13,keyasint,omitempty"`
+	// NotLeader says that Err is a key cluster member's refusal because
+	// it does not lead (keyraft.ErrNotLeader), which an error's encoding
+	// does not carry: the sender then asks the leader.
+	NotLeader bool `cbor:"14,keyasint,omitempty"`
 }
 
 // A ClusterStatus is what a member of the key cluster knows of it: for spin

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -95,6 +96,25 @@ func TestKeyJoinLeave(t *testing.T) {
 	}
 	if st.Seq != 2 || !slices.Contains(st.Admitted, op.PublicKey()) || !slices.Contains(st.Operators, op.PublicKey()) {
 		t.Fatalf("after init and admit: %+v", st)
+	}
+
+	// Only members ask a member to cosign a tree head.
+	hresp, err := call(t, l, false, &wire.Request{Method: wire.KeyHead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _, _ := bytes.Cut(hresp.Data, []byte("\n\n"))
+	text = append(text, '\n')
+	if _, err := call(t, l, false, &wire.Request{Method: wire.KeyCosign, Data: text}); !errors.Is(err, spindle.Permission) {
+		t.Errorf("cosign asked by a stranger: %v, want Permission", err)
+	}
+	creq, _ := wire.Encode(&wire.Request{Method: wire.KeyCosign, Data: text})
+	out, err := l.ServeClient(context.Background(), l.Host().ID(), creq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if signed, err := decodeAnswer(out); err != nil || !bytes.HasPrefix(signed.Data, text) {
+		t.Errorf("cosign asked by a member: %v, %+v", err, signed)
 	}
 
 	// Hostile changes, each refused with nothing changed: garbage, a

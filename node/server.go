@@ -105,6 +105,11 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		if keys == nil {
 			return nil, spindle.E(spindle.NotExist, "this node is not a member of a key cluster")
 		}
+		// Only members gather signatures; a stranger could otherwise
+		// keep this member waiting for trees it has not applied.
+		if _, ok := keys.Config().Members[remote.String()]; !ok {
+			return nil, spindle.E(spindle.Permission, fmt.Sprintf("peer %s is not a member of this key cluster: only members ask for cosignatures", remote))
+		}
 		signed, err := keys.SignHead(ctx, req.Data)
 		return &wire.Response{Data: signed}, err
 	case wire.NodeStatus:

@@ -73,8 +73,6 @@ type keyLog struct {
 	mu       sync.Mutex
 	versions map[spindle.UserName]int64 // Newest record version seen, by user.
 	saved    []byte                     // The file's content as last written.
-	pin      string                     // A pinned key to find among the members of the first head, until it is.
-	failed   error                      // Set when the pin was not found: nothing is trusted or saved.
 }
 
 // openKeyLog reads the key log in file. If there is none it starts one
@@ -102,11 +100,10 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 		if err != nil {
 			return nil, spindle.E(spindle.Invalid, fmt.Errorf("verifier key: %w", err))
 		}
-		l.pin = pin
 		if pin != "" {
 			// Check the pin against the cluster before anything is
 			// written: its current head, and the members it names.
-			if err := c.checkPin(ctx, l); err != nil {
+			if err := c.checkPin(ctx, l, pin); err != nil {
 				return nil, err
 			}
 		}
@@ -150,9 +147,9 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 }
 
 // checkPin accepts the cluster's current head into a new key log whose
-// boot key is pinned, which checks that the pinned key signs it or is
-// one of the members it names.
-func (c *Client) checkPin(ctx context.Context, l *keyLog) error {
+// boot key is pin, which checks that the pinned key signs it, or is one
+// of the members of the configuration it names.
+func (c *Client) checkPin(ctx context.Context, l *keyLog, pin string) error {
 	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyHead})
 	if err != nil {
 		return fmt.Errorf("asking the node for the key cluster's tree head: %w", err)
@@ -163,7 +160,13 @@ func (c *Client) checkPin(ctx context.Context, l *keyLog) error {
 		}
 		return err
 	}
-	return l.accepted()
+	members := l.checker.Members()
+	if len(members) > 0 && !slices.Contains(slices.Collect(maps.Values(members)), pin) {
+		return spindle.E(spindle.Integrity, fmt.Sprintf(
+			"the node's key cluster does not have the pinned verifier key %s among its members (%s); nothing of it is trusted",
+			pin, strings.Join(slices.Sorted(maps.Keys(members)), ", ")))
+	}
+	return nil
 }
 
 // nodeVerifier asks the node for its key cluster's verifier key, unless
@@ -313,37 +316,11 @@ func (l *keyLog) seen(u *spindle.User, floor int64) error {
 	return nil
 }
 
-// accepted is called after the checker accepted a head: the first time,
-// a pinned key must be one of the members of the configuration it names
-// (or the boot key, while there are none), or nothing is trusted.
-func (l *keyLog) accepted() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.failed != nil || l.pin == "" {
-		return l.failed
-	}
-	members := l.checker.Members()
-	if len(members) > 0 && !slices.Contains(slices.Collect(maps.Values(members)), l.pin) {
-		l.failed = spindle.E(spindle.Integrity, fmt.Sprintf(
-			"the node's key cluster does not have the pinned verifier key %s among its members (%s); nothing of it is trusted",
-			l.pin, strings.Join(slices.Sorted(maps.Keys(members)), ", ")))
-		return l.failed
-	}
-	l.pin = ""
-	return nil
-}
-
 // save writes the newest head, changes and versions seen to the file, if
 // they changed. What another command saved meanwhile is kept where it is
 // newer: versions user by user, and the stored tree head with its changes
 // if they verify and are of a larger tree than this client's.
 func (l *keyLog) save() error {
-	l.mu.Lock()
-	failed := l.failed
-	l.mu.Unlock()
-	if failed != nil {
-		return nil
-	}
 	if l.saved != nil && bytes.Equal(l.content(keyLogFile{}), l.saved) {
 		return nil
 	}
@@ -433,9 +410,6 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 	if err != nil {
 		return nil, err
 	}
-	if err := c.keyLog.accepted(); err != nil {
-		return nil, err
-	}
 	if err := c.keyLog.seen(u, floor); err != nil {
 		return nil, err
 	}
@@ -459,9 +433,6 @@ func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]*s
 		var u *spindle.User
 		if c.keyLog != nil {
 			u, err = c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
-			if err == nil {
-				err = c.keyLog.accepted()
-			}
 		} else {
 			// Without a key log nothing is proved: the node's word is taken.
 			u, err = keyraft.DecodeRecord(p.Record)

@@ -186,33 +186,24 @@ func (c *Cluster) quorumHead(ctx context.Context, minN int64) (HeadInfo, []byte,
 	if hi, h, ok, err := c.soloHead(); ok {
 		return hi, h, err
 	}
+	c.fsm.mu.RLock()
+	size := c.fsm.st.size()
+	c.fsm.mu.RUnlock()
 	c.cosMu.Lock()
 	if c.cosHead != nil && c.cosInfo.N >= minN {
 		hi, h := c.cosInfo, c.cosHead
 		// Keep the heads served fresh, without making this caller
-		// wait: a round in the background, at most every
-		// refreshInterval.
-		if time.Since(c.cosAt) > refreshInterval && c.cosNext == nil {
-			c.cosNext = &cosignRound{done: make(chan struct{})}
-			if !c.cosRunning {
-				c.cosRunning = true
-				go c.cosignRounds()
-			}
+		// wait: a round in the background when the tree has grown, at
+		// most every refreshInterval.
+		if size > hi.N && time.Since(c.cosAt) > refreshInterval {
+			c.nextRound()
 		}
 		c.cosMu.Unlock()
 		return hi, h, nil
 	}
 	// Wait for a round that starts after this call, so that it covers
 	// every leaf applied before it.
-	r := c.cosNext
-	if r == nil {
-		r = &cosignRound{done: make(chan struct{})}
-		c.cosNext = r
-		if !c.cosRunning {
-			c.cosRunning = true
-			go c.cosignRounds()
-		}
-	}
+	r := c.nextRound()
 	c.cosMu.Unlock()
 	select {
 	case <-r.done:
@@ -228,6 +219,20 @@ func (c *Cluster) quorumHead(ctx context.Context, minN int64) (HeadInfo, []byte,
 		return HeadInfo{}, nil, r.err
 	}
 	return HeadInfo{}, nil, spindle.E(spindle.Transient, fmt.Sprintf("no cosigned tree head of %d leaves yet", minN))
+}
+
+// nextRound returns the round that starts next, asking for one if none
+// is asked for, and starts the goroutine that runs rounds if it is not
+// running. The caller holds c.cosMu.
+func (c *Cluster) nextRound() *cosignRound {
+	if c.cosNext == nil {
+		c.cosNext = &cosignRound{done: make(chan struct{})}
+	}
+	if !c.cosRunning {
+		c.cosRunning = true
+		go c.cosignRounds()
+	}
+	return c.cosNext
 }
 
 // refreshInterval is how often a member with cosigned heads starts a round

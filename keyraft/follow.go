@@ -113,13 +113,12 @@ func (l *ConfigLog) Members(seq int64) map[string]string {
 	return maps.Clone(l.members[seq])
 }
 
-// Verifiers returns the verifiers of the members in force after every
-// change in the log.
-func (l *ConfigLog) Verifiers() note.Verifiers {
-	m := l.members[len(l.members)-1]
+// verifiersOf returns the verifiers of members' note verifier keys, which
+// the configuration checked when it recorded them.
+func verifiersOf(members map[string]string) note.Verifiers {
 	var list []note.Verifier
-	for _, id := range slices.Sorted(maps.Keys(m)) {
-		if v, err := note.NewVerifier(m[id]); err == nil {
+	for _, id := range slices.Sorted(maps.Keys(members)) {
+		if v, err := note.NewVerifier(members[id]); err == nil {
 			list = append(list, v)
 		}
 	}
@@ -224,6 +223,16 @@ func (c *Checker) Members() map[string]string {
 	return c.cfg.Members(c.cfg.Seq())
 }
 
+// signers returns the members whose signatures a head naming
+// configuration seq of cl needs: those it records or, while it records
+// none, the member the client first trusted.
+func (c *Checker) signers(cl *ConfigLog, seq int64) map[string]string {
+	if m := cl.Members(seq); len(m) > 0 || c.boot == nil {
+		return m
+	}
+	return c.boot
+}
+
 // verifyFollowing checks head for a following checker: it extends a copy
 // of the checker's config log with the changes up to the head's
 // configuration, proved in its tree (asked of prover), checks that the
@@ -273,10 +282,8 @@ func (c *Checker) verifyFollowing(ctx context.Context, head []byte, prover TreeP
 	if got := cl.seqAt(hi.N); got != hi.Config {
 		return tlog.Tree{}, nil, spindle.E(spindle.Integrity, fmt.Sprintf("head of %d leaves names configuration %d, but the log has %d changes among them", hi.N, hi.Config, got))
 	}
-	members := cl.Members(hi.Config)
-	if len(members) == 0 && c.boot != nil {
-		members = c.boot
-	} else if c.boot != nil && len(c.cfg.Members(c.cfg.Seq())) == 0 && c.Head() != nil {
+	members := c.signers(cl, hi.Config)
+	if c.boot != nil && len(cl.Members(hi.Config)) > 0 && len(c.cfg.Members(c.cfg.Seq())) == 0 && c.Head() != nil {
 		// The first head with recorded members that this client sees,
 		// after heads without: the member it trusted signs it too.
 		if _, _, err := VerifyQuorum(head, c.boot); err != nil {

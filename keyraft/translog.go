@@ -344,15 +344,7 @@ func (c *Checker) Verifiers() note.Verifiers {
 	if c.cfg != nil {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.cfg.Seq() == 0 || len(c.cfg.Members(c.cfg.Seq())) == 0 {
-			// No members recorded: the member first trusted signs.
-			for _, vkey := range c.boot {
-				if v, err := NewVerifiers(vkey); err == nil {
-					return v
-				}
-			}
-		}
-		return c.cfg.Verifiers()
+		return verifiersOf(c.signers(c.cfg, c.cfg.Seq()))
 	}
 	return c.verifiers
 }

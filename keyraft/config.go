@@ -498,6 +498,14 @@ func (c *Cluster) Config() ClusterConfig {
 	}
 }
 
+// IsMember reports whether the configuration records member id.
+func (c *Cluster) IsMember(id string) bool {
+	c.fsm.mu.RLock()
+	defer c.fsm.mu.RUnlock()
+	_, ok := c.fsm.st.cfg.members[id]
+	return ok
+}
+
 // Change applies a configuration change, signed by an operator, through
 // Raft, as Put does a record. Only the leader judges it against the
 // configuration, and every member checks it again when applying it; a

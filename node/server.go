@@ -107,7 +107,7 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		}
 		// Only members gather signatures; a stranger could otherwise
 		// keep this member waiting for trees it has not applied.
-		if _, ok := keys.Config().Members[remote.String()]; !ok {
+		if !keys.IsMember(remote.String()) {
 			return nil, spindle.E(spindle.Permission, fmt.Sprintf("peer %s is not a member of this key cluster: only members ask for cosignatures", remote))
 		}
 		signed, err := keys.SignHead(ctx, req.Data)

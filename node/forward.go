@@ -202,14 +202,7 @@ func (r *remoteKeys) call(ctx context.Context, req *wire.Request) (*wire.Respons
 	if err != nil {
 		return nil, err
 	}
-	var resp wire.Response
-	if err := wire.Decode(out, &resp); err != nil {
-		return nil, err
-	}
-	if resp.Err != nil {
-		return &resp, spindle.UnmarshalError(resp.Err)
-	}
-	return &resp, nil
+	return decodeAnswer(out)
 }
 
 func (r *remoteKeys) Lookup(ctx context.Context, name spindle.UserName) (*spindle.User, error) {

@@ -16,23 +16,7 @@ import (
 // wire.NodeStatus); elsewhere it answers with a Permission error.
 func NodeStatus(ctx context.Context, addr spindle.PeerAddr) (*wire.Status, error) {
 	const op spindle.Op = "client.NodeStatus"
-	var h host.Host
-	var err error
-	if p2p.IsLocalAddr(addr) {
-		h, err = p2p.NewLocalHost(ctx, p2p.LocalConfig{})
-	} else {
-		h, err = p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
-	}
-	if err != nil {
-		return nil, spindle.E(op, err)
-	}
-	defer h.Close()
-	pid, err := p2p.Connect(ctx, h, addr)
-	if err != nil {
-		return nil, spindle.E(op, fmt.Errorf("cannot reach node %s: %w", addr, err)) // Of kind IO.
-	}
-	r := &remote{h: h, peer: pid}
-	resp, err := r.call(ctx, &wire.Request{Method: wire.NodeStatus})
+	resp, err := NodeCall(ctx, addr, &wire.Request{Method: wire.NodeStatus})
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}

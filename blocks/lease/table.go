@@ -486,20 +486,26 @@ func (t *Table) compactLocked() error {
 			ds = ds[n:]
 		}
 	}
-	if err := spindle.ReplaceFile(t.path, b, 0o600, true); err != nil {
-		return err
-	}
+	rerr := spindle.ReplaceFile(t.path, b, 0o600, true)
+	// Whether or not the new journal took the old one's name (the rename
+	// may be done when the directory sync fails), go on writing to the
+	// file that has the name: grants written to the old file once it is
+	// replaced would be lost at the next start. If it cannot be opened,
+	// the table refuses grants rather than lose them.
 	f, err := os.OpenFile(t.path, os.O_RDWR, 0o600)
-	if err != nil {
-		return spindle.E(spindle.IO, err)
-	}
-	if _, err := f.Seek(0, io.SeekEnd); err != nil {
-		f.Close()
-		return spindle.E(spindle.IO, err)
+	var size int64
+	if err == nil {
+		if size, err = f.Seek(0, io.SeekEnd); err != nil {
+			f.Close()
+		}
 	}
 	t.f.Close()
-	t.f, t.size = f, int64(len(b))
-	return nil
+	if err != nil {
+		t.f, t.size = nil, 0
+		return spindle.E(spindle.IO, errors.Join(rerr, fmt.Errorf("reopen the lease journal after compacting it: %w", err)))
+	}
+	t.f, t.size = f, size
+	return rerr
 }
 
 // Close closes the journal.

@@ -43,6 +43,10 @@ func (s *Server) compact(ctx context.Context, op spindle.Op, l *userLog) (*Check
 		return nil, spindle.E(op, spindle.NotExist, l.user, "no log to compact")
 	}
 	s.mu.RLock()
+	if l.t.seq == 0 {
+		s.mu.RUnlock()
+		return nil, spindle.E(op, spindle.NotExist, l.user, "the log has no entries to compact")
+	}
 	if l.cp != nil && l.cp.Seq == l.t.seq {
 		cp := l.cp
 		s.mu.RUnlock()

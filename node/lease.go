@@ -234,14 +234,14 @@ func (n *Node) RenewLeases(ctx context.Context) (RenewResult, error) {
 
 	// This node's own leases, whether it holds the blocks or not: a
 	// block pushed here later is then kept too.
-	for rest := all; len(rest) > 0; {
-		k := min(len(rest), lease.MaxDigests)
-		granted, err := l.table.Grant(self.String(), l.term, rest[:k])
+	if len(all) > 0 {
+		// Grant splits its journal records at lease.MaxDigests itself,
+		// and syncs them once.
+		granted, err := l.table.Grant(self.String(), l.term, all)
 		res.Leases += granted
 		if err != nil {
 			res.LastFail = err.Error()
 		}
-		rest = rest[k:]
 	}
 
 	// Holders of blocks new in the trees, found through the DHT, for

@@ -126,8 +126,8 @@ func runSignup(ctx context.Context, st *State, args []string) error {
 				return st.fail(string(c.User()), err)
 			}
 			req := base64.RawURLEncoding.EncodeToString(keyraft.EncodeRecord(u))
-			if err := os.WriteFile(file, []byte(req+"\n"), 0o600); err != nil {
-				return st.fail("", spindle.E(spindle.IO, err))
+			if err := spindle.ReplaceFile(file, []byte(req+"\n"), 0o600, true); err != nil {
+				return st.fail("", err)
 			}
 			fmt.Fprintf(st.Stdout, "%s\n", req)
 			st.hint("give this to the admin of your domain, who runs: spin key grant REQUEST; then run: spin signup -grant GRANT")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"spindle.dev"
@@ -59,6 +60,11 @@ func openBlockCache(dir string, limit int64) (*blockCache, error) {
 	}
 	var olds []old
 	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") && strings.Contains(e.Name(), ".tmp") {
+			// Left by a crash while a block was written.
+			os.Remove(filepath.Join(dir, e.Name()))
+			continue
+		}
 		if len(e.Name()) != 64 || !e.Type().IsRegular() {
 			continue
 		}
@@ -145,19 +151,8 @@ func (c *blockCache) put(ref spindle.Ref, data []byte) {
 	if ok {
 		return
 	}
-	f, err := os.CreateTemp(c.dir, "tmp-")
-	if err != nil {
-		return
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(c.dir, name))
-	}
-	if err != nil {
-		os.Remove(f.Name())
+	// A cache need not survive a crash: no fsync.
+	if err := spindle.ReplaceFile(filepath.Join(c.dir, name), data, 0o600, false); err != nil {
 		return
 	}
 	c.mu.Lock()

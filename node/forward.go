@@ -309,12 +309,8 @@ func (n *Node) callPeer(ctx context.Context, to peer.AddrInfo, data []byte) ([]b
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
 	if n.host.Network().Connectedness(to.ID) != network.Connected {
-		if len(to.Addrs) == 0 && len(n.host.Peerstore().Addrs(to.ID)) == 0 {
-			if d := n.DHT(); d != nil {
-				if ai, err := d.FindPeer(ctx, to.ID); err == nil {
-					to = ai
-				}
-			}
+		if len(to.Addrs) == 0 {
+			n.findAddrs(ctx, to.ID)
 		}
 		if err := n.host.Connect(ctx, to); err != nil {
 			return nil, spindle.E(spindle.IO, fmt.Errorf("cannot reach node %s: %w", to.ID, err))

@@ -571,9 +571,13 @@ func (n *Node) findAddrs(ctx context.Context, p peer.ID) {
 	if len(n.host.Network().ConnsToPeer(p)) > 0 || len(n.host.Peerstore().Addrs(p)) > 0 {
 		return
 	}
+	d := n.DHT()
+	if d == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, replica.DefaultBaseTimeout)
 	defer cancel()
-	if ai, err := n.DHT().FindPeer(ctx, p); err == nil {
+	if ai, err := d.FindPeer(ctx, p); err == nil {
 		n.host.Peerstore().AddAddrs(p, ai.Addrs, time.Hour)
 	}
 }

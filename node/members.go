@@ -33,7 +33,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
@@ -102,13 +101,7 @@ func (n *Node) raftDial(ctx context.Context, id string) (net.Conn, error) {
 	if err != nil {
 		return nil, spindle.E(spindle.Invalid, fmt.Sprintf("member ID %q is not a peer ID: %v", id, err))
 	}
-	if n.host.Network().Connectedness(pid) != network.Connected && len(n.host.Peerstore().Addrs(pid)) == 0 {
-		if d := n.DHT(); d != nil {
-			if ai, err := d.FindPeer(ctx, pid); err == nil {
-				n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
-			}
-		}
-	}
+	n.findAddrs(ctx, pid)
 	return p2p.Dial(ctx, n.host, RaftProtocol, spindle.PeerAddr(id))
 }
 

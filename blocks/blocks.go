@@ -15,7 +15,9 @@
 package blocks
 
 import (
+	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 
 	"github.com/ipfs/go-cid"
@@ -114,6 +116,24 @@ func Receive(data []byte) (spindle.Ref, Digest, error) {
 
 func sizeMessage(n int) string {
 	return fmt.Sprintf("block of %d bytes exceeds the limit of %d bytes", n, spindle.MaxStoredBlockSize)
+}
+
+// Holds reports whether store holds the block ref intact: true if Get
+// returns it, false if Get finds it missing (NotExist) or damaged
+// (Integrity), and Get's other errors as they are. A block Get lends is
+// handed back if store is a [Recycler].
+func Holds(ctx context.Context, store spindle.BlockStore, ref spindle.Ref) (bool, error) {
+	data, err := store.Get(ctx, ref)
+	switch {
+	case err == nil:
+		if r, ok := store.(Recycler); ok {
+			r.Recycle(data)
+		}
+		return true, nil
+	case errors.Is(err, spindle.NotExist), errors.Is(err, spindle.Integrity):
+		return false, nil
+	}
+	return false, err
 }
 
 // A Recycler is a store whose Get lends buffers it can reuse: a caller

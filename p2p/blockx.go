@@ -209,17 +209,7 @@ func (srv *blockServer) has(ctx context.Context, ref spindle.Ref) (bool, error) 
 	if srv.cfg.Has != nil {
 		return srv.cfg.Has(ctx, ref)
 	}
-	data, err := srv.store.Get(ctx, ref)
-	switch {
-	case err == nil:
-		if srv.recycle != nil {
-			srv.recycle.Recycle(data)
-		}
-		return true, nil
-	case errors.Is(err, spindle.NotExist), errors.Is(err, spindle.Integrity):
-		return false, nil
-	}
-	return false, err
+	return blocks.Holds(ctx, srv.store, ref)
 }
 
 // A RemoteStore is a [spindle.BlockStore] held by another peer, reached

@@ -49,14 +49,7 @@ func (s *Store) Server(isUser, isReader func(peer.ID) bool) (spindle.BlockStore,
 // another holder's has request (a block in the cache does not count; it
 // is neither kept nor announced).
 func (s *Store) holds(ctx context.Context, ref spindle.Ref) (bool, error) {
-	_, err := s.local.Get(ctx, ref)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, spindle.NotExist), errors.Is(err, spindle.Integrity):
-		return false, nil
-	}
-	return false, err
+	return blocks.Holds(ctx, s.local, ref)
 }
 
 type server struct {

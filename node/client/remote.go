@@ -107,11 +107,17 @@ func (r *remote) callDir(ctx context.Context, req *wire.Request, owner string) (
 var _ dirlog.Service = (*remote)(nil)
 
 func (r *remote) call(ctx context.Context, req *wire.Request) (*wire.Response, error) {
-	resp, err := r.callRouted(ctx, req)
+	return r.callFor(ctx, req, "")
+}
+
+// callFor is call for a request about owner's tree or, with owner "",
+// about the tree the request names (see requestOwner).
+func (r *remote) callFor(ctx context.Context, req *wire.Request, owner spindle.UserName) (*wire.Response, error) {
+	resp, err := r.callRouted(ctx, req, owner)
 	var e *spindle.Error
 	if err != nil && r.reauth != nil && req.Method != wire.Auth && errors.As(err, &e) && e.Op == wire.SessionOp {
 		if aerr := r.reauth(ctx); aerr == nil {
-			resp, err = r.callRouted(ctx, req)
+			resp, err = r.callRouted(ctx, req, owner)
 		}
 	}
 	return resp, err
@@ -124,13 +130,15 @@ func (r *remote) call(ctx context.Context, req *wire.Request) (*wire.Response, e
 // only, the sequencer; a read goes to each in turn until one answers
 // (a host that cannot be reached gives IO), so that reads go on, served by
 // a mirror, while the sequencer is down.
-func (r *remote) callRouted(ctx context.Context, req *wire.Request) (*wire.Response, error) {
+func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindle.UserName) (*wire.Response, error) {
 	if r.route == nil || r.sign == nil {
 		return r.call1(ctx, req)
 	}
-	owner, ok := requestOwner(req)
-	if !ok {
-		return r.call1(ctx, req)
+	if owner == "" {
+		var ok bool
+		if owner, ok = requestOwner(req); !ok {
+			return r.call1(ctx, req)
+		}
 	}
 	hosts := r.route(ctx, owner)
 	if len(hosts) == 0 {
@@ -186,7 +194,8 @@ func (r *remote) callTo(ctx context.Context, req *wire.Request, to peer.ID) (*wi
 	return r.call1(ctx, &fwd)
 }
 
-// requestOwner returns the owner of the tree a dir.* request is about.
+// requestOwner returns the owner of the tree a dir.* read is about.
+// (Appends name theirs: the client has the entries, see callFor.)
 func requestOwner(req *wire.Request) (spindle.UserName, bool) {
 	var s string
 	switch req.Method {
@@ -196,19 +205,6 @@ func requestOwner(req *wire.Request) (spindle.UserName, bool) {
 		s = string(req.Name)
 	case wire.DirGlob:
 		s = req.Pattern
-	case wire.DirAppend, wire.DirBatch:
-		data := req.Data
-		if req.Method == wire.DirBatch {
-			if len(req.Batch) == 0 {
-				return "", false
-			}
-			data = req.Batch[0]
-		}
-		e, err := dirlog.UnmarshalEntry(data)
-		if err != nil {
-			return "", false
-		}
-		return e.Tree(), true
 	default:
 		return "", false
 	}
@@ -277,7 +273,7 @@ func (r *remote) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head
 
 // Append implements dirlog.Sequencer.
 func (r *remote) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry, error) {
-	resp, err := r.call(ctx, &wire.Request{Method: wire.DirAppend, Data: e.Marshal()})
+	resp, err := r.callFor(ctx, &wire.Request{Method: wire.DirAppend, Data: e.Marshal()}, e.Tree())
 	if resp == nil {
 		return nil, err
 	}
@@ -307,7 +303,11 @@ func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindl
 		for i, e := range es {
 			batch[i] = e.Marshal()
 		}
-		resp, err := r.call(ctx, &wire.Request{Method: wire.DirBatch, Batch: batch})
+		var owner spindle.UserName
+		if len(es) > 0 {
+			owner = es[0].Tree()
+		}
+		resp, err := r.callFor(ctx, &wire.Request{Method: wire.DirBatch, Batch: batch}, owner)
 		var e *spindle.Error
 		if !(errors.As(err, &e) && e.Op == wire.UnknownOp) {
 			if resp == nil {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	xdraw "golang.org/x/image/draw"
 
@@ -62,9 +63,14 @@ func thumbKey(e *spindle.DirEntry) string {
 	return hex.EncodeToString(h.Sum(nil)[:20])
 }
 
+// thumbTimeout bounds the making of one thumbnail.
+const thumbTimeout = 2 * time.Minute
+
 // get returns the JPEG thumbnail of e, made with open if it is not in the
-// cache. Requests for one thumbnail at once make it once.
-func (tc *thumbCache) get(ctx context.Context, e *spindle.DirEntry, open func() (io.ReadSeekCloser, error)) ([]byte, error) {
+// cache. Requests for one thumbnail at once make it once, under a context
+// of its own: the first request's browser giving up on it (as browsers do
+// with images scrolled away) does not fail the others.
+func (tc *thumbCache) get(ctx context.Context, e *spindle.DirEntry, open func(context.Context) (io.ReadSeekCloser, error)) ([]byte, error) {
 	tc.once.Do(func() {
 		tc.work = make(chan struct{}, thumbWorkers)
 		tc.making = map[string]*pending{}
@@ -80,7 +86,9 @@ func (tc *thumbCache) get(ctx context.Context, e *spindle.DirEntry, open func() 
 		p = &pending{done: make(chan struct{})}
 		tc.making[key] = p
 		tc.mu.Unlock()
-		p.data, p.err = tc.make(ctx, e, open)
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), thumbTimeout)
+		p.data, p.err = tc.make(mctx, e, open)
+		cancel()
 		if p.err == nil {
 			// A thumbnail lost in a crash is made again: no fsync.
 			if err := spindle.ReplaceFile(file, p.data, 0o600, false); err != nil {
@@ -102,7 +110,7 @@ func (tc *thumbCache) get(ctx context.Context, e *spindle.DirEntry, open func() 
 	}
 }
 
-func (tc *thumbCache) make(ctx context.Context, e *spindle.DirEntry, open func() (io.ReadSeekCloser, error)) ([]byte, error) {
+func (tc *thumbCache) make(ctx context.Context, e *spindle.DirEntry, open func(context.Context) (io.ReadSeekCloser, error)) ([]byte, error) {
 	if e.Size > maxThumbSource {
 		return nil, spindle.E(e.Name, spindle.Invalid, "too large for a thumbnail")
 	}
@@ -112,7 +120,7 @@ func (tc *thumbCache) make(ctx context.Context, e *spindle.DirEntry, open func()
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	f, err := open()
+	f, err := open(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -303,8 +311,8 @@ func (s *Server) thumb(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a folder has no thumbnail", http.StatusNotFound)
 		return
 	}
-	data, err := s.thumbs.get(r.Context(), e, func() (io.ReadSeekCloser, error) {
-		return s.c.Open(r.Context(), e.Name)
+	data, err := s.thumbs.get(r.Context(), e, func(ctx context.Context) (io.ReadSeekCloser, error) {
+		return s.c.Open(ctx, e.Name)
 	})
 	if err != nil {
 		s.log.Info("ui: no thumbnail", "name", e.Name, "err", err)

@@ -75,6 +75,17 @@ func runRotate(ctx context.Context, st *State, args []string) error {
 		return st.dialFailed(cfg, keysProblem(cfg, err))
 	}
 	pending := filepath.Join(cfg.Secrets, pendingFile)
+	// One rotation at a time: a second would overwrite, or remove, the
+	// first one's new secret.
+	lock, err := spindle.LockFile(pending+".lock", false)
+	if err != nil {
+		if errors.Is(err, spindle.Exist) {
+			st.errorf("another spin rotate is running for these keys")
+			return errFailed
+		}
+		return st.fail("", err)
+	}
+	defer lock.Unlock()
 	secret, resumed, err := readPending(pending)
 	if err != nil {
 		st.errorf("%s: %v", pending, err)

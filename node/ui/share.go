@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -87,15 +88,9 @@ func (s *Server) sharePage(w http.ResponseWriter, r *http.Request) {
 // shareState works out what the dialog shows for p.
 func (s *Server) shareState(r *http.Request, p spindle.Parsed) (*shareData, error) {
 	ctx := r.Context()
-	dir := p
-	if !p.IsRoot() {
-		e, err := s.c.Lookup(ctx, p.Path(), true)
-		if err != nil {
-			return nil, err
-		}
-		if !e.Attr.IsDir() {
-			dir = p.Dir()
-		}
+	dir, err := s.shareDir(ctx, p)
+	if err != nil {
+		return nil, err
 	}
 	d := &shareData{
 		Target:  p.Path(),
@@ -304,6 +299,22 @@ func grantsText(gs []grant) string {
 	return b.String()
 }
 
+// shareDir returns the folder whose sharing the dialog for p shows: p, or
+// the folder of p if it is a file.
+func (s *Server) shareDir(ctx context.Context, p spindle.Parsed) (spindle.Parsed, error) {
+	if p.IsRoot() {
+		return p, nil
+	}
+	e, err := s.c.Lookup(ctx, p.Path(), true)
+	if err != nil {
+		return spindle.Parsed{}, err
+	}
+	if !e.Attr.IsDir() {
+		return p.Dir(), nil
+	}
+	return p, nil
+}
+
 // share saves the dialog: the rows posted become the folder's Access file.
 func (s *Server) share(w http.ResponseWriter, r *http.Request) {
 	name, err := formName(r, "name")
@@ -319,11 +330,14 @@ func (s *Server) share(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, p, spindle.E(p.Path(), spindle.Permission, "only the owner may change who a folder is shared with"))
 		return
 	}
-	d, err := s.shareState(r, p)
+	// Only the Access file to write is needed here, not the dialog's
+	// whole state (which checks every file under the folder for keys).
+	dir, err := s.shareDir(r.Context(), p)
 	if err != nil {
 		s.fail(w, r, p, err)
 		return
 	}
+	writes := accessPath(dir)
 	rows, _ := strconv.Atoi(r.PostFormValue("rows"))
 	var gs []grant
 	seen := map[string]bool{}
@@ -344,11 +358,11 @@ func (s *Server) share(w http.ResponseWriter, r *http.Request) {
 	}
 	add(r.PostFormValue("whonew"), "new")
 	text := grantsText(gs)
-	if err := access.Check(d.Writes, []byte(text)); err != nil {
+	if err := access.Check(writes, []byte(text)); err != nil {
 		s.fail(w, r, p, err)
 		return
 	}
-	_, err = s.c.Put(r.Context(), d.Writes, strings.NewReader(text), spindle.UnknownPack, nil)
+	_, err = s.c.Put(r.Context(), writes, strings.NewReader(text), spindle.UnknownPack, nil)
 	var warn *spindle.Warning
 	if err != nil && !errors.As(err, &warn) {
 		s.fail(w, r, p, err)

@@ -30,15 +30,22 @@ import (
 // Ref that names it.
 type Digest [sha256.Size]byte
 
-// Ref returns the block address holding the digest: a CIDv1, codec raw,
-// multihash sha2-256, in its canonical (base32) string form.
-func (d Digest) Ref() spindle.Ref {
-	var mh [2 + sha256.Size]byte
+// Multihash returns the digest as a sha2-256 multihash: the hash of the
+// block's CID, and its key in the DHT.
+func (d Digest) Multihash() multihash.Multihash {
+	mh := make(multihash.Multihash, 2+sha256.Size)
 	mh[0] = multihash.SHA2_256
 	mh[1] = sha256.Size
 	copy(mh[2:], d[:])
-	return spindle.Ref(cid.NewCidV1(cid.Raw, mh[:]).String())
+	return mh
 }
+
+// CID returns the block's CID: version 1, codec raw, multihash sha2-256.
+func (d Digest) CID() cid.Cid { return cid.NewCidV1(cid.Raw, d.Multihash()) }
+
+// Ref returns the block address holding the digest: its CID in the
+// canonical (base32) string form.
+func (d Digest) Ref() spindle.Ref { return spindle.Ref(d.CID().String()) }
 
 // RefOf returns the address of a block holding data. It hashes data once
 // and does not check its size; use [Receive] in a store's Put.

@@ -12,11 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipfs/go-cid"
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
-	mh "github.com/multiformats/go-multihash"
 
 	"spindle.dev"
 	"spindle.dev/blocks"
@@ -377,7 +375,7 @@ func (n *Node) nearestNodes(ctx context.Context, ds []blocks.Digest, want int, r
 	lookup := func(k blocks.Digest) ([]peer.ID, error) {
 		lctx, cancel := context.WithTimeout(ctx, replica.DefaultBaseTimeout)
 		defer cancel()
-		return d.GetClosestPeers(lctx, string(keyOfDigest(k)))
+		return d.GetClosestPeers(lctx, string(k.Multihash()))
 	}
 	out, lookups := nearestByRegion(ctx, ds, want, d.BucketSize(), n.host.ID(), lookup, d.RoutingTable().NearestPeers)
 	res.Regions += lookups
@@ -395,7 +393,7 @@ func nearestByRegion(ctx context.Context, ds []blocks.Digest, want, bucket int, 
 	}
 	items := make([]item, len(ds))
 	for i, d := range ds {
-		items[i] = item{d, kb.ConvertKey(string(keyOfDigest(d)))}
+		items[i] = item{d, kb.ConvertKey(string(d.Multihash()))}
 	}
 	slices.SortFunc(items, func(a, b item) int { return bytes.Compare(a.id, b.id) })
 	out := make(map[blocks.Digest][]peer.ID, len(ds))
@@ -485,7 +483,7 @@ func (n *Node) providersOf(ctx context.Context, d blocks.Digest) []peer.ID {
 	ctx, cancel := context.WithTimeout(ctx, replica.DefaultBaseTimeout)
 	defer cancel()
 	var out []peer.ID
-	for ai := range n.DHT().FindProvidersAsync(ctx, cid.NewCidV1(cid.Raw, keyOfDigest(d)), 2*(replica.DefaultReplicas+leaseSlack)) {
+	for ai := range n.DHT().FindProvidersAsync(ctx, d.CID(), 2*(replica.DefaultReplicas+leaseSlack)) {
 		if len(ai.Addrs) > 0 {
 			n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
 		}
@@ -644,12 +642,4 @@ func (n *Node) leaseStats() (held, blocksLeased, collectable, waiting int64, ren
 	renewed = int64(l.last.Leases)
 	l.mu.Unlock()
 	return int64(ts.Leases), int64(ts.Blocks), int64(last.Collectable), int64(last.Waiting), renewed, ts.PausedUntil
-}
-
-// keyOfDigest returns the DHT key of a block: the multihash of its CID.
-func keyOfDigest(d blocks.Digest) mh.Multihash {
-	k := make(mh.Multihash, 2+len(d))
-	k[0], k[1] = mh.SHA2_256, byte(len(d))
-	copy(k[2:], d[:])
-	return k
 }

@@ -158,7 +158,7 @@ func TestLeases(t *testing.T) {
 	for _, n := range nodes[1:] {
 		others = append(others, n.Host().ID())
 	}
-	far := kb.SortClosestPeers(others, kb.ConvertKey(string(keyOfDigest(digestOf(t, keptRefs[0])))))[len(others)-1]
+	far := kb.SortClosestPeers(others, kb.ConvertKey(string(digestOf(t, keptRefs[0]).Multihash())))[len(others)-1]
 	writer := -1
 	for i, n := range nodes {
 		if n.Host().ID() == far {
@@ -384,7 +384,7 @@ func TestNearestByRegion(t *testing.T) {
 	// The DHT's lookup answers with the bucket nodes nearest to the key,
 	// self included (the caller leaves it out).
 	lookup := func(d blocks.Digest) ([]peer.ID, error) {
-		return nearest(kb.ConvertKey(string(keyOfDigest(d))), bucket, ""), nil
+		return nearest(kb.ConvertKey(string(d.Multihash())), bucket, ""), nil
 	}
 	table := func(kb.ID, int) []peer.ID {
 		t.Error("the routing table was asked though every lookup succeeded")
@@ -400,7 +400,7 @@ func TestNearestByRegion(t *testing.T) {
 	}
 	t.Logf("%d lookups for %d blocks in a network of %d", lookups, len(ds), nodes)
 	for i, d := range ds[:1000] { // Checking all would take long.
-		w := nearest(kb.ConvertKey(string(keyOfDigest(d))), want, self)
+		w := nearest(kb.ConvertKey(string(d.Multihash())), want, self)
 		if !slices.Equal(got[d], w) {
 			t.Fatalf("block %d: nodes %v, want %v", i, got[d], w)
 		}

@@ -288,10 +288,7 @@ func keyOf(ref spindle.Ref) (mh.Multihash, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := make(mh.Multihash, 2+len(d))
-	k[0], k[1] = mh.SHA2_256, byte(len(d))
-	copy(k[2:], d[:])
-	return k, nil
+	return d.Multihash(), nil
 }
 
 // timeout returns the time allowed to move n bytes.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ipfs/go-cid"
-	mh "github.com/multiformats/go-multihash"
 
 	"spindle.dev"
 	"spindle.dev/blocks"
@@ -282,9 +281,5 @@ func cidOf(ref spindle.Ref) (cid.Cid, error) {
 	if err != nil {
 		return cid.Undef, err
 	}
-	m, err := mh.Encode(d[:], mh.SHA2_256)
-	if err != nil {
-		return cid.Undef, err
-	}
-	return cid.NewCidV1(cid.Raw, m), nil
+	return d.CID(), nil
 }

@@ -353,3 +353,21 @@ func CheckName(name PathName) error {
 	}
 	return nil
 }
+
+// GlobEscape returns s with the characters that Glob patterns give a
+// meaning (* ? [ ] and \) escaped, so that a pattern built with it
+// matches s itself.
+func GlobEscape(s string) string {
+	if !strings.ContainsAny(s, `*?[]\`) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

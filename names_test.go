@@ -2,6 +2,7 @@ package spindle_test
 
 import (
 	"errors"
+	gopath "path"
 	"slices"
 	"strings"
 	"testing"
@@ -377,5 +378,19 @@ func TestCheckName(t *testing.T) {
 	// read, renamed and deleted.
 	if _, err := spindle.Parse("ann@example.com/dir/a\nb"); err != nil {
 		t.Errorf("Parse refuses an old name: %v", err)
+	}
+}
+
+func TestGlobEscape(t *testing.T) {
+	for _, name := range []string{"plain", "a*b", "q?", "[x]", `back\slash`, "close]only", ""} {
+		esc := spindle.GlobEscape(name)
+		if ok, err := gopath.Match(esc, name); err != nil || !ok {
+			t.Errorf("GlobEscape(%q) = %q does not match it: %v", name, esc, err)
+		}
+		if name != "" {
+			if ok, _ := gopath.Match(esc, name+"x"); ok {
+				t.Errorf("GlobEscape(%q) = %q matches more", name, esc)
+			}
+		}
 	}
 }

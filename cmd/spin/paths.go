@@ -72,23 +72,7 @@ func base(name spindle.PathName) string {
 // children returns the Glob pattern that matches the entries in the
 // directory dir.
 func children(dir spindle.PathName) string {
-	return strings.TrimSuffix(escapeGlob(string(dir)), "/") + "/*"
-}
-
-// escapeGlob escapes the characters path.Match treats specially.
-func escapeGlob(s string) string {
-	if !hasGlob(s) && !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return strings.TrimSuffix(spindle.GlobEscape(string(dir)), "/") + "/*"
 }
 
 // hasGlob reports whether s holds a path.Match metacharacter.

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -553,7 +552,7 @@ func (c *Client) files(ctx context.Context, name spindle.PathName, recursive boo
 		if pat[len(pat)-1] != '/' {
 			pat += "/"
 		}
-		es, err := c.glob(ctx, globEscape(pat)+"*")
+		es, err := c.glob(ctx, spindle.GlobEscape(pat)+"*")
 		if err != nil {
 			return nil, err
 		}
@@ -570,19 +569,6 @@ func (c *Client) files(ctx context.Context, name spindle.PathName, recursive boo
 		}
 	}
 	return out, nil
-}
-
-// globEscape quotes the metacharacters of a name for use in a Glob pattern.
-func globEscape(s string) string {
-	var b bytes.Buffer
-	for _, r := range s {
-		switch r {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // shareOne compares the wraps of one ee file with its readers and, with fix,

@@ -99,21 +99,9 @@ func (s *Server) badName(w http.ResponseWriter, r *http.Request, err error) {
 	s.fail(w, r, p, err)
 }
 
-// globEscape quotes the metacharacters of name for Glob.
-func globEscape(name string) string {
-	var b strings.Builder
-	for _, c := range name {
-		if strings.ContainsRune(`*?[\`, c) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
 // list returns the entries of the directory p, folders first, then by name.
 func (s *Server) list(r *http.Request, p spindle.Parsed) ([]row, error) {
-	pattern := globEscape(string(p.Path()))
+	pattern := spindle.GlobEscape(string(p.Path()))
 	if !strings.HasSuffix(pattern, "/") {
 		pattern += "/"
 	}

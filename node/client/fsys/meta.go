@@ -135,7 +135,7 @@ func (c *meta) list(ctx context.Context, dir spindle.PathName) ([]*spindle.DirEn
 	gen := c.gen(user)
 	c.mu.Unlock()
 	at := time.Now()
-	pattern := globEscape(strings.TrimSuffix(string(dir), "/")) + "/*"
+	pattern := spindle.GlobEscape(strings.TrimSuffix(string(dir), "/")) + "/*"
 	es, err := bounded(ctx, c.fs.timeout, func(ctx context.Context) ([]*spindle.DirEntry, error) {
 		return c.fs.client.Glob(ctx, pattern)
 	})
@@ -238,17 +238,4 @@ func (c *meta) watch(user spindle.UserName, t *tree) {
 		case <-time.After(wait):
 		}
 	}
-}
-
-// globEscape escapes the characters that are special in a glob pattern.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

@@ -444,11 +444,16 @@ func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	return data, nil
 }
 
+// getTries is how many times GetMany fetches a block whose fetch failed
+// for a time (Transient: a timeout) before it gives up on the block.
+const getTries = 3
+
 // GetMany fetches the blocks refs, Config.Parallel at a time, and calls fn
 // with each (never concurrently, in no particular order) until fn returns
 // an error, which GetMany then returns. Providers that send wrong bytes
-// are dropped for the rest of the call. fn must not keep data after it
-// returns unless it copies it.
+// are dropped for the rest of the call; a block whose fetch times out is
+// fetched again, up to getTries times in all. fn must not keep data after
+// it returns unless it copies it.
 func (s *Store) GetMany(ctx context.Context, refs []spindle.Ref, fn func(i int, data []byte) error) error {
 	const op spindle.Op = "replica.GetMany"
 	ctx, cancel := context.WithCancel(ctx)
@@ -472,6 +477,12 @@ func (s *Store) GetMany(ctx context.Context, refs []spindle.Ref, fn func(i int, 
 		wg.Go(func() {
 			for i := range next {
 				data, err := s.get(ctx, refs[i], f)
+				// A fetch that timed out on a slow or lossy link,
+				// or behind a busy holder, is tried again with
+				// time of its own, rather than fail the whole get.
+				for try := 1; err != nil && try < getTries && errors.Is(err, spindle.Transient) && ctx.Err() == nil; try++ {
+					data, err = s.get(ctx, refs[i], f)
+				}
 				if err != nil {
 					fail(spindle.E(op, err))
 					continue

@@ -77,6 +77,7 @@ type env struct {
 	s       *Server
 	history KeyHistoryFunc // Passed to New as Config.KeyHistory.
 	repair  []spindle.UserName
+	keyErr  map[spindle.UserName]error // Key lookups of these users fail so.
 }
 
 func newEnv(t testing.TB, store Store) *env {
@@ -92,6 +93,9 @@ func newEnv(t testing.TB, store Store) *env {
 func (e *env) keys(ctx context.Context, u spindle.UserName) (spindle.PublicKey, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.keyErr[u]; err != nil {
+		return "", err
+	}
 	s, ok := e.signers[u]
 	if !ok {
 		return "", spindle.E(spindle.NotExist, u, "no such user")

@@ -3,9 +3,11 @@ package dirlog
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 
 	"spindle.dev"
 	"spindle.dev/access"
@@ -218,6 +220,72 @@ type replayer struct {
 	busy    map[spindle.UserName]bool
 	bad     map[spindle.UserName]error // Why a log was cut short.
 	keyOK   map[spindle.UserName]spindle.PublicKey
+
+	// waitOnKeys is set by a host opening its own logs: an entry whose
+	// writer's key cannot be learnt, for whatever reason, is not judged,
+	// and its log waits (in waiting) from that entry on. The host
+	// accepted the entry when the key was current, names are never
+	// given up, and every record is framed with a checksum and carries
+	// the key that signed it, so a failed lookup says the key state is
+	// behind (a restarted key-cluster member, an unreachable cluster),
+	// not that the entry is bad. Audit judges such entries invalid.
+	waitOnKeys bool
+	waiting    map[spindle.UserName]error
+	// rlock, if set, is held while the trees of logs served already
+	// (which are consulted, never replayed) are read.
+	rlock sync.Locker
+}
+
+// A waitError is a key lookup that could not be answered while a host
+// replayed its logs (see replayer.waitOnKeys).
+type waitError struct{ err error }
+
+func (w *waitError) Error() string { return w.err.Error() }
+func (w *waitError) Unwrap() error { return w.err }
+
+// waitOf returns the waitError in err's chain, or nil.
+func waitOf(err error) *waitError {
+	var w *waitError
+	if errors.As(err, &w) {
+		return w
+	}
+	return nil
+}
+
+// lookup is r.keys, with a cache, and with the failures a host waits out
+// made waitErrors.
+func (r *replayer) lookup(ctx context.Context, user spindle.UserName) (spindle.PublicKey, error) {
+	k, err := r.cachedKeys(ctx, user)
+	if err != nil && r.waitOnKeys {
+		return "", spindle.E(spindle.Transient, &waitError{fmt.Errorf("the key of %s cannot be learnt yet: %w", user, err)})
+	}
+	return k, err
+}
+
+// lookupHistory returns r.history, with the failures a host waits out
+// made waitErrors; nil if there is none.
+func (r *replayer) lookupHistory() KeyHistoryFunc {
+	if r.history == nil {
+		return nil
+	}
+	return r.waitHistory
+}
+
+func (r *replayer) waitHistory(ctx context.Context, user spindle.UserName) ([]HeldKey, error) {
+	h, err := r.history(ctx, user)
+	if err != nil && r.waitOnKeys {
+		return nil, spindle.E(spindle.Transient, &waitError{fmt.Errorf("the keys %s held cannot be learnt yet: %w", user, err)})
+	}
+	return h, err
+}
+
+// locked runs fn with r.rlock held, if there is one.
+func (r *replayer) locked(fn func()) {
+	if r.rlock != nil {
+		r.rlock.Lock()
+		defer r.rlock.Unlock()
+	}
+	fn()
 }
 
 func newReplayer(keys KeyFunc, history KeyHistoryFunc, recs map[spindle.UserName][]pending) *replayer {
@@ -229,6 +297,7 @@ func newReplayer(keys KeyFunc, history KeyHistoryFunc, recs map[spindle.UserName
 		next:    make(map[spindle.UserName]int),
 		busy:    make(map[spindle.UserName]bool),
 		bad:     make(map[spindle.UserName]error),
+		waiting: make(map[spindle.UserName]error),
 	}
 	for u := range recs {
 		r.trees[u] = newTree(u)
@@ -256,7 +325,7 @@ func (r *replayer) run(ctx context.Context) error {
 // log there; the reason is kept in r.bad.
 func (r *replayer) advance(ctx context.Context, user spindle.UserName, upto int64) error {
 	t := r.trees[user]
-	if t == nil {
+	if t == nil || r.waiting[user] != nil {
 		return nil
 	}
 	r.busy[user] = true
@@ -268,6 +337,16 @@ func (r *replayer) advance(ctx context.Context, user spindle.UserName, upto int6
 		i := r.next[user]
 		p := r.recs[user][i]
 		invalid, fatal := r.validate(ctx, user, t, p)
+		if r.waitOnKeys && waitOf(fatal) != nil {
+			// Wait, unless the record's bytes are not what its
+			// writer signed: that is damage whatever the keys.
+			if p.rec.key == "" || spindle.Verify(p.rec.key, p.e.SignedDigest(), p.e.Sig) != nil {
+				invalid, fatal = spindle.E(spindle.Integrity, p.e.Entry.Name, p.e.Writer, "entry signature does not verify with the key recorded for it"), nil
+			} else {
+				r.waiting[user] = fmt.Errorf("entry %d: %w", t.seq+1, fatal)
+				break
+			}
+		}
 		if fatal != nil {
 			return fatal
 		}
@@ -293,7 +372,7 @@ func (r *replayer) validate(ctx context.Context, user spindle.UserName, t *tree,
 	if e.Seq != t.seq+1 || e.Prev != t.head {
 		return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("entry claims sequence %d after %.12s; the log is at %d, %.12s", e.Seq, e.Prev, t.seq, t.head)), nil
 	}
-	if invalid, fatal = verifySignature(ctx, r.cachedKeys, r.history, e, p.rec.key); invalid != nil || fatal != nil {
+	if invalid, fatal = verifySignature(ctx, r.lookup, r.lookupHistory(), e, p.rec.key); invalid != nil || fatal != nil {
 		return invalid, fatal
 	}
 	deps := make(map[spindle.UserName]int64)
@@ -308,8 +387,13 @@ func (r *replayer) validate(ctx context.Context, user spindle.UserName, t *tree,
 			return nil, err
 		}
 		var have int64
-		if dt := r.trees[d.user]; dt != nil {
-			have = dt.seq
+		r.locked(func() {
+			if dt := r.trees[d.user]; dt != nil {
+				have = dt.seq
+			}
+		})
+		if w := r.waiting[d.user]; w != nil && have < d.seq {
+			return nil, spindle.E(spindle.Transient, &waitError{fmt.Errorf("the decision used %s's log at sequence %d, which waits: %w", d.user, d.seq, w)})
 		}
 		if have < d.seq {
 			return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("the decision used %s's log at sequence %d, but only %d valid entries of it remain", d.user, d.seq, have)), nil
@@ -323,7 +407,13 @@ func (r *replayer) validate(ctx context.Context, user spindle.UserName, t *tree,
 		}
 		return r.trees[u], seq, nil
 	})
-	if err := t.check(e, load); err != nil {
+	var err error
+	if len(deps) > 0 {
+		r.locked(func() { err = t.check(e, load) })
+	} else {
+		err = t.check(e, load)
+	}
+	if err != nil {
 		return err, nil
 	}
 	return nil, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path"
 	"runtime"
 	"slices"
@@ -62,6 +63,8 @@ type Server struct {
 	mu      sync.RWMutex // Guards logs, damaged, every userLog's tree, recent events and changed.
 	logs    map[spindle.UserName]*userLog
 	damaged map[spindle.UserName]*Damage // Logs not served until repaired.
+	waiting map[spindle.UserName]error   // Logs not served until the key state can decide them (see Resume).
+	resumeMu sync.Mutex                  // Held by Resume.
 	damage  []error
 	closed  bool
 	done    chan struct{} // Closed by Close, to end watches.
@@ -121,8 +124,10 @@ func Open(ctx context.Context, dir string, cfg Config) (*Server, error) {
 // (every read and append of that tree fails with kind Damaged, so that a
 // reader never sees an older state and nobody starts a new tree over it),
 // until the operator repairs it. Every damaged or repaired log is logged
-// and reported by [Server.Damage]. New fails, changing nothing, if it
-// cannot read a log or cannot learn a writer's key.
+// and reported by [Server.Damage]. A log whose entries need a key that
+// cannot be learnt yet is neither: it waits, unserved and unchanged,
+// until [Server.Resume] can decide it. New fails, changing nothing, if it
+// cannot read a log.
 func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	const op spindle.Op = "dirlog.New"
 	if cfg.Keys == nil {
@@ -131,11 +136,77 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*userLog), damaged: make(map[spindle.UserName]*Damage), done: make(chan struct{}), maxRecent: maxRecentEvents}
+	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*userLog), damaged: make(map[spindle.UserName]*Damage), waiting: make(map[spindle.UserName]error), done: make(chan struct{}), maxRecent: maxRecentEvents}
 	users, err := store.Users(ctx)
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
+	if err := s.open(ctx, op, users); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Resume replays again the logs that wait because the keys their entries
+// were signed with could not be learnt when the server opened them (see
+// [Server.Waiting]), and serves those that now verify. A log that still
+// cannot be decided goes on waiting; one that turns out damaged is
+// treated as New treats it. Resume returns the users whose logs it
+// settled, served or damaged. A node calls it until nothing waits.
+func (s *Server) Resume(ctx context.Context) ([]spindle.UserName, error) {
+	const op spindle.Op = "dirlog.Resume"
+	s.resumeMu.Lock()
+	defer s.resumeMu.Unlock()
+	s.mu.RLock()
+	users := slices.Collect(maps.Keys(s.waiting))
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return nil, spindle.E(op, spindle.Invalid, "server is closed")
+	}
+	if len(users) == 0 {
+		return nil, nil
+	}
+	if err := s.open(ctx, op, users); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var settled []spindle.UserName
+	for _, u := range users {
+		if s.waiting[u] == nil {
+			settled = append(settled, u)
+		}
+	}
+	return settled, nil
+}
+
+// Damaged returns the logs not served because they are damaged, sorted
+// by user.
+func (s *Server) Damaged() []*Damage {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := slices.Collect(maps.Values(s.damaged))
+	slices.SortFunc(out, func(a, b *Damage) int { return strings.Compare(string(a.User), string(b.User)) })
+	return out
+}
+
+// Waiting returns the users whose logs wait for the key state, and why
+// (see [Server.Resume]).
+func (s *Server) Waiting() map[spindle.UserName]error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.waiting)
+}
+
+// open reads users' logs, re-checks every entry as [Audit] does, and
+// folds them into trees, which it then serves; the logs of other users
+// already served are consulted, as they stood, for the groups that
+// decisions used. A log whose entries need a key that cannot be learnt
+// yet waits in s.waiting. It fails, changing nothing, only if it cannot
+// read a log.
+func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserName) error {
+	cfg := s.cfg
 	opened := make(map[spindle.UserName]Log)
 	closeAll := func() {
 		for _, l := range opened {
@@ -151,17 +222,17 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	}
 	fixed := make(map[spindle.UserName]string)
 	for _, u := range users {
-		l, err := store.Open(ctx, u)
+		l, err := s.store.Open(ctx, u)
 		if err != nil {
 			closeAll()
-			return nil, spindle.E(op, err)
+			return spindle.E(op, err)
 		}
 		opened[u] = l
 		if repair[u] {
 			// Undo a flipped byte first, if the chain pins it.
 			if fixed[u], err = fixLog(ctx, l); err != nil {
 				closeAll()
-				return nil, spindle.E(op, err)
+				return spindle.E(op, err)
 			}
 		}
 		ls := &logScan{}
@@ -172,7 +243,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 		if err != nil {
 			if spindle.KindOf(err) != spindle.Integrity {
 				closeAll()
-				return nil, spindle.E(op, err)
+				return spindle.E(op, err)
 			}
 			tails[u] = err
 		}
@@ -184,12 +255,25 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 		scanned[u] = scans[u].nck + len(ps)
 	}
 	r := newReplayer(cfg.Keys, cfg.KeyHistory, recs)
+	r.waitOnKeys, r.rlock = true, s.mu.RLocker()
+	s.mu.RLock()
+	for u, l := range s.logs {
+		if _, ok := recs[u]; !ok {
+			r.trees[u] = l.t // Served: consulted, never replayed.
+		}
+	}
+	s.mu.RUnlock()
 	cps := make(map[spindle.UserName]*Checkpoint)
 	for u, ls := range scans {
-		t, cp, invalid, fatal := ls.start(ctx, u, cfg.Keys, cfg.KeyHistory)
+		t, cp, invalid, fatal := ls.start(ctx, u, r.lookup, r.lookupHistory())
+		if w := waitOf(fatal); w != nil {
+			r.waiting[u], r.recs[u] = fatal, nil
+			r.trees[u] = newTree(u)
+			continue
+		}
 		if fatal != nil {
 			closeAll()
-			return nil, spindle.E(op, fatal)
+			return spindle.E(op, fatal)
 		}
 		if invalid != nil {
 			r.bad[u], r.recs[u] = invalid, nil
@@ -199,14 +283,26 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	}
 	if err := r.run(ctx); err != nil {
 		closeAll()
-		return nil, spindle.E(op, err)
+		return spindle.E(op, err)
 	}
 	newLog := func(u spindle.UserName) *userLog {
 		l := &userLog{user: u, log: opened[u], t: r.trees[u], changed: make(chan struct{}), cp: cps[u]}
 		l.cpRecs = scans[u].nck
 		return l
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, u := range users {
+		if w := r.waiting[u]; w != nil && r.bad[u] == nil {
+			if s.waiting[u] == nil {
+				cfg.Logger.Warn("dirlog: directory log waits for the key cluster before it is served", "user", string(u), "file", opened[u].Name(), "err", w)
+			}
+			opened[u].Close()
+			delete(opened, u)
+			s.waiting[u] = w
+			continue
+		}
+		delete(s.waiting, u)
 		if fixed[u] != "" {
 			dmg := spindle.E(op, spindle.Damaged, u, fmt.Errorf("directory log %s repaired: %s", opened[u].Name(), fixed[u]))
 			s.damage = append(s.damage, dmg)
@@ -229,7 +325,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 			kept, err := opened[u].Truncate(ctx, keep)
 			if err != nil {
 				closeAll()
-				return nil, spindle.E(op, err)
+				return spindle.E(op, err)
 			}
 			dmg := spindle.E(op, spindle.Integrity, u, fmt.Errorf("torn last record cut after entry %d, kept in %s: %w", r.trees[u].seq, kept, reason))
 			s.damage = append(s.damage, dmg)
@@ -248,14 +344,14 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 		kept, err := opened[u].Truncate(ctx, keep)
 		if err != nil {
 			closeAll()
-			return nil, spindle.E(op, err)
+			return spindle.E(op, err)
 		}
 		d.Repaired, d.Kept = true, kept
 		s.damage = append(s.damage, spindle.E(op, spindle.Damaged, u, d))
 		cfg.Logger.Warn("dirlog: damaged directory log repaired", "user", string(u), "kept", r.trees[u].seq, "aside", kept, "err", d)
 		s.logs[u] = newLog(u)
 	}
-	return s, nil
+	return nil
 }
 
 // A Damage describes a log that did not verify to its end when the
@@ -285,6 +381,13 @@ func (d *Damage) Error() string {
 // user if owner's log is damaged, or nil. Only the owner learns where and
 // how. s.mu is held.
 func (s *Server) damageFor(owner, user spindle.UserName) error {
+	if w := s.waiting[owner]; w != nil {
+		const what = "its directory log is not served yet: this host waits for the key cluster to tell the keys that signed it; try again shortly, or read from another of its dir hosts"
+		if spindle.BaseUser(user) == spindle.BaseUser(owner) {
+			return spindle.E(spindle.Transient, owner, fmt.Errorf("%s (%w)", what, w))
+		}
+		return spindle.E(spindle.Transient, owner, what)
+	}
 	d := s.damaged[owner]
 	if d == nil {
 		return nil

@@ -132,6 +132,10 @@ type Cluster struct {
 	catchUpMu sync.Mutex
 	caughtUp  atomic.Uint64
 
+	// openedAt is the index of the last entry of the Raft log this
+	// member had on disk when it opened (see Restored).
+	openedAt uint64
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -245,6 +249,7 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("start raft: %w", err))
 	}
 	c.raft = r
+	c.openedAt = r.LastIndex()
 	go c.batcher()
 
 	f := r.GetConfiguration()
@@ -364,6 +369,28 @@ func (c *Cluster) WaitLeader(ctx context.Context) (string, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// Restored waits until this member's replica holds every record it held
+// before it last stopped: until it has applied its Raft log as far as it
+// had it on disk. Raft applies no entry past the last snapshot until the
+// member learns from a leader how far the log is committed, so a member
+// restarted in a cluster of several answers lookups from an older state
+// until then; whatever this member's node accepted before it stopped was
+// judged against records that its own log held. An entry on disk that a
+// new leader discards is never applied, so a caller bounds the wait.
+func (c *Cluster) Restored(ctx context.Context) error {
+	const op spindle.Op = "keyraft.Restored"
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for c.raft.AppliedIndex() < c.openedAt {
+		select {
+		case <-ctx.Done():
+			return spindle.E(op, spindle.Transient, fmt.Errorf("the replica has applied the key log to index %d of the %d it held: %w", c.raft.AppliedIndex(), c.openedAt, ctx.Err()))
+		case <-t.C:
+		}
+	}
+	return nil
 }
 
 // Members returns the IDs of the cluster's voters, as this member knows them.

@@ -124,6 +124,10 @@ const DefaultSessionTTL = 12 * time.Hour
 // sign-up and a few changes, too few to register names in bulk.
 const DefaultKeyPutLimit = 10
 
+// restoreWait bounds how long a restarted key-cluster member waits for
+// its replica before it opens the directory logs it hosts.
+const restoreWait = 5 * time.Second
+
 // A Node is a running Spindle peer.
 type Node struct {
 	cfg     Config
@@ -252,6 +256,14 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, spindle.E(op, err)
 		}
 		n.keyState.Store(&keyState{keys: keys, ks: keys})
+		// The logs below replay against the writers' key records: give
+		// a restarted member a moment to apply what its replica held.
+		// Logs whose keys it cannot tell yet wait (see dirlog.Server.Resume).
+		rctx, cancel := context.WithTimeout(ctx, restoreWait)
+		if err := keys.Restored(rctx); err != nil {
+			log.Warn("key replica not restored yet; directory logs that need it wait", "err", err)
+		}
+		cancel()
 	}
 
 	// The directory logs.
@@ -272,6 +284,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.bg.Go(n.publishLoop)
 	n.bg.Go(n.lookupLoop)
+	n.bg.Go(n.resumeLoop)
 	// Each damaged or repaired log was reported by dirlog as it opened.
 	if n.closeBS != nil {
 		if s, ok := n.store.(*disk.Store); ok {
@@ -319,6 +332,34 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	log.Info("node ready", "peer", n.host.ID(), "addrs", n.Addrs(), "socket", n.SocketAddr())
 	return n, nil
 }
+
+// resumeLoop serves the directory logs that wait for the key cluster
+// (see dirlog.Server.Resume) as soon as their keys can be learnt: it
+// tries again every resumeEvery while any waits, until the node closes.
+func (n *Node) resumeLoop() {
+	t := time.NewTicker(resumeEvery)
+	defer t.Stop()
+	for len(n.dir.Waiting()) > 0 {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
+		settled, err := n.dir.Resume(ctx)
+		cancel()
+		if err != nil {
+			n.log.Warn("directory logs waiting for the key cluster could not be read again", "err", err)
+		}
+		for _, u := range settled {
+			n.log.Info("directory log served, now that the key cluster tells its keys", "user", u)
+		}
+	}
+}
+
+// resumeEvery is how often a node tries again to serve the directory
+// logs that wait for the key cluster.
+const resumeEvery = time.Second
 
 // privateHome makes the node's home, mode 0700, or tightens an existing
 // one whose mode lets other users in: it holds the node's private key,

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"slices"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -76,6 +78,13 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 			st.CollectPaused = &t
 		}
 	}
+	for u, why := range n.dir.Waiting() {
+		st.LogsWaiting = append(st.LogsWaiting, fmt.Sprintf("%s: %s", u, oneLine(why.Error())))
+	}
+	for _, d := range n.dir.Damaged() {
+		st.LogsDamaged = append(st.LogsDamaged, oneLine(d.Error()))
+	}
+	slices.Sort(st.LogsWaiting)
 	u, ok := n.store.(usageStore)
 	if !ok {
 		return nil, spindle.E(spindle.Internal, "the block store does not count what it holds")

@@ -27,6 +27,7 @@ type clusterNode struct {
 	args []string // Of spin node, after -listen.
 	addr string   // Its network address, kept across restarts.
 	cmd  *exec.Cmd
+	log  string // The file its output of the latest start goes to.
 }
 
 func (n *clusterNode) home() string { return filepath.Join(n.op.home, "spin", "node") }
@@ -50,7 +51,7 @@ func (n *clusterNode) start(t testing.TB) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	n.cmd = cmd
+	n.cmd, n.log = cmd, logf.Name()
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	deadline := time.Now().Add(2 * time.Minute)
 	for {

@@ -178,6 +178,12 @@ func printStatus(w io.Writer, s *wire.Status, now time.Time) {
 	if s.LeasesRenewed != nil {
 		line("leases renewed", "%d in the last round", *s.LeasesRenewed)
 	}
+	for _, w := range s.LogsWaiting {
+		line("log waiting", "%s", w)
+	}
+	for _, d := range s.LogsDamaged {
+		line("log damaged", "%s", d)
+	}
 }
 
 // exists reports whether a file of any type is at name.

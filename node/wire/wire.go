@@ -231,6 +231,11 @@ type Status struct {
 	Unleased      *int64        `cbor:"33,keyasint,omitempty"` // Blocks held without a lease, within the grace, at the last pass.
 	LeasesRenewed *int64        `cbor:"34,keyasint,omitempty"` // Leases this node renewed, as a dir host, in its last round.
 	CollectPaused *spindle.Time `cbor:"35,keyasint,omitempty"` // Collection is paused until then.
+
+	// Directory logs this node hosts that it does not serve, each as
+	// "user: why".
+	LogsWaiting []string `cbor:"50,keyasint,omitempty"` // Waiting for the key cluster to tell their keys.
+	LogsDamaged []string `cbor:"51,keyasint,omitempty"` // Damaged: not served until the operator repairs them.
 }
 
 // An AuthMsg proves that the client's peer acts for User: the user signs the

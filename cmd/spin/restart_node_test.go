@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Members of a three-member key cluster that also host their operators'
+// trees are stopped and started again: each in turn with SIGTERM, each in
+// turn with SIGKILL, then all three at once. After every restart each
+// tree is served whole, through its own node and through the others, and
+// no node reports a log as damaged: a log whose writers' keys the
+// restarted member's replica cannot tell yet waits for the cluster, it is
+// not damaged.
+func TestMemberRestartServesTrees(t *testing.T) {
+	nodes, opA := keyCluster(t)
+	ops := []*spinUser{opA, nodes[1].op, nodes[2].op}
+	for i, op := range ops[1:] {
+		// Anew, now that their nodes are members: keyCluster made their
+		// configurations through nodes that were not members yet.
+		op.run("init", "-force", "-node", nodes[i+1].addr, fmt.Sprintf("op%c@example.com", 'b'+i))
+		op.run("signup")
+	}
+	for i, op := range ops {
+		put := op.command("put", "-", "@/notes.txt")
+		put.Stdin = strings.NewReader(fmt.Sprintf("notes of operator %d\n", i))
+		if out, err := put.CombinedOutput(); err != nil {
+			t.Fatalf("operator %d: spin put: %v\n%s", i, err, out)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		for i, op := range ops {
+			want := fmt.Sprintf("notes of operator %d\n", i)
+			deadline := time.Now().Add(90 * time.Second)
+			for {
+				out, err := op.command("get", "@/notes.txt").CombinedOutput()
+				if err == nil && string(out) == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: operator %d's file through its node 90s on: %v\n%s", when, i, err, out)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		for _, n := range nodes {
+			b, err := os.ReadFile(n.log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), "damaged") {
+				t.Fatalf("%s: node %s reports damage:\n%s", when, n.home(), b)
+			}
+		}
+	}
+	check("before any restart")
+	stop := func(n *clusterNode, sig syscall.Signal) {
+		n.cmd.Process.Signal(sig)
+		n.cmd.Wait()
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		for i, n := range nodes {
+			stop(n, sig)
+			n.start(t)
+			check(fmt.Sprintf("member %d restarted after %v", i, sig))
+		}
+	}
+	for _, n := range nodes {
+		stop(n, syscall.SIGKILL)
+	}
+	for _, n := range nodes {
+		n.start(t)
+	}
+	check("all three members killed and restarted at once")
+}

@@ -277,6 +277,7 @@ func (s *Server) StartFrom(ctx context.Context, cp *Checkpoint) error {
 		return spindle.E(op, owner, err)
 	}
 	s.install(l, cp, t, len(recs))
+	s.mark(ctx, owner, Mark{Seq: cp.Seq, Hash: cp.Hash})
 	return nil
 }
 

@@ -144,7 +144,91 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	if err := s.open(ctx, op, users); err != nil {
 		return nil, err
 	}
+	if err := s.checkMarks(ctx, op, users); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// checkMarks compares the logs opened with how far the host marked them
+// stored (see [Marker]): a log that is missing, shorter, or holds another
+// entry at the marked place lost what the host acknowledged, and is
+// damaged, not served as an older state or a new tree. Repair accepts
+// such a log as it is, saying what was lost, and marks it anew.
+func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.UserName) error {
+	mk, ok := s.store.(Marker)
+	if !ok {
+		return nil
+	}
+	marks, err := mk.Marks(ctx)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	repair := make(map[spindle.UserName]bool)
+	for _, u := range s.cfg.Repair {
+		repair[u] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for u, l := range s.logs {
+		if m, ok := marks[u]; !ok || m.Seq < l.t.seq {
+			s.markLocked(ctx, mk, u, l) // Kept by a host without marks, or one that failed to write them.
+		}
+	}
+	for u, m := range marks {
+		if s.damaged[u] != nil || s.waiting[u] != nil {
+			continue // Reported already, or to be decided.
+		}
+		var reason error
+		var seq int64
+		l := s.logs[u]
+		switch {
+		case l == nil && slices.Contains(users, u):
+			continue // An empty log: decided by the entries it lacks below.
+		case l == nil:
+			reason = fmt.Errorf("the log file is missing, though this host stored entries 1 to %d of it", m.Seq)
+		case l.t.seq < m.Seq:
+			seq = l.t.seq
+			reason = fmt.Errorf("the log ends at entry %d, though this host stored entries up to %d", l.t.seq, m.Seq)
+		case l.t.seq == m.Seq && l.t.head != m.Hash:
+			seq = l.t.seq
+			reason = fmt.Errorf("entry %d of the log is not the one this host stored", m.Seq)
+		default:
+			continue
+		}
+		if repair[u] {
+			if err := mk.Unmark(ctx, u); err != nil {
+				return spindle.E(op, err)
+			}
+			if l != nil {
+				s.markLocked(ctx, mk, u, l)
+			}
+			dmg := spindle.E(op, spindle.Damaged, u, fmt.Errorf("%w; repaired by accepting the log as it is, at entry %d: clients that saw a later head will report a rollback until its owner writes again", reason, seq))
+			s.damage = append(s.damage, dmg)
+			s.cfg.Logger.Warn("dirlog: directory log that lost entries accepted as it is", "user", string(u), "err", dmg)
+			continue
+		}
+		file := "the log of " + string(u)
+		if l != nil && l.log != nil {
+			file = l.log.Name()
+			l.log.Close()
+		}
+		delete(s.logs, u)
+		d := &Damage{User: u, Entry: seq + 1, File: file, Reason: reason}
+		s.damaged[u] = d
+		s.damage = append(s.damage, spindle.E(op, spindle.Damaged, u, d))
+		s.cfg.Logger.Error("dirlog: directory log lost entries this host stored; not served until repaired", "user", string(u), "err", d)
+	}
+	return nil
+}
+
+// markLocked marks l as stored to its end.
+func (s *Server) markLocked(ctx context.Context, mk Marker, u spindle.UserName, l *userLog) {
+	if l.t.seq > 0 {
+		if err := mk.Mark(ctx, u, Mark{Seq: l.t.seq, Hash: l.t.head}); err != nil {
+			s.cfg.Logger.Error("dirlog: cannot record how far a directory log is stored", "user", string(u), "err", err)
+		}
+	}
 }
 
 // Resume replays again the logs that wait because the keys their entries
@@ -350,6 +434,13 @@ func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserNa
 		s.damage = append(s.damage, spindle.E(op, spindle.Damaged, u, d))
 		cfg.Logger.Warn("dirlog: damaged directory log repaired", "user", string(u), "kept", r.trees[u].seq, "aside", kept, "err", d)
 		s.logs[u] = newLog(u)
+		if mk, ok := s.store.(Marker); ok {
+			// The operator accepted the cut: check from here on.
+			if err := mk.Unmark(ctx, u); err != nil {
+				return spindle.E(op, err)
+			}
+			s.markLocked(ctx, mk, u, s.logs[u])
+		}
 	}
 	return nil
 }
@@ -399,6 +490,17 @@ func (s *Server) damageFor(owner, user spindle.UserName) error {
 	return spindle.E(spindle.Damaged, owner, fmt.Sprintf("its directory log is damaged at entry %d and not served until the node's operator repairs it", d.Entry))
 }
 
+// mark records, if the store keeps marks, that user's log is stored up
+// to m. The log is durable already: a mark that cannot be written only
+// weakens the check of the next start, so it is reported, not failed.
+func (s *Server) mark(ctx context.Context, user spindle.UserName, m Mark) {
+	if mk, ok := s.store.(Marker); ok {
+		if err := mk.Mark(ctx, user, m); err != nil {
+			s.cfg.Logger.Error("dirlog: cannot record how far a directory log is stored; a later loss of its end may go unnoticed", "user", string(user), "seq", m.Seq, "err", err)
+		}
+	}
+}
+
 // Damage returns the damage found and cut when the server opened, one
 // error of kind Integrity per damaged log.
 func (s *Server) Damage() []error {
@@ -432,6 +534,9 @@ func (s *Server) Close() error {
 			l.log = nil
 		}
 		l.appendMu.Unlock()
+	}
+	if c, ok := s.store.(interface{ closeMarks() }); ok {
+		c.closeMarks()
 	}
 	return first
 }
@@ -714,6 +819,8 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *userLog, items []
 	if err := l.log.Append(ctx, recs...); err != nil {
 		return nil, spindle.E(op, first.p.Path(), first.e.Writer, err)
 	}
+	last := items[len(items)-1].e
+	s.mark(ctx, l.user, Mark{Seq: last.Seq, Hash: last.Hash()})
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

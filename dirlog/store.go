@@ -193,8 +193,9 @@ func DiskStoreFS(fsys spindle.FS, dir string) (Store, error) {
 }
 
 type diskStore struct {
-	fs  spindle.FS
-	dir string
+	fs    spindle.FS
+	dir   string
+	marks marks
 }
 
 var _ Store = (*diskStore)(nil)
@@ -470,8 +471,9 @@ func (l *diskLog) Close() error {
 // read and damage the bytes of a log with [MemStore.Bytes] and
 // [MemStore.SetBytes].
 type MemStore struct {
-	mu   sync.Mutex
-	logs map[spindle.UserName]*memData
+	mu    sync.Mutex
+	logs  map[spindle.UserName]*memData
+	marks map[spindle.UserName]Mark
 }
 
 type memData struct {

@@ -47,7 +47,7 @@ type marks struct {
 	mu   sync.Mutex
 	read bool
 	m    map[spindle.UserName]Mark
-	recs int           // Records in the file.
+	recs int            // Records in the file.
 	f    spindle.FSFile // Open for appending, once read.
 }
 
@@ -240,4 +240,3 @@ func (s *MemStore) Delete(user spindle.UserName) {
 	defer s.mu.Unlock()
 	delete(s.logs, user)
 }
-

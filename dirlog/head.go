@@ -109,7 +109,9 @@ func CheckHead(seen, got *Head) error {
 	}
 	switch {
 	case got.Seq < seen.Seq:
-		return spindle.E(op, spindle.Integrity, got.User, fmt.Sprintf("rollback: %s offers the log at sequence %d (%s), already saw %d (%s) from %s", from(got), got.Seq, got.Hash, seen.Seq, seen.Hash, from(seen)))
+		return spindle.E(op, spindle.Integrity, got.User, fmt.Sprintf("rollback: %s offers the log at sequence %d (%s), already saw %d (%s) from %s; "+
+			"the host serves an older state of the tree: it lost entries (a damaged, repaired or restored log) or hides them. Read through another dir host of %s; "+
+			"its operator sees in spin node status whether that host found the log damaged", from(got), got.Seq, got.Hash, seen.Seq, seen.Hash, from(seen), got.User))
 	case got.Seq == seen.Seq && got.Hash != seen.Hash:
 		return spindle.E(op, spindle.Integrity, got.User, fmt.Sprintf("fork at sequence %d: %s from %s, %s from %s", got.Seq, got.Hash, from(got), seen.Hash, from(seen)))
 	case got.Seq == seen.Seq && !got.Root.IsZero() && !seen.Root.IsZero() && got.Root != seen.Root:

@@ -226,7 +226,7 @@ func (s *Server) StartFrom(ctx context.Context, cp *Checkpoint) error {
 	if invalid != nil {
 		return spindle.E(op, spindle.Integrity, owner, fmt.Errorf("checkpoint at sequence %d: %w", cp.Seq, invalid))
 	}
-	l, err := s.lockLog(owner)
+	l, err := s.lockLog(ctx, owner)
 	if err != nil {
 		return spindle.E(op, err)
 	}

@@ -64,6 +64,7 @@ type Server struct {
 	logs     map[spindle.UserName]*userLog
 	damaged  map[spindle.UserName]*Damage // Logs not served until repaired.
 	waiting  map[spindle.UserName]error   // Logs not served until the key state can decide them (see Resume).
+	refilling map[spindle.UserName]*Damage // Logs being refilled from another dir host (see BeginRefill).
 	resumeMu sync.Mutex                   // Held by Resume.
 	damage   []error
 	closed   bool
@@ -136,7 +137,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*userLog), damaged: make(map[spindle.UserName]*Damage), waiting: make(map[spindle.UserName]error), done: make(chan struct{}), maxRecent: maxRecentEvents}
+	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*userLog), damaged: make(map[spindle.UserName]*Damage), waiting: make(map[spindle.UserName]error), refilling: make(map[spindle.UserName]*Damage), done: make(chan struct{}), maxRecent: maxRecentEvents}
 	users, err := store.Users(ctx)
 	if err != nil {
 		return nil, spindle.E(op, err)
@@ -214,7 +215,7 @@ func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.
 			l.log.Close()
 		}
 		delete(s.logs, u)
-		d := &Damage{User: u, Entry: seq + 1, File: file, Reason: reason}
+		d := &Damage{User: u, Entry: seq + 1, File: file, Reason: reason, keep: -1}
 		s.damaged[u] = d
 		s.damage = append(s.damage, spindle.E(op, spindle.Damaged, u, d))
 		s.cfg.Logger.Error("dirlog: directory log lost entries this host stored; not served until repaired", "user", string(u), "err", d)
@@ -401,7 +402,7 @@ func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserNa
 			s.logs[u] = newLog(u)
 			continue
 		}
-		d := &Damage{User: u, Entry: r.trees[u].seq + 1, Readable: scanned[u], File: opened[u].Name(), Reason: reason}
+		d := &Damage{User: u, Entry: r.trees[u].seq + 1, Readable: scanned[u], File: opened[u].Name(), Reason: reason, keep: keep}
 		var te *TailError
 		if r.bad[u] == nil && errors.As(reason, &te) && te.Torn {
 			// A crash during an append: the record was never
@@ -455,6 +456,7 @@ type Damage struct {
 	Reason   error  // Why entry Entry does not verify.
 	Repaired bool   // The log was cut to its Entry-1 entries that verify.
 	Kept     string // Where a repair moved the bytes from entry Entry on.
+	keep     int    // Records of the log that verify, or -1 for all of them.
 }
 
 func (d *Damage) Error() string {
@@ -472,6 +474,9 @@ func (d *Damage) Error() string {
 // user if owner's log is damaged, or nil. Only the owner learns where and
 // how. s.mu is held.
 func (s *Server) damageFor(owner, user spindle.UserName) error {
+	if s.refilling[owner] != nil {
+		return spindle.E(spindle.Transient, owner, "its directory log is being refilled from another of its dir hosts after damage; try again shortly, or read from another of its dir hosts")
+	}
 	if w := s.waiting[owner]; w != nil {
 		const what = "its directory log is not served yet: this host waits for the key cluster to tell the keys that signed it; try again shortly, or read from another of its dir hosts"
 		if spindle.BaseUser(user) == spindle.BaseUser(owner) {
@@ -488,6 +493,107 @@ func (s *Server) damageFor(owner, user spindle.UserName) error {
 	}
 	// Heads, and so sequence numbers, are public: the entry may be told.
 	return spindle.E(spindle.Damaged, owner, fmt.Sprintf("its directory log is damaged at entry %d and not served until the node's operator repairs it", d.Entry))
+}
+
+// gate is damageFor, but lets the refill of owner's log through (see
+// [RefillContext]). s.mu is held.
+func (s *Server) gate(ctx context.Context, owner, user spindle.UserName) error {
+	if s.refilling[owner] != nil && refillOf(ctx) == owner {
+		return nil
+	}
+	return s.damageFor(owner, user)
+}
+
+type refillKey struct{}
+
+// RefillContext returns a context under which AppendBatch, StartFrom and
+// Head act on owner's log while it is being refilled (see
+// [Server.BeginRefill]), when they refuse everyone else.
+func RefillContext(ctx context.Context, owner spindle.UserName) context.Context {
+	return context.WithValue(ctx, refillKey{}, owner)
+}
+
+func refillOf(ctx context.Context) spindle.UserName {
+	u, _ := ctx.Value(refillKey{}).(spindle.UserName)
+	return u
+}
+
+// BeginRefill starts to refill user's damaged log from another dir host:
+// it keeps the entries that verify (moving the rest aside, as a repair
+// does) and serves them to nobody but the refill, which appends what
+// the other host has under [RefillContext] until [Server.EndRefill]. It
+// returns the head the refill continues from.
+func (s *Server) BeginRefill(ctx context.Context, user spindle.UserName) (*Head, error) {
+	const op spindle.Op = "dirlog.BeginRefill"
+	s.resumeMu.Lock()
+	defer s.resumeMu.Unlock()
+	s.mu.Lock()
+	d := s.damaged[user]
+	if d == nil {
+		s.mu.Unlock()
+		return nil, spindle.E(op, spindle.Invalid, user, "the log is not damaged here")
+	}
+	delete(s.damaged, user)
+	s.refilling[user] = d
+	s.mu.Unlock()
+	fail := func(err error) (*Head, error) {
+		s.mu.Lock()
+		delete(s.refilling, user)
+		if s.logs[user] == nil && s.damaged[user] == nil {
+			s.damaged[user] = d
+		}
+		s.mu.Unlock()
+		return nil, spindle.E(op, user, err)
+	}
+	if d.keep >= 0 {
+		lg, err := s.store.Open(ctx, user)
+		if err != nil {
+			return fail(err)
+		}
+		lg.Scan(ctx, func([]byte) error { return nil }) // Truncate needs a Scan first; the damage is known.
+		kept, err := lg.Truncate(ctx, d.keep)
+		lg.Close()
+		if err != nil {
+			return fail(err)
+		}
+		if kept != "" {
+			s.cfg.Logger.Warn("dirlog: damaged directory log cut to the entries that verify, to be refilled from another dir host", "user", string(user), "kept", d.Entry-1, "aside", kept)
+		}
+	}
+	if mk, ok := s.store.(Marker); ok {
+		if err := mk.Unmark(ctx, user); err != nil {
+			return fail(err)
+		}
+	}
+	if err := s.open(ctx, op, []spindle.UserName{user}); err != nil {
+		return fail(err)
+	}
+	s.mu.Lock()
+	l := s.logs[user]
+	if l == nil {
+		s.mu.Unlock()
+		return fail(errors.New("what was kept of the log does not verify"))
+	}
+	if mk, ok := s.store.(Marker); ok {
+		s.markLocked(ctx, mk, user, l)
+	}
+	s.mu.Unlock()
+	return s.Head(RefillContext(ctx, user), user)
+}
+
+// EndRefill serves user's log again, as far as the refill brought it.
+func (s *Server) EndRefill(user spindle.UserName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.refilling, user)
+}
+
+// Refilling returns the users whose logs are being refilled, each with
+// the damage that started it.
+func (s *Server) Refilling() map[spindle.UserName]*Damage {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.refilling)
 }
 
 // mark records, if the store keeps marks, that user's log is stored up
@@ -543,14 +649,14 @@ func (s *Server) Close() error {
 
 // lockLog returns user's log with its appendMu held, making an empty one if
 // needed.
-func (s *Server) lockLog(user spindle.UserName) (*userLog, error) {
+func (s *Server) lockLog(ctx context.Context, user spindle.UserName) (*userLog, error) {
 	for {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			return nil, spindle.E(spindle.Invalid, "server is closed")
 		}
-		if err := s.damageFor(user, user); err != nil {
+		if err := s.gate(ctx, user, user); err != nil {
 			s.mu.Unlock()
 			return nil, err
 		}
@@ -692,7 +798,7 @@ func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*Entry) ([
 		return nil, stop
 	}
 	owner := items[0].p.User()
-	l, err := s.lockLog(owner)
+	l, err := s.lockLog(ctx, owner)
 	if err != nil {
 		return nil, spindle.E(op, items[0].p.Path(), items[0].e.Writer, err)
 	}
@@ -1374,7 +1480,7 @@ func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*Head, error
 		return nil, spindle.E(op, err)
 	}
 	s.mu.RLock()
-	if err := s.damageFor(owner, ""); err != nil {
+	if err := s.gate(ctx, owner, ""); err != nil {
 		s.mu.RUnlock()
 		return nil, spindle.E(op, err)
 	}

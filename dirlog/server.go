@@ -60,15 +60,15 @@ type Server struct {
 	store Store
 	cfg   Config
 
-	mu       sync.RWMutex // Guards logs, damaged, every userLog's tree, recent events and changed.
-	logs     map[spindle.UserName]*userLog
-	damaged  map[spindle.UserName]*Damage // Logs not served until repaired.
-	waiting  map[spindle.UserName]error   // Logs not served until the key state can decide them (see Resume).
+	mu        sync.RWMutex // Guards logs, damaged, every userLog's tree, recent events and changed.
+	logs      map[spindle.UserName]*userLog
+	damaged   map[spindle.UserName]*Damage // Logs not served until repaired.
+	waiting   map[spindle.UserName]error   // Logs not served until the key state can decide them (see Resume).
 	refilling map[spindle.UserName]*Damage // Logs being refilled from another dir host (see BeginRefill).
-	resumeMu sync.Mutex                   // Held by Resume.
-	damage   []error
-	closed   bool
-	done     chan struct{} // Closed by Close, to end watches.
+	resumeMu  sync.Mutex                   // Held by Resume.
+	damage    []error
+	closed    bool
+	done      chan struct{} // Closed by Close, to end watches.
 
 	maxRecent int // Events kept in memory per log for watchers.
 }

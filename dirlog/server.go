@@ -46,6 +46,12 @@ type Config struct {
 	// that does not to the end aside, beside the log (see [Damage]). The
 	// logs of other damaged users are left as they are and not served.
 	Repair []spindle.UserName
+	// Fix names users whose logs New mends only where nothing is lost:
+	// a flipped byte that the next entry's hash pins is restored (the
+	// log as it was kept aside), and a log damaged otherwise stays
+	// damaged, for its host to refill from another dir host (see
+	// [Server.BeginRefill]).
+	Fix []spindle.UserName
 	// CompactAfter, if positive, compacts a log (see [Server.Compact])
 	// once it holds more than CompactAfter entries after its checkpoint
 	// (or its start).
@@ -177,8 +183,12 @@ func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.
 		}
 	}
 	for u, m := range marks {
-		if s.damaged[u] != nil || s.waiting[u] != nil {
-			continue // Reported already, or to be decided.
+		if d := s.damaged[u]; d != nil {
+			d.Stored = m.Seq
+			continue // Reported already.
+		}
+		if s.waiting[u] != nil {
+			continue // To be decided.
 		}
 		var reason error
 		var seq int64
@@ -209,16 +219,16 @@ func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.
 			s.cfg.Logger.Warn("dirlog: directory log that lost entries accepted as it is", "user", string(u), "err", dmg)
 			continue
 		}
-		file := "the log of " + string(u)
+		file := "of " + string(u) + " (missing)"
 		if l != nil && l.log != nil {
 			file = l.log.Name()
 			l.log.Close()
 		}
 		delete(s.logs, u)
-		d := &Damage{User: u, Entry: seq + 1, File: file, Reason: reason, keep: -1}
+		d := &Damage{User: u, Entry: seq + 1, File: file, Reason: reason, Stored: m.Seq, keep: -1}
 		s.damaged[u] = d
 		s.damage = append(s.damage, spindle.E(op, spindle.Damaged, u, d))
-		s.cfg.Logger.Error("dirlog: directory log lost entries this host stored; not served until repaired", "user", string(u), "err", d)
+		s.cfg.Logger.Error("dirlog: directory log lost entries this host stored; not served until refilled from another dir host or repaired", "user", string(u), "err", d)
 	}
 	return nil
 }
@@ -305,6 +315,10 @@ func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserNa
 	for _, u := range cfg.Repair {
 		repair[u] = true
 	}
+	fix := make(map[spindle.UserName]bool)
+	for _, u := range cfg.Fix {
+		fix[u] = true
+	}
 	fixed := make(map[spindle.UserName]string)
 	for _, u := range users {
 		l, err := s.store.Open(ctx, u)
@@ -313,7 +327,7 @@ func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserNa
 			return spindle.E(op, err)
 		}
 		opened[u] = l
-		if repair[u] {
+		if repair[u] || fix[u] {
 			// Undo a flipped byte first, if the chain pins it.
 			if fixed[u], err = fixLog(ctx, l); err != nil {
 				closeAll()
@@ -423,7 +437,7 @@ func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserNa
 			delete(opened, u)
 			s.damaged[u] = d
 			s.damage = append(s.damage, spindle.E(op, spindle.Damaged, u, d))
-			cfg.Logger.Error("dirlog: directory log damaged; not served until repaired", "user", string(u), "entry", d.Entry, "err", d)
+			cfg.Logger.Error("dirlog: directory log damaged; not served until refilled from another dir host or repaired", "user", string(u), "entry", d.Entry, "err", d)
 			continue
 		}
 		kept, err := opened[u].Truncate(ctx, keep)
@@ -456,6 +470,7 @@ type Damage struct {
 	Reason   error  // Why entry Entry does not verify.
 	Repaired bool   // The log was cut to its Entry-1 entries that verify.
 	Kept     string // Where a repair moved the bytes from entry Entry on.
+	Stored   int64  // How far the host had stored the log (its mark), if it knows; else 0.
 	keep     int    // Records of the log that verify, or -1 for all of them.
 }
 
@@ -467,7 +482,7 @@ func (d *Damage) Error() string {
 		}
 		return fmt.Sprintf("directory log %s repaired: kept entries 1 to %d, which verify; %s (%v)", d.File, d.Entry-1, aside, d.Reason)
 	}
-	return fmt.Sprintf("directory log %s is damaged at entry %d (%d records readable): %v; entries 1 to %d verify; the tree is not served until the operator runs: spin node -repair %s", d.File, d.Entry, d.Readable, d.Reason, d.Entry-1, d.User)
+	return fmt.Sprintf("directory log %s is damaged at entry %d (%d records readable): %v; entries 1 to %d verify; the tree is not served until it is refilled from another of its dir hosts, or the operator runs: spin node -repair %s", d.File, d.Entry, d.Readable, d.Reason, d.Entry-1, d.User)
 }
 
 // damageFor returns the error for a read or an append of owner's tree by

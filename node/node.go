@@ -65,8 +65,12 @@ type Config struct {
 	// NoSocket turns the Unix socket in Home off.
 	NoSocket bool
 	// Repair names users whose damaged directory logs the node repairs as
-	// it starts (see dirlog.Config.Repair); the logs of other damaged
-	// users are not served until then.
+	// it starts: a flipped byte the log's chain pins is restored, and
+	// otherwise the entries that verify are kept and the rest taken from
+	// another dir host of the user, or, if none has them, accepted as
+	// lost (see refill.go). A damaged log of another user is refilled
+	// from another dir host when one has it, and otherwise not served
+	// until its operator repairs it.
 	Repair []spindle.UserName
 	// CompactAfter, if positive, compacts a directory log into a signed
 	// checkpoint once more than CompactAfter entries follow its last one
@@ -123,6 +127,9 @@ const DefaultSessionTTL = 12 * time.Hour
 // DefaultKeyPutLimit is the default Config.KeyPutLimit: enough for a
 // sign-up and a few changes, too few to register names in bulk.
 const DefaultKeyPutLimit = 10
+
+// repairWait bounds the repair of one log as the node starts.
+const repairWait = 30 * time.Second
 
 // restoreWait bounds how long a restarted key-cluster member waits for
 // its replica before it opens the directory logs it hosts.
@@ -273,7 +280,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	dcfg := dirlog.Config{Keys: n.userKey, KeyHistory: n.keyHistory, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Repair: cfg.Repair, CompactAfter: cfg.CompactAfter}
+	dcfg := dirlog.Config{Keys: n.userKey, KeyHistory: n.keyHistory, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter}
 	if cfg.Home == "" {
 		n.dir, err = dirlog.New(ctx, new(dirlog.MemStore), dcfg)
 	} else {
@@ -318,6 +325,16 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	blockSrv, blockCfg := n.replica.Server(n.canStore, func(p peer.ID) bool { return n.session(p) != "" })
 
 	n.startMirrors()
+	// The logs the operator asked to repair first, before clients come:
+	// from another dir host, or by accepting what verifies.
+	for _, u := range cfg.Repair {
+		rctx, cancel := context.WithTimeout(ctx, repairWait)
+		if slices.ContainsFunc(n.dir.Damaged(), func(d *dirlog.Damage) bool { return d.User == u }) {
+			n.refill(rctx, u, true)
+		}
+		cancel()
+	}
+	n.bg.Go(n.refillLoop)
 
 	// Serve.
 	for _, h := range n.hosts() {

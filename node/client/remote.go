@@ -150,7 +150,7 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 	var errs []error
 	for _, to := range hosts {
 		resp, err := r.callTo(ctx, req, to)
-		if err == nil || spindle.KindOf(err) != spindle.IO || ctx.Err() != nil {
+		if err == nil || !unavailable(err) || ctx.Err() != nil {
 			return resp, err
 		}
 		errs = append(errs, err)
@@ -159,6 +159,18 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 		return nil, errs[0]
 	}
 	return nil, spindle.E(spindle.PathName(owner+"/"), spindle.IO, fmt.Errorf("none of the %d dir hosts of %s answered: %w", len(hosts), owner, errors.Join(errs...)))
+}
+
+// unavailable reports whether err says a dir host cannot serve a tree
+// now, so that a read goes to the next one: it cannot be reached, its log
+// is damaged, or it waits for the key cluster or a refill. Any other
+// answer (a denial, a proof that fails) stands.
+func unavailable(err error) bool {
+	switch spindle.KindOf(err) {
+	case spindle.IO, spindle.Damaged, spindle.Transient:
+		return true
+	}
+	return false
 }
 
 // callSequencer sends a write to seq, the first dir host of owner's

@@ -2,6 +2,7 @@ package disk
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -28,7 +29,13 @@ import (
 //
 // A segment is a sequence of records:
 //
-//	magic "spS1" (4) | digest (32) | length (4, big-endian) | CRC-32C of the data (4) | data
+//	magic "spS2" (4) | digest (32) | length (4, big-endian) | CRC-32C of the data (4) | CRC-32C of the header before it (4) | data
+//
+// The header's own check catches a damaged digest or length even where
+// only headers are read (every segment but the last, as the store opens):
+// a record whose header is damaged but whose data is sound is indexed
+// under the digest of its data, and reported. Records of the first form,
+// "spS1", have no header check and are read as they are.
 //
 // A record with length tombstone deletes the block named by its digest.
 // The last segment is checked record by record when the store opens and
@@ -40,19 +47,24 @@ import (
 var segmentMax int64 = 256 << 20
 
 const (
-	smallMax     = 64 << 10
-	recordHeader = 4 + 32 + 4 + 4
-	tombstone    = 0xFFFFFFFF
-	smallDir     = "small"
+	smallMax      = 64 << 10
+	recordHeader1 = 4 + 32 + 4 + 4    // spS1
+	recordHeader  = recordHeader1 + 4 // spS2
+	tombstone     = 0xFFFFFFFF
+	smallDir      = "small"
 )
 
-var recordMagic = [4]byte{'s', 'p', 'S', '1'}
+var (
+	recordMagic1 = [4]byte{'s', 'p', 'S', '1'}
+	recordMagic  = [4]byte{'s', 'p', 'S', '2'}
+)
 
 // A loc is where a small block is stored.
 type loc struct {
 	seg int   // Segment number.
 	off int64 // Offset of the block's data.
 	n   int   // Length of the data.
+	hdr int   // Length of the record's header, before off.
 }
 
 // smallStore is the part of a Store that holds small blocks.
@@ -159,34 +171,54 @@ func (s *smallStore) scan(n int, f spindle.FSFile, last bool) (int64, error) {
 	end := fi.Size()
 	var hdr [recordHeader]byte
 	var data []byte
+	readData := func(length uint32, at int64) error {
+		if cap(data) < int(length) {
+			data = make([]byte, smallMax)
+		}
+		data = data[:length]
+		_, err := f.ReadAt(data, at)
+		return err
+	}
 	off := int64(0)
 	for off < end {
-		if _, err := f.ReadAt(hdr[:], off); err != nil {
-			break // Torn header.
-		}
-		d, length, crc, ok := parseHeader(hdr[:])
+		nh, _ := f.ReadAt(hdr[:], off)
+		d, length, crc, size, ok, sound := parseHeader(hdr[:nh])
 		if !ok {
-			break
+			break // A torn header, or no record here.
+		}
+		if !sound {
+			// A damaged header: its digest or length may be wrong. If
+			// the data it frames is sound, the digest is the data's.
+			if length >= smallMax || off+int64(size)+int64(length) > end {
+				break
+			}
+			if err := readData(length, off+int64(size)); err != nil {
+				return 0, err
+			}
+			if crc32.Checksum(data, castagnoli) != crc {
+				break
+			}
+			d = blocks.Digest(sha256.Sum256(data))
+			s.damage = append(s.damage, fmt.Errorf("small block segment %s: the header of the record at offset %d was damaged; its data is sound and was indexed as block %x", s.segName(n), off, d[:8]))
+			s.index[d] = loc{seg: n, off: off + int64(size), n: int(length), hdr: size}
+			off += int64(size) + int64(length)
+			continue
 		}
 		if length == tombstone {
 			delete(s.index, d)
 			delete(s.corrupt, d) // Dropped on purpose, and reported then.
-			off += recordHeader
+			off += int64(size)
 			continue
 		}
-		if length >= smallMax || off+recordHeader+int64(length) > end {
+		if length >= smallMax || off+int64(size)+int64(length) > end {
 			break
 		}
 		if last {
-			if cap(data) < int(length) {
-				data = make([]byte, smallMax)
-			}
-			data = data[:length]
-			if _, err := f.ReadAt(data, off+recordHeader); err != nil {
+			if err := readData(length, off+int64(size)); err != nil {
 				return 0, err
 			}
 			if crc32.Checksum(data, castagnoli) != crc {
-				if off+recordHeader+int64(length) == end {
+				if off+int64(size)+int64(length) == end {
 					break // The last record, torn by a crash.
 				}
 				// Rot inside a record: skip it, keep the rest. Its bytes
@@ -197,12 +229,12 @@ func (s *smallStore) scan(n int, f spindle.FSFile, last bool) (int64, error) {
 					s.corrupt = make(map[blocks.Digest]string)
 				}
 				s.corrupt[d] = where
-				off += recordHeader + int64(length)
+				off += int64(size) + int64(length)
 				continue
 			}
 		}
-		s.index[d] = loc{seg: n, off: off + recordHeader, n: int(length)}
-		off += recordHeader + int64(length)
+		s.index[d] = loc{seg: n, off: off + int64(size), n: int(length), hdr: size}
+		off += int64(size) + int64(length)
 	}
 	if off < end {
 		if !last {
@@ -239,7 +271,7 @@ func hasMagic(f spindle.FSFile, off, end int64) bool {
 		if n == 0 {
 			return false
 		}
-		if bytes.Contains(buf[:n], recordMagic[:]) {
+		if bytes.Contains(buf[:n], recordMagic[:]) || bytes.Contains(buf[:n], recordMagic1[:]) {
 			return true
 		}
 		if n <= len(recordMagic) {
@@ -250,19 +282,36 @@ func hasMagic(f spindle.FSFile, off, end int64) bool {
 	return false
 }
 
-func parseHeader(h []byte) (d blocks.Digest, length, crc uint32, ok bool) {
-	if !bytes.Equal(h[:4], recordMagic[:]) {
-		return d, 0, 0, false
+// parseHeader parses the record header at the start of h, of either
+// form, returning its size. ok is false if h does not start with a whole
+// header; sound is false if the header's own check fails.
+func parseHeader(h []byte) (d blocks.Digest, length, crc uint32, size int, ok, sound bool) {
+	if len(h) < recordHeader1 {
+		return d, 0, 0, 0, false, false
+	}
+	switch [4]byte(h[:4]) {
+	case recordMagic1:
+		size, sound = recordHeader1, true
+	case recordMagic:
+		if len(h) < recordHeader {
+			return d, 0, 0, 0, false, false
+		}
+		size = recordHeader
+		sound = crc32.Checksum(h[:recordHeader1], castagnoli) == binary.BigEndian.Uint32(h[recordHeader1:])
+	default:
+		return d, 0, 0, 0, false, false
 	}
 	copy(d[:], h[4:36])
-	return d, binary.BigEndian.Uint32(h[36:]), binary.BigEndian.Uint32(h[40:]), true
+	return d, binary.BigEndian.Uint32(h[36:]), binary.BigEndian.Uint32(h[40:]), size, true, sound
 }
 
 func appendRecord(b []byte, d blocks.Digest, data []byte, length uint32) []byte {
+	start := len(b)
 	b = append(b, recordMagic[:]...)
 	b = append(b, d[:]...)
 	b = binary.BigEndian.AppendUint32(b, length)
 	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(data, castagnoli))
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
 	return append(b, data...)
 }
 
@@ -280,13 +329,13 @@ func (s *smallStore) get(d blocks.Digest, keep func(blocks.Digest, []byte)) ([]b
 		}
 		return nil, os.ErrNotExist
 	}
-	buf := make([]byte, recordHeader+l.n)
-	if _, err := f.ReadAt(buf, l.off-recordHeader); err != nil {
+	buf := make([]byte, l.hdr+l.n)
+	if _, err := f.ReadAt(buf, l.off-int64(l.hdr)); err != nil {
 		return nil, err
 	}
-	hd, length, crc, okh := parseHeader(buf)
-	data := buf[recordHeader:]
-	if !okh || hd != d || int(length) != l.n || crc32.Checksum(data, castagnoli) != crc {
+	hd, length, crc, _, okh, sound := parseHeader(buf[:l.hdr])
+	data := buf[l.hdr:]
+	if !okh || !sound || hd != d || int(length) != l.n || crc32.Checksum(data, castagnoli) != crc {
 		if blocks.CheckDigest(d, data) == nil {
 			return data, nil // Only the record's header was damaged.
 		}
@@ -362,7 +411,7 @@ func (s *smallStore) append(d blocks.Digest, data []byte, length uint32, check f
 	if length == tombstone {
 		delete(s.index, d)
 	} else {
-		s.index[d] = loc{seg: s.cur, off: off + recordHeader, n: len(data)}
+		s.index[d] = loc{seg: s.cur, off: off + recordHeader, n: len(data), hdr: recordHeader}
 	}
 	s.wrote++
 	seq := s.wrote

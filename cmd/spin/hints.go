@@ -115,11 +115,7 @@ func asideWithKey(dir string, key spindle.PublicKey) string {
 // -force and, if recoverKeys is set, -recover: the flags that cfg's values
 // need, so that the new config reaches the same node.
 func initCommand(cfg *Config, recoverKeys bool) string {
-	args := []string{"spin"}
-	if home, err := os.UserHomeDir(); cfg.File != "" && (err != nil || cfg.File != filepath.Join(home, "spin", "config")) {
-		args = append(args, "-config", cfg.File)
-	}
-	args = append(args, "init", "-force")
+	args := []string{"init", "-force"}
 	if recoverKeys {
 		args = append(args, "-recover")
 	}
@@ -142,7 +138,20 @@ func initCommand(cfg *Config, recoverKeys bool) string {
 	if cfg.File != "" && cfg.Secrets != keysDir(cfg.File) {
 		args = append(args, "-secrets", cfg.Secrets)
 	}
-	return strings.Join(append(args, string(cfg.Username)), " ")
+	return commandLine(cfg, append(args, string(cfg.Username))...)
+}
+
+// commandLine returns the command line that runs spin with args as the
+// user of cfg: with -config FILE first unless cfg is the usual
+// $HOME/spin/config (or cfg is nil).
+func commandLine(cfg *Config, args ...string) string {
+	out := []string{"spin"}
+	if cfg != nil && cfg.File != "" {
+		if home, err := os.UserHomeDir(); err != nil || cfg.File != filepath.Join(home, "spin", "config") {
+			out = append(out, "-config", cfg.File)
+		}
+	}
+	return strings.Join(append(out, args...), " ")
 }
 
 // neededRights returns the rights of which the client operation that
@@ -297,6 +306,7 @@ func (st *State) connectHint(cfg *Config, err error) {
 	case spindle.IO, spindle.Transient, spindle.Other:
 		if cfg.Node != "" {
 			st.hint("is the node at %s running? start one with: spin node -home DIR", cfg.Node)
+			st.hint("or reach the network through another node, keeping your keys: %s", commandLine(cfg, "init", "-node", "ADDR", string(cfg.Username)))
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/access"
+	"spindle.dev/node/client"
 	"spindle.dev/pack"
 )
 
@@ -152,6 +153,32 @@ func commandLine(cfg *Config, args ...string) string {
 		}
 	}
 	return strings.Join(append(out, args...), " ")
+}
+
+// sequencerHint follows a write that failed because the sequencer of a
+// tree cannot be reached with what to do. For the user's own tree: the
+// failover when a mirror holds the newest head, else to start the
+// sequencer again. For another's tree: that the owner can fail over.
+func (st *State) sequencerHint(e *client.SequencerDownError, me spindle.UserName) {
+	seq := peerID(e.Sequencer)
+	up := e.CaughtUp()
+	switch {
+	case e.Owner != me && len(up) > 0:
+		st.hint("writes to the tree of %s wait until dir host %s answers again, or until %s moves the sequencing to dir host %s with: spin user -failover", e.Owner, seq, e.Owner, peerID(up[0]))
+	case e.Owner != me:
+		st.hint("writes to the tree of %s wait until dir host %s answers again", e.Owner, seq)
+	case len(up) > 0:
+		st.hint("to make dir host %s the sequencer of your tree, run: %s", peerID(up[0]), commandLine(st.Config, "user", "-failover"))
+	case len(e.Mirrors) == 0:
+		st.hint("your writes wait until dir host %s answers again: ask its operator to start it (spin node -home DIR)", seq)
+	default:
+		st.hint("no mirror can take over without losing the entries it lacks: start dir host %s again (its operator runs spin node -home DIR); once a mirror has caught up, %s moves the sequencing to it", seq, commandLine(st.Config, "user", "-failover"))
+		hosts := []string{peerID(e.Mirrors[0].Host), seq}
+		for _, m := range e.Mirrors[1:] {
+			hosts = append(hosts, peerID(m.Host))
+		}
+		st.hint("to move it now and lose those entries: %s", commandLine(st.Config, "user", "-dirs", strings.Join(hosts, ",")))
+	}
 }
 
 // neededRights returns the rights of which the client operation that

@@ -58,6 +58,7 @@ import (
 	"golang.org/x/term"
 
 	"spindle.dev"
+	"spindle.dev/node/client"
 )
 
 // The exit codes.
@@ -442,6 +443,11 @@ func (st *State) hintFor(path string, err error) {
 		me = st.client.User()
 	case st.Config != nil:
 		me = st.Config.Username
+	}
+	var down *client.SequencerDownError
+	if errors.As(err, &down) {
+		st.sequencerHint(down, me)
+		return
 	}
 	switch spindle.KindOf(err) {
 	case spindle.Permission, spindle.Private:

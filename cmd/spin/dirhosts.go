@@ -59,3 +59,12 @@ func samePeer(a, b spindle.PeerAddr) bool {
 	y, err2 := p2p.ParsePeerAddr(b)
 	return err1 == nil && err2 == nil && x.ID == y.ID
 }
+
+// peerID returns the peer ID at the end of a node address, or the address
+// if it does not parse.
+func peerID(a spindle.PeerAddr) string {
+	if info, err := p2p.ParsePeerAddr(a); err == nil {
+		return info.ID.String()
+	}
+	return string(a)
+}

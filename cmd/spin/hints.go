@@ -17,6 +17,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/access"
+	"spindle.dev/node/client"
 	"spindle.dev/pack"
 )
 
@@ -115,11 +116,7 @@ func asideWithKey(dir string, key spindle.PublicKey) string {
 // -force and, if recoverKeys is set, -recover: the flags that cfg's values
 // need, so that the new config reaches the same node.
 func initCommand(cfg *Config, recoverKeys bool) string {
-	args := []string{"spin"}
-	if home, err := os.UserHomeDir(); cfg.File != "" && (err != nil || cfg.File != filepath.Join(home, "spin", "config")) {
-		args = append(args, "-config", cfg.File)
-	}
-	args = append(args, "init", "-force")
+	args := []string{"init", "-force"}
 	if recoverKeys {
 		args = append(args, "-recover")
 	}
@@ -142,7 +139,46 @@ func initCommand(cfg *Config, recoverKeys bool) string {
 	if cfg.File != "" && cfg.Secrets != keysDir(cfg.File) {
 		args = append(args, "-secrets", cfg.Secrets)
 	}
-	return strings.Join(append(args, string(cfg.Username)), " ")
+	return commandLine(cfg, append(args, string(cfg.Username))...)
+}
+
+// commandLine returns the command line that runs spin with args as the
+// user of cfg: with -config FILE first unless cfg is the usual
+// $HOME/spin/config (or cfg is nil).
+func commandLine(cfg *Config, args ...string) string {
+	out := []string{"spin"}
+	if cfg != nil && cfg.File != "" {
+		if home, err := os.UserHomeDir(); err != nil || cfg.File != filepath.Join(home, "spin", "config") {
+			out = append(out, "-config", cfg.File)
+		}
+	}
+	return strings.Join(append(out, args...), " ")
+}
+
+// sequencerHint follows a write that failed because the sequencer of a
+// tree cannot be reached with what to do. For the user's own tree: the
+// failover when a mirror holds the newest head, else to start the
+// sequencer again. For another's tree: that the owner can fail over.
+func (st *State) sequencerHint(e *client.SequencerDownError, me spindle.UserName) {
+	seq := peerID(e.Sequencer)
+	up := e.CaughtUp()
+	switch {
+	case e.Owner != me && len(up) > 0:
+		st.hint("writes to the tree of %s wait until dir host %s answers again, or until %s moves the sequencing to dir host %s with: spin user -failover", e.Owner, seq, e.Owner, peerID(up[0]))
+	case e.Owner != me:
+		st.hint("writes to the tree of %s wait until dir host %s answers again", e.Owner, seq)
+	case len(up) > 0:
+		st.hint("to make dir host %s the sequencer of your tree, run: %s", peerID(up[0]), commandLine(st.Config, "user", "-failover"))
+	case len(e.Mirrors) == 0:
+		st.hint("your writes wait until dir host %s answers again: ask its operator to start it (spin node -home DIR)", seq)
+	default:
+		st.hint("no mirror can take over without losing the entries it lacks: start dir host %s again (its operator runs spin node -home DIR); once a mirror has caught up, %s moves the sequencing to it", seq, commandLine(st.Config, "user", "-failover"))
+		hosts := []string{peerID(e.Mirrors[0].Host), seq}
+		for _, m := range e.Mirrors[1:] {
+			hosts = append(hosts, peerID(m.Host))
+		}
+		st.hint("to move it now and lose those entries: %s", commandLine(st.Config, "user", "-dirs", strings.Join(hosts, ",")))
+	}
 }
 
 // neededRights returns the rights of which the client operation that
@@ -297,6 +333,7 @@ func (st *State) connectHint(cfg *Config, err error) {
 	case spindle.IO, spindle.Transient, spindle.Other:
 		if cfg.Node != "" {
 			st.hint("is the node at %s running? start one with: spin node -home DIR", cfg.Node)
+			st.hint("or reach the network through another node, keeping your keys: %s", commandLine(cfg, "init", "-node", "ADDR", string(cfg.Username)))
 		}
 	}
 }

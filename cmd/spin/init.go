@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +33,12 @@ the key log next to the config). Compare the fingerprint with the one the
 cluster's operator gives you, or pin the key with -verifier. Later commands
 never take a key from the node again: if the key log is lost, restore it
 or run spin init again.
+
+With a config for USER already there, spin init -node ADDR USER moves it
+to another node (its node is gone, or you use another machine's) and
+changes nothing else: no new keys, the same key log and directory heads,
+and -keyserver if given. The node must answer and belong to the key
+cluster the config trusts. Your tree stays on its dir hosts (spin user).
 
 Options:
     -n, -node ADDR        the peer to reach the network through, and to host
@@ -127,6 +134,18 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		if secrets, err = filepath.Abs(*secretsDir); err != nil {
 			return st.fail(*secretsDir, err)
 		}
+	}
+	if !*force && *node != "" && fileExists(file) {
+		set := map[string]bool{}
+		flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, name := range []string{"recover", "r", "secrets", "s", "packing", "p", "verifier", "v"} {
+			if set[name] {
+				st.errorf("%s already exists: with an existing config, spin init -node changes only the node and the key-cluster members (-keyserver)", file)
+				st.hint("to replace your config and keys, use: spin init -force %s", strings.Join(args, " "))
+				return errFailed
+			}
+		}
+		return st.repoint(ctx, file, user, spindle.PeerAddr(*node), servers)
 	}
 	if !*force {
 		for _, f := range []string{file, filepath.Join(secrets, pack.PrivateKeyFile)} {
@@ -247,6 +266,61 @@ func runInit(ctx context.Context, st *State, args []string) error {
 	} else if !*recoverKeys {
 		fmt.Fprintf(out, "Next, register with the key cluster: spin signup\n")
 	}
+	return nil
+}
+
+// repoint makes the existing config file of user reach the network
+// through node, and name servers as the key-cluster members if any are
+// given, keeping its keys, its key log and the directory heads it has
+// seen: the keys stay registered and the key cluster stays the one
+// trusted. The node must answer and belong to that key cluster, or
+// nothing changes.
+func (st *State) repoint(ctx context.Context, file string, user spindle.UserName, node spindle.PeerAddr, servers []spindle.PeerAddr) error {
+	old, err := ReadConfig(file)
+	if err != nil {
+		st.errorf("cannot read config %s: %s", file, err)
+		st.hint("fix the file, or run: spin init -force -node %s %s to make a new one", node, user)
+		return errFailed
+	}
+	if old.Username != user {
+		st.errorf("%s already exists, for %s: spin init -node changes the node of the config's own user only", file, old.Username)
+		st.hint("to change the node of %s, run: %s", old.Username, commandLine(old, "init", "-node", string(node), string(old.Username)))
+		st.hint("to replace the config and keys with new ones for %s, use: %s", user, commandLine(old, "init", "-force", "-node", string(node), string(user)))
+		return errFailed
+	}
+	cfg := *old
+	cfg.Log = st.Log
+	cfg.Node = node
+	if len(servers) > 0 {
+		cfg.Keyserver = servers
+	}
+	if keys, err := pack.Load(cfg.Secrets); err != nil {
+		return st.dialFailed(&cfg, keysProblem(&cfg, err))
+	} else if keys.UserName() != user {
+		return st.dialFailed(&cfg, keysOfOther(&cfg, keys.UserName()))
+	}
+	if st.NewClient != nil {
+		c, err := st.NewClient(ctx, &cfg)
+		if err != nil {
+			st.dialFailed(&cfg, err)
+			st.hint("%s is unchanged: it still names node %s", file, old.Node)
+			return errFailed
+		}
+		c.Close()
+	}
+	data, err := cfg.Marshal()
+	if err != nil {
+		return st.fail(file, err)
+	}
+	if err := writeLocal(file, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		var le *localError
+		if errors.As(err, &le) {
+			err = le.err
+		}
+		return st.fail(file, err)
+	}
+	fmt.Fprintf(st.Stdout, "Configuration %s now reaches the network through %s\n", file, node)
+	fmt.Fprintf(st.Stdout, "Keys for %s are unchanged, in %s\n", user, cfg.Secrets)
 	return nil
 }
 

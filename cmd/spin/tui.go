@@ -58,6 +58,7 @@ import (
 	"golang.org/x/term"
 
 	"spindle.dev"
+	"spindle.dev/node/client"
 )
 
 // The exit codes.
@@ -443,6 +444,11 @@ func (st *State) hintFor(path string, err error) {
 	case st.Config != nil:
 		me = st.Config.Username
 	}
+	var down *client.SequencerDownError
+	if errors.As(err, &down) {
+		st.sequencerHint(down, me)
+		return
+	}
 	switch spindle.KindOf(err) {
 	case spindle.Permission, spindle.Private:
 		if st.accessHint(path, err, me) {
@@ -491,6 +497,15 @@ func describeParts(err error) (path, msg string) {
 	var pe *fs.PathError
 	var se *spindle.Error
 	switch {
+	case errors.As(err, &se) && err != error(se):
+		// A wrapper (fmt.Errorf with %w, or an error type of its own)
+		// whose text holds se's: keep its words around se's described.
+		outer, inner := err.Error(), se.Error()
+		if !strings.Contains(outer, inner) {
+			return describeParts(se)
+		}
+		path, msg = describeParts(se)
+		return path, flatten(strings.Replace(outer, inner, msg, 1))
 	case errors.As(err, &se):
 		kind := spindle.Other
 		var cause error
@@ -537,9 +552,30 @@ func describeParts(err error) (path, msg string) {
 		}
 		return path, strings.Join(parts, ": ")
 	case errors.As(err, &pe):
-		return pe.Path, pe.Err.Error()
+		return pe.Path, flatten(pe.Err.Error())
 	}
-	return "", err.Error()
+	return "", flatten(err.Error())
+}
+
+// flatten returns msg, an error's text, on one line: a text of several
+// lines (libp2p's dial errors list each address tried on a line of its
+// own, "  * [/ip4/...] dial backoff"; errors.Join puts each error on one)
+// has its lines, trimmed of spaces and list bullets, joined by "; ". Names
+// in a diagnostic are escaped instead (see errorf): this is for the causes,
+// whose lines are parts of one message.
+func flatten(msg string) string {
+	if !strings.ContainsAny(msg, "\r\n") {
+		return msg
+	}
+	var parts []string
+	for _, line := range strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		line = strings.TrimSpace(line)
+		line = strings.TrimSpace(strings.TrimPrefix(line, "* "))
+		if line != "" {
+			parts = append(parts, line)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // describeAll is describe with the path kept in the message.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -11,6 +12,7 @@ import (
 const userUsage = `Usage:
     spin user [NAME]
     spin user -dirs ADDR,...
+    spin user -failover
 
 Prints the key record of the user NAME, or your own: the public key and the
 nodes that host the user's directory, the first of which sequences it.
@@ -22,8 +24,17 @@ the sequencing to a mirror (its node is gone), list it first; do this when
 its head matches the old sequencer's, or the entries it lacks are lost and
 the hosts that hold them report a fork.
 
+With -failover, does that safely while your sequencer cannot be reached:
+it asks every dir host for its head of your log, and lists first the
+first mirror that holds the newest head this client has seen, the others
+after it in their order. It refuses, changing nothing, while the
+sequencer answers, and when no mirror has caught up (the entries it
+lacks would be lost): start the sequencer again and wait for the mirrors.
+
 Options:
     -dirs ADDR,...  set your dir hosts (node multiaddrs or peer IDs)
+    -failover       make a caught-up mirror your sequencer, while the
+                    sequencer cannot be reached
     -h, -help       print this text
 
 Example:
@@ -36,11 +47,18 @@ Example:
 func runUser(ctx context.Context, st *State, args []string) error {
 	flags := st.flags()
 	dirs := flags.String("dirs", "", "")
+	failover := flags.Bool("failover", false, "")
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
 	if flags.NArg() > 1 {
 		return usagef("want at most one NAME, %s", gotArgs(flags.NArg()))
+	}
+	if *failover {
+		if *dirs != "" || flags.NArg() > 0 {
+			return usagef("-failover moves your own sequencing: want no -dirs and no NAME")
+		}
+		return runFailover(ctx, st)
 	}
 	var hosts []spindle.PeerAddr
 	if *dirs != "" {
@@ -73,6 +91,35 @@ func runUser(ctx context.Context, st *State, args []string) error {
 	u, err := c.LookupUser(ctx, name)
 	if err != nil {
 		return st.fail(string(name), err)
+	}
+	printUser(st.Stdout, u)
+	return nil
+}
+
+// A failoverer is a client that can move the sequencing of the user's
+// tree to a caught-up mirror (the network client; see client.Failover).
+type failoverer interface {
+	Failover(ctx context.Context) (*spindle.User, error)
+}
+
+// runFailover runs spin user -failover.
+func runFailover(ctx context.Context, st *State) error {
+	c, err := st.Client(ctx)
+	if err != nil {
+		return err
+	}
+	f, ok := c.(failoverer)
+	if !ok {
+		return st.fail(string(c.User()), errors.New("this client cannot change dir hosts"))
+	}
+	u, err := f.Failover(ctx)
+	if err != nil {
+		if errors.Is(err, spindle.Exist) {
+			st.fail(string(c.User()), err)
+			st.hint("to move the sequencing anyway, name your dir hosts in the order you want: %s", commandLine(st.Config, "user", "-dirs", "ADDR,..."))
+			return errFailed
+		}
+		return st.fail(string(c.User()), err)
 	}
 	printUser(st.Stdout, u)
 	return nil

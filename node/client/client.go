@@ -182,7 +182,7 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 			}
 		},
 	})
-	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead, log: c.log, route: c.dirHostsOf, routeFresh: c.dirHostsFresh, sign: c.signRequest}
+	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead, log: c.log, route: c.dirHostsOf, routeFresh: c.dirHostsFresh, hostAddrs: c.dirHostAddrs, sign: c.signRequest}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
 	// Without a file, the heads seen are kept for this client's life.

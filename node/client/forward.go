@@ -34,6 +34,16 @@ func (c *Client) dirHostsFresh(ctx context.Context, owner spindle.UserName) []pe
 	return c.dirHostList(ctx, owner, true)
 }
 
+// dirHostAddrs returns the dir hosts of owner's tree as the owner's key
+// record, looked up afresh, names them; none without a record.
+func (c *Client) dirHostAddrs(ctx context.Context, owner spindle.UserName) []spindle.PeerAddr {
+	u, err := c.lookupUser(ctx, owner, true)
+	if err != nil {
+		return nil
+	}
+	return u.DirHosts
+}
+
 func (c *Client) dirHostList(ctx context.Context, owner spindle.UserName, fresh bool) []peer.ID {
 	u, err := c.lookupUser(ctx, owner, fresh)
 	if err != nil {

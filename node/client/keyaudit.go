@@ -79,7 +79,7 @@ func (c *Client) KeyAudit(ctx context.Context, name spindle.UserName) (*KeyAudit
 		if err != nil {
 			return nil, spindle.E(op, name, spindle.Integrity, fmt.Errorf("version %d: %w", i+1, err))
 		}
-		u, err := c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
+		u, err := c.keyLog.chk().VerifyLookup(ctx, p, name, prover{c.svc})
 		if err != nil {
 			return nil, spindle.E(op, name, fmt.Errorf("version %d: %w", i+1, err))
 		}
@@ -203,9 +203,9 @@ func (c *Client) KeyHead(ctx context.Context) (*KeyHead, error) {
 	if _, err := c.provedRecord(ctx, c.user); err != nil {
 		return nil, spindle.E(op, c.user, err)
 	}
-	head := c.keyLog.checker.Head()
-	t := c.keyLog.checker.Tree()
-	n, err := note.Open(head, c.keyLog.checker.Verifiers())
+	head := c.keyLog.chk().Head()
+	t := c.keyLog.chk().Tree()
+	n, err := note.Open(head, c.keyLog.chk().Verifiers())
 	if err != nil {
 		return nil, spindle.E(op, spindle.Integrity, fmt.Errorf("tree head: %v", err))
 	}

@@ -151,8 +151,8 @@ func FuzzParseKeyLog(f *testing.F) {
 		if err != nil {
 			t.Fatalf("key log written back does not parse: %v\n%q", err, out)
 		}
-		if again.boot != l.boot || again.checker.Tree() != l.checker.Tree() || len(again.versions) != len(l.versions) ||
-			len(again.checker.ConfigEntries()) != len(l.checker.ConfigEntries()) {
+		if again.boot != l.boot || again.chk().Tree() != l.chk().Tree() || len(again.versions) != len(l.versions) ||
+			len(again.chk().ConfigEntries()) != len(l.chk().ConfigEntries()) {
 			t.Fatalf("key log reads back differently")
 		}
 		for u, v := range l.versions {

@@ -61,7 +61,7 @@ func TestKeyAnswersHostile(t *testing.T) {
 	// own note key: its head does not extend the heads ann has seen.
 	var filler []*spindle.User
 	filler = append(filler, bob)
-	for range int(ann.keyLog.checker.Tree().N) + 2 {
+	for range int(ann.keyLog.chk().Tree().N) + 2 {
 		k, _, err := pack.Generate("mallory@example.com")
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -66,9 +67,11 @@ const keyLogHeader = "spindle key log 2"
 
 // keyLog is a client's view of the key cluster's transparency log.
 type keyLog struct {
-	file    string
-	boot    string // Verifier key of the member first trusted.
-	checker *keyraft.Checker
+	file string
+	boot string // Verifier key of the member first trusted.
+	// checker checks heads and records; refresh replaces it with one
+	// from the file when another command saved a newer head there.
+	checker atomic.Pointer[keyraft.Checker]
 
 	mu       sync.Mutex
 	versions map[spindle.UserName]int64 // Newest record version seen, by user.
@@ -124,7 +127,7 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 	if l.upgraded {
 		c.log.Info("key log upgraded: the cluster's members are followed through its log from now on", "file", file)
 	}
-	if len(l.checker.Members()) > 0 {
+	if len(l.chk().Members()) > 0 {
 		// The members are known from the log; the node may be any of
 		// them, or reach them for the client.
 		return l.keyLog, nil
@@ -141,7 +144,17 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 		return nil, err
 	}
 	if theirs != l.boot {
-		return nil, c.otherCluster(theirs, l.boot, file)
+		// The node may be a member that joined since the client last
+		// looked: then the cluster's current head names the members,
+		// and the member first trusted signed the first head to.
+		resp, herr := c.svc.call(ctx, &wire.Request{Method: wire.KeyHead})
+		if herr == nil {
+			_, herr = l.chk().Update(ctx, resp.Data, prover{c.svc})
+		}
+		if herr != nil || len(l.chk().Members()) == 0 {
+			c.log.Debug("the node's key cluster is not followed from the key log", "err", herr)
+			return nil, c.otherCluster(theirs, l.boot, file)
+		}
 	}
 	return l.keyLog, nil
 }
@@ -154,13 +167,13 @@ func (c *Client) checkPin(ctx context.Context, l *keyLog, pin string) error {
 	if err != nil {
 		return fmt.Errorf("asking the node for the key cluster's tree head: %w", err)
 	}
-	if _, err := l.checker.Update(ctx, resp.Data, prover{c.svc}); err != nil {
+	if _, err := l.chk().Update(ctx, resp.Data, prover{c.svc}); err != nil {
 		if errors.Is(err, spindle.Integrity) {
 			return spindle.E(spindle.Integrity, fmt.Errorf("the node's key cluster is not the one the pinned verifier key %s is of: %w", l.boot, err))
 		}
 		return err
 	}
-	members := l.checker.Members()
+	members := l.chk().Members()
 	if len(members) > 0 && !slices.Contains(slices.Collect(maps.Values(members)), pin) {
 		return spindle.E(spindle.Integrity, fmt.Sprintf(
 			"the node's key cluster does not have the pinned verifier key %s among its members (%s); nothing of it is trusted",
@@ -200,7 +213,8 @@ func newKeyLog(file, boot string, changes []keyraft.ConfigEntry, head []byte) (*
 	if err != nil {
 		return nil, err
 	}
-	l := &keyLog{file: file, boot: boot, checker: checker, versions: map[spindle.UserName]int64{}}
+	l := &keyLog{file: file, boot: boot, versions: map[spindle.UserName]int64{}}
+	l.checker.Store(checker)
 	if len(head) > 0 {
 		if err := checker.Trust(head); err != nil {
 			return nil, err
@@ -294,6 +308,46 @@ func splitKeyLog(data []byte) (keyLogFile, error) {
 	return kf, nil
 }
 
+// chk returns the checker of the key log.
+func (l *keyLog) chk() *keyraft.Checker { return l.checker.Load() }
+
+// refresh takes what other commands of the user saved in the key log
+// file since this client read it, as a client started now would: a head
+// of a larger tree, with the configuration changes up to it, and newer
+// record versions. A long-running client (spin ui, spin mount) thus
+// follows a change of the key cluster's members that its own lookups
+// missed, such as the head that first named members, signed by the
+// member it first trusted while that one was still a member. It reports
+// whether it took a newer head.
+func (l *keyLog) refresh() bool {
+	data, err := os.ReadFile(l.file)
+	if err != nil {
+		return false
+	}
+	kf, err := splitKeyLog(data)
+	if err != nil || kf.legacy || kf.boot != l.boot || len(kf.head) == 0 {
+		return false
+	}
+	l.mu.Lock()
+	for u, v := range kf.versions {
+		l.versions[u] = max(l.versions[u], v)
+	}
+	l.mu.Unlock()
+	other, err := newKeyLog(l.file, l.boot, kf.changes, kf.head)
+	if err != nil {
+		return false
+	}
+	for {
+		cur := l.checker.Load()
+		if other.chk().Tree().N <= cur.Tree().N {
+			return false
+		}
+		if l.checker.CompareAndSwap(cur, other.chk()) {
+			return true
+		}
+	}
+}
+
 // floor returns the newest version of name's record seen so far.
 func (l *keyLog) floor(name spindle.UserName) int64 {
 	l.mu.Lock()
@@ -350,9 +404,9 @@ func (l *keyLog) save() error {
 // the checker's head and changes and those stored (read from the file),
 // if those verify, and the versions seen.
 func (l *keyLog) content(stored keyLogFile) []byte {
-	head, changes := l.checker.Head(), l.checker.ConfigEntries()
+	head, changes := l.chk().Head(), l.chk().ConfigEntries()
 	if len(stored.head) > 0 && !stored.legacy {
-		if other, err := newKeyLog(l.file, l.boot, stored.changes, stored.head); err == nil && other.checker.Tree().N > l.checker.Tree().N {
+		if other, err := newKeyLog(l.file, l.boot, stored.changes, stored.head); err == nil && other.chk().Tree().N > l.chk().Tree().N {
 			head, changes = stored.head, stored.changes
 		}
 	}
@@ -406,9 +460,24 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 	if err != nil {
 		return nil, err
 	}
-	u, err := c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
+	chk := c.keyLog.chk()
+	changes := len(chk.ConfigEntries())
+	u, err := chk.VerifyLookup(ctx, p, name, prover{c.svc})
+	if errors.Is(err, spindle.Integrity) && c.keyLog.refresh() {
+		c.log.Info("key log taken from its file, where another command saved a newer head", "file", c.keyLog.file)
+		chk = c.keyLog.chk()
+		changes = len(chk.ConfigEntries())
+		u, err = chk.VerifyLookup(ctx, p, name, prover{c.svc})
+	}
 	if err != nil {
 		return nil, err
+	}
+	if len(chk.ConfigEntries()) != changes {
+		// The members changed: leave the news in the file for the
+		// user's other clients now, not only when this one closes.
+		if err := c.keyLog.save(); err != nil {
+			c.log.Warn("cannot save the key log", "file", c.keyLog.file, "err", err)
+		}
 	}
 	if err := c.keyLog.seen(u, floor); err != nil {
 		return nil, err
@@ -432,7 +501,7 @@ func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]*s
 		}
 		var u *spindle.User
 		if c.keyLog != nil {
-			u, err = c.keyLog.checker.VerifyLookup(ctx, p, name, prover{c.svc})
+			u, err = c.keyLog.chk().VerifyLookup(ctx, p, name, prover{c.svc})
 		} else {
 			// Without a key log nothing is proved: the node's word is taken.
 			u, err = keyraft.DecodeRecord(p.Record)

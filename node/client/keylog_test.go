@@ -64,7 +64,7 @@ func TestKeyLogRemembersHead(t *testing.T) {
 	if l.boot != n.VerifierKey() {
 		t.Errorf("key log trusts %q, want the node's %q", l.boot, n.VerifierKey())
 	}
-	if tree := l.checker.Tree(); tree.N < 2 {
+	if tree := l.chk().Tree(); tree.N < 2 {
 		t.Errorf("key log head is of %d records, want the 2 or more that hold ann and bob", tree.N)
 	}
 	if l.versions["bob@example.com"] != 1 {
@@ -251,13 +251,13 @@ func TestKeyLogSaveKeepsNewerHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, second := dial(), dial()
-	older := second.keyLog.checker.Tree().N
+	older := second.keyLog.chk().Tree().N
 
 	dialAs(t, n, "bob@example.com").Close()
 	if _, err := first.LookupUser(ctx, "bob@example.com"); err != nil {
 		t.Fatal(err)
 	}
-	newer := first.keyLog.checker.Tree().N
+	newer := first.keyLog.chk().Tree().N
 	if newer <= older {
 		t.Fatalf("the test sets up wrong: heads of %d and %d records", older, newer)
 	}
@@ -276,7 +276,7 @@ func TestKeyLogSaveKeepsNewerHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.checker.Tree().N; got != newer {
+	if got := l.chk().Tree().N; got != newer {
 		t.Errorf("saved head is of %d records, want the newer %d (the older is %d)", got, newer, older)
 	}
 	if l.versions["bob@example.com"] != 1 || l.versions["carl@example.com"] != 2 {
@@ -324,7 +324,7 @@ func TestKeyLogUpgradesFirstForm(t *testing.T) {
 	if l.versions["carol@example.com"] != 7 || l.versions["bob@example.com"] != 1 {
 		t.Errorf("versions after the upgrade: %v, want carol's 7 and bob's 1 kept", l.versions)
 	}
-	if l.checker.Tree().N < 1 {
+	if l.chk().Tree().N < 1 {
 		t.Errorf("no head kept after the upgrade")
 	}
 	// A first-form file naming another key is still another cluster.

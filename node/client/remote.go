@@ -47,6 +47,9 @@ type remote struct {
 	route func(ctx context.Context, owner spindle.UserName) []peer.ID
 	// routeFresh is route with the owner's key record looked up afresh.
 	routeFresh func(ctx context.Context, owner spindle.UserName) []peer.ID
+	// hostAddrs, if set, returns the dir hosts of owner's tree as its key
+	// record names them, looked up afresh (see sequencerDown).
+	hostAddrs func(ctx context.Context, owner spindle.UserName) []spindle.PeerAddr
 	// sign signs a request for the node to, which the node peer carries.
 	sign func(req *wire.Request, to peer.ID) error
 	// evidence is the directory in which evidence of a host's
@@ -148,12 +151,25 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 		return r.callSequencer(ctx, req, owner, hosts[0])
 	}
 	var errs []error
-	for _, to := range hosts {
+	floor := r.heads.floor(owner)
+	lagging := false
+	for i, to := range hosts {
 		resp, err := r.callTo(ctx, req, to)
+		if i > 0 && err == nil && resp.Head != nil && floor != nil && resp.Head.User == owner && resp.Head.Seq < floor.Seq {
+			// A mirror, asked because the hosts before it did not
+			// answer, that is behind the newest head seen: its answer
+			// would be refused as a rollback, though it only lags.
+			lagging = true
+			errs = append(errs, spindle.E(spindle.IO, fmt.Errorf("dir host %s is behind at sequence %d", to, resp.Head.Seq)))
+			continue
+		}
 		if err == nil || !unavailable(err) || ctx.Err() != nil {
 			return resp, err
 		}
 		errs = append(errs, err)
+	}
+	if lagging {
+		return nil, r.sequencerDown(ctx, owner, hosts[0], errs[0])
 	}
 	if len(errs) == 1 {
 		return nil, errs[0]
@@ -190,7 +206,7 @@ func (r *remote) callSequencer(ctx context.Context, req *wire.Request, owner spi
 	if spindle.KindOf(err) != spindle.IO {
 		return resp, err
 	}
-	return nil, spindle.E(spindle.PathName(owner+"/"), spindle.IO, fmt.Errorf("the sequencer of %s's tree, dir host %s (the first its key record names), cannot be reached; writes wait until it is back, or until %s names another dir host first (spin user -dirs): %w", owner, seq, owner, err))
+	return nil, r.sequencerDown(ctx, owner, seq, err)
 }
 
 // callTo sends req to the dir host to: to the client's node itself, or

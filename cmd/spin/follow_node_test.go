@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"spindle.dev"
+)
+
+// Issue 24, item 8, with real node processes and a long-running client:
+// a client made before the key cluster's membership changed (as spin ui
+// and spin mount keep one for their whole run) still puts after node A's
+// cluster of one records its members, B and C join, and A leaves. The
+// client is kept in this process rather than in a spin ui process: it is
+// the same client object the UI holds. Ann runs one other command while
+// A is still a member, as the issue's user did before the UI's restart
+// mended it: the long-running client takes what that command saw from
+// the key log file, as a client started afresh does.
+func TestLongRunningClientFollowsMembers(t *testing.T) {
+	opA, opB, opC := newSpinUser(t), newSpinUser(t), newSpinUser(t)
+	a := &clusterNode{op: opA}
+	a.start(t)
+	b := &clusterNode{op: opB, args: []string{"-keyserver", a.addr}}
+	c := &clusterNode{op: opC, args: []string{"-keyserver", a.addr}}
+	b.start(t)
+	c.start(t)
+
+	// Ann signs up through B while A's cluster records no members, and
+	// keeps one client from then on.
+	ann := newSpinUser(t)
+	ann.run("init", "-node", b.addr, "ann@example.com")
+	ann.run("signup")
+	st := &State{Home: ann.home, Stderr: &bytes.Buffer{}, NewClient: dialClient, Log: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	long, err := st.Client(ctx)
+	if err != nil {
+		t.Fatalf("dial: %v\n%s", err, st.Stderr)
+	}
+	defer long.Close()
+	put := func(name string) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+			_, err := long.Put(ctx, spindle.PathName("ann@example.com/"+name), strings.NewReader(name), spindle.EEPack, nil)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the long-running client puts %s: %v", name, err)
+			}
+			t.Logf("put %s: %v; trying again", name, err)
+		}
+	}
+	put("before")
+
+	// A's operator records the members, and B and C join.
+	opA.run("init", "-node", a.addr, "opa@example.com")
+	opA.run("signup")
+	opA.run("key", "init")
+	opB.run("init", "-node", b.addr, "opb@example.com")
+	opC.run("init", "-node", c.addr, "opc@example.com")
+	opA.run("key", "admit", string(opB.publicKey()))
+	opA.run("key", "admit", string(opC.publicKey()))
+	opB.run("key", "join")
+	opC.run("key", "join")
+	waitMembers(t, opB, 3, "")
+	// Meanwhile ann runs a command of her own, which leaves the head
+	// naming the members, signed by A among them, in her key log file.
+	ann.run("user")
+	put("after-joins")
+
+	// A leaves: heads are signed by B and C alone.
+	if out := opA.out("key", "leave"); !strings.HasPrefix(out, "left:") {
+		t.Fatalf("spin key leave printed:\n%s", out)
+	}
+	waitMembers(t, opB, 2, peerOf(a.addr))
+	// A user who signed up since makes a new head for the long client.
+	dave := newSpinUser(t)
+	dave.run("init", "-node", c.addr, "dave@example.com")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		out, err := dave.command("signup").CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spin signup after A left: %v\n%s", err, out)
+		}
+	}
+	if _, err := long.LookupUser(ctx, "dave@example.com"); err != nil {
+		t.Fatalf("the long-running client looks up a user who signed up after A left: %v", err)
+	}
+	put("after-leave")
+}
+
+// waitMembers waits until spin key members, run by op, lists n members,
+// none of them gone.
+func waitMembers(t *testing.T, op *spinUser, n int, gone string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		members := op.out("key", "members")
+		if strings.Count(members, "member:") == n && (gone == "" || !strings.Contains(members, gone)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spin key members a minute on, want %d members:\n%s", n, members)
+		}
+	}
+}

@@ -43,6 +43,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -104,11 +105,12 @@ func isDirMethod(m string) bool {
 // remoteKeys is the key cluster of a node that is no member: every
 // request goes to one of the members, the one that answered last first.
 type remoteKeys struct {
-	n       *Node
-	members []peer.AddrInfo
-	vkey    string
+	n *Node
 
 	mu       sync.Mutex
+	members  []peer.AddrInfo               // The members asked, in order (see followMembers).
+	given    []peer.AddrInfo               // The key servers the node was given, asked last.
+	vkey     string                        // The verifier key handed to clients.
 	good     int                           // Index of the member that answered last.
 	versions map[spindle.UserName]verEntry // Record versions, for sessions.
 }
@@ -141,7 +143,7 @@ func (n *Node) openRemoteKeys(ctx context.Context, addrs []spindle.PeerAddr) (*r
 		}
 		n.host.Peerstore().AddAddrs(m.ID, m.Addrs, time.Hour)
 	}
-	r := &remoteKeys{n: n, members: members, versions: make(map[spindle.UserName]verEntry)}
+	r := &remoteKeys{n: n, members: members, given: members, versions: make(map[spindle.UserName]verEntry)}
 	var last error
 	deadline := time.Now().Add(joinTimeout)
 	for {
@@ -171,16 +173,18 @@ func (n *Node) openRemoteKeys(ctx context.Context, addrs []spindle.PeerAddr) (*r
 // answer: to the member that answered last, then to each other.
 func (r *remoteKeys) callRaw(ctx context.Context, data []byte) ([]byte, error) {
 	r.mu.Lock()
-	first := r.good
+	first, members := r.good, r.members
 	r.mu.Unlock()
 	var errs []error
-	for i := range r.members {
-		k := (first + i) % len(r.members)
-		m := r.members[k]
+	for i := range members {
+		k := (first + i) % len(members)
+		m := members[k]
 		out, err := r.n.callPeer(ctx, m, data)
 		if err == nil {
 			r.mu.Lock()
-			r.good = k
+			if len(r.members) == len(members) {
+				r.good = k
+			}
 			r.mu.Unlock()
 			return out, nil
 		}
@@ -300,7 +304,81 @@ func (r *remoteKeys) Head(ctx context.Context) ([]byte, error) {
 	return resp.Data, nil
 }
 
-func (r *remoteKeys) VerifierKey() string { return r.vkey }
+func (r *remoteKeys) VerifierKey() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.vkey
+}
+
+// memberRefresh is how often a node without a key cluster asks the
+// cluster who its members are.
+const memberRefresh = 10 * time.Second
+
+// followMembers keeps a node without a key cluster in step with the
+// cluster's members, until the node closes: every memberRefresh it asks
+// for the cluster's status, then asks the members it names (leader
+// first, the key servers it was started with last) and hands clients a
+// current member's verifier key. So a node started with -keyserver A
+// goes on working, and tells new clients a key that signs, after A
+// leaves the cluster.
+func (r *remoteKeys) followMembers() {
+	t := time.NewTicker(memberRefresh)
+	defer t.Stop()
+	for r.n.kst().rkeys == r { // Until the node joins the cluster.
+		ctx, cancel := context.WithTimeout(r.n.ctx, forwardTimeout)
+		err := r.refreshMembers(ctx)
+		cancel()
+		if err != nil {
+			r.n.log.Debug("cannot learn the key cluster's members", "err", oneLine(err.Error()))
+		}
+		select {
+		case <-r.n.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// refreshMembers asks the cluster for its members once (see
+// followMembers). A cluster that records no members is left as it is.
+func (r *remoteKeys) refreshMembers(ctx context.Context) error {
+	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyStatus})
+	if err != nil {
+		return err
+	}
+	st := resp.KeyStatus
+	if st == nil || len(st.Members) == 0 {
+		return nil
+	}
+	ids := slices.Sorted(maps.Keys(st.Members))
+	if i := slices.Index(ids, st.Leader); i > 0 {
+		ids[0], ids[i] = ids[i], ids[0]
+	}
+	var members []peer.AddrInfo
+	for _, id := range ids {
+		pid, err := peer.Decode(id)
+		if err != nil || pid == r.n.host.ID() {
+			continue
+		}
+		members = append(members, peer.AddrInfo{ID: pid})
+	}
+	if len(members) == 0 {
+		return nil
+	}
+	vkey := st.Members[ids[0]]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, g := range r.given {
+		if !slices.ContainsFunc(members, func(m peer.AddrInfo) bool { return m.ID == g.ID }) {
+			members = append(members, g)
+		}
+	}
+	if vkey != r.vkey {
+		r.n.log.Info("key cluster members changed; clients are now given the verifier key of a current member", "verifier", vkey, "members", len(st.Members))
+	}
+	r.members, r.vkey, r.good = members, vkey, 0
+	return nil
+}
 
 // callPeer sends an encoded client-protocol request to another node and
 // returns its encoded answer, connecting first, through the DHT if the

@@ -314,7 +314,7 @@ func (n *Node) serveKeyLeave(ctx context.Context, req *wire.Request) error {
 	if len(others) == 0 {
 		return spindle.E(op, spindle.Invalid, "this node is the cluster's only member; it cannot leave")
 	}
-	r := &remoteKeys{n: n, members: others, versions: make(map[spindle.UserName]verEntry)}
+	r := &remoteKeys{n: n, members: others, given: others, versions: make(map[spindle.UserName]verEntry)}
 	// A leader that removes itself may learn of the outcome only from
 	// the others: on a Transient error, ask them, and try again (the
 	// same change again is no change).
@@ -344,6 +344,7 @@ func (n *Node) serveKeyLeave(ctx context.Context, req *wire.Request) error {
 	}
 	r.vkey = string(vresp.Data)
 	n.keyState.Store(&keyState{rkeys: r, ks: r})
+	n.bg.Go(r.followMembers)
 	cerr := keys.Close()
 	if n.cfg.Home != "" {
 		os.Remove(filepath.Join(n.cfg.Home, joinedFile))

@@ -257,6 +257,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, spindle.E(op, err)
 		}
 		n.keyState.Store(&keyState{rkeys: rkeys, ks: rkeys})
+		n.bg.Go(rkeys.followMembers)
 	} else {
 		keys, err := n.openCluster(ctx, len(cfg.KeyServers) == 0)
 		if err != nil {

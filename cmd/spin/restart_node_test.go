@@ -19,10 +19,9 @@ import (
 func TestMemberRestartServesTrees(t *testing.T) {
 	nodes, opA := keyCluster(t)
 	ops := []*spinUser{opA, nodes[1].op, nodes[2].op}
-	for i, op := range ops[1:] {
-		// Anew, now that their nodes are members: keyCluster made their
-		// configurations through nodes that were not members yet.
-		op.run("init", "-force", "-node", nodes[i+1].addr, fmt.Sprintf("op%c@example.com", 'b'+i))
+	for _, op := range ops[1:] {
+		// Their configurations, from keyCluster, were made through nodes
+		// that were not members yet.
 		op.run("signup")
 	}
 	for i, op := range ops {
@@ -77,4 +76,37 @@ func TestMemberRestartServesTrees(t *testing.T) {
 		n.start(t)
 	}
 	check("all three members killed and restarted at once")
+}
+
+// A node started with -keyserver A follows the cluster's members: after A
+// leaves, new users still sign up, store and read through it, and it
+// hands new clients the verifier key of a member that signs.
+func TestKeyServerNodeFollowsMembers(t *testing.T) {
+	nodes, opA := keyCluster(t)
+	d := &clusterNode{op: newSpinUser(t), args: []string{"-keyserver", nodes[0].addr}}
+	d.start(t)
+	if out := opA.out("key", "leave"); !strings.HasPrefix(out, "left:") {
+		t.Fatalf("spin key leave printed:\n%s", out)
+	}
+	ann := newSpinUser(t)
+	ann.run("init", "-node", d.addr, "ann@example.com")
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		out, err := ann.command("signup").CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spin signup through a -keyserver node 90s after its key server left the cluster: %v\n%s", err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	put := ann.command("put", "-", "@/f")
+	put.Stdin = strings.NewReader("after A left\n")
+	if out, err := put.CombinedOutput(); err != nil {
+		t.Fatalf("spin put: %v\n%s", err, out)
+	}
+	if out := ann.out("get", "@/f"); out != "after A left\n" {
+		t.Fatalf("spin get: %q", out)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"spindle.dev"
 )
@@ -44,12 +45,21 @@ const marksFile = "heads"
 // framed records (see appendFrame), each a user's newest mark or, with a
 // negative sequence number, the forgetting of one.
 type marks struct {
-	mu   sync.Mutex
-	read bool
-	m    map[spindle.UserName]Mark
-	recs int            // Records in the file.
-	f    spindle.FSFile // Open for appending, once read.
+	mu      sync.Mutex
+	read    bool
+	m       map[spindle.UserName]Mark
+	recs    int            // Records in the file.
+	f       spindle.FSFile // Open for appending, once read.
+	pending bool           // Marks written and not yet synced; a sync is due.
 }
+
+// markSyncDelay bounds how long a mark waits for its sync. The log it
+// marks is synced before the mark is written, so a crash in between
+// leaves the mark behind the log, never ahead of it: the check on the
+// next start then misses only a loss of the last entries, in that window
+// and on top of the crash. Syncing every mark would make each append wait
+// for two syncs, doubling its cost.
+const markSyncDelay = 50 * time.Millisecond
 
 func encodeMark(user spindle.UserName, m Mark) []byte {
 	b := binary.BigEndian.AppendUint64(nil, uint64(m.Seq))
@@ -186,8 +196,16 @@ func (s *diskStore) writeMark(user spindle.UserName, m Mark) error {
 	if _, err := k.f.Write(appendFrame(nil, encodeMark(user, m))); err != nil {
 		return spindle.E(op, spindle.IO, err)
 	}
-	if err := k.f.Sync(); err != nil {
-		return spindle.E(op, spindle.IO, err)
+	switch {
+	case m.Seq < 0:
+		// Forgetting a mark is an operator's repair: at once.
+		if err := k.f.Sync(); err != nil {
+			return spindle.E(op, spindle.IO, err)
+		}
+	case !k.pending:
+		k.pending = true
+		f := k.f
+		time.AfterFunc(markSyncDelay, func() { s.syncMarks(f) })
 	}
 	k.recs++
 	if m.Seq < 0 {
@@ -198,13 +216,28 @@ func (s *diskStore) writeMark(user spindle.UserName, m Mark) error {
 	return nil
 }
 
-// closeMarks closes the marks file.
+// syncMarks syncs the marks written to f, if it is still the file open.
+func (s *diskStore) syncMarks(f spindle.FSFile) {
+	k := &s.marks
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.f != f || !k.pending {
+		return
+	}
+	k.pending = false
+	f.Sync() // A failure shows at the next start, as a mark behind its log.
+}
+
+// closeMarks syncs and closes the marks file.
 func (s *diskStore) closeMarks() {
 	s.marks.mu.Lock()
 	defer s.marks.mu.Unlock()
 	if s.marks.f != nil {
+		if s.marks.pending {
+			s.marks.f.Sync()
+		}
 		s.marks.f.Close()
-		s.marks.f, s.marks.read = nil, false
+		s.marks.f, s.marks.read, s.marks.pending = nil, false, false
 	}
 }
 

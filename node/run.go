@@ -150,8 +150,10 @@ Example:
 var DefaultListen = []string{"/ip4/127.0.0.1/tcp/7447", "/ip4/127.0.0.1/udp/7447/quic-v1"}
 
 // RunCommand runs "spin node" with the arguments after "node", until ctx is
-// cancelled or the process is told to stop. It returns the exit code.
-func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) int {
+// cancelled or the process is told to stop. It returns the exit code. The
+// gateway (-gateway) reads with the PublicReader that gateway makes for
+// the node; with gateway nil, -gateway is refused.
+func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, gateway func(*Node) PublicReader) int {
 	fs, f := newFlags()
 	home, listen, writers, repair := f.home, f.listen, f.writers, f.repair
 	if err := fs.Parse(args); err != nil {
@@ -208,6 +210,10 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		fmt.Fprintf(stderr, "spin: node: -compact %d: give the entries after a checkpoint that trigger the next, or 0 for never\n", *f.compact)
 		return 2
 	}
+	if *f.gateway != "" && gateway == nil {
+		fmt.Fprintf(stderr, "spin: node: -gateway: this program was built without a reader for the gateway\n")
+		return 2
+	}
 	var users []spindle.UserName
 	for _, u := range splitList(*repair) {
 		cu, err := spindle.CleanUser(spindle.UserName(u))
@@ -262,7 +268,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		}
 		fmt.Fprintf(stderr, "spin: node: gateway serving files all may read at http://%s/\n", ln.Addr())
 		go func() {
-			if err := n.ServeGateway(ctx, ln); err != nil {
+			if err := n.ServeGateway(ctx, ln, gateway(n)); err != nil {
 				log.Error("gateway stopped", "err", err)
 			}
 		}()

@@ -130,9 +130,10 @@ Options:
                      network for good (default false; a second signal cuts
                      it short)
     -gateway ADDR    serve over plain HTTP at ADDR (host:port), at
-                     http://ADDR/USER/PATH, the files that all may read, for
-                     people who run no Spindle; every other name answers 404,
-                     the same whether it exists or not (default: no gateway)
+                     http://ADDR/USER/PATH, the files that all may read in
+                     any tree, hosted here or not, for people who run no
+                     Spindle; every other name answers 404, the same
+                     whether it exists or not (default: no gateway)
     -keyserver ADDRS comma-separated addresses of members of a key cluster
                      to use instead of starting one here, each a multiaddr
                      ending in /p2p/<peer ID> as spin node prints them; they

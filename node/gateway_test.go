@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -186,17 +187,20 @@ func TestRunCommandGateway(t *testing.T) {
 }
 
 // gatewayGet fetches name from the gateway at base and returns the status,
-// the body, and the whole response as sent, without its Date line.
+// the body, and the whole response as sent, without its Date line. It may
+// be called from any goroutine.
 func gatewayGet(t *testing.T, base, name string) (int, []byte, string) {
 	t.Helper()
 	resp, err := http.Get(base + name)
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("%s: %v", name, err)
+		return 0, nil, ""
 	}
 	defer resp.Body.Close()
 	dump, err := httputil.DumpResponse(resp, true)
 	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+		t.Errorf("%s: %v", name, err)
+		return 0, nil, ""
 	}
 	var kept []string
 	for _, l := range strings.SplitAfter(string(dump), "\n") {
@@ -263,11 +267,15 @@ func TestGatewayOnAnyNode(t *testing.T) {
 	base := srv.URL + "/"
 	served := func(when string) {
 		t.Helper()
+		var wg sync.WaitGroup // All at once: the gateway serves many.
 		for name, want := range files {
-			if code, body, _ := gatewayGet(t, base, string(ann(name))); code != 200 || string(body) != want {
-				t.Errorf("%s, %s: status %d, %d bytes; want 200 and %d bytes", when, name, code, len(body), len(want))
-			}
+			wg.Go(func() {
+				if code, body, _ := gatewayGet(t, base, string(ann(name))); code != 200 || string(body) != want {
+					t.Errorf("%s, %s: status %d, %d bytes; want 200 and %d bytes", when, name, code, len(body), len(want))
+				}
+			})
 		}
+		wg.Wait()
 	}
 	notFound := func(when string, names ...string) {
 		t.Helper()

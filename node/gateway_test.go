@@ -21,10 +21,20 @@ import (
 
 // gatewayReader makes the reader a node's gateway reads with, as spin node
 // does.
-func gatewayReader(t testing.TB) func(*Node) PublicReader {
-	return func(n *Node) PublicReader {
-		return client.NewAnonymous(client.AnonConfig{Node: n.Host().ID(), Send: n.AnonSend, Get: n.GetBlock, Logger: testLogger(t)})
+func gatewayReader(t testing.TB) func(*Node) (PublicReader, error) {
+	return func(n *Node) (PublicReader, error) {
+		return client.NewAnonymous(client.AnonConfig{Node: n.Host().ID(), Send: n.AnonSend, Get: n.GetBlock, Verifier: n.VerifierKey(), Logger: testLogger(t)})
 	}
+}
+
+// newGatewayReader is gatewayReader for n.
+func newGatewayReader(t testing.TB, n *Node) PublicReader {
+	t.Helper()
+	rd, err := gatewayReader(t)(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rd
 }
 
 // TestGateway checks that the gateway serves a file all may read, with its
@@ -59,7 +69,8 @@ func TestGateway(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	gctx, gstop := context.WithCancel(context.Background())
-	go func() { served <- n.ServeGateway(gctx, ln, gatewayReader(t)(n)) }()
+	rd := newGatewayReader(t, n)
+	go func() { served <- n.ServeGateway(gctx, ln, rd) }()
 	t.Cleanup(func() {
 		gstop()
 		if err := <-served; err != nil {
@@ -262,7 +273,7 @@ func TestGatewayOnAnyNode(t *testing.T) {
 		t.Fatalf("the gateway's node holds ann's log: %+v, %v; it is to host nothing", h, err)
 	}
 
-	srv := httptest.NewServer(gw.GatewayHandler(gatewayReader(t)(gw)))
+	srv := httptest.NewServer(gw.GatewayHandler(newGatewayReader(t, gw)))
 	defer srv.Close()
 	base := srv.URL + "/"
 	served := func(when string) {

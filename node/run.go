@@ -154,7 +154,7 @@ var DefaultListen = []string{"/ip4/127.0.0.1/tcp/7447", "/ip4/127.0.0.1/udp/7447
 // cancelled or the process is told to stop. It returns the exit code. The
 // gateway (-gateway) reads with the PublicReader that gateway makes for
 // the node; with gateway nil, -gateway is refused.
-func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, gateway func(*Node) PublicReader) int {
+func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, gateway func(*Node) (PublicReader, error)) int {
 	fs, f := newFlags()
 	home, listen, writers, repair := f.home, f.listen, f.writers, f.repair
 	if err := fs.Parse(args); err != nil {
@@ -261,6 +261,12 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	}
 	// The gateway listens before the addr file says the node is ready.
 	if *f.gateway != "" {
+		rd, err := gateway(n)
+		if err != nil {
+			fmt.Fprintf(stderr, "spin: node: -gateway: %s\n", oneLine(err.Error()))
+			n.Close()
+			return 1
+		}
 		ln, err := net.Listen("tcp", *f.gateway)
 		if err != nil {
 			fmt.Fprintf(stderr, "spin: node: -gateway: %v\n", err)
@@ -269,7 +275,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		}
 		fmt.Fprintf(stderr, "spin: node: gateway serving files all may read at http://%s/\n", ln.Addr())
 		go func() {
-			if err := n.ServeGateway(ctx, ln, gateway(n)); err != nil {
+			if err := n.ServeGateway(ctx, ln, rd); err != nil {
 				log.Error("gateway stopped", "err", err)
 			}
 		}()

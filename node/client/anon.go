@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -19,11 +20,12 @@ import (
 // order of its owner's key record (the sequencer, then each mirror while
 // the ones before cannot be reached), naming the host in wire.Request.To;
 // a host answers such a request for no user, with only what the Access
-// rules let all read. Every answer is checked as for any client: its head
-// is signed by a dir host the owner's key record names, its entry is the
-// one the head's map holds at the name, Access files are their owner's,
-// the file's writer signed it, and each block has its hash. Blocks come
-// from the node's store, which finds their holders.
+// rules let all read. Every answer is checked as for any client: key
+// records are proved in the key cluster's transparency log, a head is
+// signed by a dir host the owner's key record names, an entry is the one
+// the head's map holds at the name, Access files are their owner's, the
+// file's writer signed it, and each block has its hash. Blocks come from
+// the node's store, which finds their holders.
 
 // An AnonConfig configures an anonymous reader.
 type AnonConfig struct {
@@ -35,6 +37,10 @@ type AnonConfig struct {
 	Send func(ctx context.Context, to peer.ID, data []byte) ([]byte, error)
 	// Get fetches a block. The reader checks each block's hash itself.
 	Get pack.GetFunc
+	// Verifier is the verifier key of the key cluster Node uses: every
+	// key record is proved to be in the cluster's transparency log, as
+	// with a client's key log (kept in memory only).
+	Verifier string
 	// Logger receives the reader's diagnostics; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -46,16 +52,21 @@ type Anonymous struct {
 }
 
 // NewAnonymous returns an anonymous reader.
-func NewAnonymous(cfg AnonConfig) *Anonymous {
+func NewAnonymous(cfg AnonConfig) (*Anonymous, error) {
 	c := &Client{log: cfg.Logger, get: cfg.Get, userKeys: map[spindle.UserName]cachedUser{}}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
+	l, err := newKeyLog("", cfg.Verifier, nil, nil)
+	if err != nil {
+		return nil, spindle.E(spindle.Op("client.NewAnonymous"), spindle.Invalid, fmt.Errorf("key cluster verifier key %q: %w", cfg.Verifier, err))
+	}
+	c.keyLog = l
 	c.svc = &remote{peer: cfg.Node, direct: cfg.Send, verifyHead: c.verifyHead, log: c.log, route: c.dirHostsOf, routeFresh: c.dirHostsFresh}
 	c.heads = &dirHeads{heads: make(map[spindle.UserName]*dirlog.Head)}
 	c.svc.heads = c.heads
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, noKeys{})}
-	return &Anonymous{c: c}
+	return &Anonymous{c: c}, nil
 }
 
 // Lookup returns the entry at name, as Client.Lookup does without

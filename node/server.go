@@ -134,7 +134,7 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 	// anonymous reader of a gateway, who gets what all may read.
 	user := n.session(remote)
 	switch {
-	case req.To != "" && isDirMethod(req.Method) && req.Auth == nil && isAnonMethod(req.Method):
+	case req.To != "" && req.Auth == nil && isAnonMethod(req.Method):
 		user = anonReader
 	case req.To != "" && isDirMethod(req.Method):
 		if req.Auth == nil || len(req.Auth.Req) == 0 {

@@ -29,6 +29,13 @@ package node
 // A watch is not carried: it reaches only trees that the client's own node
 // hosts.
 //
+// Anonymous reads. A node's gateway reads as a client with no keys
+// (client.Anonymous): its lookups and WhichAccess requests go unsigned,
+// straight from its node to the dir host that Request.To names, which
+// answers them for anonReader, a user no Access file can name but by
+// all: with what all may read, and for every other name the answer any
+// stranger gets. Such a request is not carried for another peer.
+//
 // Staleness of key reads. A member answers lookups from its own replica of
 // the cluster's state. A follower applies an entry when the leader tells
 // it the entry committed, with the next append or heartbeat: in ordinary
@@ -100,6 +107,12 @@ func isDirMethod(m string) bool {
 		return true
 	}
 	return false
+}
+
+// isAnonMethod reports whether a request's method is one a dir host
+// answers for the anonymous reader (see anonReader).
+func isAnonMethod(m string) bool {
+	return m == wire.DirLookup || m == wire.DirWhich
 }
 
 // remoteKeys is the key cluster of a node that is no member: every

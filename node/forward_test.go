@@ -185,11 +185,15 @@ func TestForwarderCannotActAsUser(t *testing.T) {
 	bid := w.b.Host().ID()
 	lookup := wire.Request{Method: wire.DirLookup, Name: "ann@example.com/secret"}
 
-	// Unsigned, with or without To: A holds no session at B.
-	for _, req := range []*wire.Request{&lookup, {Method: lookup.Method, Name: lookup.Name, To: bid.String()}} {
-		if _, err := nodeCall(t, w.a, bid, req); !errors.Is(err, spindle.Permission) {
-			t.Errorf("unsigned %+v from A: %v, want Permission", req, err)
-		}
+	// Unsigned: A holds no session at B. Addressed to B, unsigned, it is
+	// an anonymous read: B answers what all may read, and ann's secret
+	// is not that.
+	if _, err := nodeCall(t, w.a, bid, &lookup); !errors.Is(err, spindle.Permission) {
+		t.Errorf("unsigned %+v from A: %v, want Permission", lookup, err)
+	}
+	anon := &wire.Request{Method: lookup.Method, Name: lookup.Name, To: bid.String()}
+	if resp, err := nodeCall(t, w.a, bid, anon); !errors.Is(err, spindle.Private) || resp != nil && resp.Entry != nil {
+		t.Errorf("anonymous %+v from A: %+v, %v; want Private and no entry", anon, resp, err)
 	}
 	// A session A opens for itself is its own, not ann's: it has no key.
 	// Signed by ann: taken once, then refused as a replay.
@@ -364,7 +368,7 @@ func TestBadKeyServer(t *testing.T) {
 	id := "12D3KooWGRUBkQ8jtu4ZKmfvTJRCaw4pEZRLbGyDFUJx7k1D5sXE"
 	for _, a := range []string{"nonsense", id, "/ip4/127.0.0.1/tcp/7447"} {
 		var stdout, stderr syncBuffer
-		code := RunCommand(context.Background(), []string{"-home", t.TempDir(), "-writers", "all", "-listen", "/ip4/127.0.0.1/tcp/0", "-keyserver", a}, &stdout, &stderr, testLogger(t))
+		code := RunCommand(context.Background(), []string{"-home", t.TempDir(), "-writers", "all", "-listen", "/ip4/127.0.0.1/tcp/0", "-keyserver", a}, &stdout, &stderr, testLogger(t), nil)
 		msg := stderr.String()
 		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "spin: node: -keyserver: ") || !strings.Contains(msg, fmt.Sprintf("%q", a)) || !strings.Contains(msg, "key server address") {
 			t.Errorf("spin node -keyserver %s: exit %d, stderr %q; want 2 and one line naming it", a, code, msg)

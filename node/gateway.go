@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"spindle.dev"
 	"spindle.dev/access"
 	"spindle.dev/node/media"
@@ -18,20 +20,58 @@ import (
 // The gateway hands files to people who run no Spindle: over plain HTTP,
 // at /USER/PATH, it serves the files the Access rules let all read and
 // whose key is wrapped for all, and nothing else. Every other name,
-// whether private, a directory, a link or missing, gets the same 404, so
-// that the gateway never tells whether a private file exists.
+// whether private, a directory, a link, missing or in a tree whose dir
+// hosts cannot be reached, gets the same 404, so that the gateway never
+// tells whether a private file exists.
+//
+// It works on any node, whether or not the node hosts the tree: it reads
+// as the anonymous reader (see forward.go), through the network like any
+// client through any peer: the tree's dir hosts answer, the holders of
+// the blocks serve them, and every answer is checked as a client checks
+// it.
 
-// GatewayHandler returns the HTTP handler of the gateway (see
-// ServeGateway).
-func (n *Node) GatewayHandler() http.Handler {
-	return http.HandlerFunc(n.serveGateway)
+// A PublicReader reads what all may read, checking every answer as a
+// client does. The gateway reads with a client.Anonymous made with
+// AnonSend and GetBlock, which whoever starts the gateway makes: package
+// node cannot import package client, whose tests start nodes.
+type PublicReader interface {
+	// Lookup returns the entry at name, not following a link at its end.
+	Lookup(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error)
+	// WhichAccess returns the Access file that governs name, or nil.
+	WhichAccess(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error)
+	// OpenFile opens the file e, which Lookup returned.
+	OpenFile(ctx context.Context, e *spindle.DirEntry) (spindle.File, error)
 }
 
-// ServeGateway serves the gateway on ln until ctx is cancelled or the
-// node closes. It returns nil when stopped that way.
-func (n *Node) ServeGateway(ctx context.Context, ln net.Listener) error {
+// GatewayHandler returns the HTTP handler of the gateway (see
+// ServeGateway), which reads with rd.
+func (n *Node) GatewayHandler(rd PublicReader) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.serveGateway(w, r, rd)
+	})
+}
+
+// AnonSend carries an encoded request of the client protocol (package
+// node/wire) that an anonymous reader in this node sends to the node to:
+// to this node's own protocol handler, or to another node.
+func (n *Node) AnonSend(ctx context.Context, to peer.ID, data []byte) ([]byte, error) {
+	if to == n.host.ID() {
+		return n.ServeClient(ctx, to, data)
+	}
+	return n.callPeer(ctx, peer.AddrInfo{ID: to}, data)
+}
+
+// GetBlock fetches a block through the node's replica store: from this
+// node, or from its holders, found through the DHT. It checks the hash.
+func (n *Node) GetBlock(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	return n.replica.Get(ctx, ref)
+}
+
+// ServeGateway serves the gateway on ln, reading with rd, until ctx is
+// cancelled or the node closes. It returns nil when stopped that way.
+func (n *Node) ServeGateway(ctx context.Context, ln net.Listener, rd PublicReader) error {
 	srv := &http.Server{
-		Handler:           n.GatewayHandler(),
+		Handler:           n.GatewayHandler(rd),
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return n.ctx },
 	}
@@ -58,14 +98,14 @@ func gatewayNotFound(w http.ResponseWriter) {
 	w.Write([]byte("404 not found\n"))
 }
 
-func (n *Node) serveGateway(w http.ResponseWriter, r *http.Request) {
+func (n *Node) serveGateway(w http.ResponseWriter, r *http.Request, rd PublicReader) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "only GET and HEAD", http.StatusMethodNotAllowed)
 		return
 	}
 	name := strings.TrimPrefix(r.URL.Path, "/")
-	f, err := n.openPublic(r.Context(), spindle.PathName(name))
+	f, err := openPublic(r.Context(), rd, spindle.PathName(name))
 	if err != nil {
 		n.log.Debug("gateway: not served", "name", name, "err", err)
 		gatewayNotFound(w)
@@ -87,12 +127,14 @@ func (n *Node) serveGateway(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, "", e.Time.Go(), f)
 }
 
-// gatewayUser is the user the gateway asks as.
-const gatewayUser spindle.UserName = "gateway@gateway.invalid"
+// anonReader is the user an anonymous read acts as (see forward.go). It
+// may register nowhere (.invalid is reserved), so what it may read, the
+// Access rules grant everyone.
+const anonReader spindle.UserName = "gateway@gateway.invalid"
 
 // openPublic opens name if all may read it: the Access rules grant all
 // read, and the file's key is wrapped for all (or it is not encrypted).
-func (n *Node) openPublic(ctx context.Context, name spindle.PathName) (spindle.File, error) {
+func openPublic(ctx context.Context, rd PublicReader, name spindle.PathName) (spindle.File, error) {
 	p, err := spindle.Parse(name)
 	if err != nil {
 		return nil, err
@@ -100,11 +142,10 @@ func (n *Node) openPublic(ctx context.Context, name spindle.PathName) (spindle.F
 	if p.IsRoot() {
 		return nil, errors.New("a root is not a file")
 	}
-	// gatewayUser may register nowhere (.invalid is reserved), so what it
-	// may read, the Access rules grant everyone. That is checked below
-	// too: only a grant of read to all, directly in the governing Access
-	// file, opens a file here.
-	e, err := n.dir.Lookup(ctx, gatewayUser, p.Path())
+	// The dir hosts answer what all may read. That is checked here too:
+	// only a grant of read to all, directly in the governing Access file,
+	// opens a file.
+	e, err := rd.Lookup(ctx, p.Path())
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +153,7 @@ func (n *Node) openPublic(ctx context.Context, name spindle.PathName) (spindle.F
 		access.IsAccessFile(e.Name) || access.IsGroupFile(e.Name) {
 		return nil, errors.New("not a readable file")
 	}
-	ae, err := n.dir.WhichAccess(ctx, gatewayUser, e.Name)
+	ae, err := rd.WhichAccess(ctx, e.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -138,16 +179,5 @@ func (n *Node) openPublic(ctx context.Context, name spindle.PathName) (spindle.F
 			return nil, errors.New("key not wrapped for all")
 		}
 	}
-	held, err := n.keyHistory(ctx, e.Writer)
-	if err != nil {
-		return nil, err
-	}
-	var wkeys []spindle.PublicKey
-	for _, h := range held {
-		wkeys = append(wkeys, h.Key)
-	}
-	return pack.NewReader(ctx, e, pack.ReadConfig{
-		WriterKeys: wkeys,
-		Get:        n.replica.Get,
-	})
+	return rd.OpenFile(ctx, e)
 }

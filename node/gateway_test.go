@@ -6,12 +6,36 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"spindle.dev"
+	"spindle.dev/node/client"
 )
+
+// gatewayReader makes the reader a node's gateway reads with, as spin node
+// does.
+func gatewayReader(t testing.TB) func(*Node) (PublicReader, error) {
+	return func(n *Node) (PublicReader, error) {
+		return client.NewAnonymous(client.AnonConfig{Node: n.Host().ID(), Send: n.AnonSend, Get: n.GetBlock, Verifier: n.VerifierKey(), Logger: testLogger(t)})
+	}
+}
+
+// newGatewayReader is gatewayReader for n.
+func newGatewayReader(t testing.TB, n *Node) PublicReader {
+	t.Helper()
+	rd, err := gatewayReader(t)(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rd
+}
 
 // TestGateway checks that the gateway serves a file all may read, with its
 // content type and ranges, and answers 404 alike for a private file, a
@@ -45,7 +69,8 @@ func TestGateway(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	gctx, gstop := context.WithCancel(context.Background())
-	go func() { served <- n.ServeGateway(gctx, ln) }()
+	rd := newGatewayReader(t, n)
+	go func() { served <- n.ServeGateway(gctx, ln, rd) }()
 	t.Cleanup(func() {
 		gstop()
 		if err := <-served; err != nil {
@@ -121,7 +146,7 @@ func TestRunCommandGateway(t *testing.T) {
 	var stdout, stderr syncBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- RunCommand(ctx, []string{"-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "ann@example.com", "-gateway", "127.0.0.1:0"}, &stdout, &stderr, testLogger(t))
+		code <- RunCommand(ctx, []string{"-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "ann@example.com", "-gateway", "127.0.0.1:0"}, &stdout, &stderr, testLogger(t), gatewayReader(t))
 	}()
 	var base string
 	for deadline := time.Now().Add(time.Minute); base == ""; {
@@ -170,4 +195,133 @@ func TestRunCommandGateway(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// gatewayGet fetches name from the gateway at base and returns the status,
+// the body, and the whole response as sent, without its Date line. It may
+// be called from any goroutine.
+func gatewayGet(t *testing.T, base, name string) (int, []byte, string) {
+	t.Helper()
+	resp, err := http.Get(base + name)
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return 0, nil, ""
+	}
+	defer resp.Body.Close()
+	dump, err := httputil.DumpResponse(resp, true)
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return 0, nil, ""
+	}
+	var kept []string
+	for _, l := range strings.SplitAfter(string(dump), "\n") {
+		if !strings.HasPrefix(l, "Date: ") {
+			kept = append(kept, l)
+		}
+	}
+	_, b, _ := strings.Cut(string(dump), "\r\n\r\n")
+	return resp.StatusCode, []byte(b), strings.Join(kept, "")
+}
+
+// A gateway on a node that hosts no tree serves what all may read of a
+// tree hosted elsewhere, as an anonymous reader: from the sequencer, then
+// from a mirror once the sequencer is down. Every name all may not read,
+// and a name whose dir hosts are all down, gets the byte-identical 404.
+func TestGatewayOnAnyNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four networked nodes")
+	}
+	_, h := mirrorNodes(t, 3)
+	seq, mirror, gw := h[0], h[1], h[2]
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const annU = spindle.UserName("ann@example.com")
+	annC := dialAs(t, seq, annU)
+	if err := annC.SetDirHosts(ctx, hostAddrs(seq, mirror)); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"pub", "pub/sub", "private"} {
+		if _, err := annC.MakeDirectory(ctx, ann(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	packings := map[string]spindle.Packing{"pub/sea.txt": spindle.UnknownPack, "pub/plain.txt": spindle.PlainPack, "pub/ee.txt": spindle.EEPack, "pub/old.txt": spindle.UnknownPack}
+	put := func(name, data string, packing spindle.Packing) {
+		t.Helper()
+		if _, err := annC.Put(ctx, ann(name), strings.NewReader(data), packing, nil); err != nil {
+			t.Fatalf("put %s: %v", name, err)
+		}
+	}
+	put("pub/Access", "r: all\n*: ann@example.com\n", spindle.PlainPack)
+	put("private/Access", "r: bob@example.com\n*: ann@example.com\n", spindle.PlainPack)
+	put("private/diary.txt", "dear diary", spindle.UnknownPack)
+	files := map[string]string{} // Contents by name.
+	for name, packing := range packings {
+		files[name] = strings.Repeat(name+" is for all. ", 5000)
+		put(name, files[name], packing)
+	}
+	if err := annC.Rename(ctx, ann("pub/old.txt"), ann("pub/moved.txt")); err != nil {
+		t.Fatal(err)
+	}
+	files["pub/moved.txt"] = files["pub/old.txt"]
+	delete(files, "pub/old.txt")
+	if _, err := annC.PutLink(ctx, ann("pub/sea.txt"), ann("pub/link")); err != nil {
+		t.Fatal(err)
+	}
+	waitMirrored(t, annU, seq, mirror)
+	if h, err := gw.dir.Head(ctx, annU); err != nil || h.Seq != 0 {
+		t.Fatalf("the gateway's node holds ann's log: %+v, %v; it is to host nothing", h, err)
+	}
+
+	srv := httptest.NewServer(gw.GatewayHandler(newGatewayReader(t, gw)))
+	defer srv.Close()
+	base := srv.URL + "/"
+	served := func(when string) {
+		t.Helper()
+		var wg sync.WaitGroup // All at once: the gateway serves many.
+		for name, want := range files {
+			wg.Go(func() {
+				if code, body, _ := gatewayGet(t, base, string(ann(name))); code != 200 || string(body) != want {
+					t.Errorf("%s, %s: status %d, %d bytes; want 200 and %d bytes", when, name, code, len(body), len(want))
+				}
+			})
+		}
+		wg.Wait()
+	}
+	notFound := func(when string, names ...string) {
+		t.Helper()
+		_, _, want := gatewayGet(t, base, "ann@example.com/pub/nosuch.txt")
+		if !strings.HasPrefix(want, "HTTP/1.1 404 ") {
+			t.Fatalf("%s: a missing file gets %q, want a 404", when, want)
+		}
+		for _, name := range names {
+			if _, _, got := gatewayGet(t, base, name); got != want {
+				t.Errorf("%s, %s: the gateway answered\n%s\nand for a missing file\n%s", when, name, got, want)
+			}
+		}
+	}
+	served("sequencer up")
+	notFound("sequencer up",
+		"ann@example.com/private/diary.txt",
+		"ann@example.com/private/nosuch.txt",
+		"ann@example.com/private/",
+		"ann@example.com/pub/",
+		"ann@example.com/pub/sub",
+		"ann@example.com/pub/Access",
+		"ann@example.com/pub/link",
+		"ann@example.com/pub/old.txt",
+		"ann@example.com/",
+		"nobody@example.com/pub/sea.txt",
+		"not a name",
+	)
+
+	// The sequencer down: its mirror answers, the other holders serve the
+	// blocks.
+	seq.Close()
+	served("sequencer down")
+	notFound("sequencer down", "ann@example.com/private/diary.txt", "ann@example.com/pub/link")
+
+	// Every dir host down: a file all could read is now as missing.
+	mirror.Close()
+	notFound("every dir host down", "ann@example.com/pub/sea.txt", "ann@example.com/pub/plain.txt")
 }

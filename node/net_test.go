@@ -180,7 +180,7 @@ func TestBadBootstrap(t *testing.T) {
 		}
 
 		var stdout, stderr syncBuffer
-		code := RunCommand(context.Background(), []string{"-home", t.TempDir(), "-writers", "all", "-listen", "/ip4/127.0.0.1/tcp/0", "-bootstrap", "/ip4/127.0.0.1/tcp/1/p2p/" + id + "," + a}, &stdout, &stderr, testLogger(t))
+		code := RunCommand(context.Background(), []string{"-home", t.TempDir(), "-writers", "all", "-listen", "/ip4/127.0.0.1/tcp/0", "-bootstrap", "/ip4/127.0.0.1/tcp/1/p2p/" + id + "," + a}, &stdout, &stderr, testLogger(t), nil)
 		msg := stderr.String()
 		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "spin: node: -bootstrap: ") || !strings.Contains(msg, fmt.Sprintf("%q", a)) {
 			t.Errorf("spin node -bootstrap %s: exit %d, stderr %q; want 2 and one line naming it", a, code, msg)

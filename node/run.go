@@ -130,9 +130,10 @@ Options:
                      network for good (default false; a second signal cuts
                      it short)
     -gateway ADDR    serve over plain HTTP at ADDR (host:port), at
-                     http://ADDR/USER/PATH, the files that all may read, for
-                     people who run no Spindle; every other name answers 404,
-                     the same whether it exists or not (default: no gateway)
+                     http://ADDR/USER/PATH, the files that all may read in
+                     any tree, hosted here or not, for people who run no
+                     Spindle; every other name answers 404, the same
+                     whether it exists or not (default: no gateway)
     -keyserver ADDRS comma-separated addresses of members of a key cluster
                      to use instead of starting one here, each a multiaddr
                      ending in /p2p/<peer ID> as spin node prints them; they
@@ -150,8 +151,10 @@ Example:
 var DefaultListen = []string{"/ip4/127.0.0.1/tcp/7447", "/ip4/127.0.0.1/udp/7447/quic-v1"}
 
 // RunCommand runs "spin node" with the arguments after "node", until ctx is
-// cancelled or the process is told to stop. It returns the exit code.
-func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) int {
+// cancelled or the process is told to stop. It returns the exit code. The
+// gateway (-gateway) reads with the PublicReader that gateway makes for
+// the node; with gateway nil, -gateway is refused.
+func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, gateway func(*Node) (PublicReader, error)) int {
 	fs, f := newFlags()
 	home, listen, writers, repair := f.home, f.listen, f.writers, f.repair
 	if err := fs.Parse(args); err != nil {
@@ -208,6 +211,10 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		fmt.Fprintf(stderr, "spin: node: -compact %d: give the entries after a checkpoint that trigger the next, or 0 for never\n", *f.compact)
 		return 2
 	}
+	if *f.gateway != "" && gateway == nil {
+		fmt.Fprintf(stderr, "spin: node: -gateway: this program was built without a reader for the gateway\n")
+		return 2
+	}
 	var users []spindle.UserName
 	for _, u := range splitList(*repair) {
 		cu, err := spindle.CleanUser(spindle.UserName(u))
@@ -254,6 +261,12 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	}
 	// The gateway listens before the addr file says the node is ready.
 	if *f.gateway != "" {
+		rd, err := gateway(n)
+		if err != nil {
+			fmt.Fprintf(stderr, "spin: node: -gateway: %s\n", oneLine(err.Error()))
+			n.Close()
+			return 1
+		}
 		ln, err := net.Listen("tcp", *f.gateway)
 		if err != nil {
 			fmt.Fprintf(stderr, "spin: node: -gateway: %v\n", err)
@@ -262,7 +275,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		}
 		fmt.Fprintf(stderr, "spin: node: gateway serving files all may read at http://%s/\n", ln.Addr())
 		go func() {
-			if err := n.ServeGateway(ctx, ln); err != nil {
+			if err := n.ServeGateway(ctx, ln, rd); err != nil {
 				log.Error("gateway stopped", "err", err)
 			}
 		}()

@@ -41,7 +41,7 @@ func TestRunCommand(t *testing.T) {
 	var stdout, stderr syncBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- RunCommand(ctx, []string{"-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "ann@example.com"}, &stdout, &stderr, testLogger(t))
+		code <- RunCommand(ctx, []string{"-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "ann@example.com"}, &stdout, &stderr, testLogger(t), nil)
 	}()
 	addrFile := filepath.Join(home, "addr")
 	deadline := time.Now().Add(time.Minute)
@@ -105,13 +105,13 @@ func TestRunCommandErrors(t *testing.T) {
 	} {
 		var stdout, stderr syncBuffer
 		args := append([]string{"-home", t.TempDir()}, c.args...)
-		got := RunCommand(context.Background(), args, &stdout, &stderr, testLogger(t))
+		got := RunCommand(context.Background(), args, &stdout, &stderr, testLogger(t), nil)
 		if got != c.code || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("spin node %q: exit %d, stderr %q; want exit %d and %q", c.args, got, stderr.String(), c.code, c.want)
 		}
 	}
 	var stdout, stderr syncBuffer
-	if got := RunCommand(context.Background(), []string{"-help"}, &stdout, &stderr, nil); got != 0 || stdout.String() != NodeUsage {
+	if got := RunCommand(context.Background(), []string{"-help"}, &stdout, &stderr, nil, nil); got != 0 || stdout.String() != NodeUsage {
 		t.Errorf("spin node -help: exit %d, printed %q", got, stdout.String())
 	}
 }

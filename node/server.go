@@ -129,9 +129,14 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 	}
 
 	// The rest act for the user the peer has authenticated as, or, for
-	// a request carried here by another node, who signed it (forward.go).
+	// a request carried here by another node, who signed it (forward.go),
+	// or, for an unsigned read addressed to this node, for no user: the
+	// anonymous reader of a gateway, who gets what all may read.
 	user := n.session(remote)
-	if req.To != "" && isDirMethod(req.Method) {
+	switch {
+	case req.To != "" && req.Auth == nil && isAnonMethod(req.Method):
+		user = anonReader
+	case req.To != "" && isDirMethod(req.Method):
 		if req.Auth == nil || len(req.Auth.Req) == 0 {
 			return nil, spindle.E(spindle.Op("node.SignedRequest"), spindle.Permission, "a request carried by another node must be signed by its user")
 		}

@@ -87,9 +87,10 @@ type Client struct {
 	ownHost bool
 	svc     *remote
 	dir     *serialDir
-	blocks  *p2p.RemoteStore
-	keyLog  *keyLog   // Nil if the client trusts its node's key records.
-	heads   *dirHeads // Nil if the client does not check for rollbacks.
+	blocks  *p2p.RemoteStore // Nil for the anonymous reader.
+	get     pack.GetFunc     // Fetches blocks: blocks.Fetch, or the anonymous reader's own.
+	keyLog  *keyLog          // Nil if the client trusts its node's key records.
+	heads   *dirHeads        // Nil if the client does not check for rollbacks.
 
 	bufs     sync.Pool     // Block buffers for putPipe.
 	putSlots chan struct{} // Blocks on their way to the node, from all puts together.
@@ -185,6 +186,7 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead, log: c.log, route: c.dirHostsOf, routeFresh: c.dirHostsFresh, hostAddrs: c.dirHostAddrs, sign: c.signRequest}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
+	c.get = c.blocks.Fetch
 	// Without a file, the heads seen are kept for this client's life.
 	c.heads = &dirHeads{heads: make(map[spindle.UserName]*dirlog.Head)}
 	if cfg.DirHeads != "" {
@@ -853,8 +855,18 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 		// lookup verified the text as the owner's.
 		return newInlineFile(e), nil
 	}
+	r, err := c.openFile(ctx, e)
+	if err != nil {
+		return nil, spindle.E(op, p.Path(), err)
+	}
+	return r, nil
+}
+
+// openFile opens the file e, which lookup returned, checking its writer's
+// signature and, as it reads, each block.
+func (c *Client) openFile(ctx context.Context, e *spindle.DirEntry) (*pack.Reader, error) {
 	var r *pack.Reader
-	err = c.tryWriterKeys(ctx, e, func(wkeys []spindle.PublicKey) (err error) {
+	err := c.tryWriterKeys(ctx, e, func(wkeys []spindle.PublicKey) (err error) {
 		r, err = pack.NewReader(ctx, e, pack.ReadConfig{
 			Keys:       c.keys,
 			WriterKeys: wkeys,
@@ -864,10 +876,7 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 		})
 		return err
 	})
-	if err != nil {
-		return nil, spindle.E(op, p.Path(), err)
-	}
-	return r, nil
+	return r, err
 }
 
 // Readers implements spindle.Client.

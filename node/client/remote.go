@@ -52,6 +52,10 @@ type remote struct {
 	hostAddrs func(ctx context.Context, owner spindle.UserName) []spindle.PeerAddr
 	// sign signs a request for the node to, which the node peer carries.
 	sign func(req *wire.Request, to peer.ID) error
+	// direct, if set, carries each request to the peer it is for, in
+	// place of a stream of h: the anonymous reader's way (see anon.go),
+	// whose requests about a tree go unsigned to each dir host itself.
+	direct func(ctx context.Context, to peer.ID, data []byte) ([]byte, error)
 	// evidence is the directory in which evidence of a host's
 	// misbehaviour is saved (see evidence.go), or "".
 	evidence string
@@ -134,7 +138,7 @@ func (r *remote) callFor(ctx context.Context, req *wire.Request, owner spindle.U
 // (a host that cannot be reached gives IO), so that reads go on, served by
 // a mirror, while the sequencer is down.
 func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindle.UserName) (*wire.Response, error) {
-	if r.route == nil || r.sign == nil {
+	if r.route == nil || r.sign == nil && r.direct == nil {
 		return r.call1(ctx, req)
 	}
 	if owner == "" {
@@ -210,8 +214,14 @@ func (r *remote) callSequencer(ctx context.Context, req *wire.Request, owner spi
 }
 
 // callTo sends req to the dir host to: to the client's node itself, or
-// signed for to and carried by the client's node.
+// signed for to and carried by the client's node; for the anonymous
+// reader, unsigned and straight to to, which answers what all may read.
 func (r *remote) callTo(ctx context.Context, req *wire.Request, to peer.ID) (*wire.Response, error) {
+	if r.direct != nil {
+		fwd := *req
+		fwd.To = to.String()
+		return r.callAt(ctx, to, &fwd)
+	}
 	if to == r.peer {
 		return r.call1(ctx, req)
 	}
@@ -241,15 +251,26 @@ func requestOwner(req *wire.Request) (spindle.UserName, bool) {
 }
 
 func (r *remote) call1(ctx context.Context, req *wire.Request) (*wire.Response, error) {
+	return r.callAt(ctx, r.peer, req)
+}
+
+// callAt sends req to the peer to: the client's node, or a dir host for
+// the anonymous reader.
+func (r *remote) callAt(ctx context.Context, to peer.ID, req *wire.Request) (*wire.Response, error) {
 	data, err := wire.Encode(req)
 	if err != nil {
 		return nil, spindle.E(spindle.Internal, err)
 	}
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	out, err := p2p.Call(cctx, r.h, r.peer, wire.ClientProtocol, data, wire.MaxMessage)
+	var out []byte
+	if r.direct != nil {
+		out, err = r.direct(cctx, to, data)
+	} else {
+		out, err = p2p.Call(cctx, r.h, to, wire.ClientProtocol, data, wire.MaxMessage)
+	}
 	if err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		err = spindle.E(spindle.Transient, req.Name, fmt.Errorf("node %s did not answer %s within %v", r.peer, req.Method, callTimeout))
+		err = spindle.E(spindle.Transient, req.Name, fmt.Errorf("node %s did not answer %s within %v", to, req.Method, callTimeout))
 	}
 	cancel()
 	resp, err := decodeResponse(out, err)

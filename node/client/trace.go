@@ -81,11 +81,11 @@ func (c *Client) putter() refPutter {
 // fetcher returns the function an open file fetches its blocks with.
 func (c *Client) fetcher() func(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	if !debugOn(c.log) {
-		return c.blocks.Fetch
+		return c.get
 	}
 	return func(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 		start := time.Now()
-		data, err := c.blocks.Fetch(ctx, ref)
+		data, err := c.get(ctx, ref)
 		attrs := []any{"ref", ref, "bytes", len(data), "took", roundDur(time.Since(start))}
 		if err != nil {
 			attrs = append(attrs, "err", err.Error())

@@ -132,6 +132,9 @@ type Request struct {
 	// To carries the request there unchanged and returns the answer
 	// unchanged. Such a request acts for the user who signed it, not for
 	// a session: Auth must sign it (see AuthMsg.Req and SignedDigest).
+	// Unsigned, a dir.lookup or dir.whichaccess for To is answered by To
+	// for no user (the anonymous reader of a gateway) with what all may
+	// read; no node carries it.
 	To string `cbor:"10,keyasint,omitempty"`
 	// Grant, for a key.put of a new name under the domain policy, is the
 	// countersignature of the domain's admin key (keyraft.GrantDigest).

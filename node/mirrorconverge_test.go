@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
+	"spindle.dev/dirlog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
@@ -205,5 +206,101 @@ func TestMirrorCatchesUpWithoutWrite(t *testing.T) {
 		time.Sleep(time.Second)
 		dropping.Store(false)
 		waitConverged(t, annU, h1, h3)
+	})
+}
+
+// The operator's status lists each log a node hosts with the node's role,
+// its head, its lag and the last pull error: ann's mirror H2, refusing
+// an entry its sequencer H1 sends, reports itself one behind H1 with the
+// error naming H1, and H1 reports where H2 stands; once H1 is honest
+// again H2 reports no lag and no error. (TestStatusAccess checks that a
+// writer asking over the network gets the status without the logs.)
+func TestMirrorStatusListsLogs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three networked nodes")
+	}
+	_, h := mirrorNodes(t, 2)
+	h1, h2 := h[0], h[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const annU = spindle.UserName("ann@example.com")
+	annC, _ := dialWithKeys(t, h1, annU)
+	if err := annC.SetDirHosts(ctx, hostAddrs(h1, h2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := annC.Put(ctx, ann("a"), strings.NewReader("a"), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitMirrored(t, annU, h1, h2)
+
+	// H1 sends H2 the next entry with a bad signature.
+	var lying atomic.Bool
+	lying.Store(true)
+	p2p.Handle(context.Background(), h1.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+		out, err := h1.ServeClient(ctx, remote, data)
+		var req wire.Request
+		var resp wire.Response
+		if err != nil || !lying.Load() || wire.Decode(data, &req) != nil || req.Method != wire.DirMirror || wire.Decode(out, &resp) != nil || len(resp.Log) == 0 {
+			return out, err
+		}
+		e, derr := dirlog.UnmarshalEntry(resp.Log[0])
+		if derr != nil {
+			return out, err
+		}
+		e.Sig[len(e.Sig)/2] ^= 1
+		resp.Log[0] = e.Marshal()
+		return wire.Encode(&resp)
+	})
+	defer p2p.Handle(context.Background(), h1.Host(), wire.ClientProtocol, wire.MaxMessage, h1.ServeClient)
+	if _, err := annC.Put(ctx, ann("b"), strings.NewReader("b"), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	seq1 := headOf(t, h1, annU).Seq
+	seq2 := headOf(t, h2, annU).Seq
+	if seq2 != seq1-1 {
+		t.Fatalf("H2 at %d, H1 at %d: want H2 one behind", seq2, seq1)
+	}
+	socket := context.WithValue(ctx, socketKey{}, true)
+	logOf := func(n *Node) wire.LogStatus {
+		t.Helper()
+		resp, err := n.serveStatus(socket, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range resp.Status.Logs {
+			if l.User == annU {
+				return l
+			}
+		}
+		t.Fatalf("%s's status lists no log of %s: %+v", n.Host().ID(), annU, resp.Status.Logs)
+		return wire.LogStatus{}
+	}
+	var l2 wire.LogStatus
+	waitFor(t, mirrorWait, func() string { return fmt.Sprintf("H2's status of ann's log: %+v; want lag 1 and an error", l2) }, func() bool {
+		l2 = logOf(h2)
+		return l2.Lag == 1 && l2.Err != ""
+	})
+	t.Logf("H2: %+v", l2)
+	if l2.Role != RoleMirror || l2.Seq != seq2 || l2.Source != h1.Host().ID().String() || l2.SourceSeq != seq1 || l2.Pulled == nil {
+		t.Errorf("H2's status of ann's log: %+v; want a mirror at %d, pulled from H1 %s at %d", l2, seq2, h1.Host().ID(), seq1)
+	}
+	if !strings.Contains(l2.Err, h1.Host().ID().String()) || strings.ContainsAny(l2.Err, "\n\\") {
+		t.Errorf("H2's last pull error %q: want one line naming H1 %s", l2.Err, h1.Host().ID())
+	}
+	var l1 wire.LogStatus
+	waitFor(t, mirrorWait, func() string { return fmt.Sprintf("H1's status of ann's log: %+v; want H2 at %d", l1, seq2) }, func() bool {
+		l1 = logOf(h1)
+		return len(l1.Hosts) == 1 && l1.Hosts[0].Asked != nil && l1.Hosts[0].Seq == seq2
+	})
+	if l1.Role != RoleSequencer || l1.Seq != seq1 || l1.Lag != 0 || l1.Err != "" || l1.Hosts[0].Peer != h2.Host().ID().String() {
+		t.Errorf("H1's status of ann's log: %+v; want the sequencer at %d, H2 %s listed", l1, seq1, h2.Host().ID())
+	}
+
+	lying.Store(false)
+	waitFor(t, mirrorWait, func() string {
+		return fmt.Sprintf("H2's status of ann's log: %+v; want level with H1 at %d, no error", l2, seq1)
+	}, func() bool {
+		l2 = logOf(h2)
+		return l2.Seq == seq1 && l2.Lag == 0 && l2.Err == ""
 	})
 }

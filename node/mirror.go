@@ -18,15 +18,27 @@ package node
 // mirror's head, or a host whose log is shorter than the mirror's, is a
 // fork or a rollback: Integrity, nothing taken.
 //
-// A mirror pulls every mirrorInterval, and at once when nudged
-// (dir.nudge, after which it looks the record up afresh): the sequencer
-// nudges the other dir hosts after each append, and the node that takes a
-// key record nudges every dir host it names, so that a mirror added later
-// starts copying the whole log at once. A node also looks, from its
-// start, at each user whose log it holds: a former sequencer that the
-// owner moved down the list catches up from the new one. Users a node
+// A mirror pulls at once when nudged (dir.nudge, after which it looks the
+// record up afresh), and otherwise every mirrorInterval, give or take a
+// fifth: the sequencer nudges the other dir hosts after each append, and
+// the node that takes a key record nudges every dir host it names, so
+// that a mirror added later starts copying the whole log at once. A node
+// also pulls, from its start, each user's log it holds, with entries or
+// without (a log repaired to nothing) or damaged: a restarted mirror, or
+// a former sequencer that the owner moved down the list, catches up
+// without waiting for a write. A pull that fails, or a record that
+// cannot be looked up yet (a key cluster member whose replica has not
+// caught up since its restart), is tried again after mirrorInterval,
+// doubled after each failure up to mirrorMaxBackoff. Users a node
 // sequences, or is no longer listed for, it looks at again every
 // idleInterval, or when nudged.
+//
+// A mirror that missed every nudge and holds nothing of the log (it was
+// down when it was listed, or lost its log) does not know the user. The
+// sequencer notes which dir hosts ask for the log (dir.mirror), and
+// nudges one that has not asked for mirrorSilent, less and less often
+// (up to nudgeMaxBackoff) while it stays silent. MirrorStatus, and spin
+// node status, tell each log's role, head, lag and last pull error.
 //
 // A mirror behind the checkpoint of a compacted log (see
 // dirlog.Server.Compact) cannot have the entries before it: dir.mirror

@@ -18,15 +18,27 @@ package node
 // mirror's head, or a host whose log is shorter than the mirror's, is a
 // fork or a rollback: Integrity, nothing taken.
 //
-// A mirror pulls every mirrorInterval, and at once when nudged
-// (dir.nudge, after which it looks the record up afresh): the sequencer
-// nudges the other dir hosts after each append, and the node that takes a
-// key record nudges every dir host it names, so that a mirror added later
-// starts copying the whole log at once. A node also looks, from its
-// start, at each user whose log it holds: a former sequencer that the
-// owner moved down the list catches up from the new one. Users a node
+// A mirror pulls at once when nudged (dir.nudge, after which it looks the
+// record up afresh), and otherwise every mirrorInterval, give or take a
+// fifth: the sequencer nudges the other dir hosts after each append, and
+// the node that takes a key record nudges every dir host it names, so
+// that a mirror added later starts copying the whole log at once. A node
+// also pulls, from its start, each user's log it holds, with entries or
+// without (a log repaired to nothing) or damaged: a restarted mirror, or
+// a former sequencer that the owner moved down the list, catches up
+// without waiting for a write. A pull that fails, or a record that
+// cannot be looked up yet (a key cluster member whose replica has not
+// caught up since its restart), is tried again after mirrorInterval,
+// doubled after each failure up to mirrorMaxBackoff. Users a node
 // sequences, or is no longer listed for, it looks at again every
 // idleInterval, or when nudged.
+//
+// A mirror that missed every nudge and holds nothing of the log (it was
+// down when it was listed, or lost its log) does not know the user. The
+// sequencer notes which dir hosts ask for the log (dir.mirror), and
+// nudges one that has not asked for mirrorSilent, less and less often
+// (up to nudgeMaxBackoff) while it stays silent. MirrorStatus, and spin
+// node status, tell each log's role, head, lag and last pull error.
 //
 // A mirror behind the checkpoint of a compacted log (see
 // dirlog.Server.Compact) cannot have the entries before it: dir.mirror
@@ -54,8 +66,9 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,8 +82,21 @@ import (
 )
 
 const (
-	// mirrorInterval is how often a mirror pulls without being nudged.
+	// mirrorInterval is how often a mirror pulls without being nudged
+	// (give or take a fifth, so that the mirrors of a log do not ask at
+	// once).
 	mirrorInterval = 2 * time.Second
+	// mirrorMaxBackoff bounds the wait after failed pulls: mirrorInterval,
+	// doubled after each failure in a row.
+	mirrorMaxBackoff = 16 * time.Second
+	// mirrorSilent is how long a sequencer waits for a dir host listed
+	// after it to ask for the log before nudging it: a mirror asks every
+	// mirrorInterval, so one silent this long missed the nudges (it was
+	// down, or lost its log and with it the user) or is failing.
+	mirrorSilent = 3 * mirrorInterval
+	// nudgeMaxBackoff bounds the wait between nudges of a dir host that
+	// stays silent (mirrorSilent, doubled after each).
+	nudgeMaxBackoff = time.Minute
 	// mirrorPage is the most entries one dir.mirror answer carries.
 	mirrorPage = 1024
 	// maxMirrored bounds the users a node tracks for mirroring.
@@ -99,27 +125,70 @@ type mirrors struct {
 
 // A mirrorState is what a node knows of its mirror of one user's log.
 type mirrorState struct {
+	looked    bool            // The record was looked up: the role is known.
+	hosts     []peer.AddrInfo // The dir hosts the record named when last looked up.
+	sequencer bool            // This node is the first dir host.
+	unlisted  time.Time       // Since when the record does not name this node, or zero.
+
 	source    peer.ID   // The host the last pull came from.
+	sourceSeq int64     // That host's head when it last answered.
+	pulled    time.Time // When a pull last succeeded.
 	err       error     // Why the last pull failed, or nil.
-	unlisted  time.Time // Since when the record does not name this node, or zero.
-	sequencer bool      // This node is the first dir host.
+	fails     int       // Pulls failed in a row.
 	next      time.Time // No pull before this, unless nudged.
 	nudged    bool      // Look the record up afresh: it may just have changed.
+
+	// At the sequencer: what each other dir host last asked for.
+	peers map[peer.ID]*hostPos
+}
+
+// A hostPos is what a sequencer knows of another dir host of the log.
+type hostPos struct {
+	seq       int64     // The head it held when it last asked: one before the entry asked for.
+	asked     time.Time // When it last asked; zero if not since it was listed or this node started.
+	expected  time.Time // Since when it is expected to ask.
+	nudges    int       // Nudges sent since it last asked.
+	nextNudge time.Time // No nudge before this.
+	nudging   bool      // A nudge is on its way.
 }
 
 // A MirrorStatus reports a node's mirror of one user's log.
 type MirrorStatus struct {
-	Sequencer bool    // This node is the user's first dir host.
-	Source    peer.ID // The dir host the log was last pulled from.
-	Seq       int64   // The head held here.
-	Err       error   // Why the last pull failed, or nil.
+	Role      string    // RoleSequencer, RoleMirror, RoleUnlisted or RoleUnknown.
+	Sequencer bool      // This node is the user's first dir host.
+	Source    peer.ID   // The dir host the log was last pulled from.
+	Seq       int64     // The head held here; -1 if the log is damaged.
+	SourceSeq int64     // The head of Source when it last answered.
+	Lag       int64     // SourceSeq less Seq, for a mirror; never negative.
+	Pulled    time.Time // When a pull last succeeded; zero if none has.
+	Err       error     // Why the last pull failed, or nil; for a damaged log, the damage.
+	// Hosts, at the sequencer, are the other dir hosts in the record's
+	// order, with the head each held when it last asked for the log.
+	Hosts []HostStatus
 }
+
+// A HostStatus is what a sequencer knows of another dir host of a log.
+type HostStatus struct {
+	Peer  peer.ID
+	Seq   int64     // The head it held when it last asked.
+	Asked time.Time // When it last asked; zero if not since this node started or listed it.
+}
+
+// The roles of a node for a log it holds.
+const (
+	RoleSequencer = "sequencer"  // The first dir host the owner's key record names.
+	RoleMirror    = "mirror"     // Another dir host the record names.
+	RoleUnlisted  = "not listed" // The record does not name this node.
+	RoleUnknown   = "unknown"    // The record has not been looked up yet.
+)
 
 // startMirrors starts mirroring the users whose logs the node holds, and
 // any it is nudged about.
 func (n *Node) startMirrors() {
 	m := &mirrors{n: n, kick: make(chan struct{}, 1), users: make(map[spindle.UserName]*mirrorState), nudging: make(map[spindle.UserName]bool)}
-	for _, u := range n.dir.Users() {
+	// Every log held, empty or damaged too: a log repaired to nothing
+	// is still this node's to fill.
+	for _, u := range n.dir.Hosted() {
 		m.users[u] = new(mirrorState)
 	}
 	n.mirrors = m
@@ -136,19 +205,70 @@ func (n *Node) MirrorStatus(ctx context.Context, owner spindle.UserName) (Mirror
 	m := n.mirrors
 	m.mu.Lock()
 	st, ok := m.users[owner]
-	var out MirrorStatus
+	out := MirrorStatus{Role: RoleUnknown}
 	if ok {
-		out = MirrorStatus{Sequencer: st.sequencer, Source: st.source, Err: st.err}
+		out = st.status()
 	}
 	m.mu.Unlock()
 	if h, err := n.dir.Head(ctx, owner); err == nil {
 		out.Seq = h.Seq
+	} else {
+		out.Seq = -1
+		if spindle.KindOf(err) == spindle.Damaged {
+			out.Err = err
+		}
+	}
+	if out.Role == RoleMirror && out.SourceSeq > out.Seq && out.Seq >= 0 {
+		out.Lag = out.SourceSeq - out.Seq
 	}
 	return out, ok
 }
 
+// status returns what st knows, but for the head held here. m.mu is held.
+func (st *mirrorState) status() MirrorStatus {
+	out := MirrorStatus{Role: RoleUnknown, Sequencer: st.sequencer, Source: st.source, SourceSeq: st.sourceSeq, Pulled: st.pulled, Err: st.err}
+	switch {
+	case !st.looked:
+	case st.sequencer:
+		out.Role = RoleSequencer
+		for _, h := range st.hosts[1:] {
+			hs := HostStatus{Peer: h.ID}
+			if p := st.peers[h.ID]; p != nil {
+				hs.Seq, hs.Asked = p.seq, p.asked
+			}
+			out.Hosts = append(out.Hosts, hs)
+		}
+	case !st.unlisted.IsZero():
+		out.Role = RoleUnlisted
+	default:
+		out.Role = RoleMirror
+	}
+	return out
+}
+
+// MirrorStatuses reports the node's mirror of every log it holds or
+// tracks, by user.
+func (n *Node) MirrorStatuses(ctx context.Context) map[spindle.UserName]MirrorStatus {
+	m := n.mirrors
+	users := n.dir.Hosted()
+	m.mu.Lock()
+	for u := range m.users {
+		users = append(users, u)
+	}
+	m.mu.Unlock()
+	out := make(map[spindle.UserName]MirrorStatus, len(users))
+	for _, u := range users {
+		if _, ok := out[u]; !ok {
+			out[u], _ = n.MirrorStatus(ctx, u)
+		}
+	}
+	return out
+}
+
+// run pulls each tracked user's log when it is due, and has the
+// sequencer's silent mirrors nudged, until ctx ends.
 func (m *mirrors) run(ctx context.Context) {
-	t := time.NewTicker(mirrorInterval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		m.mu.Lock()
@@ -168,14 +288,43 @@ func (m *mirrors) run(ctx context.Context) {
 			if due {
 				m.sync(ctx, u)
 			}
+			m.nudgeSilent(u)
 		}
+		// Wake for the first pull due, and at least every mirrorInterval
+		// to look for silent mirrors.
+		wait := mirrorInterval
+		now := time.Now()
+		m.mu.Lock()
+		for _, st := range m.users {
+			wait = min(wait, st.next.Sub(now))
+		}
+		m.mu.Unlock()
+		t.Reset(max(wait, 10*time.Millisecond))
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-m.kick:
+			if !t.Stop() {
+				<-t.C
+			}
 		}
 	}
+}
+
+// jitter returns d give or take a fifth.
+func jitter(d time.Duration) time.Duration {
+	return d - d/5 + rand.N(2*d/5+1)
+}
+
+// backoff returns the wait after fails failures in a row, starting at
+// base and doubling up to most, with jitter.
+func backoff(base, most time.Duration, fails int) time.Duration {
+	d := base
+	for i := 1; i < fails && d < most; i++ {
+		d *= 2
+	}
+	return jitter(min(d, most))
 }
 
 // track adds owner to the users mirrored, if there is room, and pulls
@@ -223,8 +372,10 @@ func dirHostPeers(u *spindle.User, self peer.ID) ([]peer.AddrInfo, int) {
 	return out, me
 }
 
-// sync pulls owner's log if this node mirrors it, and records the outcome.
+// sync looks owner's record up and pulls owner's log if this node mirrors
+// it, and records the outcome.
 func (m *mirrors) sync(ctx context.Context, owner spindle.UserName) {
+	const op spindle.Op = "node.Mirror"
 	n := m.n
 	m.mu.Lock()
 	fresh := false
@@ -232,82 +383,192 @@ func (m *mirrors) sync(ctx context.Context, owner spindle.UserName) {
 		fresh, st.nudged = st.nudged, false
 	}
 	m.mu.Unlock()
-	source, sequencer, listed, err := m.pullAny(ctx, owner, fresh)
+	var u *spindle.User
+	var err error
+	if fresh {
+		u, err = n.kst().ks.Lookup(ctx, owner)
+	} else {
+		u, err = n.record(ctx, owner)
+	}
+	var hosts []peer.AddrInfo
+	me := -1
+	var source peer.ID
+	var sourceSeq int64
+	if err != nil {
+		// Not a sign that this node is not listed: the key state may not
+		// be ready yet (a member just restarted). Try again soon.
+		err = spindle.E(op, owner, fmt.Errorf("cannot look up the key record: %w", err))
+	} else {
+		hosts, me = dirHostPeers(u, n.host.ID())
+		if me > 0 {
+			source, sourceSeq, err = m.pullAny(ctx, owner, hosts, me)
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.users[owner]
 	if st == nil {
 		return
 	}
-	st.next = time.Time{}
-	if sequencer || !listed {
-		st.next = time.Now().Add(idleInterval)
+	now := time.Now()
+	if u != nil {
+		st.setHosts(hosts, me, now)
 	}
-	switch {
-	case !listed && err == nil:
-		st.err, st.sequencer = nil, false
-		if st.unlisted.IsZero() {
-			st.unlisted = time.Now()
-		} else if time.Since(st.unlisted) > mirrorForget {
-			delete(m.users, owner)
-		}
-		return
-	case listed:
-		st.unlisted = time.Time{}
-	}
-	if err != nil && (st.err == nil || st.err.Error() != err.Error()) {
-		n.log.Warn("mirror not updated", "user", owner, "from", source, "err", err)
-	}
-	st.err, st.sequencer = err, sequencer
 	if source != "" {
 		st.source = source
+		if sourceSeq >= 0 {
+			st.sourceSeq = sourceSeq
+		}
+	}
+	if err != nil {
+		if st.err == nil || st.err.Error() != err.Error() {
+			n.log.Warn("mirror not updated", "user", owner, "from", source, "err", err)
+		}
+		st.err = err
+		st.fails++
+		st.next = now.Add(backoff(mirrorInterval, mirrorMaxBackoff, st.fails))
+		return
+	}
+	st.err, st.fails = nil, 0
+	switch {
+	case me < 0:
+		st.next = now.Add(idleInterval)
+		if st.unlisted.IsZero() {
+			st.unlisted = now
+		} else if now.Sub(st.unlisted) > mirrorForget {
+			delete(m.users, owner)
+		}
+	case me == 0:
+		st.next = now.Add(idleInterval)
+	default:
+		st.pulled = now
+		st.next = now.Add(jitter(mirrorInterval))
 	}
 }
 
-// pullAny pulls owner's log from the first other dir host that answers, if
-// this node is a mirror of it. It reports the host, whether this node is
-// the sequencer, and whether it is listed at all.
-func (m *mirrors) pullAny(ctx context.Context, owner spindle.UserName, fresh bool) (source peer.ID, sequencer, listed bool, err error) {
-	const op spindle.Op = "node.Mirror"
+// setHosts records the dir hosts a record names, and this node's place
+// among them (-1 if not listed). m.mu is held.
+func (st *mirrorState) setHosts(hosts []peer.AddrInfo, me int, now time.Time) {
+	st.looked, st.hosts, st.sequencer = true, hosts, me == 0
+	if me >= 0 {
+		st.unlisted = time.Time{}
+	}
+	if me != 0 {
+		st.peers = nil
+		return
+	}
+	// As the sequencer, expect each other host to ask from now on.
+	peers := make(map[peer.ID]*hostPos, len(hosts)-1)
+	for _, h := range hosts[1:] {
+		p := st.peers[h.ID]
+		if p == nil {
+			p = &hostPos{expected: now}
+		}
+		peers[h.ID] = p
+	}
+	st.peers = peers
+}
+
+// served notes that the dir host remote asked this node for owner's log
+// from the entry seq on.
+func (m *mirrors) served(owner spindle.UserName, remote peer.ID, seq int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.users[owner]
+	if st == nil {
+		return
+	}
+	if p := st.peers[remote]; p != nil {
+		p.seq, p.asked, p.nudges, p.nextNudge = max(seq-1, 0), time.Now(), 0, time.Time{}
+	}
+}
+
+// nudgeSilent nudges, if this node sequences owner's log, each other dir
+// host that has not asked for it for mirrorSilent: it may have missed
+// every nudge while down, or lost its copy of the log and with it the
+// user. A host that stays silent is nudged less and less often.
+func (m *mirrors) nudgeSilent(owner spindle.UserName) {
 	n := m.n
-	var u *spindle.User
-	if fresh {
-		u, err = n.kst().ks.Lookup(ctx, owner)
-	} else {
-		u, err = n.record(ctx, owner)
+	now := time.Now()
+	var silent []peer.AddrInfo
+	m.mu.Lock()
+	if st := m.users[owner]; st != nil && st.sequencer {
+		for _, h := range st.hosts[1:] {
+			p := st.peers[h.ID]
+			if p == nil || p.nudging || now.Sub(p.asked) < mirrorSilent || now.Sub(p.expected) < mirrorSilent || now.Before(p.nextNudge) {
+				continue
+			}
+			p.nudging = true
+			p.nudges++
+			p.nextNudge = now.Add(backoff(mirrorSilent, nudgeMaxBackoff, p.nudges))
+			silent = append(silent, h)
+		}
 	}
-	if err != nil {
-		return "", false, false, spindle.E(op, owner, err)
+	m.mu.Unlock()
+	for _, h := range silent {
+		n.bg.Add(1)
+		go func() {
+			defer n.bg.Done()
+			ctx, cancel := context.WithTimeout(n.ctx, nudgeTimeout)
+			defer cancel()
+			err := m.nudgePeer(ctx, owner, h)
+			m.mu.Lock()
+			if st := m.users[owner]; st != nil && st.peers[h.ID] != nil {
+				st.peers[h.ID].nudging = false
+			}
+			m.mu.Unlock()
+			if err != nil {
+				n.log.Debug("silent mirror not nudged", "user", owner, "host", h.ID, "err", err)
+			}
+		}()
 	}
-	hosts, me := dirHostPeers(u, n.host.ID())
-	switch {
-	case me < 0:
-		return "", false, false, nil
-	case me == 0:
-		return "", true, true, nil
-	case !n.writers.admits(owner):
-		return "", false, true, spindle.E(op, owner, spindle.Permission, "this node is a dir host of "+string(owner)+" in the key record but does not admit the user (spin node -writers): not mirrored")
+}
+
+// pullAny pulls owner's log from the first dir host other than this
+// node's place me that answers. It reports the host and its head.
+func (m *mirrors) pullAny(ctx context.Context, owner spindle.UserName, hosts []peer.AddrInfo, me int) (source peer.ID, seq int64, err error) {
+	const op spindle.Op = "node.Mirror"
+	if !m.n.writers.admits(owner) {
+		return "", 0, spindle.E(op, owner, spindle.Permission, "this node is a dir host of "+string(owner)+" in the key record but does not admit the user (spin node -writers): not mirrored")
 	}
-	var errs []error
+	var errs []string
 	for i, h := range hosts {
 		if i == me {
 			continue
 		}
-		err := m.pull(ctx, owner, h)
+		seq, err := m.pullSeq(ctx, owner, h)
 		if err == nil {
-			return h.ID, false, true, nil
+			return h.ID, seq, nil
 		}
 		if spindle.KindOf(err) != spindle.IO || ctx.Err() != nil {
-			return h.ID, false, true, err // Refused, not unreachable: stop here.
+			return h.ID, seq, err // Refused, not unreachable: stop here.
 		}
-		errs = append(errs, err)
+		errs = append(errs, err.Error())
 	}
-	return "", false, true, spindle.E(op, owner, spindle.IO, fmt.Errorf("no other dir host answered: %w", errors.Join(errs...)))
+	return "", 0, spindle.E(op, owner, spindle.IO, "no other dir host answered: "+strings.Join(errs, "; "))
 }
 
 // pull copies the entries of owner's log that from holds beyond this
 // node's head, checking each as an append.
 func (m *mirrors) pull(ctx context.Context, owner spindle.UserName, from peer.AddrInfo) error {
+	_, err := m.pullSeq(ctx, owner, from)
+	return err
+}
+
+// pullSeq is pull, returning also from's head as it last answered, or -1
+// if it did not.
+func (m *mirrors) pullSeq(ctx context.Context, owner spindle.UserName, from peer.AddrInfo) (theirs int64, err error) {
+	theirs = -1
+	err = m.pullPages(ctx, owner, from, func(h *dirlog.Head) {
+		if h != nil && h.User == owner {
+			theirs = h.Seq
+		}
+	})
+	return theirs, err
+}
+
+// pullPages is pull, telling seen the head of each answer.
+func (m *mirrors) pullPages(ctx context.Context, owner spindle.UserName, from peer.AddrInfo, seen func(*dirlog.Head)) error {
 	const op spindle.Op = "node.Mirror"
 	n := m.n
 	for {
@@ -327,6 +588,7 @@ func (m *mirrors) pull(ctx context.Context, owner spindle.UserName, from peer.Ad
 		if err != nil {
 			return spindle.E(op, owner, fmt.Errorf("dir host %s: %w", from.ID, err))
 		}
+		seen(resp.Head)
 		if len(resp.Data) > 0 {
 			if err := m.startFrom(ctx, owner, from.ID, mine, resp.Data); err != nil {
 				return err
@@ -441,6 +703,7 @@ func (n *Node) serveMirror(ctx context.Context, remote peer.ID, req *wire.Reques
 	if hosts, _ := dirHostPeers(u, n.host.ID()); !listedPeer(hosts, remote) {
 		return nil, spindle.E(op, owner, spindle.Permission, fmt.Sprintf("peer %s is not a dir host of %s: only the dir hosts its key record names copy the log", remote, owner))
 	}
+	n.mirrors.served(owner, remote, req.Seq)
 	cp, err := n.dir.Checkpoint(ctx, owner, owner)
 	if err != nil {
 		return nil, err
@@ -547,12 +810,11 @@ func (m *mirrors) nudgeOnce(ctx context.Context, owner spindle.UserName) {
 		return
 	}
 	hosts, me := dirHostPeers(u, n.host.ID())
-	if me > 0 {
+	switch {
+	case me > 0:
 		m.track(owner)
-	}
-	data, err := wire.Encode(&wire.Request{Method: wire.DirNudge, User: owner})
-	if err != nil {
-		return
+	case me == 0:
+		m.learn(owner, hosts)
 	}
 	var wg sync.WaitGroup
 	for i, h := range hosts {
@@ -562,10 +824,39 @@ func (m *mirrors) nudgeOnce(ctx context.Context, owner spindle.UserName) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n.callPeer(ctx, h, data) // A host that misses it pulls on its own.
+			// A host that misses it pulls on its own, or is nudged
+			// again once silent (nudgeSilent).
+			m.nudgePeer(ctx, owner, h)
 		}()
 	}
 	wg.Wait()
+}
+
+// nudgePeer sends dir.nudge about owner to the dir host h.
+func (m *mirrors) nudgePeer(ctx context.Context, owner spindle.UserName, h peer.AddrInfo) error {
+	data, err := wire.Encode(&wire.Request{Method: wire.DirNudge, User: owner})
+	if err != nil {
+		return spindle.E(spindle.Op("node.Nudge"), spindle.Internal, err)
+	}
+	_, err = m.n.callPeer(ctx, h, data)
+	return err
+}
+
+// learn records, for a log this node sequences, the dir hosts its record
+// names (hosts[0] is this node), tracking the user if it is new here.
+func (m *mirrors) learn(owner spindle.UserName, hosts []peer.AddrInfo) {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.users[owner]
+	if st == nil {
+		if len(m.users) >= maxMirrored {
+			return
+		}
+		st = &mirrorState{next: now.Add(idleInterval)}
+		m.users[owner] = st
+	}
+	st.setHosts(hosts, 0, now)
 }
 
 // nudged answers dir.nudge.

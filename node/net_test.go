@@ -306,6 +306,13 @@ func TestStatusAccess(t *testing.T) {
 	if err != nil || resp.Status == nil || resp.Status.Blocks != st.Blocks {
 		t.Fatalf("status for a writer: %v, %+v", err, resp)
 	}
+	// Whose trees the node hosts only its operator learns.
+	if len(st.Logs) != 1 || st.Logs[0].User != "ann@example.com" {
+		t.Errorf("logs in the status through the socket: %+v; want ann's", st.Logs)
+	}
+	if resp.Status.Logs != nil {
+		t.Errorf("logs in the status for a writer over the network: %+v; want none", resp.Status.Logs)
+	}
 	// A signed-in user the node does not admit is refused.
 	m, err := New(ctx, Config{Home: t.TempDir(), Writers: []string{"bob@example.com"}, Logger: testLogger(t)})
 	if err != nil {

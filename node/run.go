@@ -74,8 +74,11 @@ many peers it is connected to, the size of its DHT routing table, the
 blocks and bytes it holds, and the leases that keep them (blocks no
 directory entry references any more are collected once their leases
 have run out, two weeks after their last renewal, and a grace of three
-days has passed). Over the network a node tells its status only
-to the writers it admits.
+days has passed). It lists the directory logs the node hosts: for each,
+its role (sequencer, or mirror), the head it holds, its lag behind the
+dir host it copies from, and the last pull's error; a sequencer lists
+where each mirror stood when it last asked. Over the network a node
+tells its status, without the logs, only to the writers it admits.
 
 Limits, sized for moving large files: the node keeps 256 to 512
 connections (above 512 it closes the least used down to 256, sparing

@@ -3,7 +3,9 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -39,10 +41,14 @@ func (n *Node) serveStatus(ctx context.Context, remote peer.ID) (*wire.Response,
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
+	if !fromSocket(ctx) {
+		st.Logs = nil // Whose trees the node hosts is for its operator.
+	}
 	return &wire.Response{Status: st}, nil
 }
 
-// Status returns the node's state: its peers, its DHT and what it holds.
+// Status returns the node's state: its peers, its DHT, what it holds, and
+// the directory logs it hosts.
 func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 	st := &wire.Status{
 		Peer:         n.host.ID().String(),
@@ -85,6 +91,9 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 		st.LogsDamaged = append(st.LogsDamaged, oneLine(d.Error()))
 	}
 	slices.Sort(st.LogsWaiting)
+	if n.mirrors != nil {
+		st.Logs = n.logStatus(ctx)
+	}
 	u, ok := n.store.(usageStore)
 	if !ok {
 		return nil, spindle.E(spindle.Internal, "the block store does not count what it holds")
@@ -94,4 +103,37 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// logStatus reports the node's role, head, lag and last pull error for
+// every directory log it holds or mirrors, by user name.
+func (n *Node) logStatus(ctx context.Context) []wire.LogStatus {
+	all := n.MirrorStatuses(ctx)
+	users := slices.Sorted(maps.Keys(all))
+	out := make([]wire.LogStatus, 0, len(users))
+	for _, u := range users {
+		m := all[u]
+		ls := wire.LogStatus{User: u, Role: m.Role, Seq: m.Seq, Lag: m.Lag, Pulled: wireTime(m.Pulled)}
+		if m.Source != "" {
+			ls.Source, ls.SourceSeq = m.Source.String(), m.SourceSeq
+		}
+		if m.Err != nil {
+			// One line: errors from libp2p's dials hold line breaks.
+			ls.Err = oneLine(m.Err.Error())
+		}
+		for _, h := range m.Hosts {
+			ls.Hosts = append(ls.Hosts, wire.LogHost{Peer: h.Peer.String(), Seq: h.Seq, Asked: wireTime(h.Asked)})
+		}
+		out = append(out, ls)
+	}
+	return out
+}
+
+// wireTime returns t for a message, nil if it is zero.
+func wireTime(t time.Time) *spindle.Time {
+	if t.IsZero() {
+		return nil
+	}
+	st := spindle.Time(t.UnixNano())
+	return &st
 }

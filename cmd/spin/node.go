@@ -184,6 +184,51 @@ func printStatus(w io.Writer, s *wire.Status, now time.Time) {
 	for _, d := range s.LogsDamaged {
 		line("log damaged", "%s", d)
 	}
+	printLogs(line, s.Logs, now)
+}
+
+// printLogs prints the directory logs a node hosts: for each, a "log"
+// line with the node's role, the head it holds and its lag behind the
+// dir host it copies from; at the sequencer, a "log mirror" line for each
+// other dir host; and a "log error" line with the last pull's error.
+func printLogs(line func(name, format string, args ...any), logs []wire.LogStatus, now time.Time) {
+	line("logs hosted", "%d", len(logs))
+	ago := func(t *spindle.Time) string { return now.Sub(t.Go()).Round(time.Second).String() + " ago" }
+	for _, l := range logs {
+		head := fmt.Sprintf("head %d", l.Seq)
+		if l.Seq < 0 {
+			head = "head unknown (the log is damaged)"
+		}
+		var what string
+		switch l.Role {
+		case "sequencer":
+			what = fmt.Sprintf("sequencer, %s, lag 0", head)
+		case "mirror":
+			switch {
+			case l.Source == "":
+				what = fmt.Sprintf("mirror, %s, lag unknown (no dir host has answered yet)", head)
+			case l.Pulled == nil:
+				what = fmt.Sprintf("mirror, %s, lag %d behind %s (at %d when it last answered), never pulled", head, l.Lag, l.Source, l.SourceSeq)
+			default:
+				what = fmt.Sprintf("mirror, %s, lag %d behind %s (at %d when it last answered), last pulled %s", head, l.Lag, l.Source, l.SourceSeq, ago(l.Pulled))
+			}
+		case "not listed":
+			what = fmt.Sprintf("not listed (the owner's key record does not name this node), %s", head)
+		default:
+			what = fmt.Sprintf("role unknown (the owner's key record has not been looked up yet), %s", head)
+		}
+		line("log", "%s: %s", l.User, what)
+		for _, h := range l.Hosts {
+			if h.Asked == nil {
+				line("log mirror", "%s: %s has not asked for the log since this node started or listed it", l.User, h.Peer)
+				continue
+			}
+			line("log mirror", "%s: %s at %d, lag %d, asked %s", l.User, h.Peer, h.Seq, max(l.Seq-h.Seq, 0), ago(h.Asked))
+		}
+		if l.Err != "" {
+			line("log error", "%s: last pull failed: %s", l.User, l.Err)
+		}
+	}
 }
 
 // exists reports whether a file of any type is at name.

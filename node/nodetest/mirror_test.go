@@ -2,7 +2,9 @@ package nodetest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -153,5 +155,92 @@ func TestMirrorProcs(t *testing.T) {
 			continue
 		}
 		f.Close()
+	}
+}
+
+// Issue 24, item 3, with real processes: ann's mirror, node 2, is killed
+// with SIGKILL, and while it is down ann writes (and the nudge of that
+// write gives up) and its log is cut back to nothing (as a repair that
+// keeps no entry leaves it). Started again, node
+// 2 holds node 1's log within seconds with no further write, and spin node
+// status on it reports it a mirror of ann's log at node 1's head, lag 0,
+// with no pull error.
+func TestMirrorProcsCatchUpWithoutWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three spin node processes and restarts one")
+	}
+	n3 := startProcNode(t, "node3")
+	boot := string(n3.addr)
+	n1 := startProcNode(t, "node1", "-bootstrap", boot, "-keyserver", boot)
+	n2 := startProcNode(t, "node2", "-bootstrap", boot, "-keyserver", boot)
+	const annU = spindle.UserName("ann@example.com")
+	annKeys, _, err := pack.Generate(annU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := dialProc(t, n1, annKeys).Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ann := dialProc(t, n3, annKeys)
+	if err := ann.SetDirHosts(ctx, []spindle.PeerAddr{n1.addr, n2.addr}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(name string) {
+		t.Helper()
+		if _, err := ann.Put(ctx, spindle.PathName("ann@example.com/"+name), strings.NewReader(name), spindle.EEPack, nil); err != nil {
+			t.Fatalf("ann puts %s: %v", name, err)
+		}
+	}
+	put("before")
+	waitSameLog(t, annU, 2, n1, n2)
+
+	n2.kill()
+	put("while-down")
+	// Node 1 tries to nudge node 2 about that write for up to 10 s
+	// (node.nudgeTimeout), and would reach it once it is back: let that
+	// nudge give up, so that node 2 catches up by itself or not at all.
+	time.Sleep(12 * time.Second)
+	logFile := filepath.Join(n2.home, "dirlogs", string(annU)+".log")
+	if err := os.Truncate(logFile, int64(len("SPDLOG1\n")+5)); err != nil {
+		t.Fatal(err)
+	}
+	want := logLen(t, n1, annU)
+	if err := os.Remove(filepath.Join(n2.home, "addr")); err != nil {
+		t.Fatal(err)
+	}
+	n2 = startProcNodeIn(t, "node2", n2.home, "-bootstrap", boot, "-keyserver", boot)
+	start := time.Now()
+	for got := logLen(t, n2, annU); got != want; got = logLen(t, n2, annU) {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("node 2 holds %d entries of ann's log 15 s after its restart, node 1 %d, with no write since", got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("node 2 caught up %v after its restart", time.Since(start).Round(time.Millisecond))
+	if got := logLen(t, n1, annU); got != want {
+		t.Fatalf("node 1's log went from %d to %d entries: a write nudged node 2", want, got)
+	}
+
+	bin, err := spinBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := strings.Cut(string(n1.addr), "/p2p/")
+	line := fmt.Sprintf("log:                ann@example.com: mirror, head %d, lag 0 behind %s (at %d when it last answered)", want, id, want)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := exec.Command(bin, "node", "status", "-home", n2.home).CombinedOutput()
+		if err != nil {
+			t.Fatalf("spin node status: %v: %s", err, out)
+		}
+		if strings.Contains(string(out), line) && strings.Contains(string(out), "logs hosted:        1\n") && !strings.Contains(string(out), "log error:") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spin node status on node 2 does not list %q and no error:\n%s", line, out)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

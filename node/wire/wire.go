@@ -83,7 +83,8 @@ const (
 	// NodeStatus asks for the node's state (→ Status). A node answers it
 	// over its socket, to its operator, and over the network only to a
 	// signed-in user it admits as a writer: what it holds, and when that
-	// grows, is its users' business, not a stranger's.
+	// grows, is its users' business, not a stranger's. The directory
+	// logs it hosts (Status.Logs) it tells only through its socket.
 	NodeStatus = "node.status"
 	// KeyLookupLeader is KeyLookup answered by the key cluster's leader,
 	// for a read after a write: a member that is not the leader, and a
@@ -239,6 +240,43 @@ type Status struct {
 	// "user: why".
 	LogsWaiting []string `cbor:"50,keyasint,omitempty"` // Waiting for the key cluster to tell their keys.
 	LogsDamaged []string `cbor:"51,keyasint,omitempty"` // Damaged: not served until the operator repairs them.
+
+	// Logs are the directory logs the node holds or mirrors, by user
+	// name. Who hosts whose tree is its users' business: a node tells it
+	// only through its socket, to its operator.
+	Logs []LogStatus `cbor:"40,keyasint,omitempty"`
+}
+
+// A LogStatus is a node's state for one user's directory log: its role
+// for the log, the head it holds, how far it trails the dir host it
+// copies from, and why its last pull failed.
+type LogStatus struct {
+	User spindle.UserName `cbor:"1,keyasint"`
+	// Role is "sequencer" (the first dir host the owner's key record
+	// names), "mirror" (another one), "not listed" (the record does not
+	// name this node) or "unknown" (the record could not be looked up
+	// yet).
+	Role string `cbor:"2,keyasint"`
+	Seq  int64  `cbor:"3,keyasint"` // The head held here; -1 if the log is damaged.
+	// Source is the dir host a mirror last pulled from (the sequencer,
+	// unless it was down), and SourceSeq that host's head when it last
+	// answered; Lag is SourceSeq less Seq, never negative. All three
+	// are empty until a host answers.
+	Source    string        `cbor:"4,keyasint,omitempty"`
+	SourceSeq int64         `cbor:"5,keyasint,omitempty"`
+	Lag       int64         `cbor:"6,keyasint,omitempty"`
+	Pulled    *spindle.Time `cbor:"7,keyasint,omitempty"` // When a pull last succeeded.
+	Err       string        `cbor:"8,keyasint,omitempty"` // Why the last pull failed; for a damaged log, the damage.
+	// Hosts, at the sequencer, are the other dir hosts the record names,
+	// in order, with the head each held when it last asked for the log.
+	Hosts []LogHost `cbor:"9,keyasint,omitempty"`
+}
+
+// A LogHost is what a sequencer knows of another dir host of a log.
+type LogHost struct {
+	Peer  string        `cbor:"1,keyasint"`
+	Seq   int64         `cbor:"2,keyasint"`           // The head it held when it last asked.
+	Asked *spindle.Time `cbor:"3,keyasint,omitempty"` // When it last asked; nil if not since the sequencer started or it was listed.
 }
 
 // An AuthMsg proves that the client's peer acts for User: the user signs the

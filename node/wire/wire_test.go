@@ -98,7 +98,8 @@ func FuzzDecodeResponse(f *testing.F) {
 		{Users: []spindle.UserName{"ann@example.com"}, Keys: []spindle.PublicKey{"k"}},
 		{Data: []byte("SPKP\x01"), Proofs: [][]byte{{1, 2}}},
 		{Err: []byte{1}, Delete: true},
-		{Status: &Status{Peer: "12D3KooW", Started: 1, Peers: 3, DHTPeers: 2, Blocks: 5, Bytes: 1 << 20, Addrs: []string{"/ip4/127.0.0.1/tcp/7447"}, Announced: new(int64), RepairBacklog: new(int64)}},
+		{Status: &Status{Peer: "12D3KooW", Started: 1, Peers: 3, DHTPeers: 2, Blocks: 5, Bytes: 1 << 20, Addrs: []string{"/ip4/127.0.0.1/tcp/7447"}, Announced: new(int64), RepairBacklog: new(int64),
+			Logs: []LogStatus{{User: "ann@example.com", Role: "sequencer", Seq: 7, Hosts: []LogHost{{Peer: "12D3KooW", Seq: 7, Asked: new(spindle.Time)}}}, {User: "bob@example.com", Role: "mirror", Seq: 5, Source: "12D3KooW", SourceSeq: 7, Lag: 2, Err: "refused"}}}},
 		{KeyStatus: &ClusterStatus{ID: "12D3KooW", Leader: "12D3KooW", Term: 2, LastIndex: 9, Applied: 9, Voters: []string{"12D3KooW"}, Members: map[string]string{"12D3KooW": "spindle-keyraft/12D3KooW+1+A"}, Seq: 3, Operators: []spindle.PublicKey{"p256:B"}, Policy: "domain", Domains: map[string]spindle.PublicKey{"example.com": "p256:B"}}, Data: []byte("v")},
 	} {
 		b, _ := Encode(r)

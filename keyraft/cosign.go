@@ -41,6 +41,10 @@ import (
 // cosignTimeout bounds a round of cosigning.
 const cosignTimeout = 5 * time.Second
 
+// cosignGrace is how long a round that has a majority's signatures waits
+// for the other members' (see cosignOnce).
+const cosignGrace = 100 * time.Millisecond
+
 // A cosignRound is one round of gathering signatures, shared by every
 // caller that waits for it.
 type cosignRound struct {
@@ -358,6 +362,26 @@ func (c *Cluster) cosignOnce() error {
 		}
 		lines = append(lines, a.line)
 		got++
+	}
+	// The others' signatures too, if they come at once: a client that
+	// trusted only the member that started the cluster takes the first
+	// head naming members only if that member signed it (see signers),
+	// and a majority may well be the others.
+	if got >= need && asked > 0 {
+		grace := time.NewTimer(cosignGrace)
+	more:
+		for ; asked > 0; asked-- {
+			select {
+			case a := <-answers:
+				if a.err == nil {
+					lines = append(lines, a.line)
+					got++
+				}
+			case <-grace.C:
+				break more
+			}
+		}
+		grace.Stop()
 	}
 	if got < need {
 		err := spindle.E(spindle.Transient, fmt.Errorf("tree head of %d leaves: %d of the %d members signed, %d needed: %w", n, got, len(members), need, errors.Join(errs...)))

@@ -288,6 +288,7 @@ func FuzzSegment(f *testing.F) {
 	f.Add(append(rec, rec[:10]...))
 	f.Add(appendRecord(rec, d, nil, tombstone))
 	f.Add([]byte("spS1"))
+	f.Add([]byte("spS2"))
 	f.Fuzz(func(t *testing.T, seg []byte) {
 		// On tmpfs where there is one: each run syncs files, and on a
 		// busy disk a sync can stall long enough for the fuzzer to call

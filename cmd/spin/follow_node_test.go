@@ -70,7 +70,15 @@ func TestLongRunningClientFollowsMembers(t *testing.T) {
 	waitMembers(t, opB, 3, "")
 	// Meanwhile ann runs a command of her own, which leaves the head
 	// naming the members, signed by A among them, in her key log file.
-	ann.run("user")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		out, err := ann.command("user").CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(string(out), "temporary failure") {
+			t.Fatalf("spin user after the joins: %v\n%s", err, out)
+		}
+	}
 	put("after-joins")
 
 	// A leaves: heads are signed by B and C alone.

@@ -151,7 +151,15 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 		if herr == nil {
 			_, herr = l.chk().Update(ctx, resp.Data, prover{c.svc})
 		}
-		if herr != nil || len(l.chk().Members()) == 0 {
+		switch {
+		case herr != nil && !errors.Is(herr, spindle.Integrity):
+			return nil, spindle.E(spindle.Transient, fmt.Errorf("the node signs with %s, not the key %s this client trusts (from %s), and could not show the cluster's current head, which would say whether it is a member now: %w", theirs, l.boot, file, herr))
+		case herr == nil && len(l.chk().Members()) == 0:
+			// A member that joined so recently that its head is from
+			// before the cluster recorded its members.
+			return nil, spindle.E(spindle.Transient, fmt.Sprintf("the node signs with %s, not the key %s this client trusts (from %s), and its newest head does not name the cluster's members yet; try again shortly", theirs, l.boot, file))
+		case herr != nil:
+			c.log.Debug("the node's key cluster is not followed from the key log", "err", herr)
 			c.log.Debug("the node's key cluster is not followed from the key log", "err", herr)
 			return nil, c.otherCluster(theirs, l.boot, file)
 		}

@@ -491,8 +491,10 @@ func findBlock(home string, d blocks.Digest) (string, int64) {
 		}
 		if strings.HasSuffix(p, ".seg") {
 			b, err := os.ReadFile(p)
-			if i := bytes.Index(b, append([]byte("spS1"), d[:]...)); err == nil && i >= 0 {
-				found, off = p, int64(i+4+32+4+4)
+			// A record: magic, digest, length, CRC of the data and
+			// (spS2) of the header, then the data.
+			if i := bytes.Index(b, append([]byte("spS2"), d[:]...)); err == nil && i >= 0 {
+				found, off = p, int64(i+4+32+4+4+4)
 			}
 		}
 		return nil

@@ -29,10 +29,18 @@ type clusterNode struct {
 	addr string   // Its network address, kept across restarts.
 	cmd  *exec.Cmd
 	log  string // The file its output of the latest start goes to.
+	// exited is closed when the process of the latest start has exited.
+	exited chan struct{}
+	// listen, if set, is the address of the first start (later starts
+	// take the address the node had).
+	listen string
 	// sysProc, if set, is given to each of its processes (TestChaos
 	// starts each node in a cgroup of its own, to cut its links).
 	sysProc *syscall.SysProcAttr
 }
+
+// wait waits until the process of the node's latest start has exited.
+func (n *clusterNode) wait() { <-n.exited }
 
 func (n *clusterNode) home() string { return filepath.Join(n.op.home, "spin", "node") }
 
@@ -53,6 +61,9 @@ func (n *clusterNode) start(t testing.TB) {
 // from any goroutine.
 func (n *clusterNode) launch(t testing.TB) error {
 	listen := "/ip4/127.0.0.1/tcp/0"
+	if n.listen != "" {
+		listen = n.listen
+	}
 	if n.addr != "" {
 		listen, _, _ = strings.Cut(n.addr, "/p2p/")
 	}
@@ -69,8 +80,10 @@ func (n *clusterNode) launch(t testing.TB) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start spin node in %s: %w", n.home(), err)
 	}
-	n.cmd, n.log = cmd, logf.Name()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	n.cmd, n.log, n.exited = cmd, logf.Name(), exited
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
 	return nil
 }
 
@@ -218,7 +231,7 @@ func killLeader(t testing.TB, nodes []*clusterNode, opA *spinUser) (killed, surv
 		t.Fatalf("no node is the leader %q:\n%s", leader, members)
 	}
 	killed.cmd.Process.Kill()
-	killed.cmd.Wait()
+	killed.wait()
 	return killed, survivor
 }
 

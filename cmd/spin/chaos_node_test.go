@@ -75,7 +75,7 @@ func TestChaos(t *testing.T) {
 
 var (
 	chaosSeed     = flag.Uint64("chaos.seed", 1, "TestChaos: seed of the schedule of faults and of the clients' choices")
-	chaosDuration = flag.Duration("chaos.duration", 50*time.Second, "TestChaos: how long faults are injected (the short run of .ci/run takes the default; a long run: 60m)")
+	chaosDuration = flag.Duration("chaos.duration", 90*time.Second, "TestChaos: how long faults are injected (the short run of .ci/run takes the default; a long run: 60m)")
 	chaosReport   = flag.String("chaos.report", "", "TestChaos: file (docs/chaos.md) to which a row of the run's results is added")
 )
 
@@ -345,6 +345,7 @@ func (r *chaosRun) run() {
 	close(stopLoad)
 	load.Wait()
 	r.finalReads(lastHeal.Add(chaosSettle))
+	r.finalUI(lastHeal.Add(chaosSettle))
 	r.finalStatus()
 	close(scanDone)
 	scan.Wait()
@@ -391,7 +392,7 @@ func (r *chaosRun) calmToken() int64 {
 
 var (
 	peerIDs = regexp.MustCompile(`12D3KooW[1-9A-HJ-NP-Za-km-z]+`)
-	numbers = regexp.MustCompile(`[0-9]+`)
+	numbers = regexp.MustCompile(`[0-9]{2,}`)
 )
 
 // failed counts a failed operation by what failed and how; token is its
@@ -757,6 +758,67 @@ func (r *chaosRun) finalReads(deadline time.Time) {
 
 func oneLineErr(s string) string { return strings.Join(strings.Fields(s), " ") }
 
+// finalUI checks that the mount and the UI, after the last heal, serve a
+// file of u0 as written, by deadline or within their bounds after it.
+func (r *chaosRun) finalUI(deadline time.Time) {
+	cu := r.users[0]
+	name, from, ok := cu.pick(rand.New(rand.NewPCG(r.sched.Seed, 500)))
+	if !ok {
+		return
+	}
+	try := func(what string, bound time.Duration, read func() ([]byte, error)) {
+		var last string
+		for {
+			done := make(chan struct{})
+			var data []byte
+			var err error
+			go func() {
+				defer close(done)
+				data, err = read()
+			}()
+			r.checks.Add(1)
+			select {
+			case <-done:
+			case <-time.After(bound):
+				r.violate("after the last heal, %s did not answer a read of %s within %v", what, name, bound)
+				return
+			}
+			if err != nil {
+				last = oneLineErr(err.Error())
+			} else {
+				v := cu.judge(name, from, data)
+				if v == "ok" {
+					return
+				}
+				last = fmt.Sprintf("%s content (%d bytes)", v, len(data))
+			}
+			if time.Now().After(deadline) {
+				r.violate("%s does not serve %s %v after the last heal: %s", what, name, chaosSettle, last)
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	if r.mount != "" {
+		try("the mount", chaosMountBound, func() ([]byte, error) { return os.ReadFile(filepath.Join(r.mount, string(name))) })
+	}
+	if r.uiURL != "" {
+		hc := &http.Client{Timeout: chaosUIBound}
+		try("the UI", chaosUIBound+time.Second, func() ([]byte, error) {
+			resp, err := hc.Get(r.uiURL + "f/" + string(name))
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			data, err := io.ReadAll(resp.Body)
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("%s: %s", resp.Status, data)
+			}
+			return data, err
+		})
+	}
+}
+
 // finalStatus asks every node, through spin node status, whether it
 // holds a damaged log.
 func (r *chaosRun) finalStatus() {
@@ -993,8 +1055,22 @@ func freeLowPorts(t *testing.T, n int) []int {
 	return ports
 }
 
-// addChaosRow adds a row with a run's results to the table in file.
+// addChaosRow adds a row with a run's results to the table in file, a
+// path from the module's root unless absolute.
 func addChaosRow(file string, s *chaosSchedule, ops, faults, checks int64, violations int) error {
+	if !filepath.IsAbs(file) {
+		root, err := filepath.Abs("../..") // go test runs in cmd/spin.
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+			return fmt.Errorf("no module root at %s for %s: %v", root, file, err)
+		}
+		file = filepath.Join(root, file)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
 	data, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
 		data = []byte(chaosTableHead)

@@ -124,7 +124,10 @@ type chaosRun struct {
 	scanned    map[string]int64          // Log file → bytes scanned.
 	skipped    []string                  // Fault kinds skipped here, and why.
 	errClasses map[string]int            // Failed operations by what failed and how.
-	calmFails  []string                  // Operations that failed with no fault in force.
+	state      [len(chaosNodes)]string   // The fault in force on each node: "", down, stop or cut.
+	stateSince [len(chaosNodes)]time.Time
+	mirrorOnly map[string][2]int // Fault of the first dir host → reads served, failed.
+	calmFails  []string          // Operations that failed with no fault in force.
 
 	// calmSince is when the last episode ended (UnixNano), or 0 while
 	// one runs.
@@ -175,6 +178,7 @@ func (r *chaosRun) setup() {
 	r.begin = time.Now()
 	r.scanned = map[string]int64{}
 	r.errClasses = map[string]int{}
+	r.mirrorOnly = map[string][2]int{}
 	r.stopped = make(chan struct{})
 	var why string
 	r.cutter, why = newLinkCutter(t, len(chaosNodes))
@@ -362,6 +366,11 @@ func (r *chaosRun) run() {
 		r.keyOps.Load(), r.keyErrs.Load(), r.mountChecks.Load(), r.uiChecks.Load(), r.finals.Load(),
 		r.faults.Load(), r.skippedFaults.Load(), r.checks.Load(), len(violations))
 	t.Log(summary)
+	r.mu.Lock()
+	for _, c := range slices.Sorted(maps.Keys(r.mirrorOnly)) {
+		t.Logf("reads while the first dir host was %s (2s or more) and the mirror up: %d served, %d failed", c, r.mirrorOnly[c][0], r.mirrorOnly[c][1])
+	}
+	r.mu.Unlock()
 	r.logErrors()
 	if *chaosReport != "" {
 		if err := addChaosRow(*chaosReport, r.sched, ops, r.faults.Load(), r.checks.Load(), len(violations)); err != nil {
@@ -480,6 +489,12 @@ func (r *chaosRun) act(a chaosAction) bool {
 	if a.isFault() {
 		r.faults.Add(1)
 	}
+	defer func() {
+		st := map[string]string{"term": "down", "kill": "down", "stop": "stop", "cut": "cut"}[a.Do]
+		r.mu.Lock()
+		r.state[a.Node], r.stateSince[a.Node] = st, time.Now()
+		r.mu.Unlock()
+	}()
 	signal := func(sig syscall.Signal) {
 		if err := n.cmd.Process.Signal(sig); err != nil {
 			r.violate("%v: node %c: %v", sig, name, err)
@@ -617,7 +632,22 @@ func (r *chaosRun) readLoop(u int, cu *chaosUser, stop <-chan struct{}) {
 		}
 		node := rng.IntN(len(r.nodes))
 		token := r.calmToken()
+		before := r.mirrorCase(u, node)
 		data, err := readFile(cu.clients[node], name)
+		if before != "" && r.mirrorCase(u, node) == before {
+			r.mu.Lock()
+			c := r.mirrorOnly[before]
+			if err == nil {
+				c[0]++
+			} else {
+				c[1]++
+			}
+			r.mirrorOnly[before] = c
+			r.mu.Unlock()
+			if err != nil && c[1] <= 3 {
+				r.logf("%s read through node %c while its first dir host %c was %s and its mirror %c up: %s", cu.name, chaosNodes[node], chaosNodes[chaosDirHosts[u][0]], before, chaosNodes[chaosDirHosts[u][1]], oneLineErr(err.Error()))
+			}
+		}
 		r.reads.Add(1)
 		if err != nil {
 			r.readErrs.Add(1)
@@ -632,6 +662,20 @@ func (r *chaosRun) readLoop(u int, cu *chaosUser, stop <-chan struct{}) {
 			r.violate("%s read through node %c: %d bytes that no put of %s wrote", cu.name, chaosNodes[node], len(data), name)
 		}
 	}
+}
+
+// mirrorCase returns, for a read of user u's tree through node via, the
+// fault in force on the tree's first dir host if that fault has been in
+// force for 2s, while the mirror and via have none; else "". Such a read
+// should be served by the mirror.
+func (r *chaosRun) mirrorCase(u, via int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first, mirror := chaosDirHosts[u][0], chaosDirHosts[u][1]
+	if r.state[first] == "" || r.state[mirror] != "" || r.state[via] != "" || time.Since(r.stateSince[first]) < 2*time.Second {
+		return ""
+	}
+	return r.state[first]
 }
 
 // pick returns a file with an acknowledged put, chosen at random, and the

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,7 +29,18 @@ type clusterNode struct {
 	addr string   // Its network address, kept across restarts.
 	cmd  *exec.Cmd
 	log  string // The file its output of the latest start goes to.
+	// exited is closed when the process of the latest start has exited.
+	exited chan struct{}
+	// listen, if set, is the address of the first start (later starts
+	// take the address the node had).
+	listen string
+	// sysProc, if set, is given to each of its processes (TestChaos
+	// starts each node in a cgroup of its own, to cut its links).
+	sysProc *syscall.SysProcAttr
 }
+
+// wait waits until the process of the node's latest start has exited.
+func (n *clusterNode) wait() { <-n.exited }
 
 func (n *clusterNode) home() string { return filepath.Join(n.op.home, "spin", "node") }
 
@@ -36,24 +48,49 @@ func (n *clusterNode) home() string { return filepath.Join(n.op.home, "spin", "n
 // until it has written its addresses.
 func (n *clusterNode) start(t testing.TB) {
 	t.Helper()
+	if err := n.launch(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.waitReady(2 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// launch starts the node's process, on its old address if it had one,
+// without waiting for it to be ready (see waitReady). It may be called
+// from any goroutine.
+func (n *clusterNode) launch(t testing.TB) error {
 	listen := "/ip4/127.0.0.1/tcp/0"
+	if n.listen != "" {
+		listen = n.listen
+	}
 	if n.addr != "" {
 		listen, _, _ = strings.Cut(n.addr, "/p2p/")
 	}
 	os.Remove(filepath.Join(n.home(), "addr"))
 	args := append([]string{"node", "-home", n.home(), "-listen", listen, "-writers", "all"}, n.args...)
 	cmd := n.op.command(args...)
+	cmd.SysProcAttr = n.sysProc
 	logf, err := os.Create(filepath.Join(t.TempDir(), "node.log"))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
+	defer logf.Close()
 	cmd.Stderr, cmd.Stdout = logf, logf
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("start spin node in %s: %w", n.home(), err)
 	}
-	n.cmd, n.log = cmd, logf.Name()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	deadline := time.Now().Add(2 * time.Minute)
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	n.cmd, n.log, n.exited = cmd, logf.Name(), exited
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	return nil
+}
+
+// waitReady waits at most limit until the node launched last has written
+// its addresses, and takes its loopback TCP address as the node's.
+func (n *clusterNode) waitReady(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
 	for {
 		if b, err := os.ReadFile(filepath.Join(n.home(), "addr")); err == nil && len(b) > 0 && strings.HasSuffix(string(b), "\n") {
 			for line := range strings.Lines(string(b)) {
@@ -63,12 +100,12 @@ func (n *clusterNode) start(t testing.TB) {
 				}
 			}
 			if n.addr != "" {
-				return
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logf.Name())
-			t.Fatalf("node %s did not start within 2 minutes:\n%s", n.home(), log)
+			log, _ := os.ReadFile(n.log)
+			return fmt.Errorf("node %s did not start within %v:\n%s", n.home(), limit, log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -112,11 +149,24 @@ func leaderOf(members string) string {
 // keys. It checks on the way that a node operator nobody admitted cannot
 // join.
 func keyCluster(t testing.TB) (nodes []*clusterNode, opA *spinUser) {
+	return keyClusterWith(t, nil)
+}
+
+// keyClusterWith is keyCluster, with prep, if not nil, called on each
+// node before it first starts.
+func keyClusterWith(t testing.TB, prep func(*clusterNode)) (nodes []*clusterNode, opA *spinUser) {
 	opA, opB, opC := newSpinUser(t), newSpinUser(t), newSpinUser(t)
 	a := &clusterNode{op: opA}
+	b := &clusterNode{op: opB}
+	c := &clusterNode{op: opC}
+	if prep != nil {
+		prep(a)
+		prep(b)
+		prep(c)
+	}
 	a.start(t)
-	b := &clusterNode{op: opB, args: []string{"-keyserver", a.addr}}
-	c := &clusterNode{op: opC, args: []string{"-keyserver", a.addr}}
+	b.args = []string{"-keyserver", a.addr}
+	c.args = []string{"-keyserver", a.addr}
 	b.start(t)
 	c.start(t)
 	nodes = []*clusterNode{a, b, c}
@@ -181,7 +231,7 @@ func killLeader(t testing.TB, nodes []*clusterNode, opA *spinUser) (killed, surv
 		t.Fatalf("no node is the leader %q:\n%s", leader, members)
 	}
 	killed.cmd.Process.Kill()
-	killed.cmd.Wait()
+	killed.wait()
 	return killed, survivor
 }
 

@@ -60,7 +60,7 @@ func TestMemberRestartServesTrees(t *testing.T) {
 	check("before any restart")
 	stop := func(n *clusterNode, sig syscall.Signal) {
 		n.cmd.Process.Signal(sig)
-		n.cmd.Wait()
+		n.wait()
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		for i, n := range nodes {

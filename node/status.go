@@ -67,6 +67,7 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 			st.Announced = &ps.Schedule.Keys
 		}
 		st.CacheBytes, st.CacheMax, st.RepairBacklog = &rs.CachedBytes, &cacheMax, &backlog
+		st.HoldLimit, st.ReplicaFull = &rs.HoldLimit, &rs.ReplicaFull
 	}
 	if n.leases != nil {
 		held, leased, collectable, waiting, renewed, paused := n.leaseStats()

@@ -138,6 +138,13 @@ func printStatus(w io.Writer, s *wire.Status, now time.Time) {
 	line("peers remembered", "%d", s.Remembered)
 	line("blocks held", "%d", s.Blocks)
 	line("bytes held", "%s (%d bytes)", formatBytes(s.Bytes), s.Bytes)
+	if s.HoldLimit != nil {
+		refused := ""
+		if s.ReplicaFull != nil && *s.ReplicaFull > 0 {
+			refused = fmt.Sprintf("; copies refused for it since the start: %d", *s.ReplicaFull)
+		}
+		line("hold limit", "%s: copies from other nodes are refused past it%s", formatBytes(*s.HoldLimit), refused)
+	}
 	if s.Relay {
 		line("relay service", "on (offered while AutoNAT finds this node reachable from outside)")
 	} else {

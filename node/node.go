@@ -304,7 +304,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.openLeases(); err != nil {
 		return nil, spindle.E(op, err)
 	}
-	n.replica, err = replica.New(n.host, n.DHT(), n.leases.coll.Guard(), replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes, HoldLimit: cfg.HoldLimit})
+	n.replica, err = replica.New(n.host, n.DHT(), n.leases.coll.Guard(), replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes, HoldLimit: cfg.HoldLimit, Keep: n.leasesOwn})
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}

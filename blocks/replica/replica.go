@@ -15,7 +15,9 @@
 // Every holder also checks, in bounded background rounds, that each block
 // it holds still has r live holders, and pushes a copy to the nearest node
 // lacking it when not ([Store.Repair]); a node about to leave hands its
-// blocks on first ([Store.Drain]).
+// blocks on first ([Store.Drain]). A node that comes back is handed the
+// blocks written while it was away of which it is among the r nearest,
+// and copies beyond those r nodes are trimmed after a grace (home.go).
 //
 // The key of a block in the DHT is the multihash of its ref, which is a
 // CIDv1 with codec raw (see package blocks), so that provider records and
@@ -109,6 +111,13 @@ type Config struct {
 	// to other nodes (DefaultRepairBytes if zero). See [Store.Repair].
 	RepairBlocks int
 	RepairBytes  int64
+	// TrimGrace is how long a copy held beyond its block's home (the r
+	// nodes nearest to its key) waits, once every home node holds the
+	// block, before a repair round deletes it (DefaultTrimGrace if zero;
+	// negative means never). Keep, if set, names blocks never trimmed:
+	// a node keeps those its own dir host leases. See [Store.Repair].
+	TrimGrace time.Duration
+	Keep      func(spindle.Ref) bool
 }
 
 func (c *Config) setDefaults() {
@@ -138,6 +147,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RepairBytes <= 0 {
 		c.RepairBytes = DefaultRepairBytes
+	}
+	if c.TrimGrace == 0 {
+		c.TrimGrace = DefaultTrimGrace
 	}
 }
 
@@ -210,7 +222,7 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 		remotes:  make(map[peer.ID]*p2p.RemoteStore),
 		inflight: make(map[peer.ID]int),
 		fullPeer: make(map[peer.ID]time.Time),
-		repair:   repairProgress{backlog: make(map[spindle.Ref]bool), recent: make(map[spindle.Ref]recentPush)},
+		repair:   repairProgress{backlog: make(map[spindle.Ref]int), recent: make(map[spindle.Ref]recentPush), extra: make(map[spindle.Ref]time.Time)},
 	}
 	if err := s.recount(ctx); err != nil {
 		cancel()
@@ -219,6 +231,7 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 	}
 	if l, ok := local.(spindle.BlockLister); ok {
 		s.wg.Go(func() { s.announceAll(l) })
+		s.wg.Go(s.watchPeers)
 		s.startRepair()
 	}
 	return s, nil

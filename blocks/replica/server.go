@@ -167,6 +167,7 @@ type Stats struct {
 
 	// Repair (see [Store.Repair]).
 	RepairBacklog   int       // Blocks found short of r live copies and not yet fixed.
+	RepairMissing   int       // The copies those blocks lack, to have r each.
 	RepairSweepLeft int       // Blocks of the current sweep not yet checked.
 	RepairRounds    int64     // Rounds run since the start.
 	RepairChecked   int64     // Blocks checked in all rounds.
@@ -178,6 +179,11 @@ type Stats struct {
 	LastRepair      time.Time // End of the last round; zero if none ran.
 	LastRepairError string    // Why the last round failed, if it did.
 	Draining        bool      // Drain has started.
+
+	// Homes (see home.go).
+	Trimmed    int64 // Copies deleted here because the r nodes nearest to their blocks hold them.
+	HomeScans  int64 // Scans of the blocks held here for nodes that connected.
+	HomePushed int64 // Copies those scans pushed to the nodes.
 }
 
 // Stats returns the Store's figures. The announcements are described by

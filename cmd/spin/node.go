@@ -169,7 +169,15 @@ func printStatus(w io.Writer, s *wire.Status, now time.Time) {
 	if s.RepairBacklog == nil {
 		line("repair backlog", notKept)
 	} else {
-		line("repair backlog", "%d %s", *s.RepairBacklog, plural(int(*s.RepairBacklog), "block"))
+		missing := ""
+		if s.RepairMissing != nil {
+			word := "copies"
+			if *s.RepairMissing == 1 {
+				word = "copy"
+			}
+			missing = fmt.Sprintf(", %d %s missing", *s.RepairMissing, word)
+		}
+		line("repair backlog", "%d %s%s", *s.RepairBacklog, plural(int(*s.RepairBacklog), "block"), missing)
 	}
 	if s.Leases == nil || s.LeasedBlocks == nil {
 		line("leases held", notKept)

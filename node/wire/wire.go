@@ -225,6 +225,7 @@ type Status struct {
 	RepairBacklog *int64        `cbor:"14,keyasint,omitempty"` // Blocks with fewer live copies than wanted.
 	HoldLimit     *int64        `cbor:"20,keyasint,omitempty"` // Bytes held past which copies from other nodes are refused.
 	ReplicaFull   *int64        `cbor:"21,keyasint,omitempty"` // Copies from other nodes refused for HoldLimit since the start.
+	RepairMissing *int64        `cbor:"22,keyasint,omitempty"` // Copies the blocks of RepairBacklog lack.
 
 	// Leases (see package blocks/lease).
 	Leases        *int64        `cbor:"30,keyasint,omitempty"` // Leases held for dir hosts, this node's own included.

@@ -40,6 +40,7 @@ const (
 	NotEmpty                  // The directory is not empty.
 	BrokenLink                // A link could not be followed.
 	Damaged                   // Stored state on the answering host is damaged; its operator must repair it.
+	Full                      // The answering node holds all it agreed to hold: ask another.
 	kindEnd
 )
 
@@ -60,6 +61,7 @@ var kindText = [...]string{
 	NotEmpty:      "directory not empty",
 	BrokenLink:    "broken link",
 	Damaged:       "damaged on this host",
+	Full:          "storage limit reached",
 }
 
 // Error returns the kind's description, such as "permission denied".

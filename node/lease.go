@@ -114,6 +114,17 @@ func (n *Node) openLeases() error {
 	return nil
 }
 
+// leasesOwn reports whether this node, as a dir host, leases the block
+// ref: such a block is never trimmed from its store (see
+// replica.Config.Keep), whatever its copies elsewhere.
+func (n *Node) leasesOwn(ref spindle.Ref) bool {
+	d, err := blocks.ParseRef(ref)
+	if err != nil {
+		return true
+	}
+	return n.leases.table.LiveFrom(d, n.host.ID().String())
+}
+
 // startLeases serves the lease protocol and starts the renewal and
 // collection loops, unless their intervals are negative.
 func (n *Node) startLeases() {

@@ -54,8 +54,10 @@ type Config struct {
 	// Listen lists the multiaddrs to listen on; empty means loopback TCP and
 	// QUIC on ephemeral ports.
 	Listen []string
-	// Writers names who may create a tree and store blocks here: user
-	// names, *@domain wildcards, or "all".
+	// Writers names who may create a tree on this node and put blocks
+	// through it: user names, *@domain wildcards, or "all". It does not
+	// govern the copies of blocks that other nodes place here as one of
+	// the nearest to their addresses: those are bounded by HoldLimit.
 	Writers []string
 	// Host, if set, is used instead of a new libp2p host (tests build hosts
 	// over mocknet). The node does not close it.
@@ -103,6 +105,11 @@ type Config struct {
 	// CacheBytes bounds the cache of blocks fetched from other nodes
 	// (replica.DefaultCacheBytes if zero, none if negative).
 	CacheBytes int64
+	// HoldLimit bounds the bytes of blocks held here past which copies
+	// that other nodes push are refused (replica.DefaultHoldLimit if
+	// zero; see replica.Config.HoldLimit). Blocks the Writers put count
+	// towards it but are never refused.
+	HoldLimit int64
 	// LeaseTerm, LeaseRenew, LeaseGrace and CollectInterval set how
 	// blocks no tree references are collected (see node/lease.go and
 	// package blocks/lease): the term of the leases this node renews as
@@ -318,7 +325,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.openLeases(); err != nil {
 		return nil, spindle.E(op, err)
 	}
-	n.replica, err = replica.New(n.host, n.DHT(), n.leases.coll.Guard(), replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes})
+	n.replica, err = replica.New(n.host, n.DHT(), n.leases.coll.Guard(), replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes, HoldLimit: cfg.HoldLimit, Keep: n.leasesOwn})
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
@@ -623,7 +630,9 @@ func (n *Node) forget(p peer.ID) {
 	n.mu.Unlock()
 }
 
-// canStore reports whether peer p may store blocks here.
+// canStore reports whether peer p is a signed-in writer, who may put
+// blocks through this node (other nodes' copies are the replica store's
+// business: see replica.Store.Server).
 func (n *Node) canStore(p peer.ID) bool {
 	u := n.session(p)
 	return u != "" && n.writers.admits(u)

@@ -30,7 +30,8 @@ const NodeUsage = `Usage:
     spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST] [-repair USER,...]
               [-bootstrap MULTIADDR,...] [-relay] [-autonat=false]
               [-holepunch=false] [-relayclient=false] [-portmap=false]
-              [-replicas N] [-cache MIB] [-drain] [-gateway ADDR]
+              [-replicas N] [-cache MIB] [-holdlimit MIB] [-drain]
+              [-gateway ADDR]
               [-keyserver MULTIADDR,...] [-compact K]
     spin node status [-home DIR]
 
@@ -92,10 +93,13 @@ Options:
     -listen ADDRS    comma-separated multiaddrs to listen on (default
                      /ip4/127.0.0.1/tcp/7447,/ip4/127.0.0.1/udp/7447/quic-v1;
                      use /ip4/0.0.0.0/tcp/7447 to serve other machines)
-    -writers LIST    comma-separated users who may create a tree and store
-                     blocks here: user@domain, *@domain or all (default:
-                     nobody, so nobody can sign up here; reading needs no
-                     admission)
+    -writers LIST    comma-separated users who may sign up here, create a
+                     tree on this node and put files through it:
+                     user@domain, *@domain or all (default: nobody; reading
+                     needs no admission). It does not govern other users'
+                     blocks: as a member of the network, every node holds
+                     copies that other nodes place on it as one of the
+                     nodes nearest to a block's address, up to -holdlimit
     -repair USERS    comma-separated users whose damaged directory logs the
                      node repairs as it starts: it keeps the entries that
                      verify and moves the rest to DIR/dirlogs/USER.log.damaged-TIME
@@ -127,6 +131,13 @@ Options:
                      address; with fewer nodes, as many as there are (default 3)
     -cache MIB       size of the cache of blocks fetched from other nodes, in
                      MiB; 0 turns it off (default 256)
+    -holdlimit MIB   the disk this node gives to blocks, in MiB: once the
+                     blocks it holds (its writers' and other nodes' copies
+                     together, counted from DIR/blocks, going down as blocks
+                     are collected) reach it, it refuses the copies other
+                     nodes push, and they place them on the next nearest
+                     node; its writers' own puts are never refused
+                     (default 65536, 64 GiB)
     -drain           on SIGINT or SIGTERM, hand every block this node holds on
                      to the nearest other nodes before stopping, so that each
                      keeps its copies without it: for a node leaving the
@@ -202,12 +213,16 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		p2p.LogTo(log.With("part", "libp2p"))
 	}
 	if strings.TrimSpace(*writers) == "" {
-		fmt.Fprintf(stderr, "spin: node: no -writers given: nobody can sign up on this node or store files here; give -writers to admit users\n")
+		fmt.Fprintf(stderr, "spin: node: no -writers given: nobody can sign up on this node or put files through it; it still holds copies of other nodes' blocks, up to -holdlimit; give -writers to admit users\n")
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *f.replicas < 1 {
 		fmt.Fprintf(stderr, "spin: node: -replicas %d: a block needs at least one copy\n", *f.replicas)
+		return 2
+	}
+	if *f.holdlimit <= 0 {
+		fmt.Fprintf(stderr, "spin: node: -holdlimit %d: give the MiB of blocks this node may hold, more than 0\n", *f.holdlimit)
 		return 2
 	}
 	if *f.compact < 0 {
@@ -242,6 +257,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		NoPortMap:     !*f.portmap,
 		Replicas:      *f.replicas,
 		CacheBytes:    cacheBytes(*f.cache),
+		HoldLimit:     *f.holdlimit << 20,
 		KeyServers:    keyservers,
 	})
 	if err != nil {
@@ -319,7 +335,7 @@ type nodeFlags struct {
 	home, listen, writers, repair, bootstrap        *string
 	relay, autonat, holepunch, relayclient, portmap *bool
 	replicas, compact                               *int
-	cache                                           *int64
+	cache, holdlimit                                *int64
 	drain                                           *bool
 	gateway                                         *string
 	keyserver                                       *string
@@ -343,6 +359,7 @@ func newFlags() (*flag.FlagSet, *nodeFlags) {
 		replicas:    fs.Int("replicas", replica.DefaultReplicas, ""),
 		compact:     fs.Int("compact", 0, ""),
 		cache:       fs.Int64("cache", replica.DefaultCacheBytes>>20, ""),
+		holdlimit:   fs.Int64("holdlimit", replica.DefaultHoldLimit>>20, ""),
 		drain:       fs.Bool("drain", false, ""),
 		gateway:     fs.String("gateway", "", ""),
 		keyserver:   fs.String("keyserver", "", ""),

@@ -75,6 +75,9 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 			st.Announced = &ps.Schedule.Keys
 		}
 		st.CacheBytes, st.CacheMax, st.RepairBacklog = &rs.CachedBytes, &cacheMax, &backlog
+		st.HoldLimit, st.ReplicaFull = &rs.HoldLimit, &rs.ReplicaFull
+		missing := int64(rs.RepairMissing)
+		st.RepairMissing = &missing
 	}
 	if n.leases != nil {
 		held, leased, collectable, waiting, renewed, paused := n.leaseStats()

@@ -54,7 +54,7 @@
 // Config.PeerLeases leases (the node's own trees are bound only by the
 // total) and all together Config.MaxLeases, and a lease
 // keeps a block for at most Config.MaxTerm unless renewed. What a peer
-// may push here at all is bounded by the replica quotas. When the table
+// may push here at all is bounded by the replica store's hold limit. When the table
 // is full and a lease had to be refused, collection pauses (for a whole
 // MaxTerm) rather than risk collecting a block whose lease was refused;
 // so does a journal found damaged at start-up. Pauses are written to the

@@ -83,6 +83,22 @@ func TestGrantExpireRenew(t *testing.T) {
 	}
 }
 
+// LiveFrom tells one dir host's live leases from another's, so that a
+// node keeps the blocks its own dir host leases.
+func TestLiveFrom(t *testing.T) {
+	clk := newClock()
+	tb := NewTable(Config{Now: clk.Now, MaxTerm: time.Hour})
+	tb.Grant("self", 10*time.Minute, digests(0, 1))
+	tb.Grant("other", time.Hour, digests(0, 2))
+	if !tb.LiveFrom(digest(0), "self") || tb.LiveFrom(digest(1), "self") || tb.LiveFrom(digest(0), "nobody") {
+		t.Fatal("LiveFrom does not tell the hosts' leases apart")
+	}
+	clk.Add(11 * time.Minute)
+	if tb.LiveFrom(digest(0), "self") || !tb.LiveFrom(digest(0), "other") {
+		t.Fatal("LiveFrom counts an expired lease, or misses a live one")
+	}
+}
+
 // One dir host's leases never cut short another's: a host renewing for
 // a shorter term changes only its own lease.
 func TestHostsIndependent(t *testing.T) {

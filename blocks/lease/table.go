@@ -405,6 +405,23 @@ func (t *Table) Live(d blocks.Digest) bool {
 	return t.liveLocked(d, t.cfg.Now().UnixNano())
 }
 
+// LiveFrom reports whether dir host holds a lease on d that is alive now.
+func (t *Table) LiveFrom(d blocks.Digest, host string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h, ok := t.hostIdx[host]
+	if !ok {
+		return false
+	}
+	now := t.cfg.Now().UnixNano()
+	for _, g := range t.leases[d] {
+		if g.host == h && g.exp > now {
+			return true
+		}
+	}
+	return false
+}
+
 func (t *Table) liveLocked(d blocks.Digest, now int64) bool {
 	for _, g := range t.leases[d] {
 		if g.exp > now {

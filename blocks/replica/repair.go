@@ -63,20 +63,24 @@ const (
 // repairProgress is the progress of repair: the sweep under way, the
 // backlog and the counts. It is guarded by Store.rmu.
 type repairProgress struct {
-	sweep   []spindle.Ref        // Blocks of the current sweep not yet checked.
-	backlog map[spindle.Ref]bool // Found short of copies and not yet fixed.
+	sweep   []spindle.Ref       // Blocks of the current sweep not yet checked.
+	backlog map[spindle.Ref]int // Found short of copies and not yet fixed: the copies missing.
 	recent  map[spindle.Ref]recentPush
+	extra   map[spindle.Ref]time.Time // Held beyond the block's home, which holds it, since then.
 
-	rounds   int64
-	checked  int64
-	short    int64
-	pushed   int64
-	fixed    int64
-	failed   int64
-	deferred int64
-	last     time.Time
-	lastErr  error
-	draining bool
+	rounds    int64
+	checked   int64
+	short     int64
+	pushed    int64
+	fixed     int64
+	failed    int64
+	deferred  int64
+	trimmed   int64
+	homed     int64 // Copies pushed home to returning nodes.
+	homeScans int64
+	last      time.Time
+	lastErr   error
+	draining  bool
 }
 
 // RepairResult counts what one repair round did.
@@ -88,6 +92,7 @@ type RepairResult struct {
 	Failed   int // Short blocks that could not be brought back (kept in the backlog).
 	Deferred int // Short blocks left for a later round by the bytes budget.
 	Unknown  int // Blocks whose lookup did not finish in time.
+	Trimmed  int // Copies deleted here because the block's r home nodes hold it (see home.go).
 }
 
 // DrainResult counts what [Store.Drain] did with the blocks held here.
@@ -182,17 +187,22 @@ func (s *Store) Repair(ctx context.Context) (RepairResult, error) {
 		case stateDeferred:
 			res.Short++
 			res.Deferred++
+		case stateTrimmed:
+			res.Trimmed++
 		}
 		s.rmu.Lock()
 		switch out.state {
 		case stateShort, stateDeferred:
-			s.repair.backlog[ref] = true
-		case stateOK, stateFixed, stateGone:
+			s.repair.backlog[ref] = out.missing
+		case stateOK, stateFixed, stateGone, stateTrimmed:
 			delete(s.repair.backlog, ref)
 		}
 		s.rmu.Unlock()
 	})
 	err = ctx.Err()
+	if res.Trimmed > 0 {
+		s.recount(s.ctx)
+	}
 	s.endRound(res, err)
 	if err != nil {
 		return res, spindle.E(op, spindle.Transient, err)
@@ -253,6 +263,7 @@ func (s *Store) endRound(res RepairResult, err error) {
 	st.fixed += int64(res.Fixed)
 	st.failed += int64(res.Failed)
 	st.deferred += int64(res.Deferred)
+	st.trimmed += int64(res.Trimmed)
 	st.last = time.Now()
 	st.lastErr = err
 }
@@ -307,11 +318,13 @@ const (
 	stateShort                      // Short of holders, not fixed.
 	stateFixed                      // Was short, now has r.
 	stateDeferred                   // Short, left for the bytes budget.
+	stateTrimmed                    // Held beyond its home, which holds it: deleted here.
 )
 
 type outcome struct {
-	state  checkState
-	pushed int
+	state   checkState
+	pushed  int
+	missing int // Copies short of r after the check (stateShort, stateDeferred).
 }
 
 // repairOne checks one block held here and restores its r copies.
@@ -330,6 +343,9 @@ func (s *Store) repairOne(ctx context.Context, ref spindle.Ref, live *liveness, 
 	}
 	have := 1 + len(holders) // With this node's copy.
 	if have >= s.cfg.Replicas {
+		if s.trim(ctx, ref, k, holders, live) {
+			return outcome{state: stateTrimmed}
+		}
 		return outcome{state: stateOK}
 	}
 	if !complete {
@@ -340,15 +356,15 @@ func (s *Store) repairOne(ctx context.Context, ref spindle.Ref, live *liveness, 
 		if errors.Is(err, spindle.NotExist) {
 			return outcome{state: stateGone}
 		}
-		return outcome{state: stateShort}
+		return outcome{state: stateShort, missing: s.cfg.Replicas - have}
 	}
 	need := s.cfg.Replicas - have
 	if !budget(int64(need * len(data))) {
-		return outcome{state: stateDeferred}
+		return outcome{state: stateDeferred, missing: need}
 	}
 	pushed := s.handOn(ctx, ref, k, data, holders, live, need)
 	if pushed < need {
-		return outcome{state: stateShort, pushed: pushed}
+		return outcome{state: stateShort, pushed: pushed, missing: need - pushed}
 	}
 	return outcome{state: stateFixed, pushed: pushed}
 }
@@ -424,9 +440,7 @@ func (s *Store) handOn(ctx context.Context, ref spindle.Ref, k mh.Multihash, dat
 	}
 	done, _ := s.push(ctx, ref, data, candidates, need)
 	if len(done) > 0 {
-		s.rmu.Lock()
-		s.repair.recent[ref] = recentPush{to: done, at: time.Now()}
-		s.rmu.Unlock()
+		s.notePush(ref, done)
 	}
 	return len(done)
 }
@@ -606,6 +620,12 @@ func (s *Store) repairStats(st *Stats) {
 	defer s.rmu.Unlock()
 	r := &s.repair
 	st.RepairBacklog = len(r.backlog)
+	for _, n := range r.backlog {
+		st.RepairMissing += n
+	}
+	st.Trimmed = r.trimmed
+	st.HomeScans = r.homeScans
+	st.HomePushed = r.homed
 	st.RepairSweepLeft = len(r.sweep)
 	st.RepairRounds = r.rounds
 	st.RepairChecked = r.checked

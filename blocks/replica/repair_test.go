@@ -197,7 +197,7 @@ func TestRepairNothingToDo(t *testing.T) {
 	accepted := func() int64 {
 		var n int64
 		for _, nd := range nodes {
-			n += nd.store.Stats().ReplicaBytes
+			n += nd.store.Stats().HeldBytes
 		}
 		return n
 	}

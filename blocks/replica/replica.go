@@ -15,7 +15,9 @@
 // Every holder also checks, in bounded background rounds, that each block
 // it holds still has r live holders, and pushes a copy to the nearest node
 // lacking it when not ([Store.Repair]); a node about to leave hands its
-// blocks on first ([Store.Drain]).
+// blocks on first ([Store.Drain]). A node that comes back is handed the
+// blocks written while it was away of which it is among the r nearest,
+// and copies beyond those r nodes are trimmed after a grace (home.go).
 //
 // The key of a block in the DHT is the multihash of its ref, which is a
 // CIDv1 with codec raw (see package blocks), so that provider records and
@@ -62,8 +64,7 @@ const (
 	DefaultParallel    = 32
 	DefaultMinRate     = 256 << 10 // bytes per second
 	DefaultBaseTimeout = 15 * time.Second
-	DefaultPeerQuota   = 4 << 30
-	DefaultTotalQuota  = 64 << 30
+	DefaultHoldLimit   = 64 << 30
 	// Repair defaults are in repair.go.
 )
 
@@ -86,12 +87,17 @@ type Config struct {
 	// BaseTimeout is the fixed part of every network timeout: a DHT
 	// lookup, a connection, one round trip.
 	BaseTimeout time.Duration
-	// PeerQuota bounds the bytes one other node may push here as
-	// replicas, and TotalQuota those of all nodes together, counted since
-	// the Store started. They bound how much disk a misbehaving node can
-	// fill; see [Store.Server].
-	PeerQuota  int64
-	TotalQuota int64
+	// HoldLimit bounds the bytes of blocks held here past which copies
+	// that other nodes push are refused, with an error of kind
+	// [spindle.Full] that the pushing node takes as a cue to place the
+	// copy on the next nearest node (DefaultHoldLimit if zero). The
+	// count is of every block the local store holds, including those
+	// the node's own users put, which are never refused: it is taken
+	// from the store when the Store starts (if the store can count what
+	// it holds, as blocks/disk and blocks/mem can), and again whenever
+	// blocks are collected ([Store.Forget]) or trimmed, so it goes down
+	// as blocks go. See [Store.Server].
+	HoldLimit int64
 	// ReprovideInterval is how often the sweeping provider announces
 	// every held block again (go-libp2p-kad-dht's default, 22 h, if
 	// zero). Provider records live 48 h.
@@ -105,6 +111,13 @@ type Config struct {
 	// to other nodes (DefaultRepairBytes if zero). See [Store.Repair].
 	RepairBlocks int
 	RepairBytes  int64
+	// TrimGrace is how long a copy held beyond its block's home (the r
+	// nodes nearest to its key) waits, once every home node holds the
+	// block, before a repair round deletes it (DefaultTrimGrace if zero;
+	// negative means never). Keep, if set, names blocks never trimmed:
+	// a node keeps those its own dir host leases. See [Store.Repair].
+	TrimGrace time.Duration
+	Keep      func(spindle.Ref) bool
 }
 
 func (c *Config) setDefaults() {
@@ -123,11 +136,8 @@ func (c *Config) setDefaults() {
 	if c.BaseTimeout <= 0 {
 		c.BaseTimeout = DefaultBaseTimeout
 	}
-	if c.PeerQuota <= 0 {
-		c.PeerQuota = DefaultPeerQuota
-	}
-	if c.TotalQuota <= 0 {
-		c.TotalQuota = DefaultTotalQuota
+	if c.HoldLimit <= 0 {
+		c.HoldLimit = DefaultHoldLimit
 	}
 	if c.RepairInterval == 0 {
 		c.RepairInterval = DefaultRepairInterval
@@ -137,6 +147,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RepairBytes <= 0 {
 		c.RepairBytes = DefaultRepairBytes
+	}
+	if c.TrimGrace == 0 {
+		c.TrimGrace = DefaultTrimGrace
 	}
 }
 
@@ -155,11 +168,16 @@ type Store struct {
 
 	mu       sync.Mutex
 	remotes  map[peer.ID]*p2p.RemoteStore
-	inflight map[peer.ID]int   // Fetches in progress, per peer, to spread load.
-	accepted map[peer.ID]int64 // Replica bytes accepted from each peer.
-	total    int64             // Replica bytes accepted from all peers.
-	refused  int64             // Replica pushes refused.
+	inflight map[peer.ID]int       // Fetches in progress, per peer, to spread load.
+	held     int64                 // Bytes held in the local store, as last counted plus those put since.
+	putSince int64                 // Bytes put since the count in progress started.
+	refused  int64                 // Replica pushes refused.
+	full     int64                 // Replica pushes refused for Config.HoldLimit.
+	fullPeer map[peer.ID]time.Time // Nodes that refused a push as full, and when.
+	pushFull int64                 // Pushes to other nodes that they refused as full.
 	closed   bool
+
+	countMu sync.Mutex // Held while the local store is counted; taken before mu.
 
 	roundMu sync.Mutex // Held by a repair round or a drain.
 	rmu     sync.Mutex // Guards repair.
@@ -203,11 +221,17 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 		cancel:   cancel,
 		remotes:  make(map[peer.ID]*p2p.RemoteStore),
 		inflight: make(map[peer.ID]int),
-		accepted: make(map[peer.ID]int64),
-		repair:   repairProgress{backlog: make(map[spindle.Ref]bool), recent: make(map[spindle.Ref]recentPush)},
+		fullPeer: make(map[peer.ID]time.Time),
+		repair:   repairProgress{backlog: make(map[spindle.Ref]int), recent: make(map[spindle.Ref]recentPush), extra: make(map[spindle.Ref]time.Time)},
+	}
+	if err := s.recount(ctx); err != nil {
+		cancel()
+		prov.Close()
+		return nil, spindle.E(op, err)
 	}
 	if l, ok := local.(spindle.BlockLister); ok {
 		s.wg.Go(func() { s.announceAll(l) })
+		s.wg.Go(s.watchPeers)
 		s.startRepair()
 	}
 	return s, nil
@@ -355,6 +379,7 @@ func (s *Store) put(ctx context.Context, data []byte) (spindle.Ref, int, []error
 	if err != nil {
 		return "", 0, nil, err
 	}
+	s.addHeld(int64(len(data)))
 	k, err := keyOf(ref)
 	if err != nil {
 		return "", 0, nil, err
@@ -392,9 +417,11 @@ func (s *Store) closestPeers(ctx context.Context, k mh.Multihash) ([]peer.ID, er
 }
 
 // push stores the block on need of the candidates, nearest first, moving
-// on to the next candidate for each push that fails. It returns the nodes
-// that took a copy and the failures.
+// on to the next candidate for each push that fails. A node that lately
+// refused a push for its hold limit ([spindle.Full]) is tried only after
+// all the others. It returns the nodes that took a copy and the failures.
 func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, candidates []peer.ID, need int) ([]peer.ID, []error) {
+	candidates = s.fullLast(candidates)
 	var done []peer.ID
 	var problems []error
 	for need > 0 && len(candidates) > 0 {
@@ -408,10 +435,14 @@ func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, candidat
 		}
 		wg.Wait()
 		for i, err := range errs {
-			if err == nil {
+			switch {
+			case err == nil:
 				done = append(done, batch[i])
 				need--
-			} else {
+			case errors.Is(err, spindle.Full):
+				s.markFull(batch[i])
+				problems = append(problems, err)
+			default:
 				problems = append(problems, err)
 			}
 		}
@@ -708,8 +739,8 @@ func (s *Store) fetchFrom(ctx context.Context, p peer.ID, ref spindle.Ref) ([]by
 }
 
 // Forget stops announcing the blocks refs, which the local store no
-// longer holds (garbage collection deleted them), and drops them from
-// the cache.
+// longer holds (garbage collection deleted them), and counts the bytes
+// the local store holds again, for Config.HoldLimit.
 func (s *Store) Forget(refs ...spindle.Ref) error {
 	const op spindle.Op = "replica.Forget"
 	keys := make([]mh.Multihash, 0, len(refs))
@@ -722,6 +753,9 @@ func (s *Store) Forget(refs ...spindle.Ref) error {
 	}
 	if err := s.prov.StopProviding(keys...); err != nil {
 		return spindle.E(op, spindle.Transient, err)
+	}
+	if err := s.recount(s.ctx); err != nil {
+		return spindle.E(op, err)
 	}
 	return nil
 }

@@ -91,6 +91,13 @@ func newNet(t testing.TB, n int, cfg replica.Config) []*node {
 // newNetWith is newNet with the local stores that newStore makes.
 func newNetWith(t testing.TB, n int, cfg replica.Config, newStore func() spindle.BlockStore) []*node {
 	t.Helper()
+	return newNetEach(t, n, func(int) replica.Config { return cfg }, func(int) spindle.BlockStore { return newStore() })
+}
+
+// newNetEach is newNet with node i configured by cfgOf(i) and holding
+// its blocks in storeOf(i).
+func newNetEach(t testing.TB, n int, cfgOf func(i int) replica.Config, storeOf func(i int) spindle.BlockStore) []*node {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var nodes []*node
@@ -108,8 +115,8 @@ func newNetWith(t testing.TB, n int, cfg replica.Config, newStore func() spindle
 			h.Close()
 			t.Fatal(err)
 		}
-		local := newStore()
-		s, err := replica.New(h, d, local, cfg)
+		local := storeOf(i)
+		s, err := replica.New(h, d, local, cfgOf(i))
 		if err != nil {
 			d.Close()
 			h.Close()
@@ -523,46 +530,6 @@ func TestDamagedCopyHealed(t *testing.T) {
 	}
 	if got, err := nodes[0].local.Get(ctx, ref); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("the damaged local copy was not replaced: %v", err)
-	}
-}
-
-// A node refuses replicas from a peer beyond its quota, and from a peer
-// that is not a server of the DHT.
-func TestReplicaQuota(t *testing.T) {
-	nodes := newNet(t, 3, replica.Config{Replicas: 3, PeerQuota: 100 << 10, BaseTimeout: 5 * time.Second})
-	ctx := context.Background()
-	rnd := rand.New(rand.NewPCG(7, 8))
-	// Each block goes to both other nodes; the quota admits two of 40 KiB.
-	full := 0
-	for range 4 {
-		_, copies, err := nodes[0].store.PutCopies(ctx, randomBlock(rnd, 40<<10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if copies == 1 {
-			full++
-		}
-	}
-	if full != 2 {
-		t.Fatalf("%d of 4 blocks of 40 KiB got no replica under a quota of 100 KiB per peer, want 2", full)
-	}
-	if st := nodes[1].store.Stats(); st.ReplicaRefused != 2 || st.ReplicaBytes != 80<<10 {
-		t.Fatalf("node 1 stats %+v, want 2 refused and 80 KiB accepted", st)
-	}
-
-	// A host that is not in the DHT may not push at all.
-	stranger, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stranger.Close()
-	if _, err := p2p.Connect(ctx, stranger, p2p.Addrs(nodes[1].h)[0]); err != nil {
-		t.Fatal(err)
-	}
-	r := p2p.NewRemoteStore(stranger, nodes[1].h.ID())
-	defer r.Close()
-	if _, err := r.Put(ctx, []byte("fill my disk")); !errors.Is(err, spindle.Permission) {
-		t.Fatalf("Put from a stranger: %v, want Permission", err)
 	}
 }
 

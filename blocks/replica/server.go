@@ -34,8 +34,15 @@ import (
 //   - this node is among the 2r+2 nodes of its routing table nearest to
 //     the block's key, where Put places copies (so that a peer cannot
 //     choose which node it fills without grinding block contents), and
-//   - the bytes it has pushed, and those all peers have pushed, since the
-//     Store started stay within Config.PeerQuota and Config.TotalQuota.
+//   - the blocks held here, counted from the local store, stay within
+//     Config.HoldLimit with it (a block held already is always taken).
+//
+// A push refused for the limit fails with [spindle.Full], which the
+// pushing node's Store takes as a cue to place the copy on the next
+// nearest node, and to try this one last for a while. The limit bounds
+// the disk that other nodes, misbehaving ones included, can fill here;
+// the second rule bounds which blocks they can place, and a block no dir
+// host leases is collected after the lease grace.
 //
 // A pushed block is held and announced like one put here. Once
 // [Store.Drain] has started, pushes from other nodes are refused (as
@@ -82,7 +89,7 @@ func (srv *server) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 
 func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	const op spindle.Op = "replica.Serve"
-	p, isUser := srv.user(ctx)
+	_, isUser := srv.user(ctx)
 	if isUser {
 		ref, _, err := srv.s.PutCopies(ctx, data)
 		return ref, err
@@ -104,12 +111,12 @@ func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 		return "", spindle.E(op, spindle.Permission, fmt.Sprintf("block %s: this node is not among the nearest to its key", ref))
 	}
 	n := int64(len(data))
-	if err := srv.s.reserve(p, n); err != nil {
+	if err := srv.s.admit(ctx, ref, n); err != nil {
 		return "", spindle.E(op, err)
 	}
 	got, err := srv.s.local.Put(ctx, data)
 	if err != nil {
-		srv.s.release(p, n)
+		srv.s.unadmit(n)
 		return "", spindle.E(op, err)
 	}
 	srv.s.announce(k)
@@ -142,30 +149,6 @@ func (s *Store) responsible(key string) bool {
 	return kb.Closer(s.h.ID(), nearest[len(nearest)-1], key)
 }
 
-// reserve counts n bytes pushed by p against the quotas.
-func (s *Store) reserve(p peer.ID, n int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.accepted[p]+n > s.cfg.PeerQuota {
-		s.refused++
-		return spindle.E(spindle.Permission, fmt.Sprintf("peer %s has used its quota of %d bytes of replicas", p, s.cfg.PeerQuota))
-	}
-	if s.total+n > s.cfg.TotalQuota {
-		s.refused++
-		return spindle.E(spindle.Permission, fmt.Sprintf("this node holds its quota of %d bytes of replicas", s.cfg.TotalQuota))
-	}
-	s.accepted[p] += n
-	s.total += n
-	return nil
-}
-
-func (s *Store) release(p peer.ID, n int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.accepted[p] -= n
-	s.total -= n
-}
-
 func (s *Store) refuse() {
 	s.mu.Lock()
 	s.refused++
@@ -176,11 +159,15 @@ func (s *Store) refuse() {
 type Stats struct {
 	CachedBlocks   int   // Blocks in the cache of fetched blocks.
 	CachedBytes    int64 // Their bytes.
-	ReplicaBytes   int64 // Bytes accepted from other nodes since the start.
-	ReplicaRefused int64 // Pushes from other nodes refused.
+	HeldBytes      int64 // Bytes of blocks held here, as last counted plus those put since.
+	HoldLimit      int64 // Config.HoldLimit.
+	ReplicaRefused int64 // Pushes from other nodes refused, for any reason.
+	ReplicaFull    int64 // Of those, the pushes refused for the hold limit.
+	PushedFull     int64 // Pushes to other nodes that they refused as full.
 
 	// Repair (see [Store.Repair]).
 	RepairBacklog   int       // Blocks found short of r live copies and not yet fixed.
+	RepairMissing   int       // The copies those blocks lack, to have r each.
 	RepairSweepLeft int       // Blocks of the current sweep not yet checked.
 	RepairRounds    int64     // Rounds run since the start.
 	RepairChecked   int64     // Blocks checked in all rounds.
@@ -192,6 +179,11 @@ type Stats struct {
 	LastRepair      time.Time // End of the last round; zero if none ran.
 	LastRepairError string    // Why the last round failed, if it did.
 	Draining        bool      // Drain has started.
+
+	// Homes (see home.go).
+	Trimmed    int64 // Copies deleted here because the r nodes nearest to their blocks hold them.
+	HomeScans  int64 // Scans of the blocks held here for nodes that connected.
+	HomePushed int64 // Copies those scans pushed to the nodes.
 }
 
 // Stats returns the Store's figures. The announcements are described by
@@ -200,7 +192,8 @@ func (s *Store) Stats() Stats {
 	var st Stats
 	st.CachedBlocks, st.CachedBytes = s.cache.stats()
 	s.mu.Lock()
-	st.ReplicaBytes, st.ReplicaRefused = s.total, s.refused
+	st.HeldBytes, st.HoldLimit = s.held, s.cfg.HoldLimit
+	st.ReplicaRefused, st.ReplicaFull, st.PushedFull = s.refused, s.full, s.pushFull
 	s.mu.Unlock()
 	s.repairStats(&st)
 	return st

@@ -138,6 +138,13 @@ func printStatus(w io.Writer, s *wire.Status, now time.Time) {
 	line("peers remembered", "%d", s.Remembered)
 	line("blocks held", "%d", s.Blocks)
 	line("bytes held", "%s (%d bytes)", formatBytes(s.Bytes), s.Bytes)
+	if s.HoldLimit != nil {
+		refused := ""
+		if s.ReplicaFull != nil && *s.ReplicaFull > 0 {
+			refused = fmt.Sprintf("; copies refused for it since the start: %d", *s.ReplicaFull)
+		}
+		line("hold limit", "%s: copies from other nodes are refused past it%s", formatBytes(*s.HoldLimit), refused)
+	}
 	if s.Relay {
 		line("relay service", "on (offered while AutoNAT finds this node reachable from outside)")
 	} else {
@@ -162,7 +169,15 @@ func printStatus(w io.Writer, s *wire.Status, now time.Time) {
 	if s.RepairBacklog == nil {
 		line("repair backlog", notKept)
 	} else {
-		line("repair backlog", "%d %s", *s.RepairBacklog, plural(int(*s.RepairBacklog), "block"))
+		missing := ""
+		if s.RepairMissing != nil {
+			word := "copies"
+			if *s.RepairMissing == 1 {
+				word = "copy"
+			}
+			missing = fmt.Sprintf(", %d %s missing", *s.RepairMissing, word)
+		}
+		line("repair backlog", "%d %s%s", *s.RepairBacklog, plural(int(*s.RepairBacklog), "block"), missing)
 	}
 	if s.Leases == nil || s.LeasedBlocks == nil {
 		line("leases held", notKept)

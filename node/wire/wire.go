@@ -227,6 +227,9 @@ type Status struct {
 	CacheBytes    *int64        `cbor:"12,keyasint,omitempty"` // Bytes in the cache of fetched blocks.
 	CacheMax      *int64        `cbor:"13,keyasint,omitempty"` // The cache's bound.
 	RepairBacklog *int64        `cbor:"14,keyasint,omitempty"` // Blocks with fewer live copies than wanted.
+	HoldLimit     *int64        `cbor:"20,keyasint,omitempty"` // Bytes held past which copies from other nodes are refused.
+	ReplicaFull   *int64        `cbor:"21,keyasint,omitempty"` // Copies from other nodes refused for HoldLimit since the start.
+	RepairMissing *int64        `cbor:"22,keyasint,omitempty"` // Copies the blocks of RepairBacklog lack.
 
 	// Leases (see package blocks/lease).
 	Leases        *int64        `cbor:"30,keyasint,omitempty"` // Leases held for dir hosts, this node's own included.

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"spindle.dev"
 )
@@ -419,4 +420,21 @@ func streamErrKind(ctx context.Context) spindle.Kind {
 		return spindle.Transient
 	}
 	return spindle.IO
+}
+
+// ClearDialBackoff reports whether err is h's refusal to dial p again so
+// soon after a dial to it failed (libp2p's dial backoff), and if so
+// forgets the failure, so that the next dial tries at once. A client
+// whose own node was restarted calls it: the node is back, and waiting
+// seconds for the backoff to run out would fail the client's commands.
+func ClearDialBackoff(h host.Host, p peer.ID, err error) bool {
+	if !errors.Is(err, swarm.ErrDialBackoff) {
+		return false
+	}
+	sw, ok := h.Network().(*swarm.Swarm)
+	if !ok {
+		return false
+	}
+	sw.Backoff().Clear(p)
+	return true
 }

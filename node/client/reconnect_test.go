@@ -28,6 +28,11 @@ func TestClientSurvivesNodeRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Close()
+	// A command while the node is down fails, and its failed dial must
+	// not keep the client from the node once it is back.
+	if _, err := c.Lookup(ctx, "@/before", true); err == nil {
+		t.Fatal("lookup with the node down succeeded")
+	}
 	// The same home, the same port.
 	listen := strings.TrimSuffix(string(addr), "/p2p/"+n.Host().ID().String())
 	n2, err := node.New(ctx, node.Config{Home: home, Listen: []string{listen}, Writers: []string{"all"}, Logger: testLogger(t)})
@@ -35,6 +40,9 @@ func TestClientSurvivesNodeRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n2.Close()
+	if _, err := c.Lookup(ctx, "@/before", true); err != nil {
+		t.Fatalf("the first lookup once the node is back: %v", err)
+	}
 	// ee first: its readers come from the client's cache, so no other
 	// call signs in again before blocks go to the node.
 	for _, p := range []spindle.Packing{spindle.EEPack, spindle.PlainPack} {

@@ -268,6 +268,11 @@ func (r *remote) callAt(ctx context.Context, to peer.ID, req *wire.Request) (*wi
 		out, err = r.direct(cctx, to, data)
 	} else {
 		out, err = p2p.Call(cctx, r.h, to, wire.ClientProtocol, data, wire.MaxMessage)
+		if err != nil && to == r.peer && cctx.Err() == nil && p2p.ClearDialBackoff(r.h, to, err) {
+			// The client's node failed to answer a dial a moment ago
+			// and may be back (restarted): try it now.
+			out, err = p2p.Call(cctx, r.h, to, wire.ClientProtocol, data, wire.MaxMessage)
+		}
 	}
 	if err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
 		err = spindle.E(spindle.Transient, req.Name, fmt.Errorf("node %s did not answer %s within %v", to, req.Method, callTimeout))

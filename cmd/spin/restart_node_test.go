@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -108,5 +109,51 @@ func TestKeyServerNodeFollowsMembers(t *testing.T) {
 	}
 	if out := ann.out("get", "@/f"); out != "after A left\n" {
 		t.Fatalf("spin get: %q", out)
+	}
+}
+
+// A hung sequencer (SIGSTOP: a process that holds its connections and
+// answers nothing) does not hold a read for the whole call timeout: the
+// read goes on to the mirror within hostReadTimeout.
+func TestHungSequencerReadsFromMirror(t *testing.T) {
+	k := &clusterNode{op: newSpinUser(t)}
+	k.start(t)
+	a := &clusterNode{op: newSpinUser(t), args: []string{"-keyserver", k.addr}}
+	a.start(t)
+	b := &clusterNode{op: newSpinUser(t), args: []string{"-keyserver", k.addr}}
+	b.start(t)
+	ann := newSpinUser(t)
+	ann.run("init", "-node", a.addr, "ann@example.com")
+	ann.run("signup")
+	ann.run("user", "-dirs", a.addr+","+b.addr)
+	put := ann.command("put", "-", "@/f")
+	put.Stdin = strings.NewReader("read me\n")
+	if out, err := put.CombinedOutput(); err != nil {
+		t.Fatalf("spin put: %v\n%s", err, out)
+	}
+	bLog := filepath.Join(b.home(), "dirlogs", "ann@example.com.log")
+	aLog := filepath.Join(a.home(), "dirlogs", "ann@example.com.log")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		ai, _ := os.Stat(aLog)
+		bi, _ := os.Stat(bLog)
+		if ai != nil && bi != nil && bi.Size() >= ai.Size() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the mirror B did not copy ann's log within a minute")
+		}
+	}
+	// Ann's client goes through B, as if she took her laptop elsewhere.
+	ann.run("init", "-node", b.addr, "ann@example.com")
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	defer a.cmd.Process.Signal(syscall.SIGCONT)
+	start := time.Now()
+	out, err := ann.command("get", "@/f").CombinedOutput()
+	if err != nil || string(out) != "read me\n" {
+		t.Fatalf("spin get with the sequencer hung: %v\n%s", err, out)
+	}
+	// Well under the 30 s a call waits for one host.
+	if d := time.Since(start); d > 25*time.Second {
+		t.Errorf("spin get with the sequencer hung took %v", d)
 	}
 }

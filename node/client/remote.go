@@ -158,7 +158,18 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 	floor := r.heads.floor(owner)
 	lagging := false
 	for i, to := range hosts {
-		resp, err := r.callTo(ctx, req, to)
+		hctx, cancel := ctx, context.CancelFunc(func() {})
+		if i < len(hosts)-1 {
+			// A host that hangs (stopped, or its machine asleep) must not
+			// hold the read for the whole call timeout while another
+			// host can answer.
+			hctx, cancel = context.WithTimeout(ctx, hostReadTimeout)
+		}
+		resp, err := r.callTo(hctx, req, to)
+		if err != nil && hctx.Err() != nil && ctx.Err() == nil {
+			err = spindle.E(spindle.Transient, fmt.Errorf("dir host %s did not answer within %v", to, hostReadTimeout))
+		}
+		cancel()
 		if i > 0 && err == nil && resp.Head != nil && floor != nil && resp.Head.User == owner && resp.Head.Seq < floor.Seq {
 			// A mirror, asked because the hosts before it did not
 			// answer, that is behind the newest head seen: its answer
@@ -282,6 +293,10 @@ func (r *remote) callAt(ctx context.Context, to peer.ID, req *wire.Request) (*wi
 	logCall(r.log, req, len(data), len(out), time.Since(start), err)
 	return resp, err
 }
+
+// hostReadTimeout bounds how long a read waits for one dir host of a
+// tree before it asks the next one the owner names.
+var hostReadTimeout = 8 * time.Second
 
 // callTimeout bounds one request of the client protocol, so that a node
 // that stopped answering (hung, or its machine asleep) fails a command

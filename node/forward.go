@@ -648,16 +648,7 @@ func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.R
 }
 
 // decodeAnswer decodes an encoded answer and its error.
-func decodeAnswer(out []byte) (*wire.Response, error) {
-	var resp wire.Response
-	if err := wire.Decode(out, &resp); err != nil {
-		return nil, err
-	}
-	if resp.Err != nil {
-		return &resp, spindle.UnmarshalError(resp.Err)
-	}
-	return &resp, nil
-}
+func decodeAnswer(out []byte) (*wire.Response, error) { return wire.DecodeResponse(out) }
 
 // forwardedPossession reports whether a key.put whose proof of possession
 // was made for another connection may still be taken: when the peer

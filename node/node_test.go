@@ -108,14 +108,7 @@ func (r *rawClient) call(req *wire.Request) (*wire.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	var resp wire.Response
-	if err := wire.Decode(out, &resp); err != nil {
-		return nil, err
-	}
-	if resp.Err != nil {
-		return &resp, spindle.UnmarshalError(resp.Err)
-	}
-	return &resp, nil
+	return wire.DecodeResponse(out)
 }
 
 func TestNoSocket(t *testing.T) {

@@ -176,14 +176,7 @@ func (k *chaosKeys) call(ctx context.Context, c, i int, req *wire.Request) (*wir
 	if err != nil {
 		return nil, err
 	}
-	var resp wire.Response
-	if err := wire.Decode(out, &resp); err != nil {
-		return nil, err
-	}
-	if resp.Err != nil {
-		return &resp, spindle.UnmarshalError(resp.Err)
-	}
-	return &resp, nil
+	return wire.DecodeResponse(out)
 }
 
 // put sends the signed record u, with a proof that the client holds keys,

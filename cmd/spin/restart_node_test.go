@@ -131,18 +131,7 @@ func TestHungSequencerReadsFromMirror(t *testing.T) {
 	if out, err := put.CombinedOutput(); err != nil {
 		t.Fatalf("spin put: %v\n%s", err, out)
 	}
-	bLog := filepath.Join(b.home(), "dirlogs", "ann@example.com.log")
-	aLog := filepath.Join(a.home(), "dirlogs", "ann@example.com.log")
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		ai, _ := os.Stat(aLog)
-		bi, _ := os.Stat(bLog)
-		if ai != nil && bi != nil && bi.Size() >= ai.Size() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the mirror B did not copy ann's log within a minute")
-		}
-	}
+	waitLogCopied(t, a, b, "ann@example.com")
 	// Ann's client goes through B, as if she took her laptop elsewhere.
 	ann.run("init", "-node", b.addr, "ann@example.com")
 	a.cmd.Process.Signal(syscall.SIGSTOP)
@@ -155,5 +144,23 @@ func TestHungSequencerReadsFromMirror(t *testing.T) {
 	// Well under the 30 s a call waits for one host.
 	if d := time.Since(start); d > 25*time.Second {
 		t.Errorf("spin get with the sequencer hung took %v", d)
+	}
+}
+
+// waitLogCopied waits until the mirror to holds as much of user's log as
+// from does.
+func waitLogCopied(t *testing.T, from, to *clusterNode, user string) {
+	t.Helper()
+	fromLog := filepath.Join(from.home(), "dirlogs", user+".log")
+	toLog := filepath.Join(to.home(), "dirlogs", user+".log")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		fi, _ := os.Stat(fromLog)
+		ti, _ := os.Stat(toLog)
+		if fi != nil && ti != nil && ti.Size() >= fi.Size() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mirror %s did not copy %s's log within a minute", to.addr, user)
+		}
 	}
 }

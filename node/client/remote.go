@@ -310,14 +310,7 @@ func decodeResponse(out []byte, err error) (*wire.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	var resp wire.Response
-	if err := wire.Decode(out, &resp); err != nil {
-		return nil, err
-	}
-	if resp.Err != nil {
-		return &resp, spindle.UnmarshalError(resp.Err)
-	}
-	return &resp, nil
+	return wire.DecodeResponse(out)
 }
 
 // floorSeq is the sequence number of floor, or 0 if none was seen.

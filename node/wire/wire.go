@@ -354,6 +354,19 @@ func Decode(data []byte, v any) error {
 	return nil
 }
 
+// DecodeResponse decodes an encoded answer, returning with it the error
+// it carries, if any.
+func DecodeResponse(out []byte) (*Response, error) {
+	var resp Response
+	if err := Decode(out, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Err != nil {
+		return &resp, spindle.UnmarshalError(resp.Err)
+	}
+	return &resp, nil
+}
+
 // ErrBytes encodes err for a response.
 func ErrBytes(err error) []byte {
 	if err == nil {

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	mh "github.com/multiformats/go-multihash"
 
 	"spindle.dev"
+	"spindle.dev/blocks"
 )
 
 // Blocks come home, and copies beyond r go.
@@ -53,8 +55,34 @@ func (s *Store) home(k mh.Multihash, also ...peer.ID) []peer.ID {
 			peers = append(peers, p)
 		}
 	}
-	peers = kb.SortClosestPeers(peers, key)
-	return peers[:min(len(peers), s.cfg.Replicas)]
+	return nearest(k, peers, s.cfg.Replicas)
+}
+
+// nearest returns the r of peers nearest to key k, nearest first.
+func nearest(k mh.Multihash, peers []peer.ID, r int) []peer.ID {
+	peers = kb.SortClosestPeers(peers, kb.ConvertKey(string(k)))
+	return peers[:min(len(peers), r)]
+}
+
+// Home returns the home of the block ref among the nodes peers (peer IDs):
+// the r of them nearest to its address, where its copies belong, nearest
+// first. It is for operators and tests that ask where a block should be.
+func Home(ref spindle.Ref, peers []string, r int) ([]string, error) {
+	d, err := blocks.ParseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]peer.ID, len(peers))
+	for i, p := range peers {
+		if ids[i], err = peer.Decode(p); err != nil {
+			return nil, spindle.E(spindle.Invalid, fmt.Sprintf("%q is not a peer ID: %v", p, err))
+		}
+	}
+	var out []string
+	for _, id := range nearest(d.Multihash(), ids, r) {
+		out = append(out, id.String())
+	}
+	return out, nil
 }
 
 // watchPeers runs a homecoming scan for the nodes that connect again

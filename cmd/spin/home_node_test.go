@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
+	"spindle.dev/blocks/replica"
+	"spindle.dev/node/client"
+	"spindle.dev/pack"
+)
+
+// With real processes: node D is stopped while ann writes files through
+// A, so their blocks' copies go to the nodes then up. When D comes back,
+// it gets every block it is among the three nearest nodes to, without a
+// further write.
+func TestReturnedNodeHoldsItsShareProcess(t *testing.T) {
+	a := &clusterNode{op: newSpinUser(t)}
+	a.start(t)
+	nodes := []*clusterNode{a}
+	for range 3 {
+		n := &clusterNode{op: newSpinUser(t), args: []string{"-keyserver", a.addr}}
+		n.start(t)
+		nodes = append(nodes, n)
+	}
+	d := nodes[3]
+	ann := newSpinUser(t)
+	ann.run("init", "-node", a.addr, "ann@example.com")
+	ann.run("signup")
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.cmd.Wait()
+
+	rnd := rand.New(rand.NewPCG(24, 4))
+	const files = 16
+	for i := range files {
+		data := make([]byte, 100<<10)
+		for j := range data {
+			data[j] = byte(rnd.Uint32())
+		}
+		put := ann.command("put", "-packing", "plain", "-", fmt.Sprintf("@/f%d", i))
+		put.Stdin = bytes.NewReader(data)
+		if out, err := put.CombinedOutput(); err != nil {
+			t.Fatalf("spin put: %v\n%s", err, out)
+		}
+	}
+	keys, err := pack.Load(filepath.Join(ann.home, "spin", "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Config{Keys: keys, Node: spindle.PeerAddr(a.addr), KeyLog: filepath.Join(t.TempDir(), "keylog"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.addr[strings.Index(n.addr, "/p2p/")+len("/p2p/"):])
+	}
+	var share []spindle.Ref // The blocks D is home to.
+	for i := range files {
+		e, err := c.Lookup(ctx, spindle.PathName(fmt.Sprintf("ann@example.com/f%d", i)), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range e.Blocks {
+			home, err := replica.Home(b.Ref, ids, replica.DefaultReplicas)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range home {
+				if h == ids[3] {
+					share = append(share, b.Ref)
+				}
+			}
+		}
+	}
+	if len(share) == 0 {
+		t.Fatal("D is home to none of the blocks: choose other data")
+	}
+
+	d.start(t)
+	var missing []spindle.Ref
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		missing = missing[:0]
+		for _, ref := range share {
+			if !holdsBlock(t, d.home(), ref) {
+				missing = append(missing, ref)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(d.log)
+			t.Fatalf("a minute after it came back, D lacks %d of the %d blocks it is home to:\n%s", len(missing), len(share), log)
+		}
+	}
+}
+
+// holdsBlock reports whether the node whose home is home holds the block
+// ref: in a file of its own or as a record in a segment of small blocks.
+func holdsBlock(t *testing.T, home string, ref spindle.Ref) bool {
+	t.Helper()
+	d, err := blocks.ParseRef(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := hex.EncodeToString(d[:])
+	found := false
+	filepath.WalkDir(filepath.Join(home, "blocks"), func(p string, de os.DirEntry, err error) error {
+		switch {
+		case err != nil || found || de.IsDir():
+		case de.Name() == name:
+			found = true
+		case strings.HasSuffix(p, ".seg"):
+			b, _ := os.ReadFile(p)
+			found = bytes.Contains(b, append([]byte("spS2"), d[:]...))
+		}
+		return nil
+	})
+	return found
+}

@@ -102,7 +102,11 @@ Options:
                      nodes nearest to a block's address, up to -holdlimit
     -repair USERS    comma-separated users whose damaged directory logs the
                      node repairs as it starts: it keeps the entries that
-                     verify and moves the rest to DIR/dirlogs/USER.log.damaged-TIME
+                     verify, moves the rest to DIR/dirlogs/USER.log.damaged-TIME
+                     and takes what follows from another dir host of the
+                     user; with none, it serves the entries that verify
+                     and logs those lost (a damaged log is refilled from
+                     another dir host without -repair too)
     -compact K       compact a directory log into a checkpoint signed by
                      this node once more than K entries follow its last one:
                      entries no item of the tree needs any more are dropped

@@ -133,3 +133,78 @@ func holdsBlock(t *testing.T, home string, ref spindle.Ref) bool {
 	})
 	return found
 }
+
+// With real processes: a node started with -holdlimit 1 (MiB) refuses the
+// copies other nodes push past its limit, says so in spin node status,
+// and the pushing node places them on other nodes, so that every block
+// still has three copies.
+func TestHoldLimitProcess(t *testing.T) {
+	a := &clusterNode{op: newSpinUser(t)}
+	a.start(t)
+	nodes := []*clusterNode{a}
+	for i := range 4 {
+		args := []string{"-keyserver", a.addr}
+		if i == 3 {
+			args = append(args, "-holdlimit", "1")
+		}
+		n := &clusterNode{op: newSpinUser(t), args: args}
+		n.start(t)
+		nodes = append(nodes, n)
+	}
+	small := nodes[4]
+	ann := newSpinUser(t)
+	ann.run("init", "-node", a.addr, "ann@example.com")
+	ann.run("signup")
+	rnd := rand.New(rand.NewPCG(9, 1))
+	const files = 16
+	for i := range files {
+		data := make([]byte, 256<<10)
+		for j := range data {
+			data[j] = byte(rnd.Uint32())
+		}
+		put := ann.command("put", "-packing", "plain", "-", fmt.Sprintf("@/f%d", i))
+		put.Stdin = bytes.NewReader(data)
+		if out, err := put.CombinedOutput(); err != nil {
+			t.Fatalf("spin put: %v\n%s", err, out)
+		}
+	}
+	keys, err := pack.Load(filepath.Join(ann.home, "spin", "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Config{Keys: keys, Node: spindle.PeerAddr(a.addr), KeyLog: filepath.Join(t.TempDir(), "keylog"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	held := 0
+	for i := range files {
+		e, err := c.Lookup(ctx, spindle.PathName(fmt.Sprintf("ann@example.com/f%d", i)), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range e.Blocks {
+			copies := 0
+			for _, n := range nodes {
+				if holdsBlock(t, n.home(), b.Ref) {
+					copies++
+				}
+			}
+			if copies < replica.DefaultReplicas {
+				t.Errorf("block %s of f%d has %d copies, want %d", b.Ref, i, copies, replica.DefaultReplicas)
+			}
+			if holdsBlock(t, small.home(), b.Ref) {
+				held += int(b.Size)
+			}
+		}
+	}
+	if held > 2<<20 {
+		t.Errorf("the node with -holdlimit 1 holds %d bytes of ann's blocks", held)
+	}
+	status := small.op.out("node", "status", "-home", small.home())
+	if !strings.Contains(status, "hold limit:") || !strings.Contains(status, "copies refused for it since the start:") {
+		t.Errorf("spin node status of the node at its limit:\n%s", status)
+	}
+}

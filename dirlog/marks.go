@@ -27,7 +27,9 @@ type Mark struct {
 // served as an older state or as a new empty tree. DiskStore and
 // MemStore are Markers.
 type Marker interface {
-	// Marks returns the newest mark of every user marked.
+	// Marks returns the newest mark of every user marked. If the marks
+	// were found damaged it returns those read before the damage with
+	// an error of kind Integrity saying so, once.
 	Marks(ctx context.Context) (map[spindle.UserName]Mark, error)
 	// Mark records durably that user's log is acknowledged up to m.
 	Mark(ctx context.Context, user spindle.UserName, m Mark) error
@@ -51,6 +53,7 @@ type marks struct {
 	recs    int            // Records in the file.
 	f       spindle.FSFile // Open for appending, once read.
 	pending bool           // Marks written and not yet synced; a sync is due.
+	damaged error          // The file was found damaged; told once by Marks.
 }
 
 // markSyncDelay bounds how long a mark waits for its sync. The log it
@@ -110,14 +113,31 @@ func (s *diskStore) loadMarks() error {
 		return nil
 	})
 	if te, ok := err.(*TailError); ok && te.Torn {
-		err = nil
+		// Cut the torn record, so that the next mark follows a sound one.
+		if err = f.Truncate(end); err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			f.Close()
+			return spindle.E(spindle.IO, err)
+		}
 	}
+	rewrite := k.recs > 4*len(k.m)+1024
 	if err != nil {
+		// Damage in the middle (a disk's): keep the marks read before
+		// it, set the file aside, and go on with a sound one.
 		f.Close()
-		return spindle.E(spindle.Integrity, fmt.Errorf("%s is damaged: %w", name, err))
+		aside := fmt.Sprintf("%s.damaged-%d", name, time.Now().UnixNano())
+		if rerr := s.fs.Rename(name, aside); rerr != nil {
+			return spindle.E(spindle.IO, rerr)
+		}
+		k.damaged = fmt.Errorf("%s was damaged (%v); the %d marks before the damage are kept, the file is in %s", name, err, len(k.m), aside)
+		rewrite = true
 	}
-	if k.recs > 4*len(k.m)+1024 {
-		f.Close()
+	if rewrite {
+		if err == nil {
+			f.Close()
+		}
 		if f, end, err = s.rewriteMarks(name); err != nil {
 			return err
 		}
@@ -169,8 +189,13 @@ func (s *diskStore) rewriteMarks(name string) (spindle.FSFile, int64, error) {
 func (s *diskStore) Marks(ctx context.Context) (map[spindle.UserName]Mark, error) {
 	s.marks.mu.Lock()
 	defer s.marks.mu.Unlock()
+	const op spindle.Op = "dirlog.DiskStore.Marks"
 	if err := s.loadMarks(); err != nil {
-		return nil, spindle.E(spindle.Op("dirlog.DiskStore.Marks"), err)
+		return nil, spindle.E(op, err)
+	}
+	if d := s.marks.damaged; d != nil {
+		s.marks.damaged = nil
+		return maps.Clone(s.marks.m), spindle.E(op, spindle.Integrity, d)
 	}
 	return maps.Clone(s.marks.m), nil
 }

@@ -2,6 +2,8 @@ package dirlog
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -107,4 +109,45 @@ func TestLostEntriesAreDamage(t *testing.T) {
 			})
 		}
 	}
+}
+
+// FuzzMarks opens a store whose marks file holds arbitrary bytes, as a
+// damaged disk or a crash may leave it: it must not panic, must return
+// marks of clean user names (those before any damage, which it reports
+// as Integrity), and must go on recording marks that a reopening reads
+// back.
+func FuzzMarks(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(appendFrame(nil, encodeMark(ann, Mark{Seq: 3, Hash: Hash{1}})))
+	f.Add(appendFrame(appendFrame(nil, encodeMark(ann, Mark{Seq: 3})), encodeMark(ann, Mark{Seq: -1})))
+	f.Add(appendFrame(nil, []byte("short")))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, marksFile), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		st, err := DiskStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mk := st.(Marker)
+		ctx := context.Background()
+		marks, err := mk.Marks(ctx)
+		if err != nil && !errors.Is(err, spindle.Integrity) {
+			t.Fatalf("a damaged marks file: %v, want Integrity", err)
+		}
+		for u, m := range marks {
+			if cu, err := spindle.CleanUser(u); err != nil || cu != u || m.Seq < 0 {
+				t.Fatalf("mark of %q at %d", u, m.Seq)
+			}
+		}
+		if err := mk.Mark(ctx, bob, Mark{Seq: 7, Hash: Hash{7}}); err != nil {
+			t.Fatal(err)
+		}
+		st.(interface{ closeMarks() }).closeMarks()
+		again, err := mk.Marks(ctx)
+		if err != nil || again[bob] != (Mark{Seq: 7, Hash: Hash{7}}) {
+			t.Fatalf("reopened: %v, %v", again, err)
+		}
+	})
 }

@@ -168,7 +168,11 @@ func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.
 		return nil
 	}
 	marks, err := mk.Marks(ctx)
-	if err != nil {
+	if errors.Is(err, spindle.Integrity) {
+		// Logs past what the marks read say are not checked this once.
+		s.damage = append(s.damage, spindle.E(op, err))
+		s.cfg.Logger.Warn("dirlog: the marks of how far each log was stored are damaged; the logs are checked against those before the damage", "err", err)
+	} else if err != nil {
 		return spindle.E(op, err)
 	}
 	repair := make(map[spindle.UserName]bool)

@@ -151,7 +151,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	if err := s.open(ctx, op, users); err != nil {
 		return nil, err
 	}
-	if err := s.checkMarks(ctx, op, users); err != nil {
+	if err := s.checkMarks(ctx, op, users, nil); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -162,7 +162,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 // entry at the marked place lost what the host acknowledged, and is
 // damaged, not served as an older state or a new tree. Repair accepts
 // such a log as it is, saying what was lost, and marks it anew.
-func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.UserName) error {
+func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.UserName, only []spindle.UserName) error {
 	mk, ok := s.store.(Marker)
 	if !ok {
 		return nil
@@ -181,7 +181,18 @@ func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if only != nil {
+		// Resumed logs: check those alone.
+		for u := range marks {
+			if !slices.Contains(only, u) {
+				delete(marks, u)
+			}
+		}
+	}
 	for u, l := range s.logs {
+		if only != nil && !slices.Contains(only, u) {
+			continue
+		}
 		if m, ok := marks[u]; !ok || m.Seq < l.t.seq {
 			s.markLocked(ctx, mk, u, l) // Kept by a host without marks, or one that failed to write them.
 		}
@@ -267,6 +278,9 @@ func (s *Server) Resume(ctx context.Context) ([]spindle.UserName, error) {
 		return nil, nil
 	}
 	if err := s.open(ctx, op, users); err != nil {
+		return nil, err
+	}
+	if err := s.checkMarks(ctx, op, users, users); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()

@@ -1,6 +1,7 @@
 package dirlog
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"testing"
@@ -83,4 +84,34 @@ func TestLogsWaitForKeys(t *testing.T) {
 			e.do(a.Lookup(ctx, "ann@example.com/docs/c.txt"))
 		})
 	}
+}
+
+// A log that waited for the keys and turns out shorter than what the host
+// stored is damaged when Resume decides it, as it would have been at
+// start: never served as an older state.
+func TestResumeChecksMarks(t *testing.T) {
+	st := new(MemStore)
+	e := newEnv(t, st)
+	ctx := e.ctx
+	e.setup()
+	e.s.Close()
+	b := st.Bytes(ann)
+	offs, _, _ := scanFrames(bytes.NewReader(b), 0, func([]byte) error { return nil })
+	st.SetBytes(ann, b[:offs[3]])
+	e.keyErr = map[spindle.UserName]error{ann: spindle.E(spindle.NotExist, ann, "no such user")}
+	e.open()
+	if len(e.s.Waiting()) != 1 || len(e.s.Damaged()) != 0 {
+		t.Fatalf("waiting %v, damaged %v", e.s.Waiting(), e.s.Damage())
+	}
+	e.mu.Lock()
+	e.keyErr = nil
+	e.mu.Unlock()
+	if _, err := e.s.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.s.Damaged()) != 1 {
+		t.Fatalf("a resumed log shorter than its mark: damaged %v, waiting %v", e.s.Damaged(), e.s.Waiting())
+	}
+	_, err := e.as(ann).Lookup(ctx, "ann@example.com/docs/a.txt")
+	wantKind(t, err, spindle.Damaged, "lookup")
 }

@@ -16,6 +16,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/access"
+	"spindle.dev/node/client"
 	"spindle.dev/pack"
 )
 
@@ -402,7 +403,12 @@ func (cp *copier) report() {
 	case cp.stopped != nil:
 		cp.st.fail(cp.stopped.path, cp.stopped.err)
 		cp.st.errorf("stopped after %d files in a row failed: %s", maxFailStreak, done)
-		cp.st.hint("once the node answers again, finish the copy, sending only what is missing, with: spin %s", resume)
+		var down *client.SequencerDownError
+		if errors.As(cp.stopped.err, &down) {
+			cp.st.hint("once the tree's sequencer answers again (or another dir host takes the writes), finish the copy, sending only what is missing, with: spin %s", resume)
+		} else {
+			cp.st.hint("once the node answers again, finish the copy, sending only what is missing, with: spin %s", resume)
+		}
 	case cp.interrupted:
 		cp.st.errorf("interrupted: %s", done)
 		cp.st.hint("to finish the copy, sending only what is missing, use: spin %s", resume)

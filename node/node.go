@@ -364,11 +364,14 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 func (n *Node) resumeLoop() {
 	t := time.NewTicker(resumeEvery)
 	defer t.Stop()
-	for len(n.dir.Waiting()) > 0 {
+	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
+		}
+		if len(n.dir.Waiting()) == 0 {
+			continue // A refill may make a log wait later.
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
 		settled, err := n.dir.Resume(ctx)

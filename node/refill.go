@@ -30,8 +30,9 @@ import (
 // that no other dir host could refill yet.
 const refillEvery = 5 * time.Second
 
-// refillLoop refills the damaged logs, until none is left or the node
-// closes.
+// refillLoop refills the damaged logs, every refillEvery, until the node
+// closes: those found as it started, and any found later (a log that
+// waited for the key cluster and turned out damaged).
 func (n *Node) refillLoop() {
 	accept := make(map[spindle.UserName]bool)
 	for _, u := range n.cfg.Repair {
@@ -44,9 +45,6 @@ func (n *Node) refillLoop() {
 		}
 		for u := range n.dir.Refilling() {
 			users = append(users, u)
-		}
-		if len(users) == 0 {
-			return
 		}
 		slices.Sort(users)
 		for _, u := range slices.Compact(users) {

@@ -23,7 +23,8 @@ func TestPrintStatusLogs(t *testing.T) {
 		{User: "bob@example.com", Role: "mirror", Seq: 5, Source: "12D3KooWA", SourceSeq: 7, Lag: 2, Pulled: at(3 * time.Second), Err: "node.Mirror: user bob@example.com: entry from dir host 12D3KooWA refused"},
 		{User: "carol@example.com", Role: "mirror", Seq: 0, Err: "node.Mirror: user carol@example.com: cannot look up the key record: I/O error"},
 		{User: "dan@example.com", Role: "not listed", Seq: -1, Err: "dirlog.Head: user dan@example.com: damaged"},
-	}}
+	}, LogsWaiting: []string{"erin@example.com: entry 1: the key of erin@example.com cannot be learnt yet"},
+		LogsDamaged: []string{"directory log of dan@example.com (missing) is damaged at entry 1"}}
 	var b strings.Builder
 	printStatus(&b, s, now)
 	got := b.String()
@@ -37,6 +38,8 @@ func TestPrintStatusLogs(t *testing.T) {
 		"log:                carol@example.com: mirror, head 0, lag unknown (no dir host has answered yet)\n",
 		"log error:          carol@example.com: last pull failed: node.Mirror: user carol@example.com: cannot look up the key record: I/O error\n",
 		"log:                dan@example.com: not listed (the owner's key record does not name this node), head unknown (the log is damaged)\n",
+		"log waiting:        erin@example.com: entry 1: the key of erin@example.com cannot be learnt yet\n",
+		"log damaged:        directory log of dan@example.com (missing) is damaged at entry 1\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("status lacks %q; got:\n%s", want, got)

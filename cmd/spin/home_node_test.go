@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -156,7 +157,7 @@ func TestHoldLimitProcess(t *testing.T) {
 	ann.run("init", "-node", a.addr, "ann@example.com")
 	ann.run("signup")
 	rnd := rand.New(rand.NewPCG(9, 1))
-	const files = 16
+	const files = 24 // 6 MiB: the limited node is home to about 3.6 MiB of it.
 	for i := range files {
 		data := make([]byte, 256<<10)
 		for j := range data {
@@ -179,7 +180,11 @@ func TestHoldLimitProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	held := 0
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.addr[strings.Index(n.addr, "/p2p/")+len("/p2p/"):])
+	}
+	held, home := 0, 0
 	for i := range files {
 		e, err := c.Lookup(ctx, spindle.PathName(fmt.Sprintf("ann@example.com/f%d", i)), true)
 		if err != nil {
@@ -198,13 +203,22 @@ func TestHoldLimitProcess(t *testing.T) {
 			if holdsBlock(t, small.home(), b.Ref) {
 				held += int(b.Size)
 			}
+			if h, err := replica.Home(b.Ref, ids, replica.DefaultReplicas); err != nil {
+				t.Fatal(err)
+			} else if slices.Contains(h, ids[4]) {
+				home += int(b.Size)
+			}
 		}
 	}
 	if held > 2<<20 {
 		t.Errorf("the node with -holdlimit 1 holds %d bytes of ann's blocks", held)
 	}
 	status := small.op.out("node", "status", "-home", small.home())
-	if !strings.Contains(status, "hold limit:") || !strings.Contains(status, "copies refused for it since the start:") {
-		t.Errorf("spin node status of the node at its limit:\n%s", status)
+	if !strings.Contains(status, "hold limit:") {
+		t.Errorf("spin node status of the node with a hold limit:\n%s", status)
+	}
+	// Whether it refused any depends on the peer IDs, made anew each run.
+	if refused := strings.Contains(status, "copies refused for it since the start:"); refused != (home > 1<<20) {
+		t.Errorf("the node with a limit of 1 MiB is home to %d bytes of ann's blocks; spin node status:\n%s", home, status)
 	}
 }

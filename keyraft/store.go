@@ -37,7 +37,7 @@ import (
 var ErrDamaged = errors.New("stored key cluster state is damaged")
 
 // recoverHint tells the operator what to do about damaged Raft state.
-const recoverHint = "restore raft/ from a backup of the node's home, or, if the key cluster has other members, move raft/ aside and add this member again (see README, \"Damaged node home\")"
+const recoverHint = "restore raft/ from a backup of the node's home, or, if the key cluster has other members, move raft/ aside and add this member again (see docs/operating.md, \"Damaged node home\")"
 
 // boltLockTimeout bounds the wait for another process's lock on raft.db.
 const boltLockTimeout = 3 * time.Second

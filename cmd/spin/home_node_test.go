@@ -42,34 +42,10 @@ func TestReturnedNodeHoldsItsShareProcess(t *testing.T) {
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	d.cmd.Wait()
 
-	rnd := rand.New(rand.NewPCG(24, 4))
 	const files = 16
-	for i := range files {
-		data := make([]byte, 100<<10)
-		for j := range data {
-			data[j] = byte(rnd.Uint32())
-		}
-		put := ann.command("put", "-packing", "plain", "-", fmt.Sprintf("@/f%d", i))
-		put.Stdin = bytes.NewReader(data)
-		if out, err := put.CombinedOutput(); err != nil {
-			t.Fatalf("spin put: %v\n%s", err, out)
-		}
-	}
-	keys, err := pack.Load(filepath.Join(ann.home, "spin", "keys"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ids := putRandomFiles(t, ann, a, nodes, files, 100<<10, 24)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Config{Keys: keys, Node: spindle.PeerAddr(a.addr), KeyLog: filepath.Join(t.TempDir(), "keylog"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var ids []string
-	for _, n := range nodes {
-		ids = append(ids, n.addr[strings.Index(n.addr, "/p2p/")+len("/p2p/"):])
-	}
 	var share []spindle.Ref // The blocks D is home to.
 	for i := range files {
 		e, err := c.Lookup(ctx, spindle.PathName(fmt.Sprintf("ann@example.com/f%d", i)), true)
@@ -156,34 +132,10 @@ func TestHoldLimitProcess(t *testing.T) {
 	ann := newSpinUser(t)
 	ann.run("init", "-node", a.addr, "ann@example.com")
 	ann.run("signup")
-	rnd := rand.New(rand.NewPCG(9, 1))
 	const files = 24 // 6 MiB: the limited node is home to about 3.6 MiB of it.
-	for i := range files {
-		data := make([]byte, 256<<10)
-		for j := range data {
-			data[j] = byte(rnd.Uint32())
-		}
-		put := ann.command("put", "-packing", "plain", "-", fmt.Sprintf("@/f%d", i))
-		put.Stdin = bytes.NewReader(data)
-		if out, err := put.CombinedOutput(); err != nil {
-			t.Fatalf("spin put: %v\n%s", err, out)
-		}
-	}
-	keys, err := pack.Load(filepath.Join(ann.home, "spin", "keys"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ids := putRandomFiles(t, ann, a, nodes, files, 256<<10, 9)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Config{Keys: keys, Node: spindle.PeerAddr(a.addr), KeyLog: filepath.Join(t.TempDir(), "keylog"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var ids []string
-	for _, n := range nodes {
-		ids = append(ids, n.addr[strings.Index(n.addr, "/p2p/")+len("/p2p/"):])
-	}
 	held, home := 0, 0
 	for i := range files {
 		e, err := c.Lookup(ctx, spindle.PathName(fmt.Sprintf("ann@example.com/f%d", i)), true)
@@ -221,4 +173,39 @@ func TestHoldLimitProcess(t *testing.T) {
 	if refused := strings.Contains(status, "copies refused for it since the start:"); refused != (home > 1<<20) {
 		t.Errorf("the node with a limit of 1 MiB is home to %d bytes of ann's blocks; spin node status:\n%s", home, status)
 	}
+}
+
+// putRandomFiles has ann put files files of size random bytes (from seed)
+// as @/f0, @/f1, … through her node a, and returns a client of hers on a
+// and the peer IDs of nodes, in order.
+func putRandomFiles(t *testing.T, ann *spinUser, a *clusterNode, nodes []*clusterNode, files, size int, seed uint64) (*client.Client, []string) {
+	t.Helper()
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	for i := range files {
+		data := make([]byte, size)
+		for j := range data {
+			data[j] = byte(rnd.Uint32())
+		}
+		put := ann.command("put", "-packing", "plain", "-", fmt.Sprintf("@/f%d", i))
+		put.Stdin = bytes.NewReader(data)
+		if out, err := put.CombinedOutput(); err != nil {
+			t.Fatalf("spin put: %v\n%s", err, out)
+		}
+	}
+	keys, err := pack.Load(filepath.Join(ann.home, "spin", "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Config{Keys: keys, Node: spindle.PeerAddr(a.addr), KeyLog: filepath.Join(t.TempDir(), "keylog"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.addr[strings.Index(n.addr, "/p2p/")+len("/p2p/"):])
+	}
+	return c, ids
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -19,6 +18,7 @@ import (
 	"spindle.dev/blocks"
 	"spindle.dev/blocks/replica"
 	"spindle.dev/node/client"
+	"spindle.dev/node/nodetest"
 	"spindle.dev/pack"
 )
 
@@ -88,27 +88,15 @@ func TestReturnedNodeHoldsItsShareProcess(t *testing.T) {
 }
 
 // holdsBlock reports whether the node whose home is home holds the block
-// ref: in a file of its own or as a record in a segment of small blocks.
+// ref.
 func holdsBlock(t *testing.T, home string, ref spindle.Ref) bool {
 	t.Helper()
 	d, err := blocks.ParseRef(ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := hex.EncodeToString(d[:])
-	found := false
-	filepath.WalkDir(filepath.Join(home, "blocks"), func(p string, de os.DirEntry, err error) error {
-		switch {
-		case err != nil || found || de.IsDir():
-		case de.Name() == name:
-			found = true
-		case strings.HasSuffix(p, ".seg"):
-			b, _ := os.ReadFile(p)
-			found = bytes.Contains(b, append([]byte("spS2"), d[:]...))
-		}
-		return nil
-	})
-	return found
+	file, _ := nodetest.FindBlock(home, d)
+	return file != ""
 }
 
 // With real processes: a node started with -holdlimit 1 (MiB) refuses the

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -454,7 +453,7 @@ func corruptBlockDetected(t *testing.T, r *Runner) {
 			r.Check(false, "parse ref: %v", err)
 			return
 		}
-		file, off := findBlock(r.env.Home, d)
+		file, off := FindBlock(r.env.Home, d)
 		if file == "" {
 			r.Check(false, "block %s not found under %s", e.Blocks[0].Ref, r.env.Home)
 			return
@@ -472,43 +471,6 @@ func corruptBlockDetected(t *testing.T, r *Runner) {
 		r.Get(f.name)
 		r.Want(spindle.NotExist) // The copy is gone; the node no longer has the block.
 	}
-}
-
-// findBlock returns the file holding the block with digest d under a
-// node's home, and the offset of the block's bytes in it: a file of its
-// own, or a record in a segment of small blocks.
-func findBlock(home string, d blocks.Digest) (string, int64) {
-	var found string
-	var off int64
-	want := hexString(d[:])
-	filepath.WalkDir(filepath.Join(home, "blocks"), func(p string, de os.DirEntry, err error) error {
-		if err != nil || de.IsDir() || found != "" {
-			return nil
-		}
-		if de.Name() == want {
-			found = p
-			return nil
-		}
-		if strings.HasSuffix(p, ".seg") {
-			b, err := os.ReadFile(p)
-			// A record: magic, digest, length, CRC of the data and
-			// (spS2) of the header, then the data.
-			if i := bytes.Index(b, append([]byte("spS2"), d[:]...)); err == nil && i >= 0 {
-				found, off = p, int64(i+4+32+4+4+4)
-			}
-		}
-		return nil
-	})
-	return found, off
-}
-
-func hexString(b []byte) string {
-	const digits = "0123456789abcdef"
-	out := make([]byte, 0, 2*len(b))
-	for _, c := range b {
-		out = append(out, digits[c>>4], digits[c&15])
-	}
-	return string(out)
 }
 
 // killDuringPut kills the node with SIGKILL while a large file is being

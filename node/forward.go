@@ -219,7 +219,7 @@ func (r *remoteKeys) call(ctx context.Context, req *wire.Request) (*wire.Respons
 	if err != nil {
 		return nil, err
 	}
-	return decodeAnswer(out)
+	return wire.DecodeResponse(out)
 }
 
 func (r *remoteKeys) Lookup(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
@@ -631,7 +631,7 @@ func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.R
 	if ferr != nil {
 		return ferr
 	}
-	if _, err = decodeAnswer(out); err != nil {
+	if _, err = wire.DecodeResponse(out); err != nil {
 		return err
 	}
 	// Read your writes through this member: wait (a little) until its
@@ -646,9 +646,6 @@ func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.R
 	}
 	return nil
 }
-
-// decodeAnswer decodes an encoded answer and its error.
-func decodeAnswer(out []byte) (*wire.Response, error) { return wire.DecodeResponse(out) }
 
 // forwardedPossession reports whether a key.put whose proof of possession
 // was made for another connection may still be taken: when the peer

@@ -166,7 +166,7 @@ func nodeCall(t *testing.T, from *Node, to peer.ID, req *wire.Request) (*wire.Re
 	if err != nil {
 		return nil, err
 	}
-	return decodeAnswer(out)
+	return wire.DecodeResponse(out)
 }
 
 // The node in the middle cannot act as the user at the dir host: a
@@ -241,7 +241,7 @@ func TestForwarderCannotActAsUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := decodeAnswer(out); !errors.Is(err, spindle.Permission) {
+	if _, err := wire.DecodeResponse(out); !errors.Is(err, spindle.Permission) {
 		t.Errorf("request carried for a peer not signed in to A: %v, want Permission", err)
 	}
 }

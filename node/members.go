@@ -119,7 +119,7 @@ func (n *Node) cosign(ctx context.Context, id string, text []byte) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	resp, err := decodeAnswer(out)
+	resp, err := wire.DecodeResponse(out)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +189,7 @@ func (n *Node) serveKeyChange(ctx context.Context, req *wire.Request) error {
 	if ferr != nil {
 		return spindle.E(op, ferr)
 	}
-	_, err = decodeAnswer(out)
+	_, err = wire.DecodeResponse(out)
 	return err
 }
 

@@ -34,7 +34,7 @@ func call(t testing.TB, n *Node, local bool, req *wire.Request) (*wire.Response,
 	if err != nil {
 		t.Fatal(err)
 	}
-	return decodeAnswer(out)
+	return wire.DecodeResponse(out)
 }
 
 // change signs a configuration change of kind with op's key, following
@@ -113,7 +113,7 @@ func TestKeyJoinLeave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if signed, err := decodeAnswer(out); err != nil || !bytes.HasPrefix(signed.Data, text) {
+	if signed, err := wire.DecodeResponse(out); err != nil || !bytes.HasPrefix(signed.Data, text) {
 		t.Errorf("cosign asked by a member: %v, %+v", err, signed)
 	}
 

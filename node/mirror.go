@@ -584,7 +584,7 @@ func (m *mirrors) pullPages(ctx context.Context, owner spindle.UserName, from pe
 		if err != nil {
 			return spindle.E(op, owner, spindle.IO, fmt.Errorf("dir host %s: %w", from.ID, err))
 		}
-		resp, err := decodeAnswer(out)
+		resp, err := wire.DecodeResponse(out)
 		if err != nil {
 			return spindle.E(op, owner, fmt.Errorf("dir host %s: %w", from.ID, err))
 		}

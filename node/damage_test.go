@@ -17,7 +17,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/blocks/disk"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 	"spindle.dev/pack"
 )
 

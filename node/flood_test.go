@@ -11,7 +11,7 @@ import (
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"spindle.dev"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 	"spindle.dev/pack"
 )
 

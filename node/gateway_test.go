@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"spindle.dev"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 )
 
 // gatewayReader makes the reader a node's gateway reads with, as spin node

@@ -14,14 +14,14 @@ import (
 	"sync"
 	"time"
 
-	dht "github.com/libp2p/go-libp2p-kad-dht"
+	kad "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"spindle.dev"
-	"spindle.dev/p2p"
+	"spindle.dev/p2p/dht"
 )
 
 // A node joins the network through its DHT: Spindle's private Kademlia
@@ -126,7 +126,7 @@ func (n *Node) startDHT(ctx context.Context) error {
 		n.book.file = filepath.Join(n.cfg.Home, PeersFile)
 		n.book.load()
 	}
-	d, err := p2p.NewDHT(ctx, n.host, nil, dht.BootstrapPeersFunc(n.bootstrapPeers), dht.NamespacedValidator(HeadNamespace, headValidator{hosts: n.dirHosts.get}))
+	d, err := dht.New(ctx, n.host, nil, kad.BootstrapPeersFunc(n.bootstrapPeers), kad.NamespacedValidator(HeadNamespace, headValidator{hosts: n.dirHosts.get}))
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"spindle.dev"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"spindle.dev"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 )
 
 // rightsTree starts a node and gives ann a tree, through real clients:

@@ -10,8 +10,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
+	"spindle.dev/client"
 	"spindle.dev/keyraft"
-	"spindle.dev/node/client"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"

@@ -12,6 +12,7 @@ import (
 	"spindle.dev/blocks/lease"
 	"spindle.dev/blocks/replica"
 	"spindle.dev/p2p"
+	"spindle.dev/p2p/dht"
 )
 
 // diskStores returns a storeOf for newNetEach: a disk store in a
@@ -127,7 +128,7 @@ func TestHoldLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	d, err := p2p.NewDHT(ctx, h, nil)
+	d, err := dht.New(ctx, h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"spindle.dev/blocks/disk"
 	"spindle.dev/blocks/replica"
 	"spindle.dev/p2p"
+	"spindle.dev/p2p/dht"
 )
 
 // restart starts node i again, as after a reboot: the same peer ID,
@@ -47,7 +48,7 @@ func restart(t *testing.T, nodes []*node, i int, cfg replica.Config) {
 			boot = append(boot, p2p.Addrs(nd.h)...)
 		}
 	}
-	d, err := p2p.NewDHT(ctx, h, boot)
+	d, err := dht.New(ctx, h, boot)
 	if err != nil {
 		h.Close()
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	dht "github.com/libp2p/go-libp2p-kad-dht"
+	kad "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
@@ -14,6 +14,7 @@ import (
 	"spindle.dev/blocks/mem"
 	"spindle.dev/blocks/replica"
 	"spindle.dev/p2p"
+	"spindle.dev/p2p/dht"
 )
 
 // A routing table holds 20 peers a bucket, so in a large network most
@@ -39,9 +40,9 @@ func TestPushFromDHTServerOutsideRoutingTable(t *testing.T) {
 		a.h.Close()
 		t.Fatal(err)
 	}
-	start := func(n *node, boot []spindle.PeerAddr, opts ...dht.Option) {
+	start := func(n *node, boot []spindle.PeerAddr, opts ...kad.Option) {
 		t.Helper()
-		d, err := p2p.NewDHT(ctx, n.h, boot, opts...)
+		d, err := dht.New(ctx, n.h, boot, opts...)
 		if err != nil {
 			n.h.Close()
 			t.Fatal(err)
@@ -59,7 +60,7 @@ func TestPushFromDHTServerOutsideRoutingTable(t *testing.T) {
 		t.Cleanup(n.stop)
 	}
 	notA := func(_ any, p peer.ID) bool { return p != a.h.ID() }
-	start(b, nil, dht.RoutingTableFilter(notA))
+	start(b, nil, kad.RoutingTableFilter(notA))
 	start(a, p2p.Addrs(b.h))
 	// a knows b as a DHT server; b has heard from a but keeps it out.
 	deadline := time.Now().Add(20 * time.Second)

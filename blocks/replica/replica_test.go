@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/ipfs/go-cid"
-	dht "github.com/libp2p/go-libp2p-kad-dht"
+	kad "github.com/libp2p/go-libp2p-kad-dht"
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -25,13 +25,14 @@ import (
 	"spindle.dev/blocks/mem"
 	"spindle.dev/blocks/replica"
 	"spindle.dev/p2p"
+	"spindle.dev/p2p/dht"
 )
 
 // A node is one member of a test network: a loopback host, its DHT, its
 // local store and the replicated store in front of it.
 type node struct {
 	h       host.Host
-	d       *dht.IpfsDHT
+	d       *kad.IpfsDHT
 	local   spindle.BlockStore
 	store   *replica.Store
 	cancel  context.CancelFunc
@@ -110,7 +111,7 @@ func newNetEach(t testing.TB, n int, cfgOf func(i int) replica.Config, storeOf f
 		if i == 0 {
 			boot = p2p.Addrs(h)
 		}
-		d, err := p2p.NewDHT(ctx, h, boot)
+		d, err := dht.New(ctx, h, boot)
 		if err != nil {
 			h.Close()
 			t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"spindle.dev"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 )
 
 const auditUsage = `Usage:

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"spindle.dev"
+	"spindle.dev/client"
 	"spindle.dev/dirlog"
-	"spindle.dev/node/client"
 )
 
 // dirAuditClient is a fake client whose tree audit and head checks find

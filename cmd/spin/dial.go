@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"spindle.dev"
+	"spindle.dev/client"
 	"spindle.dev/node"
-	"spindle.dev/node/client"
 	"spindle.dev/pack"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"spindle.dev"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 )
 
 // peerOf returns the peer ID at the end of a node's address.

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"spindle.dev"
+	"spindle.dev/client"
 	"spindle.dev/dirlog"
-	"spindle.dev/node/client"
 )
 
 // A write while the sequencer is down names it and the mirrors that hold

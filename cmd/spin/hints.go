@@ -17,7 +17,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/access"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 	"spindle.dev/pack"
 )
 

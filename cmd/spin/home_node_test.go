@@ -17,7 +17,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/blocks"
 	"spindle.dev/blocks/replica"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 	"spindle.dev/node/nodetest"
 	"spindle.dev/pack"
 )

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"spindle.dev"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 )
 
 const keyAuditText = `spin key audit replays every version of USER's key record (yours if none

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"spindle.dev"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 	"spindle.dev/pack"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/client"
 	"spindle.dev/keyraft"
-	"spindle.dev/node/client"
 	"spindle.dev/node/wire"
 	"spindle.dev/pack"
 )

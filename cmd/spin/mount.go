@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"spindle.dev"
-	"spindle.dev/node/client/fsys"
+	"spindle.dev/client/fsys"
 )
 
 const mountUsage = `Usage:

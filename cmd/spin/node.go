@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/client"
 	"spindle.dev/node"
-	"spindle.dev/node/client"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )

@@ -58,7 +58,7 @@ import (
 	"golang.org/x/term"
 
 	"spindle.dev"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 )
 
 // The exit codes.

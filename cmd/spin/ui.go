@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"spindle.dev"
-	"spindle.dev/node/ui"
+	"spindle.dev/client/ui"
 )
 
 const uiUsage = `Usage:

@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/client"
 	"spindle.dev/node"
-	"spindle.dev/node/client"
 	"spindle.dev/pack"
 )
 

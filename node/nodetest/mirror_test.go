@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/client"
 	"spindle.dev/dirlog"
-	"spindle.dev/node/client"
 	"spindle.dev/pack"
 )
 

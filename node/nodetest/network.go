@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/client"
 	"spindle.dev/node"
-	"spindle.dev/node/client"
 )
 
 // startNetwork starts the two nodes of a Network environment: the dir

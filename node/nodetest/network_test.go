@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"spindle.dev"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 	"spindle.dev/pack"
 )
 

@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	dht "github.com/libp2p/go-libp2p-kad-dht"
+	kad "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -33,6 +33,7 @@ import (
 	"spindle.dev/blocks/mem"
 	"spindle.dev/blocks/replica"
 	"spindle.dev/p2p"
+	"spindle.dev/p2p/dht"
 )
 
 // NetConfig describes a simulated network.
@@ -55,7 +56,7 @@ type NetConfig struct {
 type Node struct {
 	Index int
 	Host  host.Host
-	DHT   *dht.IpfsDHT
+	DHT   *kad.IpfsDHT
 	Local *mem.Store
 	Store *replica.Store
 
@@ -171,7 +172,7 @@ func (n *Net) link(i, j int) error {
 }
 
 func (n *Net) start(ctx context.Context, nd *Node, boot []spindle.PeerAddr, rc replica.Config) error {
-	d, err := p2p.NewDHT(ctx, nd.Host, boot)
+	d, err := dht.New(ctx, nd.Host, boot)
 	if err != nil {
 		return err
 	}

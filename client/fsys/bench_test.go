@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"spindle.dev"
-	"spindle.dev/node/client/fsys"
+	"spindle.dev/client/fsys"
 	"spindle.dev/node/nodetest"
 )
 

@@ -1,27 +1,23 @@
-package p2p
+// Package dht starts Spindle's private Kademlia DHT on a libp2p host.
+// It is apart from package p2p so that clients, which dial nodes but
+// take no part in the DHT, do not link kad-dht.
+package dht
 
 import (
 	"context"
 	"fmt"
 	"sync"
 
-	dht "github.com/libp2p/go-libp2p-kad-dht"
+	kad "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 
 	"spindle.dev"
+	"spindle.dev/p2p"
 )
 
-// DHTPrefix is the protocol prefix of Spindle's private DHT, which keeps
-// it apart from the public IPFS DHT.
-const DHTPrefix = "/spindle"
-
-// DHTProtocol is the protocol the private DHT speaks: kad-dht's under
-// [DHTPrefix].
-const DHTProtocol = DHTPrefix + "/kad/1.0.0"
-
-// NewDHT starts Spindle's private Kademlia DHT on h: protocol prefix
+// New starts Spindle's private Kademlia DHT on h: protocol prefix
 // /spindle, always in server mode (libp2p's automatic mode would leave
 // every node on a LAN, loopback or CI a client and the DHT empty), and
 // never the public IPFS bootstrap peers. It connects to the bootstrap
@@ -29,11 +25,11 @@ const DHTProtocol = DHTPrefix + "/kad/1.0.0"
 // routing table empties) and refreshes its routing table. Extra options,
 // such as record validators, are passed to dht.New after Spindle's own.
 // The caller closes the DHT before the host.
-func NewDHT(ctx context.Context, h host.Host, bootstrap []spindle.PeerAddr, opts ...dht.Option) (*dht.IpfsDHT, error) {
-	const op spindle.Op = "p2p.NewDHT"
+func New(ctx context.Context, h host.Host, bootstrap []spindle.PeerAddr, opts ...kad.Option) (*kad.IpfsDHT, error) {
+	const op spindle.Op = "dht.New"
 	var peers []peer.AddrInfo
 	for _, a := range bootstrap {
-		ai, err := ParsePeerAddr(a)
+		ai, err := p2p.ParsePeerAddr(a)
 		if err != nil {
 			return nil, spindle.E(op, err)
 		}
@@ -41,14 +37,14 @@ func NewDHT(ctx context.Context, h host.Host, bootstrap []spindle.PeerAddr, opts
 			peers = append(peers, ai)
 		}
 	}
-	all := []dht.Option{
-		dht.ProtocolPrefix(DHTPrefix),
-		dht.Mode(dht.ModeServer),
+	all := []kad.Option{
+		kad.ProtocolPrefix(p2p.DHTPrefix),
+		kad.Mode(kad.ModeServer),
 	}
 	if len(peers) > 0 {
-		all = append(all, dht.BootstrapPeers(peers...))
+		all = append(all, kad.BootstrapPeers(peers...))
 	}
-	d, err := dht.New(h, append(all, opts...)...)
+	d, err := kad.New(h, append(all, opts...)...)
 	if err != nil {
 		return nil, spindle.E(op, spindle.Invalid, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"spindle.dev"
-	"spindle.dev/node/client"
+	"spindle.dev/client"
 	"spindle.dev/node/nodetest"
 	"spindle.dev/pack"
 )

@@ -1,4 +1,4 @@
-package p2p_test
+package dht_test
 
 import (
 	"context"
@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/ipfs/go-cid"
-	dht "github.com/libp2p/go-libp2p-kad-dht"
+	kad "github.com/libp2p/go-libp2p-kad-dht"
 
 	"spindle.dev"
 	"spindle.dev/blocks"
 	"spindle.dev/p2p"
+	"spindle.dev/p2p/dht"
 	"spindle.dev/p2p/p2ptest"
 )
 
@@ -19,9 +20,9 @@ func TestDHTProviders(t *testing.T) {
 	defer cancel()
 	net := p2ptest.NewNet(t, 4)
 	boot := p2p.Addrs(net.Hosts[0])
-	var dhts []*dht.IpfsDHT
+	var dhts []*kad.IpfsDHT
 	for _, h := range net.Hosts {
-		d, err := p2p.NewDHT(ctx, h, boot)
+		d, err := dht.New(ctx, h, boot)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,11 +66,11 @@ func TestDHTProviders(t *testing.T) {
 
 func TestDHTBadBootstrap(t *testing.T) {
 	net := p2ptest.NewNet(t, 1)
-	if _, err := p2p.NewDHT(context.Background(), net.Hosts[0], []spindle.PeerAddr{"nonsense"}); err == nil {
+	if _, err := dht.New(context.Background(), net.Hosts[0], []spindle.PeerAddr{"nonsense"}); err == nil {
 		t.Fatal("NewDHT with a malformed bootstrap address succeeded")
 	}
 	// No bootstrap peers at all is fine: a network of one.
-	d, err := p2p.NewDHT(context.Background(), net.Hosts[0], nil)
+	d, err := dht.New(context.Background(), net.Hosts[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"spindle.dev"
-	"spindle.dev/node/client"
-	"spindle.dev/node/ui"
+	"spindle.dev/client"
+	"spindle.dev/client/ui"
 )
 
 // BenchmarkBrowse2000 lists and renders a folder of 2,000 files. Cold is

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/client/ui"
 	"spindle.dev/node/nodetest"
-	"spindle.dev/node/ui"
 )
 
 const (

@@ -362,20 +362,6 @@ func TestStoppedDirHost(t *testing.T) {
 	t.Logf("error: %v", err)
 }
 
-// A -keyserver address that names no peer, or no network address, is
-// refused before the node starts, with one line naming it.
-func TestBadKeyServer(t *testing.T) {
-	id := "12D3KooWGRUBkQ8jtu4ZKmfvTJRCaw4pEZRLbGyDFUJx7k1D5sXE"
-	for _, a := range []string{"nonsense", id, "/ip4/127.0.0.1/tcp/7447"} {
-		var stdout, stderr syncBuffer
-		code := RunCommand(context.Background(), []string{"-home", t.TempDir(), "-writers", "all", "-listen", "/ip4/127.0.0.1/tcp/0", "-keyserver", a}, &stdout, &stderr, testLogger(t), nil)
-		msg := stderr.String()
-		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "spin: node: -keyserver: ") || !strings.Contains(msg, fmt.Sprintf("%q", a)) || !strings.Contains(msg, "key server address") {
-			t.Errorf("spin node -keyserver %s: exit %d, stderr %q; want 2 and one line naming it", a, code, msg)
-		}
-	}
-}
-
 // A member that is not the leader carries a key.put to the leader, and a
 // lookup through the leader; a node that is no member, using the
 // follower as its key server, reaches the leader through it.

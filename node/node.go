@@ -29,6 +29,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"spindle.dev"
 	"spindle.dev/blocks/disk"
@@ -500,6 +502,17 @@ func (n *Node) keyHistory(ctx context.Context, user spindle.UserName) ([]dirlog.
 	return dirlog.HeldKeys(versions), nil
 }
 
+// DialAddrs returns the addresses a client should try, in order: the
+// node's Unix socket (for clients of the same system user on this
+// machine), then loopback before other addresses and TCP before QUIC.
+func (n *Node) DialAddrs() []spindle.PeerAddr {
+	addrs := orderAddrs(n.Addrs())
+	if a := n.SocketAddr(); a != "" {
+		addrs = append([]spindle.PeerAddr{a}, addrs...)
+	}
+	return addrs
+}
+
 // DialAddr returns the network address a client on this machine should
 // dial: loopback TCP first. It is not the socket (see SocketAddr).
 func (n *Node) DialAddr() spindle.PeerAddr {
@@ -783,4 +796,31 @@ func (w writerSet) admits(user spindle.UserName) bool {
 		}
 	}
 	return false
+}
+
+// orderAddrs puts TCP before QUIC and loopback addresses first, the order
+// in which a client on this machine should try them.
+func orderAddrs(addrs []spindle.PeerAddr) []spindle.PeerAddr {
+	rank := func(a spindle.PeerAddr) int {
+		m, err := ma.NewMultiaddr(string(a))
+		if err != nil {
+			return 9
+		}
+		r := 0
+		if !manet.IsIPLoopback(m) {
+			r += 2
+		}
+		if _, err := m.ValueForProtocol(ma.P_TCP); err != nil {
+			r++
+		}
+		return r
+	}
+	out := slices.Clone(addrs)
+	slices.SortStableFunc(out, func(a, b spindle.PeerAddr) int { return rank(a) - rank(b) })
+	return out
+}
+
+// oneLine joins the lines of a message, so that a log line is one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
 }

@@ -390,9 +390,5 @@ func oneLineMsg(s string) string {
 
 // splitList splits a list given as a flag, at commas or spaces.
 func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
-		out = append(out, f)
-	}
-	return out
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
 }

@@ -205,6 +205,9 @@ func TestConfigSurvivesRestart(t *testing.T) {
 	if err := c.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
+	if got := c.Config(); !reflect.DeepEqual(got, want) {
+		t.Errorf("configuration after a snapshot %+v, want %+v", got, want)
+	}
 	mustChange(t, c, signedChange(t, op, &Change{Seq: 4, Kind: ChangeAdmit, Key: admin.pub}))
 	want = c.Config()
 	if err := c.Close(); err != nil {

@@ -60,12 +60,12 @@ func ParseHead(head []byte) (HeadInfo, error) {
 	if len(head) > maxHeadSize {
 		return HeadInfo{}, spindle.E(op, spindle.Invalid, fmt.Sprintf("tree head of %d bytes", len(head)))
 	}
-	n, err := note.Open(head, nil)
+	_, err := note.Open(head, nil)
 	var unverified *note.UnverifiedNoteError
 	if !errors.As(err, &unverified) {
 		return HeadInfo{}, spindle.E(op, spindle.Invalid, fmt.Errorf("tree head: %v", err))
 	}
-	n = unverified.Note
+	n := unverified.Note
 	hi, err := parseHead(n.Text)
 	if err != nil {
 		return HeadInfo{}, spindle.E(op, spindle.Invalid, err)

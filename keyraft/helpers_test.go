@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"log/slog"
@@ -177,5 +176,3 @@ func snapshotBytes(t testing.TB, f *fsm) []byte {
 	}
 	return b
 }
-
-func hashOf(b []byte) string { return fmt.Sprintf("%x", sha256.Sum256(b)) }

@@ -159,7 +159,7 @@ func TestKeyJoinLeave(t *testing.T) {
 		t.Fatal("a refused join made the node a member")
 	}
 	// The admitted operator's join.
-	resp, err = call(t, m, true, &wire.Request{Method: wire.KeyJoin, Data: change(t, op, resp.KeyStatus, keyraft.ChangeAddMember, vkey, op.PublicKey())})
+	_, err = call(t, m, true, &wire.Request{Method: wire.KeyJoin, Data: change(t, op, resp.KeyStatus, keyraft.ChangeAddMember, vkey, op.PublicKey())})
 	if err != nil {
 		t.Fatalf("join: %v", err)
 	}

@@ -157,7 +157,7 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 		case herr == nil && len(l.chk().Members()) == 0:
 			// A member that joined so recently that its head is from
 			// before the cluster recorded its members.
-			return nil, spindle.E(spindle.Transient, fmt.Sprintf("the node signs with %s, not the key %s this client trusts (from %s), and its newest head does not name the cluster's members yet; try again shortly", theirs, l.boot, file))
+			return nil, spindle.E(spindle.Transient, fmt.Sprintf("the node signs with %s, not the key %s this client trusts (from %s), and its newest head does not name the cluster's members yet", theirs, l.boot, file))
 		case herr != nil:
 			c.log.Debug("the node's key cluster is not followed from the key log", "err", herr)
 			c.log.Debug("the node's key cluster is not followed from the key log", "err", herr)

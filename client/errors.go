@@ -14,6 +14,14 @@ var (
 	// owner's key record names no dir host: no node hosts the tree,
 	// whatever a node says about it.
 	ErrNoDirHost = errors.New("the key record names no dir host")
+	// ErrKeyLogMissing is the cause of Dial's NotExist error when
+	// Config.RequireKeyLog is set and the key log is not there: what the
+	// client trusted of the key cluster is not taken from the node again
+	// silently.
+	ErrKeyLogMissing = errors.New("the key log is missing")
+	// ErrOtherCluster is the cause of an Integrity error for a node whose
+	// key cluster signs with a key the client's key log does not trust.
+	ErrOtherCluster = errors.New("the node's key cluster is not the one this client trusts")
 	// ErrOpenWildcard is the cause of Put's warning for an Access file
 	// that grants a right to *@domain under the key cluster's open
 	// policy, which lets anyone register a name in any domain.

@@ -88,10 +88,8 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 	data, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
 		if pin == "" && c.cfg.RequireKeyLog {
-			return nil, spindle.E(spindle.NotExist, fmt.Sprintf("key log %s is missing; "+
-				"it holds what this client trusts of the key cluster, which is not taken from the node again without your say: "+
-				"restore the file from a backup, or start a new one with spin init -force -recover USER "+
-				"(-verifier KEY pins a key of the cluster, from its operator, instead of trusting the node's)", file))
+			return nil, spindle.E(spindle.NotExist, fmt.Errorf("%w: %s holds what this client trusts of the key cluster, "+
+				"which is not taken from the node again without your say", ErrKeyLogMissing, file))
 		}
 		boot := pin
 		if boot == "" {
@@ -206,9 +204,7 @@ func (c *Client) nodeVerifier(ctx context.Context, known string) (string, error)
 // otherCluster is the error for a node whose key cluster signs with
 // theirs when the client trusts ours (from where).
 func (c *Client) otherCluster(theirs, ours, from string) error {
-	return spindle.E(spindle.Integrity, fmt.Sprintf(
-		"the node's key cluster signs with %s, but this client trusts only %s (from %s); "+
-			"if you moved to another cluster on purpose, remove that file or run spin init -force", theirs, ours, from))
+	return spindle.E(spindle.Integrity, fmt.Errorf("%w: it signs with %s, but this client trusts only %s (from %s)", ErrOtherCluster, theirs, ours, from))
 }
 
 func newKeyLog(file, boot string, changes []keyraft.ConfigEntry, head []byte) (*keyLog, error) {

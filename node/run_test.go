@@ -103,11 +103,19 @@ func TestRunCommandErrors(t *testing.T) {
 		{[]string{"-listen", "not-a-multiaddr"}, 1, "not-a-multiaddr"},
 		{[]string{"-listen", busyAddr}, 1, "spin: hint: another program (another spin node?) listens on an address in " + busyAddr},
 	} {
-		var stdout, stderr syncBuffer
 		args := append([]string{"-home", t.TempDir()}, c.args...)
-		got := RunCommand(context.Background(), args, &stdout, &stderr, testLogger(t), nil)
-		if got != c.code || !strings.Contains(stderr.String(), c.want) {
-			t.Errorf("spin node %q: exit %d, stderr %q; want exit %d and %q", c.args, got, stderr.String(), c.code, c.want)
+		var got int
+		var stderr string
+		if c.code == 1 && strings.Contains(c.want, "listens on") {
+			// libp2p leaks the host that cannot listen: see runInChild.
+			got, stderr = runInChild(t, args)
+		} else {
+			var out, errOut syncBuffer
+			got = RunCommand(context.Background(), args, &out, &errOut, testLogger(t), nil)
+			stderr = errOut.String()
+		}
+		if got != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("spin node %q: exit %d, stderr %q; want exit %d and %q", c.args, got, stderr, c.code, c.want)
 		}
 	}
 	var stdout, stderr syncBuffer

@@ -74,6 +74,8 @@ func TestGateway(t *testing.T) {
 		if err := <-served; err != nil {
 			t.Errorf("ServeGateway: %v", err)
 		}
+		// Stopped, it leaves nothing waiting for the node to close.
+		waitGone(t, "spindle.dev/node.(*Node).ServeGateway")
 	})
 	base := "http://" + ln.Addr().String() + "/"
 	get := func(name, rng string) (*http.Response, []byte) {

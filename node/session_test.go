@@ -280,7 +280,8 @@ func TestRotationCutoffNotBehindHead(t *testing.T) {
 }
 
 // A watch ends with the session it was opened in: after the expiry, the
-// next change ends it instead of being delivered.
+// next change ends it instead of being delivered. The client's watch
+// then leaves no goroutine behind, though its context lives on.
 func TestWatchEndsWithSession(t *testing.T) {
 	const ttl = 500 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -309,11 +310,10 @@ func TestWatchEndsWithSession(t *testing.T) {
 	for {
 		select {
 		case ev, ok := <-ch:
-			if !ok {
-				return // Ended.
-			}
-			if ev.Err != nil {
-				return // Ended, with the reason.
+			if !ok || ev.Err != nil {
+				// Ended, with the reason or without.
+				waitGone(t, "spindle.dev/client.(*remote).Watch")
+				return
 			}
 			if ev.Entry != nil && ev.Entry.Name == ann("after") {
 				t.Fatalf("event delivered to a watch whose session expired %v ago", time.Since(start)-ttl)

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"spindle.dev"
@@ -290,11 +291,14 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 			return 1
 		}
 		fmt.Fprintf(stderr, "spin: node: gateway serving files all may read at http://%s/\n", ln.Addr())
-		go func() {
+		// The gateway stops with ctx or n.Close, before RunCommand returns.
+		var gw sync.WaitGroup
+		defer gw.Wait()
+		gw.Go(func() {
 			if err := n.ServeGateway(ctx, ln, rd); err != nil {
 				log.Error("gateway stopped", "err", err)
 			}
-		}()
+		})
 	}
 	if err := spindle.ReplaceFile(filepath.Join(*home, "addr"), []byte(b.String()), 0o644, true); err != nil {
 		fmt.Fprintf(stderr, "spin: node: %v\n", err)

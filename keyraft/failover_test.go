@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
 )
@@ -168,7 +169,7 @@ func TestLeaderKilledDuringRegistrations(t *testing.T) {
 	if s := killed.c.raft.Stats()["last_snapshot_index"]; s == "0" || s == "" {
 		t.Errorf("the restarted member caught up without a snapshot (last snapshot index %q)", s)
 	}
-	chk, err := NewChecker(ms[0].c.VerifierKey(), ms[1].c.VerifierKey(), ms[2].c.VerifierKey())
+	chk, err := keylog.NewChecker(ms[0].c.VerifierKey(), ms[1].c.VerifierKey(), ms[2].c.VerifierKey())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
 )
@@ -51,7 +52,7 @@ func (s *testSigner) Sign(digest []byte) (spindle.Signature, error) {
 func register(t testing.TB, s *testSigner, hosts ...spindle.PeerAddr) *spindle.User {
 	t.Helper()
 	u := &spindle.User{Name: s.name, PublicKey: s.pub, DirHosts: hosts, Version: 1}
-	if err := Sign(u, s); err != nil {
+	if err := keylog.Sign(u, s); err != nil {
 		t.Fatal(err)
 	}
 	return u
@@ -61,10 +62,10 @@ func register(t testing.TB, s *testSigner, hosts ...spindle.PeerAddr) *spindle.U
 // signed by s.
 func update(t testing.TB, cur *spindle.User, key spindle.PublicKey, s *testSigner, hosts ...spindle.PeerAddr) *spindle.User {
 	t.Helper()
-	u := Next(cur)
+	u := keylog.Next(cur)
 	u.PublicKey = key
 	u.DirHosts = hosts
-	if err := Sign(u, s); err != nil {
+	if err := keylog.Sign(u, s); err != nil {
 		t.Fatal(err)
 	}
 	return u

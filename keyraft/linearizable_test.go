@@ -11,6 +11,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/hashicorp/raft"
+	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
 )
@@ -150,8 +151,8 @@ func TestLinearizable(t *testing.T) {
 				own, isOwner := owned[n]
 				switch {
 				case isOwner && rng.IntN(2) == 0:
-					u := Next(own.rec)
-					if err := Sign(u, own.key); err != nil {
+					u := keylog.Next(own.rec)
+					if err := keylog.Sign(u, own.key); err != nil {
 						t.Error(err)
 						return
 					}

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 func TestBatchEncoding(t *testing.T) {

@@ -23,9 +23,9 @@ import (
 	"github.com/hashicorp/raft"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
-	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // ErrNotLeader is the cause of the Transient error that Put returns on a

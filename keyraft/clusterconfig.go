@@ -15,7 +15,7 @@ type ClusterConfig struct {
 	Members   map[string]string            // Recorded members' note verifier keys, by member ID.
 	Operators []spindle.PublicKey          // Sorted.
 	Admitted  []spindle.PublicKey          // Node operator keys that may join; sorted.
-	Policy    string                       // PolicyOpen or PolicyDomain.
+	Policy    string                       // keylog.PolicyOpen or keylog.PolicyDomain.
 	Domains   map[string]spindle.PublicKey // Domain admin keys.
 }
 

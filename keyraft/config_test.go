@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
-	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // signedChange signs ch with s and returns it.

@@ -9,9 +9,9 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
-	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // Cosigned tree heads.
@@ -31,7 +31,8 @@ import (
 // Clients follow the members through the log itself: the configuration
 // changes (each signed by an operator) are leaves of the tree, and a head
 // naming a newer configuration comes with the changes in between, proved
-// against it ([Cluster.ConfigProofs], [keylog.ConfigLog], [keylog.NewFollowingChecker]).
+// against it ([Cluster.ConfigProofs], [keylog.ConfigLog],
+// [keylog.NewFollowingChecker]).
 // A removed member is not in the configuration of any later head, so its
 // signature counts for nothing there; it would take a majority of some
 // configuration's members to sign a false head.
@@ -55,7 +56,7 @@ func signHead(s note.Signer, h keylog.HeadInfo) ([]byte, error) {
 	return note.Sign(&note.Note{Text: string(keylog.FormatHead(h))}, s)
 }
 
-// SignHead signs the text of a tree head (as formatted by this package)
+// SignHead signs the text of a tree head (as [keylog.FormatHead] writes it)
 // for another member gathering signatures, if and only if this member's
 // log has that tree and that configuration; it waits, bounded by ctx and
 // the apply timeout, for its replica to apply the tree. It returns the

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // liveSet is the members a test's clients may talk to; killing one takes it

@@ -16,9 +16,9 @@ import (
 	"github.com/hashicorp/raft"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
-	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // cosignNet carries cosign requests between in-process members.

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // TestLaggingFollowerLeavesJudgingToLeader cuts a follower off, so that its

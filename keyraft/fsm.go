@@ -13,9 +13,9 @@ import (
 
 	"github.com/hashicorp/raft"
 	"golang.org/x/mod/sumdb/tlog"
-	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // Command types in the Raft log. The numbers are part of the stored format.

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // testSigner is a spindle.Signer over an in-memory P-256 key.

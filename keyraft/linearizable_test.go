@@ -11,9 +11,9 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/hashicorp/raft"
-	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // The linearizability check records what clients saw of registrations,

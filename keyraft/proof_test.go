@@ -12,9 +12,9 @@ import (
 	"github.com/hashicorp/raft"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
-	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 func mustVerifiers(t testing.TB, cs ...*Cluster) note.Verifiers {

@@ -9,9 +9,9 @@ import (
 	"sync"
 
 	"golang.org/x/mod/sumdb/tlog"
-	"spindle.dev/keyraft/keylog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // state is the replicated state: every accepted record in log order, the

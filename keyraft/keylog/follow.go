@@ -21,8 +21,8 @@ type ConfigProver interface {
 	// ConfigProofs returns the configuration changes after the first
 	// after ones, in order, each with its inclusion proof in the tree of
 	// head, up to the configuration head names. It may return only the
-	// first of them (but at least one): the checker asks again for the
-	// rest.
+	// first few of them (at least one while any remain): the checker
+	// asks again for the rest.
 	ConfigProofs(ctx context.Context, after int64, head []byte) ([]*Proof, error)
 }
 

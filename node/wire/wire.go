@@ -168,7 +168,7 @@ type Response struct {
 	Data    []byte              `cbor:"4,keyasint,omitempty"`
 	Err     []byte              `cbor:"5,keyasint,omitempty"`
 	Delete  bool                `cbor:"6,keyasint,omitempty"` // For watch events.
-	Proofs  [][]byte            `cbor:"9,keyasint,omitempty"` // Encoded keyraft.Proofs, for key.proofs.
+	Proofs  [][]byte            `cbor:"9,keyasint,omitempty"` // Encoded keylog.Proofs, for key.proofs.
 	// DirProofs prove an answer about a directory log against Head (see
 	// dirlog.Proved, encoded): for dir.lookup, one, followed for NotExist
 	// by its Above, root first; for dir.whichaccess,

@@ -18,6 +18,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/client"
 	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -129,7 +130,7 @@ func TestKeyLookupLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := keyraft.DecodeRecord(resp.Data)
+	u, err := keylog.DecodeRecord(resp.Data)
 	if err != nil || u.PublicKey != keys.PublicKey() {
 		t.Fatalf("lookup through the leader: %+v, %v", u, err)
 	}
@@ -312,16 +313,16 @@ func TestLyingForwarder(t *testing.T) {
 		}, func(c *client.Client) error { _, err := c.LookupUser(ctx, "ann@example.com"); return err }},
 		{"alters the key record", func(req *wire.Request, resp *wire.Response) {
 			if req.Method == wire.KeyProof && req.User == "ann@example.com" {
-				p, err := keyraft.UnmarshalProof(resp.Data)
+				p, err := keylog.UnmarshalProof(resp.Data)
 				if err != nil {
 					return
 				}
-				u, err := keyraft.DecodeRecord(p.Record)
+				u, err := keylog.DecodeRecord(p.Record)
 				if err != nil {
 					return
 				}
 				u.DirHosts = []spindle.PeerAddr{p2p.PeerAddrOf(w.a.Host().ID())}
-				p.Record = keyraft.EncodeRecord(u)
+				p.Record = keylog.EncodeRecord(u)
 				resp.Data, _ = p.MarshalBinary()
 			}
 		}, func(c *client.Client) error { _, err := c.LookupUser(ctx, "ann@example.com"); return err }},
@@ -411,7 +412,7 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lookup through the leader from the follower: %v", err)
 	}
-	if u, err := keyraft.DecodeRecord(resp.Data); err != nil || u.Name != "ann@example.com" {
+	if u, err := keylog.DecodeRecord(resp.Data); err != nil || u.Name != "ann@example.com" {
 		t.Fatalf("lookup through the leader: %+v, %v", u, err)
 	}
 

@@ -76,7 +76,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
@@ -861,7 +861,7 @@ func (n *Node) nudged(req *wire.Request) (*wire.Response, error) {
 
 // keyPutDone nudges the dir hosts of a record the node just took.
 func (n *Node) keyPutDone(data []byte) {
-	if u, err := keyraft.DecodeRecord(data); err == nil {
+	if u, err := keylog.DecodeRecord(data); err == nil {
 		n.mirrors.nudge(u.Name)
 	}
 }

@@ -38,6 +38,7 @@ import (
 	"spindle.dev/blocks/replica"
 	"spindle.dev/dirlog"
 	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -495,7 +496,7 @@ func (n *Node) keyHistory(ctx context.Context, user spindle.UserName) ([]dirlog.
 	}
 	versions := make([]*spindle.User, len(proofs))
 	for i, p := range proofs {
-		if versions[i], err = keyraft.DecodeRecord(p.Record); err != nil {
+		if versions[i], err = keylog.DecodeRecord(p.Record); err != nil {
 			return nil, err
 		}
 	}
@@ -714,7 +715,7 @@ func (n *Node) putKey(ctx context.Context, p peer.ID, req *wire.Request) error {
 	if !n.isMember(ctx, p) && !n.keyPuts.allow(p, time.Now()) { // A member forwarding has counted it.
 		return spindle.E(op, spindle.Transient, fmt.Sprintf("too many key changes from this peer: at most %d a minute", n.cfg.KeyPutLimit))
 	}
-	u, err := keyraft.DecodeRecord(req.Data)
+	u, err := keylog.DecodeRecord(req.Data)
 	if err != nil {
 		return spindle.E(op, err)
 	}

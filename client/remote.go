@@ -13,6 +13,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
@@ -59,6 +60,8 @@ type remote struct {
 	// evidence is the directory in which evidence of a host's
 	// misbehaviour is saved (see evidence.go), or "".
 	evidence string
+	// proto is the protocol calls go on; "" means wire.ClientProtocol.
+	proto string
 }
 
 // keepEvidence saves the evidence of err, a head got that dirHeads.check
@@ -278,11 +281,15 @@ func (r *remote) callAt(ctx context.Context, to peer.ID, req *wire.Request) (*wi
 	if r.direct != nil {
 		out, err = r.direct(cctx, to, data)
 	} else {
-		out, err = p2p.Call(cctx, r.h, to, wire.ClientProtocol, data, wire.MaxMessage)
+		proto := r.proto
+		if proto == "" {
+			proto = wire.ClientProtocol
+		}
+		out, err = p2p.Call(cctx, r.h, to, protocol.ID(proto), data, wire.MaxMessage)
 		if err != nil && to == r.peer && cctx.Err() == nil && p2p.ClearDialBackoff(r.h, to, err) {
 			// The client's node failed to answer a dial a moment ago
 			// and may be back (restarted): try it now.
-			out, err = p2p.Call(cctx, r.h, to, wire.ClientProtocol, data, wire.MaxMessage)
+			out, err = p2p.Call(cctx, r.h, to, protocol.ID(proto), data, wire.MaxMessage)
 		}
 	}
 	if err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {

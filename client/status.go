@@ -12,11 +12,16 @@ import (
 )
 
 // NodeStatus asks the node at addr for its status, without signing in.
-// A node tells it through its socket, to its operator (see
-// wire.NodeStatus); elsewhere it answers with a Permission error.
+// A node tells it through its socket, on the operator protocol, to its
+// operator (see wire.NodeStatus); elsewhere it answers with a Permission
+// error.
 func NodeStatus(ctx context.Context, addr spindle.PeerAddr) (*wire.Status, error) {
 	const op spindle.Op = "client.NodeStatus"
-	resp, err := NodeCall(ctx, addr, &wire.Request{Method: wire.NodeStatus})
+	call := NodeCall
+	if p2p.IsLocalAddr(addr) {
+		call = OperatorCall
+	}
+	resp, err := call(ctx, addr, &wire.Request{Method: wire.NodeStatus})
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
@@ -26,13 +31,27 @@ func NodeStatus(ctx context.Context, addr spindle.PeerAddr) (*wire.Status, error
 	return resp.Status, nil
 }
 
-// NodeCall sends req to the node at addr without signing in, and returns
-// its answer: for the requests a node answers its operator through its
-// socket (wire.KeyJoin, wire.KeyLeave) and those anyone may send
+// NodeCall sends req to the node at addr on the client protocol without
+// signing in, and returns its answer: for the requests anyone may send
 // (wire.KeyStatus, wire.KeyChange, whose changes the key cluster checks
 // itself). An error the node answers with is returned as such.
 func NodeCall(ctx context.Context, addr spindle.PeerAddr, req *wire.Request) (*wire.Response, error) {
-	const op spindle.Op = "client.NodeCall"
+	return nodeCall(ctx, spindle.Op("client.NodeCall"), addr, wire.ClientProtocol, req)
+}
+
+// OperatorCall sends req to the node whose socket is addr, on the
+// operator protocol (wire.OperatorProtocol), and returns its answer: for
+// the requests a node answers only its operator (wire.KeyJoin,
+// wire.KeyLeave, wire.NodeStatus with the logs it hosts).
+func OperatorCall(ctx context.Context, addr spindle.PeerAddr, req *wire.Request) (*wire.Response, error) {
+	const op spindle.Op = "client.OperatorCall"
+	if !p2p.IsLocalAddr(addr) {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("%s is not a node's socket: a node answers its operator only through its socket", addr))
+	}
+	return nodeCall(ctx, op, addr, wire.OperatorProtocol, req)
+}
+
+func nodeCall(ctx context.Context, op spindle.Op, addr spindle.PeerAddr, proto string, req *wire.Request) (*wire.Response, error) {
 	var h host.Host
 	var err error
 	if p2p.IsLocalAddr(addr) {
@@ -48,6 +67,6 @@ func NodeCall(ctx context.Context, addr spindle.PeerAddr, req *wire.Request) (*w
 	if err != nil {
 		return nil, spindle.E(op, fmt.Errorf("cannot reach node %s: %w", addr, err)) // Of kind IO.
 	}
-	r := &remote{h: h, peer: pid}
+	r := &remote{h: h, peer: pid, proto: proto}
 	return r.call(ctx, req)
 }

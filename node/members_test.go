@@ -17,20 +17,22 @@ import (
 	"spindle.dev/pack"
 )
 
-// call sends req to n as a client on this machine (through the socket)
-// if local, else as a peer on the network, and returns the answer.
+// call sends req to n as its operator (on the operator protocol, which
+// the node serves only on its socket) if local, else as a peer on the
+// network, and returns the answer.
 func call(t testing.TB, n *Node, local bool, req *wire.Request) (*wire.Response, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if local {
-		ctx = context.WithValue(ctx, socketKey{}, true)
-	}
 	data, err := wire.Encode(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := n.ServeClient(ctx, peer.ID("caller"), data)
+	serve := n.ServeClient
+	if local {
+		serve = n.ServeOperator
+	}
+	out, err := serve(ctx, peer.ID("caller"), data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -270,10 +270,9 @@ func TestMirrorStatusListsLogs(t *testing.T) {
 	if seq2 != seq1-1 {
 		t.Fatalf("H2 at %d, H1 at %d: want H2 one behind", seq2, seq1)
 	}
-	socket := context.WithValue(ctx, socketKey{}, true)
 	logOf := func(n *Node) wire.LogStatus {
 		t.Helper()
-		resp, err := n.serveStatus(socket, "")
+		resp, err := n.serveStatus(ctx, "", true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -386,3 +386,39 @@ func TestNATDefaults(t *testing.T) {
 		}
 	}
 }
+
+// The operator's methods travel on their own protocol, which a node serves
+// only on its socket: a signed-in peer over the network that asks for one
+// on the client protocol gets UnknownOp, the operator protocol is not
+// there for it at all, and the socket answers.
+func TestOperatorProtocolOnlyOnSocket(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx := context.Background()
+	_, keys := dialWithKeys(t, n, "ann@example.com")
+	r := dialRaw(t, n, keys)
+	for _, m := range []string{wire.KeyJoin, wire.KeyLeave} {
+		var e *spindle.Error
+		if _, err := r.call(&wire.Request{Method: m}); !errors.As(err, &e) || e.Op != wire.UnknownOp {
+			t.Errorf("%s on the client protocol over the network: %v, want an error of Op %s", m, err, wire.UnknownOp)
+		}
+	}
+	data, err := wire.Encode(&wire.Request{Method: wire.NodeStatus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2p.Call(ctx, r.h, r.peer, wire.OperatorProtocol, data, wire.MaxMessage); err == nil {
+		t.Fatal("the operator protocol answered over the network")
+	}
+	if _, err := client.OperatorCall(ctx, n.DialAddr(), &wire.Request{Method: wire.NodeStatus}); !errors.Is(err, spindle.Invalid) {
+		t.Fatalf("OperatorCall to a network address: %v, want Invalid", err)
+	}
+	resp, err := client.OperatorCall(ctx, n.SocketAddr(), &wire.Request{Method: wire.NodeStatus})
+	if err != nil || resp.Status == nil || len(resp.Status.Logs) == 0 {
+		t.Fatalf("node.status on the socket: %v, %+v; want the status with its logs", err, resp)
+	}
+	var e *spindle.Error
+	if _, err := client.OperatorCall(ctx, n.SocketAddr(), &wire.Request{Method: wire.DirLookup}); !errors.As(err, &e) || e.Op != wire.UnknownOp {
+		t.Fatalf("dir.lookup on the operator protocol: %v, want an error of Op %s", err, wire.UnknownOp)
+	}
+}

@@ -346,13 +346,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 	// Serve.
 	for _, h := range n.hosts() {
-		hctx := n.ctx
+		p2p.ServeBlocks(n.ctx, h, blockSrv, blockCfg)
+		p2p.Handle(n.ctx, h, wire.ClientProtocol, wire.MaxMessage, n.ServeClient)
+		p2p.HandleStream(n.ctx, h, wire.WatchProtocol, wire.MaxMessage, n.serveWatch)
 		if h == n.local {
-			hctx = context.WithValue(n.ctx, socketKey{}, true)
+			// Only the operator reaches the socket (see p2p/local.go).
+			p2p.Handle(n.ctx, h, wire.OperatorProtocol, wire.MaxMessage, n.ServeOperator)
 		}
-		p2p.ServeBlocks(hctx, h, blockSrv, blockCfg)
-		p2p.Handle(hctx, h, wire.ClientProtocol, wire.MaxMessage, n.ServeClient)
-		p2p.HandleStream(hctx, h, wire.WatchProtocol, wire.MaxMessage, n.serveWatch)
 	}
 	log.Info("node ready", "peer", n.host.ID(), "addrs", n.Addrs(), "socket", n.SocketAddr())
 	return n, nil

@@ -40,6 +40,34 @@ func (n *Node) ServeClient(ctx context.Context, remote peer.ID, data []byte) ([]
 	return wire.Encode(resp)
 }
 
+// ServeOperator answers one request of the operator protocol
+// (wire.OperatorProtocol), which the node serves only on its Unix socket:
+// whoever reaches it is the node's operator. It knows only the operator's
+// methods; any other gets an error of Op wire.UnknownOp.
+func (n *Node) ServeOperator(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+	var req wire.Request
+	if err := wire.Decode(data, &req); err != nil {
+		return nil, err
+	}
+	var resp *wire.Response
+	var err error
+	switch req.Method {
+	case wire.NodeStatus:
+		resp, err = n.serveStatus(ctx, remote, true)
+	case wire.KeyJoin:
+		resp, err = n.serveKeyJoin(ctx, &req)
+	case wire.KeyLeave:
+		err = n.serveKeyLeave(ctx, &req)
+	default:
+		err = spindle.E(wire.UnknownOp, spindle.Invalid, "unknown operator method "+req.Method)
+	}
+	if resp == nil {
+		resp = new(wire.Response)
+	}
+	resp.Err = wire.ErrBytes(err)
+	return wire.Encode(resp)
+}
+
 func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) (*wire.Response, error) {
 	switch req.Method {
 	case wire.Auth:
@@ -113,7 +141,7 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		signed, err := keys.SignHead(ctx, req.Data)
 		return &wire.Response{Data: signed}, err
 	case wire.NodeStatus:
-		return n.serveStatus(ctx, remote)
+		return n.serveStatus(ctx, remote, false)
 	case wire.DirMirror:
 		return n.serveMirror(ctx, remote, req)
 	case wire.DirNudge:
@@ -122,10 +150,6 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		return n.serveKeyStatus(ctx)
 	case wire.KeyChange:
 		return nil, n.serveKeyChange(ctx, req)
-	case wire.KeyJoin:
-		return n.serveKeyJoin(ctx, req)
-	case wire.KeyLeave:
-		return nil, n.serveKeyLeave(ctx, req)
 	}
 
 	// The rest act for the user the peer has authenticated as, or, for

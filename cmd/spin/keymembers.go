@@ -383,7 +383,7 @@ func runKeyJoin(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := client.NodeCall(ctx, addr, &wire.Request{Method: wire.KeyJoin})
+	resp, err := client.OperatorCall(ctx, addr, &wire.Request{Method: wire.KeyJoin})
 	if err != nil {
 		return st.fail("", err)
 	}
@@ -394,7 +394,7 @@ func runKeyJoin(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return st.fail("", err)
 	}
-	resp, err = client.NodeCall(ctx, addr, &wire.Request{Method: wire.KeyJoin, Data: data})
+	resp, err = client.OperatorCall(ctx, addr, &wire.Request{Method: wire.KeyJoin, Data: data})
 	if err != nil {
 		st.fail("", err)
 		if spindle.KindOf(err) == spindle.Permission {
@@ -431,7 +431,7 @@ func runKeyLeave(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return st.fail("", err)
 	}
-	if _, err := client.NodeCall(ctx, addr, &wire.Request{Method: wire.KeyLeave, Data: data}); err != nil {
+	if _, err := client.OperatorCall(ctx, addr, &wire.Request{Method: wire.KeyLeave, Data: data}); err != nil {
 		return st.fail("", err)
 	}
 	fmt.Fprintf(st.Stdout, "left:      %s\n", cs.ID)

@@ -22,6 +22,12 @@ const (
 	ClientProtocol = "/spindle/client/1"
 	// WatchProtocol carries one Watch: a request, then a stream of events.
 	WatchProtocol = "/spindle/watch/1"
+	// OperatorProtocol carries the requests a node answers only to its
+	// operator: KeyJoin, KeyLeave, and NodeStatus with the logs the node
+	// hosts. A node serves it only on its Unix socket, which only its
+	// operator can reach, and never over the network, whose protocols
+	// have no operator methods at all.
+	OperatorProtocol = "/spindle/operator/1"
 )
 
 // MaxMessage bounds a client request or response: room for the entry of a
@@ -81,10 +87,10 @@ const (
 	// hosts serve. The client checks its signer against the key record.
 	DirPublished = "dir.published"
 	// NodeStatus asks for the node's state (→ Status). A node answers it
-	// over its socket, to its operator, and over the network only to a
-	// signed-in user it admits as a writer: what it holds, and when that
-	// grows, is its users' business, not a stranger's. The directory
-	// logs it hosts (Status.Logs) it tells only through its socket.
+	// on OperatorProtocol, to its operator, and on ClientProtocol only to
+	// a signed-in user it admits as a writer: what it holds, and when
+	// that grows, is its users' business, not a stranger's. The directory
+	// logs it hosts (Status.Logs) it tells only on OperatorProtocol.
 	NodeStatus = "node.status"
 	// KeyLookupLeader is KeyLookup answered by the key cluster's leader,
 	// for a read after a write: a member that is not the leader, and a
@@ -95,8 +101,8 @@ const (
 	// KeyChange to the leader.
 	KeyStatus = "key.status" // → KeyStatus (a ClusterStatus): the cluster as the member that answers sees it.
 	KeyChange = "key.change" // Data: a keyraft.EncodeChange, signed by an operator (or the vouching node operator).
-	// KeyJoin and KeyLeave are answered only through the node's socket,
-	// to its operator. KeyJoin without Data prepares the node to join and
+	// KeyJoin and KeyLeave are methods of OperatorProtocol only, which a
+	// node serves through its socket, to its operator. KeyJoin without Data prepares the node to join and
 	// answers with the cluster's KeyStatus and, in Data, the verifier key
 	// the node will sign tree heads with; with Data, an add-member change
 	// for that key, the node asks the cluster to add it and becomes a

@@ -27,16 +27,8 @@ func logCall(log *slog.Logger, req *wire.Request, sent, got int, took time.Durat
 		return
 	}
 	attrs := []any{"method", req.Method}
-	switch {
-	case req.Name != "":
-		attrs = append(attrs, "name", req.Name)
-	case req.Pattern != "":
-		attrs = append(attrs, "pattern", req.Pattern)
-	case req.User != "":
-		attrs = append(attrs, "user", req.User)
-	}
-	if len(req.Batch) > 0 {
-		attrs = append(attrs, "entries", len(req.Batch))
+	if req.To != "" {
+		attrs = append(attrs, "to", req.To)
 	}
 	attrs = append(attrs, "sent", sent, "got", got, "took", roundDur(took))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/client"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -302,7 +303,7 @@ func TestStatusAccess(t *testing.T) {
 	}
 	// A signed-in writer is answered.
 	r := dialRaw(t, n, keys)
-	resp, err := r.call(&wire.Request{Method: wire.NodeStatus})
+	resp, err := r.call(&wiretest.Request{Method: wire.NodeStatus})
 	if err != nil || resp.Status == nil || resp.Status.Blocks != st.Blocks {
 		t.Fatalf("status for a writer: %v, %+v", err, resp)
 	}
@@ -329,7 +330,7 @@ func TestStatusAccess(t *testing.T) {
 	}
 	defer cc.Close()
 	cc.Signup(ctx) // Registers her key, then fails: m does not host her tree.
-	if _, err := dialRaw(t, m, carol).call(&wire.Request{Method: wire.NodeStatus}); !errors.Is(err, spindle.Permission) {
+	if _, err := dialRaw(t, m, carol).call(&wiretest.Request{Method: wire.NodeStatus}); !errors.Is(err, spindle.Permission) {
 		t.Fatalf("status for a user who is not a writer: %v, want Permission", err)
 	}
 }
@@ -399,26 +400,26 @@ func TestOperatorProtocolOnlyOnSocket(t *testing.T) {
 	r := dialRaw(t, n, keys)
 	for _, m := range []string{wire.KeyJoin, wire.KeyLeave} {
 		var e *spindle.Error
-		if _, err := r.call(&wire.Request{Method: m}); !errors.As(err, &e) || e.Op != wire.UnknownOp {
+		if _, err := r.call(&wiretest.Request{Method: m}); !errors.As(err, &e) || e.Op != wire.UnknownOp {
 			t.Errorf("%s on the client protocol over the network: %v, want an error of Op %s", m, err, wire.UnknownOp)
 		}
 	}
-	data, err := wire.Encode(&wire.Request{Method: wire.NodeStatus})
+	data, err := wire.Encode(&wiretest.Request{Method: wire.NodeStatus})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p2p.Call(ctx, r.h, r.peer, wire.OperatorProtocol, data, wire.MaxMessage); err == nil {
 		t.Fatal("the operator protocol answered over the network")
 	}
-	if _, err := client.OperatorCall(ctx, n.DialAddr(), &wire.Request{Method: wire.NodeStatus}); !errors.Is(err, spindle.Invalid) {
+	if _, err := client.OperatorCall[wire.NodeStatusRequest, wire.NodeStatusResponse](ctx, n.DialAddr(), wire.NodeStatus, &wire.NodeStatusRequest{}); !errors.Is(err, spindle.Invalid) {
 		t.Fatalf("OperatorCall to a network address: %v, want Invalid", err)
 	}
-	resp, err := client.OperatorCall(ctx, n.SocketAddr(), &wire.Request{Method: wire.NodeStatus})
+	resp, err := client.OperatorCall[wire.NodeStatusRequest, wire.NodeStatusResponse](ctx, n.SocketAddr(), wire.NodeStatus, &wire.NodeStatusRequest{})
 	if err != nil || resp.Status == nil || len(resp.Status.Logs) == 0 {
 		t.Fatalf("node.status on the socket: %v, %+v; want the status with its logs", err, resp)
 	}
 	var e *spindle.Error
-	if _, err := client.OperatorCall(ctx, n.SocketAddr(), &wire.Request{Method: wire.DirLookup}); !errors.As(err, &e) || e.Op != wire.UnknownOp {
+	if _, err := client.OperatorCall[wire.DirLookupRequest, wire.DirLookupResponse](ctx, n.SocketAddr(), wire.DirLookup, &wire.DirLookupRequest{}); !errors.As(err, &e) || e.Op != wire.UnknownOp {
 		t.Fatalf("dir.lookup on the operator protocol: %v, want an error of Op %s", err, wire.UnknownOp)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/client"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -35,7 +36,7 @@ func TestHostileRequests(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		var resp wire.Response
+		var resp wiretest.Response
 		if err := wire.Decode(out, &resp); err != nil {
 			return err
 		}
@@ -44,7 +45,7 @@ func TestHostileRequests(t *testing.T) {
 		}
 		return nil
 	}
-	enc := func(r *wire.Request) []byte {
+	enc := func(r *wiretest.Request) []byte {
 		b, err := wire.Encode(r)
 		if err != nil {
 			t.Fatal(err)
@@ -66,23 +67,23 @@ func TestHostileRequests(t *testing.T) {
 	}{
 		{"garbage", []byte("\xff\x00garbage"), spindle.Invalid},
 		{"empty", nil, spindle.Invalid},
-		{"unknown method", enc(&wire.Request{Method: "dir.explode"}), spindle.Permission},
-		{"read without signing in", enc(&wire.Request{Method: wire.DirLookup, Name: "ann@example.com/"}), spindle.Permission},
-		{"append without signing in", enc(&wire.Request{Method: wire.DirAppend, Data: []byte("x")}), spindle.Permission},
-		{"forged signature", enc(&wire.Request{Method: wire.Auth, Auth: forged}), spindle.Permission},
-		{"credentials of another peer", enc(&wire.Request{Method: wire.Auth, Auth: stolen}), spindle.Permission},
-		{"stale credentials", enc(&wire.Request{Method: wire.Auth, Auth: stale}), spindle.Permission},
-		{"signed with another key", enc(&wire.Request{Method: wire.Auth, Auth: wrongKey}), spindle.Permission},
-		{"no credentials", enc(&wire.Request{Method: wire.Auth}), spindle.Invalid},
-		{"bad user name", enc(&wire.Request{Method: wire.KeyLookup, User: "not a user"}), spindle.Invalid},
-		{"malformed key record", enc(&wire.Request{Method: wire.KeyPut, Data: []byte("junk")}), spindle.Invalid},
-		{"proof for a bad user name", enc(&wire.Request{Method: wire.KeyProof, User: "not a user"}), spindle.Invalid},
-		{"proof for an unknown user", enc(&wire.Request{Method: wire.KeyProof, User: "nobody@example.com"}), spindle.NotExist},
-		{"history of a bad user name", enc(&wire.Request{Method: wire.KeyProofs, User: "no/pe@example.com"}), spindle.Invalid},
-		{"consistency backwards", enc(&wire.Request{Method: wire.KeyConsistency, Seq: 2, Size: 1}), spindle.Invalid},
-		{"consistency beyond the log", enc(&wire.Request{Method: wire.KeyConsistency, Seq: 1, Size: 1 << 40}), spindle.Invalid},
-		{"consistency from a negative size", enc(&wire.Request{Method: wire.KeyConsistency, Seq: -5, Size: 1}), spindle.Invalid},
-		{"head without signing in", enc(&wire.Request{Method: wire.DirHead, User: "ann@example.com"}), spindle.Permission},
+		{"unknown method", enc(&wiretest.Request{Method: "dir.explode"}), spindle.Permission},
+		{"read without signing in", enc(&wiretest.Request{Method: wire.DirLookup, Name: "ann@example.com/"}), spindle.Permission},
+		{"append without signing in", enc(&wiretest.Request{Method: wire.DirAppend, Data: []byte("x")}), spindle.Permission},
+		{"forged signature", enc(&wiretest.Request{Method: wire.Auth, Auth: forged}), spindle.Permission},
+		{"credentials of another peer", enc(&wiretest.Request{Method: wire.Auth, Auth: stolen}), spindle.Permission},
+		{"stale credentials", enc(&wiretest.Request{Method: wire.Auth, Auth: stale}), spindle.Permission},
+		{"signed with another key", enc(&wiretest.Request{Method: wire.Auth, Auth: wrongKey}), spindle.Permission},
+		{"no credentials", enc(&wiretest.Request{Method: wire.Auth}), spindle.Invalid},
+		{"bad user name", enc(&wiretest.Request{Method: wire.KeyLookup, User: "not a user"}), spindle.Invalid},
+		{"malformed key record", enc(&wiretest.Request{Method: wire.KeyPut, Data: []byte("junk")}), spindle.Invalid},
+		{"proof for a bad user name", enc(&wiretest.Request{Method: wire.KeyProof, User: "not a user"}), spindle.Invalid},
+		{"proof for an unknown user", enc(&wiretest.Request{Method: wire.KeyProof, User: "nobody@example.com"}), spindle.NotExist},
+		{"history of a bad user name", enc(&wiretest.Request{Method: wire.KeyProofs, User: "no/pe@example.com"}), spindle.Invalid},
+		{"consistency backwards", enc(&wiretest.Request{Method: wire.KeyConsistency, Seq: 2, Size: 1}), spindle.Invalid},
+		{"consistency beyond the log", enc(&wiretest.Request{Method: wire.KeyConsistency, Seq: 1, Size: 1 << 40}), spindle.Invalid},
+		{"consistency from a negative size", enc(&wiretest.Request{Method: wire.KeyConsistency, Seq: -5, Size: 1}), spindle.Invalid},
+		{"head without signing in", enc(&wiretest.Request{Method: wire.DirHead, User: "ann@example.com"}), spindle.Permission},
 	} {
 		err := call(tc.req)
 		if !errors.Is(err, tc.kind) {

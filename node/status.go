@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-
 	"spindle.dev"
 	"spindle.dev/node/wire"
 )
@@ -20,17 +18,11 @@ type usageStore interface {
 
 // serveStatus answers node.status: to the operator (on the operator
 // protocol, through the socket), and on the client protocol only to a
-// signed-in user the node admits as a writer. Peer counts are public in any case (the DHT answers anyone
+// signed-in user the node admits as a writer, without the logs it hosts. Peer counts are public in any case (the DHT answers anyone
 // who asks for peers), but what the node holds, and when that grows, is
 // its users' business.
-func (n *Node) serveStatus(ctx context.Context, remote peer.ID, operator bool) (*wire.Response, error) {
+func (n *Node) serveStatus(ctx context.Context, operator bool) (*wire.NodeStatusResponse, error) {
 	const op spindle.Op = "node.Status"
-	if !operator {
-		u := n.session(remote)
-		if u == "" || !n.writers.admits(u) {
-			return nil, spindle.E(op, spindle.Permission, "a node tells its status only through its socket, to its operator, and to the writers it admits")
-		}
-	}
 	st, err := n.Status(ctx)
 	if err != nil {
 		return nil, spindle.E(op, err)
@@ -38,7 +30,18 @@ func (n *Node) serveStatus(ctx context.Context, remote peer.ID, operator bool) (
 	if !operator {
 		st.Logs = nil // Whose trees the node hosts is for its operator.
 	}
-	return &wire.Response{Status: st}, nil
+	return &wire.NodeStatusResponse{Status: st}, nil
+}
+
+// serveWriterStatus answers node.status on the client protocol, to a
+// writer (the method table checks that).
+func (n *Node) serveWriterStatus(ctx context.Context, _ *caller, _ *wire.NodeStatusRequest) (*wire.NodeStatusResponse, error) {
+	return n.serveStatus(ctx, false)
+}
+
+// serveOperatorStatus answers node.status on the operator protocol.
+func (n *Node) serveOperatorStatus(ctx context.Context, _ *caller, _ *wire.NodeStatusRequest) (*wire.NodeStatusResponse, error) {
+	return n.serveStatus(ctx, true)
 }
 
 // Status returns the node's state: its peers, its DHT, what it holds, and

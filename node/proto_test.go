@@ -59,6 +59,14 @@ func TestHostileRequests(t *testing.T) {
 	stale := &wire.AuthMsg{User: "ann@example.com", ClientPeer: h.ID().String(), NodePeer: n.host.ID().String(), Time: spindle.Now() - spindle.Time(time.Hour)}
 	wrongKey := &wire.AuthMsg{User: "ann@example.com", ClientPeer: h.ID().String(), NodePeer: n.host.ID().String(), Time: spindle.Now()}
 	wrongKey.Sig, _ = other.Sign(wrongKey.Digest())
+	raw := func(method string, body []byte) []byte {
+		b, err := wire.Encode(&wire.Request{Method: method, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	wrongType, _ := wire.Encode(map[int]int{2: 7}) // A user name that is a number.
 
 	for _, tc := range []struct {
 		name string
@@ -84,6 +92,9 @@ func TestHostileRequests(t *testing.T) {
 		{"consistency beyond the log", enc(&wiretest.Request{Method: wire.KeyConsistency, Seq: 1, Size: 1 << 40}), spindle.Invalid},
 		{"consistency from a negative size", enc(&wiretest.Request{Method: wire.KeyConsistency, Seq: -5, Size: 1}), spindle.Invalid},
 		{"head without signing in", enc(&wiretest.Request{Method: wire.DirHead, User: "ann@example.com"}), spindle.Permission},
+		{"body that is no CBOR", raw(wire.KeyLookup, []byte("\xff\x00")), spindle.Invalid},
+		{"body of the wrong shape", raw(wire.KeyLookup, wrongType), spindle.Invalid},
+		{"operator method", enc(&wiretest.Request{Method: wire.KeyJoin}), spindle.Permission},
 	} {
 		err := call(tc.req)
 		if !errors.Is(err, tc.kind) {
@@ -97,6 +108,32 @@ func TestHostileRequests(t *testing.T) {
 	// The node still serves ann.
 	if _, err := ann.Put(ctx, "@/still", bytes.NewReader([]byte("fine")), 0, nil); err != nil {
 		t.Fatalf("node stopped serving after hostile requests: %v", err)
+	}
+}
+
+// The client protocol has no operator methods, and the operator protocol
+// only those; each method's entry is its handler's.
+func TestMethodTables(t *testing.T) {
+	for name, m := range clientMethods {
+		if m.who == operator {
+			t.Errorf("client protocol method %s is for the operator", name)
+		}
+		if m.serve == nil {
+			t.Errorf("client protocol method %s has no handler", name)
+		}
+		if m.anon && !m.dir {
+			t.Errorf("method %s is answered for the anonymous reader but not by a dir host", name)
+		}
+	}
+	for _, name := range []string{wire.KeyJoin, wire.KeyLeave} {
+		if _, ok := clientMethods[name]; ok {
+			t.Errorf("client protocol has operator method %s", name)
+		}
+	}
+	for name, m := range operatorMethods {
+		if m.who != operator || m.serve == nil || m.dir || m.key {
+			t.Errorf("operator method %s: %+v", name, m)
+		}
 	}
 }
 

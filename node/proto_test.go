@@ -167,3 +167,32 @@ func TestWritersAdmission(t *testing.T) {
 		t.Errorf("bad -writers entry: %v, want Invalid", err)
 	}
 }
+
+// A node decodes whatever a peer sends as an envelope and then as the
+// body of the method it names: bytes that do not decode are refused with
+// Invalid, and anything else gets an answer that decodes.
+func FuzzServeClient(f *testing.F) {
+	for name := range clientMethods {
+		for _, body := range [][]byte{nil, {0xa0}, {0xa1, 0x02, 0x61, 'x'}, {0xff}} {
+			b, _ := wire.Encode(&wire.Request{Method: name, Body: body})
+			f.Add(b)
+		}
+	}
+	n := startNode(f, f.TempDir())
+	defer n.Close()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := n.ServeClient(ctx, "fuzzer", data)
+		if err != nil {
+			if !errors.Is(err, spindle.Invalid) {
+				t.Fatalf("error of kind %v", spindle.KindOf(err))
+			}
+			return
+		}
+		var resp wire.Response
+		if err := wire.Decode(out, &resp); err != nil {
+			t.Fatalf("answer does not decode: %v", err)
+		}
+	})
+}

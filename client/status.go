@@ -13,8 +13,8 @@ import (
 
 // NodeStatus asks the node at addr for its status, without signing in.
 // A node tells it through its socket, on the operator protocol, to its
-// operator (see wire.NodeStatus); elsewhere it answers with a Permission
-// error.
+// operator (see wire.NodeStatusRequest); elsewhere it answers with a
+// Permission error.
 func NodeStatus(ctx context.Context, addr spindle.PeerAddr) (*wire.Status, error) {
 	const op spindle.Op = "client.NodeStatus"
 	call := NodeCall[wire.NodeStatusRequest, wire.NodeStatusResponse]

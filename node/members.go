@@ -195,7 +195,7 @@ func (n *Node) keyChange(ctx context.Context, data []byte) error {
 }
 
 // serveKeyJoin answers key.join, from the node's operator (see
-// wire.KeyJoin).
+// wire.KeyJoinRequest), on the operator protocol.
 func (n *Node) serveKeyJoin(ctx context.Context, _ *caller, req *wire.KeyJoinRequest) (*wire.KeyJoinResponse, error) {
 	const op spindle.Op = "node.KeyJoin"
 	n.joinMu.Lock()

@@ -51,14 +51,14 @@ func (c *Client) Audit(ctx context.Context) (*AuditReport, error) {
 func (c *Client) audit(ctx context.Context) (*AuditReport, error) {
 	const op spindle.Op = "client.Audit"
 	// The checkpoint first: the head read after it is at or after it.
-	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.DirCheckpoint, User: c.user})
+	resp, err := call[wire.DirCheckpointRequest, wire.DirCheckpointResponse](ctx, c.svc, wire.DirCheckpoint, c.user, &wire.DirCheckpointRequest{User: c.user})
 	if err != nil {
 		return nil, spindle.E(op, c.user, err)
 	}
 	var cp *dirlog.Checkpoint
 	var base int64 // Entries before the first one read.
-	if len(resp.Data) > 0 {
-		if cp, err = dirlog.UnmarshalCheckpoint(resp.Data); err != nil {
+	if len(resp.Checkpoint) > 0 {
+		if cp, err = dirlog.UnmarshalCheckpoint(resp.Checkpoint); err != nil {
 			return nil, spindle.E(op, c.user, spindle.Integrity, err)
 		}
 		u, err := c.lookupUser(ctx, c.user, false)
@@ -77,7 +77,7 @@ func (c *Client) audit(ctx context.Context) (*AuditReport, error) {
 	var all []*dirlog.Entry
 	for base+int64(len(all)) < h.Seq {
 		from := base + int64(len(all)) + 1
-		resp, err := c.svc.call(ctx, &wire.Request{Method: wire.DirEntries, User: c.user, Seq: from, Size: auditPage})
+		resp, err := call[wire.DirEntriesRequest, wire.DirEntriesResponse](ctx, c.svc, wire.DirEntries, c.user, &wire.DirEntriesRequest{User: c.user, From: from, Max: auditPage})
 		if err != nil {
 			return nil, spindle.E(op, c.user, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"spindle.dev/dirlog"
 	"spindle.dev/node"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 )
 
@@ -40,26 +41,26 @@ func TestAudit(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		lie  func(req *wire.Request, resp *wire.Response)
+		lie  func(req *wiretest.Request, resp *wiretest.Response)
 	}{
-		{"an entry left out", func(req *wire.Request, resp *wire.Response) {
+		{"an entry left out", func(req *wiretest.Request, resp *wiretest.Response) {
 			if req.Method == wire.DirEntries && len(resp.Log) > 3 {
 				resp.Log = append(resp.Log[:2:2], resp.Log[3:]...)
 			}
 		}},
-		{"an entry changed", func(req *wire.Request, resp *wire.Response) {
+		{"an entry changed", func(req *wiretest.Request, resp *wiretest.Response) {
 			if req.Method == wire.DirEntries && len(resp.Log) > 3 {
 				e, _ := dirlog.UnmarshalEntry(resp.Log[3])
 				e.Time++
 				resp.Log[3] = e.Marshal()
 			}
 		}},
-		{"the last entry dropped", func(req *wire.Request, resp *wire.Response) {
+		{"the last entry dropped", func(req *wiretest.Request, resp *wiretest.Response) {
 			if req.Method == wire.DirEntries && len(resp.Log) > 0 {
 				resp.Log = resp.Log[:len(resp.Log)-1]
 			}
 		}},
-		{"a head with another root", func(req *wire.Request, resp *wire.Response) {
+		{"a head with another root", func(req *wiretest.Request, resp *wiretest.Response) {
 			if req.Method == wire.DirHead && resp.Head != nil {
 				resp.Head.Root[5] ^= 1
 				resp.Head.Sign(own) // The host itself signs the lie.
@@ -77,7 +78,7 @@ func TestAudit(t *testing.T) {
 		t.Errorf("mallory auditing her own empty tree: %v", err)
 	}
 	// Another user's log is the owner's to read.
-	_, err = w.mallory.svc.call(w.ctx, &wire.Request{Method: wire.DirEntries, User: "ann@example.com", Seq: 1, Size: 10})
+	_, err = w.mallory.svc.call(w.ctx, &wiretest.Request{Method: wire.DirEntries, User: "ann@example.com", Seq: 1, Size: 10})
 	if !errors.Is(err, spindle.Private) {
 		t.Errorf("mallory reading ann's log: %v, want Private", err)
 	}
@@ -113,23 +114,23 @@ func TestAuditCompacted(t *testing.T) {
 	stranger := newPeerSigner(t)
 	for _, tc := range []struct {
 		name string
-		lie  func(req *wire.Request, resp *wire.Response)
+		lie  func(req *wiretest.Request, resp *wiretest.Response)
 	}{
-		{"a checkpoint entry changed", func(req *wire.Request, resp *wire.Response) {
+		{"a checkpoint entry changed", func(req *wiretest.Request, resp *wiretest.Response) {
 			if req.Method == wire.DirCheckpoint && len(resp.Data) > 0 {
 				cp, _ := dirlog.UnmarshalCheckpoint(resp.Data)
 				cp.Entries[len(cp.Entries)-1].Time++
 				resp.Data = cp.Marshal()
 			}
 		}},
-		{"a checkpoint signed by a stranger", func(req *wire.Request, resp *wire.Response) {
+		{"a checkpoint signed by a stranger", func(req *wiretest.Request, resp *wiretest.Response) {
 			if req.Method == wire.DirCheckpoint && len(resp.Data) > 0 {
 				cp, _ := dirlog.UnmarshalCheckpoint(resp.Data)
 				cp.Sign(stranger)
 				resp.Data = cp.Marshal()
 			}
 		}},
-		{"the checkpoint withheld", func(req *wire.Request, resp *wire.Response) {
+		{"the checkpoint withheld", func(req *wiretest.Request, resp *wiretest.Response) {
 			if req.Method == wire.DirCheckpoint {
 				resp.Data = nil
 			}

@@ -14,6 +14,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/dirlog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -110,7 +111,7 @@ func TestBatchRequests(t *testing.T) {
 	bob, _, _ := pack.Generate("bob@example.com")
 	forged := sign(bob, head.Seq+2, good.Hash(), "ann@example.com/bobs")
 	call := func(batch ...[]byte) ([]*spindle.DirEntry, error) {
-		resp, err := c.svc.call(ctx, &wire.Request{Method: wire.DirBatch, Batch: batch})
+		resp, err := c.svc.call(ctx, &wiretest.Request{Method: wire.DirBatch, Batch: batch})
 		if resp == nil {
 			return nil, err
 		}
@@ -200,9 +201,9 @@ func TestBatchFallbackForOlderNode(t *testing.T) {
 	c := dialAs(t, n, "ann@example.com")
 	ctx := context.Background()
 	p2p.Handle(ctx, n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
-		var req wire.Request
+		var req wiretest.Request
 		if err := wire.Decode(data, &req); err == nil && req.Method == wire.DirBatch {
-			return wire.Encode(&wire.Response{Err: wire.ErrBytes(spindle.E(wire.UnknownOp, spindle.Invalid, "unknown method "+req.Method))})
+			return wire.Encode(&wiretest.Response{Err: wire.ErrBytes(spindle.E(wire.UnknownOp, spindle.Invalid, "unknown method "+req.Method))})
 		}
 		return n.ServeClient(ctx, remote, data)
 	})

@@ -272,9 +272,9 @@ func (c *Client) signIn(ctx context.Context) (vkey string, err error) {
 	if err != nil {
 		return "", err
 	}
-	resp, err := c.svc.call1(ctx, &wire.Request{Method: wire.Auth, Auth: a})
+	resp, err := callAuth[wire.AuthRequest, wire.AuthResponse](ctx, c.svc, wire.Auth, a, &wire.AuthRequest{})
 	if resp != nil {
-		vkey = strings.TrimSpace(string(resp.Data))
+		vkey = strings.TrimSpace(string(resp.Verifier))
 	}
 	return vkey, err
 }
@@ -496,7 +496,7 @@ func (c *Client) putSigned(ctx context.Context, u *spindle.User, grant spindle.S
 	if err != nil {
 		return err
 	}
-	_, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(u), Auth: a, Grant: grant})
+	_, err = callAuth[wire.KeyPutRequest, wire.KeyPutResponse](ctx, c.svc, wire.KeyPut, a, &wire.KeyPutRequest{Record: keylog.EncodeRecord(u), Grant: grant})
 	c.mu.Lock()
 	delete(c.userKeys, u.Name)
 	c.mu.Unlock()
@@ -530,9 +530,9 @@ func (c *Client) lookupUser(ctx context.Context, name spindle.UserName, fresh bo
 	if c.keyLog != nil {
 		u, err = c.provedRecord(ctx, name)
 	} else {
-		var resp *wire.Response
-		if resp, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyLookup, User: name}); err == nil {
-			u, err = keylog.DecodeRecord(resp.Data)
+		var resp *wire.KeyLookupResponse
+		if resp, err = call[wire.KeyLookupRequest, wire.KeyLookupResponse](ctx, c.svc, wire.KeyLookup, "", &wire.KeyLookupRequest{User: name}); err == nil {
+			u, err = keylog.DecodeRecord(resp.Record)
 		}
 	}
 	if err != nil {

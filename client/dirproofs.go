@@ -166,7 +166,7 @@ func (p *putSeqs) matches(d *spindle.DirEntry, pr *dirlog.Proved) error {
 
 // checkLookup checks the proof that comes with the answer to a Lookup of
 // name: resp and err, as the node sent them.
-func (r *remote) checkLookup(name spindle.PathName, resp *wire.Response, err error) error {
+func (r *remote) checkLookup(name spindle.PathName, resp *wire.DirLookupResponse, err error) error {
 	p, perr := spindle.Parse(name)
 	if perr != nil {
 		return nil // The node's error says what is wrong with the name.
@@ -207,12 +207,12 @@ func (r *remote) checkLookup(name spindle.PathName, resp *wire.Response, err err
 
 // checkNotExist checks the proof that name does not exist: of its absence
 // or of a directory above it, with the directories above that.
-func checkNotExist(name spindle.PathName, resp *wire.Response) error {
-	if resp.Head == nil || len(resp.DirProofs) == 0 {
+func checkNotExist(name spindle.PathName, resp *wire.DirLookupResponse) error {
+	if resp.Head == nil || len(resp.Proofs) == 0 {
 		return spindle.E(name, spindle.Integrity, "node answered that it does not exist, without proof of that")
 	}
-	prs := make([]*dirlog.Proved, len(resp.DirProofs))
-	for i, b := range resp.DirProofs {
+	prs := make([]*dirlog.Proved, len(resp.Proofs))
+	for i, b := range resp.Proofs {
 		pr, err := dirlog.UnmarshalProved(b)
 		if err != nil {
 			return spindle.E(name, spindle.Integrity, err)
@@ -228,11 +228,11 @@ func checkNotExist(name spindle.PathName, resp *wire.Response) error {
 }
 
 // oneProof decodes and verifies the one proof of a Lookup answer.
-func oneProof(name spindle.PathName, resp *wire.Response) (*dirlog.Proved, error) {
-	if resp.Head == nil || len(resp.DirProofs) != 1 {
+func oneProof(name spindle.PathName, resp *wire.DirLookupResponse) (*dirlog.Proved, error) {
+	if resp.Head == nil || len(resp.Proofs) != 1 {
 		return nil, spindle.E(name, spindle.Integrity, "node answered without a proof against a signed head (a node older than this client sends none: upgrade it)")
 	}
-	pr, err := dirlog.UnmarshalProved(resp.DirProofs[0])
+	pr, err := dirlog.UnmarshalProved(resp.Proofs[0])
 	if err != nil {
 		return nil, spindle.E(name, spindle.Integrity, err)
 	}
@@ -246,19 +246,19 @@ func oneProof(name spindle.PathName, resp *wire.Response) (*dirlog.Proved, error
 // checkGlobProofs checks the proof of each entry of a Glob answer: that
 // it is in the tree at its name and, if whole, the entry the signed head
 // commits to there. (That none was left out cannot be proved.)
-func (r *remote) checkGlobProofs(pattern string, resp *wire.Response) error {
+func (r *remote) checkGlobProofs(pattern string, resp *wire.DirGlobResponse) error {
 	where := spindle.PathName(pattern)
 	if len(resp.Entries) == 0 {
 		return nil
 	}
-	if resp.Head == nil || len(resp.DirProofs) != len(resp.Entries) {
+	if resp.Head == nil || len(resp.Proofs) != len(resp.Entries) {
 		return spindle.E(where, spindle.Integrity, "node listed entries without proofs against a signed head (a node older than this client sends none: upgrade it)")
 	}
 	for i, d := range resp.Entries {
 		if d == nil {
 			return spindle.E(where, spindle.Integrity, "node answered with an empty entry")
 		}
-		pr, err := dirlog.UnmarshalProved(resp.DirProofs[i])
+		pr, err := dirlog.UnmarshalProved(resp.Proofs[i])
 		if err != nil {
 			return spindle.E(where, spindle.Integrity, err)
 		}
@@ -280,17 +280,17 @@ func (r *remote) checkGlobProofs(pattern string, resp *wire.Response) error {
 
 // checkWhichAccess checks the proof that comes with a successful
 // WhichAccess answer for name.
-func (r *remote) checkWhichAccess(name spindle.PathName, resp *wire.Response) error {
+func (r *remote) checkWhichAccess(name spindle.PathName, resp *wire.DirWhichResponse) error {
 	p, err := spindle.Parse(name)
 	if err != nil {
 		return nil
 	}
 	name = p.Path()
-	if resp.Head == nil || len(resp.DirProofs) == 0 {
+	if resp.Head == nil || len(resp.Proofs) == 0 {
 		return spindle.E(name, spindle.Integrity, "node answered which Access file governs it without a proof against a signed head (a node older than this client sends none: upgrade it)")
 	}
 	ap := &dirlog.AccessProved{Head: resp.Head, Name: name}
-	for i, b := range resp.DirProofs {
+	for i, b := range resp.Proofs {
 		if i == 0 && len(b) == 0 {
 			continue // No Access file governs.
 		}

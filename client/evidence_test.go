@@ -16,6 +16,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/dirlog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 )
 
@@ -168,7 +169,7 @@ func TestPublishedHeadCatchesRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	w.l.tell(func(req *wire.Request, resp *wire.Response) {
+	w.l.tell(func(req *wiretest.Request, resp *wiretest.Response) {
 		if req.Method == wire.DirHead {
 			resp.Head = old
 		}
@@ -223,7 +224,7 @@ func TestForkCaughtWithEvidence(t *testing.T) {
 	if err := forked.Sign(signer); err != nil {
 		t.Fatal(err)
 	}
-	w.l.tell(func(req *wire.Request, resp *wire.Response) {
+	w.l.tell(func(req *wiretest.Request, resp *wiretest.Response) {
 		if req.Method == wire.DirHead {
 			resp.Head = &forked
 		}
@@ -269,7 +270,7 @@ func TestPublishedHeadNotByDirHost(t *testing.T) {
 	if err := bogus.Sign(newStranger(t)); err != nil {
 		t.Fatal(err)
 	}
-	w.l.tell(func(req *wire.Request, resp *wire.Response) {
+	w.l.tell(func(req *wiretest.Request, resp *wiretest.Response) {
 		if req.Method == wire.DirPublished {
 			resp.Head, resp.Err = bogus, nil
 		}
@@ -287,7 +288,7 @@ func TestPublishedHeadNotByDirHost(t *testing.T) {
 // the writer's key record can check; the genuine entry is not.
 func TestBadEntryEvidence(t *testing.T) {
 	w := newLieWorld(t)
-	resp, err := w.ann.svc.call(w.ctx, &wire.Request{Method: wire.DirEntries, User: "ann@example.com", Seq: 3, Size: 1})
+	resp, err := w.ann.svc.call(w.ctx, &wiretest.Request{Method: wire.DirEntries, User: "ann@example.com", Seq: 3, Size: 1})
 	if err != nil || len(resp.Log) != 1 {
 		t.Fatalf("entries: %v, %d", err, len(resp.Log))
 	}

@@ -106,7 +106,7 @@ func (r *remote) hostHeads(ctx context.Context, owner spindle.UserName, hosts []
 func (r *remote) headOf(ctx context.Context, owner spindle.UserName, to peer.ID) (*dirlog.Head, error) {
 	ctx, cancel := context.WithTimeout(ctx, hostHeadTimeout)
 	defer cancel()
-	resp, err := r.callTo(ctx, &wire.Request{Method: wire.DirHead, User: owner}, to)
+	resp, err := callTo[wire.DirHeadRequest, wire.DirHeadResponse](ctx, r, wire.DirHead, &wire.DirHeadRequest{User: owner}, to)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func (c *Client) KeyAudit(ctx context.Context, name spindle.UserName) (*KeyAudit
 	if err != nil {
 		return nil, spindle.E(op, name, err)
 	}
-	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyProofs, User: name})
+	resp, err := call[wire.KeyProofsRequest, wire.KeyProofsResponse](ctx, c.svc, wire.KeyProofs, "", &wire.KeyProofsRequest{User: name})
 	if err != nil {
 		return nil, spindle.E(op, name, err)
 	}

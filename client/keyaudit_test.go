@@ -17,6 +17,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -141,15 +142,15 @@ func TestKeyAuditReportsForgedVersion(t *testing.T) {
 	}
 	rogue := newRogueLog(t, home, honest[0], honest[1], forged)
 	p2p.Handle(ctx, n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
-		var req wire.Request
+		var req wiretest.Request
 		if wire.Decode(data, &req) != nil || req.User != "ann@example.com" {
 			return n.ServeClient(ctx, remote, data)
 		}
 		switch req.Method {
 		case wire.KeyProof:
-			return wire.Encode(&wire.Response{Data: rogue.proof(t, 2)})
+			return wire.Encode(&wiretest.Response{Data: rogue.proof(t, 2)})
 		case wire.KeyProofs:
-			return wire.Encode(&wire.Response{Proofs: [][]byte{rogue.proof(t, 0), rogue.proof(t, 1), rogue.proof(t, 2)}})
+			return wire.Encode(&wiretest.Response{Proofs: [][]byte{rogue.proof(t, 0), rogue.proof(t, 1), rogue.proof(t, 2)}})
 		}
 		return n.ServeClient(ctx, remote, data)
 	})
@@ -194,14 +195,14 @@ func TestKeyAuditRefusesShortenedHistory(t *testing.T) {
 	l := newLiar(t, n)
 	for _, lie := range []struct {
 		name string
-		fn   func(resp *wire.Response)
+		fn   func(resp *wiretest.Response)
 	}{
-		{"first version only", func(resp *wire.Response) { resp.Proofs = resp.Proofs[:1] }},
-		{"no versions", func(resp *wire.Response) { resp.Proofs = nil }},
-		{"proof of one version bent", func(resp *wire.Response) { resp.Proofs[1][len(resp.Proofs[1])-200] ^= 1 }},
-		{"versions swapped", func(resp *wire.Response) { resp.Proofs[0], resp.Proofs[1] = resp.Proofs[1], resp.Proofs[0] }},
+		{"first version only", func(resp *wiretest.Response) { resp.Proofs = resp.Proofs[:1] }},
+		{"no versions", func(resp *wiretest.Response) { resp.Proofs = nil }},
+		{"proof of one version bent", func(resp *wiretest.Response) { resp.Proofs[1][len(resp.Proofs[1])-200] ^= 1 }},
+		{"versions swapped", func(resp *wiretest.Response) { resp.Proofs[0], resp.Proofs[1] = resp.Proofs[1], resp.Proofs[0] }},
 	} {
-		l.tell(func(req *wire.Request, resp *wire.Response) {
+		l.tell(func(req *wiretest.Request, resp *wiretest.Response) {
 			if req.Method == wire.KeyProofs {
 				lie.fn(resp)
 			}

@@ -17,6 +17,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -50,7 +51,7 @@ func TestKeyAnswersHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	carolProof := func() []byte {
-		p, err := ann.svc.call(ctx, &wire.Request{Method: wire.KeyProof, User: "carol@example.com"})
+		p, err := ann.svc.call(ctx, &wiretest.Request{Method: wire.KeyProof, User: "carol@example.com"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,14 +104,14 @@ func TestKeyAnswersHostile(t *testing.T) {
 	}
 
 	var lies sync.Mutex
-	var lie func(req *wire.Request) ([]byte, bool) // The lie told, if any.
-	setLie := func(f func(req *wire.Request) ([]byte, bool)) {
+	var lie func(req *wiretest.Request) ([]byte, bool) // The lie told, if any.
+	setLie := func(f func(req *wiretest.Request) ([]byte, bool)) {
 		lies.Lock()
 		lie = f
 		lies.Unlock()
 	}
 	p2p.Handle(ctx, n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
-		var req wire.Request
+		var req wiretest.Request
 		lies.Lock()
 		lie := lie
 		lies.Unlock()
@@ -123,8 +124,8 @@ func TestKeyAnswersHostile(t *testing.T) {
 	})
 	// proofLie answers bob's proved lookup with change applied to the
 	// true answer.
-	proofLie := func(change func([]byte) []byte) func(req *wire.Request) ([]byte, bool) {
-		return func(req *wire.Request) ([]byte, bool) {
+	proofLie := func(change func([]byte) []byte) func(req *wiretest.Request) ([]byte, bool) {
+		return func(req *wiretest.Request) ([]byte, bool) {
 			if req.Method != wire.KeyProof || req.User != "bob@example.com" {
 				return nil, false
 			}
@@ -132,7 +133,7 @@ func TestKeyAnswersHostile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var resp wire.Response
+			var resp wiretest.Response
 			if err := wire.Decode(p, &resp); err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +143,7 @@ func TestKeyAnswersHostile(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		lie  func(req *wire.Request) ([]byte, bool)
+		lie  func(req *wiretest.Request) ([]byte, bool)
 		want string // In the error.
 	}{
 		{"record that does not match its proof", proofLie(func(data []byte) []byte {
@@ -155,18 +156,18 @@ func TestKeyAnswersHostile(t *testing.T) {
 		{"record of another user with its own proof", proofLie(func([]byte) []byte { return carolProof }), "proof is for the record of carol@example.com"},
 		{"head signed by a non-member with a member's name", proofLie(resign(stranger(memberName))), "tree head"},
 		{"head signed by a stranger", proofLie(resign(stranger("spindle-keyraft/stranger"))), "tree head"},
-		{"newer head inconsistent with the older", func(req *wire.Request) ([]byte, bool) {
+		{"newer head inconsistent with the older", func(req *wiretest.Request) ([]byte, bool) {
 			switch req.Method {
 			case wire.KeyProof:
 				if req.User == "bob@example.com" {
-					return mustEncode(t, &wire.Response{Data: rogue.proof(t, 0)}), true
+					return mustEncode(t, &wiretest.Response{Data: rogue.proof(t, 0)}), true
 				}
 			case wire.KeyConsistency:
 				p, err := tlog.ProveTree(req.Size, req.Seq, rogue)
 				if err != nil {
 					t.Fatal(err)
 				}
-				return mustEncode(t, &wire.Response{Data: keylog.MarshalTreeProof(p)}), true
+				return mustEncode(t, &wiretest.Response{Data: keylog.MarshalTreeProof(p)}), true
 			}
 			return nil, false
 		}, "transparency log rewritten"},
@@ -216,7 +217,7 @@ func TestKeyAnswersHostile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = th.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(u), Auth: a})
+		_, err = th.svc.call(ctx, &wiretest.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(u), Auth: a})
 		return err
 	}
 	if err := put(u); !errors.Is(err, spindle.Permission) {

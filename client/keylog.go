@@ -145,9 +145,9 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 		// The node may be a member that joined since the client last
 		// looked: then the cluster's current head names the members,
 		// and the member first trusted signed the first head to.
-		resp, herr := c.svc.call(ctx, &wire.Request{Method: wire.KeyHead})
+		resp, herr := call[wire.KeyHeadRequest, wire.KeyHeadResponse](ctx, c.svc, wire.KeyHead, "", &wire.KeyHeadRequest{})
 		if herr == nil {
-			_, herr = l.chk().Update(ctx, resp.Data, prover{c.svc})
+			_, herr = l.chk().Update(ctx, resp.Head, prover{c.svc})
 		}
 		switch {
 		case herr != nil && !errors.Is(herr, spindle.Integrity):
@@ -169,11 +169,11 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 // boot key is pin, which checks that the pinned key signs it, or is one
 // of the members of the configuration it names.
 func (c *Client) checkPin(ctx context.Context, l *keyLog, pin string) error {
-	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyHead})
+	resp, err := call[wire.KeyHeadRequest, wire.KeyHeadResponse](ctx, c.svc, wire.KeyHead, "", &wire.KeyHeadRequest{})
 	if err != nil {
 		return fmt.Errorf("asking the node for the key cluster's tree head: %w", err)
 	}
-	if _, err := l.chk().Update(ctx, resp.Data, prover{c.svc}); err != nil {
+	if _, err := l.chk().Update(ctx, resp.Head, prover{c.svc}); err != nil {
 		if errors.Is(err, spindle.Integrity) {
 			return spindle.E(spindle.Integrity, fmt.Errorf("the node's key cluster is not the one the pinned verifier key %s is of: %w", l.boot, err))
 		}
@@ -194,11 +194,11 @@ func (c *Client) nodeVerifier(ctx context.Context, known string) (string, error)
 	if known != "" {
 		return known, nil
 	}
-	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyVerifier})
+	resp, err := call[wire.KeyVerifierRequest, wire.KeyVerifierResponse](ctx, c.svc, wire.KeyVerifier, "", &wire.KeyVerifierRequest{})
 	if err != nil {
 		return "", fmt.Errorf("asking the node for the key cluster's verifier key: %w", err)
 	}
-	return strings.TrimSpace(string(resp.Data)), nil
+	return strings.TrimSpace(string(resp.Verifier)), nil
 }
 
 // otherCluster is the error for a node whose key cluster signs with
@@ -436,7 +436,7 @@ type prover struct{ svc *remote }
 
 // ConfigProofs implements keylog.ConfigProver.
 func (p prover) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keylog.Proof, error) {
-	resp, err := p.svc.call(ctx, &wire.Request{Method: wire.KeyConfig, Seq: after, Data: head})
+	resp, err := call[wire.KeyConfigRequest, wire.KeyConfigResponse](ctx, p.svc, wire.KeyConfig, "", &wire.KeyConfigRequest{After: after, Head: head})
 	if err != nil {
 		return nil, err
 	}
@@ -445,22 +445,22 @@ func (p prover) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*
 
 // ConsistencyProof implements keylog.TreeProver.
 func (p prover) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error) {
-	resp, err := p.svc.call(ctx, &wire.Request{Method: wire.KeyConsistency, Seq: oldSize, Size: newSize})
+	resp, err := call[wire.KeyConsistencyRequest, wire.KeyConsistencyResponse](ctx, p.svc, wire.KeyConsistency, "", &wire.KeyConsistencyRequest{Old: oldSize, New: newSize})
 	if err != nil {
 		return nil, err
 	}
-	return keylog.UnmarshalTreeProof(resp.Data)
+	return keylog.UnmarshalTreeProof(resp.Proof)
 }
 
 // provedRecord asks the node for name's key record with its proof and
 // checks both against the key log.
 func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
 	floor := c.keyLog.floor(name)
-	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyProof, User: name})
+	resp, err := call[wire.KeyProofRequest, wire.KeyProofResponse](ctx, c.svc, wire.KeyProof, "", &wire.KeyProofRequest{User: name})
 	if err != nil {
 		return nil, err
 	}
-	p, err := keylog.UnmarshalProof(resp.Data)
+	p, err := keylog.UnmarshalProof(resp.Proof)
 	if err != nil {
 		return nil, err
 	}
@@ -493,7 +493,7 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 // provedHistory returns every version of name's key record, oldest
 // first, each proved to be in the key log when the client keeps one.
 func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]*spindle.User, error) {
-	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyProofs, User: name})
+	resp, err := call[wire.KeyProofsRequest, wire.KeyProofsResponse](ctx, c.svc, wire.KeyProofs, "", &wire.KeyProofsRequest{User: name})
 	if err != nil {
 		return nil, err
 	}

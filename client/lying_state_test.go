@@ -13,6 +13,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/dirlog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 )
 
@@ -54,8 +55,8 @@ func TestLieNotExistForExistingFile(t *testing.T) {
 	w := newLieWorld(t)
 	const name = "ann@example.com/docs/a.txt"
 	// A genuine exclusion proof, of a name that does not exist.
-	var absent wire.Response
-	w.l.tell(func(req *wire.Request, resp *wire.Response) {
+	var absent wiretest.Response
+	w.l.tell(func(req *wiretest.Request, resp *wiretest.Response) {
 		if req.Method == wire.DirLookup && req.Name == "ann@example.com/docs/none" {
 			absent = *resp
 		}
@@ -66,17 +67,17 @@ func TestLieNotExistForExistingFile(t *testing.T) {
 	notExist := wire.ErrBytes(spindle.E(spindle.NotExist, spindle.PathName(name)))
 	for _, tc := range []struct {
 		name string
-		lie  func(resp *wire.Response)
+		lie  func(resp *wiretest.Response)
 	}{
-		{"no proof", func(resp *wire.Response) { *resp = wire.Response{Err: notExist} }},
-		{"the presence proof", func(resp *wire.Response) { resp.Entry, resp.Err = nil, notExist }},
-		{"another name's absence", func(resp *wire.Response) {
+		{"no proof", func(resp *wiretest.Response) { *resp = wiretest.Response{Err: notExist} }},
+		{"the presence proof", func(resp *wiretest.Response) { resp.Entry, resp.Err = nil, notExist }},
+		{"another name's absence", func(resp *wiretest.Response) {
 			*resp = absent
 			resp.Err = notExist
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w.lie(func(req *wire.Request, resp *wire.Response) {
+			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
 				if req.Method == wire.DirLookup && req.Name == name {
 					tc.lie(resp)
 				}
@@ -114,7 +115,7 @@ func TestLieHeadNotSignedByDirHost(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w.lie(func(req *wire.Request, resp *wire.Response) {
+			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
 				if resp.Head != nil {
 					tc.lie(resp.Head)
 				}
@@ -140,7 +141,7 @@ func TestLieForkOfferedToWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	var old *dirlog.Head
-	w.l.tell(func(req *wire.Request, resp *wire.Response) {
+	w.l.tell(func(req *wiretest.Request, resp *wiretest.Response) {
 		if resp.Head != nil {
 			old = resp.Head
 		}
@@ -163,7 +164,7 @@ func TestLieForkOfferedToWriter(t *testing.T) {
 		{"an earlier head", func(h *dirlog.Head) { *h = *old }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w.lie(func(req *wire.Request, resp *wire.Response) {
+			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
 				if req.Method == wire.DirHead && resp.Head != nil {
 					tc.lie(resp.Head)
 				}
@@ -190,22 +191,22 @@ func TestLieGlobOlderEntry(t *testing.T) {
 	w.put(t, "@/docs/a.txt", "the contract, signed")
 	for _, tc := range []struct {
 		name string
-		lie  func(resp *wire.Response)
+		lie  func(resp *wiretest.Response)
 	}{
-		{"older entry", func(resp *wire.Response) {
+		{"older entry", func(resp *wiretest.Response) {
 			for i, e := range resp.Entries {
 				if e.Name == old.Name {
 					resp.Entries[i] = old
 				}
 			}
 		}},
-		{"no proofs", func(resp *wire.Response) { resp.DirProofs = nil }},
-		{"proofs shuffled", func(resp *wire.Response) {
+		{"no proofs", func(resp *wiretest.Response) { resp.DirProofs = nil }},
+		{"proofs shuffled", func(resp *wiretest.Response) {
 			resp.DirProofs[0], resp.DirProofs[1] = resp.DirProofs[1], resp.DirProofs[0]
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w.lie(func(req *wire.Request, resp *wire.Response) {
+			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
 				if req.Method == wire.DirGlob && len(resp.Entries) > 1 {
 					tc.lie(resp)
 				}
@@ -230,7 +231,7 @@ func TestHungNodeTimesOut(t *testing.T) {
 	defer func() { callTimeout = old }()
 	release := make(chan struct{})
 	defer close(release)
-	w.l.tell(func(req *wire.Request, resp *wire.Response) {
+	w.l.tell(func(req *wiretest.Request, resp *wiretest.Response) {
 		if req.Method == wire.DirLookup {
 			<-release
 		}

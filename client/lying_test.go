@@ -15,6 +15,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/node"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -30,7 +31,7 @@ import (
 type liar struct {
 	n  *node.Node
 	mu sync.Mutex
-	fn func(req *wire.Request, resp *wire.Response) // Nil: answer honestly.
+	fn func(req *wiretest.Request, resp *wiretest.Response) // Nil: answer honestly.
 }
 
 // newLiar re-registers n's client protocol handler with one that passes
@@ -46,8 +47,8 @@ func newLiar(t *testing.T, n *node.Node) *liar {
 		if err != nil || fn == nil {
 			return out, err
 		}
-		var req wire.Request
-		var resp wire.Response
+		var req wiretest.Request
+		var resp wiretest.Response
 		if wire.Decode(data, &req) != nil || wire.Decode(out, &resp) != nil {
 			return out, err
 		}
@@ -58,7 +59,7 @@ func newLiar(t *testing.T, n *node.Node) *liar {
 }
 
 // tell makes the node tell the lie fn from now on; nil makes it honest.
-func (l *liar) tell(fn func(req *wire.Request, resp *wire.Response)) {
+func (l *liar) tell(fn func(req *wiretest.Request, resp *wiretest.Response)) {
 	l.mu.Lock()
 	l.fn = fn
 	l.mu.Unlock()
@@ -115,7 +116,7 @@ func (w *lieWorld) put(t *testing.T, name spindle.PathName, text string) {
 // client forget the readers it worked out before, so that its next put
 // asks the node (a lie told after that is believed, or caught, once
 // readersTTL has passed).
-func (w *lieWorld) lie(fn func(req *wire.Request, resp *wire.Response)) {
+func (w *lieWorld) lie(fn func(req *wiretest.Request, resp *wiretest.Response)) {
 	w.ann.forgetReaders()
 	w.l.tell(fn)
 }
@@ -200,7 +201,7 @@ func TestLieExtraReaderInWhichAccess(t *testing.T) {
 		{"no signed entry", func(e *spindle.DirEntry) { e.Signed = nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w.lie(func(req *wire.Request, resp *wire.Response) {
+			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
 				if req.Method == wire.DirWhich && resp.Entry != nil {
 					tc.lie(resp.Entry)
 				}
@@ -220,7 +221,7 @@ func TestLieExtraReaderInWhichAccess(t *testing.T) {
 // The node adds mallory to a group the Access file names.
 func TestLieGroupExtraMember(t *testing.T) {
 	w := newLieWorld(t)
-	w.lie(func(req *wire.Request, resp *wire.Response) {
+	w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
 		if req.Method == wire.DirLookup && req.Name == "ann@example.com/Group/friends" && resp.Entry != nil {
 			resp.Entry.Inline = append(resp.Entry.Inline, "mallory@evil.example\n"...)
 			resp.Entry.Size = int64(len(resp.Entry.Inline))
@@ -236,7 +237,7 @@ func TestLieGroupExtraMember(t *testing.T) {
 func TestLieWildcardForeignUser(t *testing.T) {
 	w := newLieWorld(t)
 	w.put(t, "@/docs/Access", "read: *@example.com\n*: ann@example.com\n")
-	w.lie(func(req *wire.Request, resp *wire.Response) {
+	w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
 		if req.Method == wire.KeyDomain {
 			resp.Users = append(resp.Users, "mallory@evil.example")
 		}
@@ -280,7 +281,7 @@ func TestLieEntryUnderAnotherName(t *testing.T) {
 		{"a moved entry", func(e *spindle.DirEntry) { name := e.Name; *e = *moved; e.Name = name }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w.lie(func(req *wire.Request, resp *wire.Response) {
+			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
 				if req.Method == wire.DirLookup && req.Name == "ann@example.com/docs/a.txt" && resp.Entry != nil {
 					tc.lie(resp.Entry)
 				}
@@ -303,7 +304,7 @@ func TestLieForgedInlineText(t *testing.T) {
 	w := newLieWorld(t)
 	for _, name := range []spindle.PathName{"ann@example.com/docs/a.txt", "ann@example.com/docs/Access"} {
 		t.Run(string(name), func(t *testing.T) {
-			w.lie(func(req *wire.Request, resp *wire.Response) {
+			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
 				if req.Method == wire.DirLookup && req.Name == name && resp.Entry != nil {
 					resp.Entry.Inline = []byte("pay mallory\n")
 					resp.Entry.Blocks, resp.Entry.Size = nil, int64(len(resp.Entry.Inline))
@@ -331,7 +332,7 @@ func TestLieOlderAccessFile(t *testing.T) {
 	w.put(t, "@/docs/Access", "read: bob@example.com, mallory@evil.example\n")
 	old := w.entry(t, "@/docs/Access")
 	w.put(t, "@/docs/Access", "read: bob@example.com\n")
-	w.lie(func(req *wire.Request, resp *wire.Response) {
+	w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
 		if req.Method == wire.DirWhich && resp.Entry != nil {
 			*resp.Entry = *old
 		}
@@ -420,7 +421,7 @@ func TestLieLinkTarget(t *testing.T) {
 	}
 	mustRead(t, w.ann, "@/docs/link", []byte("public"))
 	mustRead(t, w.ann, "@/docs/dirlink/a.txt", []byte("public"))
-	w.lie(func(req *wire.Request, resp *wire.Response) {
+	w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
 		if req.Method == wire.DirLookup && resp.Entry != nil && resp.Entry.Attr.IsLink() {
 			resp.Entry.Link = spindle.PathName(strings.Replace(string(resp.Entry.Link), "/pub", "/docs", 1))
 		}
@@ -438,7 +439,7 @@ func TestLieFartherAccessFile(t *testing.T) {
 	w := newLieWorld(t)
 	w.put(t, "@/Access", "read: mallory@evil.example\n*: ann@example.com\n")
 	root := w.entry(t, "@/Access")
-	w.lie(func(req *wire.Request, resp *wire.Response) {
+	w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
 		if req.Method == wire.DirWhich && resp.Entry != nil {
 			*resp.Entry = *root
 		}

@@ -81,7 +81,7 @@ func (c *Client) CheckHeads(ctx context.Context, owner spindle.UserName) (*Heads
 // is published.
 func (c *Client) PublishedHead(ctx context.Context, owner spindle.UserName) (*dirlog.Head, error) {
 	const op spindle.Op = "client.PublishedHead"
-	resp, err := c.svc.call(ctx, &wire.Request{Method: wire.DirPublished, User: owner})
+	resp, err := call[wire.DirPublishedRequest, wire.DirPublishedResponse](ctx, c.svc, wire.DirPublished, "", &wire.DirPublishedRequest{User: owner})
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}

@@ -391,7 +391,7 @@ func (c *Client) expandWildcards(ctx context.Context, users []spindle.UserName) 
 			}
 			continue
 		}
-		resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyDomain, Pattern: dom})
+		resp, err := call[wire.KeyDomainRequest, wire.KeyDomainResponse](ctx, c.svc, wire.KeyDomain, "", &wire.KeyDomainRequest{Domain: dom})
 		if err != nil {
 			return nil, err
 		}

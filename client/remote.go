@@ -13,6 +13,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
@@ -59,6 +60,8 @@ type remote struct {
 	// evidence is the directory in which evidence of a host's
 	// misbehaviour is saved (see evidence.go), or "".
 	evidence string
+	// proto is the protocol calls go on; "" means wire.ClientProtocol.
+	proto string
 }
 
 // keepEvidence saves the evidence of err, a head got that dirHeads.check
@@ -84,47 +87,104 @@ func (r *remote) keepEvidence(err error, floor, got *dirlog.Head) error {
 	return spindle.E(spindle.Integrity, got.User, fmt.Errorf("%w (evidence saved in %s)", err, file))
 }
 
-// callDir makes a call about owner's log and checks the head that comes
-// with the answer against the newest head seen when the call was made.
-// (Not against the newest seen when the answer arrives: answers to
-// concurrent calls may arrive in any order.)
-func (r *remote) callDir(ctx context.Context, req *wire.Request, owner string) (*wire.Response, error) {
-	owner, _, _ = strings.Cut(owner, "/")
+// callDir makes a call about the log of the owner of name (a path name,
+// a pattern or a user name) and checks the head that comes with the
+// answer against the newest head seen when the call was made. (Not
+// against the newest seen when the answer arrives: answers to concurrent
+// calls may arrive in any order.)
+func callDir[Req any, Resp any, PResp interface {
+	*Resp
+	wire.LogAnswer
+}](ctx context.Context, r *remote, method string, req *Req, name string) (*Resp, error) {
+	owner, _, _ := strings.Cut(name, "/")
 	floor := r.heads.floor(spindle.UserName(owner))
-	resp, err := r.call(ctx, req)
-	if resp != nil && resp.Head != nil {
-		if resp.Head.User != spindle.UserName(owner) {
-			return nil, spindle.E(spindle.PathName(owner+"/"), spindle.Integrity, "node answered with the head of "+string(resp.Head.User)+"'s log")
+	resp, err := call[Req, Resp](ctx, r, method, spindle.UserName(owner), req)
+	if resp == nil {
+		return nil, err
+	}
+	if h := PResp(resp).LogHead(); h != nil {
+		if h.User != spindle.UserName(owner) {
+			return nil, spindle.E(spindle.PathName(owner+"/"), spindle.Integrity, "node answered with the head of "+string(h.User)+"'s log")
 		}
 		if r.verifyHead != nil {
-			if herr := r.verifyHead(ctx, resp.Head); herr != nil {
-				r.log.Debug("directory log head refused", "user", resp.Head.User, "seq", resp.Head.Seq, "err", herr.Error())
+			if herr := r.verifyHead(ctx, h); herr != nil {
+				r.log.Debug("directory log head refused", "user", h.User, "seq", h.Seq, "err", herr.Error())
 				return nil, herr
 			}
 		}
-		if herr := r.heads.check(floor, resp.Head); herr != nil {
-			r.log.Debug("directory log head refused", "user", resp.Head.User, "seq", resp.Head.Seq, "err", herr.Error())
-			return nil, r.keepEvidence(herr, floor, resp.Head)
+		if herr := r.heads.check(floor, h); herr != nil {
+			r.log.Debug("directory log head refused", "user", h.User, "seq", h.Seq, "err", herr.Error())
+			return nil, r.keepEvidence(herr, floor, h)
 		}
-		r.log.Debug("directory log head checked", "user", resp.Head.User, "seq", resp.Head.Seq, "seen", floorSeq(floor))
+		r.log.Debug("directory log head checked", "user", h.User, "seq", h.Seq, "seen", floorSeq(floor))
 	}
 	return resp, err
 }
 
 var _ dirlog.Service = (*remote)(nil)
 
-func (r *remote) call(ctx context.Context, req *wire.Request) (*wire.Response, error) {
-	return r.callFor(ctx, req, "")
+// A decoder decodes the body of an answer, which carries err, as the
+// method's response; it returns nil (an untyped nil) and the decoding
+// error if the body does not decode.
+type decoder func(resp *wire.Response, err error) (any, error)
+
+// decoderOf returns the decoder of answers whose body is a Resp.
+func decoderOf[Resp any]() decoder {
+	return func(resp *wire.Response, err error) (any, error) {
+		v, err := wire.DecodeBody[Resp](resp, err)
+		if v == nil {
+			return nil, err
+		}
+		return v, err
+	}
 }
 
-// callFor is call for a request about owner's tree or, with owner "",
-// about the tree the request names (see requestOwner).
-func (r *remote) callFor(ctx context.Context, req *wire.Request, owner spindle.UserName) (*wire.Response, error) {
-	resp, err := r.callRouted(ctx, req, owner)
+// call sends a request of method whose body is req, about owner's tree
+// (see callFor), and returns the node's answer as a Resp with the error
+// it carries. The answer is nil if none came or it did not decode.
+func call[Req, Resp any](ctx context.Context, r *remote, method string, owner spindle.UserName, req *Req) (*Resp, error) {
+	env, err := wire.NewRequest(method, req)
+	if err != nil {
+		return nil, err
+	}
+	v, err := r.callFor(ctx, env, owner, decoderOf[Resp]())
+	resp, _ := v.(*Resp)
+	return resp, err
+}
+
+// callAuth is call for a request that carries auth: a proof of
+// possession of a key (key.put) or a sign-in (auth).
+func callAuth[Req, Resp any](ctx context.Context, r *remote, method string, auth *wire.AuthMsg, req *Req) (*Resp, error) {
+	env, err := wire.NewRequest(method, req)
+	if err != nil {
+		return nil, err
+	}
+	env.Auth = auth
+	v, err := r.callFor(ctx, env, "", decoderOf[Resp]())
+	resp, _ := v.(*Resp)
+	return resp, err
+}
+
+// callTo is call for the dir host to (see remote.callTo).
+func callTo[Req, Resp any](ctx context.Context, r *remote, method string, req *Req, to peer.ID) (*Resp, error) {
+	env, err := wire.NewRequest(method, req)
+	if err != nil {
+		return nil, err
+	}
+	v, err := r.callTo(ctx, env, to, decoderOf[Resp]())
+	resp, _ := v.(*Resp)
+	return resp, err
+}
+
+// callFor sends req, a request about owner's tree, or about no tree if
+// owner is "", and decodes the answer with dec. A session the node
+// forgot is signed in again, once.
+func (r *remote) callFor(ctx context.Context, req *wire.Request, owner spindle.UserName, dec decoder) (any, error) {
+	resp, err := r.callRouted(ctx, req, owner, dec)
 	var e *spindle.Error
 	if err != nil && r.reauth != nil && req.Method != wire.Auth && errors.As(err, &e) && e.Op == wire.SessionOp {
 		if aerr := r.reauth(ctx); aerr == nil {
-			resp, err = r.callRouted(ctx, req, owner)
+			resp, err = r.callRouted(ctx, req, owner, dec)
 		}
 	}
 	return resp, err
@@ -137,22 +197,16 @@ func (r *remote) callFor(ctx context.Context, req *wire.Request, owner spindle.U
 // only, the sequencer; a read goes to each in turn until one answers
 // (a host that cannot be reached gives IO), so that reads go on, served by
 // a mirror, while the sequencer is down.
-func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindle.UserName) (*wire.Response, error) {
-	if r.route == nil || r.sign == nil && r.direct == nil {
-		return r.call1(ctx, req)
-	}
-	if owner == "" {
-		var ok bool
-		if owner, ok = requestOwner(req); !ok {
-			return r.call1(ctx, req)
-		}
+func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindle.UserName, dec decoder) (any, error) {
+	if r.route == nil || r.sign == nil && r.direct == nil || owner == "" {
+		return r.call1(ctx, req, dec)
 	}
 	hosts := r.route(ctx, owner)
 	if len(hosts) == 0 {
-		return r.call1(ctx, req)
+		return r.call1(ctx, req, dec)
 	}
 	if req.Method == wire.DirAppend || req.Method == wire.DirBatch {
-		return r.callSequencer(ctx, req, owner, hosts[0])
+		return r.callSequencer(ctx, req, owner, hosts[0], dec)
 	}
 	var errs []error
 	floor := r.heads.floor(owner)
@@ -165,17 +219,17 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 			// host can answer.
 			hctx, cancel = context.WithTimeout(ctx, hostReadTimeout)
 		}
-		resp, err := r.callTo(hctx, req, to)
+		resp, err := r.callTo(hctx, req, to, dec)
 		if err != nil && hctx.Err() != nil && ctx.Err() == nil {
 			err = spindle.E(spindle.Transient, fmt.Errorf("dir host %s did not answer within %v", to, hostReadTimeout))
 		}
 		cancel()
-		if i > 0 && err == nil && resp.Head != nil && floor != nil && resp.Head.User == owner && resp.Head.Seq < floor.Seq {
+		if h := logHead(resp); i > 0 && err == nil && h != nil && floor != nil && h.User == owner && h.Seq < floor.Seq {
 			// A mirror, asked because the hosts before it did not
 			// answer, that is behind the newest head seen: its answer
 			// would be refused as a rollback, though it only lags.
 			lagging = true
-			errs = append(errs, spindle.E(spindle.IO, fmt.Errorf("dir host %s is behind at sequence %d", to, resp.Head.Seq)))
+			errs = append(errs, spindle.E(spindle.IO, fmt.Errorf("dir host %s is behind at sequence %d", to, h.Seq)))
 			continue
 		}
 		if err == nil || !unavailable(err) || ctx.Err() != nil {
@@ -190,6 +244,15 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 		return nil, errs[0]
 	}
 	return nil, spindle.E(spindle.PathName(owner+"/"), spindle.IO, fmt.Errorf("none of the %d dir hosts of %s answered: %w", len(hosts), owner, errors.Join(errs...)))
+}
+
+// logHead returns the head of a directory log that the answer resp
+// carries, if any.
+func logHead(resp any) *dirlog.Head {
+	if a, ok := resp.(wire.LogAnswer); ok {
+		return a.LogHead()
+	}
+	return nil
 }
 
 // unavailable reports whether err says a dir host cannot serve a tree
@@ -208,14 +271,14 @@ func unavailable(err error) bool {
 // record as looked up. If seq cannot be reached, or refuses (a mirror
 // refuses writes), and the record looked up afresh names another host
 // first (the owner moved the sequencing), it goes there instead.
-func (r *remote) callSequencer(ctx context.Context, req *wire.Request, owner spindle.UserName, seq peer.ID) (*wire.Response, error) {
-	resp, err := r.callTo(ctx, req, seq)
+func (r *remote) callSequencer(ctx context.Context, req *wire.Request, owner spindle.UserName, seq peer.ID, dec decoder) (any, error) {
+	resp, err := r.callTo(ctx, req, seq, dec)
 	if err == nil || ctx.Err() != nil || (spindle.KindOf(err) != spindle.IO && spindle.KindOf(err) != spindle.Permission) {
 		return resp, err
 	}
 	if r.routeFresh != nil {
 		if now := r.routeFresh(ctx, owner); len(now) > 0 && now[0] != seq {
-			return r.callTo(ctx, req, now[0])
+			return r.callTo(ctx, req, now[0], dec)
 		}
 	}
 	if spindle.KindOf(err) != spindle.IO {
@@ -227,47 +290,30 @@ func (r *remote) callSequencer(ctx context.Context, req *wire.Request, owner spi
 // callTo sends req to the dir host to: to the client's node itself, or
 // signed for to and carried by the client's node; for the anonymous
 // reader, unsigned and straight to to, which answers what all may read.
-func (r *remote) callTo(ctx context.Context, req *wire.Request, to peer.ID) (*wire.Response, error) {
+func (r *remote) callTo(ctx context.Context, req *wire.Request, to peer.ID, dec decoder) (any, error) {
 	if r.direct != nil {
 		fwd := *req
 		fwd.To = to.String()
-		return r.callAt(ctx, to, &fwd)
+		return r.callAt(ctx, to, &fwd, dec)
 	}
 	if to == r.peer {
-		return r.call1(ctx, req)
+		return r.call1(ctx, req, dec)
 	}
 	fwd := *req
 	if err := r.sign(&fwd, to); err != nil {
 		return nil, err
 	}
-	return r.call1(ctx, &fwd)
+	return r.call1(ctx, &fwd, dec)
 }
 
-// requestOwner returns the owner of the tree a dir.* read is about.
-// (Appends name theirs: the client has the entries, see callFor.)
-func requestOwner(req *wire.Request) (spindle.UserName, bool) {
-	var s string
-	switch req.Method {
-	case wire.DirHead, wire.DirEntries, wire.DirCheckpoint:
-		s = string(req.User)
-	case wire.DirLookup, wire.DirWhich:
-		s = string(req.Name)
-	case wire.DirGlob:
-		s = req.Pattern
-	default:
-		return "", false
-	}
-	owner, _, _ := strings.Cut(s, "/")
-	return spindle.UserName(owner), owner != ""
-}
-
-func (r *remote) call1(ctx context.Context, req *wire.Request) (*wire.Response, error) {
-	return r.callAt(ctx, r.peer, req)
+// call1 sends req to the client's node.
+func (r *remote) call1(ctx context.Context, req *wire.Request, dec decoder) (any, error) {
+	return r.callAt(ctx, r.peer, req, dec)
 }
 
 // callAt sends req to the peer to: the client's node, or a dir host for
 // the anonymous reader.
-func (r *remote) callAt(ctx context.Context, to peer.ID, req *wire.Request) (*wire.Response, error) {
+func (r *remote) callAt(ctx context.Context, to peer.ID, req *wire.Request, dec decoder) (any, error) {
 	data, err := wire.Encode(req)
 	if err != nil {
 		return nil, spindle.E(spindle.Internal, err)
@@ -278,18 +324,22 @@ func (r *remote) callAt(ctx context.Context, to peer.ID, req *wire.Request) (*wi
 	if r.direct != nil {
 		out, err = r.direct(cctx, to, data)
 	} else {
-		out, err = p2p.Call(cctx, r.h, to, wire.ClientProtocol, data, wire.MaxMessage)
+		proto := r.proto
+		if proto == "" {
+			proto = wire.ClientProtocol
+		}
+		out, err = p2p.Call(cctx, r.h, to, protocol.ID(proto), data, wire.MaxMessage)
 		if err != nil && to == r.peer && cctx.Err() == nil && p2p.ClearDialBackoff(r.h, to, err) {
 			// The client's node failed to answer a dial a moment ago
 			// and may be back (restarted): try it now.
-			out, err = p2p.Call(cctx, r.h, to, wire.ClientProtocol, data, wire.MaxMessage)
+			out, err = p2p.Call(cctx, r.h, to, protocol.ID(proto), data, wire.MaxMessage)
 		}
 	}
 	if err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		err = spindle.E(spindle.Transient, req.Name, fmt.Errorf("node %s did not answer %s within %v", to, req.Method, callTimeout))
+		err = spindle.E(spindle.Transient, fmt.Errorf("node %s did not answer %s within %v", to, req.Method, callTimeout))
 	}
 	cancel()
-	resp, err := decodeResponse(out, err)
+	resp, err := decodeResponse(out, err, dec)
 	logCall(r.log, req, len(data), len(out), time.Since(start), err)
 	return resp, err
 }
@@ -305,12 +355,16 @@ var hostReadTimeout = 8 * time.Second
 var callTimeout = 30 * time.Second
 
 // decodeResponse decodes a node's answer to a call that returned out and
-// err, returning the error the node answered with, if any.
-func decodeResponse(out []byte, err error) (*wire.Response, error) {
+// err with dec, returning the error the node answered with, if any.
+func decodeResponse(out []byte, err error, dec decoder) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wire.DecodeResponse(out)
+	resp, err := wire.DecodeResponse(out)
+	if resp == nil {
+		return nil, err
+	}
+	return dec(resp, err)
 }
 
 // floorSeq is the sequence number of floor, or 0 if none was seen.
@@ -323,7 +377,7 @@ func floorSeq(floor *dirlog.Head) int64 {
 
 // Head implements dirlog.Sequencer.
 func (r *remote) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head, error) {
-	resp, err := r.callDir(ctx, &wire.Request{Method: wire.DirHead, User: owner}, string(owner))
+	resp, err := callDir[wire.DirHeadRequest, wire.DirHeadResponse](ctx, r, wire.DirHead, &wire.DirHeadRequest{User: owner}, string(owner))
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +389,7 @@ func (r *remote) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head
 
 // Append implements dirlog.Sequencer.
 func (r *remote) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry, error) {
-	resp, err := r.callFor(ctx, &wire.Request{Method: wire.DirAppend, Data: e.Marshal()}, e.Tree())
+	resp, err := call[wire.DirAppendRequest, wire.DirAppendResponse](ctx, r, wire.DirAppend, e.Tree(), &wire.DirAppendRequest{Entry: e.Marshal()})
 	if resp == nil {
 		return nil, err
 	}
@@ -369,7 +423,7 @@ func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindl
 		if len(es) > 0 {
 			owner = es[0].Tree()
 		}
-		resp, err := r.callFor(ctx, &wire.Request{Method: wire.DirBatch, Batch: batch}, owner)
+		resp, err := call[wire.DirBatchRequest, wire.DirBatchResponse](ctx, r, wire.DirBatch, owner, &wire.DirBatchRequest{Entries: batch})
 		var e *spindle.Error
 		if !(errors.As(err, &e) && e.Op == wire.UnknownOp) {
 			if resp == nil {
@@ -395,7 +449,7 @@ func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindl
 
 // Lookup implements dirlog.Service.
 func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
-	resp, err := r.callDir(ctx, &wire.Request{Method: wire.DirLookup, Name: name}, string(name))
+	resp, err := callDir[wire.DirLookupRequest, wire.DirLookupResponse](ctx, r, wire.DirLookup, &wire.DirLookupRequest{Name: name}, string(name))
 	if resp == nil {
 		return nil, err
 	}
@@ -407,7 +461,7 @@ func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.Pa
 
 // Glob implements dirlog.Service.
 func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) ([]*spindle.DirEntry, error) {
-	resp, err := r.callDir(ctx, &wire.Request{Method: wire.DirGlob, Pattern: pattern}, pattern)
+	resp, err := callDir[wire.DirGlobRequest, wire.DirGlobResponse](ctx, r, wire.DirGlob, &wire.DirGlobRequest{Pattern: pattern}, pattern)
 	if resp == nil || err != nil {
 		return nil, err
 	}
@@ -419,7 +473,7 @@ func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) (
 
 // WhichAccess implements dirlog.Service.
 func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
-	resp, err := r.callDir(ctx, &wire.Request{Method: wire.DirWhich, Name: name}, string(name))
+	resp, err := callDir[wire.DirWhichRequest, wire.DirWhichResponse](ctx, r, wire.DirWhich, &wire.DirWhichRequest{Name: name}, string(name))
 	if resp == nil || err != nil {
 		return nil, err
 	}
@@ -441,7 +495,12 @@ func (r *remote) Watch(ctx context.Context, _ spindle.UserName, name spindle.Pat
 	if err != nil {
 		return nil, err
 	}
-	data, err := wire.Encode(&wire.Request{Method: wire.DirWatch, Name: name, Seq: fromSeq})
+	env, err := wire.NewRequest(wire.DirWatch, &wire.WatchRequest{Name: name, Seq: fromSeq})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	data, err := wire.Encode(env)
 	if err != nil {
 		c.Close()
 		return nil, spindle.E(spindle.Internal, err)
@@ -474,7 +533,7 @@ func (r *remote) Watch(ctx context.Context, _ spindle.UserName, name spindle.Pat
 				}
 				return
 			}
-			var resp wire.Response
+			var resp wire.WatchEvent
 			if err := wire.Decode(msg, &resp); err != nil {
 				send(spindle.Event{Err: err})
 				return

@@ -52,7 +52,7 @@ func (c *Client) RotateKey(ctx context.Context, s pack.Secret) error {
 	if err != nil {
 		return spindle.E(op, c.user, err)
 	}
-	if _, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(u), Auth: a}); err != nil {
+	if _, err := callAuth[wire.KeyPutRequest, wire.KeyPutResponse](ctx, c.svc, wire.KeyPut, a, &wire.KeyPutRequest{Record: keylog.EncodeRecord(u)}); err != nil {
 		return spindle.E(op, c.user, err)
 	}
 	if err := c.keys.Rotate(s); err != nil {

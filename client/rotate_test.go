@@ -17,6 +17,7 @@ import (
 	"spindle.dev/dirlog"
 	"spindle.dev/node"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -216,11 +217,11 @@ func TestRotatedKeySignsNothingNew(t *testing.T) {
 	var late atomic.Int32
 	p2p.Handle(ctx, n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
 		out, err := n.ServeClient(ctx, remote, data)
-		var req wire.Request
+		var req wiretest.Request
 		if late.Load() == 0 || err != nil || wire.Decode(data, &req) != nil || req.Method != wire.DirLookup {
 			return out, err
 		}
-		var resp wire.Response
+		var resp wiretest.Response
 		if err := wire.Decode(out, &resp); err != nil || resp.Entry == nil || resp.Entry.Name != "ann@example.com/before" {
 			return out, err
 		}

@@ -14,6 +14,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/node"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -27,7 +28,7 @@ func countRequests(t *testing.T, n *node.Node) func() map[string]int {
 	var mu sync.Mutex
 	counts := map[string]int{}
 	p2p.Handle(context.Background(), n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
-		var req wire.Request
+		var req wiretest.Request
 		if err := wire.Decode(data, &req); err == nil {
 			mu.Lock()
 			counts[req.Method]++
@@ -124,7 +125,7 @@ func TestDialAsksOlderNodeForVerifier(t *testing.T) {
 	asked := 0
 	var mu sync.Mutex
 	p2p.Handle(context.Background(), n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
-		var req wire.Request
+		var req wiretest.Request
 		if err := wire.Decode(data, &req); err != nil || req.Method != wire.Auth {
 			if req.Method == wire.KeyVerifier {
 				mu.Lock()
@@ -134,7 +135,7 @@ func TestDialAsksOlderNodeForVerifier(t *testing.T) {
 			return n.ServeClient(ctx, remote, data)
 		}
 		out, err := n.ServeClient(ctx, remote, data)
-		var resp wire.Response
+		var resp wiretest.Response
 		if err != nil || wire.Decode(out, &resp) != nil {
 			return out, err
 		}

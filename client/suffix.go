@@ -41,7 +41,7 @@ func (c *Client) SignupSuffixed(ctx context.Context, s spindle.Signer) error {
 	if err != nil {
 		return spindle.E(op, name, err)
 	}
-	_, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(u), Auth: a})
+	_, err = callAuth[wire.KeyPutRequest, wire.KeyPutResponse](ctx, c.svc, wire.KeyPut, a, &wire.KeyPutRequest{Record: keylog.EncodeRecord(u)})
 	c.mu.Lock()
 	delete(c.userKeys, name)
 	c.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -73,7 +74,7 @@ func TestSignupSuffixed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = bob.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(rec), Auth: a})
+		_, err = bob.svc.call(ctx, &wiretest.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(rec), Auth: a})
 		if !errors.Is(err, spindle.Permission) && !errors.Is(err, spindle.Invalid) {
 			t.Errorf("bob puts ann+phone's record signed by %s: %v, want a refusal", signer.UserName(), err)
 		}

@@ -27,16 +27,26 @@ func logCall(log *slog.Logger, req *wire.Request, sent, got int, took time.Durat
 		return
 	}
 	attrs := []any{"method", req.Method}
-	switch {
-	case req.Name != "":
-		attrs = append(attrs, "name", req.Name)
-	case req.Pattern != "":
-		attrs = append(attrs, "pattern", req.Pattern)
-	case req.User != "":
-		attrs = append(attrs, "user", req.User)
+	// What the request is about: its body's fields under the keys they
+	// have in every method's request (see package wire).
+	var about struct {
+		User    spindle.UserName `cbor:"2,keyasint,omitempty"`
+		Name    spindle.PathName `cbor:"3,keyasint,omitempty"`
+		Pattern string           `cbor:"4,keyasint,omitempty"`
+		Batch   [][]byte         `cbor:"8,keyasint,omitempty"`
 	}
-	if len(req.Batch) > 0 {
-		attrs = append(attrs, "entries", len(req.Batch))
+	if len(req.Body) > 0 && wire.Decode(req.Body, &about) == nil {
+		switch {
+		case about.Name != "":
+			attrs = append(attrs, "name", about.Name)
+		case about.Pattern != "":
+			attrs = append(attrs, "pattern", about.Pattern)
+		case about.User != "":
+			attrs = append(attrs, "user", about.User)
+		}
+		if len(about.Batch) > 0 {
+			attrs = append(attrs, "entries", len(about.Batch))
+		}
 	}
 	attrs = append(attrs, "sent", sent, "got", got, "took", roundDur(took))
 	if err != nil {

@@ -29,7 +29,7 @@ func (c *Client) domainMembers(ctx context.Context, users []spindle.UserName) (m
 		if !ok {
 			continue
 		}
-		resp, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyDomain, Pattern: dom})
+		resp, err := call[wire.KeyDomainRequest, wire.KeyDomainResponse](ctx, c.svc, wire.KeyDomain, "", &wire.KeyDomainRequest{Domain: dom})
 		if err != nil {
 			return nil, err
 		}

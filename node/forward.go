@@ -88,33 +88,12 @@ var _ keyService = (*keyraft.Cluster)(nil)
 const forwardTimeout = 30 * time.Second
 
 // isKeyMethod reports whether a request's method is answered by the key
-// cluster.
-func isKeyMethod(m string) bool {
-	switch m {
-	case wire.KeyLookup, wire.KeyLookupLeader, wire.KeyPut, wire.KeyDomain, wire.KeyHistory,
-		wire.KeyProof, wire.KeyProofs, wire.KeyConsistency, wire.KeyVerifier, wire.KeyConfig, wire.KeyHead,
-		wire.KeyStatus, wire.KeyChange:
-		return true
-	}
-	return false
-}
+// cluster (see method.key).
+func isKeyMethod(m string) bool { return clientMethods[m].key }
 
 // isDirMethod reports whether a request's method is answered by the dir
-// host of the tree it names.
-func isDirMethod(m string) bool {
-	switch m {
-	case wire.DirHead, wire.DirEntries, wire.DirCheckpoint, wire.DirAppend, wire.DirBatch,
-		wire.DirLookup, wire.DirGlob, wire.DirWhich:
-		return true
-	}
-	return false
-}
-
-// isAnonMethod reports whether a request's method is one a dir host
-// answers for the anonymous reader (see anonReader).
-func isAnonMethod(m string) bool {
-	return m == wire.DirLookup || m == wire.DirWhich
-}
+// host of the tree it names (see method.dir).
+func isDirMethod(m string) bool { return clientMethods[m].dir }
 
 // remoteKeys is the key cluster of a node that is no member: every
 // request goes to one of the members, the one that answered last first.
@@ -162,10 +141,10 @@ func (n *Node) openRemoteKeys(ctx context.Context, addrs []spindle.PeerAddr) (*r
 	deadline := time.Now().Add(joinTimeout)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, joinTimeout)
-		resp, err := r.call(cctx, &wire.Request{Method: wire.KeyVerifier})
+		resp, err := callWith[wire.KeyVerifierRequest, wire.KeyVerifierResponse](cctx, r.callRaw, wire.KeyVerifier, &wire.KeyVerifierRequest{})
 		cancel()
 		if err == nil {
-			r.vkey = strings.TrimSpace(string(resp.Data))
+			r.vkey = strings.TrimSpace(string(resp.Verifier))
 			break
 		}
 		last = err
@@ -210,25 +189,17 @@ func (r *remoteKeys) callRaw(ctx context.Context, data []byte) ([]byte, error) {
 	return nil, spindle.E(spindle.IO, errors.Join(errs...))
 }
 
-// call sends req to a member and decodes the answer.
-func (r *remoteKeys) call(ctx context.Context, req *wire.Request) (*wire.Response, error) {
-	data, err := wire.Encode(req)
-	if err != nil {
-		return nil, spindle.E(spindle.Internal, err)
-	}
-	out, err := r.callRaw(ctx, data)
-	if err != nil {
-		return nil, err
-	}
-	return wire.DecodeResponse(out)
+// status asks a member for the cluster's status.
+func (r *remoteKeys) status(ctx context.Context) (*wire.KeyStatusResponse, error) {
+	return callWith[wire.KeyStatusRequest, wire.KeyStatusResponse](ctx, r.callRaw, wire.KeyStatus, &wire.KeyStatusRequest{})
 }
 
 func (r *remoteKeys) Lookup(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
-	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyLookup, User: name})
+	resp, err := callWith[wire.KeyLookupRequest, wire.KeyLookupResponse](ctx, r.callRaw, wire.KeyLookup, &wire.KeyLookupRequest{User: name})
 	if err != nil {
 		return nil, err
 	}
-	u, err := keylog.DecodeRecord(resp.Data)
+	u, err := keylog.DecodeRecord(resp.Record)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +242,7 @@ func (r *remoteKeys) recent(ctx context.Context, name spindle.UserName) (*spindl
 }
 
 func (r *remoteKeys) History(ctx context.Context, name spindle.UserName) ([]*keylog.Proof, error) {
-	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyProofs, User: name})
+	resp, err := callWith[wire.KeyProofsRequest, wire.KeyProofsResponse](ctx, r.callRaw, wire.KeyProofs, &wire.KeyProofsRequest{User: name})
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +250,7 @@ func (r *remoteKeys) History(ctx context.Context, name spindle.UserName) ([]*key
 }
 
 func (r *remoteKeys) Domain(ctx context.Context, domain string) ([]spindle.UserName, error) {
-	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyDomain, Pattern: domain})
+	resp, err := callWith[wire.KeyDomainRequest, wire.KeyDomainResponse](ctx, r.callRaw, wire.KeyDomain, &wire.KeyDomainRequest{Domain: domain})
 	if err != nil {
 		return nil, err
 	}
@@ -287,23 +258,23 @@ func (r *remoteKeys) Domain(ctx context.Context, domain string) ([]spindle.UserN
 }
 
 func (r *remoteKeys) LookupProof(ctx context.Context, name spindle.UserName) (*keylog.Proof, error) {
-	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyProof, User: name})
+	resp, err := callWith[wire.KeyProofRequest, wire.KeyProofResponse](ctx, r.callRaw, wire.KeyProof, &wire.KeyProofRequest{User: name})
 	if err != nil {
 		return nil, err
 	}
-	return keylog.UnmarshalProof(resp.Data)
+	return keylog.UnmarshalProof(resp.Proof)
 }
 
 func (r *remoteKeys) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error) {
-	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyConsistency, Seq: oldSize, Size: newSize})
+	resp, err := callWith[wire.KeyConsistencyRequest, wire.KeyConsistencyResponse](ctx, r.callRaw, wire.KeyConsistency, &wire.KeyConsistencyRequest{Old: oldSize, New: newSize})
 	if err != nil {
 		return nil, err
 	}
-	return keylog.UnmarshalTreeProof(resp.Data)
+	return keylog.UnmarshalTreeProof(resp.Proof)
 }
 
 func (r *remoteKeys) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keylog.Proof, error) {
-	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyConfig, Seq: after, Data: head})
+	resp, err := callWith[wire.KeyConfigRequest, wire.KeyConfigResponse](ctx, r.callRaw, wire.KeyConfig, &wire.KeyConfigRequest{After: after, Head: head})
 	if err != nil {
 		return nil, err
 	}
@@ -311,11 +282,11 @@ func (r *remoteKeys) ConfigProofs(ctx context.Context, after int64, head []byte)
 }
 
 func (r *remoteKeys) Head(ctx context.Context) ([]byte, error) {
-	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyHead})
+	resp, err := callWith[wire.KeyHeadRequest, wire.KeyHeadResponse](ctx, r.callRaw, wire.KeyHead, &wire.KeyHeadRequest{})
 	if err != nil {
 		return nil, err
 	}
-	return resp.Data, nil
+	return resp.Head, nil
 }
 
 func (r *remoteKeys) VerifierKey() string {
@@ -356,11 +327,11 @@ func (r *remoteKeys) followMembers() {
 // refreshMembers asks the cluster for its members once (see
 // followMembers). A cluster that records no members is left as it is.
 func (r *remoteKeys) refreshMembers(ctx context.Context) error {
-	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyStatus})
+	resp, err := r.status(ctx)
 	if err != nil {
 		return err
 	}
-	st := resp.KeyStatus
+	st := resp.Status
 	if st == nil || len(st.Members) == 0 {
 		return nil
 	}
@@ -444,7 +415,7 @@ func (n *Node) forward(ctx context.Context, remote peer.ID, req *wire.Request, d
 
 // errResponse encodes a response that carries only err.
 func errResponse(err error) []byte {
-	out, _ := wire.Encode(&wire.Response{Err: wire.ErrBytes(err)})
+	out, _ := wire.EncodeResponse(nil, err, false)
 	return out
 }
 
@@ -609,10 +580,17 @@ func answersNotLeader(out []byte) bool {
 // putKeyForwarded hands a checked key record to the cluster: to this
 // member, which carries it to the leader if it does not lead, or, on a
 // node without a cluster, to a member.
-func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.Request) error {
+func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, env *wire.Request, req *wire.KeyPutRequest) error {
 	ks := n.kst()
+	data, eerr := wire.Encode(env)
+	if eerr != nil {
+		return spindle.E(spindle.Internal, eerr)
+	}
 	if ks.keys == nil {
-		_, err := ks.rkeys.call(ctx, req)
+		out, err := ks.rkeys.callRaw(ctx, data)
+		if err == nil {
+			_, err = wire.DecodeResponse(out)
+		}
 		if err == nil {
 			ks.rkeys.mu.Lock()
 			delete(ks.rkeys.versions, u.Name)
@@ -623,10 +601,6 @@ func (n *Node) putKeyForwarded(ctx context.Context, u *spindle.User, req *wire.R
 	err := ks.keys.PutGranted(ctx, u, spindle.Signature(req.Grant))
 	if !errors.Is(err, keyraft.ErrNotLeader) {
 		return err
-	}
-	data, eerr := wire.Encode(req)
-	if eerr != nil {
-		return spindle.E(spindle.Internal, eerr)
 	}
 	out, ferr := n.toLeader(ctx, data)
 	if ferr != nil {

@@ -20,6 +20,7 @@ import (
 	"spindle.dev/keyraft"
 	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -126,7 +127,7 @@ func TestKeyLookupLeader(t *testing.T) {
 	a := keyNode(t, p2p.Addrs(k.Host())[0])
 	_, keys := dialWithKeys(t, k, "ann@example.com")
 	r := dialRaw(t, a, keys)
-	resp, err := r.call(&wire.Request{Method: wire.KeyLookupLeader, User: "ann@example.com"})
+	resp, err := r.call(&wiretest.Request{Method: wire.KeyLookupLeader, User: "ann@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +138,11 @@ func TestKeyLookupLeader(t *testing.T) {
 }
 
 // signedReq returns req signed by keys for the node to.
-func signedReq(t *testing.T, keys *pack.Keys, req wire.Request, to peer.ID) *wire.Request {
+func signedReq(t *testing.T, keys *pack.Keys, req wiretest.Request, to peer.ID) *wiretest.Request {
 	t.Helper()
 	req.To = to.String()
 	req.Auth = nil
-	d, err := wire.SignedDigest(&req)
+	d, err := wiretest.SignedDigest(&req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func signedReq(t *testing.T, keys *pack.Keys, req wire.Request, to peer.ID) *wir
 
 // nodeCall sends req from node from to node to, as a forwarding node
 // would, and returns the answer's error.
-func nodeCall(t *testing.T, from *Node, to peer.ID, req *wire.Request) (*wire.Response, error) {
+func nodeCall(t *testing.T, from *Node, to peer.ID, req *wiretest.Request) (*wiretest.Response, error) {
 	t.Helper()
 	data, err := wire.Encode(req)
 	if err != nil {
@@ -167,7 +168,7 @@ func nodeCall(t *testing.T, from *Node, to peer.ID, req *wire.Request) (*wire.Re
 	if err != nil {
 		return nil, err
 	}
-	return wire.DecodeResponse(out)
+	return wiretest.DecodeResponse(out)
 }
 
 // The node in the middle cannot act as the user at the dir host: a
@@ -184,7 +185,7 @@ func TestForwarderCannotActAsUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	bid := w.b.Host().ID()
-	lookup := wire.Request{Method: wire.DirLookup, Name: "ann@example.com/secret"}
+	lookup := wiretest.Request{Method: wire.DirLookup, Name: "ann@example.com/secret"}
 
 	// Unsigned: A holds no session at B. Addressed to B, unsigned, it is
 	// an anonymous read: B answers what all may read, and ann's secret
@@ -192,7 +193,7 @@ func TestForwarderCannotActAsUser(t *testing.T) {
 	if _, err := nodeCall(t, w.a, bid, &lookup); !errors.Is(err, spindle.Permission) {
 		t.Errorf("unsigned %+v from A: %v, want Permission", lookup, err)
 	}
-	anon := &wire.Request{Method: lookup.Method, Name: lookup.Name, To: bid.String()}
+	anon := &wiretest.Request{Method: lookup.Method, Name: lookup.Name, To: bid.String()}
 	if resp, err := nodeCall(t, w.a, bid, anon); !errors.Is(err, spindle.Private) || resp != nil && resp.Entry != nil {
 		t.Errorf("anonymous %+v from A: %+v, %v; want Private and no entry", anon, resp, err)
 	}
@@ -242,7 +243,7 @@ func TestForwarderCannotActAsUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := wire.DecodeResponse(out); !errors.Is(err, spindle.Permission) {
+	if _, err := wiretest.DecodeResponse(out); !errors.Is(err, spindle.Permission) {
 		t.Errorf("request carried for a peer not signed in to A: %v, want Permission", err)
 	}
 }
@@ -265,7 +266,7 @@ func TestLyingForwarder(t *testing.T) {
 	}
 
 	var mu sync.Mutex
-	var lie func(req *wire.Request, resp *wire.Response)
+	var lie func(req *wiretest.Request, resp *wiretest.Response)
 	p2p.Handle(context.Background(), w.a.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
 		out, err := w.a.ServeClient(ctx, remote, data)
 		mu.Lock()
@@ -274,15 +275,15 @@ func TestLyingForwarder(t *testing.T) {
 		if err != nil || fn == nil {
 			return out, err
 		}
-		var req wire.Request
-		var resp wire.Response
+		var req wiretest.Request
+		var resp wiretest.Response
 		if wire.Decode(data, &req) != nil || wire.Decode(out, &resp) != nil {
 			return out, err
 		}
 		fn(&req, &resp)
 		return wire.Encode(&resp)
 	})
-	tell := func(fn func(req *wire.Request, resp *wire.Response)) {
+	tell := func(fn func(req *wiretest.Request, resp *wiretest.Response)) {
 		mu.Lock()
 		lie = fn
 		mu.Unlock()
@@ -290,20 +291,20 @@ func TestLyingForwarder(t *testing.T) {
 	// A fresh client for each lie, with nothing cached.
 	for _, tc := range []struct {
 		name string
-		fn   func(req *wire.Request, resp *wire.Response)
+		fn   func(req *wiretest.Request, resp *wiretest.Response)
 		do   func(c *client.Client) error
 	}{
-		{"alters the entry", func(req *wire.Request, resp *wire.Response) {
+		{"alters the entry", func(req *wiretest.Request, resp *wiretest.Response) {
 			if req.Method == wire.DirLookup && resp.Entry != nil {
 				resp.Entry.Size++
 			}
 		}, func(c *client.Client) error { _, err := c.Lookup(ctx, "ann@example.com/f", false); return err }},
-		{"drops the proof", func(req *wire.Request, resp *wire.Response) {
+		{"drops the proof", func(req *wiretest.Request, resp *wiretest.Response) {
 			if req.Method == wire.DirLookup {
 				resp.DirProofs = nil
 			}
 		}, func(c *client.Client) error { _, err := c.Lookup(ctx, "ann@example.com/f", false); return err }},
-		{"swaps the key record", func(req *wire.Request, resp *wire.Response) {
+		{"swaps the key record", func(req *wiretest.Request, resp *wiretest.Response) {
 			if req.Method == wire.KeyProof && req.User == "ann@example.com" {
 				p, err := w.k.kst().keys.LookupProof(context.Background(), "bob@example.com")
 				if err == nil {
@@ -311,7 +312,7 @@ func TestLyingForwarder(t *testing.T) {
 				}
 			}
 		}, func(c *client.Client) error { _, err := c.LookupUser(ctx, "ann@example.com"); return err }},
-		{"alters the key record", func(req *wire.Request, resp *wire.Response) {
+		{"alters the key record", func(req *wiretest.Request, resp *wiretest.Response) {
 			if req.Method == wire.KeyProof && req.User == "ann@example.com" {
 				p, err := keylog.UnmarshalProof(resp.Data)
 				if err != nil {
@@ -408,7 +409,7 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := dialRaw(t, m, annKeys)
-	resp, err := r.call(&wire.Request{Method: wire.KeyLookupLeader, User: "ann@example.com"})
+	resp, err := r.call(&wiretest.Request{Method: wire.KeyLookupLeader, User: "ann@example.com"})
 	if err != nil {
 		t.Fatalf("lookup through the leader from the follower: %v", err)
 	}

@@ -112,19 +112,11 @@ func (n *Node) cosign(ctx context.Context, id string, text []byte) ([]byte, erro
 	if err != nil {
 		return nil, spindle.E(spindle.Invalid, fmt.Sprintf("member ID %q is not a peer ID: %v", id, err))
 	}
-	data, err := wire.Encode(&wire.Request{Method: wire.KeyCosign, Data: text})
-	if err != nil {
-		return nil, spindle.E(spindle.Internal, err)
-	}
-	out, err := n.callPeer(ctx, peer.AddrInfo{ID: pid}, data)
+	resp, err := callNode[wire.KeyCosignRequest, wire.KeyCosignResponse](ctx, n, peer.AddrInfo{ID: pid}, wire.KeyCosign, &wire.KeyCosignRequest{Head: text})
 	if err != nil {
 		return nil, err
 	}
-	resp, err := wire.DecodeResponse(out)
-	if err != nil {
-		return nil, err
-	}
-	return resp.Data, nil
+	return resp.Signed, nil
 }
 
 // clusterStatus returns the wire form of a member's status.
@@ -147,7 +139,7 @@ func clusterStatus(s *keyraft.Status) *wire.ClusterStatus {
 
 // serveKeyStatus answers key.status on a member (forward carries it from
 // a node that is none).
-func (n *Node) serveKeyStatus(ctx context.Context) (*wire.Response, error) {
+func (n *Node) serveKeyStatus(ctx context.Context, _ *caller, _ *wire.KeyStatusRequest) (*wire.KeyStatusResponse, error) {
 	keys := n.kst().keys
 	if keys == nil {
 		return nil, spindle.E(spindle.Op("node.KeyStatus"), spindle.Internal, "no key cluster")
@@ -156,18 +148,27 @@ func (n *Node) serveKeyStatus(ctx context.Context) (*wire.Response, error) {
 	if err != nil {
 		return nil, spindle.E(spindle.Op("node.KeyStatus"), err)
 	}
-	return &wire.Response{KeyStatus: clusterStatus(s)}, nil
+	return &wire.KeyStatusResponse{Status: clusterStatus(s)}, nil
 }
 
 // serveKeyChange applies a configuration change on the leader, or carries
 // it there from a member that does not lead.
-func (n *Node) serveKeyChange(ctx context.Context, req *wire.Request) error {
+func (n *Node) serveKeyChange(ctx context.Context, _ *caller, req *wire.KeyChangeRequest) (*wire.KeyChangeResponse, error) {
+	if err := n.keyChange(ctx, req.Change); err != nil {
+		return nil, err
+	}
+	return &wire.KeyChangeResponse{}, nil
+}
+
+// keyChange applies the encoded configuration change data (see
+// serveKeyChange).
+func (n *Node) keyChange(ctx context.Context, data []byte) error {
 	const op spindle.Op = "node.KeyChange"
 	keys := n.kst().keys
 	if keys == nil {
 		return spindle.E(op, spindle.Internal, "no key cluster")
 	}
-	ch, err := keylog.DecodeChange(req.Data)
+	ch, err := keylog.DecodeChange(data)
 	if err != nil {
 		return spindle.E(op, err)
 	}
@@ -182,11 +183,11 @@ func (n *Node) serveKeyChange(ctx context.Context, req *wire.Request) error {
 	if !errors.Is(err, keyraft.ErrNotLeader) {
 		return err
 	}
-	data, eerr := wire.Encode(req)
+	req, eerr := encodeRequest(wire.KeyChange, &wire.KeyChangeRequest{Change: data})
 	if eerr != nil {
-		return spindle.E(op, spindle.Internal, eerr)
+		return spindle.E(op, eerr)
 	}
-	out, ferr := n.toLeader(ctx, data)
+	out, ferr := n.toLeader(ctx, req)
 	if ferr != nil {
 		return spindle.E(op, ferr)
 	}
@@ -195,12 +196,9 @@ func (n *Node) serveKeyChange(ctx context.Context, req *wire.Request) error {
 }
 
 // serveKeyJoin answers key.join, from the node's operator (see
-// wire.KeyJoin).
-func (n *Node) serveKeyJoin(ctx context.Context, req *wire.Request) (*wire.Response, error) {
+// wire.KeyJoinRequest), on the operator protocol.
+func (n *Node) serveKeyJoin(ctx context.Context, _ *caller, req *wire.KeyJoinRequest) (*wire.KeyJoinResponse, error) {
 	const op spindle.Op = "node.KeyJoin"
-	if !fromSocket(ctx) {
-		return nil, spindle.E(op, spindle.Permission, "a node joins a key cluster only when its operator asks through its socket")
-	}
 	n.joinMu.Lock()
 	defer n.joinMu.Unlock()
 	st := n.kst()
@@ -215,14 +213,14 @@ func (n *Node) serveKeyJoin(ctx context.Context, req *wire.Request) (*wire.Respo
 		n.joining = j
 	}
 	j := n.joining
-	if len(req.Data) == 0 {
-		resp, err := st.rkeys.call(ctx, &wire.Request{Method: wire.KeyStatus})
+	if len(req.Change) == 0 {
+		resp, err := st.rkeys.status(ctx)
 		if err != nil {
 			return nil, spindle.E(op, err)
 		}
-		return &wire.Response{KeyStatus: resp.KeyStatus, Data: []byte(j.VerifierKey())}, nil
+		return &wire.KeyJoinResponse{Status: resp.Status, Verifier: []byte(j.VerifierKey())}, nil
 	}
-	ch, err := keylog.DecodeChange(req.Data)
+	ch, err := keylog.DecodeChange(req.Change)
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
@@ -235,12 +233,12 @@ func (n *Node) serveKeyJoin(ctx context.Context, req *wire.Request) (*wire.Respo
 	// change again is no change).
 	wctx, cancel := context.WithTimeout(ctx, joinWait)
 	defer cancel()
-	resp, err := st.rkeys.call(wctx, &wire.Request{Method: wire.KeyStatus})
-	recorded := err == nil && resp.KeyStatus != nil && resp.KeyStatus.Members[j.ID()] == j.VerifierKey() &&
-		slices.Contains(resp.KeyStatus.Voters, j.ID())
+	resp, err := st.rkeys.status(wctx)
+	recorded := err == nil && resp.Status != nil && resp.Status.Members[j.ID()] == j.VerifierKey() &&
+		slices.Contains(resp.Status.Voters, j.ID())
 	if !recorded {
 		for {
-			_, err := st.rkeys.call(wctx, &wire.Request{Method: wire.KeyChange, Data: req.Data})
+			_, err := callWith[wire.KeyChangeRequest, wire.KeyChangeResponse](wctx, st.rkeys.callRaw, wire.KeyChange, &wire.KeyChangeRequest{Change: req.Change})
 			if err == nil {
 				break
 			}
@@ -279,23 +277,29 @@ func (n *Node) serveKeyJoin(ctx context.Context, req *wire.Request) (*wire.Respo
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	return &wire.Response{KeyStatus: clusterStatus(s), Data: []byte(j.VerifierKey())}, nil
+	return &wire.KeyJoinResponse{Status: clusterStatus(s), Verifier: []byte(j.VerifierKey())}, nil
 }
 
 // serveKeyLeave answers key.leave, from the node's operator: the node
 // leaves its key cluster and uses the remaining members remotely.
-func (n *Node) serveKeyLeave(ctx context.Context, req *wire.Request) error {
-	const op spindle.Op = "node.KeyLeave"
-	if !fromSocket(ctx) {
-		return spindle.E(op, spindle.Permission, "a node leaves its key cluster only when its operator asks through its socket")
+func (n *Node) serveKeyLeave(ctx context.Context, _ *caller, req *wire.KeyLeaveRequest) (*wire.KeyLeaveResponse, error) {
+	if err := n.keyLeave(ctx, req.Change); err != nil {
+		return nil, err
 	}
+	return &wire.KeyLeaveResponse{}, nil
+}
+
+// keyLeave makes the node leave its key cluster by the encoded
+// remove-member change data (see serveKeyLeave).
+func (n *Node) keyLeave(ctx context.Context, data []byte) error {
+	const op spindle.Op = "node.KeyLeave"
 	n.joinMu.Lock()
 	defer n.joinMu.Unlock()
 	keys := n.kst().keys
 	if keys == nil {
 		return spindle.E(op, spindle.NotExist, "this node is no member of a key cluster")
 	}
-	ch, err := keylog.DecodeChange(req.Data)
+	ch, err := keylog.DecodeChange(data)
 	if err != nil {
 		return spindle.E(op, err)
 	}
@@ -322,15 +326,15 @@ func (n *Node) serveKeyLeave(ctx context.Context, req *wire.Request) error {
 	wctx, cancel := context.WithTimeout(ctx, joinWait)
 	defer cancel()
 	for {
-		err := n.serveKeyChange(wctx, &wire.Request{Method: wire.KeyChange, Data: req.Data})
+		err := n.keyChange(wctx, data)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, spindle.Transient) {
 			return spindle.E(op, err)
 		}
-		if resp, serr := r.call(wctx, &wire.Request{Method: wire.KeyStatus}); serr == nil && resp.KeyStatus != nil &&
-			resp.KeyStatus.Members[keys.ID()] == "" && !slices.Contains(resp.KeyStatus.Voters, keys.ID()) {
+		if resp, serr := r.status(wctx); serr == nil && resp.Status != nil &&
+			resp.Status.Members[keys.ID()] == "" && !slices.Contains(resp.Status.Voters, keys.ID()) {
 			break
 		}
 		select {
@@ -339,11 +343,11 @@ func (n *Node) serveKeyLeave(ctx context.Context, req *wire.Request) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	vresp, err := r.call(ctx, &wire.Request{Method: wire.KeyVerifier})
+	vresp, err := callWith[wire.KeyVerifierRequest, wire.KeyVerifierResponse](ctx, r.callRaw, wire.KeyVerifier, &wire.KeyVerifierRequest{})
 	if err != nil {
 		return spindle.E(op, fmt.Errorf("left the cluster, but no remaining member answers: %w", err))
 	}
-	r.vkey = string(vresp.Data)
+	r.vkey = string(vresp.Verifier)
 	n.keyState.Store(&keyState{rkeys: r, ks: r})
 	n.bg.Go(r.followMembers)
 	cerr := keys.Close()

@@ -13,28 +13,31 @@ import (
 	"spindle.dev"
 	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
 
-// call sends req to n as a client on this machine (through the socket)
-// if local, else as a peer on the network, and returns the answer.
-func call(t testing.TB, n *Node, local bool, req *wire.Request) (*wire.Response, error) {
+// call sends req to n as its operator (on the operator protocol, which
+// the node serves only on its socket) if local, else as a peer on the
+// network, and returns the answer.
+func call(t testing.TB, n *Node, local bool, req *wiretest.Request) (*wiretest.Response, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if local {
-		ctx = context.WithValue(ctx, socketKey{}, true)
-	}
 	data, err := wire.Encode(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := n.ServeClient(ctx, peer.ID("caller"), data)
+	serve := n.ServeClient
+	if local {
+		serve = n.ServeOperator
+	}
+	out, err := serve(ctx, peer.ID("caller"), data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return wire.DecodeResponse(out)
+	return wiretest.DecodeResponse(out)
 }
 
 // change signs a configuration change of kind with op's key, following
@@ -50,7 +53,7 @@ func change(t testing.TB, op *pack.Keys, st *wire.ClusterStatus, kind, arg strin
 
 func status(t testing.TB, n *Node) *wire.ClusterStatus {
 	t.Helper()
-	resp, err := call(t, n, false, &wire.Request{Method: wire.KeyStatus})
+	resp, err := call(t, n, false, &wiretest.Request{Method: wire.KeyStatus})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +92,7 @@ func TestKeyJoinLeave(t *testing.T) {
 		if kind == keylog.ChangeInit {
 			arg = l.VerifierKey()
 		}
-		if _, err := call(t, m, false, &wire.Request{Method: wire.KeyChange, Data: change(t, op, st, kind, arg, op.PublicKey())}); err != nil {
+		if _, err := call(t, m, false, &wiretest.Request{Method: wire.KeyChange, Data: change(t, op, st, kind, arg, op.PublicKey())}); err != nil {
 			t.Fatalf("%s: %v", kind, err)
 		}
 		st = status(t, m)
@@ -99,21 +102,21 @@ func TestKeyJoinLeave(t *testing.T) {
 	}
 
 	// Only members ask a member to cosign a tree head.
-	hresp, err := call(t, l, false, &wire.Request{Method: wire.KeyHead})
+	hresp, err := call(t, l, false, &wiretest.Request{Method: wire.KeyHead})
 	if err != nil {
 		t.Fatal(err)
 	}
 	text, _, _ := bytes.Cut(hresp.Data, []byte("\n\n"))
 	text = append(text, '\n')
-	if _, err := call(t, l, false, &wire.Request{Method: wire.KeyCosign, Data: text}); !errors.Is(err, spindle.Permission) {
+	if _, err := call(t, l, false, &wiretest.Request{Method: wire.KeyCosign, Data: text}); !errors.Is(err, spindle.Permission) {
 		t.Errorf("cosign asked by a stranger: %v, want Permission", err)
 	}
-	creq, _ := wire.Encode(&wire.Request{Method: wire.KeyCosign, Data: text})
+	creq, _ := wire.Encode(&wiretest.Request{Method: wire.KeyCosign, Data: text})
 	out, err := l.ServeClient(context.Background(), l.Host().ID(), creq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if signed, err := wire.DecodeResponse(out); err != nil || !bytes.HasPrefix(signed.Data, text) {
+	if signed, err := wiretest.DecodeResponse(out); err != nil || !bytes.HasPrefix(signed.Data, text) {
 		t.Errorf("cosign asked by a member: %v, %+v", err, signed)
 	}
 
@@ -130,7 +133,7 @@ func TestKeyJoinLeave(t *testing.T) {
 		{"a policy change signed by a stranger", change(t, stranger, st, keylog.ChangePolicy, keylog.PolicyDomain, ""), spindle.Permission},
 		{"the init change replayed", initChange, spindle.Invalid},
 	} {
-		if _, err := call(t, m, false, &wire.Request{Method: wire.KeyChange, Data: c.data}); !errors.Is(err, c.kind) {
+		if _, err := call(t, m, false, &wiretest.Request{Method: wire.KeyChange, Data: c.data}); !errors.Is(err, c.kind) {
 			t.Errorf("%s: %v, want %v", c.what, err, c.kind)
 		}
 	}
@@ -139,16 +142,16 @@ func TestKeyJoinLeave(t *testing.T) {
 	}
 
 	// Joining is for the operator, through the socket.
-	if _, err := call(t, m, false, &wire.Request{Method: wire.KeyJoin}); !errors.Is(err, spindle.Permission) {
+	if _, err := call(t, m, false, &wiretest.Request{Method: wire.KeyJoin}); !errors.Is(err, spindle.Permission) {
 		t.Fatalf("key.join over the network: %v, want Permission", err)
 	}
-	resp, err := call(t, m, true, &wire.Request{Method: wire.KeyJoin})
+	resp, err := call(t, m, true, &wiretest.Request{Method: wire.KeyJoin})
 	if err != nil {
 		t.Fatal(err)
 	}
 	vkey := string(resp.Data)
 	// A node operator nobody admitted is refused, and nothing changes.
-	_, err = call(t, m, true, &wire.Request{Method: wire.KeyJoin, Data: change(t, stranger, resp.KeyStatus, keylog.ChangeAddMember, vkey, stranger.PublicKey())})
+	_, err = call(t, m, true, &wiretest.Request{Method: wire.KeyJoin, Data: change(t, stranger, resp.KeyStatus, keylog.ChangeAddMember, vkey, stranger.PublicKey())})
 	if !errors.Is(err, spindle.Permission) {
 		t.Fatalf("join vouched for by a key nobody admitted: %v, want Permission", err)
 	}
@@ -159,7 +162,7 @@ func TestKeyJoinLeave(t *testing.T) {
 		t.Fatal("a refused join made the node a member")
 	}
 	// The admitted operator's join.
-	_, err = call(t, m, true, &wire.Request{Method: wire.KeyJoin, Data: change(t, op, resp.KeyStatus, keylog.ChangeAddMember, vkey, op.PublicKey())})
+	_, err = call(t, m, true, &wiretest.Request{Method: wire.KeyJoin, Data: change(t, op, resp.KeyStatus, keylog.ChangeAddMember, vkey, op.PublicKey())})
 	if err != nil {
 		t.Fatalf("join: %v", err)
 	}
@@ -201,10 +204,10 @@ func TestKeyJoinLeave(t *testing.T) {
 	// Leaving: for the operator, through the socket.
 	st = status(t, m)
 	leave := change(t, op, st, keylog.ChangeRemoveMember, m.Host().ID().String(), "")
-	if _, err := call(t, m, false, &wire.Request{Method: wire.KeyLeave, Data: leave}); !errors.Is(err, spindle.Permission) {
+	if _, err := call(t, m, false, &wiretest.Request{Method: wire.KeyLeave, Data: leave}); !errors.Is(err, spindle.Permission) {
 		t.Fatalf("key.leave over the network: %v, want Permission", err)
 	}
-	if _, err := call(t, m, true, &wire.Request{Method: wire.KeyLeave, Data: leave}); err != nil {
+	if _, err := call(t, m, true, &wiretest.Request{Method: wire.KeyLeave, Data: leave}); err != nil {
 		t.Fatalf("leave: %v", err)
 	}
 	if m.kst().keys != nil {

@@ -570,21 +570,21 @@ func (m *mirrors) pullPages(ctx context.Context, owner spindle.UserName, from pe
 		if err != nil {
 			return spindle.E(op, owner, err)
 		}
-		data, err := wire.Encode(&wire.Request{Method: wire.DirMirror, User: owner, Seq: mine.Seq + 1, Size: mirrorPage})
+		data, err := encodeRequest(wire.DirMirror, &wire.DirMirrorRequest{User: owner, From: mine.Seq + 1, Max: mirrorPage})
 		if err != nil {
-			return spindle.E(op, spindle.Internal, err)
+			return spindle.E(op, err)
 		}
 		out, err := n.callPeer(ctx, from, data)
 		if err != nil {
 			return spindle.E(op, owner, spindle.IO, fmt.Errorf("dir host %s: %w", from.ID, err))
 		}
-		resp, err := wire.DecodeResponse(out)
+		resp, err := wire.DecodeAnswer[wire.DirMirrorResponse](out)
 		if err != nil {
 			return spindle.E(op, owner, fmt.Errorf("dir host %s: %w", from.ID, err))
 		}
 		seen(resp.Head)
-		if len(resp.Data) > 0 {
-			if err := m.startFrom(ctx, owner, from.ID, mine, resp.Data); err != nil {
+		if len(resp.Checkpoint) > 0 {
+			if err := m.startFrom(ctx, owner, from.ID, mine, resp.Checkpoint); err != nil {
 				return err
 			}
 			continue
@@ -684,7 +684,8 @@ func checkSourceHead(op spindle.Op, owner spindle.UserName, from peer.ID, mine, 
 
 // serveMirror answers dir.mirror: owner's entries, to a peer that owner's
 // key record names as a dir host.
-func (n *Node) serveMirror(ctx context.Context, remote peer.ID, req *wire.Request) (*wire.Response, error) {
+func (n *Node) serveMirror(ctx context.Context, c *caller, req *wire.DirMirrorRequest) (*wire.DirMirrorResponse, error) {
+	remote := c.remote
 	const op spindle.Op = "node.ServeMirror"
 	owner, err := spindle.CleanUser(req.User)
 	if err != nil {
@@ -697,21 +698,21 @@ func (n *Node) serveMirror(ctx context.Context, remote peer.ID, req *wire.Reques
 	if hosts, _ := dirHostPeers(u, n.host.ID()); !listedPeer(hosts, remote) {
 		return nil, spindle.E(op, owner, spindle.Permission, fmt.Sprintf("peer %s is not a dir host of %s: only the dir hosts its key record names copy the log", remote, owner))
 	}
-	n.mirrors.served(owner, remote, req.Seq)
+	n.mirrors.served(owner, remote, req.From)
 	cp, err := n.dir.Checkpoint(ctx, owner, owner)
 	if err != nil {
 		return nil, err
 	}
-	if cp != nil && req.Seq <= cp.Seq {
+	if cp != nil && req.From <= cp.Seq {
 		// The entries asked for were compacted: the mirror starts from
 		// the checkpoint, and asks for the entries after it.
 		h, err := n.dir.Head(ctx, owner)
 		if err != nil {
 			return nil, err
 		}
-		return &wire.Response{Head: h, Data: cp.Marshal()}, nil
+		return &wire.DirMirrorResponse{Head: h, Checkpoint: cp.Marshal()}, nil
 	}
-	es, err := n.dir.Entries(ctx, owner, owner, req.Seq, int(min(max(req.Size, 1), mirrorPage)))
+	es, err := n.dir.Entries(ctx, owner, owner, req.From, int(min(max(req.Max, 1), mirrorPage)))
 	if err != nil {
 		return nil, err
 	}
@@ -719,7 +720,7 @@ func (n *Node) serveMirror(ctx context.Context, remote peer.ID, req *wire.Reques
 	if err != nil {
 		return nil, err
 	}
-	resp := &wire.Response{Head: h}
+	resp := &wire.DirMirrorResponse{Head: h}
 	for _, e := range es {
 		resp.Log = append(resp.Log, e.Marshal())
 	}
@@ -824,9 +825,9 @@ func (m *mirrors) nudgeOnce(ctx context.Context, owner spindle.UserName) {
 
 // nudgePeer sends dir.nudge about owner to the dir host h.
 func (m *mirrors) nudgePeer(ctx context.Context, owner spindle.UserName, h peer.AddrInfo) error {
-	data, err := wire.Encode(&wire.Request{Method: wire.DirNudge, User: owner})
+	data, err := encodeRequest(wire.DirNudge, &wire.DirNudgeRequest{User: owner})
 	if err != nil {
-		return spindle.E(spindle.Op("node.Nudge"), spindle.Internal, err)
+		return spindle.E(spindle.Op("node.Nudge"), err)
 	}
 	_, err = m.n.callPeer(ctx, h, data)
 	return err
@@ -850,13 +851,13 @@ func (m *mirrors) learn(owner spindle.UserName, hosts []peer.AddrInfo) {
 }
 
 // nudged answers dir.nudge.
-func (n *Node) nudged(req *wire.Request) (*wire.Response, error) {
+func (n *Node) nudged(_ context.Context, _ *caller, req *wire.DirNudgeRequest) (*wire.DirNudgeResponse, error) {
 	owner, err := spindle.CleanUser(req.User)
 	if err != nil {
 		return nil, spindle.E(spindle.Op("node.Nudge"), err)
 	}
 	n.mirrors.track(owner)
-	return &wire.Response{}, nil
+	return &wire.DirNudgeResponse{}, nil
 }
 
 // keyPutDone nudges the dir hosts of a record the node just took.

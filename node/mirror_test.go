@@ -17,6 +17,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/dirlog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -126,7 +127,7 @@ func TestMirrorsServeWithSequencerDown(t *testing.T) {
 
 	// Carol has no right: every host refuses her with the same kind.
 	for _, m := range []*Node{h1, h2, h3} {
-		for _, req := range []wire.Request{
+		for _, req := range []wiretest.Request{
 			{Method: wire.DirLookup, Name: ann("f")},
 			{Method: wire.DirGlob, Pattern: string(ann("*"))},
 			{Method: wire.DirWhich, Name: ann("f")},
@@ -138,7 +139,7 @@ func TestMirrorsServeWithSequencerDown(t *testing.T) {
 		}
 	}
 	// A mirror takes no writes: they would fork the log.
-	_, err := nodeCall(t, h4, h2.Host().ID(), signedReq(t, annKeys, wire.Request{Method: wire.DirAppend, Data: mkdirEntry(t, annKeys, headOf(t, h2, annU), ann("d"))}, h2.Host().ID()))
+	_, err := nodeCall(t, h4, h2.Host().ID(), signedReq(t, annKeys, wiretest.Request{Method: wire.DirAppend, Data: mkdirEntry(t, annKeys, headOf(t, h2, annU), ann("d"))}, h2.Host().ID()))
 	if !errors.Is(err, spindle.Permission) || !strings.Contains(fmt.Sprint(err), h1.Host().ID().String()) {
 		t.Errorf("write sent to mirror H2: %v, want Permission naming the sequencer H1", err)
 	}
@@ -223,21 +224,21 @@ func TestMirrorRefusesHostileEntries(t *testing.T) {
 	waitMirrored(t, annU, h1, h2)
 
 	var mu sync.Mutex
-	var lie func(resp *wire.Response)
+	var lie func(resp *wiretest.Response)
 	p2p.Handle(context.Background(), h1.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
 		out, err := h1.ServeClient(ctx, remote, data)
 		mu.Lock()
 		fn := lie
 		mu.Unlock()
-		var req wire.Request
-		var resp wire.Response
+		var req wiretest.Request
+		var resp wiretest.Response
 		if err != nil || fn == nil || wire.Decode(data, &req) != nil || req.Method != wire.DirMirror || wire.Decode(out, &resp) != nil {
 			return out, err
 		}
 		fn(&resp)
 		return wire.Encode(&resp)
 	})
-	tell := func(fn func(resp *wire.Response)) {
+	tell := func(fn func(resp *wiretest.Response)) {
 		mu.Lock()
 		lie = fn
 		mu.Unlock()
@@ -245,10 +246,10 @@ func TestMirrorRefusesHostileEntries(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		lie  func(resp *wire.Response)
+		lie  func(resp *wiretest.Response)
 		kind spindle.Kind
 	}{
-		{"bad signature", func(resp *wire.Response) {
+		{"bad signature", func(resp *wiretest.Response) {
 			if len(resp.Log) == 0 {
 				return
 			}
@@ -259,13 +260,13 @@ func TestMirrorRefusesHostileEntries(t *testing.T) {
 			e.Sig[len(e.Sig)/2] ^= 1
 			resp.Log[0] = e.Marshal()
 		}, spindle.Integrity},
-		{"writer without the right", func(resp *wire.Response) {
+		{"writer without the right", func(resp *wiretest.Response) {
 			if len(resp.Log) == 0 {
 				return
 			}
 			resp.Log = [][]byte{mkdirEntry(t, carolKeys, headOf(t, h2, annU), ann("carol-was-here"))}
 		}, spindle.Private},
-		{"forked log", func(resp *wire.Response) {
+		{"forked log", func(resp *wiretest.Response) {
 			if len(resp.Log) == 0 {
 				return
 			}
@@ -273,7 +274,7 @@ func TestMirrorRefusesHostileEntries(t *testing.T) {
 			forked.Hash[0] ^= 1
 			resp.Log = [][]byte{mkdirEntry(t, annKeys, &forked, ann("fork"))}
 		}, spindle.Integrity},
-		{"rolled back", func(resp *wire.Response) {
+		{"rolled back", func(resp *wiretest.Response) {
 			resp.Log = nil
 			if resp.Head != nil {
 				resp.Head.Seq = 1
@@ -312,7 +313,7 @@ func TestMirrorRefusesHostileEntries(t *testing.T) {
 	}
 
 	// A peer that is no dir host of ann gets no entries.
-	_, err := nodeCall(t, h3, h1.Host().ID(), &wire.Request{Method: wire.DirMirror, User: annU, Seq: 1, Size: 10})
+	_, err := nodeCall(t, h3, h1.Host().ID(), &wiretest.Request{Method: wire.DirMirror, User: annU, Seq: 1, Size: 10})
 	if !errors.Is(err, spindle.Permission) {
 		t.Errorf("dir.mirror from a peer that is no dir host: %v, want Permission", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/dirlog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 )
 
@@ -145,7 +146,7 @@ func TestMirrorCatchesUpWithoutWrite(t *testing.T) {
 		failing.Store(true)
 		h2id := h2.Host().ID()
 		p2p.Handle(context.Background(), k.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
-			var req wire.Request
+			var req wiretest.Request
 			if failing.Load() && remote == h2id && wire.Decode(data, &req) == nil && req.User == annU && (req.Method == wire.KeyLookup || req.Method == wire.KeyLookupLeader) {
 				failed.Add(1)
 				return nil, spindle.E(spindle.Transient, req.User, "the test makes this lookup fail")
@@ -201,7 +202,7 @@ func TestMirrorCatchesUpWithoutWrite(t *testing.T) {
 		var dropped atomic.Int32
 		dropping.Store(true)
 		p2p.Handle(context.Background(), h3.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
-			var req wire.Request
+			var req wiretest.Request
 			if dropping.Load() && wire.Decode(data, &req) == nil && req.Method == wire.DirNudge {
 				dropped.Add(1)
 				return nil, spindle.E(spindle.IO, "nudge dropped by the test")
@@ -248,8 +249,8 @@ func TestMirrorStatusListsLogs(t *testing.T) {
 	lying.Store(true)
 	p2p.Handle(context.Background(), h1.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
 		out, err := h1.ServeClient(ctx, remote, data)
-		var req wire.Request
-		var resp wire.Response
+		var req wiretest.Request
+		var resp wiretest.Response
 		if err != nil || !lying.Load() || wire.Decode(data, &req) != nil || req.Method != wire.DirMirror || wire.Decode(out, &resp) != nil || len(resp.Log) == 0 {
 			return out, err
 		}
@@ -270,10 +271,9 @@ func TestMirrorStatusListsLogs(t *testing.T) {
 	if seq2 != seq1-1 {
 		t.Fatalf("H2 at %d, H1 at %d: want H2 one behind", seq2, seq1)
 	}
-	socket := context.WithValue(ctx, socketKey{}, true)
 	logOf := func(n *Node) wire.LogStatus {
 		t.Helper()
-		resp, err := n.serveStatus(socket, "")
+		resp, err := n.serveStatus(ctx, true)
 		if err != nil {
 			t.Fatal(err)
 		}

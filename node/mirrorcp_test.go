@@ -14,6 +14,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/dirlog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 )
 
@@ -57,21 +58,21 @@ func TestMirrorStartsFromCheckpoint(t *testing.T) {
 	waitMirrored(t, annU, h1, h2)
 
 	var mu sync.Mutex
-	var lie func(resp *wire.Response)
+	var lie func(resp *wiretest.Response)
 	p2p.Handle(context.Background(), h1.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
 		out, err := h1.ServeClient(ctx, remote, data)
 		mu.Lock()
 		fn := lie
 		mu.Unlock()
-		var req wire.Request
-		var resp wire.Response
+		var req wiretest.Request
+		var resp wiretest.Response
 		if err != nil || fn == nil || wire.Decode(data, &req) != nil || req.Method != wire.DirMirror || wire.Decode(out, &resp) != nil {
 			return out, err
 		}
 		fn(&resp)
 		return wire.Encode(&resp)
 	})
-	tell := func(fn func(resp *wire.Response)) {
+	tell := func(fn func(resp *wiretest.Response)) {
 		mu.Lock()
 		lie = fn
 		mu.Unlock()
@@ -84,8 +85,8 @@ func TestMirrorStartsFromCheckpoint(t *testing.T) {
 		return s
 	}
 	// tamper changes the checkpoint a dir.mirror answer carries.
-	tamper := func(fn func(cp *dirlog.Checkpoint)) func(resp *wire.Response) {
-		return func(resp *wire.Response) {
+	tamper := func(fn func(cp *dirlog.Checkpoint)) func(resp *wiretest.Response) {
+		return func(resp *wiretest.Response) {
 			if len(resp.Data) == 0 {
 				return
 			}

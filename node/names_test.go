@@ -10,6 +10,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/dirlog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 )
 
 // badNames are elements no new name may hold, and why.
@@ -148,7 +149,7 @@ func TestNodeRefusesBadNames(t *testing.T) {
 	// client's checks, and sends it to the node as dir.append, and as a
 	// batch of one.
 	raw := func(op dirlog.Operation, d spindle.DirEntry, newName spindle.PathName) (error, error) {
-		resp, err := rc.call(&wire.Request{Method: wire.DirHead, User: "ann@example.com"})
+		resp, err := rc.call(&wiretest.Request{Method: wire.DirHead, User: "ann@example.com"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,8 +162,8 @@ func TestNodeRefusesBadNames(t *testing.T) {
 		if err := e.Sign(keys); err != nil {
 			t.Fatal(err)
 		}
-		_, one := rc.call(&wire.Request{Method: wire.DirAppend, Data: e.Marshal()})
-		_, batch := rc.call(&wire.Request{Method: wire.DirBatch, Batch: [][]byte{e.Marshal()}})
+		_, one := rc.call(&wiretest.Request{Method: wire.DirAppend, Data: e.Marshal()})
+		_, batch := rc.call(&wiretest.Request{Method: wire.DirBatch, Batch: [][]byte{e.Marshal()}})
 		return one, batch
 	}
 	dir := "ann@example.com/docs/"

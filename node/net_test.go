@@ -17,6 +17,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/client"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -294,7 +295,7 @@ func TestStatusAccess(t *testing.T) {
 	}
 	// A signed-in writer is answered.
 	r := dialRaw(t, n, keys)
-	resp, err := r.call(&wire.Request{Method: wire.NodeStatus})
+	resp, err := r.call(&wiretest.Request{Method: wire.NodeStatus})
 	if err != nil || resp.Status == nil || resp.Status.Blocks != st.Blocks {
 		t.Fatalf("status for a writer: %v, %+v", err, resp)
 	}
@@ -321,7 +322,7 @@ func TestStatusAccess(t *testing.T) {
 	}
 	defer cc.Close()
 	cc.Signup(ctx) // Registers her key, then fails: m does not host her tree.
-	if _, err := dialRaw(t, m, carol).call(&wire.Request{Method: wire.NodeStatus}); !errors.Is(err, spindle.Permission) {
+	if _, err := dialRaw(t, m, carol).call(&wiretest.Request{Method: wire.NodeStatus}); !errors.Is(err, spindle.Permission) {
 		t.Fatalf("status for a user who is not a writer: %v, want Permission", err)
 	}
 }
@@ -348,5 +349,41 @@ func TestNATDefaults(t *testing.T) {
 		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", tc.want) {
 			t.Errorf("%+v: NAT settings %+v, want %+v", tc.cfg, got, tc.want)
 		}
+	}
+}
+
+// The operator's methods travel on their own protocol, which a node serves
+// only on its socket: a signed-in peer over the network that asks for one
+// on the client protocol gets UnknownOp, the operator protocol is not
+// there for it at all, and the socket answers.
+func TestOperatorProtocolOnlyOnSocket(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx := context.Background()
+	_, keys := dialWithKeys(t, n, "ann@example.com")
+	r := dialRaw(t, n, keys)
+	for _, m := range []string{wire.KeyJoin, wire.KeyLeave} {
+		var e *spindle.Error
+		if _, err := r.call(&wiretest.Request{Method: m}); !errors.As(err, &e) || e.Op != wire.UnknownOp {
+			t.Errorf("%s on the client protocol over the network: %v, want an error of Op %s", m, err, wire.UnknownOp)
+		}
+	}
+	data, err := wire.Encode(&wiretest.Request{Method: wire.NodeStatus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2p.Call(ctx, r.h, r.peer, wire.OperatorProtocol, data, wire.MaxMessage); err == nil {
+		t.Fatal("the operator protocol answered over the network")
+	}
+	if _, err := client.OperatorCall[wire.NodeStatusRequest, wire.NodeStatusResponse](ctx, n.DialAddr(), wire.NodeStatus, &wire.NodeStatusRequest{}); !errors.Is(err, spindle.Invalid) {
+		t.Fatalf("OperatorCall to a network address: %v, want Invalid", err)
+	}
+	resp, err := client.OperatorCall[wire.NodeStatusRequest, wire.NodeStatusResponse](ctx, n.SocketAddr(), wire.NodeStatus, &wire.NodeStatusRequest{})
+	if err != nil || resp.Status == nil || len(resp.Status.Logs) == 0 {
+		t.Fatalf("node.status on the socket: %v, %+v; want the status with its logs", err, resp)
+	}
+	var e *spindle.Error
+	if _, err := client.OperatorCall[wire.DirLookupRequest, wire.DirLookupResponse](ctx, n.SocketAddr(), wire.DirLookup, &wire.DirLookupRequest{}); !errors.As(err, &e) || e.Op != wire.UnknownOp {
+		t.Fatalf("dir.lookup on the operator protocol: %v, want an error of Op %s", err, wire.UnknownOp)
 	}
 }

@@ -349,13 +349,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 	// Serve.
 	for _, h := range n.hosts() {
-		hctx := n.ctx
+		p2p.ServeBlocks(n.ctx, h, blockSrv, blockCfg)
+		p2p.Handle(n.ctx, h, wire.ClientProtocol, wire.MaxMessage, n.ServeClient)
+		p2p.HandleStream(n.ctx, h, wire.WatchProtocol, wire.MaxMessage, n.serveWatch)
 		if h == n.local {
-			hctx = context.WithValue(n.ctx, socketKey{}, true)
+			// Only the operator reaches the socket (see p2p/local.go).
+			p2p.Handle(n.ctx, h, wire.OperatorProtocol, wire.MaxMessage, n.ServeOperator)
 		}
-		p2p.ServeBlocks(hctx, h, blockSrv, blockCfg)
-		p2p.Handle(hctx, h, wire.ClientProtocol, wire.MaxMessage, n.ServeClient)
-		p2p.HandleStream(hctx, h, wire.WatchProtocol, wire.MaxMessage, n.serveWatch)
 	}
 	log.Info("node ready", "peer", n.host.ID(), "addrs", n.Addrs(), "socket", n.SocketAddr())
 	return n, nil
@@ -710,25 +710,25 @@ func (n *Node) checkPossession(p peer.ID, a *wire.AuthMsg, user spindle.UserName
 // replays a record or registers keys it does not hold; and a peer gets
 // only cfg.KeyPutLimit tries a minute, so that names are not taken in
 // bulk. The cluster itself checks the record's signature and policy.
-func (n *Node) putKey(ctx context.Context, p peer.ID, req *wire.Request) error {
+func (n *Node) putKey(ctx context.Context, p peer.ID, env *wire.Request, req *wire.KeyPutRequest) error {
 	const op spindle.Op = "node.KeyPut"
 	if !n.isMember(ctx, p) && !n.keyPuts.allow(p, time.Now()) { // A member forwarding has counted it.
 		return spindle.E(op, spindle.Transient, fmt.Sprintf("too many key changes from this peer: at most %d a minute", n.cfg.KeyPutLimit))
 	}
-	u, err := keylog.DecodeRecord(req.Data)
+	u, err := keylog.DecodeRecord(req.Record)
 	if err != nil {
 		return spindle.E(op, err)
 	}
-	if err := n.checkPossession(p, req.Auth, u.Name, u.PublicKey); err != nil {
+	if err := n.checkPossession(p, env.Auth, u.Name, u.PublicKey); err != nil {
 		// Or a client's proof carried by its node, or by a member.
-		if !n.forwardedPossession(ctx, p, req.Auth) || checkSigned(req.Auth, u.Name, u.PublicKey) != nil {
+		if !n.forwardedPossession(ctx, p, env.Auth) || checkSigned(env.Auth, u.Name, u.PublicKey) != nil {
 			return spindle.E(op, err)
 		}
 	}
 	if err := n.checkCutoff(ctx, u); err != nil {
 		return spindle.E(op, err)
 	}
-	return n.putKeyForwarded(ctx, u, req)
+	return n.putKeyForwarded(ctx, u, env, req)
 }
 
 // checkCutoff refuses a record that replaces a user's key with a DirSeq

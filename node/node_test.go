@@ -17,6 +17,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/client"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -92,14 +93,14 @@ func dialRaw(t testing.TB, n *Node, keys *pack.Keys) *rawClient {
 	if a.Sig, err = keys.Sign(a.Digest()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.call(&wire.Request{Method: wire.Auth, Auth: a}); err != nil {
+	if _, err := r.call(&wiretest.Request{Method: wire.Auth, Auth: a}); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
 // call sends req and returns the response, with the error it carries.
-func (r *rawClient) call(req *wire.Request) (*wire.Response, error) {
+func (r *rawClient) call(req *wiretest.Request) (*wiretest.Response, error) {
 	r.t.Helper()
 	b, err := wire.Encode(req)
 	if err != nil {
@@ -109,7 +110,7 @@ func (r *rawClient) call(req *wire.Request) (*wire.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wire.DecodeResponse(out)
+	return wiretest.DecodeResponse(out)
 }
 
 func TestNoSocket(t *testing.T) {

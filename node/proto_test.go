@@ -10,6 +10,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/client"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -35,7 +36,7 @@ func TestHostileRequests(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		var resp wire.Response
+		var resp wiretest.Response
 		if err := wire.Decode(out, &resp); err != nil {
 			return err
 		}
@@ -44,7 +45,7 @@ func TestHostileRequests(t *testing.T) {
 		}
 		return nil
 	}
-	enc := func(r *wire.Request) []byte {
+	enc := func(r *wiretest.Request) []byte {
 		b, err := wire.Encode(r)
 		if err != nil {
 			t.Fatal(err)
@@ -58,6 +59,14 @@ func TestHostileRequests(t *testing.T) {
 	stale := &wire.AuthMsg{User: "ann@example.com", ClientPeer: h.ID().String(), NodePeer: n.host.ID().String(), Time: spindle.Now() - spindle.Time(time.Hour)}
 	wrongKey := &wire.AuthMsg{User: "ann@example.com", ClientPeer: h.ID().String(), NodePeer: n.host.ID().String(), Time: spindle.Now()}
 	wrongKey.Sig, _ = other.Sign(wrongKey.Digest())
+	raw := func(method string, body []byte) []byte {
+		b, err := wire.Encode(&wire.Request{Method: method, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	wrongType, _ := wire.Encode(map[int]int{2: 7}) // A user name that is a number.
 
 	for _, tc := range []struct {
 		name string
@@ -66,23 +75,26 @@ func TestHostileRequests(t *testing.T) {
 	}{
 		{"garbage", []byte("\xff\x00garbage"), spindle.Invalid},
 		{"empty", nil, spindle.Invalid},
-		{"unknown method", enc(&wire.Request{Method: "dir.explode"}), spindle.Permission},
-		{"read without signing in", enc(&wire.Request{Method: wire.DirLookup, Name: "ann@example.com/"}), spindle.Permission},
-		{"append without signing in", enc(&wire.Request{Method: wire.DirAppend, Data: []byte("x")}), spindle.Permission},
-		{"forged signature", enc(&wire.Request{Method: wire.Auth, Auth: forged}), spindle.Permission},
-		{"credentials of another peer", enc(&wire.Request{Method: wire.Auth, Auth: stolen}), spindle.Permission},
-		{"stale credentials", enc(&wire.Request{Method: wire.Auth, Auth: stale}), spindle.Permission},
-		{"signed with another key", enc(&wire.Request{Method: wire.Auth, Auth: wrongKey}), spindle.Permission},
-		{"no credentials", enc(&wire.Request{Method: wire.Auth}), spindle.Invalid},
-		{"bad user name", enc(&wire.Request{Method: wire.KeyLookup, User: "not a user"}), spindle.Invalid},
-		{"malformed key record", enc(&wire.Request{Method: wire.KeyPut, Data: []byte("junk")}), spindle.Invalid},
-		{"proof for a bad user name", enc(&wire.Request{Method: wire.KeyProof, User: "not a user"}), spindle.Invalid},
-		{"proof for an unknown user", enc(&wire.Request{Method: wire.KeyProof, User: "nobody@example.com"}), spindle.NotExist},
-		{"history of a bad user name", enc(&wire.Request{Method: wire.KeyProofs, User: "no/pe@example.com"}), spindle.Invalid},
-		{"consistency backwards", enc(&wire.Request{Method: wire.KeyConsistency, Seq: 2, Size: 1}), spindle.Invalid},
-		{"consistency beyond the log", enc(&wire.Request{Method: wire.KeyConsistency, Seq: 1, Size: 1 << 40}), spindle.Invalid},
-		{"consistency from a negative size", enc(&wire.Request{Method: wire.KeyConsistency, Seq: -5, Size: 1}), spindle.Invalid},
-		{"head without signing in", enc(&wire.Request{Method: wire.DirHead, User: "ann@example.com"}), spindle.Permission},
+		{"unknown method", enc(&wiretest.Request{Method: "dir.explode"}), spindle.Permission},
+		{"read without signing in", enc(&wiretest.Request{Method: wire.DirLookup, Name: "ann@example.com/"}), spindle.Permission},
+		{"append without signing in", enc(&wiretest.Request{Method: wire.DirAppend, Data: []byte("x")}), spindle.Permission},
+		{"forged signature", enc(&wiretest.Request{Method: wire.Auth, Auth: forged}), spindle.Permission},
+		{"credentials of another peer", enc(&wiretest.Request{Method: wire.Auth, Auth: stolen}), spindle.Permission},
+		{"stale credentials", enc(&wiretest.Request{Method: wire.Auth, Auth: stale}), spindle.Permission},
+		{"signed with another key", enc(&wiretest.Request{Method: wire.Auth, Auth: wrongKey}), spindle.Permission},
+		{"no credentials", enc(&wiretest.Request{Method: wire.Auth}), spindle.Invalid},
+		{"bad user name", enc(&wiretest.Request{Method: wire.KeyLookup, User: "not a user"}), spindle.Invalid},
+		{"malformed key record", enc(&wiretest.Request{Method: wire.KeyPut, Data: []byte("junk")}), spindle.Invalid},
+		{"proof for a bad user name", enc(&wiretest.Request{Method: wire.KeyProof, User: "not a user"}), spindle.Invalid},
+		{"proof for an unknown user", enc(&wiretest.Request{Method: wire.KeyProof, User: "nobody@example.com"}), spindle.NotExist},
+		{"history of a bad user name", enc(&wiretest.Request{Method: wire.KeyProofs, User: "no/pe@example.com"}), spindle.Invalid},
+		{"consistency backwards", enc(&wiretest.Request{Method: wire.KeyConsistency, Seq: 2, Size: 1}), spindle.Invalid},
+		{"consistency beyond the log", enc(&wiretest.Request{Method: wire.KeyConsistency, Seq: 1, Size: 1 << 40}), spindle.Invalid},
+		{"consistency from a negative size", enc(&wiretest.Request{Method: wire.KeyConsistency, Seq: -5, Size: 1}), spindle.Invalid},
+		{"head without signing in", enc(&wiretest.Request{Method: wire.DirHead, User: "ann@example.com"}), spindle.Permission},
+		{"body that is no CBOR", raw(wire.KeyLookup, []byte("\xff\x00")), spindle.Invalid},
+		{"body of the wrong shape", raw(wire.KeyLookup, wrongType), spindle.Invalid},
+		{"operator method", enc(&wiretest.Request{Method: wire.KeyJoin}), spindle.Permission},
 	} {
 		err := call(tc.req)
 		if !errors.Is(err, tc.kind) {
@@ -96,6 +108,32 @@ func TestHostileRequests(t *testing.T) {
 	// The node still serves ann.
 	if _, err := ann.Put(ctx, "@/still", bytes.NewReader([]byte("fine")), 0, nil); err != nil {
 		t.Fatalf("node stopped serving after hostile requests: %v", err)
+	}
+}
+
+// The client protocol has no operator methods, and the operator protocol
+// only those; each method's entry is its handler's.
+func TestMethodTables(t *testing.T) {
+	for name, m := range clientMethods {
+		if m.who == operator {
+			t.Errorf("client protocol method %s is for the operator", name)
+		}
+		if m.serve == nil {
+			t.Errorf("client protocol method %s has no handler", name)
+		}
+		if m.anon && !m.dir {
+			t.Errorf("method %s is answered for the anonymous reader but not by a dir host", name)
+		}
+	}
+	for _, name := range []string{wire.KeyJoin, wire.KeyLeave} {
+		if _, ok := clientMethods[name]; ok {
+			t.Errorf("client protocol has operator method %s", name)
+		}
+	}
+	for name, m := range operatorMethods {
+		if m.who != operator || m.serve == nil || m.dir || m.key {
+			t.Errorf("operator method %s: %+v", name, m)
+		}
 	}
 }
 
@@ -128,4 +166,33 @@ func TestWritersAdmission(t *testing.T) {
 	if _, err := New(ctx, Config{Writers: []string{"not a user"}}); !errors.Is(err, spindle.Invalid) {
 		t.Errorf("bad -writers entry: %v, want Invalid", err)
 	}
+}
+
+// A node decodes whatever a peer sends as an envelope and then as the
+// body of the method it names: bytes that do not decode are refused with
+// Invalid, and anything else gets an answer that decodes.
+func FuzzServeClient(f *testing.F) {
+	for name := range clientMethods {
+		for _, body := range [][]byte{nil, {0xa0}, {0xa1, 0x02, 0x61, 'x'}, {0xff}} {
+			b, _ := wire.Encode(&wire.Request{Method: name, Body: body})
+			f.Add(b)
+		}
+	}
+	n := startNode(f, f.TempDir())
+	defer n.Close()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := n.ServeClient(ctx, "fuzzer", data)
+		if err != nil {
+			if !errors.Is(err, spindle.Invalid) {
+				t.Fatalf("error of kind %v", spindle.KindOf(err))
+			}
+			return
+		}
+		var resp wire.Response
+		if err := wire.Decode(out, &resp); err != nil {
+			t.Fatalf("answer does not decode: %v", err)
+		}
+	})
 }

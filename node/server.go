@@ -32,227 +32,440 @@ func (n *Node) ServeClient(ctx context.Context, remote peer.ID, data []byte) ([]
 	if out, ok := n.forward(ctx, remote, &req, data); ok {
 		return out, nil
 	}
-	resp, err := n.dispatch(ctx, remote, &req)
-	if resp == nil {
-		resp = new(wire.Response)
-	}
-	resp.Err = wire.ErrBytes(err)
-	resp.NotLeader = errors.Is(err, keyraft.ErrNotLeader)
-	return wire.Encode(resp)
+	return n.serve(ctx, clientTable, remote, &req)
 }
 
-func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) (*wire.Response, error) {
-	switch req.Method {
-	case wire.Auth:
-		// The verifier key goes with every answer, so that a client that
-		// signs in checks which key cluster it reached without asking.
-		return &wire.Response{Data: []byte(n.kst().ks.VerifierKey())}, n.authenticate(ctx, remote, req.Auth)
-	case wire.KeyLookup, wire.KeyLookupLeader:
-		u, err := n.kst().ks.Lookup(ctx, req.User)
-		if err != nil {
-			return nil, err
-		}
-		return &wire.Response{Data: keylog.EncodeRecord(u)}, nil
-	case wire.KeyPut:
-		err := n.putKey(ctx, remote, req)
-		if err == nil {
-			n.keyPutDone(req.Data)
-		}
+// ServeOperator answers one request of the operator protocol
+// (wire.OperatorProtocol), which the node serves only on its Unix socket:
+// whoever reaches it is the node's operator. It knows only the operator's
+// methods; any other gets an error of Op wire.UnknownOp.
+func (n *Node) ServeOperator(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+	var req wire.Request
+	if err := wire.Decode(data, &req); err != nil {
 		return nil, err
-	case wire.KeyDomain:
-		users, err := n.kst().ks.Domain(ctx, req.Pattern)
-		return &wire.Response{Users: users}, err
-	case wire.KeyHistory:
-		held, err := n.keyHistory(ctx, req.User)
-		resp := &wire.Response{}
-		for _, h := range held {
-			resp.Keys = append(resp.Keys, h.Key)
-		}
-		return resp, err
-	case wire.KeyProof:
-		p, err := n.kst().ks.LookupProof(ctx, req.User)
-		if err != nil {
-			return nil, err
-		}
-		data, err := p.MarshalBinary()
-		return &wire.Response{Data: data}, err
-	case wire.KeyProofs:
-		ps, err := n.kst().ks.History(ctx, req.User)
-		if err != nil {
-			return nil, err
-		}
-		data, err := keylog.MarshalProofs(ps)
-		return &wire.Response{Proofs: data}, err
-	case wire.KeyConsistency:
-		p, err := n.kst().ks.ConsistencyProof(ctx, req.Seq, req.Size)
-		if err != nil {
-			return nil, err
-		}
-		return &wire.Response{Data: keylog.MarshalTreeProof(p)}, nil
-	case wire.KeyVerifier:
-		return &wire.Response{Data: []byte(n.kst().ks.VerifierKey())}, nil
-	case wire.KeyHead:
-		head, err := n.kst().ks.Head(ctx)
-		return &wire.Response{Data: head}, err
-	case wire.KeyConfig:
-		ps, err := n.kst().ks.ConfigProofs(ctx, req.Seq, req.Data)
-		if err != nil {
-			return nil, err
-		}
-		data, err := keylog.MarshalProofs(ps)
-		return &wire.Response{Proofs: data}, err
-	case wire.KeyCosign:
-		keys := n.kst().keys
-		if keys == nil {
-			return nil, spindle.E(spindle.NotExist, "this node is not a member of a key cluster")
-		}
-		// Only members gather signatures; a stranger could otherwise
-		// keep this member waiting for trees it has not applied.
-		if !keys.IsMember(remote.String()) {
-			return nil, spindle.E(spindle.Permission, fmt.Sprintf("peer %s is not a member of this key cluster: only members ask for cosignatures", remote))
-		}
-		signed, err := keys.SignHead(ctx, req.Data)
-		return &wire.Response{Data: signed}, err
-	case wire.NodeStatus:
-		return n.serveStatus(ctx, remote)
-	case wire.DirMirror:
-		return n.serveMirror(ctx, remote, req)
-	case wire.DirNudge:
-		return n.nudged(req)
-	case wire.KeyStatus:
-		return n.serveKeyStatus(ctx)
-	case wire.KeyChange:
-		return nil, n.serveKeyChange(ctx, req)
-	case wire.KeyJoin:
-		return n.serveKeyJoin(ctx, req)
-	case wire.KeyLeave:
-		return nil, n.serveKeyLeave(ctx, req)
 	}
+	return n.serve(ctx, operatorTable, remote, &req)
+}
 
-	// The rest act for the user the peer has authenticated as, or, for
-	// a request carried here by another node, who signed it (forward.go),
-	// or, for an unsigned read addressed to this node, for no user: the
-	// anonymous reader of a gateway, who gets what all may read.
-	user := n.session(remote)
-	switch {
-	case req.To != "" && req.Auth == nil && isAnonMethod(req.Method):
-		user = anonReader
-	case req.To != "" && isDirMethod(req.Method):
-		if req.Auth == nil || len(req.Auth.Req) == 0 {
-			return nil, spindle.E(spindle.Op("node.SignedRequest"), spindle.Permission, "a request carried by another node must be signed by its user")
+// serve answers req with the method of table it names, and encodes the
+// answer.
+func (n *Node) serve(ctx context.Context, table *methodTable, remote peer.ID, req *wire.Request) ([]byte, error) {
+	body, err := n.dispatch(ctx, table, remote, req)
+	return wire.EncodeResponse(body, err, errors.Is(err, keyraft.ErrNotLeader))
+}
+
+// Who may call a method.
+type who int
+
+const (
+	// anyone: any peer, signed in or not; the handler checks what it
+	// needs (key.put the proof of possession, dir.mirror the key
+	// record).
+	anyone who = iota
+	// signedIn: the user the peer signed in as; or, for a request
+	// carried here by another node (wire.Request.To), the user who
+	// signed it (forward.go); or, for an unsigned read addressed to this
+	// node of a method with anon set, no user: the anonymous reader of a
+	// gateway, who gets what all may read.
+	signedIn
+	// writer: a signed-in user the node admits as a writer.
+	writer
+	// operator: the node's operator, who alone reaches the operator
+	// protocol, on the node's socket. Only operatorMethods has them.
+	operator
+)
+
+// A method is an entry of a method table: its handler, who may call it,
+// and how it travels between nodes.
+type method struct {
+	// serve answers the request; it decodes the body and returns the
+	// answer's body, nil for none.
+	serve func(n *Node, ctx context.Context, c *caller) (any, error)
+	who   who
+	// dir says that the dir host of the tree it is about answers it: a
+	// node that is not wire.Request.To carries it there (forward.go).
+	dir bool
+	// anon says that a dir host answers it unsigned, for the anonymous
+	// reader (see anonReader).
+	anon bool
+	// key says that the key cluster answers it: a node that is no
+	// member carries it to a member (forward.go).
+	key bool
+}
+
+// A caller is the context of one request: the peer it came from, the
+// envelope, and the user it acts for (for methods of access signedIn or
+// writer).
+type caller struct {
+	remote peer.ID
+	req    *wire.Request
+	user   spindle.UserName
+}
+
+// handle makes a method's serve of a handler that takes and returns the
+// method's typed messages: it decodes the body as a Req (refusing one
+// that does not decode with Invalid) and hands back the Resp.
+func handle[Req, Resp any](f func(n *Node, ctx context.Context, c *caller, req *Req) (*Resp, error)) func(*Node, context.Context, *caller) (any, error) {
+	return func(n *Node, ctx context.Context, c *caller) (any, error) {
+		req := new(Req)
+		if len(c.req.Body) > 0 {
+			if err := wire.Decode(c.req.Body, req); err != nil {
+				return nil, spindle.E(spindle.Op("node."+c.req.Method), err)
+			}
 		}
-		var err error
-		if user, err = n.signedUser(ctx, req); err != nil {
+		resp, err := f(n, ctx, c, req)
+		if resp == nil {
 			return nil, err
 		}
-	}
-	if user == "" {
-		return nil, spindle.E(wire.SessionOp, spindle.Permission, "not signed in: the client has not authenticated (run spin signup)")
-	}
-	switch req.Method {
-	case wire.DirPublished:
-		// Anyone may read the DHT; the node saves its signed-in users
-		// a DHT of their own.
-		h, err := n.PublishedHead(ctx, req.User)
-		return &wire.Response{Head: h}, err
-	case wire.DirHead:
-		// A log's head is its position: only users with a right in the
-		// tree get it (writers need it to sign their next entry).
-		h, err := n.dir.HeadFor(ctx, user, req.User)
-		if err == nil && h.Seq == 0 && !n.writers.admits(req.User) {
-			// A tree this node does not host and holds nothing of: say
-			// so, rather than vouch for an empty log.
-			return nil, spindle.E(spindle.Op("node.Head"), spindle.PathName(req.User+"/"), user, spindle.Permission, "this node does not host the tree of "+string(req.User)+" (see spin node -writers)")
-		}
-		return &wire.Response{Head: h}, err
-	case wire.DirEntries:
-		es, err := n.dir.Entries(ctx, user, req.User, req.Seq, int(min(req.Size, 1<<16)))
-		resp := &wire.Response{}
-		for _, e := range es {
-			resp.Log = append(resp.Log, e.Marshal())
-		}
 		return resp, err
-	case wire.DirCheckpoint:
-		cp, err := n.dir.Checkpoint(ctx, user, req.User)
-		resp := &wire.Response{}
-		if cp != nil {
-			resp.Data = cp.Marshal()
+	}
+}
+
+// A methodTable is the methods of a protocol, and what answers a method
+// it does not have.
+type methodTable struct {
+	methods map[string]method
+	unknown method
+}
+
+// clientTable is the client protocol's. An unknown method is refused as
+// a signed-in user's request would be: a peer that has not signed in is
+// told to, and a signed-in one gets an error of Op wire.UnknownOp.
+var clientTable = &methodTable{clientMethods, method{serve: unknownMethod, who: signedIn}}
+
+// operatorTable is the operator protocol's.
+var operatorTable = &methodTable{operatorMethods, method{serve: unknownMethod, who: operator}}
+
+// unknownMethod answers a method the protocol does not have, so that a
+// client falls back to what an older node knows (as for
+// dir.appendbatch).
+func unknownMethod(_ *Node, _ context.Context, c *caller) (any, error) {
+	return nil, spindle.E(wire.UnknownOp, spindle.Invalid, "unknown method "+c.req.Method)
+}
+
+// clientMethods are the methods of the client protocol. It has no
+// method of access operator.
+var clientMethods = map[string]method{
+	wire.Auth:            {serve: handle((*Node).serveAuth), who: anyone},
+	wire.KeyLookup:       {serve: handle((*Node).serveKeyLookup), who: anyone, key: true},
+	wire.KeyLookupLeader: {serve: handle((*Node).serveKeyLookup), who: anyone, key: true},
+	wire.KeyPut:          {serve: handle((*Node).serveKeyPut), who: anyone, key: true},
+	wire.KeyDomain:       {serve: handle((*Node).serveKeyDomain), who: anyone, key: true},
+	wire.KeyHistory:      {serve: handle((*Node).serveKeyHistory), who: anyone, key: true},
+	wire.KeyProof:        {serve: handle((*Node).serveKeyProof), who: anyone, key: true},
+	wire.KeyProofs:       {serve: handle((*Node).serveKeyProofs), who: anyone, key: true},
+	wire.KeyConsistency:  {serve: handle((*Node).serveKeyConsistency), who: anyone, key: true},
+	wire.KeyVerifier:     {serve: handle((*Node).serveKeyVerifier), who: anyone, key: true},
+	wire.KeyHead:         {serve: handle((*Node).serveKeyHead), who: anyone, key: true},
+	wire.KeyConfig:       {serve: handle((*Node).serveKeyConfig), who: anyone, key: true},
+	wire.KeyCosign:       {serve: handle((*Node).serveKeyCosign), who: anyone},
+	wire.KeyStatus:       {serve: handle((*Node).serveKeyStatus), who: anyone, key: true},
+	wire.KeyChange:       {serve: handle((*Node).serveKeyChange), who: anyone, key: true},
+	wire.NodeStatus:      {serve: handle((*Node).serveWriterStatus), who: writer},
+	wire.DirMirror:       {serve: handle((*Node).serveMirror), who: anyone},
+	wire.DirNudge:        {serve: handle((*Node).nudged), who: anyone},
+	wire.DirPublished:    {serve: handle((*Node).servePublished), who: signedIn},
+	wire.DirHead:         {serve: handle((*Node).serveDirHead), who: signedIn, dir: true},
+	wire.DirEntries:      {serve: handle((*Node).serveDirEntries), who: signedIn, dir: true},
+	wire.DirCheckpoint:   {serve: handle((*Node).serveDirCheckpoint), who: signedIn, dir: true},
+	wire.DirAppend:       {serve: handle((*Node).serveDirAppend), who: signedIn, dir: true},
+	wire.DirBatch:        {serve: handle((*Node).serveDirBatch), who: signedIn, dir: true},
+	wire.DirLookup:       {serve: handle((*Node).serveDirLookup), who: signedIn, dir: true, anon: true},
+	wire.DirGlob:         {serve: handle((*Node).serveDirGlob), who: signedIn, dir: true},
+	wire.DirWhich:        {serve: handle((*Node).serveDirWhich), who: signedIn, dir: true, anon: true},
+}
+
+// operatorMethods are the methods of the operator protocol.
+var operatorMethods = map[string]method{
+	wire.NodeStatus: {serve: handle((*Node).serveOperatorStatus), who: operator},
+	wire.KeyJoin:    {serve: handle((*Node).serveKeyJoin), who: operator},
+	wire.KeyLeave:   {serve: handle((*Node).serveKeyLeave), who: operator},
+}
+
+// dispatch finds req's method in table, checks that the peer may call
+// it, and serves it.
+func (n *Node) dispatch(ctx context.Context, table *methodTable, remote peer.ID, req *wire.Request) (any, error) {
+	m, ok := table.methods[req.Method]
+	if !ok {
+		m = table.unknown
+	}
+	c := &caller{remote: remote, req: req}
+	switch m.who {
+	case signedIn:
+		user := n.session(remote)
+		switch {
+		case req.To != "" && req.Auth == nil && m.anon:
+			user = anonReader
+		case req.To != "" && m.dir:
+			if req.Auth == nil || len(req.Auth.Req) == 0 {
+				return nil, spindle.E(spindle.Op("node.SignedRequest"), spindle.Permission, "a request carried by another node must be signed by its user")
+			}
+			var err error
+			if user, err = n.signedUser(ctx, req); err != nil {
+				return nil, err
+			}
 		}
-		return resp, err
-	case wire.DirAppend:
-		e, err := n.appendable(ctx, user, req.Data)
+		if user == "" {
+			return nil, spindle.E(wire.SessionOp, spindle.Permission, "not signed in: the client has not authenticated (run spin signup)")
+		}
+		c.user = user
+	case writer:
+		c.user = n.session(remote)
+		if c.user == "" || !n.writers.admits(c.user) {
+			return nil, spindle.E(spindle.Op("node."+req.Method), spindle.Permission, "a node answers "+req.Method+" only through its socket, to its operator, and to the writers it admits")
+		}
+	case operator:
+		// Only operatorMethods has such methods, and only the socket
+		// serves it.
+	}
+	return m.serve(n, ctx, c)
+}
+
+// encodeRequest encodes the request of method whose body is body.
+func encodeRequest(method string, body any) ([]byte, error) {
+	req, err := wire.NewRequest(method, body)
+	if err != nil {
+		return nil, err
+	}
+	data, err := wire.Encode(req)
+	if err != nil {
+		return nil, spindle.E(spindle.Internal, err)
+	}
+	return data, nil
+}
+
+// callWith sends a request of method with body req through send, which
+// returns the encoded answer, and decodes the answer as a Resp, returning
+// with it the error it carries.
+func callWith[Req, Resp any](ctx context.Context, send func(context.Context, []byte) ([]byte, error), method string, req *Req) (*Resp, error) {
+	data, err := encodeRequest(method, req)
+	if err != nil {
+		return nil, err
+	}
+	out, err := send(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	return wire.DecodeAnswer[Resp](out)
+}
+
+// callNode sends a request of method with body req to the node to and
+// decodes its answer (see callPeer).
+func callNode[Req, Resp any](ctx context.Context, n *Node, to peer.AddrInfo, method string, req *Req) (*Resp, error) {
+	return callWith[Req, Resp](ctx, func(ctx context.Context, data []byte) ([]byte, error) { return n.callPeer(ctx, to, data) }, method, req)
+}
+
+func (n *Node) serveAuth(ctx context.Context, c *caller, _ *wire.AuthRequest) (*wire.AuthResponse, error) {
+	// The verifier key goes with every answer, so that a client that
+	// signs in checks which key cluster it reached without asking.
+	return &wire.AuthResponse{Verifier: []byte(n.kst().ks.VerifierKey())}, n.authenticate(ctx, c.remote, c.req.Auth)
+}
+
+func (n *Node) serveKeyLookup(ctx context.Context, _ *caller, req *wire.KeyLookupRequest) (*wire.KeyLookupResponse, error) {
+	u, err := n.kst().ks.Lookup(ctx, req.User)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.KeyLookupResponse{Record: keylog.EncodeRecord(u)}, nil
+}
+
+func (n *Node) serveKeyPut(ctx context.Context, c *caller, req *wire.KeyPutRequest) (*wire.KeyPutResponse, error) {
+	if err := n.putKey(ctx, c.remote, c.req, req); err != nil {
+		return nil, err
+	}
+	n.keyPutDone(req.Record)
+	return &wire.KeyPutResponse{}, nil
+}
+
+func (n *Node) serveKeyDomain(ctx context.Context, _ *caller, req *wire.KeyDomainRequest) (*wire.KeyDomainResponse, error) {
+	users, err := n.kst().ks.Domain(ctx, req.Domain)
+	return &wire.KeyDomainResponse{Users: users}, err
+}
+
+func (n *Node) serveKeyHistory(ctx context.Context, _ *caller, req *wire.KeyHistoryRequest) (*wire.KeyHistoryResponse, error) {
+	held, err := n.keyHistory(ctx, req.User)
+	resp := &wire.KeyHistoryResponse{}
+	for _, h := range held {
+		resp.Keys = append(resp.Keys, h.Key)
+	}
+	return resp, err
+}
+
+func (n *Node) serveKeyProof(ctx context.Context, _ *caller, req *wire.KeyProofRequest) (*wire.KeyProofResponse, error) {
+	p, err := n.kst().ks.LookupProof(ctx, req.User)
+	if err != nil {
+		return nil, err
+	}
+	data, err := p.MarshalBinary()
+	return &wire.KeyProofResponse{Proof: data}, err
+}
+
+func (n *Node) serveKeyProofs(ctx context.Context, _ *caller, req *wire.KeyProofsRequest) (*wire.KeyProofsResponse, error) {
+	ps, err := n.kst().ks.History(ctx, req.User)
+	if err != nil {
+		return nil, err
+	}
+	data, err := keylog.MarshalProofs(ps)
+	return &wire.KeyProofsResponse{Proofs: data}, err
+}
+
+func (n *Node) serveKeyConsistency(ctx context.Context, _ *caller, req *wire.KeyConsistencyRequest) (*wire.KeyConsistencyResponse, error) {
+	p, err := n.kst().ks.ConsistencyProof(ctx, req.Old, req.New)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.KeyConsistencyResponse{Proof: keylog.MarshalTreeProof(p)}, nil
+}
+
+func (n *Node) serveKeyVerifier(ctx context.Context, _ *caller, _ *wire.KeyVerifierRequest) (*wire.KeyVerifierResponse, error) {
+	return &wire.KeyVerifierResponse{Verifier: []byte(n.kst().ks.VerifierKey())}, nil
+}
+
+func (n *Node) serveKeyHead(ctx context.Context, _ *caller, _ *wire.KeyHeadRequest) (*wire.KeyHeadResponse, error) {
+	head, err := n.kst().ks.Head(ctx)
+	return &wire.KeyHeadResponse{Head: head}, err
+}
+
+func (n *Node) serveKeyConfig(ctx context.Context, _ *caller, req *wire.KeyConfigRequest) (*wire.KeyConfigResponse, error) {
+	ps, err := n.kst().ks.ConfigProofs(ctx, req.After, req.Head)
+	if err != nil {
+		return nil, err
+	}
+	data, err := keylog.MarshalProofs(ps)
+	return &wire.KeyConfigResponse{Proofs: data}, err
+}
+
+func (n *Node) serveKeyCosign(ctx context.Context, c *caller, req *wire.KeyCosignRequest) (*wire.KeyCosignResponse, error) {
+	keys := n.kst().keys
+	if keys == nil {
+		return nil, spindle.E(spindle.NotExist, "this node is not a member of a key cluster")
+	}
+	// Only members gather signatures; a stranger could otherwise keep
+	// this member waiting for trees it has not applied.
+	if !keys.IsMember(c.remote.String()) {
+		return nil, spindle.E(spindle.Permission, fmt.Sprintf("peer %s is not a member of this key cluster: only members ask for cosignatures", c.remote))
+	}
+	signed, err := keys.SignHead(ctx, req.Head)
+	return &wire.KeyCosignResponse{Signed: signed}, err
+}
+
+func (n *Node) servePublished(ctx context.Context, _ *caller, req *wire.DirPublishedRequest) (*wire.DirPublishedResponse, error) {
+	// Anyone may read the DHT; the node saves its signed-in users a DHT
+	// of their own.
+	h, err := n.PublishedHead(ctx, req.User)
+	return &wire.DirPublishedResponse{Head: h}, err
+}
+
+func (n *Node) serveDirHead(ctx context.Context, c *caller, req *wire.DirHeadRequest) (*wire.DirHeadResponse, error) {
+	// A log's head is its position: only users with a right in the tree
+	// get it (writers need it to sign their next entry).
+	h, err := n.dir.HeadFor(ctx, c.user, req.User)
+	if err == nil && h.Seq == 0 && !n.writers.admits(req.User) {
+		// A tree this node does not host and holds nothing of: say so,
+		// rather than vouch for an empty log.
+		return nil, spindle.E(spindle.Op("node.Head"), spindle.PathName(req.User+"/"), c.user, spindle.Permission, "this node does not host the tree of "+string(req.User)+" (see spin node -writers)")
+	}
+	return &wire.DirHeadResponse{Head: h}, err
+}
+
+func (n *Node) serveDirEntries(ctx context.Context, c *caller, req *wire.DirEntriesRequest) (*wire.DirEntriesResponse, error) {
+	es, err := n.dir.Entries(ctx, c.user, req.User, req.From, int(min(req.Max, 1<<16)))
+	resp := &wire.DirEntriesResponse{}
+	for _, e := range es {
+		resp.Log = append(resp.Log, e.Marshal())
+	}
+	return resp, err
+}
+
+func (n *Node) serveDirCheckpoint(ctx context.Context, c *caller, req *wire.DirCheckpointRequest) (*wire.DirCheckpointResponse, error) {
+	cp, err := n.dir.Checkpoint(ctx, c.user, req.User)
+	resp := &wire.DirCheckpointResponse{}
+	if cp != nil {
+		resp.Checkpoint = cp.Marshal()
+	}
+	return resp, err
+}
+
+func (n *Node) serveDirAppend(ctx context.Context, c *caller, req *wire.DirAppendRequest) (*wire.DirAppendResponse, error) {
+	e, err := n.appendable(ctx, c.user, req.Entry)
+	if err != nil {
+		return nil, err
+	}
+	de, err := n.dir.Append(ctx, e)
+	if err == nil {
+		n.mirrors.nudge(e.Tree())
+		n.headChanged(e.Tree())
+	}
+	return &wire.DirAppendResponse{Entry: de}, err
+}
+
+func (n *Node) serveDirBatch(ctx context.Context, c *caller, req *wire.DirBatchRequest) (*wire.DirBatchResponse, error) {
+	if len(req.Entries) > dirlog.MaxBatch {
+		return nil, spindle.E(spindle.Op("node.AppendBatch"), c.user, spindle.Invalid, fmt.Sprintf("%d entries in a batch, limit is %d", len(req.Entries), dirlog.MaxBatch))
+	}
+	// Append the entries before the first bad one, and report it.
+	var es []*dirlog.Entry
+	var bad error
+	for _, data := range req.Entries {
+		e, err := n.appendable(ctx, c.user, data)
 		if err != nil {
-			return nil, err
+			bad = err
+			break
 		}
-		de, err := n.dir.Append(ctx, e)
-		if err == nil {
-			n.mirrors.nudge(e.Tree())
+		es = append(es, e)
+	}
+	var des []*spindle.DirEntry
+	var err error
+	if len(es) > 0 {
+		des, err = n.dir.AppendBatch(ctx, es)
+		if len(des) > 0 {
+			n.mirrors.nudge(es[0].Tree())
+		}
+		for _, e := range es[:min(len(des), len(es))] {
 			n.headChanged(e.Tree())
 		}
-		return &wire.Response{Entry: de}, err
-	case wire.DirBatch:
-		if len(req.Batch) > dirlog.MaxBatch {
-			return nil, spindle.E(spindle.Op("node.AppendBatch"), user, spindle.Invalid, fmt.Sprintf("%d entries in a batch, limit is %d", len(req.Batch), dirlog.MaxBatch))
-		}
-		// Append the entries before the first bad one, and report it.
-		var es []*dirlog.Entry
-		var bad error
-		for _, data := range req.Batch {
-			e, err := n.appendable(ctx, user, data)
-			if err != nil {
-				bad = err
-				break
-			}
-			es = append(es, e)
-		}
-		var des []*spindle.DirEntry
-		var err error
-		if len(es) > 0 {
-			des, err = n.dir.AppendBatch(ctx, es)
-			if len(des) > 0 {
-				n.mirrors.nudge(es[0].Tree())
-			}
-			for _, e := range es[:min(len(des), len(es))] {
-				n.headChanged(e.Tree())
-			}
-		}
-		if err == nil {
-			err = bad
-		}
-		return &wire.Response{Entries: des}, err
-	case wire.DirLookup:
-		de, pr, err := n.dir.LookupProved(ctx, user, req.Name)
-		resp := &wire.Response{Entry: de}
-		if pr != nil {
-			resp.Head, resp.DirProofs = pr.Head, [][]byte{pr.Marshal()}
-			for _, a := range pr.Above {
-				resp.DirProofs = append(resp.DirProofs, a.Marshal())
-			}
-		}
-		return resp, err
-	case wire.DirGlob:
-		des, prs, h, err := n.dir.GlobProved(ctx, user, req.Pattern)
-		resp := &wire.Response{Entries: des, Head: h}
-		for _, pr := range prs {
-			resp.DirProofs = append(resp.DirProofs, pr.Marshal())
-		}
-		return resp, err
-	case wire.DirWhich:
-		de, ap, err := n.dir.WhichAccessProved(ctx, user, req.Name)
-		resp := &wire.Response{Entry: de}
-		if ap != nil {
-			resp.Head = ap.Head
-			resp.DirProofs = [][]byte{nil}
-			if ap.Found != nil {
-				resp.DirProofs[0] = ap.Found.Marshal()
-			}
-			for _, pr := range ap.Absent {
-				resp.DirProofs = append(resp.DirProofs, pr.Marshal())
-			}
-		}
-		return resp, err
 	}
-	return nil, spindle.E(wire.UnknownOp, spindle.Invalid, "unknown method "+req.Method)
+	if err == nil {
+		err = bad
+	}
+	return &wire.DirBatchResponse{Entries: des}, err
+}
+
+func (n *Node) serveDirLookup(ctx context.Context, c *caller, req *wire.DirLookupRequest) (*wire.DirLookupResponse, error) {
+	de, pr, err := n.dir.LookupProved(ctx, c.user, req.Name)
+	resp := &wire.DirLookupResponse{Entry: de}
+	if pr != nil {
+		resp.Head, resp.Proofs = pr.Head, [][]byte{pr.Marshal()}
+		for _, a := range pr.Above {
+			resp.Proofs = append(resp.Proofs, a.Marshal())
+		}
+	}
+	return resp, err
+}
+
+func (n *Node) serveDirGlob(ctx context.Context, c *caller, req *wire.DirGlobRequest) (*wire.DirGlobResponse, error) {
+	des, prs, h, err := n.dir.GlobProved(ctx, c.user, req.Pattern)
+	resp := &wire.DirGlobResponse{Entries: des, Head: h}
+	for _, pr := range prs {
+		resp.Proofs = append(resp.Proofs, pr.Marshal())
+	}
+	return resp, err
+}
+
+func (n *Node) serveDirWhich(ctx context.Context, c *caller, req *wire.DirWhichRequest) (*wire.DirWhichResponse, error) {
+	de, ap, err := n.dir.WhichAccessProved(ctx, c.user, req.Name)
+	resp := &wire.DirWhichResponse{Entry: de}
+	if ap != nil {
+		resp.Head = ap.Head
+		resp.Proofs = [][]byte{nil}
+		if ap.Found != nil {
+			resp.Proofs[0] = ap.Found.Marshal()
+		}
+		for _, pr := range ap.Absent {
+			resp.Proofs = append(resp.Proofs, pr.Marshal())
+		}
+	}
+	return resp, err
 }
 
 // appendable decodes an entry that user sends to be appended and checks
@@ -303,8 +516,12 @@ func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
 	if err != nil {
 		return err
 	}
-	var req wire.Request
-	if err := wire.Decode(data, &req); err != nil {
+	var env wire.Request
+	if err := wire.Decode(data, &env); err != nil {
+		return err
+	}
+	var req wire.WatchRequest
+	if err := wire.Decode(env.Body, &req); err != nil {
 		return err
 	}
 	user := n.session(c.RemotePeer())
@@ -332,7 +549,7 @@ func (n *Node) serveWatch(ctx context.Context, c *p2p.Conn) error {
 		if n.session(c.RemotePeer()) != user {
 			return spindle.E(wire.SessionOp, spindle.Permission, "session ended: sign in again")
 		}
-		msg, err := wire.Encode(&wire.Response{Entry: ev.Entry, Delete: ev.Delete, Err: wire.ErrBytes(ev.Err)})
+		msg, err := wire.Encode(&wire.WatchEvent{Entry: ev.Entry, Delete: ev.Delete, Err: wire.ErrBytes(ev.Err)})
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"spindle.dev/client"
 	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -47,7 +48,7 @@ func (r *rawClient) proof(user spindle.UserName, s spindle.Signer) *wire.AuthMsg
 // signedIn reports whether r's session still acts for its user.
 func (r *rawClient) signedIn(owner spindle.UserName) bool {
 	r.t.Helper()
-	_, err := r.call(&wire.Request{Method: wire.DirHead, User: owner})
+	_, err := r.call(&wiretest.Request{Method: wire.DirHead, User: owner})
 	var e *spindle.Error
 	if errors.As(err, &e) && e.Op == wire.SessionOp {
 		return false
@@ -87,7 +88,7 @@ func TestSessionEndsOnKeyChange(t *testing.T) {
 	if err := keylog.Sign(next, old); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := owner.call(&wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(next), Auth: owner.proof("ann@example.com", fresh)}); err != nil {
+	if _, err := owner.call(&wiretest.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(next), Auth: owner.proof("ann@example.com", fresh)}); err != nil {
 		t.Fatalf("rotate: %v", err)
 	}
 
@@ -97,10 +98,10 @@ func TestSessionEndsOnKeyChange(t *testing.T) {
 	if owner.signedIn("ann@example.com") {
 		t.Error("the rotating session still acts: every session of the old record must end")
 	}
-	if _, err := thief.call(&wire.Request{Method: wire.Auth, Auth: thief.proof("ann@example.com", old)}); !errors.Is(err, spindle.Permission) {
+	if _, err := thief.call(&wiretest.Request{Method: wire.Auth, Auth: thief.proof("ann@example.com", old)}); !errors.Is(err, spindle.Permission) {
 		t.Errorf("sign-in with the replaced key: %v, want Permission", err)
 	}
-	if _, err := owner.call(&wire.Request{Method: wire.Auth, Auth: owner.proof("ann@example.com", fresh)}); err != nil {
+	if _, err := owner.call(&wiretest.Request{Method: wire.Auth, Auth: owner.proof("ann@example.com", fresh)}); err != nil {
 		t.Fatalf("sign-in with the new key: %v", err)
 	}
 	if !owner.signedIn("ann@example.com") {
@@ -165,14 +166,14 @@ func TestKeyPutNeedsPossession(t *testing.T) {
 		{"proof made for another connection", elsewhere.proof("new@example.com", keys)},
 		{"proof for another name", r.proof("old@example.com", keys)},
 	} {
-		if _, err := r.call(&wire.Request{Method: wire.KeyPut, Data: data, Auth: tc.auth}); !errors.Is(err, spindle.Permission) {
+		if _, err := r.call(&wiretest.Request{Method: wire.KeyPut, Data: data, Auth: tc.auth}); !errors.Is(err, spindle.Permission) {
 			t.Errorf("%s: %v, want Permission", tc.name, err)
 		}
 	}
 	if _, err := n.kst().keys.Lookup(context.Background(), "new@example.com"); !errors.Is(err, spindle.NotExist) {
 		t.Fatalf("name taken without proof: %v", err)
 	}
-	if _, err := r.call(&wire.Request{Method: wire.KeyPut, Data: data, Auth: r.proof("new@example.com", keys)}); err != nil {
+	if _, err := r.call(&wiretest.Request{Method: wire.KeyPut, Data: data, Auth: r.proof("new@example.com", keys)}); err != nil {
 		t.Fatalf("with proof: %v", err)
 	}
 	if _, err := n.kst().keys.Lookup(context.Background(), "new@example.com"); err != nil {
@@ -192,14 +193,14 @@ func TestKeyPutRateLimited(t *testing.T) {
 	r := dialAnon(t, n)
 	for i := 0; i < 3; i++ {
 		// Junk is counted too: the limit comes before any work.
-		if _, err := r.call(&wire.Request{Method: wire.KeyPut, Data: []byte("junk")}); !errors.Is(err, spindle.Invalid) {
+		if _, err := r.call(&wiretest.Request{Method: wire.KeyPut, Data: []byte("junk")}); !errors.Is(err, spindle.Invalid) {
 			t.Fatalf("put %d: %v, want Invalid", i+1, err)
 		}
 	}
-	if _, err := r.call(&wire.Request{Method: wire.KeyPut, Data: []byte("junk")}); !errors.Is(err, spindle.Transient) {
+	if _, err := r.call(&wiretest.Request{Method: wire.KeyPut, Data: []byte("junk")}); !errors.Is(err, spindle.Transient) {
 		t.Fatalf("put past the limit: %v, want Transient", err)
 	}
-	if _, err := dialAnon(t, n).call(&wire.Request{Method: wire.KeyPut, Data: []byte("junk")}); !errors.Is(err, spindle.Invalid) {
+	if _, err := dialAnon(t, n).call(&wiretest.Request{Method: wire.KeyPut, Data: []byte("junk")}); !errors.Is(err, spindle.Invalid) {
 		t.Fatalf("another peer: %v, want Invalid (served)", err)
 	}
 }
@@ -268,7 +269,7 @@ func TestRotationCutoffNotBehindHead(t *testing.T) {
 		if err := keylog.Sign(next, old); err != nil {
 			t.Fatal(err)
 		}
-		_, err := r.call(&wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(next), Auth: r.proof("ann@example.com", fresh)})
+		_, err := r.call(&wiretest.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(next), Auth: r.proof("ann@example.com", fresh)})
 		return err
 	}
 	if err := rotation(h.Seq - 1); !errors.Is(err, spindle.Invalid) {

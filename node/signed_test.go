@@ -9,6 +9,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/dirlog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 )
 
 // A writer cannot make a reader verify an entry against a name it does not
@@ -37,7 +38,7 @@ func TestAppendBindsSignatureToName(t *testing.T) {
 	}
 	// put signs d as the raw client's user and appends it at name.
 	put := func(rc *rawClient, signer spindle.Signer, name spindle.PathName, d spindle.DirEntry) error {
-		resp, err := rc.call(&wire.Request{Method: wire.DirHead, User: "ann@example.com"})
+		resp, err := rc.call(&wiretest.Request{Method: wire.DirHead, User: "ann@example.com"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +48,7 @@ func TestAppendBindsSignatureToName(t *testing.T) {
 		if err := e.Sign(signer); err != nil {
 			t.Fatal(err)
 		}
-		_, err = rc.call(&wire.Request{Method: wire.DirAppend, Data: e.Marshal()})
+		_, err = rc.call(&wiretest.Request{Method: wire.DirAppend, Data: e.Marshal()})
 		return err
 	}
 	rc := dialRaw(t, n, keys)

@@ -7,44 +7,41 @@ import (
 	"slices"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-
 	"spindle.dev"
 	"spindle.dev/node/wire"
 )
-
-// socketKey marks the context of requests that came through the node's
-// Unix socket, which only its operator can reach (see p2p/local.go).
-type socketKey struct{}
-
-func fromSocket(ctx context.Context) bool { return ctx.Value(socketKey{}) != nil }
 
 // A usageStore is a block store that counts what it holds.
 type usageStore interface {
 	Usage(ctx context.Context) (n, size int64, err error)
 }
 
-// serveStatus answers node.status: to the operator, through the socket,
-// and over the network only to a signed-in user the node admits as a
-// writer. Peer counts are public in any case (the DHT answers anyone
+// serveStatus answers node.status: to the operator (on the operator
+// protocol, through the socket), and on the client protocol only to a
+// signed-in user the node admits as a writer, without the logs it hosts. Peer counts are public in any case (the DHT answers anyone
 // who asks for peers), but what the node holds, and when that grows, is
 // its users' business.
-func (n *Node) serveStatus(ctx context.Context, remote peer.ID) (*wire.Response, error) {
+func (n *Node) serveStatus(ctx context.Context, operator bool) (*wire.NodeStatusResponse, error) {
 	const op spindle.Op = "node.Status"
-	if !fromSocket(ctx) {
-		u := n.session(remote)
-		if u == "" || !n.writers.admits(u) {
-			return nil, spindle.E(op, spindle.Permission, "a node tells its status only through its socket, to its operator, and to the writers it admits")
-		}
-	}
 	st, err := n.Status(ctx)
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	if !fromSocket(ctx) {
+	if !operator {
 		st.Logs = nil // Whose trees the node hosts is for its operator.
 	}
-	return &wire.Response{Status: st}, nil
+	return &wire.NodeStatusResponse{Status: st}, nil
+}
+
+// serveWriterStatus answers node.status on the client protocol, to a
+// writer (the method table checks that).
+func (n *Node) serveWriterStatus(ctx context.Context, _ *caller, _ *wire.NodeStatusRequest) (*wire.NodeStatusResponse, error) {
+	return n.serveStatus(ctx, false)
+}
+
+// serveOperatorStatus answers node.status on the operator protocol.
+func (n *Node) serveOperatorStatus(ctx context.Context, _ *caller, _ *wire.NodeStatusRequest) (*wire.NodeStatusResponse, error) {
+	return n.serveStatus(ctx, true)
 }
 
 // Status returns the node's state: its peers, its DHT, what it holds, and

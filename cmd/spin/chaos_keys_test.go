@@ -19,6 +19,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
@@ -162,7 +163,7 @@ func (k *chaosKeys) record(c int, in keyOp, call int64, out keyOut) {
 }
 
 // call sends req to the node i as client c's peer and returns the answer.
-func (k *chaosKeys) call(ctx context.Context, c, i int, req *wire.Request) (*wire.Response, error) {
+func (k *chaosKeys) call(ctx context.Context, c, i int, req *wiretest.Request) (*wiretest.Response, error) {
 	h := k.hosts[c]
 	pid, err := p2p.Connect(ctx, h, spindle.PeerAddr(k.r.nodes[i].addr))
 	if err != nil {
@@ -176,7 +177,7 @@ func (k *chaosKeys) call(ctx context.Context, c, i int, req *wire.Request) (*wir
 	if err != nil {
 		return nil, err
 	}
-	return wire.DecodeResponse(out)
+	return wiretest.DecodeResponse(out)
 }
 
 // put sends the signed record u, with a proof that the client holds keys,
@@ -195,7 +196,7 @@ func (k *chaosKeys) put(ctx context.Context, c, i int, u *spindle.User, keys *pa
 	if a.Sig, err = keys.Sign(a.Digest()); err != nil {
 		return err
 	}
-	_, err = k.call(ctx, c, i, &wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(u), Auth: a})
+	_, err = k.call(ctx, c, i, &wiretest.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(u), Auth: a})
 	return err
 }
 
@@ -273,7 +274,7 @@ func (k *chaosKeys) loop(c int, stop <-chan struct{}) {
 		default:
 			in := keyOp{kind: 'l', name: n}
 			call := k.now()
-			resp, err := k.call(ctx, c, rng.IntN(len(r.nodes)), &wire.Request{Method: wire.KeyLookupLeader, User: keyName(n)})
+			resp, err := k.call(ctx, c, rng.IntN(len(r.nodes)), &wiretest.Request{Method: wire.KeyLookupLeader, User: keyName(n)})
 			switch {
 			case err == nil:
 				u, derr := keylog.DecodeRecord(resp.Data)

@@ -108,25 +108,26 @@ func (st *State) keyNode() (spindle.PeerAddr, bool, error) {
 	return cfg.Node, false, nil
 }
 
-// keyCall sends req to the key cluster commands' node.
-func (st *State) keyCall(ctx context.Context, req *wire.Request) (*wire.Response, error) {
+// keyNodeCall sends a request of method whose body is req to the key
+// cluster commands' node.
+func keyNodeCall[Req, Resp any](ctx context.Context, st *State, method string, req *Req) (*Resp, error) {
 	addr, _, err := st.keyNode()
 	if err != nil {
 		return nil, err
 	}
-	return client.NodeCall(ctx, addr, req)
+	return client.NodeCall[Req, Resp](ctx, addr, method, req)
 }
 
 // keyStatus asks for the cluster's status.
 func (st *State) keyStatus(ctx context.Context) (*wire.ClusterStatus, error) {
-	resp, err := st.keyCall(ctx, &wire.Request{Method: wire.KeyStatus})
+	resp, err := keyNodeCall[wire.KeyStatusRequest, wire.KeyStatusResponse](ctx, st, wire.KeyStatus, &wire.KeyStatusRequest{})
 	if err != nil {
 		return nil, err
 	}
-	if resp.KeyStatus == nil {
+	if resp.Status == nil {
 		return nil, spindle.E(spindle.IO, "the node sent no key cluster status")
 	}
-	return resp.KeyStatus, nil
+	return resp.Status, nil
 }
 
 // operatorKeys loads your keys, which sign configuration changes.
@@ -254,7 +255,7 @@ func (st *State) change(ctx context.Context, kind, arg string, key spindle.Publi
 	// The same change again is no change: one cut short by a leader
 	// change is tried again, for up to a minute.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		_, err := st.keyCall(ctx, &wire.Request{Method: wire.KeyChange, Data: data})
+		_, err := keyNodeCall[wire.KeyChangeRequest, wire.KeyChangeResponse](ctx, st, wire.KeyChange, &wire.KeyChangeRequest{Change: data})
 		if err == nil {
 			return nil
 		}
@@ -272,11 +273,11 @@ func runKeyInit(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := st.keyCall(ctx, &wire.Request{Method: wire.KeyVerifier})
+	resp, err := keyNodeCall[wire.KeyVerifierRequest, wire.KeyVerifierResponse](ctx, st, wire.KeyVerifier, &wire.KeyVerifierRequest{})
 	if err != nil {
 		return st.fail("", err)
 	}
-	if err := st.change(ctx, keylog.ChangeInit, strings.TrimSpace(string(resp.Data)), keys.PublicKey()); err != nil {
+	if err := st.change(ctx, keylog.ChangeInit, strings.TrimSpace(string(resp.Verifier)), keys.PublicKey()); err != nil {
 		return err
 	}
 	fmt.Fprintf(st.Stdout, "operator:  %s\n", keys.PublicKey())
@@ -383,18 +384,18 @@ func runKeyJoin(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := client.NodeCall(ctx, addr, &wire.Request{Method: wire.KeyJoin})
+	resp, err := client.OperatorCall[wire.KeyJoinRequest, wire.KeyJoinResponse](ctx, addr, wire.KeyJoin, &wire.KeyJoinRequest{})
 	if err != nil {
 		return st.fail("", err)
 	}
-	if resp.KeyStatus == nil || len(resp.Data) == 0 {
+	if resp.Status == nil || len(resp.Verifier) == 0 {
 		return st.fail("", spindle.E(spindle.IO, "the node sent no cluster status or verifier key"))
 	}
-	data, err := signChange(keys, resp.KeyStatus, keylog.ChangeAddMember, string(resp.Data), keys.PublicKey())
+	data, err := signChange(keys, resp.Status, keylog.ChangeAddMember, string(resp.Verifier), keys.PublicKey())
 	if err != nil {
 		return st.fail("", err)
 	}
-	resp, err = client.NodeCall(ctx, addr, &wire.Request{Method: wire.KeyJoin, Data: data})
+	resp, err = client.OperatorCall[wire.KeyJoinRequest, wire.KeyJoinResponse](ctx, addr, wire.KeyJoin, &wire.KeyJoinRequest{Change: data})
 	if err != nil {
 		st.fail("", err)
 		if spindle.KindOf(err) == spindle.Permission {
@@ -402,8 +403,8 @@ func runKeyJoin(ctx context.Context, st *State, args []string) error {
 		}
 		return errFailed
 	}
-	fmt.Fprintf(st.Stdout, "joined:    %s\n", resp.KeyStatus.ID)
-	printClusterStatus(st, resp.KeyStatus)
+	fmt.Fprintf(st.Stdout, "joined:    %s\n", resp.Status.ID)
+	printClusterStatus(st, resp.Status)
 	return nil
 }
 
@@ -419,11 +420,11 @@ func runKeyLeave(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := client.NodeCall(ctx, addr, &wire.Request{Method: wire.KeyStatus})
+	resp, err := client.NodeCall[wire.KeyStatusRequest, wire.KeyStatusResponse](ctx, addr, wire.KeyStatus, &wire.KeyStatusRequest{})
 	if err != nil {
 		return st.fail("", err)
 	}
-	cs := resp.KeyStatus
+	cs := resp.Status
 	if cs == nil {
 		return st.fail("", spindle.E(spindle.IO, "the node sent no key cluster status"))
 	}
@@ -431,7 +432,7 @@ func runKeyLeave(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return st.fail("", err)
 	}
-	if _, err := client.NodeCall(ctx, addr, &wire.Request{Method: wire.KeyLeave, Data: data}); err != nil {
+	if _, err := client.OperatorCall[wire.KeyLeaveRequest, wire.KeyLeaveResponse](ctx, addr, wire.KeyLeave, &wire.KeyLeaveRequest{Change: data}); err != nil {
 		return st.fail("", err)
 	}
 	fmt.Fprintf(st.Stdout, "left:      %s\n", cs.ID)

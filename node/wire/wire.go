@@ -1,6 +1,8 @@
 // Package wire defines the client protocol between a spin client and the
 // node it talks through: the protocol IDs, the methods, and the CBOR
-// messages both sides exchange. It holds no behaviour beyond encoding, so
+// messages both sides exchange. Every request travels in a Request
+// envelope and every answer in a Response, each carrying the method's own
+// message (see messages.go) as its Body. It holds no behaviour beyond encoding, so
 // that the node (the server side) and node/client (the client side) share
 // one definition of every message.
 package wire
@@ -12,95 +14,66 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"spindle.dev"
-	"spindle.dev/dirlog"
 )
 
 // The protocols a node serves to clients.
 const (
 	// ClientProtocol carries a client's requests: one request and one
 	// response per stream, each a CBOR-encoded message.
-	ClientProtocol = "/spindle/client/1"
+	// Version 2 has one request and one response per method (see
+	// Request and Response).
+	ClientProtocol = "/spindle/client/2"
 	// WatchProtocol carries one Watch: a request, then a stream of events.
-	WatchProtocol = "/spindle/watch/1"
+	WatchProtocol = "/spindle/watch/2"
+	// OperatorProtocol carries the requests a node answers only to its
+	// operator: KeyJoin, KeyLeave, and NodeStatus with the logs the node
+	// hosts. A node serves it only on its Unix socket, which only its
+	// operator can reach, and never over the network, whose protocols
+	// have no operator methods at all.
+	OperatorProtocol = "/spindle/operator/1"
 )
 
 // MaxMessage bounds a client request or response: room for the entry of a
 // file of some 100 GiB (1 MiB blocks) or a long Glob answer.
 const MaxMessage = 16 << 20
 
-// Methods of the client protocol.
+// Methods of the client and operator protocols. Each method's contract is
+// on its request and response types, named after it (KeyLookup:
+// KeyLookupRequest and KeyLookupResponse).
 const (
-	Auth       = "auth" // Auth → Data: as KeyVerifier, with the error if it fails.
-	KeyLookup  = "key.lookup"
-	KeyPut     = "key.put"
-	KeyDomain  = "key.domain"
-	KeyHistory = "key.history"
-	// Proved lookups, for clients that check the key cluster's
-	// transparency log (see client.Config.KeyLog).
-	KeyProof       = "key.proof"       // User → Data: a keylog.Proof of the current record.
-	KeyProofs      = "key.proofs"      // User → Proofs: every version's keylog.Proof, oldest first.
-	KeyConsistency = "key.consistency" // Seq, Size → Data: a consistency proof between the two tree sizes.
-	KeyVerifier    = "key.verifier"    // → Data: the note verifier key of this member's signatures on tree heads.
-	// KeyHead asks for the key cluster's current tree head, signed by a
-	// majority of its members → Data.
-	KeyHead = "key.head"
-	// KeyConfig asks for the key cluster's configuration changes after
-	// the first Seq, up to the configuration a tree head names (Data: the
-	// head) → Proofs: each a keylog.Proof in the head's tree, at most
-	// 256; a client following the members asks again for the rest.
-	KeyConfig = "key.config"
-	// KeyCosign asks a key cluster member to sign a tree head of its log
-	// (Data: the head's text) → Data: the signed note. Members ask each
-	// other, to gather a majority's signatures; a member signs only a
-	// tree and configuration its own log has.
-	KeyCosign  = "key.cosign"
-	DirHead    = "dir.head"
-	DirAppend  = "dir.append"
-	DirBatch   = "dir.appendbatch"
-	DirLookup  = "dir.lookup"
-	DirGlob    = "dir.glob"
-	DirWhich   = "dir.whichaccess"
-	DirWatch   = "dir.watch"
-	DirEntries = "dir.entries" // User, Seq (from), Size (at most) → Log: the owner's log entries.
-	// DirMirror is dir.entries for another dir host of the user (a
-	// mirror), which a node answers only to a peer that the user's key
-	// record names as a dir host: User, Seq, Size → Log and Head; or, if
-	// the entries from Seq were compacted, Data (the dirlog.Checkpoint the
-	// log starts with) and Head, and the mirror asks again after it.
-	DirMirror = "dir.mirror"
-	// DirNudge tells a node that User's log or key record changed, so that
-	// a node mirroring it pulls now: User → nothing. Anyone may send it;
-	// the node checks the record itself.
-	DirNudge = "dir.nudge"
-	// DirCheckpoint asks for the checkpoint the owner's log starts with
-	// once compacted (User → Data: a dirlog.Checkpoint, empty if the log
-	// is whole); its entries follow it from its Seq+1 (see dir.entries).
-	DirCheckpoint = "dir.checkpoint"
-	// DirPublished asks for the newest head of User's log published in
-	// the node's DHT (→ Head), for a reader to compare with the heads
-	// hosts serve. The client checks its signer against the key record.
-	DirPublished = "dir.published"
-	// NodeStatus asks for the node's state (→ Status). A node answers it
-	// over its socket, to its operator, and over the network only to a
-	// signed-in user it admits as a writer: what it holds, and when that
-	// grows, is its users' business, not a stranger's. The directory
-	// logs it hosts (Status.Logs) it tells only through its socket.
-	NodeStatus = "node.status"
-	// KeyLookupLeader is KeyLookup answered by the key cluster's leader,
-	// for a read after a write: a member that is not the leader, and a
-	// node that is no member, carry it to the leader (see package node).
+	Auth            = "auth"
+	KeyLookup       = "key.lookup"
 	KeyLookupLeader = "key.lookup.leader"
-	// Membership and configuration of the key cluster. A node that is no
-	// member carries KeyStatus and KeyChange to a member, and a member
-	// KeyChange to the leader.
-	KeyStatus = "key.status" // → KeyStatus (a ClusterStatus): the cluster as the member that answers sees it.
-	KeyChange = "key.change" // Data: a keylog.EncodeChange, signed by an operator (or the vouching node operator).
-	// KeyJoin and KeyLeave are answered only through the node's socket,
-	// to its operator. KeyJoin without Data prepares the node to join and
-	// answers with the cluster's KeyStatus and, in Data, the verifier key
-	// the node will sign tree heads with; with Data, an add-member change
-	// for that key, the node asks the cluster to add it and becomes a
-	// member. KeyLeave's Data is a remove-member change for the node.
+	KeyPut          = "key.put"
+	KeyDomain       = "key.domain"
+	KeyHistory      = "key.history"
+	KeyProof        = "key.proof"
+	KeyProofs       = "key.proofs"
+	KeyConsistency  = "key.consistency"
+	KeyVerifier     = "key.verifier"
+	KeyHead         = "key.head"
+	KeyConfig       = "key.config"
+	KeyCosign       = "key.cosign"
+	KeyStatus       = "key.status"
+	KeyChange       = "key.change"
+	DirHead         = "dir.head"
+	DirAppend       = "dir.append"
+	DirBatch        = "dir.appendbatch"
+	DirLookup       = "dir.lookup"
+	DirGlob         = "dir.glob"
+	DirWhich        = "dir.whichaccess"
+	DirWatch        = "dir.watch"
+	DirEntries      = "dir.entries"
+	DirMirror       = "dir.mirror"
+	DirNudge        = "dir.nudge"
+	DirCheckpoint   = "dir.checkpoint"
+	DirPublished    = "dir.published"
+	// NodeStatus is a method of both protocols: on ClientProtocol for
+	// the writers a node admits, on OperatorProtocol with the logs it
+	// hosts.
+	NodeStatus = "node.status"
+	// KeyJoin and KeyLeave are methods of OperatorProtocol only, which a
+	// node serves through its socket, to its operator.
 	KeyJoin  = "key.join"
 	KeyLeave = "key.leave"
 )
@@ -116,18 +89,16 @@ const (
 	UnknownOp spindle.Op = "node.Client"
 )
 
-// A Request is a message of the client protocol. Which fields are used depends
-// on Method.
+// A Request is the envelope of every request of the client and operator
+// protocols: the method, the fields every method may carry, and the
+// method's own request (such as a DirLookupRequest) as Body, which only
+// the method's handler decodes.
 type Request struct {
-	Method  string           `cbor:"1,keyasint"`
-	User    spindle.UserName `cbor:"2,keyasint,omitempty"`
-	Name    spindle.PathName `cbor:"3,keyasint,omitempty"`
-	Pattern string           `cbor:"4,keyasint,omitempty"`
-	Seq     int64            `cbor:"5,keyasint,omitempty"`
-	Data    []byte           `cbor:"6,keyasint,omitempty"` // An encoded dirlog entry or key record.
-	Auth    *AuthMsg         `cbor:"7,keyasint,omitempty"`
-	Batch   [][]byte         `cbor:"8,keyasint,omitempty"` // Encoded dirlog entries, for dir.appendbatch.
-	Size    int64            `cbor:"9,keyasint,omitempty"` // The larger tree size, for key.consistency.
+	Method string `cbor:"1,keyasint"`
+	// Auth signs the peer in, for Auth; for a key.put, it proves
+	// possession of the key; with To, it signs this one request (see
+	// AuthMsg.Req and SignedDigest).
+	Auth *AuthMsg `cbor:"7,keyasint,omitempty"`
 	// To, if set, is the peer ID of the node that is to answer a dir.*
 	// request: the dir host of the tree it is about. A node that is not
 	// To carries the request there unchanged and returns the answer
@@ -137,14 +108,22 @@ type Request struct {
 	// for no user (the anonymous reader of a gateway) with what all may
 	// read; no node carries it.
 	To string `cbor:"10,keyasint,omitempty"`
-	// Grant, for a key.put of a new name under the domain policy, is the
-	// countersignature of the domain's admin key (keylog.GrantDigest).
-	Grant []byte `cbor:"11,keyasint,omitempty"`
+	// Body is the method's request, encoded.
+	Body []byte `cbor:"12,keyasint,omitempty"`
+}
+
+// NewRequest returns the request of method whose body is body encoded.
+func NewRequest(method string, body any) (*Request, error) {
+	b, err := Encode(body)
+	if err != nil {
+		return nil, spindle.E(spindle.Internal, err)
+	}
+	return &Request{Method: method, Body: b}, nil
 }
 
 // SignedDigest returns the digest of req that AuthMsg.Req holds when the
 // user signs the request itself: the SHA-256 of its canonical encoding
-// without Auth.
+// without Auth. It covers the method, To and the body.
 func SignedDigest(req *Request) ([]byte, error) {
 	r := *req
 	r.Auth = nil
@@ -156,36 +135,30 @@ func SignedDigest(req *Request) ([]byte, error) {
 	return sum[:], nil
 }
 
-// A Response answers a request. Err, if set, is an encoded *spindle.Error;
-// it travels beside the other fields because some answers carry both, such
-// as a Lookup that stops at a link.
+// A Response is the envelope of every answer: the method's response
+// (such as a DirLookupResponse) as Body, and the error, if any. Err, an
+// encoded *spindle.Error, travels beside the body because some answers
+// carry both, such as a lookup that stops at a link.
 type Response struct {
-	Entry   *spindle.DirEntry   `cbor:"1,keyasint,omitempty"`
-	Users   []spindle.UserName  `cbor:"7,keyasint,omitempty"`
-	Keys    []spindle.PublicKey `cbor:"8,keyasint,omitempty"`
-	Entries []*spindle.DirEntry `cbor:"2,keyasint,omitempty"`
-	Head    *dirlog.Head        `cbor:"3,keyasint,omitempty"`
-	Data    []byte              `cbor:"4,keyasint,omitempty"`
-	Err     []byte              `cbor:"5,keyasint,omitempty"`
-	Delete  bool                `cbor:"6,keyasint,omitempty"` // For watch events.
-	Proofs  [][]byte            `cbor:"9,keyasint,omitempty"` // Encoded keylog.Proofs, for key.proofs.
-	// DirProofs prove an answer about a directory log against Head (see
-	// dirlog.Proved, encoded): for dir.lookup, one, followed for NotExist
-	// by its Above, root first; for dir.whichaccess,
-	// the governing Access file's (empty if none governs) and then the
-	// absence of each nearer one, nearest first; for dir.glob, one for
-	// each entry, in order.
-	DirProofs [][]byte `cbor:"10,keyasint,omitempty"`
-	// Status answers node.status.
-	Status *Status `cbor:"11,keyasint,omitempty"`
-	// Log holds encoded dirlog entries, for dir.entries.
-	Log [][]byte `cbor:"12,keyasint,omitempty"`
-	// KeyStatus answers key.status and key.join.
-	KeyStatus *ClusterStatus `cbor:"13,keyasint,omitempty"`
+	Body []byte `cbor:"1,keyasint,omitempty"`
+	Err  []byte `cbor:"5,keyasint,omitempty"`
 	// NotLeader says that Err is a key cluster member's refusal because
 	// it does not lead (keyraft.ErrNotLeader), which an error's encoding
 	// does not carry: the sender then asks the leader.
 	NotLeader bool `cbor:"14,keyasint,omitempty"`
+}
+
+// EncodeResponse encodes the answer body (nil for none) and err.
+func EncodeResponse(body any, err error, notLeader bool) ([]byte, error) {
+	resp := Response{Err: ErrBytes(err), NotLeader: notLeader}
+	if body != nil {
+		b, eerr := Encode(body)
+		if eerr != nil {
+			return nil, spindle.E(spindle.Internal, eerr)
+		}
+		resp.Body = b
+	}
+	return Encode(&resp)
 }
 
 // A ClusterStatus is what a member of the key cluster knows of it: for spin
@@ -354,8 +327,8 @@ func Decode(data []byte, v any) error {
 	return nil
 }
 
-// DecodeResponse decodes an encoded answer, returning with it the error
-// it carries, if any.
+// DecodeResponse decodes an encoded answer's envelope, returning with it
+// the error it carries, if any.
 func DecodeResponse(out []byte) (*Response, error) {
 	var resp Response
 	if err := Decode(out, &resp); err != nil {
@@ -378,4 +351,28 @@ func ErrBytes(err error) []byte {
 	}
 	b, _ := e.MarshalBinary()
 	return b
+}
+
+// DecodeAnswer decodes an encoded answer whose body is a T, returning
+// with it the error it carries, if any. The answer is nil only if the
+// bytes do not decode; an answer without a body is a zero T.
+func DecodeAnswer[T any](out []byte) (*T, error) {
+	resp, err := DecodeResponse(out)
+	if resp == nil {
+		return nil, err
+	}
+	return DecodeBody[T](resp, err)
+}
+
+// DecodeBody decodes resp's body as a T and returns it with err, the
+// error resp carries; or, if the body does not decode, nil and the
+// decoding error.
+func DecodeBody[T any](resp *Response, err error) (*T, error) {
+	v := new(T)
+	if len(resp.Body) > 0 {
+		if derr := Decode(resp.Body, v); derr != nil {
+			return nil, derr
+		}
+	}
+	return v, err
 }

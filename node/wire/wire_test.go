@@ -7,14 +7,29 @@ import (
 	"spindle.dev"
 )
 
+// req returns the request of method with body, for the seeds.
+func req(method string, body any) *Request {
+	r, err := NewRequest(method, body)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// A node decodes the envelope of whatever bytes a peer sends.
 func FuzzDecodeRequest(f *testing.F) {
+	signed := req(DirLookup, &DirLookupRequest{Name: "ann@example.com/x"})
+	signed.To = "12D3KooW"
+	signed.Auth = &AuthMsg{User: "ann@example.com", NodePeer: "12D3KooW", Time: 1, Sig: []byte{1}, Req: []byte{2}, Nonce: []byte{3}}
+	auth := req(Auth, &AuthRequest{})
+	auth.Auth = &AuthMsg{User: "ann@example.com", Time: 1, Sig: []byte{1}}
 	for _, r := range []*Request{
-		{Method: DirLookup, Name: "ann@example.com/x"},
-		{Method: Auth, Auth: &AuthMsg{User: "ann@example.com", Time: 1, Sig: []byte{1}}},
-		{Method: DirAppend, Data: []byte{0, 1, 2}},
-		{Method: KeyPut, Data: []byte{0, 1, 2}, Grant: []byte{3, 4}},
-		{Method: KeyChange, Data: []byte("SPKC\x01")},
-		{Method: DirLookup, Name: "ann@example.com/x", To: "12D3KooW", Auth: &AuthMsg{User: "ann@example.com", NodePeer: "12D3KooW", Time: 1, Sig: []byte{1}, Req: []byte{2}, Nonce: []byte{3}}},
+		req(DirLookup, &DirLookupRequest{Name: "ann@example.com/x"}),
+		auth,
+		req(DirAppend, &DirAppendRequest{Entry: []byte{0, 1, 2}}),
+		req(KeyPut, &KeyPutRequest{Record: []byte{0, 1, 2}, Grant: []byte{3, 4}}),
+		req(KeyChange, &KeyChangeRequest{Change: []byte("SPKC\x01")}),
+		signed,
 	} {
 		b, _ := Encode(r)
 		f.Add(b)
@@ -22,15 +37,38 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Fuzz(roundTrip[Request])
 }
 
+// A node's handlers decode the bodies of requests from any peer; a few of
+// them, those with the most structure.
+func FuzzDecodeBody(f *testing.F) {
+	for _, r := range []*Request{
+		req(DirLookup, &DirLookupRequest{Name: "ann@example.com/x"}),
+		req(DirBatch, &DirBatchRequest{Entries: [][]byte{{1}, {2, 3}}}),
+		req(KeyPut, &KeyPutRequest{Record: []byte{0, 1, 2}, Grant: []byte{3, 4}}),
+		req(DirEntries, &DirEntriesRequest{User: "ann@example.com", From: 3, Max: 100}),
+		req(KeyConfig, &KeyConfigRequest{After: 2, Head: []byte("head")}),
+	} {
+		f.Add(r.Body)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		roundTrip[DirLookupRequest](t, data)
+		roundTrip[DirBatchRequest](t, data)
+		roundTrip[KeyPutRequest](t, data)
+		roundTrip[DirEntriesRequest](t, data)
+		roundTrip[KeyConfigRequest](t, data)
+		roundTrip[WatchRequest](t, data)
+	})
+}
+
 // A dir host recomputes the digest of a signed request from the request
 // it decoded: whatever bytes arrive, the digest of what they decode to is
 // the digest of that request encoded and decoded again, so that a client
 // and a host always agree on what was signed.
 func FuzzSignedDigest(f *testing.F) {
-	for _, r := range []*Request{
-		{Method: DirLookup, Name: "ann@example.com/x", To: "12D3KooW", Auth: &AuthMsg{User: "ann@example.com", Req: []byte{2}, Nonce: []byte{3}}},
-		{Method: DirBatch, Batch: [][]byte{{1}, {2}}, To: "p"},
-	} {
+	r1 := req(DirLookup, &DirLookupRequest{Name: "ann@example.com/x"})
+	r1.To, r1.Auth = "12D3KooW", &AuthMsg{User: "ann@example.com", Req: []byte{2}, Nonce: []byte{3}}
+	r2 := req(DirBatch, &DirBatchRequest{Entries: [][]byte{{1}, {2}}})
+	r2.To = "p"
+	for _, r := range []*Request{r1, r2} {
 		b, _ := Encode(r)
 		f.Add(b)
 	}
@@ -80,8 +118,9 @@ func TestSignedRequestDigest(t *testing.T) {
 		}
 		seen[d] = name
 	}
-	r1 := &Request{Method: DirLookup, Name: "ann@example.com/x", To: "n"}
-	r2 := &Request{Method: DirLookup, Name: "ann@example.com/y", To: "n"}
+	r1 := req(DirLookup, &DirLookupRequest{Name: "ann@example.com/x"})
+	r2 := req(DirLookup, &DirLookupRequest{Name: "ann@example.com/y"})
+	r1.To, r2.To = "n", "n"
 	d1, _ := SignedDigest(r1)
 	d2, _ := SignedDigest(r2)
 	r1.Auth = &AuthMsg{Sig: []byte{1}}
@@ -91,21 +130,69 @@ func TestSignedRequestDigest(t *testing.T) {
 	}
 }
 
-// The client decodes what its node answers, which may be hostile.
+// The client decodes what its node answers, which may be hostile: the
+// envelope, and then the body as the method's response.
 func FuzzDecodeResponse(f *testing.F) {
-	for _, r := range []*Response{
-		{Entry: &spindle.DirEntry{Name: "ann@example.com/x"}},
-		{Users: []spindle.UserName{"ann@example.com"}, Keys: []spindle.PublicKey{"k"}},
-		{Data: []byte("SPKP\x01"), Proofs: [][]byte{{1, 2}}},
-		{Err: []byte{1}, Delete: true},
-		{Status: &Status{Peer: "12D3KooW", Started: 1, Peers: 3, DHTPeers: 2, Blocks: 5, Bytes: 1 << 20, Addrs: []string{"/ip4/127.0.0.1/tcp/7447"}, Announced: new(int64), RepairBacklog: new(int64),
+	for _, r := range []any{
+		&DirLookupResponse{Entry: &spindle.DirEntry{Name: "ann@example.com/x"}, Proofs: [][]byte{{1}}},
+		&KeyDomainResponse{Users: []spindle.UserName{"ann@example.com"}},
+		&KeyHistoryResponse{Keys: []spindle.PublicKey{"k"}},
+		&KeyProofsResponse{Proofs: [][]byte{{1, 2}}},
+		&WatchEvent{Err: []byte{1}, Delete: true},
+		&NodeStatusResponse{Status: &Status{Peer: "12D3KooW", Started: 1, Peers: 3, DHTPeers: 2, Blocks: 5, Bytes: 1 << 20, Addrs: []string{"/ip4/127.0.0.1/tcp/7447"}, Announced: new(int64), RepairBacklog: new(int64),
 			Logs: []LogStatus{{User: "ann@example.com", Role: "sequencer", Seq: 7, Hosts: []LogHost{{Peer: "12D3KooW", Seq: 7, Asked: new(spindle.Time)}}}, {User: "bob@example.com", Role: "mirror", Seq: 5, Source: "12D3KooW", SourceSeq: 7, Lag: 2, Err: "refused"}}}},
-		{KeyStatus: &ClusterStatus{ID: "12D3KooW", Leader: "12D3KooW", Term: 2, LastIndex: 9, Applied: 9, Voters: []string{"12D3KooW"}, Members: map[string]string{"12D3KooW": "spindle-keyraft/12D3KooW+1+A"}, Seq: 3, Operators: []spindle.PublicKey{"p256:B"}, Policy: "domain", Domains: map[string]spindle.PublicKey{"example.com": "p256:B"}}, Data: []byte("v")},
+		&KeyJoinResponse{Status: &ClusterStatus{ID: "12D3KooW", Leader: "12D3KooW", Term: 2, LastIndex: 9, Applied: 9, Voters: []string{"12D3KooW"}, Members: map[string]string{"12D3KooW": "spindle-keyraft/12D3KooW+1+A"}, Seq: 3, Operators: []spindle.PublicKey{"p256:B"}, Policy: "domain", Domains: map[string]spindle.PublicKey{"example.com": "p256:B"}}, Verifier: []byte("v")},
 	} {
-		b, _ := Encode(r)
+		b, _ := EncodeResponse(r, nil, false)
 		f.Add(b)
 	}
-	f.Fuzz(roundTrip[Response])
+	b, _ := EncodeResponse(&DirLookupResponse{}, spindle.E(spindle.NotExist, spindle.PathName("ann@example.com/x")), true)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		roundTrip[Response](t, data)
+		resp, err := DecodeResponse(data)
+		if resp == nil {
+			if !errors.Is(err, spindle.Invalid) {
+				t.Fatalf("decode error of kind %v", spindle.KindOf(err))
+			}
+			return
+		}
+		roundTrip[DirLookupResponse](t, resp.Body)
+		roundTrip[DirGlobResponse](t, resp.Body)
+		roundTrip[NodeStatusResponse](t, resp.Body)
+		roundTrip[KeyJoinResponse](t, resp.Body)
+		roundTrip[WatchEvent](t, resp.Body)
+	})
+}
+
+// Each method's body decodes to what was encoded, and the envelope
+// carries the body and the error together.
+func TestRoundTrip(t *testing.T) {
+	r := req(DirGlob, &DirGlobRequest{Pattern: "ann@example.com/*"})
+	b, err := Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Request
+	if err := Decode(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	var body DirGlobRequest
+	if err := Decode(got.Body, &body); err != nil || got.Method != DirGlob || body.Pattern != "ann@example.com/*" {
+		t.Fatalf("request decoded as %+v, body %+v, %v", got, body, err)
+	}
+	out, err := EncodeResponse(&DirLookupResponse{Entry: &spindle.DirEntry{Name: "ann@example.com/l"}}, spindle.E(spindle.NotExist, spindle.PathName("ann@example.com/l/x")), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := DecodeResponse(out)
+	if !errors.Is(err, spindle.NotExist) || resp == nil {
+		t.Fatalf("response error %v, want NotExist", err)
+	}
+	var lr DirLookupResponse
+	if err := Decode(resp.Body, &lr); err != nil || lr.Entry == nil || lr.Entry.Name != "ann@example.com/l" {
+		t.Fatalf("response body %+v, %v", lr, err)
+	}
 }
 
 // roundTrip checks that data either fails to decode as a T with an Invalid

@@ -1,0 +1,384 @@
+package wire
+
+import (
+	"spindle.dev"
+	"spindle.dev/dirlog"
+)
+
+// The messages of each method. A field keeps one CBOR key in every
+// message (a user name is 2, an entry 1, a log head 3), the key it had
+// in the single request and response of version 1 of the protocol.
+
+// An AuthRequest signs the peer in as Request.Auth's user, for the
+// connection it came on.
+type AuthRequest struct{}
+
+// An AuthResponse carries the key cluster's note verifier key (as
+// KeyVerifierResponse), with the error if signing in failed: a client
+// checks which key cluster it reached without asking again.
+type AuthResponse struct {
+	Verifier []byte `cbor:"4,keyasint,omitempty"`
+}
+
+// A KeyLookupRequest asks for User's key record (KeyLookup), or for the
+// record as the key cluster's leader holds it (KeyLookupLeader), for a
+// read after a write: a member that is not the leader, and a node that is
+// no member, carry it to the leader.
+type KeyLookupRequest struct {
+	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+}
+
+// A KeyLookupResponse carries the record, as keylog.EncodeRecord.
+type KeyLookupResponse struct {
+	Record []byte `cbor:"4,keyasint,omitempty"`
+}
+
+// A KeyPutRequest asks the key cluster to record Record (encoded with
+// keylog.EncodeRecord). Request.Auth proves possession of the record's
+// key; Grant, for a new name under the domain policy, is the
+// countersignature of the domain's admin key (keylog.GrantDigest).
+type KeyPutRequest struct {
+	Record []byte `cbor:"6,keyasint,omitempty"`
+	Grant  []byte `cbor:"11,keyasint,omitempty"`
+}
+
+// A KeyPutResponse says the record was taken; it carries nothing.
+type KeyPutResponse struct{}
+
+// A KeyDomainRequest asks for the users whose names match Domain.
+type KeyDomainRequest struct {
+	Domain string `cbor:"4,keyasint,omitempty"`
+}
+
+// A KeyDomainResponse lists the users a KeyDomainRequest asked for.
+type KeyDomainResponse struct {
+	Users []spindle.UserName `cbor:"7,keyasint,omitempty"`
+}
+
+// A KeyHistoryRequest asks for the keys User has held.
+type KeyHistoryRequest struct {
+	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+}
+
+// A KeyHistoryResponse lists the keys, oldest first.
+type KeyHistoryResponse struct {
+	Keys []spindle.PublicKey `cbor:"8,keyasint,omitempty"`
+}
+
+// A KeyProofRequest asks for the proof of User's current record in the
+// key cluster's transparency log, for clients that check it (see
+// client.Config.KeyLog).
+type KeyProofRequest struct {
+	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+}
+
+// A KeyProofResponse carries a keylog.Proof, encoded.
+type KeyProofResponse struct {
+	Proof []byte `cbor:"4,keyasint,omitempty"`
+}
+
+// A KeyProofsRequest asks for the proofs of every version of User's
+// record.
+type KeyProofsRequest struct {
+	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+}
+
+// A KeyProofsResponse carries encoded keyraft.Proofs, oldest first.
+type KeyProofsResponse struct {
+	Proofs [][]byte `cbor:"9,keyasint,omitempty"`
+}
+
+// A KeyConsistencyRequest asks for a proof that the key log's tree of
+// size Old is a prefix of its tree of size New.
+type KeyConsistencyRequest struct {
+	Old int64 `cbor:"5,keyasint,omitempty"`
+	New int64 `cbor:"9,keyasint,omitempty"`
+}
+
+// A KeyConsistencyResponse carries the proof, as
+// keylog.MarshalTreeProof.
+type KeyConsistencyResponse struct {
+	Proof []byte `cbor:"4,keyasint,omitempty"`
+}
+
+// A KeyVerifierRequest asks for the note verifier key of the member's
+// signatures on tree heads.
+type KeyVerifierRequest struct{}
+
+// A KeyVerifierResponse carries the verifier key.
+type KeyVerifierResponse struct {
+	Verifier []byte `cbor:"4,keyasint,omitempty"`
+}
+
+// A KeyHeadRequest asks for the key cluster's current tree head, signed
+// by a majority of its members.
+type KeyHeadRequest struct{}
+
+// A KeyHeadResponse carries the signed tree head, a note.
+type KeyHeadResponse struct {
+	Head []byte `cbor:"4,keyasint,omitempty"`
+}
+
+// A KeyConfigRequest asks for the key cluster's configuration changes
+// after the first After, up to the configuration the signed tree head
+// Head names.
+type KeyConfigRequest struct {
+	After int64  `cbor:"5,keyasint,omitempty"`
+	Head  []byte `cbor:"6,keyasint,omitempty"`
+}
+
+// A KeyConfigResponse carries the changes, each an encoded
+// keylog.Proof in the head's tree, at most 256; a client following the
+// members asks again for the rest.
+type KeyConfigResponse struct {
+	Proofs [][]byte `cbor:"9,keyasint,omitempty"`
+}
+
+// A KeyCosignRequest asks a key cluster member to sign Head, the text of
+// a tree head of its log. Members ask each other, to gather a majority's
+// signatures; a member signs only a tree and configuration its own log
+// has, and only for another member.
+type KeyCosignRequest struct {
+	Head []byte `cbor:"6,keyasint,omitempty"`
+}
+
+// A KeyCosignResponse carries the signed note.
+type KeyCosignResponse struct {
+	Signed []byte `cbor:"4,keyasint,omitempty"`
+}
+
+// A KeyStatusRequest asks for the key cluster as the member that answers
+// sees it. A node that is no member carries it to a member.
+type KeyStatusRequest struct{}
+
+// A KeyStatusResponse carries the cluster's status.
+type KeyStatusResponse struct {
+	Status *ClusterStatus `cbor:"13,keyasint,omitempty"`
+}
+
+// A KeyChangeRequest asks the key cluster to apply Change, a
+// keylog.EncodeChange signed by an operator (or the vouching node
+// operator). A node that is no member carries it to a member, and a
+// member to the leader.
+type KeyChangeRequest struct {
+	Change []byte `cbor:"6,keyasint,omitempty"`
+}
+
+// A KeyChangeResponse says the change was applied; it carries nothing.
+type KeyChangeResponse struct{}
+
+// A KeyJoinRequest, of the operator protocol, without Change prepares
+// the node to join its key cluster; with Change, an add-member change for
+// the verifier key the first answer named, the node asks the cluster to
+// add it and becomes a member.
+type KeyJoinRequest struct {
+	Change []byte `cbor:"6,keyasint,omitempty"`
+}
+
+// A KeyJoinResponse carries the cluster's status and the verifier key
+// the node signs tree heads with.
+type KeyJoinResponse struct {
+	Status   *ClusterStatus `cbor:"13,keyasint,omitempty"`
+	Verifier []byte         `cbor:"4,keyasint,omitempty"`
+}
+
+// A KeyLeaveRequest, of the operator protocol, asks the node to leave its
+// key cluster: Change is a remove-member change for the node.
+type KeyLeaveRequest struct {
+	Change []byte `cbor:"6,keyasint,omitempty"`
+}
+
+// A KeyLeaveResponse says the node left; it carries nothing.
+type KeyLeaveResponse struct{}
+
+// A NodeStatusRequest asks for the node's state. A node answers it on
+// OperatorProtocol, to its operator, and on ClientProtocol only to a
+// signed-in user it admits as a writer: what it holds, and when that
+// grows, is its users' business, not a stranger's.
+type NodeStatusRequest struct{}
+
+// A NodeStatusResponse carries the node's state. Status.Logs, the
+// directory logs the node hosts, travels only on OperatorProtocol.
+type NodeStatusResponse struct {
+	Status *Status `cbor:"11,keyasint,omitempty"`
+}
+
+// A DirHeadRequest asks for the head of User's directory log. Only users
+// with a right in the tree get it (writers need it to sign their next
+// entry).
+type DirHeadRequest struct {
+	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+}
+
+// A DirHeadResponse carries the head.
+type DirHeadResponse struct {
+	Head *dirlog.Head `cbor:"3,keyasint,omitempty"`
+}
+
+// A DirAppendRequest asks the sequencer of a tree to append Entry, a
+// dirlog entry its writer signed, encoded.
+type DirAppendRequest struct {
+	Entry []byte `cbor:"6,keyasint,omitempty"`
+}
+
+// A DirAppendResponse carries the entry as appended.
+type DirAppendResponse struct {
+	Entry *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
+}
+
+// A DirBatchRequest (dir.appendbatch) asks the sequencer to append
+// Entries, at most dirlog.MaxBatch encoded entries of one tree, in
+// order. A node that does not know the method answers with an error of
+// Op UnknownOp, and the client appends one at a time.
+type DirBatchRequest struct {
+	Entries [][]byte `cbor:"8,keyasint,omitempty"`
+}
+
+// A DirBatchResponse carries the entries appended, those before the
+// first that failed, whose error the Response carries.
+type DirBatchResponse struct {
+	Entries []*spindle.DirEntry `cbor:"2,keyasint,omitempty"`
+}
+
+// A DirLookupRequest asks for the entry of Name.
+type DirLookupRequest struct {
+	Name spindle.PathName `cbor:"3,keyasint,omitempty"`
+}
+
+// A DirLookupResponse carries the entry, with Head and Proofs: the proof
+// (a dirlog.Proved, encoded) of the answer against Head, followed for
+// NotExist by its Above, root first. A lookup that stops at a link
+// carries the link's entry and the error together.
+type DirLookupResponse struct {
+	Entry  *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
+	Head   *dirlog.Head      `cbor:"3,keyasint,omitempty"`
+	Proofs [][]byte          `cbor:"10,keyasint,omitempty"`
+}
+
+// A DirGlobRequest asks for the entries that match Pattern.
+type DirGlobRequest struct {
+	Pattern string `cbor:"4,keyasint,omitempty"`
+}
+
+// A DirGlobResponse carries the entries with Head and a proof of each
+// against it, in order.
+type DirGlobResponse struct {
+	Entries []*spindle.DirEntry `cbor:"2,keyasint,omitempty"`
+	Head    *dirlog.Head        `cbor:"3,keyasint,omitempty"`
+	Proofs  [][]byte            `cbor:"10,keyasint,omitempty"`
+}
+
+// A DirWhichRequest (dir.whichaccess) asks for the Access file that
+// governs Name.
+type DirWhichRequest struct {
+	Name spindle.PathName `cbor:"3,keyasint,omitempty"`
+}
+
+// A DirWhichResponse carries the Access file's entry (nil if none
+// governs), with Head and Proofs: the governing file's proof (empty if
+// none governs) and then the absence of each nearer one, nearest first.
+type DirWhichResponse struct {
+	Entry  *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
+	Head   *dirlog.Head      `cbor:"3,keyasint,omitempty"`
+	Proofs [][]byte          `cbor:"10,keyasint,omitempty"`
+}
+
+// A WatchRequest, the first message on WatchProtocol, asks for the events
+// under Name from sequence Seq of its log.
+type WatchRequest struct {
+	Name spindle.PathName `cbor:"3,keyasint,omitempty"`
+	Seq  int64            `cbor:"5,keyasint,omitempty"`
+}
+
+// A WatchEvent is each message that follows a WatchRequest. Err, if set,
+// is an encoded *spindle.Error.
+type WatchEvent struct {
+	Entry  *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
+	Err    []byte            `cbor:"5,keyasint,omitempty"`
+	Delete bool              `cbor:"6,keyasint,omitempty"`
+}
+
+// A DirEntriesRequest asks for User's log entries from sequence From, at
+// most Max of them.
+type DirEntriesRequest struct {
+	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+	From int64            `cbor:"5,keyasint,omitempty"`
+	Max  int64            `cbor:"9,keyasint,omitempty"`
+}
+
+// A DirEntriesResponse carries the entries, each an encoded dirlog
+// entry.
+type DirEntriesResponse struct {
+	Log [][]byte `cbor:"12,keyasint,omitempty"`
+}
+
+// A DirMirrorRequest is a DirEntriesRequest from another dir host of the
+// user (a mirror), which a node answers only to a peer that the user's key
+// record names as a dir host.
+type DirMirrorRequest struct {
+	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+	From int64            `cbor:"5,keyasint,omitempty"`
+	Max  int64            `cbor:"9,keyasint,omitempty"`
+}
+
+// A DirMirrorResponse carries the entries from From and Head; or, if the
+// entries from From were compacted, Checkpoint (the dirlog.Checkpoint the
+// log starts with, encoded) and Head, and the mirror asks again after it.
+type DirMirrorResponse struct {
+	Log        [][]byte     `cbor:"12,keyasint,omitempty"`
+	Head       *dirlog.Head `cbor:"3,keyasint,omitempty"`
+	Checkpoint []byte       `cbor:"4,keyasint,omitempty"`
+}
+
+// A DirNudgeRequest tells a node that User's log or key record changed,
+// so that a node mirroring it pulls now. Anyone may send it; the node
+// checks the record itself.
+type DirNudgeRequest struct {
+	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+}
+
+// A DirNudgeResponse carries nothing.
+type DirNudgeResponse struct{}
+
+// A DirCheckpointRequest asks for the checkpoint User's log starts with
+// once compacted; its entries follow it from its Seq+1 (see
+// DirEntriesRequest).
+type DirCheckpointRequest struct {
+	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+}
+
+// A DirCheckpointResponse carries the dirlog.Checkpoint, encoded; empty
+// if the log is whole.
+type DirCheckpointResponse struct {
+	Checkpoint []byte `cbor:"4,keyasint,omitempty"`
+}
+
+// A DirPublishedRequest asks for the newest head of User's log published
+// in the node's DHT, for a reader to compare with the heads hosts serve.
+type DirPublishedRequest struct {
+	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+}
+
+// A DirPublishedResponse carries the head. The client checks its signer
+// against the key record.
+type DirPublishedResponse struct {
+	Head *dirlog.Head `cbor:"3,keyasint,omitempty"`
+}
+
+// A LogAnswer is an answer that carries the head of a directory log,
+// which a client checks against the newest head it has seen.
+type LogAnswer interface {
+	LogHead() *dirlog.Head
+}
+
+// LogHead returns r.Head.
+func (r *DirHeadResponse) LogHead() *dirlog.Head { return r.Head }
+
+// LogHead returns r.Head.
+func (r *DirLookupResponse) LogHead() *dirlog.Head { return r.Head }
+
+// LogHead returns r.Head.
+func (r *DirGlobResponse) LogHead() *dirlog.Head { return r.Head }
+
+// LogHead returns r.Head.
+func (r *DirWhichResponse) LogHead() *dirlog.Head { return r.Head }

@@ -164,7 +164,7 @@ func independent(items []batchItem) int {
 // stores those before the first that fails with one sync, and then applies
 // them. It returns what it applied and, if it applied fewer than all, why
 // the next one was refused. l's appendMu is held.
-func (s *Server) commit(ctx context.Context, op spindle.Op, l *userLog, items []batchItem) ([]*spindle.DirEntry, error) {
+func (s *Server) commit(ctx context.Context, op spindle.Op, l *hosted, items []batchItem) ([]*spindle.DirEntry, error) {
 	// Refuse entries that are not for the next places in the log early,
 	// before the cost of a signature check.
 	s.mu.RLock()
@@ -193,7 +193,7 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *userLog, items []
 	for i, it := range items {
 		deps := make(map[spindle.UserName]int64)
 		err := l.t.CheckOp(it.e, s.groupsFor(it.e.Writer, dirlog.GroupLoader(l.t, func(u spindle.UserName) (*dirlog.Tree, int64, error) {
-			other := s.logs[u]
+			other := s.served(u)
 			if other == nil {
 				if err := s.damageFor(u, ""); err != nil {
 					return nil, 0, err
@@ -272,7 +272,7 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *userLog, items []
 // again. A writer who may not learn the log's position (see knowsLog) gets
 // what a writer without rights gets, Private, so that trying sequence
 // numbers cannot find it.
-func (s *Server) moved(op spindle.Op, l *userLog, it batchItem, seq int64) error {
+func (s *Server) moved(op spindle.Op, l *hosted, it batchItem, seq int64) error {
 	e := it.e
 	s.mu.RLock()
 	ok := s.knowsLog(e.Writer, l.user)

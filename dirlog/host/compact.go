@@ -28,7 +28,7 @@ func (s *Server) Compact(ctx context.Context, owner spindle.UserName) (*dirlog.C
 		s.mu.RUnlock()
 		return nil, spindle.E(op, err)
 	}
-	l := s.logs[owner]
+	l := s.served(owner)
 	s.mu.RUnlock()
 	if l == nil {
 		return nil, spindle.E(op, spindle.NotExist, owner, "no log to compact")
@@ -39,7 +39,7 @@ func (s *Server) Compact(ctx context.Context, owner spindle.UserName) (*dirlog.C
 }
 
 // compact is Compact with l's appendMu held.
-func (s *Server) compact(ctx context.Context, op spindle.Op, l *userLog) (*dirlog.Checkpoint, error) {
+func (s *Server) compact(ctx context.Context, op spindle.Op, l *hosted) (*dirlog.Checkpoint, error) {
 	if l.log == nil {
 		return nil, spindle.E(op, spindle.NotExist, l.user, "no log to compact")
 	}
@@ -78,7 +78,7 @@ func (s *Server) compact(ctx context.Context, op spindle.Op, l *userLog) (*dirlo
 
 // maybeCompact compacts l if Config.CompactAfter says so. l's appendMu is
 // held. A failure is logged, not returned: the entries are stored.
-func (s *Server) maybeCompact(ctx context.Context, l *userLog) {
+func (s *Server) maybeCompact(ctx context.Context, l *hosted) {
 	k := s.cfg.CompactAfter
 	if k <= 0 || l.log == nil {
 		return
@@ -238,7 +238,7 @@ func (s *Server) StartFrom(ctx context.Context, cp *dirlog.Checkpoint) error {
 
 // install makes cp, folded into t and stored in n records, the whole of
 // l. l's appendMu is held.
-func (s *Server) install(l *userLog, cp *dirlog.Checkpoint, t *dirlog.Tree, n int) {
+func (s *Server) install(l *hosted, cp *dirlog.Checkpoint, t *dirlog.Tree, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.t, l.cp, l.cpRecs = t, cp, n

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,7 +45,7 @@ func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.
 		}
 	}
 	for u, l := range s.logs {
-		if only != nil && !slices.Contains(only, u) {
+		if l.t == nil || only != nil && !slices.Contains(only, u) {
 			continue
 		}
 		if m, ok := marks[u]; !ok || m.Seq < l.t.Seq {
@@ -54,16 +53,16 @@ func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.
 		}
 	}
 	for u, m := range marks {
-		if d := s.damaged[u]; d != nil {
+		if d := s.state(u).damaged; d != nil {
 			d.Stored = m.Seq
 			continue // Reported already.
 		}
-		if s.waiting[u] != nil {
+		if s.state(u).waiting != nil {
 			continue // To be decided.
 		}
 		var reason error
 		var seq int64
-		l := s.logs[u]
+		l := s.served(u)
 		switch {
 		case l == nil && slices.Contains(users, u):
 			continue // An empty log: decided by the entries it lacks below.
@@ -95,9 +94,8 @@ func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.
 			file = l.log.Name()
 			l.log.Close()
 		}
-		delete(s.logs, u)
 		d := &Damage{User: u, Entry: seq + 1, File: file, Reason: reason, Stored: m.Seq, keep: -1}
-		s.damaged[u] = d
+		s.unserve(u, d, nil)
 		s.damage = append(s.damage, spindle.E(op, spindle.Damaged, u, d))
 		s.cfg.Logger.Error("dirlog: directory log lost entries this host stored; not served until refilled from another dir host or repaired", "user", string(u), "err", d)
 	}
@@ -105,7 +103,7 @@ func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.
 }
 
 // markLocked marks l as stored to its end.
-func (s *Server) markLocked(ctx context.Context, mk Marker, u spindle.UserName, l *userLog) {
+func (s *Server) markLocked(ctx context.Context, mk Marker, u spindle.UserName, l *hosted) {
 	if l.t.Seq > 0 {
 		if err := mk.Mark(ctx, u, Mark{Seq: l.t.Seq, Hash: l.t.Head}); err != nil {
 			s.cfg.Logger.Error("dirlog: cannot record how far a directory log is stored", "user", string(u), "err", err)
@@ -124,7 +122,12 @@ func (s *Server) Resume(ctx context.Context) ([]spindle.UserName, error) {
 	s.resumeMu.Lock()
 	defer s.resumeMu.Unlock()
 	s.mu.RLock()
-	users := slices.Collect(maps.Keys(s.waiting))
+	var users []spindle.UserName
+	for u, l := range s.logs {
+		if l.waiting != nil {
+			users = append(users, u)
+		}
+	}
 	closed := s.closed
 	s.mu.RUnlock()
 	if closed {
@@ -143,7 +146,7 @@ func (s *Server) Resume(ctx context.Context) ([]spindle.UserName, error) {
 	defer s.mu.RUnlock()
 	var settled []spindle.UserName
 	for _, u := range users {
-		if s.waiting[u] == nil {
+		if s.state(u).waiting == nil {
 			settled = append(settled, u)
 		}
 	}
@@ -155,7 +158,12 @@ func (s *Server) Resume(ctx context.Context) ([]spindle.UserName, error) {
 func (s *Server) Damaged() []*Damage {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := slices.Collect(maps.Values(s.damaged))
+	var out []*Damage
+	for _, l := range s.logs {
+		if l.damaged != nil {
+			out = append(out, l.damaged)
+		}
+	}
 	slices.SortFunc(out, func(a, b *Damage) int { return strings.Compare(string(a.User), string(b.User)) })
 	return out
 }
@@ -165,26 +173,42 @@ func (s *Server) Damaged() []*Damage {
 func (s *Server) Waiting() map[spindle.UserName]error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return maps.Clone(s.waiting)
+	out := make(map[spindle.UserName]error)
+	for u, l := range s.logs {
+		if l.waiting != nil {
+			out[u] = l.waiting
+		}
+	}
+	return out
+}
+
+// An opening is a log that open reads, and what reading it found.
+type opening struct {
+	log     Log                // Nil once closed.
+	scan    *dirlog.LogScan    // Its records.
+	tail    error              // Why the scan stopped short of the end, if it did.
+	fixed   string             // What fixLog mended, if anything.
+	scanned int                // Records read.
+	cp      *dirlog.Checkpoint // The checkpoint the log starts with, if any.
 }
 
 // open reads users' logs, re-checks every entry as [Audit] does, and
 // folds them into trees, which it then serves; the logs of other users
 // already served are consulted, as they stood, for the groups that
 // decisions used. A log whose entries need a key that cannot be learnt
-// yet waits in s.waiting. It fails, changing nothing, only if it cannot
+// yet waits (hosted.waiting). It fails, changing nothing, only if it cannot
 // read a log.
 func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserName) error {
 	cfg := s.cfg
-	opened := make(map[spindle.UserName]Log)
+	logs := make(map[spindle.UserName]*opening)
 	closeAll := func() {
-		for _, l := range opened {
-			l.Close()
+		for _, o := range logs {
+			if o.log != nil {
+				o.log.Close()
+			}
 		}
 	}
-	recs := make(map[spindle.UserName][]dirlog.Pending)
-	scans := make(map[spindle.UserName]*dirlog.LogScan)
-	tails := make(map[spindle.UserName]error)
+	recs := make(map[spindle.UserName][]dirlog.Pending) // The replayer's input.
 	repair := make(map[spindle.UserName]bool)
 	for _, u := range cfg.Repair {
 		repair[u] = true
@@ -193,17 +217,17 @@ func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserNa
 	for _, u := range cfg.Fix {
 		fix[u] = true
 	}
-	fixed := make(map[spindle.UserName]string)
 	for _, u := range users {
 		l, err := s.store.Open(ctx, u)
 		if err != nil {
 			closeAll()
 			return spindle.E(op, err)
 		}
-		opened[u] = l
+		o := &opening{log: l}
+		logs[u] = o
 		if repair[u] || fix[u] {
 			// Undo a flipped byte first, if the chain pins it.
-			if fixed[u], err = fixLog(ctx, l); err != nil {
+			if o.fixed, err = fixLog(ctx, l); err != nil {
 				closeAll()
 				return spindle.E(op, err)
 			}
@@ -218,27 +242,22 @@ func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserNa
 				closeAll()
 				return spindle.E(op, err)
 			}
-			tails[u] = err
+			o.tail = err
 		}
-		scans[u] = ls
+		o.scan, o.scanned = ls, ls.NChunks+len(ls.Pending)
 		recs[u] = ls.Pending
-	}
-	scanned := make(map[spindle.UserName]int)
-	for u, ps := range recs {
-		scanned[u] = scans[u].NChunks + len(ps)
 	}
 	r := dirlog.NewReplayer(cfg.Keys, cfg.KeyHistory, recs)
 	r.WaitOnKeys, r.RLock = true, s.mu.RLocker()
 	s.mu.RLock()
 	for u, l := range s.logs {
-		if _, ok := recs[u]; !ok {
+		if _, ok := recs[u]; !ok && l.t != nil {
 			r.Trees[u] = l.t // Served: consulted, never replayed.
 		}
 	}
 	s.mu.RUnlock()
-	cps := make(map[spindle.UserName]*dirlog.Checkpoint)
-	for u, ls := range scans {
-		t, cp, invalid, fatal := ls.Start(ctx, u, r.Lookup, r.LookupHistory())
+	for u, o := range logs {
+		t, cp, invalid, fatal := o.scan.Start(ctx, u, r.Lookup, r.LookupHistory())
 		if w := dirlog.WaitOf(fatal); w != nil {
 			r.Waiting[u], r.Recs[u] = fatal, nil
 			r.Trees[u] = dirlog.NewTree(u)
@@ -250,52 +269,51 @@ func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserNa
 		}
 		if invalid != nil {
 			r.Bad[u], r.Recs[u] = invalid, nil
-			scans[u].NChunks = 0 // Nothing is kept of a log whose checkpoint is bad.
+			o.scan.NChunks = 0 // Nothing is kept of a log whose checkpoint is bad.
 		}
-		r.Trees[u], cps[u] = t, cp
+		r.Trees[u], o.cp = t, cp
 	}
 	if err := r.Run(ctx); err != nil {
 		closeAll()
 		return spindle.E(op, err)
 	}
-	newLog := func(u spindle.UserName) *userLog {
-		l := &userLog{user: u, log: opened[u], t: r.Trees[u], changed: make(chan struct{}), cp: cps[u]}
-		l.cpRecs = scans[u].NChunks
-		return l
+	newLog := func(u spindle.UserName) *hosted {
+		o := logs[u]
+		return &hosted{user: u, log: o.log, t: r.Trees[u], changed: make(chan struct{}), cp: o.cp, cpRecs: o.scan.NChunks}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, u := range users {
+		o := logs[u]
 		if w := r.Waiting[u]; w != nil && r.Bad[u] == nil {
-			if s.waiting[u] == nil {
-				cfg.Logger.Warn("dirlog: directory log waits for the key cluster before it is served", "user", string(u), "file", opened[u].Name(), "err", w)
+			if s.state(u).waiting == nil {
+				cfg.Logger.Warn("dirlog: directory log waits for the key cluster before it is served", "user", string(u), "file", o.log.Name(), "err", w)
 			}
-			opened[u].Close()
-			delete(opened, u)
-			s.waiting[u] = w
+			o.log.Close()
+			o.log = nil
+			s.unserve(u, nil, w)
 			continue
 		}
-		delete(s.waiting, u)
-		if fixed[u] != "" {
-			dmg := spindle.E(op, spindle.Damaged, u, fmt.Errorf("directory log %s repaired: %s", opened[u].Name(), fixed[u]))
+		if o.fixed != "" {
+			dmg := spindle.E(op, spindle.Damaged, u, fmt.Errorf("directory log %s repaired: %s", o.log.Name(), o.fixed))
 			s.damage = append(s.damage, dmg)
 			cfg.Logger.Warn("dirlog: damaged directory log repaired", "user", string(u), "err", dmg)
 		}
-		keep := scans[u].NChunks + len(r.Recs[u]) // Records that verify.
+		keep := o.scan.NChunks + len(r.Recs[u]) // Records that verify.
 		reason := r.Bad[u]
 		if reason == nil {
-			reason = tails[u]
+			reason = o.tail
 		}
 		if reason == nil {
-			s.logs[u] = newLog(u)
+			s.serve(newLog(u))
 			continue
 		}
-		d := &Damage{User: u, Entry: r.Trees[u].Seq + 1, Readable: scanned[u], File: opened[u].Name(), Reason: reason, keep: keep}
+		d := &Damage{User: u, Entry: r.Trees[u].Seq + 1, Readable: o.scanned, File: o.log.Name(), Reason: reason, keep: keep}
 		var te *dirlog.TailError
 		if r.Bad[u] == nil && errors.As(reason, &te) && te.Torn {
 			// A crash during an append: the record was never
 			// acknowledged. Cut it, keeping its bytes aside.
-			kept, err := opened[u].Truncate(ctx, keep)
+			kept, err := o.log.Truncate(ctx, keep)
 			if err != nil {
 				closeAll()
 				return spindle.E(op, err)
@@ -303,18 +321,18 @@ func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserNa
 			dmg := spindle.E(op, spindle.Integrity, u, fmt.Errorf("torn last record cut after entry %d, kept in %s: %w", r.Trees[u].Seq, kept, reason))
 			s.damage = append(s.damage, dmg)
 			cfg.Logger.Warn("dirlog: torn last record of a directory log cut", "user", string(u), "kept", r.Trees[u].Seq, "err", dmg)
-			s.logs[u] = newLog(u)
+			s.serve(newLog(u))
 			continue
 		}
 		if !repair[u] {
-			opened[u].Close()
-			delete(opened, u)
-			s.damaged[u] = d
+			o.log.Close()
+			o.log = nil
+			s.unserve(u, d, nil)
 			s.damage = append(s.damage, spindle.E(op, spindle.Damaged, u, d))
 			cfg.Logger.Error("dirlog: directory log damaged; not served until refilled from another dir host or repaired", "user", string(u), "entry", d.Entry, "err", d)
 			continue
 		}
-		kept, err := opened[u].Truncate(ctx, keep)
+		kept, err := o.log.Truncate(ctx, keep)
 		if err != nil {
 			closeAll()
 			return spindle.E(op, err)
@@ -322,7 +340,7 @@ func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserNa
 		d.Repaired, d.Kept = true, kept
 		s.damage = append(s.damage, spindle.E(op, spindle.Damaged, u, d))
 		cfg.Logger.Warn("dirlog: damaged directory log repaired", "user", string(u), "kept", r.Trees[u].Seq, "aside", kept, "err", d)
-		s.logs[u] = newLog(u)
+		s.serve(newLog(u))
 		if mk, ok := s.store.(Marker); ok {
 			// The operator accepted the cut: check from here on.
 			if err := mk.Unmark(ctx, u); err != nil {
@@ -363,17 +381,18 @@ func (d *Damage) Error() string {
 // user if owner's log is damaged, or nil. Only the owner learns where and
 // how. s.mu is held.
 func (s *Server) damageFor(owner, user spindle.UserName) error {
-	if s.refilling[owner] != nil {
+	st := s.state(owner)
+	if st.refilling != nil {
 		return spindle.E(spindle.Transient, owner, "its directory log is being refilled from another of its dir hosts after damage; try again shortly, or read from another of its dir hosts")
 	}
-	if w := s.waiting[owner]; w != nil {
+	if w := st.waiting; w != nil {
 		const what = "its directory log is not served yet: this host waits for the key cluster to tell the keys that signed it; try again shortly, or read from another of its dir hosts"
 		if spindle.BaseUser(user) == spindle.BaseUser(owner) {
 			return spindle.E(spindle.Transient, owner, fmt.Errorf("%s (%w)", what, w))
 		}
 		return spindle.E(spindle.Transient, owner, what)
 	}
-	d := s.damaged[owner]
+	d := st.damaged
 	if d == nil {
 		return nil
 	}
@@ -387,7 +406,7 @@ func (s *Server) damageFor(owner, user spindle.UserName) error {
 // gate is damageFor, but lets the refill of owner's log through (see
 // [RefillContext]). s.mu is held.
 func (s *Server) gate(ctx context.Context, owner, user spindle.UserName) error {
-	if s.refilling[owner] != nil && refillOf(ctx) == owner {
+	if s.state(owner).refilling != nil && refillOf(ctx) == owner {
 		return nil
 	}
 	return s.damageFor(owner, user)

@@ -34,13 +34,13 @@ func ownerOnly(user, owner spindle.UserName) error {
 
 // ownerLog returns owner's log, for user, unless it is damaged; nil, nil
 // if there is none.
-func (s *Server) ownerLog(user, owner spindle.UserName) (*userLog, error) {
+func (s *Server) ownerLog(user, owner spindle.UserName) (*hosted, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if err := s.damageFor(owner, user); err != nil {
 		return nil, err
 	}
-	return s.logs[owner], nil
+	return s.served(owner), nil
 }
 
 // Entries returns the entries of owner's log from sequence from (1 for the

@@ -167,7 +167,7 @@ func (e *env) setup() {
 func (e *env) dump(user spindle.UserName) string {
 	e.s.mu.RLock()
 	defer e.s.mu.RUnlock()
-	l := e.s.logs[user]
+	l := e.s.served(user)
 	if l == nil || l.t.Root == nil {
 		return "(no tree)"
 	}

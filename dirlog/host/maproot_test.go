@@ -20,7 +20,7 @@ var mapSeed = flag.Uint64("mapseed", 0, "seed of TestMapRootProperty's random lo
 // logEntries returns every entry of user's log as the server stored it.
 func (e *env) logEntries(user spindle.UserName) []*dirlog.Entry {
 	e.t.Helper()
-	l := e.s.logs[user]
+	l := e.s.served(user)
 	if l == nil {
 		return nil
 	}

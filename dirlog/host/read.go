@@ -26,7 +26,7 @@ type reader struct {
 // with s.mu held for reading.
 func (s *Server) readerFor(owner, user spindle.UserName) *reader {
 	t := dirlog.NewTree(owner)
-	if l := s.logs[owner]; l != nil {
+	if l := s.served(owner); l != nil {
 		t = l.t
 	}
 	load := s.groupsFor(user, s.currentGroups(t))
@@ -37,7 +37,7 @@ func (s *Server) readerFor(owner, user spindle.UserName) *reader {
 // It must be called with s.mu held for reading.
 func (s *Server) currentGroups(t *dirlog.Tree) access.GroupLoader {
 	return dirlog.GroupLoader(t, func(u spindle.UserName) (*dirlog.Tree, int64, error) {
-		if l := s.logs[u]; l != nil {
+		if l := s.served(u); l != nil {
 			return l.t, l.t.Seq, nil
 		}
 		return nil, 0, s.damageFor(u, "")
@@ -71,7 +71,7 @@ func (s *Server) mayKnow(user spindle.UserName, name spindle.PathName) bool {
 	if p.User() == user {
 		return true
 	}
-	l := s.logs[p.User()]
+	l := s.served(p.User())
 	if l == nil {
 		return false
 	}
@@ -87,7 +87,7 @@ func (s *Server) knowsLog(user, owner spindle.UserName) bool {
 	if user == owner {
 		return true
 	}
-	l := s.logs[owner]
+	l := s.served(owner)
 	if l == nil {
 		return false
 	}
@@ -467,7 +467,7 @@ func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head
 		s.mu.RUnlock()
 		return nil, spindle.E(op, err)
 	}
-	l := s.logs[owner]
+	l := s.served(owner)
 	h := &dirlog.Head{User: owner}
 	if l != nil {
 		if l.head != nil && l.head.Seq == l.t.Seq {

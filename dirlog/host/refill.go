@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"maps"
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
@@ -33,19 +32,20 @@ func (s *Server) BeginRefill(ctx context.Context, user spindle.UserName) (*dirlo
 	s.resumeMu.Lock()
 	defer s.resumeMu.Unlock()
 	s.mu.Lock()
-	d := s.damaged[user]
+	h := s.state(user)
+	d := h.damaged
 	if d == nil {
 		s.mu.Unlock()
 		return nil, spindle.E(op, spindle.Invalid, user, "the log is not damaged here")
 	}
-	delete(s.damaged, user)
-	s.refilling[user] = d
+	h.damaged, h.refilling = nil, d
 	s.mu.Unlock()
 	fail := func(err error) (*dirlog.Head, error) {
 		s.mu.Lock()
-		delete(s.refilling, user)
-		if s.logs[user] == nil && s.damaged[user] == nil {
-			s.damaged[user] = d
+		h := s.entry(user)
+		h.refilling = nil
+		if h.t == nil && h.damaged == nil {
+			h.damaged = d
 		}
 		s.mu.Unlock()
 		return nil, spindle.E(op, user, err)
@@ -74,7 +74,7 @@ func (s *Server) BeginRefill(ctx context.Context, user spindle.UserName) (*dirlo
 		return fail(err)
 	}
 	s.mu.Lock()
-	l := s.logs[user]
+	l := s.served(user)
 	if l == nil {
 		s.mu.Unlock()
 		return fail(errors.New("what was kept of the log does not verify"))
@@ -90,7 +90,10 @@ func (s *Server) BeginRefill(ctx context.Context, user spindle.UserName) (*dirlo
 func (s *Server) EndRefill(user spindle.UserName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.refilling, user)
+	if h := s.logs[user]; h != nil {
+		h.refilling = nil
+		s.prune(h)
+	}
 }
 
 // Refilling returns the users whose logs are being refilled, each with
@@ -98,5 +101,11 @@ func (s *Server) EndRefill(user spindle.UserName) {
 func (s *Server) Refilling() map[spindle.UserName]*Damage {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return maps.Clone(s.refilling)
+	out := make(map[spindle.UserName]*Damage)
+	for u, l := range s.logs {
+		if l.refilling != nil {
+			out[u] = l.refilling
+		}
+	}
+	return out
 }

@@ -24,11 +24,11 @@ func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs [
 	const op spindle.Op = "dirlog.Refs"
 	s.mu.RLock()
 	users := make([]spindle.UserName, 0, len(s.logs))
-	for u := range s.logs {
-		users = append(users, u)
-	}
-	for u, d := range s.damaged {
-		if !d.Repaired {
+	for u, l := range s.logs {
+		if l.t != nil {
+			users = append(users, u)
+		}
+		if d := l.damaged; d != nil && !d.Repaired {
 			damaged = append(damaged, u)
 		}
 	}
@@ -43,7 +43,7 @@ func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs [
 		refs = refs[:0]
 		seen := make(map[spindle.Ref]bool)
 		s.mu.RLock()
-		if l := s.logs[u]; l != nil && l.t != nil && l.t.Root != nil {
+		if l := s.served(u); l != nil && l.t != nil && l.t.Root != nil {
 			var visit func(n *dirlog.Node)
 			visit = func(n *dirlog.Node) {
 				for _, b := range n.Entry.Blocks {

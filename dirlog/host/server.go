@@ -59,21 +59,19 @@ type Server struct {
 	store Store
 	cfg   Config
 
-	mu        sync.RWMutex // Guards logs, damaged, every userLog's tree, recent events and changed.
-	logs      map[spindle.UserName]*userLog
-	damaged   map[spindle.UserName]*Damage // Logs not served until repaired.
-	waiting   map[spindle.UserName]error   // Logs not served until the key state can decide them (see Resume).
-	refilling map[spindle.UserName]*Damage // Logs being refilled from another dir host (see BeginRefill).
-	resumeMu  sync.Mutex                   // Held by Resume.
-	damage    []error
-	closed    bool
-	done      chan struct{} // Closed by Close, to end watches.
+	mu       sync.RWMutex // Guards logs, every hosted's tree and state, recent events and changed.
+	logs     map[spindle.UserName]*hosted
+	resumeMu sync.Mutex // Held by Resume.
+	damage   []error
+	closed   bool
+	done     chan struct{} // Closed by Close, to end watches.
 
 	maxRecent int // Events kept in memory per log for watchers.
 }
 
-// A userLog is one user's log and its fold.
-type userLog struct {
+// A hosted is one user's log on this host and all the server knows of
+// it: the log and its fold while it is served, or why it is not.
+type hosted struct {
 	user     spindle.UserName
 	appendMu sync.Mutex // Serialises appends and history scans; taken before Server.mu.
 	log      Log        // Nil until the log's first entry is stored.
@@ -84,6 +82,63 @@ type userLog struct {
 	head     *dirlog.Head       // Last signed head, if any.
 	cp       *dirlog.Checkpoint // The checkpoint the log starts with, if any.
 	cpRecs   int                // Records of the log holding it.
+
+	// Why the log is not served, if it is not (t is nil).
+	damaged   *Damage // Not served until repaired or refilled.
+	waiting   error   // Not served until the key state can decide it (see Resume).
+	refilling *Damage // Being refilled from another dir host (see BeginRefill); t may be set.
+}
+
+// served returns u's log if the server serves its tree, else nil. s.mu
+// is held.
+func (s *Server) served(u spindle.UserName) *hosted {
+	if h := s.logs[u]; h != nil && h.t != nil {
+		return h
+	}
+	return nil
+}
+
+// state returns what the server knows of u's log, the zero hosted if
+// nothing; it must not be changed. s.mu is held.
+func (s *Server) state(u spindle.UserName) *hosted {
+	if h := s.logs[u]; h != nil {
+		return h
+	}
+	return &hosted{user: u}
+}
+
+// entry returns u's entry in s.logs, adding an empty one if there is
+// none. s.mu is held for writing.
+func (s *Server) entry(u spindle.UserName) *hosted {
+	h := s.logs[u]
+	if h == nil {
+		h = &hosted{user: u}
+		s.logs[u] = h
+	}
+	return h
+}
+
+// serve serves h, replacing what the server held of h.user's log; a
+// refill in progress goes on. s.mu is held for writing.
+func (s *Server) serve(h *hosted) {
+	if old := s.logs[h.user]; old != nil {
+		h.refilling = old.refilling
+	}
+	s.logs[h.user] = h
+}
+
+// unserve stops serving u's log, which is damaged (d) or waits (w). s.mu
+// is held for writing.
+func (s *Server) unserve(u spindle.UserName, d *Damage, w error) {
+	s.serve(&hosted{user: u, damaged: d, waiting: w})
+}
+
+// prune forgets h if the server holds nothing of it. s.mu is held for
+// writing.
+func (s *Server) prune(h *hosted) {
+	if s.logs[h.user] == h && h.t == nil && h.damaged == nil && h.waiting == nil && h.refilling == nil {
+		delete(s.logs, h.user)
+	}
 }
 
 // Open opens the server whose logs live in dir (see [DiskStore]).
@@ -114,7 +169,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*userLog), damaged: make(map[spindle.UserName]*Damage), waiting: make(map[spindle.UserName]error), refilling: make(map[spindle.UserName]*Damage), done: make(chan struct{}), maxRecent: maxRecentEvents}
+	s := &Server{store: store, cfg: cfg, logs: make(map[spindle.UserName]*hosted), done: make(chan struct{}), maxRecent: maxRecentEvents}
 	users, err := store.Users(ctx)
 	if err != nil {
 		return nil, spindle.E(op, err)
@@ -137,7 +192,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	close(s.done)
-	logs := make([]*userLog, 0, len(s.logs))
+	logs := make([]*hosted, 0, len(s.logs))
 	for _, l := range s.logs {
 		logs = append(logs, l)
 	}
@@ -162,7 +217,7 @@ func (s *Server) Close() error {
 
 // lockLog returns user's log with its appendMu held, making an empty one if
 // needed.
-func (s *Server) lockLog(ctx context.Context, user spindle.UserName) (*userLog, error) {
+func (s *Server) lockLog(ctx context.Context, user spindle.UserName) (*hosted, error) {
 	for {
 		s.mu.Lock()
 		if s.closed {
@@ -173,10 +228,9 @@ func (s *Server) lockLog(ctx context.Context, user spindle.UserName) (*userLog, 
 			s.mu.Unlock()
 			return nil, err
 		}
-		l := s.logs[user]
-		if l == nil {
-			l = &userLog{user: user, t: dirlog.NewTree(user), changed: make(chan struct{})}
-			s.logs[user] = l
+		l := s.entry(user)
+		if l.t == nil {
+			l.t, l.changed = dirlog.NewTree(user), make(chan struct{})
 		}
 		s.mu.Unlock()
 		l.appendMu.Lock()
@@ -195,11 +249,15 @@ func (s *Server) lockLog(ctx context.Context, user spindle.UserName) (*userLog, 
 }
 
 // unlockLog releases l, forgetting it if it never received an entry.
-func (s *Server) unlockLog(l *userLog) {
+func (s *Server) unlockLog(l *hosted) {
 	if l.log == nil {
 		s.mu.Lock()
 		if s.logs[l.user] == l && l.t.Seq == 0 {
+			// Readers may hold l: replace it rather than change it.
 			delete(s.logs, l.user)
+			if l.damaged != nil || l.waiting != nil || l.refilling != nil {
+				s.logs[l.user] = &hosted{user: l.user, damaged: l.damaged, waiting: l.waiting, refilling: l.refilling}
+			}
 		}
 		s.mu.Unlock()
 	}
@@ -212,7 +270,7 @@ func (s *Server) Users() []spindle.UserName {
 	defer s.mu.RUnlock()
 	out := make([]spindle.UserName, 0, len(s.logs))
 	for u, l := range s.logs {
-		if l.t.Seq > 0 {
+		if l.t != nil && l.t.Seq > 0 {
 			out = append(out, u)
 		}
 	}
@@ -228,11 +286,8 @@ func (s *Server) Hosted() []spindle.UserName {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := slices.Collect(maps.Keys(s.logs))
-	out = slices.AppendSeq(out, maps.Keys(s.damaged))
-	out = slices.AppendSeq(out, maps.Keys(s.refilling))
-	out = slices.AppendSeq(out, maps.Keys(s.waiting))
 	slices.Sort(out)
-	return slices.Compact(out)
+	return out
 }
 
 // For returns a client of s acting for the signer's user.

@@ -20,7 +20,7 @@ type seqEvents struct {
 // ones are recomputed from the log.
 const maxRecentEvents = 4096
 
-func (l *userLog) push(seq int64, events []dirlog.Change, max int) {
+func (l *hosted) push(seq int64, events []dirlog.Change, max int) {
 	l.recent = append(l.recent, seqEvents{seq, events})
 	l.nrecent += len(events)
 	for len(l.recent) > 1 && l.nrecent > max {
@@ -68,7 +68,7 @@ func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.
 	}
 	r := s.readerFor(p.User(), user)
 	err = dirlog.Need(r.can, user, access.AnyRight, p)
-	l := s.logs[p.User()]
+	l := s.served(p.User())
 	if err == nil && (l == nil || l.t.Seq == 0) {
 		err = spindle.E(spindle.NotExist, p.Path(), user, "the tree does not exist")
 	}
@@ -172,7 +172,7 @@ func (r *reader) current(n *dirlog.Node) ([]spindle.Event, error) {
 	return out, nil
 }
 
-func (s *Server) watch(ctx context.Context, l *userLog, user spindle.UserName, p spindle.Parsed, next int64, batch []spindle.Event, ch chan<- spindle.Event) {
+func (s *Server) watch(ctx context.Context, l *hosted, user spindle.UserName, p spindle.Parsed, next int64, batch []spindle.Event, ch chan<- spindle.Event) {
 	const op spindle.Op = "dirlog.Watch"
 	defer close(ch)
 	for {
@@ -265,7 +265,7 @@ func (s *Server) watch(ctx context.Context, l *userLog, user spindle.UserName, p
 
 // history recomputes the events of l's entries from sequence from on by
 // folding the stored log again.
-func (s *Server) history(ctx context.Context, l *userLog, from int64) ([]seqEvents, error) {
+func (s *Server) history(ctx context.Context, l *hosted, from int64) ([]seqEvents, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.log == nil {

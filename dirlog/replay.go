@@ -360,7 +360,9 @@ func (r *Replayer) advance(ctx context.Context, user spindle.UserName, upto int6
 			r.Bad[user] = fmt.Errorf("entry %d: %w", t.Seq+1, invalid)
 			break
 		}
-		t.Apply(p.Entry)
+		if _, err := t.Apply(p.Entry); err != nil {
+			return spindle.E(spindle.Internal, user, err) // Validated above: cannot happen.
+		}
 		r.next[user]++
 	}
 	return nil

@@ -489,8 +489,14 @@ func (t *Tree) governing(name spindle.PathName) *access.Access {
 }
 
 // Apply folds a checked entry into the tree and returns the changes, in
-// order.
-func (t *Tree) Apply(e *Entry) []Change {
+// order. An entry that cannot be applied to the tree (its name, or the
+// directory it needs, is not there) leaves the tree as it was and gives
+// an error of kind Invalid: a checked entry always applies, so the error
+// says the entry was not checked against this tree.
+func (t *Tree) Apply(e *Entry) ([]Change, error) {
+	if err := t.applies(e); err != nil {
+		return nil, spindle.E(spindle.Invalid, e.Entry.Name, fmt.Errorf("entry %d does not apply: %w", e.Seq, err))
+	}
 	seq := e.Seq
 	hash := e.Hash()
 	p, _ := spindle.Parse(e.Entry.Name)
@@ -574,7 +580,52 @@ func (t *Tree) Apply(e *Entry) []Change {
 	t.stamp(p, seq)
 	t.Seq = seq
 	t.Head = hash
-	return changes
+	return changes, nil
+}
+
+// applies reports why e cannot be applied to t, if it cannot: Apply
+// changes the tree only after it has passed.
+func (t *Tree) applies(e *Entry) error {
+	p, err := spindle.Parse(e.Entry.Name)
+	if err != nil {
+		return err
+	}
+	dir := func(p spindle.Parsed) error {
+		n, _ := t.Find(p)
+		if n == nil || !n.Entry.Attr.IsDir() || n.Kids == nil {
+			return errors.New("no directory " + string(p.Path()))
+		}
+		return nil
+	}
+	switch e.Op {
+	case OpPut, OpLink, OpMkdir:
+		if p.IsRoot() {
+			return nil
+		}
+		return dir(p.Dir())
+	case OpDelete, OpRename:
+		if p.IsRoot() {
+			return errors.New("the root cannot be removed or moved")
+		}
+		if err := dir(p.Dir()); err != nil {
+			return err
+		}
+		if n, _ := t.Find(p); n == nil {
+			return errors.New("no item " + string(p.Path()))
+		}
+		if e.Op == OpDelete {
+			return nil
+		}
+		q, err := spindle.Parse(e.NewName)
+		if err != nil {
+			return err
+		}
+		if q.IsRoot() || q.HasPrefix(p) && q.NElem() > p.NElem() {
+			return errors.New("cannot move " + string(p.Path()) + " to " + string(q.Path()))
+		}
+		return dir(q.Dir())
+	}
+	return fmt.Errorf("unknown operation %d", e.Op)
 }
 
 // signedRecords returns the signed log entries a reader needs to check

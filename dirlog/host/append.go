@@ -250,7 +250,13 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *hosted, items []b
 	out := make([]*spindle.DirEntry, 0, len(items))
 	for _, it := range items {
 		e := it.e
-		events := l.t.Apply(e)
+		events, err := l.t.Apply(e)
+		if err != nil {
+			// Checked against this tree under appendMu: cannot happen.
+			// The entry is stored; replay at the next start folds it.
+			s.cfg.Logger.Error("dirlog: stored entry does not apply to its tree", "user", string(l.user), "err", err)
+			return out, spindle.E(op, spindle.Internal, it.p.Path(), e.Writer, err)
+		}
 		l.push(e.Seq, events, s.maxRecent)
 		switch e.Op {
 		case dirlog.OpDelete:

@@ -284,7 +284,7 @@ func (s *Server) history(ctx context.Context, l *hosted, from int64) ([]seqEvent
 	}
 	t.Map = nil // Events need no map.
 	var out []seqEvents
-	err := l.log.Scan(ctx, func(b []byte) (err error) {
+	err := l.log.Scan(ctx, func(b []byte) error {
 		if skip > 0 {
 			skip--
 			return nil
@@ -296,12 +296,10 @@ func (s *Server) history(ctx context.Context, l *hosted, from int64) ([]seqEvent
 		if p.Entry.Seq != t.Seq+1 || p.Entry.Prev != t.Head {
 			return spindle.E(spindle.Integrity, l.user, fmt.Sprintf("stored log changed while in use: entry %d does not follow entry %d", p.Entry.Seq, t.Seq))
 		}
-		defer func() {
-			if r := recover(); r != nil {
-				err = spindle.E(spindle.Internal, l.user, fmt.Sprintf("stored log changed while in use: entry %d does not apply: %v", p.Entry.Seq, r))
-			}
-		}()
-		events := t.Apply(p.Entry)
+		events, err := t.Apply(p.Entry)
+		if err != nil {
+			return spindle.E(spindle.Internal, l.user, fmt.Errorf("stored log changed while in use: %w", err))
+		}
 		if p.Entry.Seq >= from {
 			out = append(out, seqEvents{p.Entry.Seq, events})
 		}

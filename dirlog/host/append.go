@@ -120,7 +120,7 @@ func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*dirlog.En
 		return nil, spindle.E(op, items[0].p.Path(), items[0].e.Writer, err)
 	}
 	defer s.unlockLog(l)
-	defer s.maybeCompact(ctx, l)
+	defer s.noteAppended(l)
 
 	var out []*spindle.DirEntry
 	for len(items) > 0 {

@@ -280,6 +280,7 @@ func TestCompactAfter(t *testing.T) {
 	e.do(c.MakeDirectory(e.ctx, "ann@example.com/"))
 	for i := range 12 {
 		e.do(c.Put(e.ctx, file(spindle.PathName(fmt.Sprintf("ann@example.com/f%d", i%3)), int64(i+1))))
+		s.compactions() // In the background: wait, to know where it cut.
 	}
 	cp, err := s.Checkpoint(e.ctx, ann, ann)
 	if err != nil || cp == nil {

@@ -76,27 +76,136 @@ func (s *Server) compact(ctx context.Context, op spindle.Op, l *hosted) (*dirlog
 	return cp, nil
 }
 
-// maybeCompact compacts l if Config.CompactAfter says so. l's appendMu is
-// held. A failure is logged, not returned: the entries are stored.
-func (s *Server) maybeCompact(ctx context.Context, l *hosted) {
-	k := s.cfg.CompactAfter
-	if k <= 0 || l.log == nil {
+// startCompactor starts the goroutine that compacts logs in the
+// background once Config.CompactAfter says they are due, so that the
+// append that crosses the threshold does not wait for the compaction.
+// Close ends it.
+func (s *Server) startCompactor() {
+	if s.cfg.CompactAfter <= 0 {
 		return
 	}
-	var since int64
-	if l.cp != nil {
-		since = l.cp.Seq
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop, s.stopped = stop, make(chan struct{})
+	s.compactDue = make(map[spindle.UserName]bool)
+	s.compactWake = make(chan struct{}, 1)
+	go s.compactor(ctx)
+}
+
+// stopCompactor ends the compactor, if there is one, and waits for it: a
+// compaction in progress finishes first, and logs still due are left
+// for the next start.
+func (s *Server) stopCompactor() {
+	if s.stop == nil {
+		return
 	}
+	s.stop()
+	<-s.stopped
+}
+
+// compactor compacts the logs noteAppended finds due, one at a time,
+// until ctx ends.
+func (s *Server) compactor(ctx context.Context) {
+	defer close(s.stopped)
+	defer func() {
+		s.compactMu.Lock()
+		for u := range s.compactDue {
+			delete(s.compactDue, u)
+			s.compactWG.Done()
+		}
+		s.compactMu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.compactWake:
+		}
+		for {
+			s.compactMu.Lock()
+			var user spindle.UserName
+			for u := range s.compactDue {
+				user = u
+				break
+			}
+			s.compactMu.Unlock()
+			if user == "" {
+				break
+			}
+			if ctx.Err() == nil {
+				s.compactDueLog(ctx, user)
+			}
+			s.compactMu.Lock()
+			delete(s.compactDue, user)
+			s.compactMu.Unlock()
+			s.compactWG.Done()
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+// compactDueLog compacts user's log if Config.CompactAfter says it is
+// due. A failure is logged, not returned: the entries are stored.
+func (s *Server) compactDueLog(ctx context.Context, user spindle.UserName) {
 	s.mu.RLock()
-	due := l.t.Seq-since > int64(k)
+	l, closed := s.served(user), s.closed
 	s.mu.RUnlock()
-	if !due {
+	if l == nil || closed {
+		return
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if !s.due(l) {
 		return
 	}
 	if _, err := s.compact(ctx, spindle.Op("dirlog.Compact"), l); err != nil {
 		s.cfg.Logger.Error("dirlog: compaction failed; the log is whole", "user", string(l.user), "err", err)
 	}
 }
+
+// due reports whether Config.CompactAfter says l is to be compacted. l's
+// appendMu is held.
+func (s *Server) due(l *hosted) bool {
+	k := s.cfg.CompactAfter
+	if k <= 0 || l.log == nil {
+		return false
+	}
+	var since int64
+	if l.cp != nil {
+		since = l.cp.Seq
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return l.t != nil && l.t.Seq-since > int64(k)
+}
+
+// noteAppended hands l to the compactor if an append made it due. l's
+// appendMu is held.
+func (s *Server) noteAppended(l *hosted) {
+	if s.compactDue == nil || !s.due(l) {
+		return
+	}
+	select {
+	case <-s.stopped:
+		return // Closed: left for the next start.
+	default:
+	}
+	s.compactMu.Lock()
+	if !s.compactDue[l.user] {
+		s.compactDue[l.user] = true
+		s.compactWG.Add(1)
+	}
+	s.compactMu.Unlock()
+	select {
+	case s.compactWake <- struct{}{}:
+	default:
+	}
+}
+
+// compactions waits until the compactor has done every compaction due
+// so far: for tests.
+func (s *Server) compactions() { s.compactWG.Wait() }
 
 // Checkpoint returns the checkpoint owner's log starts with, or nil if the
 // log is whole (or empty). Only the owner may read it, as for

@@ -47,7 +47,10 @@ type Config struct {
 	Fix []spindle.UserName
 	// CompactAfter, if positive, compacts a log (see [Server.Compact])
 	// once it holds more than CompactAfter entries after its checkpoint
-	// (or its start).
+	// (or its start). The compaction runs in the background, in a
+	// goroutine the server owns until Close: the append that crosses the
+	// threshold does not wait for it, though later appends to that log
+	// wait while it replaces the log.
 	CompactAfter int
 }
 
@@ -67,6 +70,15 @@ type Server struct {
 	done     chan struct{} // Closed by Close, to end watches.
 
 	maxRecent int // Events kept in memory per log for watchers.
+
+	// The compactor (see compact.go): a goroutine New starts if
+	// Config.CompactAfter is positive, ended by Close.
+	compactMu   sync.Mutex
+	compactDue  map[spindle.UserName]bool // Logs to compact, once each.
+	compactWake chan struct{}             // Signalled when compactDue grows.
+	compactWG   sync.WaitGroup            // One per log in compactDue, until it is compacted.
+	stop        context.CancelFunc        // Ends the compactor.
+	stopped     chan struct{}             // Closed when the compactor has ended.
 }
 
 // A hosted is one user's log on this host and all the server knows of
@@ -180,6 +192,7 @@ func New(ctx context.Context, store Store, cfg Config) (*Server, error) {
 	if err := s.checkMarks(ctx, op, users, nil); err != nil {
 		return nil, err
 	}
+	s.startCompactor()
 	return s, nil
 }
 
@@ -197,6 +210,7 @@ func (s *Server) Close() error {
 		logs = append(logs, l)
 	}
 	s.mu.Unlock()
+	s.stopCompactor()
 	var first error
 	for _, l := range logs {
 		// Appends in progress finish first; later ones fail in lockLog.

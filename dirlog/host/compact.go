@@ -69,10 +69,12 @@ func (s *Server) compact(ctx context.Context, op spindle.Op, l *hosted) (*dirlog
 		}
 		if got, _ := ls.Chunker.Checkpoint(); got != nil && got.Seq == cp.Seq && got.Hash == cp.Hash {
 			l.cp, l.cpRecs = got, ls.NChunks
+			l.replaced.Add(1)
 		}
 		return nil, spindle.E(op, l.user, err)
 	}
 	l.cp, l.cpRecs = cp, len(recs)
+	l.replaced.Add(1)
 	return cp, nil
 }
 
@@ -351,6 +353,7 @@ func (s *Server) install(l *hosted, cp *dirlog.Checkpoint, t *dirlog.Tree, n int
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.t, l.cp, l.cpRecs = t, cp, n
+	l.replaced.Add(1)
 	l.recent, l.nrecent, l.head = nil, 0, nil
 	close(l.changed)
 	l.changed = make(chan struct{})

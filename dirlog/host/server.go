@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"spindle.dev/dirlog"
 
@@ -94,6 +95,7 @@ type hosted struct {
 	head     *dirlog.Head       // Last signed head, if any.
 	cp       *dirlog.Checkpoint // The checkpoint the log starts with, if any.
 	cpRecs   int                // Records of the log holding it.
+	replaced atomic.Int64       // Times the log was replaced (compacted, started anew); changed with appendMu held.
 
 	// Why the log is not served, if it is not (t is nil).
 	damaged   *Damage // Not served until repaired or refilled.

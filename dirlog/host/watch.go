@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -264,30 +265,67 @@ func (s *Server) watch(ctx context.Context, l *hosted, user spindle.UserName, p 
 }
 
 // history recomputes the events of l's entries from sequence from on by
-// folding the stored log again.
+// folding the stored log again, up to the entry l's tree was at when it
+// began; the watch catches up on later ones. It holds l's appendMu only to
+// take that position and open a reader of the log of its own, and scans
+// without it, so that a watcher reading far back never holds up the
+// owner's appends. A log replaced meanwhile (compacted) is read again.
 func (s *Server) history(ctx context.Context, l *hosted, from int64) ([]seqEvents, error) {
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
-	if l.log == nil {
-		return nil, nil
-	}
-	t := dirlog.NewTree(l.user)
-	skip := l.cpRecs
-	if l.cp != nil {
-		if from <= l.cp.Seq {
-			return nil, spindle.E(spindle.NotExist, l.user, fmt.Sprintf("the changes of entries 1 to %d were compacted into a checkpoint; watch from %d or from the current state", l.cp.Seq, l.cp.Seq+1))
+	for try := 0; ; try++ {
+		out, replaced, err := s.historyOnce(ctx, l, from)
+		if replaced && try < 3 {
+			continue
 		}
-		var err error
-		if t, err = l.cp.Fold(); err != nil {
-			return nil, spindle.E(spindle.Integrity, l.user, err)
+		return out, err
+	}
+}
+
+// errUpTo stops a history scan at the position it was taken for.
+var errUpTo = errors.New("up to the position taken")
+
+// historyOnce is one try of history. replaced reports that the log was
+// replaced while it read it, so that what it read may not be the log
+// whose position it took.
+func (s *Server) historyOnce(ctx context.Context, l *hosted, from int64) (out []seqEvents, replaced bool, err error) {
+	l.appendMu.Lock()
+	if l.log == nil {
+		l.appendMu.Unlock()
+		return nil, false, nil
+	}
+	// t changes only with appendMu held, as do cp, cpRecs and replaced.
+	cp, skip, upto, gen := l.cp, l.cpRecs, l.t.Seq, l.replaced.Load()
+	var lg Log
+	if from <= upto && (cp == nil || from > cp.Seq) {
+		lg, err = s.store.Open(ctx, l.user)
+	}
+	l.appendMu.Unlock()
+	if err != nil {
+		return nil, false, err
+	}
+	if cp != nil && from <= cp.Seq {
+		return nil, false, spindle.E(spindle.NotExist, l.user, fmt.Sprintf("the changes of entries 1 to %d were compacted into a checkpoint; watch from %d or from the current state", cp.Seq, cp.Seq+1))
+	}
+	if lg == nil {
+		return nil, false, nil
+	}
+	defer lg.Close()
+	t := dirlog.NewTree(l.user)
+	if cp != nil {
+		if t, err = cp.Fold(); err != nil {
+			return nil, false, spindle.E(spindle.Integrity, l.user, err)
 		}
 	}
 	t.Map = nil // Events need no map.
-	var out []seqEvents
-	err := l.log.Scan(ctx, func(b []byte) error {
+	err = lg.Scan(ctx, func(b []byte) error {
 		if skip > 0 {
 			skip--
 			return nil
+		}
+		if t.Seq >= upto {
+			return errUpTo
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		p := dirlog.DecodePending(b)
 		if p.Err != nil {
@@ -305,5 +343,12 @@ func (s *Server) history(ctx context.Context, l *hosted, from int64) ([]seqEvent
 		}
 		return nil
 	})
-	return out, err
+	if err != nil && t.Seq >= upto {
+		err = nil // errUpTo, or damage after upto: an append in progress.
+	}
+	replaced = l.replaced.Load() != gen
+	if err == nil && t.Seq < upto {
+		err = spindle.E(spindle.Integrity, l.user, fmt.Sprintf("stored log ends at entry %d, before entry %d", t.Seq, upto))
+	}
+	return out, replaced, err
 }

@@ -348,7 +348,7 @@ func (cp *Checkpoint) Verify(ctx context.Context, keys KeyFunc, history KeyHisto
 }
 
 // VerifySigner checks the checkpoint's signature by a dir host with v,
-// the first part of Verify: for a mirror whose Server.StartFrom checks the
+// the first part of Verify: for a mirror whose host.Server.StartFrom checks the
 // entries. A checkpoint without a valid signature by a host v accepts is
 // Integrity.
 func (cp *Checkpoint) VerifySigner(v HeadVerifier) error {

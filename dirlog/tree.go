@@ -42,7 +42,7 @@ type Tree struct {
 	groups map[spindle.PathName][]groupVersion // History of every Group file.
 	Access map[spindle.PathName]*access.Access // Every Access file, parsed.
 	// Map is the tree as an authenticated map (see smt.go), which heads
-	// commit to; nil in a fold that needs no map (Server.history).
+	// commit to; nil in a fold that needs no map (the host's history of a log, for watchers).
 	Map *treeMap
 }
 
@@ -137,7 +137,7 @@ func Denied(can RightsFunc, user spindle.UserName, p spindle.Parsed) error {
 // Access file; the denial is then Permission) or the group being the
 // user's own (whose owner is a member, so would hold the right), and a
 // right on the group (a group's loader reports a group the user may not
-// know of as Private: see Server.groupsFor). Anyone else learns only that
+// know of as Private: see the host's groupsFor). Anyone else learns only that
 // the right is not granted.
 func Undecided(can RightsFunc, user spindle.UserName, p spindle.Parsed, err error) error {
 	if spindle.KindOf(err) == spindle.Invalid {

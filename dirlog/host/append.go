@@ -18,7 +18,7 @@ import (
 // delete, its last state). The server assigns nothing: the entry must be
 // for the next sequence number and name the current head as Prev, or
 // Append fails with kind Transient and the writer must read the head and
-// sign again (see [Client]); a writer with no right anywhere in the tree
+// sign again (see [dirlog.Client]); a writer with no right anywhere in the tree
 // gets Private instead, so that the log's position is not told. Other
 // errors: Integrity (the signature does not verify), Permission or Private
 // (the writer lacks the right: Permission if the writer has some right on

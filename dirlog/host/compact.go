@@ -10,7 +10,7 @@ import (
 )
 
 // Compact replaces owner's log with a checkpoint of its tree now, signed
-// by the host if the server has a Host signer (see [Checkpoint]): entries
+// by the host if the server has a Host signer (see [dirlog.Checkpoint]): entries
 // 1 to the head are dropped, and the entries appended after are kept
 // after the checkpoint. Every item's signed entries stay in the
 // checkpoint, so every signature a reader checks still verifies. The
@@ -213,7 +213,7 @@ func (s *Server) compactions() { s.compactWG.Wait() }
 // log is whole (or empty). Only the owner may read it, as for
 // [Server.Entries]; with the entries after it, read with Entries from
 // Seq+1, it is the whole log a mirror or an auditor needs (see
-// [CheckLogFrom] and [Audit]). The caller must not change it.
+// [dirlog.CheckLogFrom] and [dirlog.Audit]). The caller must not change it.
 func (s *Server) Checkpoint(ctx context.Context, user, owner spindle.UserName) (*dirlog.Checkpoint, error) {
 	const op spindle.Op = "dirlog.Checkpoint"
 	if err := ownerOnly(user, owner); err != nil {
@@ -233,7 +233,7 @@ func (s *Server) Checkpoint(ctx context.Context, user, owner spindle.UserName) (
 
 // Export returns owner's log as stored, framed records without the file
 // header (a checkpoint, if the log was compacted, and the entries after
-// it), for a new mirror or an auditor to load with [Audit]. Only the owner
+// it), for a new mirror or an auditor to load with [dirlog.Audit]. Only the owner
 // may read it.
 func (s *Server) Export(ctx context.Context, user, owner spindle.UserName) ([]byte, error) {
 	const op spindle.Op = "dirlog.Export"
@@ -260,7 +260,7 @@ func (s *Server) Export(ctx context.Context, user, owner spindle.UserName) ([]by
 // head: the log becomes cp alone, and entries after cp.Seq are appended
 // as usual. It checks every entry's signature in cp with the server's
 // Keys and KeyHistory and that cp's items make its map root (the host's
-// signature is the caller's to check, with [Checkpoint.Verify]: only it
+// signature is the caller's to check, with [dirlog.Checkpoint.Verify]: only it
 // knows which hosts may vouch for the log). It refuses, with Integrity
 // or Exist and leaving the log as it was, a checkpoint that does not
 // verify, a log already past cp.Seq, or one that disagrees with cp (a

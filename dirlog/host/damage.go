@@ -192,7 +192,7 @@ type opening struct {
 	cp      *dirlog.Checkpoint // The checkpoint the log starts with, if any.
 }
 
-// open reads users' logs, re-checks every entry as [Audit] does, and
+// open reads users' logs, re-checks every entry as [dirlog.Audit] does, and
 // folds them into trees, which it then serves; the logs of other users
 // already served are consulted, as they stood, for the groups that
 // decisions used. A log whose entries need a key that cannot be learnt

@@ -48,7 +48,7 @@ func (s *Server) ownerLog(user, owner spindle.UserName) (*hosted, error) {
 // always at least one if there is one. Only the owner may read the log: it
 // holds every name, writer and wrapped key of the tree, where readers see
 // only what the Access files let them. With the entries and a signed head,
-// the owner checks the head against the log (see [MapRoot]), as `spin
+// the owner checks the head against the log (see [dirlog.MapRoot]), as `spin
 // audit` does. Others get Private. Once the log is compacted, entries up
 // to its checkpoint are gone: asking for them is NotExist, and a reader
 // starts from [Server.Checkpoint] instead.

@@ -9,7 +9,7 @@ import (
 	"spindle.dev/access"
 )
 
-// WhichAccessProved is [Server.WhichAccess] with an [AccessProved] of its
+// WhichAccessProved is [Server.WhichAccess] with a [dirlog.AccessProved] of its
 // answer against the current signed head, taken from one state of the
 // tree as in [Server.LookupProved]. Errors carry no proof.
 func (s *Server) WhichAccessProved(ctx context.Context, user spindle.UserName, name spindle.PathName) (*spindle.DirEntry, *dirlog.AccessProved, error) {

@@ -454,7 +454,7 @@ func (s *Server) HeadFor(ctx context.Context, user, owner spindle.UserName) (*di
 
 // Head returns the head of owner's log, signed by the host if the server
 // has a Host signer: its sequence number, the hash of its last entry, the
-// root of its tree map (see [MapRoot]) and the time it was signed. A log
+// root of its tree map (see [dirlog.MapRoot]) and the time it was signed. A log
 // with no entries has sequence 0, the zero hash and the empty map's root.
 // It checks no rights: a node answering users calls [Server.HeadFor].
 func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head, error) {

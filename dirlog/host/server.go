@@ -165,7 +165,7 @@ func Open(ctx context.Context, dir string, cfg Config) (*Server, error) {
 }
 
 // New opens a server on store. It reads every log, re-checks every entry
-// as [Audit] does, and folds the logs into trees. A log that ends in a
+// as [dirlog.Audit] does, and folds the logs into trees. A log that ends in a
 // damaged record, or holds an entry that is not valid, is damaged: unless
 // Config.Repair names its user, it is left exactly as it is and not served
 // (every read and append of that tree fails with kind Damaged, so that a

@@ -32,7 +32,7 @@ type Log interface {
 	// Scan calls fn with every whole record, in order, and stops at the
 	// first error fn returns, which it returns. If the log ends in a
 	// truncated or damaged record, Scan stops before it and returns an
-	// error of kind Integrity wrapping a *[TailError]; the log itself is
+	// error of kind Integrity wrapping a *[dirlog.TailError]; the log itself is
 	// not changed. fn must not keep the slice it is given.
 	Scan(ctx context.Context, fn func(rec []byte) error) error
 	// Append adds records at the end of the valid records, in order and

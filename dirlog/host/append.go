@@ -167,9 +167,7 @@ func independent(items []batchItem) int {
 func (s *Server) commit(ctx context.Context, op spindle.Op, l *hosted, items []batchItem) ([]*spindle.DirEntry, error) {
 	// Refuse entries that are not for the next places in the log early,
 	// before the cost of a signature check.
-	s.mu.RLock()
-	seq, head := l.t.Seq, l.t.Head
-	s.mu.RUnlock()
+	seq, head := l.t.Seq, l.t.Head // l's tree changes only with appendMu held.
 	var stop error
 	for i, it := range items {
 		if e := it.e; e.Seq != seq+1 || e.Prev != head {
@@ -189,11 +187,11 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *hosted, items []b
 	}
 
 	recs := make([][]byte, 0, len(items))
-	s.mu.RLock()
+	v := s.view()
 	for i, it := range items {
 		deps := make(map[spindle.UserName]int64)
-		err := l.t.CheckOp(it.e, s.groupsFor(it.e.Writer, dirlog.GroupLoader(l.t, func(u spindle.UserName) (*dirlog.Tree, int64, error) {
-			other := s.served(u)
+		err := l.t.CheckOp(it.e, v.groupsFor(it.e.Writer, dirlog.GroupLoader(l.t, func(u spindle.UserName) (*dirlog.Tree, int64, error) {
+			other := v.served(u)
 			if other == nil {
 				if err := s.damageFor(u, ""); err != nil {
 					return nil, 0, err
@@ -220,7 +218,7 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *hosted, items []b
 		sort.Slice(rec.Deps, func(i, j int) bool { return rec.Deps[i].User < rec.Deps[j].User })
 		recs = append(recs, rec.Marshal())
 	}
-	s.mu.RUnlock()
+	v.release()
 	if len(items) == 0 {
 		return nil, stop
 	}
@@ -245,8 +243,8 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *hosted, items []b
 	last := items[len(items)-1].e
 	s.mark(ctx, l.user, Mark{Seq: last.Seq, Hash: last.Hash()})
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	out := make([]*spindle.DirEntry, 0, len(items))
 	for _, it := range items {
 		e := it.e
@@ -280,9 +278,9 @@ func (s *Server) commit(ctx context.Context, op spindle.Op, l *hosted, items []b
 // numbers cannot find it.
 func (s *Server) moved(op spindle.Op, l *hosted, it batchItem, seq int64) error {
 	e := it.e
-	s.mu.RLock()
-	ok := s.knowsLog(e.Writer, l.user)
-	s.mu.RUnlock()
+	v := s.view()
+	ok := v.knowsLog(e.Writer, l.user)
+	v.release()
 	if !ok {
 		return spindle.E(op, spindle.Private, it.p.Path(), e.Writer)
 	}

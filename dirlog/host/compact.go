@@ -350,8 +350,8 @@ func (s *Server) StartFrom(ctx context.Context, cp *dirlog.Checkpoint) error {
 // install makes cp, folded into t and stored in n records, the whole of
 // l. l's appendMu is held.
 func (s *Server) install(l *hosted, cp *dirlog.Checkpoint, t *dirlog.Tree, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.t, l.cp, l.cpRecs = t, cp, n
 	l.replaced.Add(1)
 	l.recent, l.nrecent, l.head = nil, 0, nil

@@ -48,7 +48,7 @@ func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.
 		if l.t == nil || only != nil && !slices.Contains(only, u) {
 			continue
 		}
-		if m, ok := marks[u]; !ok || m.Seq < l.t.Seq {
+		if m, ok := marks[u]; !ok || m.Seq < l.pos().seq {
 			s.markLocked(ctx, mk, u, l) // Kept by a host without marks, or one that failed to write them.
 		}
 	}
@@ -63,16 +63,20 @@ func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.
 		var reason error
 		var seq int64
 		l := s.served(u)
+		var at position
+		if l != nil {
+			at = l.pos()
+		}
 		switch {
 		case l == nil && slices.Contains(users, u):
 			continue // An empty log: decided by the entries it lacks below.
 		case l == nil:
 			reason = fmt.Errorf("the log file is missing, though this host stored entries 1 to %d of it", m.Seq)
-		case l.t.Seq < m.Seq:
-			seq = l.t.Seq
-			reason = fmt.Errorf("the log ends at entry %d, though this host stored entries up to %d", l.t.Seq, m.Seq)
-		case l.t.Seq == m.Seq && l.t.Head != m.Hash:
-			seq = l.t.Seq
+		case at.seq < m.Seq:
+			seq = at.seq
+			reason = fmt.Errorf("the log ends at entry %d, though this host stored entries up to %d", at.seq, m.Seq)
+		case at.seq == m.Seq && at.head != m.Hash:
+			seq = at.seq
 			reason = fmt.Errorf("entry %d of the log is not the one this host stored", m.Seq)
 		default:
 			continue
@@ -104,8 +108,8 @@ func (s *Server) checkMarks(ctx context.Context, op spindle.Op, users []spindle.
 
 // markLocked marks l as stored to its end.
 func (s *Server) markLocked(ctx context.Context, mk Marker, u spindle.UserName, l *hosted) {
-	if l.t.Seq > 0 {
-		if err := mk.Mark(ctx, u, Mark{Seq: l.t.Seq, Hash: l.t.Head}); err != nil {
+	if at := l.pos(); at.seq > 0 {
+		if err := mk.Mark(ctx, u, Mark{Seq: at.seq, Hash: at.head}); err != nil {
 			s.cfg.Logger.Error("dirlog: cannot record how far a directory log is stored", "user", string(u), "err", err)
 		}
 	}
@@ -248,14 +252,16 @@ func (s *Server) open(ctx context.Context, op spindle.Op, users []spindle.UserNa
 		recs[u] = ls.Pending
 	}
 	r := dirlog.NewReplayer(cfg.Keys, cfg.KeyHistory, recs)
-	r.WaitOnKeys, r.RLock = true, s.mu.RLocker()
+	var consulted logsLocker
 	s.mu.RLock()
 	for u, l := range s.logs {
 		if _, ok := recs[u]; !ok && l.t != nil {
 			r.Trees[u] = l.t // Served: consulted, never replayed.
+			consulted = append(consulted, l)
 		}
 	}
 	s.mu.RUnlock()
+	r.WaitOnKeys, r.RLock = true, consulted
 	for u, o := range logs {
 		t, cp, invalid, fatal := o.scan.Start(ctx, u, r.Lookup, r.LookupHistory())
 		if w := dirlog.WaitOf(fatal); w != nil {

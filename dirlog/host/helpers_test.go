@@ -165,9 +165,9 @@ func (e *env) setup() {
 // dump returns every entry of user's tree, one line each, as the owner's
 // tree holds it.
 func (e *env) dump(user spindle.UserName) string {
-	e.s.mu.RLock()
-	defer e.s.mu.RUnlock()
-	l := e.s.served(user)
+	v := e.s.view()
+	defer v.release()
+	l := v.served(user)
 	if l == nil || l.t.Root == nil {
 		return "(no tree)"
 	}

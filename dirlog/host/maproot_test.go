@@ -240,9 +240,9 @@ func TestMapRootProperty(t *testing.T) {
 // other names absent, against h.
 func checkProofs(t *testing.T, e *env, h *dirlog.Head, m *treeModel) {
 	t.Helper()
-	e.s.mu.RLock()
-	defer e.s.mu.RUnlock()
-	tm := e.s.logs[ann].t.Map
+	v := e.s.view()
+	defer v.release()
+	tm := v.served(ann).t.Map
 	if tm.Len() != len(m.dirs)+len(m.items) {
 		t.Fatalf("map holds %d items, tree %d", tm.Len(), len(m.dirs)+len(m.items))
 	}

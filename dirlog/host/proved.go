@@ -30,8 +30,8 @@ func (s *Server) LookupProved(ctx context.Context, user spindle.UserName, name s
 	}
 	var d *spindle.DirEntry
 	var pr *dirlog.Proved
-	perr := s.provedAt(ctx, p.User(), func() (int64, bool) {
-		var seq int64
+	perr := s.provedAt(ctx, p.User(), func() (position, bool) {
+		var seq position
 		d, pr, seq, err = s.lookupProved(user, p)
 		return seq, pr != nil
 	}, func(h *dirlog.Head) { pr.Head = h })
@@ -61,8 +61,8 @@ func (s *Server) GlobProved(ctx context.Context, user spindle.UserName, pattern 
 	var out []*spindle.DirEntry
 	var prs []*dirlog.Proved
 	var head *dirlog.Head
-	perr := s.provedAt(ctx, p.User(), func() (int64, bool) {
-		var seq int64
+	perr := s.provedAt(ctx, p.User(), func() (position, bool) {
+		var seq position
 		out, prs, seq, err = s.globAt(user, p, true)
 		return seq, err == nil
 	}, func(h *dirlog.Head) { head = h })
@@ -76,43 +76,73 @@ func (s *Server) GlobProved(ctx context.Context, user spindle.UserName, pattern 
 }
 
 // provedAt runs answer, which answers a read and makes its proofs from one
-// state of owner's tree and returns that state's sequence number (and
-// false if it made no proof), and then gives set the signed head of that
-// state. If the log moved on between the two, it tries again; after a few
-// tries it fails with kind Transient. An error of answer's is returned
-// as it is (answers may carry an entry and an error together).
-func (s *Server) provedAt(ctx context.Context, owner spindle.UserName, answer func() (int64, bool), set func(*dirlog.Head)) error {
-	for try := 0; try < 8; try++ {
-		if err := ctx.Err(); err != nil {
-			return spindle.E(spindle.Transient, err)
-		}
-		seq, ok := answer()
-		if !ok {
-			return nil
-		}
-		h, err := s.Head(ctx, owner)
-		if err != nil {
-			return err
-		}
-		if h.Seq == seq {
-			set(h)
-			return nil
+// state of owner's tree and returns that state's position (and false if
+// it made no proof), and then gives set the signed head of that state. An
+// error of answer's is returned as it is (answers may carry an entry and
+// an error together).
+func (s *Server) provedAt(ctx context.Context, owner spindle.UserName, answer func() (position, bool), set func(*dirlog.Head)) error {
+	if err := ctx.Err(); err != nil {
+		return spindle.E(spindle.Transient, err)
+	}
+	at, ok := answer()
+	if !ok {
+		return nil
+	}
+	h, err := s.headAt(owner, at)
+	if err != nil {
+		return err
+	}
+	set(h)
+	return nil
+}
+
+// headAt returns the head of owner's log at position at, a state its tree
+// was in, signed by the host if the server has a Host signer: the head
+// last signed, if it is of that state, or a new one. Proofs made from one
+// state need the head of that state; taking it there, rather than the
+// newest, spares a prover racing the owner's appends.
+func (s *Server) headAt(owner spindle.UserName, at position) (*dirlog.Head, error) {
+	const op spindle.Op = "dirlog.Head"
+	s.mu.RLock()
+	l := s.served(owner)
+	s.mu.RUnlock()
+	if l != nil {
+		l.mu.RLock()
+		c := l.head
+		l.mu.RUnlock()
+		if c != nil && c.Seq == at.seq && c.Hash == at.head {
+			h := *c
+			return &h, nil
 		}
 	}
-	return spindle.E(spindle.Transient, "the log kept moving; try again")
+	h := &dirlog.Head{User: owner, Seq: at.seq, Hash: at.head, Root: at.root, Time: spindle.Now()}
+	if s.cfg.Host != nil {
+		if err := h.Sign(s.cfg.Host); err != nil {
+			return nil, spindle.E(op, owner, err)
+		}
+	}
+	if l != nil {
+		l.mu.Lock()
+		if l.t.Seq == h.Seq {
+			c := *h
+			l.head = &c
+		}
+		l.mu.Unlock()
+	}
+	return h, nil
 }
 
 // lookupProved answers the lookup and makes its proof, without the head,
 // from one state of the tree, whose sequence number it returns.
-func (s *Server) lookupProved(user spindle.UserName, p spindle.Parsed) (*spindle.DirEntry, *dirlog.Proved, int64, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (s *Server) lookupProved(user spindle.UserName, p spindle.Parsed) (*spindle.DirEntry, *dirlog.Proved, position, error) {
+	v := s.view()
+	defer v.release()
 	if err := s.damageFor(p.User(), user); err != nil {
-		return nil, nil, 0, err
+		return nil, nil, position{}, err
 	}
-	r := s.readerFor(p.User(), user)
+	r := v.readerFor(p.User(), user)
 	d, err := r.lookup(p)
-	seq := r.t.Seq
+	seq := r.at()
 	if r.t.Map == nil {
 		return d, nil, seq, err
 	}

@@ -23,8 +23,8 @@ func (s *Server) WhichAccessProved(ctx context.Context, user spindle.UserName, n
 	}
 	var d *spindle.DirEntry
 	var ap *dirlog.AccessProved
-	perr := s.provedAt(ctx, p.User(), func() (int64, bool) {
-		var seq int64
+	perr := s.provedAt(ctx, p.User(), func() (position, bool) {
+		var seq position
 		d, ap, seq, err = s.whichAccessProved(user, p)
 		return seq, ap != nil
 	}, func(h *dirlog.Head) { ap.Head = h })
@@ -37,21 +37,21 @@ func (s *Server) WhichAccessProved(ctx context.Context, user spindle.UserName, n
 	return d, ap, nil
 }
 
-func (s *Server) whichAccessProved(user spindle.UserName, p spindle.Parsed) (*spindle.DirEntry, *dirlog.AccessProved, int64, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (s *Server) whichAccessProved(user spindle.UserName, p spindle.Parsed) (*spindle.DirEntry, *dirlog.AccessProved, position, error) {
+	v := s.view()
+	defer v.release()
 	if err := s.damageFor(p.User(), user); err != nil {
-		return nil, nil, 0, err
+		return nil, nil, position{}, err
 	}
-	r := s.readerFor(p.User(), user)
+	r := v.readerFor(p.User(), user)
 	if err := dirlog.Need(r.can, user, access.AnyRight, p); err != nil {
-		return nil, nil, 0, err
+		return nil, nil, position{}, err
 	}
 	names, err := access.Candidates(p.Path())
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, position{}, err
 	}
-	seq := r.t.Seq
+	seq := r.at()
 	if r.t.Map == nil {
 		return nil, nil, seq, spindle.E(spindle.Internal, "the tree keeps no map")
 	}

@@ -16,31 +16,32 @@ import (
 // reader holds what a read needs, under Server.mu held for reading.
 type reader struct {
 	s    *Server
+	v    *view // The read r is part of.
 	t    *dirlog.Tree
 	user spindle.UserName
 	load access.GroupLoader
 	can  dirlog.RightsFunc
 }
 
-// readerFor returns a reader of owner's tree for user. It must be called
-// with s.mu held for reading.
-func (s *Server) readerFor(owner, user spindle.UserName) *reader {
+// readerFor returns a reader of owner's tree for user, part of v: its
+// results are good until v is released.
+func (v *view) readerFor(owner, user spindle.UserName) *reader {
 	t := dirlog.NewTree(owner)
-	if l := s.served(owner); l != nil {
+	if l := v.served(owner); l != nil {
 		t = l.t
 	}
-	load := s.groupsFor(user, s.currentGroups(t))
-	return &reader{s: s, t: t, user: user, load: load, can: t.Rights(load)}
+	load := v.groupsFor(user, v.currentGroups(t))
+	return &reader{s: v.s, v: v, t: t, user: user, load: load, can: t.Rights(load)}
 }
 
 // currentGroups loads groups as they stand now, t's own and other users'.
-// It must be called with s.mu held for reading.
-func (s *Server) currentGroups(t *dirlog.Tree) access.GroupLoader {
+// The trees it reads are held by v.
+func (v *view) currentGroups(t *dirlog.Tree) access.GroupLoader {
 	return dirlog.GroupLoader(t, func(u spindle.UserName) (*dirlog.Tree, int64, error) {
-		if l := s.served(u); l != nil {
+		if l := v.served(u); l != nil {
 			return l.t, l.t.Seq, nil
 		}
-		return nil, 0, s.damageFor(u, "")
+		return nil, 0, v.s.damageFor(u, "")
 	})
 }
 
@@ -49,11 +50,11 @@ func (s *Server) currentGroups(t *dirlog.Tree) access.GroupLoader {
 // only to a user with some right on its Group file (its owner has every
 // right); to anyone else the group is Private, and a rights decision that
 // needed it is then reported as a plain denial (see undecided). It must be
-// called, and its result used, with s.mu held for reading.
-func (s *Server) groupsFor(user spindle.UserName, load access.GroupLoader) access.GroupLoader {
+// used within v.
+func (v *view) groupsFor(user spindle.UserName, load access.GroupLoader) access.GroupLoader {
 	return func(name spindle.PathName) (*access.Group, error) {
 		g, err := load(name)
-		if err == nil || s.mayKnow(user, name) {
+		if err == nil || v.mayKnow(user, name) {
 			return g, err
 		}
 		return nil, spindle.E(spindle.Private, name, "group cannot be consulted")
@@ -62,8 +63,8 @@ func (s *Server) groupsFor(user spindle.UserName, load access.GroupLoader) acces
 
 // mayKnow reports whether user has some right on name, judged by the
 // Access and Group files as they stand now in its owner's tree. A right
-// that cannot be decided is not held. s.mu must be held for reading.
-func (s *Server) mayKnow(user spindle.UserName, name spindle.PathName) bool {
+// that cannot be decided is not held.
+func (v *view) mayKnow(user spindle.UserName, name spindle.PathName) bool {
 	p, err := spindle.Parse(name)
 	if err != nil {
 		return false
@@ -71,27 +72,27 @@ func (s *Server) mayKnow(user spindle.UserName, name spindle.PathName) bool {
 	if p.User() == user {
 		return true
 	}
-	l := s.served(p.User())
+	l := v.served(p.User())
 	if l == nil {
 		return false
 	}
-	ok, err := access.Can(user, access.AnyRight, p.Path(), l.t.LoadAccess, s.currentGroups(l.t))
+	ok, err := access.Can(user, access.AnyRight, p.Path(), l.t.LoadAccess, v.currentGroups(l.t))
 	return err == nil && ok
 }
 
 // knowsLog reports whether user may learn the position of owner's log: the
 // owner, and every user some Access file in the tree grants a right, may.
 // Anyone else gets no head and no sequence number of the log, in answers
-// or in errors. s.mu must be held for reading.
-func (s *Server) knowsLog(user, owner spindle.UserName) bool {
+// or in errors.
+func (v *view) knowsLog(user, owner spindle.UserName) bool {
 	if user == owner {
 		return true
 	}
-	l := s.served(owner)
+	l := v.served(owner)
 	if l == nil {
 		return false
 	}
-	load := s.currentGroups(l.t)
+	load := v.currentGroups(l.t)
 	for name, a := range l.t.Access {
 		p, err := spindle.Parse(name)
 		if err != nil {
@@ -152,6 +153,11 @@ func incomplete(d *spindle.DirEntry) *spindle.DirEntry {
 	c.Blocks, c.Packdata = nil, nil
 	c.Attr |= spindle.AttrIncomplete
 	return c
+}
+
+// at returns the position of r's tree.
+func (r *reader) at() position {
+	return position{r.t.Seq, r.t.Head, r.t.MapRoot()}
 }
 
 // lookup implements Lookup for a parsed name.
@@ -322,12 +328,12 @@ func (s *Server) Lookup(ctx context.Context, user spindle.UserName, name spindle
 	if err != nil {
 		return nil, spindle.E(op, user, err)
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	v := s.view()
+	defer v.release()
 	if err := s.damageFor(p.User(), user); err != nil {
 		return nil, spindle.E(op, p.Path(), user, err)
 	}
-	d, err := s.readerFor(p.User(), user).lookup(p)
+	d, err := v.readerFor(p.User(), user).lookup(p)
 	if err != nil {
 		return d, spindle.E(op, p.Path(), user, err)
 	}
@@ -376,26 +382,26 @@ func parsePattern(pattern string) (spindle.Parsed, error) {
 // globAt answers a Glob from one state of the tree, whose sequence number
 // it returns, with a proof of each entry if prove is set (see
 // [Server.GlobProved]).
-func (s *Server) globAt(user spindle.UserName, p spindle.Parsed, prove bool) ([]*spindle.DirEntry, []*dirlog.Proved, int64, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (s *Server) globAt(user spindle.UserName, p spindle.Parsed, prove bool) ([]*spindle.DirEntry, []*dirlog.Proved, position, error) {
+	v := s.view()
+	defer v.release()
 	if err := s.damageFor(p.User(), user); err != nil {
-		return nil, nil, 0, err
+		return nil, nil, position{}, err
 	}
-	r := s.readerFor(p.User(), user)
+	r := v.readerFor(p.User(), user)
 	out, err := r.glob(p.First(0), p.Elems())
 	if err != nil || !prove || r.t.Map == nil {
-		return out, nil, r.t.Seq, err
+		return out, nil, r.at(), err
 	}
 	prs := make([]*dirlog.Proved, len(out))
 	for i, d := range out {
 		n := r.t.Lookup(d.Name)
 		if n == nil {
-			return nil, nil, 0, spindle.E(spindle.Internal, d.Name, "globbed entry not in the tree")
+			return nil, nil, position{}, spindle.E(spindle.Internal, d.Name, "globbed entry not in the tree")
 		}
 		prs[i] = r.t.ProveItem(n, d.Attr&spindle.AttrIncomplete == 0)
 	}
-	return out, prs, r.t.Seq, nil
+	return out, prs, r.at(), nil
 }
 
 // WhichAccess returns the entry of the Access file that governs name, or
@@ -410,12 +416,12 @@ func (s *Server) WhichAccess(ctx context.Context, user spindle.UserName, name sp
 	if err != nil {
 		return nil, spindle.E(op, user, err)
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	v := s.view()
+	defer v.release()
 	if err := s.damageFor(p.User(), user); err != nil {
 		return nil, spindle.E(op, p.Path(), user, err)
 	}
-	r := s.readerFor(p.User(), user)
+	r := v.readerFor(p.User(), user)
 	if err := dirlog.Need(r.can, user, access.AnyRight, p); err != nil {
 		return nil, spindle.E(op, p.Path(), user, err)
 	}
@@ -443,9 +449,9 @@ func (s *Server) HeadFor(ctx context.Context, user, owner spindle.UserName) (*di
 	if err := dirlog.CheckUser(owner); err != nil {
 		return nil, spindle.E(op, err)
 	}
-	s.mu.RLock()
-	ok := s.knowsLog(user, owner)
-	s.mu.RUnlock()
+	v := s.view()
+	ok := v.knowsLog(user, owner)
+	v.release()
 	if !ok {
 		return nil, spindle.E(op, spindle.Private, spindle.PathName(owner+"/"), user)
 	}
@@ -462,17 +468,17 @@ func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head
 	if err := dirlog.CheckUser(owner); err != nil {
 		return nil, spindle.E(op, err)
 	}
-	s.mu.RLock()
+	v := s.view()
 	if err := s.gate(ctx, owner, ""); err != nil {
-		s.mu.RUnlock()
+		v.release()
 		return nil, spindle.E(op, err)
 	}
-	l := s.served(owner)
+	l := v.served(owner)
 	h := &dirlog.Head{User: owner}
 	if l != nil {
 		if l.head != nil && l.head.Seq == l.t.Seq {
 			c := *l.head
-			s.mu.RUnlock()
+			v.release()
 			return &c, nil
 		}
 		h.Seq, h.Hash, h.Root = l.t.Seq, l.t.Head, l.t.MapRoot()
@@ -480,19 +486,19 @@ func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head
 		h.Root = dirlog.NewTree("").MapRoot()
 	}
 	h.Time = spindle.Now()
-	s.mu.RUnlock()
+	v.release()
 	if s.cfg.Host != nil {
 		if err := h.Sign(s.cfg.Host); err != nil {
 			return nil, spindle.E(op, owner, err)
 		}
 	}
 	if l != nil {
-		s.mu.Lock()
+		l.mu.Lock()
 		if l.t.Seq == h.Seq {
 			c := *h
 			l.head = &c
 		}
-		s.mu.Unlock()
+		l.mu.Unlock()
 	}
 	return h, nil
 }

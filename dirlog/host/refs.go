@@ -42,8 +42,8 @@ func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs [
 		}
 		refs = refs[:0]
 		seen := make(map[spindle.Ref]bool)
-		s.mu.RLock()
-		if l := s.served(u); l != nil && l.t != nil && l.t.Root != nil {
+		v := s.view()
+		if l := v.served(u); l != nil && l.t.Root != nil {
 			var visit func(n *dirlog.Node)
 			visit = func(n *dirlog.Node) {
 				for _, b := range n.Entry.Blocks {
@@ -58,7 +58,7 @@ func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs [
 			}
 			visit(l.t.Root)
 		}
-		s.mu.RUnlock()
+		v.release()
 		if len(refs) == 0 {
 			continue
 		}

@@ -58,12 +58,14 @@ type Config struct {
 // A Server holds the logs of many users on one dir host: it checks and
 // sequences their entries and answers reads under the Access rules. It is
 // safe for concurrent use. Appends to one log are serialised; appends to
-// different logs proceed in parallel.
+// different logs proceed in parallel. Each log's tree has its own lock
+// (see rwLock and view): a read or an append of one log waits for an
+// append to another only while that append changes a tree it consults.
 type Server struct {
 	store Store
 	cfg   Config
 
-	mu       sync.RWMutex // Guards logs, every hosted's tree and state, recent events and changed.
+	mu       sync.RWMutex // Guards logs and each hosted's state; each log's own mu guards its tree.
 	logs     map[spindle.UserName]*hosted
 	resumeMu sync.Mutex // Held by Resume.
 	damage   []error
@@ -89,6 +91,7 @@ type hosted struct {
 	appendMu sync.Mutex // Serialises appends and history scans; taken before Server.mu.
 	log      Log        // Nil until the log's first entry is stored.
 	t        *dirlog.Tree
+	mu       rwLock             // Guards t, recent, nrecent, changed and head; all but head change with appendMu also held.
 	recent   []seqEvents        // Events of the latest entries, oldest first.
 	nrecent  int                // Total events in recent.
 	changed  chan struct{}      // Closed and replaced on every append.
@@ -101,6 +104,21 @@ type hosted struct {
 	damaged   *Damage // Not served until repaired or refilled.
 	waiting   error   // Not served until the key state can decide it (see Resume).
 	refilling *Damage // Being refilled from another dir host (see BeginRefill); t may be set.
+}
+
+// A position is where a log's tree is: the sequence number and hash of
+// its last entry, and, where it is known, the root of its map.
+type position struct {
+	seq  int64
+	head dirlog.Hash
+	root dirlog.Hash
+}
+
+// pos returns where l's tree is, which must be served.
+func (l *hosted) pos() position {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return position{seq: l.t.Seq, head: l.t.Head}
 }
 
 // served returns u's log if the server serves its tree, else nil. s.mu
@@ -286,7 +304,7 @@ func (s *Server) Users() []spindle.UserName {
 	defer s.mu.RUnlock()
 	out := make([]spindle.UserName, 0, len(s.logs))
 	for u, l := range s.logs {
-		if l.t != nil && l.t.Seq > 0 {
+		if l.t != nil && l.pos().seq > 0 {
 			out = append(out, u)
 		}
 	}

@@ -766,9 +766,9 @@ func TestWatchHistoryFromDisk(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		e.do(c.Put(e.ctx, file(spindle.PathName(fmt.Sprintf("ann@example.com/f%d", i)), 1)))
 	}
-	s.mu.RLock()
-	kept := len(s.logs[ann].recent)
-	s.mu.RUnlock()
+	v := s.view()
+	kept := len(v.served(ann).recent)
+	v.release()
 	if kept != 3 {
 		t.Fatalf("%d entries' events kept, want 3", kept)
 	}

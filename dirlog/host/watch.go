@@ -62,14 +62,14 @@ func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.
 	if fromSeq < -1 {
 		return nil, spindle.E(op, spindle.Invalid, p.Path(), user, fmt.Sprintf("bad sequence %d", fromSeq))
 	}
-	s.mu.RLock()
+	v := s.view()
 	if err := s.damageFor(p.User(), user); err != nil {
-		s.mu.RUnlock()
+		v.release()
 		return nil, spindle.E(op, p.Path(), user, err)
 	}
-	r := s.readerFor(p.User(), user)
+	r := v.readerFor(p.User(), user)
 	err = dirlog.Need(r.can, user, access.AnyRight, p)
-	l := s.served(p.User())
+	l := v.served(p.User())
 	if err == nil && (l == nil || l.t.Seq == 0) {
 		err = spindle.E(spindle.NotExist, p.Path(), user, "the tree does not exist")
 	}
@@ -86,7 +86,7 @@ func (s *Server) Watch(ctx context.Context, user spindle.UserName, name spindle.
 			next = r.t.Seq + 1
 		}
 	}
-	s.mu.RUnlock()
+	v.release()
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), user, err)
 	}
@@ -185,7 +185,7 @@ func (s *Server) watch(ctx context.Context, l *hosted, user spindle.UserName, p 
 			}
 		}
 		batch = nil
-		s.mu.RLock()
+		l.mu.RLock()
 		wait := l.changed
 		head := l.t.Seq
 		var raw []seqEvents
@@ -198,7 +198,7 @@ func (s *Server) watch(ctx context.Context, l *hosted, user spindle.UserName, p 
 				history = true
 			}
 		}
-		s.mu.RUnlock()
+		l.mu.RUnlock()
 		if history {
 			var err error
 			raw, err = s.history(ctx, l, next)
@@ -213,8 +213,8 @@ func (s *Server) watch(ctx context.Context, l *hosted, user spindle.UserName, p 
 			}
 		}
 		if len(raw) > 0 {
-			s.mu.RLock()
-			r := s.readerFor(p.User(), user)
+			v := s.view()
+			r := v.readerFor(p.User(), user)
 			var err error
 			for _, se := range raw {
 				for _, c := range se.events {
@@ -240,7 +240,7 @@ func (s *Server) watch(ctx context.Context, l *hosted, user spindle.UserName, p 
 				}
 				next = se.seq + 1
 			}
-			s.mu.RUnlock()
+			v.release()
 			if err != nil {
 				batch = append(batch, spindle.Event{Err: spindle.E(op, p.Path(), user, err)})
 				for _, ev := range batch {

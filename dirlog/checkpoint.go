@@ -262,9 +262,9 @@ func decodeCheckpoint(data []byte) (*Checkpoint, error) {
 	return cp, d.err
 }
 
-// checkpoint returns the checkpoint of t, unsigned.
-func (t *tree) checkpoint() *Checkpoint {
-	cp := &Checkpoint{User: t.user, Seq: t.seq, Hash: t.head, Root: t.mapRoot(), Time: spindle.Now()}
+// Checkpoint returns the checkpoint of t, unsigned.
+func (t *Tree) Checkpoint() *Checkpoint {
+	cp := &Checkpoint{User: t.user, Seq: t.Seq, Hash: t.Head, Root: t.MapRoot(), Time: spindle.Now()}
 	// Entries are collected by pointer, then numbered in sequence order.
 	seen := make(map[*Entry]bool)
 	var all []*Entry
@@ -274,7 +274,7 @@ func (t *tree) checkpoint() *Checkpoint {
 			all = append(all, e)
 		}
 	}
-	walk(t.root, func(n *node) bool {
+	Walk(t.Root, func(n *Node) bool {
 		note(n.src)
 		for _, m := range n.moves {
 			note(m)
@@ -296,15 +296,15 @@ func (t *tree) checkpoint() *Checkpoint {
 		idx[e] = i
 	}
 	cp.Entries = all
-	if t.root != nil {
-		walk(t.root, func(n *node) bool {
-			it := CheckpointItem{Src: idx[n.src], Sequence: n.entry.Sequence}
+	if t.Root != nil {
+		Walk(t.Root, func(n *Node) bool {
+			it := CheckpointItem{Src: idx[n.src], Sequence: n.Entry.Sequence}
 			for _, m := range n.moves {
 				it.Moves = append(it.Moves, idx[m])
 			}
-			if !n.entry.Attr.IsDir() && signedRecords(n.src, nil) == nil {
-				if k := len(n.entry.Signed) - len(n.moves); k > 0 {
-					it.Prior = n.entry.Signed[:k]
+			if !n.Entry.Attr.IsDir() && signedRecords(n.src, nil) == nil {
+				if k := len(n.Entry.Signed) - len(n.moves); k > 0 {
+					it.Prior = n.Entry.Signed[:k]
 				}
 			}
 			cp.Items = append(cp.Items, it)
@@ -339,7 +339,7 @@ func (cp *Checkpoint) Verify(ctx context.Context, keys KeyFunc, history KeyHisto
 			return spindle.E(op, err)
 		}
 	}
-	if _, invalid, fatal := cp.tree(ctx, keys, history); fatal != nil {
+	if _, invalid, fatal := cp.Tree(ctx, keys, history); fatal != nil {
 		return spindle.E(op, fatal)
 	} else if invalid != nil {
 		return spindle.E(op, spindle.Integrity, cp.User, invalid)
@@ -348,7 +348,7 @@ func (cp *Checkpoint) Verify(ctx context.Context, keys KeyFunc, history KeyHisto
 }
 
 // VerifySigner checks the checkpoint's signature by a dir host with v,
-// the first part of Verify: for a mirror whose Server.StartFrom checks the
+// the first part of Verify: for a mirror whose host.Server.StartFrom checks the
 // entries. A checkpoint without a valid signature by a host v accepts is
 // Integrity.
 func (cp *Checkpoint) VerifySigner(v HeadVerifier) error {
@@ -375,11 +375,11 @@ func (cp *Checkpoint) CheckHead(h *Head) error {
 	return nil
 }
 
-// tree verifies every entry's signature (if keys is not nil) and rebuilds
+// Tree verifies every entry's signature (if keys is not nil) and rebuilds
 // the tree. invalid says what is wrong with the checkpoint; fatal is a
 // failure to decide.
-func (cp *Checkpoint) tree(ctx context.Context, keys KeyFunc, history KeyHistoryFunc) (t *tree, invalid, fatal error) {
-	if err := checkUser(cp.User); err != nil {
+func (cp *Checkpoint) Tree(ctx context.Context, keys KeyFunc, history KeyHistoryFunc) (t *Tree, invalid, fatal error) {
+	if err := CheckUser(cp.User); err != nil {
 		return nil, err, nil
 	}
 	if keys != nil {
@@ -403,7 +403,7 @@ func (cp *Checkpoint) tree(ctx context.Context, keys KeyFunc, history KeyHistory
 			}
 		}
 	}
-	t, err := cp.fold()
+	t, err := cp.Fold()
 	if err != nil {
 		return nil, err, nil
 	}
@@ -413,7 +413,7 @@ func (cp *Checkpoint) tree(ctx context.Context, keys KeyFunc, history KeyHistory
 // verifyHeld checks e's signature with its writer's current key or, with
 // history, a key the writer held that may sign e (see [HeldKeys]).
 func verifyHeld(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, e *Entry) (invalid, fatal error) {
-	invalid, fatal = verifySignature(ctx, keys, nil, e, "")
+	invalid, fatal = VerifySignature(ctx, keys, nil, e, "")
 	if fatal != nil || invalid == nil || spindle.KindOf(invalid) != spindle.Integrity {
 		return invalid, fatal
 	}
@@ -437,11 +437,11 @@ func verifyHeld(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, e *En
 	return invalid, nil
 }
 
-// fold rebuilds the tree from the items and checks its map root. It does
+// Fold rebuilds the tree from the items and checks its map root. It does
 // not check signatures.
-func (cp *Checkpoint) fold() (*tree, error) {
-	t := newTree(cp.User)
-	t.seq, t.head = cp.Seq, cp.Hash
+func (cp *Checkpoint) Fold() (*Tree, error) {
+	t := NewTree(cp.User)
+	t.Seq, t.Head = cp.Seq, cp.Hash
 	for i, e := range cp.Entries {
 		if e.Tree() != cp.User {
 			return nil, fmt.Errorf("checkpoint entry %d (sequence %d) is of %s's tree", i, e.Seq, e.Tree())
@@ -497,10 +497,10 @@ func (cp *Checkpoint) fold() (*tree, error) {
 		if it.Sequence < last || it.Sequence > cp.Seq {
 			return nil, bad(i, "sequence %d outside %d to %d", it.Sequence, last, cp.Seq)
 		}
-		n := &node{entry: e.Entry, src: e, moves: moves}
-		n.entry.Name, n.entry.SignedName, n.entry.Signed, n.entry.Sequence = name, signedName, signed, it.Sequence
+		n := &Node{Entry: e.Entry, src: e, moves: moves}
+		n.Entry.Name, n.Entry.SignedName, n.Entry.Signed, n.Entry.Sequence = name, signedName, signed, it.Sequence
 		if e.Op == OpMkdir {
-			n.kids = make(map[string]*node)
+			n.Kids = make(map[string]*Node)
 		}
 		parseControl(n)
 		p, err := spindle.Parse(name)
@@ -508,22 +508,22 @@ func (cp *Checkpoint) fold() (*tree, error) {
 			return nil, bad(i, "bad name %s", name)
 		}
 		if p.IsRoot() {
-			if t.root != nil || e.Op != OpMkdir {
+			if t.Root != nil || e.Op != OpMkdir {
 				return nil, bad(i, "a second root, or a root that is not a directory")
 			}
-			t.root = n
+			t.Root = n
 		} else {
-			parent, _ := t.find(p.Dir())
-			if parent == nil || parent.kids == nil {
+			parent, _ := t.Find(p.Dir())
+			if parent == nil || parent.Kids == nil {
 				return nil, bad(i, "%s has no directory above it before it", name)
 			}
-			if parent.kids[p.Last()] != nil {
+			if parent.Kids[p.Last()] != nil {
 				return nil, bad(i, "%s is in the checkpoint twice", name)
 			}
-			parent.kids[p.Last()] = n
+			parent.Kids[p.Last()] = n
 		}
-		if n.acc != nil {
-			t.acl[name] = n.acc
+		if n.Access != nil {
+			t.Access[name] = n.Access
 		}
 		t.mapSet(name, val)
 	}
@@ -548,7 +548,7 @@ func (cp *Checkpoint) fold() (*tree, error) {
 			h = append(h, gv)
 		}
 		// The last version is the file the tree holds, if any.
-		n := t.lookup(g.Name)
+		n := t.Lookup(g.Name)
 		if len(h) > 0 {
 			last := &h[len(h)-1]
 			if (n != nil && n.grp != nil) != (last.g != nil) {
@@ -560,30 +560,30 @@ func (cp *Checkpoint) fold() (*tree, error) {
 		}
 		t.groups[g.Name] = h
 	}
-	walk2 := func(fn func(*node)) {
-		if t.root != nil {
-			walk(t.root, func(n *node) bool { fn(n); return true })
+	walk2 := func(fn func(*Node)) {
+		if t.Root != nil {
+			Walk(t.Root, func(n *Node) bool { fn(n); return true })
 		}
 	}
 	var missing error
-	walk2(func(n *node) {
+	walk2(func(n *Node) {
 		if n.grp != nil && missing == nil {
-			if h := t.groups[n.entry.Name]; len(h) == 0 || h[len(h)-1].g != n.grp {
-				missing = fmt.Errorf("checkpoint group %s is in the tree without its history", n.entry.Name)
+			if h := t.groups[n.Entry.Name]; len(h) == 0 || h[len(h)-1].g != n.grp {
+				missing = fmt.Errorf("checkpoint group %s is in the tree without its history", n.Entry.Name)
 			}
 		}
 	})
 	if missing != nil {
 		return nil, missing
 	}
-	if root := t.mapRoot(); root != cp.Root {
+	if root := t.MapRoot(); root != cp.Root {
 		return nil, fmt.Errorf("the checkpoint's items make map root %s; it says %s", root, cp.Root)
 	}
 	return t, nil
 }
 
-// chunks returns the records that store the checkpoint in a log.
-func (cp *Checkpoint) chunks() [][]byte {
+// Chunks returns the records that store the checkpoint in a log.
+func (cp *Checkpoint) Chunks() [][]byte {
 	b := cp.Marshal()
 	n := (len(b) + chunkSize - 1) / chunkSize
 	var out [][]byte
@@ -636,9 +636,9 @@ func (c *chunker) add(rec []byte, first bool) (bool, error) {
 	return true, nil
 }
 
-// checkpoint decodes the gathered checkpoint, or returns nil if there was
+// Checkpoint decodes the gathered checkpoint, or returns nil if there was
 // none.
-func (c *chunker) checkpoint() (*Checkpoint, error) {
+func (c *chunker) Checkpoint() (*Checkpoint, error) {
 	if c.n == 0 {
 		return nil, nil
 	}

@@ -11,21 +11,21 @@ import (
 	"spindle.dev"
 )
 
-// A Sequencer accepts signed entries for users' logs. [Server] implements
+// A Sequencer accepts signed entries for users' logs. [host.Server] implements
 // it; a remote dir host reached over the network can too.
 type Sequencer interface {
 	// Head returns the head of owner's log.
 	Head(ctx context.Context, owner spindle.UserName) (*Head, error)
-	// Append checks, stores and applies a signed entry (see [Server.Append]).
+	// Append checks, stores and applies a signed entry (see [host.Server.Append]).
 	Append(ctx context.Context, e *Entry) (*spindle.DirEntry, error)
 	// AppendBatch appends signed entries of one tree in order, and
 	// returns those it appended and why it stopped short, if it did (see
-	// [Server.AppendBatch]).
+	// [host.Server.AppendBatch]).
 	AppendBatch(ctx context.Context, es []*Entry) ([]*spindle.DirEntry, error)
 }
 
 // A Service is everything a dir host offers, each read naming the
-// requesting user. [Server] implements it.
+// requesting user. [host.Server] implements it.
 type Service interface {
 	Sequencer
 	Lookup(ctx context.Context, user spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error)
@@ -33,8 +33,6 @@ type Service interface {
 	WhichAccess(ctx context.Context, user spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error)
 	Watch(ctx context.Context, user spindle.UserName, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error)
 }
-
-var _ Service = (*Server)(nil)
 
 // maxTries bounds how often Submit signs again after the head moved.
 const maxTries = 16
@@ -126,7 +124,7 @@ func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 			Prev:    h.Hash,
 			Time:    spindle.Now(),
 			Op:      op,
-			Entry:   *cloneEntry(d),
+			Entry:   *CloneEntry(d),
 			NewName: newName,
 		}
 		e.Entry.Name = p.Path()
@@ -201,7 +199,7 @@ func submitBatch(ctx context.Context, seq Sequencer, signer spindle.Signer, ds [
 				Prev:  h.Hash,
 				Time:  spindle.Now(),
 				Op:    putOp(ds[i]),
-				Entry: *cloneEntry(ds[i]),
+				Entry: *CloneEntry(ds[i]),
 			}
 			e.Entry.Name = names[j].Path()
 			e.Entry.Sequence = e.Seq
@@ -293,9 +291,6 @@ func NewClient(svc Service, signer spindle.Signer) *Client {
 	return &Client{svc: svc, signer: signer}
 }
 
-// For returns a client of s acting for the signer's user.
-func (s *Server) For(signer spindle.Signer) *Client { return NewClient(s, signer) }
-
 // Lookup implements [spindle.DirServer].
 func (c *Client) Lookup(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
 	return c.svc.Lookup(ctx, c.signer.UserName(), name)
@@ -346,7 +341,7 @@ func (c *Client) Rename(ctx context.Context, oldName, newName spindle.PathName) 
 	return submit(ctx, c.svc, c.signer, OpRename, &spindle.DirEntry{Name: oldName}, newName, &c.heads)
 }
 
-// Watch streams changes under name (see [Server.Watch]).
+// Watch streams changes under name (see [host.Server.Watch]).
 func (c *Client) Watch(ctx context.Context, name spindle.PathName, fromSeq int64) (<-chan spindle.Event, error) {
 	return c.svc.Watch(ctx, c.signer.UserName(), name, fromSeq)
 }
@@ -364,3 +359,6 @@ func (c *Client) RememberHead(h *Head) {
 func (c *Client) Head(ctx context.Context, owner spindle.UserName) (*Head, error) {
 	return c.svc.Head(ctx, owner)
 }
+
+// MaxBatch is the most entries [host.Server.AppendBatch] takes at once.
+const MaxBatch = 256

@@ -1,5 +1,9 @@
 // Package dirlog holds each user's directory tree as a signed, hash-chained,
-// append-only log of writer-signed operations, on one dir host.
+// append-only log of writer-signed operations, as one dir host keeps
+// it. This package holds what a writer signs and a reader checks:
+// entries, the fold of a log into a tree, the tree map, heads, proofs,
+// checkpoints and audits, and the writer ([Client], [Submit]); package
+// spindle.dev/dirlog/host keeps the logs and serves them.
 //
 // # Entries
 //
@@ -9,7 +13,7 @@
 // rename, the new name. The writer's client builds the entry for the next
 // sequence number and the current head hash, and signs the SHA-256 of its
 // canonical, domain-separated encoding ([Entry.Sign]). The dir host
-// assigns nothing: if the head moved meanwhile, [Server.Append] refuses the
+// assigns nothing: if the head moved meanwhile, [host.Server.Append] refuses the
 // entry with a Transient error and the client re-reads the head and signs
 // again ([Client] does this).
 //
@@ -30,7 +34,7 @@
 // its root. A Group file owned by another user is read from that user's log
 // on the same host. The host records, beside the entry, the writer's key
 // that verified it and the sequence number of every other log it consulted,
-// so that replay ([Server] at start-up) and [Audit] reproduce the decision
+// so that replay (a host at start-up) and [Audit] reproduce the decision
 // exactly, also after the writer has rotated keys (given a key history).
 //
 // New names follow one more rule, checked when an entry is appended and
@@ -44,30 +48,30 @@
 //
 // # Storage
 //
-// Each log is a sequence of records framed with a length and a CRC-32C,
-// fsynced before [Server.Append] returns ([DiskStore], and [MemStore] for
-// tests). [Server.AppendBatch] takes many entries of one tree at once and
-// stores those that cannot affect each other's checks with one fsync
-// (group commit); readers see entries only once they are durable. On start-up every log is re-read and every entry re-checked; a
-// truncated or corrupted tail, or an entry that is no longer valid, is cut
-// at the last valid entry, the cut bytes are kept beside the log for
-// inspection, and the damage is logged and reported by [Server.Damage].
+// A log is a sequence of records framed with a length and a CRC-32C
+// ([AppendFrame], [ScanFrames]); each record holds an entry, the writer's
+// key that verified it and the other logs its decision consulted
+// ([Record]). A log may start with a [Checkpoint], stored as records of
+// its own. Package spindle.dev/dirlog/host stores and serves the logs: it
+// fsyncs every entry before it acknowledges it, re-reads and re-checks
+// every log at start-up, and compares each with how far the host had
+// marked it stored.
+//
+// A log whose end is torn (the last record runs to the end of the file
+// and does not check, as a crash during an append leaves it, never
+// acknowledged) has that record cut, kept beside the log. Any other
+// damage (a record that does not check, an entry that is no longer
+// valid, a log shorter than its mark) is not cut at start-up: the log is
+// left as it is and not served, and every read and append of its tree
+// fails with kind Damaged, so that no reader sees an older state and
+// nobody starts a new tree over it. Such a log is listed as "log damaged"
+// by spin node status until the operator repairs it (spin node -repair
+// USER, which keeps the entries that verify and moves the rest aside) or
+// it is refilled from another of its dir hosts. A log whose entries need
+// a key the key cluster cannot tell yet is neither: it waits, unserved
+// and unchanged ("log waiting"), until the host can decide it.
 //
 // # Reads
-//
-// Reads name the requesting user explicitly and follow Upspin's rules: a
-// user with no right on a name learns nothing about it (Private); NotExist
-// is reported only to users with some right on the name; a user with some
-// right but not read gets the entry marked AttrIncomplete, without blocks
-// or packdata; a write is refused with Permission to a user with some
-// right on the name, Private to anyone else. Listing needs the list right:
-// Glob searches only directories the user may list (one that may not be
-// listed is Private), and Watch shows an item below the watched name only
-// to a user who may list every directory on the way to it. Read alone
-// fetches a file whose name the user knows. Errors about groups are told
-// only to users who may know of the group, and no error or answer gives a
-// log's position (its head, a sequence number) to a user without a right
-// in the tree.
 //
 // Every entry a read returns carries what a reader needs to check, without
 // trusting the host, that it belongs at its name ([spindle.DirEntry.Signed]):
@@ -76,11 +80,11 @@
 // moved by renames carries each signed rename entry that moved it, oldest
 // first, beside SignedName, the name its writer signed. Only a rename sets
 // SignedName: the host refuses an entry whose writer set it, and, given
-// [Config.CheckPut], checks the packing's signature of every file put.
+// [host.Config.CheckPut], checks the packing's signature of every file put.
 //
 // # Heads and the tree map
 //
-// [Server.Head] returns the log's head (user, sequence, entry hash, map
+// [host.Server.Head] returns the log's head (user, sequence, entry hash, map
 // root, time) signed by the dir host, so that readers can detect rollback
 // and forks. The map root is the root of a sparse Merkle tree of the
 // folded tree (see smt.go): from [MapKey] of each item's name to the hash
@@ -91,7 +95,7 @@
 // signs a root its log does not give ([AuditReport] carries the root
 // replay found). A [MapProof] proves against a root that a name maps to
 // an entry (inclusion) or is absent (exclusion), with hashes only.
-// [Server.LookupProved] answers a Lookup with such a proof against the
+// [host.Server.LookupProved] answers a Lookup with such a proof against the
 // signed head, and the signed entries the item's value is made of, which
 // [Proved.Verify] checks.
 package dirlog

@@ -370,43 +370,44 @@ func (d *decoder) entry() *Entry {
 	return e
 }
 
-// A record is what a log stores for one entry: the entry's encoding and the
+// A Record is what a log stores for one entry: the entry's encoding and the
 // host's notes on its decision: the writer's key that verified the
 // signature, and the other logs it consulted, by their sequence numbers at
 // that moment.
-type record struct {
-	entry []byte
-	key   spindle.PublicKey
-	deps  []dep
+type Record struct {
+	Entry []byte            // The entry, as Entry.Marshal encodes it.
+	Key   spindle.PublicKey // The writer's key that verified it.
+	Deps  []Dep             // The other logs the decision consulted.
 }
 
-// A dep names another user's log, and how far into it, that a decision used.
-type dep struct {
-	user spindle.UserName
-	seq  int64
+// A Dep names another user's log, and how far into it, that a decision used.
+type Dep struct {
+	User spindle.UserName // Whose log.
+	Seq  int64            // Its sequence number when the decision was taken.
 }
 
 const recordMagic = "SPDLR1"
 
-func (r *record) marshal() []byte {
+// Marshal returns the record as a log stores it.
+func (r *Record) Marshal() []byte {
 	b := append([]byte(nil), recordMagic...)
-	b = appendBytes(b, r.entry)
-	b = appendString(b, string(r.key))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(r.deps)))
-	for _, d := range r.deps {
-		b = appendString(b, string(d.user))
-		b = binary.BigEndian.AppendUint64(b, uint64(d.seq))
+	b = appendBytes(b, r.Entry)
+	b = appendString(b, string(r.Key))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Deps)))
+	for _, d := range r.Deps {
+		b = appendString(b, string(d.User))
+		b = binary.BigEndian.AppendUint64(b, uint64(d.Seq))
 	}
 	return b
 }
 
-func unmarshalRecord(data []byte) (*record, error) {
+func unmarshalRecord(data []byte) (*Record, error) {
 	d := decoder{b: data}
 	if string(d.take(len(recordMagic), "record magic")) != recordMagic {
 		return nil, errors.New("bad record magic")
 	}
-	r := &record{entry: d.bytes(MaxEntrySize, "entry")}
-	r.key = spindle.PublicKey(d.string(maxKeyLen, "key"))
+	r := &Record{Entry: d.bytes(MaxEntrySize, "entry")}
+	r.Key = spindle.PublicKey(d.string(maxKeyLen, "key"))
 	n := d.u32("dependency count")
 	if n > maxDeps {
 		d.fail("%d dependencies, limit is %d", n, maxDeps)
@@ -414,7 +415,7 @@ func unmarshalRecord(data []byte) (*record, error) {
 	for i := uint32(0); i < n && d.err == nil; i++ {
 		u := spindle.UserName(d.string(spindle.MaxUserNameLen, "dependency user"))
 		s := int64(d.u64("dependency sequence"))
-		r.deps = append(r.deps, dep{u, s})
+		r.Deps = append(r.Deps, Dep{u, s})
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))

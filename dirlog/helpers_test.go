@@ -1,15 +1,10 @@
 package dirlog
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"fmt"
-	"log/slog"
-	"sort"
-	"strings"
-	"sync"
 	"testing"
 
 	"spindle.dev"
@@ -66,75 +61,6 @@ const (
 	dan = spindle.UserName("dan@other.org")
 )
 
-// env is a server with registered users.
-type env struct {
-	t       testing.TB
-	ctx     context.Context
-	store   Store
-	host    *testSigner
-	mu      sync.Mutex
-	signers map[spindle.UserName]*testSigner
-	s       *Server
-	history KeyHistoryFunc // Passed to New as Config.KeyHistory.
-	repair  []spindle.UserName
-	keyErr  map[spindle.UserName]error // Key lookups of these users fail so.
-}
-
-func newEnv(t testing.TB, store Store) *env {
-	t.Helper()
-	e := &env{t: t, ctx: context.Background(), store: store, host: newSigner(t, "host@example.com"), signers: make(map[spindle.UserName]*testSigner)}
-	for _, u := range []spindle.UserName{ann, bob, cat, dan} {
-		e.signers[u] = newSigner(t, u)
-	}
-	e.open()
-	return e
-}
-
-func (e *env) keys(ctx context.Context, u spindle.UserName) (spindle.PublicKey, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := e.keyErr[u]; err != nil {
-		return "", err
-	}
-	s, ok := e.signers[u]
-	if !ok {
-		return "", spindle.E(spindle.NotExist, u, "no such user")
-	}
-	return s.pub, nil
-}
-
-func (e *env) open() {
-	e.t.Helper()
-	s, err := New(e.ctx, e.store, Config{Keys: e.keys, KeyHistory: e.history, Host: e.host, Logger: slog.New(slog.DiscardHandler), Repair: e.repair})
-	if err != nil {
-		e.t.Fatalf("New: %v", err)
-	}
-	e.s = s
-	if c, ok := e.t.(interface{ Cleanup(func()) }); ok {
-		c.Cleanup(func() { s.Close() })
-	}
-}
-
-// reopen closes the server and opens a new one on the same store.
-func (e *env) reopen() {
-	e.t.Helper()
-	if err := e.s.Close(); err != nil {
-		e.t.Fatal(err)
-	}
-	e.open()
-}
-
-func (e *env) as(u spindle.UserName) *Client { return e.s.For(e.signers[u]) }
-
-// do fails the test if err is not nil, and returns d.
-func (e *env) do(d *spindle.DirEntry, err error) *spindle.DirEntry {
-	e.t.Helper()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return d
-}
-
 func file(name spindle.PathName, size int64) *spindle.DirEntry {
 	d := &spindle.DirEntry{Name: name, Packing: spindle.EEPack, Size: size, Time: 1234, Packdata: []byte("wrapped keys")}
 	for off := int64(0); off < size; off += spindle.MaxBlockSize {
@@ -146,37 +72,6 @@ func file(name spindle.PathName, size int64) *spindle.DirEntry {
 
 func control(name spindle.PathName, text string) *spindle.DirEntry {
 	return &spindle.DirEntry{Name: name, Packing: spindle.PlainPack, Size: int64(len(text)), Inline: []byte(text)}
-}
-
-// setup gives ann a tree with a few files.
-func (e *env) setup() {
-	e.t.Helper()
-	c := e.as(ann)
-	ctx := e.ctx
-	e.do(c.MakeDirectory(ctx, "ann@example.com/"))
-	e.do(c.MakeDirectory(ctx, "ann@example.com/docs"))
-	e.do(c.Put(ctx, file("ann@example.com/docs/a.txt", 10)))
-	e.do(c.MakeDirectory(ctx, "ann@example.com/docs/sub"))
-	e.do(c.Put(ctx, file("ann@example.com/docs/sub/b.txt", 3<<20)))
-}
-
-// dump returns every entry of user's tree, one line each, as the owner's
-// tree holds it.
-func (e *env) dump(user spindle.UserName) string {
-	e.s.mu.RLock()
-	defer e.s.mu.RUnlock()
-	l := e.s.logs[user]
-	if l == nil || l.t.root == nil {
-		return "(no tree)"
-	}
-	var lines []string
-	walk(l.t.root, func(n *node) bool {
-		d := n.entry
-		lines = append(lines, fmt.Sprintf("%s attr=%d seq=%d size=%d blocks=%d writer=%s link=%s inline=%q", d.Name, d.Attr, d.Sequence, d.Size, len(d.Blocks), d.Writer, d.Link, d.Inline))
-		return true
-	})
-	sort.Strings(lines)
-	return fmt.Sprintf("seq=%d head=%s\n%s", l.t.seq, l.t.head, strings.Join(lines, "\n"))
 }
 
 // wantKind fails the test unless err has kind k.

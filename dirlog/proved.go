@@ -2,7 +2,6 @@ package dirlog
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -35,140 +34,17 @@ type Proved struct {
 	Above []*Proved
 }
 
-// LookupProved is [Server.Lookup] with a proof of its answer against the
-// current signed head: for an entry, the inclusion of its name (for a
-// link met on the way, of the link's name), with the signed entries its
-// value is made of if the user may read it; for NotExist, the exclusion
-// of the name or of the first directory above it that does not exist,
-// with the proofs that every directory above that is one (Proved.Above);
-// for NotDir through a file, the exclusion of the name. Denials (Private,
-// Permission) and other errors carry no proof. The answer and the proof
-// are taken from one state of the tree; if the log moves on before the
-// head for that state is signed, LookupProved tries again, and after a
-// few tries fails with kind Transient.
-func (s *Server) LookupProved(ctx context.Context, user spindle.UserName, name spindle.PathName) (*spindle.DirEntry, *Proved, error) {
-	const op spindle.Op = "dirlog.LookupProved"
-	if err := checkUser(user); err != nil {
-		return nil, nil, spindle.E(op, name, err)
-	}
-	p, err := spindle.Parse(name)
-	if err != nil {
-		return nil, nil, spindle.E(op, user, err)
-	}
-	var d *spindle.DirEntry
-	var pr *Proved
-	perr := s.provedAt(ctx, p.User(), func() (int64, bool) {
-		var seq int64
-		d, pr, seq, err = s.lookupProved(user, p)
-		return seq, pr != nil
-	}, func(h *Head) { pr.Head = h })
-	if perr != nil {
-		return nil, nil, spindle.E(op, p.Path(), user, perr)
-	}
-	if err != nil {
-		err = spindle.E(op, p.Path(), user, err)
-	}
-	return d, pr, err
-}
-
-// GlobProved is [Server.Glob] with a proof of each entry's inclusion
-// against the current signed head, taken from one state of the tree, as
-// [Server.LookupProved] proves one entry. It cannot prove that no match
-// was left out: the map is keyed by hashed names, which have no order to
-// prove a range with. Errors carry no proof.
-func (s *Server) GlobProved(ctx context.Context, user spindle.UserName, pattern string) ([]*spindle.DirEntry, []*Proved, *Head, error) {
-	const op spindle.Op = "dirlog.GlobProved"
-	if err := checkUser(user); err != nil {
-		return nil, nil, nil, spindle.E(op, spindle.PathName(pattern), err)
-	}
-	p, err := parsePattern(pattern)
-	if err != nil {
-		return nil, nil, nil, spindle.E(op, user, err)
-	}
-	var out []*spindle.DirEntry
-	var prs []*Proved
-	var head *Head
-	perr := s.provedAt(ctx, p.User(), func() (int64, bool) {
-		var seq int64
-		out, prs, seq, err = s.globAt(user, p, true)
-		return seq, err == nil
-	}, func(h *Head) { head = h })
-	if perr != nil {
-		return nil, nil, nil, spindle.E(op, p.Path(), user, perr)
-	}
-	if err != nil {
-		return nil, nil, nil, spindle.E(op, p.Path(), user, err)
-	}
-	return out, prs, head, nil
-}
-
-// provedAt runs answer, which answers a read and makes its proofs from one
-// state of owner's tree and returns that state's sequence number (and
-// false if it made no proof), and then gives set the signed head of that
-// state. If the log moved on between the two, it tries again; after a few
-// tries it fails with kind Transient. An error of answer's is returned
-// as it is (answers may carry an entry and an error together).
-func (s *Server) provedAt(ctx context.Context, owner spindle.UserName, answer func() (int64, bool), set func(*Head)) error {
-	for try := 0; try < 8; try++ {
-		if err := ctx.Err(); err != nil {
-			return spindle.E(spindle.Transient, err)
-		}
-		seq, ok := answer()
-		if !ok {
-			return nil
-		}
-		h, err := s.Head(ctx, owner)
-		if err != nil {
-			return err
-		}
-		if h.Seq == seq {
-			set(h)
-			return nil
-		}
-	}
-	return spindle.E(spindle.Transient, "the log kept moving; try again")
-}
-
-// lookupProved answers the lookup and makes its proof, without the head,
-// from one state of the tree, whose sequence number it returns.
-func (s *Server) lookupProved(user spindle.UserName, p spindle.Parsed) (*spindle.DirEntry, *Proved, int64, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if err := s.damageFor(p.User(), user); err != nil {
-		return nil, nil, 0, err
-	}
-	r := s.readerFor(p.User(), user)
-	d, err := r.lookup(p)
-	seq := r.t.seq
-	if r.t.m == nil {
-		return d, nil, seq, err
-	}
-	n, blocker := r.t.find(p)
-	switch {
-	case err == nil && n != nil:
-	case spindle.KindOf(err) == spindle.NotDir && d != nil && blocker != nil:
-		n = blocker // The link to follow.
-	case spindle.KindOf(err) == spindle.NotExist:
-		return d, r.t.proveNotExist(p), seq, err
-	case spindle.KindOf(err) == spindle.NotDir && d == nil:
-		return d, r.t.proveAbsent(p.Path()), seq, err
-	default:
-		return d, nil, seq, err
-	}
-	return d, r.t.proveItem(n, d.Attr&spindle.AttrIncomplete == 0), seq, err
-}
-
-// proveItem proves the inclusion of n in the tree's map, with the signed
+// ProveItem proves the inclusion of n in the tree's map, with the signed
 // entries its value is made of if whole is set.
-func (t *tree) proveItem(n *node, whole bool) *Proved {
-	k := MapKey(n.entry.Name)
-	v, _ := t.m.Get(k)
-	pr := &Proved{Name: n.entry.Name, Proof: t.m.Prove(k), Value: v}
+func (t *Tree) ProveItem(n *Node, whole bool) *Proved {
+	k := MapKey(n.Entry.Name)
+	v, _ := t.Map.Get(k)
+	pr := &Proved{Name: n.Entry.Name, Proof: t.Map.Prove(k), Value: v}
 	if whole && n.src != nil {
 		// Copies: returned values are never shared with the caller.
 		for _, e := range append([]*Entry{n.src}, n.moves...) {
 			c := *e
-			c.Entry = *cloneEntry(&e.Entry)
+			c.Entry = *CloneEntry(&e.Entry)
 			c.Sig = append(spindle.Signature(nil), e.Sig...)
 			pr.Entries = append(pr.Entries, &c)
 		}
@@ -176,35 +52,35 @@ func (t *tree) proveItem(n *node, whole bool) *Proved {
 	return pr
 }
 
-// proveNotExist proves that p does not exist: the exclusion of p, or of
+// ProveNotExist proves that p does not exist: the exclusion of p, or of
 // the first directory above it that does not exist, with the proofs that
 // every directory above that is one (see [Proved.Above]).
-func (t *tree) proveNotExist(p spindle.Parsed) *Proved {
+func (t *Tree) ProveNotExist(p spindle.Parsed) *Proved {
 	var above []*Proved
-	n := t.root
+	n := t.Root
 	for i := 0; i < p.NElem(); i++ {
-		if n == nil || !n.entry.Attr.IsDir() {
+		if n == nil || !n.Entry.Attr.IsDir() {
 			break // Not for a NotExist; the proof will not verify.
 		}
-		above = append(above, t.proveItem(n, true))
-		n = n.kids[p.Elem(i)]
+		above = append(above, t.ProveItem(n, true))
+		n = n.Kids[p.Elem(i)]
 		if n == nil {
-			pr := t.proveAbsent(p.First(i + 1).Path())
+			pr := t.ProveAbsent(p.First(i + 1).Path())
 			pr.Above = above
 			return pr
 		}
 	}
-	if t.root == nil {
-		return t.proveAbsent(p.First(0).Path())
+	if t.Root == nil {
+		return t.ProveAbsent(p.First(0).Path())
 	}
-	pr := t.proveAbsent(p.Path())
+	pr := t.ProveAbsent(p.Path())
 	pr.Above = above
 	return pr
 }
 
-// proveAbsent proves that name is not in the tree's map.
-func (t *tree) proveAbsent(name spindle.PathName) *Proved {
-	return &Proved{Name: name, Proof: t.m.Prove(MapKey(name))}
+// ProveAbsent proves that name is not in the tree's map.
+func (t *Tree) ProveAbsent(name spindle.PathName) *Proved {
+	return &Proved{Name: name, Proof: t.Map.Prove(MapKey(name))}
 }
 
 // Verify checks that pr proves its answer against pr.Head.Root: for an

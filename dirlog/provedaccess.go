@@ -1,7 +1,6 @@
 package dirlog
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 
@@ -22,68 +21,6 @@ type AccessProved struct {
 	// Absent proves the absence of each Access file nearer the name than
 	// Found (of every candidate, if Found is nil), nearest first.
 	Absent []*Proved
-}
-
-// WhichAccessProved is [Server.WhichAccess] with an [AccessProved] of its
-// answer against the current signed head, taken from one state of the
-// tree as in [Server.LookupProved]. Errors carry no proof.
-func (s *Server) WhichAccessProved(ctx context.Context, user spindle.UserName, name spindle.PathName) (*spindle.DirEntry, *AccessProved, error) {
-	const op spindle.Op = "dirlog.WhichAccessProved"
-	if err := checkUser(user); err != nil {
-		return nil, nil, spindle.E(op, name, err)
-	}
-	p, err := spindle.Parse(name)
-	if err != nil {
-		return nil, nil, spindle.E(op, user, err)
-	}
-	var d *spindle.DirEntry
-	var ap *AccessProved
-	perr := s.provedAt(ctx, p.User(), func() (int64, bool) {
-		var seq int64
-		d, ap, seq, err = s.whichAccessProved(user, p)
-		return seq, ap != nil
-	}, func(h *Head) { ap.Head = h })
-	if perr != nil {
-		return nil, nil, spindle.E(op, p.Path(), user, perr)
-	}
-	if err != nil {
-		return nil, nil, spindle.E(op, p.Path(), user, err)
-	}
-	return d, ap, nil
-}
-
-func (s *Server) whichAccessProved(user spindle.UserName, p spindle.Parsed) (*spindle.DirEntry, *AccessProved, int64, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if err := s.damageFor(p.User(), user); err != nil {
-		return nil, nil, 0, err
-	}
-	r := s.readerFor(p.User(), user)
-	if err := need(r.can, user, access.AnyRight, p); err != nil {
-		return nil, nil, 0, err
-	}
-	names, err := access.Candidates(p.Path())
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	seq := r.t.seq
-	if r.t.m == nil {
-		return nil, nil, seq, spindle.E(spindle.Internal, "the tree keeps no map")
-	}
-	ap := &AccessProved{Name: p.Path()}
-	for _, file := range names {
-		if r.t.acl[file] == nil {
-			ap.Absent = append(ap.Absent, r.t.proveAbsent(file))
-			continue
-		}
-		n := r.t.lookup(file)
-		if n == nil || n.acc == nil {
-			return nil, nil, seq, spindle.E(spindle.Internal, file, "Access file parsed but not in the tree")
-		}
-		ap.Found = r.t.proveItem(n, true)
-		return cloneEntry(&n.entry), ap, seq, nil
-	}
-	return nil, ap, seq, nil
 }
 
 // Verify checks that ap proves its answer against ap.Head.Root, as the

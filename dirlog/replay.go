@@ -79,13 +79,13 @@ func (h HeldKey) Signs(holder, tree spindle.UserName, seq int64) bool {
 	return h.Until < 0 || tree != holder || seq <= h.Until
 }
 
-// verifySignature checks e's signature with the writer's key: the key the
+// VerifySignature checks e's signature with the writer's key: the key the
 // host recorded when it accepted the entry, if any, which must be the
 // writer's current key or, after a key rotation, one that history confirms
 // the writer held when the entry was appended (see [HeldKeys]). It returns
 // invalid for a bad entry and fatal when the keys could not be learnt or
 // an old key cannot be confirmed.
-func verifySignature(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, e *Entry, recorded spindle.PublicKey) (invalid, fatal error) {
+func VerifySignature(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, e *Entry, recorded spindle.PublicKey) (invalid, fatal error) {
 	if keys == nil {
 		return nil, spindle.E(spindle.Internal, "dirlog: no key function")
 	}
@@ -125,17 +125,17 @@ func verifySignature(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, 
 	return nil, nil
 }
 
-// groupLoader returns the loader for checking an entry of own: own groups
+// GroupLoader returns the loader for checking an entry of own: own groups
 // as they are now, other users' groups from their trees as of the sequence
 // numbers dep returns (and records).
-func groupLoader(own *tree, dep func(user spindle.UserName) (*tree, int64, error)) access.GroupLoader {
+func GroupLoader(own *Tree, dep func(user spindle.UserName) (*Tree, int64, error)) access.GroupLoader {
 	return func(name spindle.PathName) (*access.Group, error) {
 		p, err := spindle.Parse(name)
 		if err != nil {
 			return nil, err
 		}
 		if p.User() == own.user {
-			return own.groupAt(p.Path(), own.seq)
+			return own.groupAt(p.Path(), own.Seq)
 		}
 		t, seq, err := dep(p.User())
 		if err != nil {
@@ -148,80 +148,83 @@ func groupLoader(own *tree, dep func(user spindle.UserName) (*tree, int64, error
 	}
 }
 
-// A pending entry is one read from a log and not yet replayed.
-type pending struct {
-	rec *record
-	e   *Entry
-	err error // Why the record could not be decoded.
+// A Pending entry is one read from a log and not yet replayed.
+type Pending struct {
+	Record *Record // The record read, if it decoded.
+	Entry  *Entry  // Its entry, if it decoded.
+	Err    error   // Why the record could not be decoded.
 }
 
-func decodePending(b []byte) pending {
+// DecodePending decodes a record read from a log. A record that does not
+// decode gives a Pending with Err set, of kind Integrity.
+func DecodePending(b []byte) Pending {
 	rec, err := unmarshalRecord(b)
 	if err != nil {
-		return pending{err: spindle.E(spindle.Integrity, fmt.Errorf("malformed record: %w", err))}
+		return Pending{Err: spindle.E(spindle.Integrity, fmt.Errorf("malformed record: %w", err))}
 	}
-	e, err := UnmarshalEntry(rec.entry)
+	e, err := UnmarshalEntry(rec.Entry)
 	if err != nil {
-		return pending{err: spindle.E(spindle.Integrity, err)}
+		return Pending{Err: spindle.E(spindle.Integrity, err)}
 	}
-	return pending{rec: rec, e: e}
+	return Pending{Record: rec, Entry: e}
 }
 
-// A logScan splits a log's records, as a Scan gives them, into the
+// A LogScan splits a log's records, as a Scan gives them, into the
 // checkpoint it starts with, if any, and the entries after it.
-type logScan struct {
-	ck  chunker
-	nck int // Records holding the checkpoint.
-	ps  []pending
+type LogScan struct {
+	Chunker chunker   // Collects the checkpoint's records.
+	NChunks int       // Records holding the checkpoint.
+	Pending []Pending // The entries after the checkpoint.
 }
 
-func (ls *logScan) add(b []byte) {
-	isCk, err := ls.ck.add(b, len(ls.ps) == 0)
+// Add takes the next record of the log.
+func (ls *LogScan) Add(b []byte) {
+	isCk, err := ls.Chunker.add(b, len(ls.Pending) == 0)
 	switch {
 	case err != nil:
-		ls.ps = append(ls.ps, pending{err: err})
+		ls.Pending = append(ls.Pending, Pending{Err: err})
 	case isCk:
-		ls.nck++
+		ls.NChunks++
 	default:
-		ls.ps = append(ls.ps, decodePending(b))
+		ls.Pending = append(ls.Pending, DecodePending(b))
 	}
 }
 
-// start returns the tree the entries follow: the checkpoint's, verified
+// Start returns the tree the entries follow: the checkpoint's, verified
 // with keys and history, or an empty one. invalid says why the log is
 // not valid from its start.
-func (ls *logScan) start(ctx context.Context, user spindle.UserName, keys KeyFunc, history KeyHistoryFunc) (t *tree, cp *Checkpoint, invalid, fatal error) {
-	cp, err := ls.ck.checkpoint()
+func (ls *LogScan) Start(ctx context.Context, user spindle.UserName, keys KeyFunc, history KeyHistoryFunc) (t *Tree, cp *Checkpoint, invalid, fatal error) {
+	cp, err := ls.Chunker.Checkpoint()
 	if err != nil {
-		return newTree(user), nil, err, nil
+		return NewTree(user), nil, err, nil
 	}
 	if cp == nil {
-		return newTree(user), nil, nil, nil
+		return NewTree(user), nil, nil, nil
 	}
 	if cp.User != user {
-		return newTree(user), nil, spindle.E(spindle.Integrity, user, "the log starts with a checkpoint of "+string(cp.User)+"'s log"), nil
+		return NewTree(user), nil, spindle.E(spindle.Integrity, user, "the log starts with a checkpoint of "+string(cp.User)+"'s log"), nil
 	}
-	t, invalid, fatal = cp.tree(ctx, keys, history)
+	t, invalid, fatal = cp.Tree(ctx, keys, history)
 	if invalid != nil || fatal != nil {
-		return newTree(user), nil, spindle.E(spindle.Integrity, user, fmt.Errorf("checkpoint at sequence %d: %w", cp.Seq, invalid)), fatal
+		return NewTree(user), nil, spindle.E(spindle.Integrity, user, fmt.Errorf("checkpoint at sequence %d: %w", cp.Seq, invalid)), fatal
 	}
 	return t, cp, nil, nil
 }
 
-// A replayer re-checks and folds whole logs, following the dependencies
+// A Replayer re-checks and folds whole logs, following the dependencies
 // between them that the host recorded, so that every decision is taken
 // again against exactly the state it was first taken against.
-type replayer struct {
+type Replayer struct {
 	keys    KeyFunc
 	history KeyHistoryFunc
-	recs    map[spindle.UserName][]pending
-	trees   map[spindle.UserName]*tree
+	Recs    map[spindle.UserName][]Pending // Each log's entries; cut where a log is bad.
+	Trees   map[spindle.UserName]*Tree     // Each log's fold, as far as replayed.
 	next    map[spindle.UserName]int
 	busy    map[spindle.UserName]bool
-	bad     map[spindle.UserName]error // Why a log was cut short.
+	Bad     map[spindle.UserName]error // Why a log was cut short.
 	keyOK   map[spindle.UserName]spindle.PublicKey
 
-	// waitOnKeys is set by a host opening its own logs: an entry whose
+	// WaitOnKeys is set by a host opening its own logs: an entry whose
 	// writer's key cannot be learnt, for whatever reason, is not judged,
 	// and its log waits (in waiting) from that entry on. The host
 	// accepted the entry when the key was current, names are never
@@ -229,22 +232,22 @@ type replayer struct {
 	// the key that signed it, so a failed lookup says the key state is
 	// behind (a restarted key-cluster member, an unreachable cluster),
 	// not that the entry is bad. Audit judges such entries invalid.
-	waitOnKeys bool
-	waiting    map[spindle.UserName]error
-	// rlock, if set, is held while the trees of logs served already
+	WaitOnKeys bool
+	Waiting    map[spindle.UserName]error // Logs that wait, and why (see WaitOnKeys).
+	// RLock, if set, is held while the trees of logs served already
 	// (which are consulted, never replayed) are read.
-	rlock sync.Locker
+	RLock sync.Locker
 }
 
 // A waitError is a key lookup that could not be answered while a host
-// replayed its logs (see replayer.waitOnKeys).
+// replayed its logs (see Replayer.waitOnKeys).
 type waitError struct{ err error }
 
 func (w *waitError) Error() string { return w.err.Error() }
 func (w *waitError) Unwrap() error { return w.err }
 
-// waitOf returns the waitError in err's chain, or nil.
-func waitOf(err error) *waitError {
+// WaitOf returns the waitError in err's chain, or nil.
+func WaitOf(err error) *waitError {
 	var w *waitError
 	if errors.As(err, &w) {
 		return w
@@ -252,64 +255,66 @@ func waitOf(err error) *waitError {
 	return nil
 }
 
-// lookup is r.keys, with a cache, and with the failures a host waits out
+// Lookup is r.keys, with a cache, and with the failures a host waits out
 // made waitErrors.
-func (r *replayer) lookup(ctx context.Context, user spindle.UserName) (spindle.PublicKey, error) {
+func (r *Replayer) Lookup(ctx context.Context, user spindle.UserName) (spindle.PublicKey, error) {
 	k, err := r.cachedKeys(ctx, user)
-	if err != nil && r.waitOnKeys {
+	if err != nil && r.WaitOnKeys {
 		return "", spindle.E(spindle.Transient, &waitError{fmt.Errorf("the key of %s cannot be learnt yet: %w", user, err)})
 	}
 	return k, err
 }
 
-// lookupHistory returns r.history, with the failures a host waits out
+// LookupHistory returns r.history, with the failures a host waits out
 // made waitErrors; nil if there is none.
-func (r *replayer) lookupHistory() KeyHistoryFunc {
+func (r *Replayer) LookupHistory() KeyHistoryFunc {
 	if r.history == nil {
 		return nil
 	}
 	return r.waitHistory
 }
 
-func (r *replayer) waitHistory(ctx context.Context, user spindle.UserName) ([]HeldKey, error) {
+func (r *Replayer) waitHistory(ctx context.Context, user spindle.UserName) ([]HeldKey, error) {
 	h, err := r.history(ctx, user)
-	if err != nil && r.waitOnKeys {
+	if err != nil && r.WaitOnKeys {
 		return nil, spindle.E(spindle.Transient, &waitError{fmt.Errorf("the keys %s held cannot be learnt yet: %w", user, err)})
 	}
 	return h, err
 }
 
 // locked runs fn with r.rlock held, if there is one.
-func (r *replayer) locked(fn func()) {
-	if r.rlock != nil {
-		r.rlock.Lock()
-		defer r.rlock.Unlock()
+func (r *Replayer) locked(fn func()) {
+	if r.RLock != nil {
+		r.RLock.Lock()
+		defer r.RLock.Unlock()
 	}
 	fn()
 }
 
-func newReplayer(keys KeyFunc, history KeyHistoryFunc, recs map[spindle.UserName][]pending) *replayer {
-	r := &replayer{
+// NewReplayer returns a replayer of the logs whose entries recs holds.
+// The trees of other logs it consults are set in its Trees before Run.
+func NewReplayer(keys KeyFunc, history KeyHistoryFunc, recs map[spindle.UserName][]Pending) *Replayer {
+	r := &Replayer{
 		keys:    keys,
 		history: history,
-		recs:    recs,
-		trees:   make(map[spindle.UserName]*tree),
+		Recs:    recs,
+		Trees:   make(map[spindle.UserName]*Tree),
 		next:    make(map[spindle.UserName]int),
 		busy:    make(map[spindle.UserName]bool),
-		bad:     make(map[spindle.UserName]error),
-		waiting: make(map[spindle.UserName]error),
+		Bad:     make(map[spindle.UserName]error),
+		Waiting: make(map[spindle.UserName]error),
 	}
 	for u := range recs {
-		r.trees[u] = newTree(u)
+		r.Trees[u] = NewTree(u)
 	}
 	return r
 }
 
-// run replays every log to its end, in name order (the result does not
+// Run replays every log to its end, in name order (the result does not
 // depend on the order). It returns only errors that stop the replay.
-func (r *replayer) run(ctx context.Context) error {
-	users := make([]spindle.UserName, 0, len(r.recs))
-	for u := range r.recs {
+func (r *Replayer) Run(ctx context.Context) error {
+	users := make([]spindle.UserName, 0, len(r.Recs))
+	for u := range r.Recs {
 		users = append(users, u)
 	}
 	sort.Slice(users, func(i, j int) bool { return users[i] < users[j] })
@@ -323,27 +328,27 @@ func (r *replayer) run(ctx context.Context) error {
 
 // advance replays user's log up to sequence upto. An invalid entry cuts the
 // log there; the reason is kept in r.bad.
-func (r *replayer) advance(ctx context.Context, user spindle.UserName, upto int64) error {
-	t := r.trees[user]
-	if t == nil || r.waiting[user] != nil {
+func (r *Replayer) advance(ctx context.Context, user spindle.UserName, upto int64) error {
+	t := r.Trees[user]
+	if t == nil || r.Waiting[user] != nil {
 		return nil
 	}
 	r.busy[user] = true
 	defer delete(r.busy, user)
-	for r.next[user] < len(r.recs[user]) && t.seq < upto {
+	for r.next[user] < len(r.Recs[user]) && t.Seq < upto {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		i := r.next[user]
-		p := r.recs[user][i]
+		p := r.Recs[user][i]
 		invalid, fatal := r.validate(ctx, user, t, p)
-		if r.waitOnKeys && waitOf(fatal) != nil {
+		if r.WaitOnKeys && WaitOf(fatal) != nil {
 			// Wait, unless the record's bytes are not what its
 			// writer signed: that is damage whatever the keys.
-			if p.rec.key == "" || spindle.Verify(p.rec.key, p.e.SignedDigest(), p.e.Sig) != nil {
-				invalid, fatal = spindle.E(spindle.Integrity, p.e.Entry.Name, p.e.Writer, "entry signature does not verify with the key recorded for it"), nil
+			if p.Record.Key == "" || spindle.Verify(p.Record.Key, p.Entry.SignedDigest(), p.Entry.Sig) != nil {
+				invalid, fatal = spindle.E(spindle.Integrity, p.Entry.Entry.Name, p.Entry.Writer, "entry signature does not verify with the key recorded for it"), nil
 			} else {
-				r.waiting[user] = fmt.Errorf("entry %d: %w", t.seq+1, fatal)
+				r.Waiting[user] = fmt.Errorf("entry %d: %w", t.Seq+1, fatal)
 				break
 			}
 		}
@@ -351,61 +356,63 @@ func (r *replayer) advance(ctx context.Context, user spindle.UserName, upto int6
 			return fatal
 		}
 		if invalid != nil {
-			r.recs[user] = r.recs[user][:i]
-			r.bad[user] = fmt.Errorf("entry %d: %w", t.seq+1, invalid)
+			r.Recs[user] = r.Recs[user][:i]
+			r.Bad[user] = fmt.Errorf("entry %d: %w", t.Seq+1, invalid)
 			break
 		}
-		t.apply(p.e)
+		if _, err := t.Apply(p.Entry); err != nil {
+			return spindle.E(spindle.Internal, user, err) // Validated above: cannot happen.
+		}
 		r.next[user]++
 	}
 	return nil
 }
 
-func (r *replayer) validate(ctx context.Context, user spindle.UserName, t *tree, p pending) (invalid, fatal error) {
-	if p.err != nil {
-		return p.err, nil
+func (r *Replayer) validate(ctx context.Context, user spindle.UserName, t *Tree, p Pending) (invalid, fatal error) {
+	if p.Err != nil {
+		return p.Err, nil
 	}
-	e := p.e
+	e := p.Entry
 	if e.Tree() != user {
 		return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("entry of %s's tree found in %s's log", e.Tree(), user)), nil
 	}
-	if e.Seq != t.seq+1 || e.Prev != t.head {
-		return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("entry claims sequence %d after %.12s; the log is at %d, %.12s", e.Seq, e.Prev, t.seq, t.head)), nil
+	if e.Seq != t.Seq+1 || e.Prev != t.Head {
+		return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("entry claims sequence %d after %.12s; the log is at %d, %.12s", e.Seq, e.Prev, t.Seq, t.Head)), nil
 	}
-	if invalid, fatal = verifySignature(ctx, r.lookup, r.lookupHistory(), e, p.rec.key); invalid != nil || fatal != nil {
+	if invalid, fatal = VerifySignature(ctx, r.Lookup, r.LookupHistory(), e, p.Record.Key); invalid != nil || fatal != nil {
 		return invalid, fatal
 	}
 	deps := make(map[spindle.UserName]int64)
-	for _, d := range p.rec.deps {
-		if d.user == user || d.seq < 0 {
-			return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("bad dependency %s at %d", d.user, d.seq)), nil
+	for _, d := range p.Record.Deps {
+		if d.User == user || d.Seq < 0 {
+			return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("bad dependency %s at %d", d.User, d.Seq)), nil
 		}
-		if r.busy[d.user] {
-			return spindle.E(spindle.Integrity, e.Entry.Name, "dependency cycle through "+string(d.user)+"'s log"), nil
+		if r.busy[d.User] {
+			return spindle.E(spindle.Integrity, e.Entry.Name, "dependency cycle through "+string(d.User)+"'s log"), nil
 		}
-		if err := r.advance(ctx, d.user, d.seq); err != nil {
+		if err := r.advance(ctx, d.User, d.Seq); err != nil {
 			return nil, err
 		}
 		var have int64
 		r.locked(func() {
-			if dt := r.trees[d.user]; dt != nil {
-				have = dt.seq
+			if dt := r.Trees[d.User]; dt != nil {
+				have = dt.Seq
 			}
 		})
-		if w := r.waiting[d.user]; w != nil && have < d.seq {
-			return nil, spindle.E(spindle.Transient, &waitError{fmt.Errorf("the decision used %s's log at sequence %d, which waits: %w", d.user, d.seq, w)})
+		if w := r.Waiting[d.User]; w != nil && have < d.Seq {
+			return nil, spindle.E(spindle.Transient, &waitError{fmt.Errorf("the decision used %s's log at sequence %d, which waits: %w", d.User, d.Seq, w)})
 		}
-		if have < d.seq {
-			return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("the decision used %s's log at sequence %d, but only %d valid entries of it remain", d.user, d.seq, have)), nil
+		if have < d.Seq {
+			return spindle.E(spindle.Integrity, e.Entry.Name, fmt.Sprintf("the decision used %s's log at sequence %d, but only %d valid entries of it remain", d.User, d.Seq, have)), nil
 		}
-		deps[d.user] = d.seq
+		deps[d.User] = d.Seq
 	}
-	load := groupLoader(t, func(u spindle.UserName) (*tree, int64, error) {
+	load := GroupLoader(t, func(u spindle.UserName) (*Tree, int64, error) {
 		seq, ok := deps[u]
 		if !ok {
 			return nil, 0, spindle.E(spindle.Integrity, "the decision consulted "+string(u)+"'s log, which the host did not record")
 		}
-		return r.trees[u], seq, nil
+		return r.Trees[u], seq, nil
 	})
 	var err error
 	if len(deps) > 0 {
@@ -421,7 +428,7 @@ func (r *replayer) validate(ctx context.Context, user spindle.UserName, t *tree,
 
 // cachedKeys is r.keys with a cache, since replay meets the same writers
 // again and again.
-func (r *replayer) cachedKeys(ctx context.Context, user spindle.UserName) (spindle.PublicKey, error) {
+func (r *Replayer) cachedKeys(ctx context.Context, user spindle.UserName) (spindle.PublicKey, error) {
 	if k, ok := r.keyOK[user]; ok {
 		return k, nil
 	}
@@ -454,7 +461,7 @@ type AuditReport struct {
 }
 
 // Audit re-checks whole logs (or compacted ones, from their checkpoint) from their bytes, as stored on disk or held by
-// a [MemStore], exactly as a host does when it starts: framing, hash chain,
+// a [host.MemStore], exactly as a host does when it starts: framing, hash chain,
 // signatures (with keys), and every writer's rights under the Access and
 // Group files in force at each point. Entries signed with a key the writer
 // has since replaced need history (which may be nil otherwise). Logs whose decisions consulted other
@@ -463,46 +470,46 @@ type AuditReport struct {
 // decide, such as when keys fails with a kind other than NotExist or Invalid.
 func Audit(ctx context.Context, logs map[spindle.UserName][]byte, keys KeyFunc, history KeyHistoryFunc) ([]AuditReport, error) {
 	const op spindle.Op = "dirlog.Audit"
-	recs := make(map[spindle.UserName][]pending)
-	scans := make(map[spindle.UserName]*logScan)
+	recs := make(map[spindle.UserName][]Pending)
+	scans := make(map[spindle.UserName]*LogScan)
 	tails := make(map[spindle.UserName]error)
 	for u, data := range logs {
-		if len(data) >= len(fileHeader) && string(data[:len(fileHeader)]) == fileHeader {
-			data = data[len(fileHeader):]
+		if len(data) >= len(FileHeader) && string(data[:len(FileHeader)]) == FileHeader {
+			data = data[len(FileHeader):]
 		}
-		var ls logScan
-		_, _, err := scanFrames(bytes.NewReader(data), 0, func(b []byte) error {
-			ls.add(b)
+		var ls LogScan
+		_, _, err := ScanFrames(bytes.NewReader(data), 0, func(b []byte) error {
+			ls.Add(b)
 			return nil
 		})
 		if err != nil {
 			tails[u] = spindle.E(spindle.Integrity, u, err)
 		}
 		scans[u] = &ls
-		recs[u] = ls.ps
+		recs[u] = ls.Pending
 	}
-	r := newReplayer(keys, history, recs)
+	r := NewReplayer(keys, history, recs)
 	cps := make(map[spindle.UserName]int64)
 	for u, ls := range scans {
-		t, cp, invalid, fatal := ls.start(ctx, u, keys, history)
+		t, cp, invalid, fatal := ls.Start(ctx, u, keys, history)
 		if fatal != nil {
 			return nil, spindle.E(op, fatal)
 		}
 		if invalid != nil {
-			r.bad[u], r.recs[u] = invalid, nil
+			r.Bad[u], r.Recs[u] = invalid, nil
 		}
 		if cp != nil {
 			cps[u] = cp.Seq
 		}
-		r.trees[u] = t
+		r.Trees[u] = t
 	}
-	if err := r.run(ctx); err != nil {
+	if err := r.Run(ctx); err != nil {
 		return nil, spindle.E(op, err)
 	}
 	var out []AuditReport
 	for u := range logs {
-		t := r.trees[u]
-		rep := AuditReport{User: u, Entries: t.seq, Checkpoint: cps[u], Head: t.head, Root: t.mapRoot(), Err: r.bad[u]}
+		t := r.Trees[u]
+		rep := AuditReport{User: u, Entries: t.Seq, Checkpoint: cps[u], Head: t.Head, Root: t.MapRoot(), Err: r.Bad[u]}
 		if rep.Err == nil {
 			rep.Err = tails[u]
 		}

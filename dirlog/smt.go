@@ -299,7 +299,7 @@ func (m *treeMap) Prove(key Hash) *MapProof {
 
 // MapRoot returns the root of the tree map after entries, the whole of a
 // log from its first entry, each of which must be valid (see [Audit]): it
-// is what [Server.Head] signs as Head.Root after the last of them. It
+// is what [host.Server.Head] signs as Head.Root after the last of them. It
 // folds the log anew, without the server's tree, so that an owner, a
 // mirror or an auditor can check a head with it. It checks only that the
 // entries are chained (sequence numbers and hashes); an error is Invalid.

@@ -109,9 +109,9 @@ func BenchmarkMapUpdate(b *testing.B) {
 func BenchmarkApply(b *testing.B) {
 	for _, withMap := range []bool{false, true} {
 		b.Run(fmt.Sprintf("map=%v", withMap), func(b *testing.B) {
-			t := newTree(ann)
+			t := NewTree(ann)
 			if !withMap {
-				t.m = nil
+				t.Map = nil
 			}
 			var prev Hash
 			seq := int64(0)
@@ -120,8 +120,8 @@ func BenchmarkApply(b *testing.B) {
 				d.Sequence = seq
 				d.Writer = ann
 				e := &Entry{Seq: seq, Prev: prev, Op: op, Writer: ann, Entry: *d, Sig: []byte("sig")}
-				t.apply(e)
-				prev = t.head
+				t.Apply(e)
+				prev = t.Head
 			}
 			add(OpMkdir, &spindle.DirEntry{Name: "ann@example.com/", Attr: spindle.AttrDirectory})
 			for d := 0; d < 100; d++ {

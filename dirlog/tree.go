@@ -11,12 +11,12 @@ import (
 	"spindle.dev/access"
 )
 
-// A node is one item of a tree.
-type node struct {
-	entry spindle.DirEntry
-	kids  map[string]*node // Directories only.
-	acc   *access.Access   // Access files only: the parsed contents.
-	grp   *access.Group    // Group files only: the parsed contents.
+// A Node is one item of a tree.
+type Node struct {
+	Entry  spindle.DirEntry // The item, as the tree holds it.
+	Kids   map[string]*Node // Directories only.
+	Access *access.Access   // Access files only: the parsed contents.
+	grp    *access.Group    // Group files only: the parsed contents.
 	// src is the signed entry that put the item, and moves the renames
 	// that moved it since, oldest first: what its value in the tree map
 	// is made of (see smt.go), for proofs.
@@ -32,44 +32,45 @@ type groupVersion struct {
 	src *Entry // The entry that put the file's contents; nil with g.
 }
 
-// A tree is the fold of one user's log. It is not safe for concurrent use;
-// the Server guards it.
-type tree struct {
+// A Tree is the fold of one user's log. It is not safe for concurrent use;
+// the host guards it.
+type Tree struct {
 	user   spindle.UserName
-	root   *node
-	seq    int64
-	head   Hash
+	Root   *Node                               // The user's root directory; nil before the first entry.
+	Seq    int64                               // The sequence number of the last entry folded.
+	Head   Hash                                // Its hash.
 	groups map[spindle.PathName][]groupVersion // History of every Group file.
-	acl    map[spindle.PathName]*access.Access // Every Access file, parsed.
-	// m is the tree as an authenticated map (see smt.go), which heads
-	// commit to; nil in a fold that needs no map (Server.history).
-	m *treeMap
+	Access map[spindle.PathName]*access.Access // Every Access file, parsed.
+	// Map is the tree as an authenticated map (see smt.go), which heads
+	// commit to; nil in a fold that needs no map (the host's history of a log, for watchers).
+	Map *treeMap
 }
 
-func newTree(user spindle.UserName) *tree {
-	return &tree{user: user, groups: make(map[spindle.PathName][]groupVersion), acl: make(map[spindle.PathName]*access.Access), m: &treeMap{}}
+// NewTree returns the empty tree of user's log.
+func NewTree(user spindle.UserName) *Tree {
+	return &Tree{user: user, groups: make(map[spindle.PathName][]groupVersion), Access: make(map[spindle.PathName]*access.Access), Map: &treeMap{}}
 }
 
-// mapRoot returns the root of the tree's map.
-func (t *tree) mapRoot() Hash {
-	if t.m == nil {
+// MapRoot returns the root of the tree's map.
+func (t *Tree) MapRoot() Hash {
+	if t.Map == nil {
 		return Hash{}
 	}
-	return t.m.Root()
+	return t.Map.Root()
 }
 
-// find returns the node named by p, or nil. If the walk met a file or link
+// Find returns the node named by p, or nil. If the walk met a file or link
 // where a directory was needed, that node is returned as blocker.
-func (t *tree) find(p spindle.Parsed) (n, blocker *node) {
-	n = t.root
+func (t *Tree) Find(p spindle.Parsed) (n, blocker *Node) {
+	n = t.Root
 	if n == nil {
 		return nil, nil
 	}
 	for i := 0; i < p.NElem(); i++ {
-		if !n.entry.Attr.IsDir() {
+		if !n.Entry.Attr.IsDir() {
 			return nil, n
 		}
-		n = n.kids[p.Elem(i)]
+		n = n.Kids[p.Elem(i)]
 		if n == nil {
 			return nil, nil
 		}
@@ -77,23 +78,23 @@ func (t *tree) find(p spindle.Parsed) (n, blocker *node) {
 	return n, nil
 }
 
-// lookup is find for a path name that need not be clean.
-func (t *tree) lookup(name spindle.PathName) *node {
+// Lookup is find for a path name that need not be clean.
+func (t *Tree) Lookup(name spindle.PathName) *Node {
 	p, err := spindle.Parse(name)
 	if err != nil || p.User() != t.user {
 		return nil
 	}
-	n, _ := t.find(p)
+	n, _ := t.Find(p)
 	return n
 }
 
-// loadAccess is the tree's access.AccessLoader.
-func (t *tree) loadAccess(name spindle.PathName) (*access.Access, error) {
-	return t.acl[name], nil
+// LoadAccess is the tree's access.AccessLoader.
+func (t *Tree) LoadAccess(name spindle.PathName) (*access.Access, error) {
+	return t.Access[name], nil
 }
 
 // groupAt returns the Group file name as it was at sequence seq.
-func (t *tree) groupAt(name spindle.PathName, seq int64) (*access.Group, error) {
+func (t *Tree) groupAt(name spindle.PathName, seq int64) (*access.Group, error) {
 	h := t.groups[name]
 	i := sort.Search(len(h), func(i int) bool { return h[i].seq > seq }) - 1
 	if i < 0 || h[i].g == nil {
@@ -105,28 +106,30 @@ func (t *tree) groupAt(name spindle.PathName, seq int64) (*access.Group, error) 
 	return h[i].g, nil
 }
 
-// A rightsFunc answers access.Can for one tree with its loaders bound.
-type rightsFunc func(user spindle.UserName, right access.Right, name spindle.PathName) (bool, error)
+// A RightsFunc answers access.Can for one tree with its loaders bound.
+type RightsFunc func(user spindle.UserName, right access.Right, name spindle.PathName) (bool, error)
 
-func (t *tree) rights(loadGroup access.GroupLoader) rightsFunc {
+// Rights returns the rights under t's Access files, loading groups with
+// loadGroup.
+func (t *Tree) Rights(loadGroup access.GroupLoader) RightsFunc {
 	return func(user spindle.UserName, right access.Right, name spindle.PathName) (bool, error) {
-		return access.Can(user, right, name, t.loadAccess, loadGroup)
+		return access.Can(user, right, name, t.LoadAccess, loadGroup)
 	}
 }
 
-// denied returns the error for a user who lacks a right on p, as Upspin's
+// Denied returns the error for a user who lacks a right on p, as Upspin's
 // dir server does: Permission if the user has some right on p, so may know
 // the name, Private otherwise. It never depends on whether p exists, nor on
 // the user's rights elsewhere (a right on the parent tells nothing about a
 // directory with an Access file of its own).
-func denied(can rightsFunc, user spindle.UserName, p spindle.Parsed) error {
+func Denied(can RightsFunc, user spindle.UserName, p spindle.Parsed) error {
 	if ok, err := can(user, access.AnyRight, p.Path()); err == nil && ok {
 		return spindle.E(spindle.Permission, p.Path(), user)
 	}
 	return spindle.E(spindle.Private, p.Path(), user)
 }
 
-// undecided returns the error for a user whose right on p could not be
+// Undecided returns the error for a user whose right on p could not be
 // decided: err, from access.Can, says why (a group that cannot be loaded).
 // It is a denial (see denied) that carries err only if err tells the user
 // nothing more than the user may know: which group the Access file of p
@@ -134,13 +137,13 @@ func denied(can rightsFunc, user spindle.UserName, p spindle.Parsed) error {
 // Access file; the denial is then Permission) or the group being the
 // user's own (whose owner is a member, so would hold the right), and a
 // right on the group (a group's loader reports a group the user may not
-// know of as Private: see Server.groupsFor). Anyone else learns only that
+// know of as Private: see the host's groupsFor). Anyone else learns only that
 // the right is not granted.
-func undecided(can rightsFunc, user spindle.UserName, p spindle.Parsed, err error) error {
+func Undecided(can RightsFunc, user spindle.UserName, p spindle.Parsed, err error) error {
 	if spindle.KindOf(err) == spindle.Invalid {
 		return err // A bad request (a user name, a right), not a group.
 	}
-	d := denied(can, user, p)
+	d := Denied(can, user, p)
 	if spindle.KindOf(err) == spindle.Private || (spindle.KindOf(d) == spindle.Private && !ownGroup(err, user)) {
 		return d
 	}
@@ -158,20 +161,20 @@ func ownGroup(err error, user spindle.UserName) bool {
 	return false
 }
 
-// need checks that user holds right on p, returning the denial otherwise.
-func need(can rightsFunc, user spindle.UserName, right access.Right, p spindle.Parsed) error {
+// Need checks that user holds right on p, returning the denial otherwise.
+func Need(can RightsFunc, user spindle.UserName, right access.Right, p spindle.Parsed) error {
 	ok, err := can(user, right, p.Path())
 	if err != nil {
-		return undecided(can, user, p, err)
+		return Undecided(can, user, p, err)
 	}
 	if !ok {
-		return denied(can, user, p)
+		return Denied(can, user, p)
 	}
 	return nil
 }
 
-// cleanName parses name and checks that it is clean and in tree user's tree.
-func cleanName(name spindle.PathName, user spindle.UserName, what string) (spindle.Parsed, error) {
+// CleanName parses name and checks that it is clean and in tree user's tree.
+func CleanName(name spindle.PathName, user spindle.UserName, what string) (spindle.Parsed, error) {
 	p, err := spindle.Parse(name)
 	if err != nil {
 		return p, spindle.E(spindle.Invalid, name, err)
@@ -185,62 +188,63 @@ func cleanName(name spindle.PathName, user spindle.UserName, what string) (spind
 	return p, nil
 }
 
-const ordinary = "an ordinary file"
+// Ordinary is what Class calls a name that is not a control file.
+const Ordinary = "an ordinary file"
 
-// class names what kind of control file, if any, a name is.
-func class(name spindle.PathName) string {
+// Class names what kind of control file, if any, a name is.
+func Class(name spindle.PathName) string {
 	switch {
 	case access.IsAccessFile(name):
 		return "an Access file"
 	case access.IsGroupFile(name):
 		return "a Group file"
 	}
-	return ordinary
+	return Ordinary
 }
 
 // check decides whether e may be appended to the tree: it checks everything
 // but the signature. loadGroup loads groups, the tree's own and other
 // users'. The result depends only on the tree and on what loadGroup returns.
-func (t *tree) check(e *Entry, loadGroup access.GroupLoader) error {
-	if e.Seq != t.seq+1 || e.Prev != t.head {
-		return spindle.E(spindle.Transient, e.Entry.Name, e.Writer, fmt.Sprintf("log head moved: entry is for sequence %d after %.12s, head is %d at %.12s; read the head and sign again", e.Seq, e.Prev, t.seq, t.head))
+func (t *Tree) check(e *Entry, loadGroup access.GroupLoader) error {
+	if e.Seq != t.Seq+1 || e.Prev != t.Head {
+		return spindle.E(spindle.Transient, e.Entry.Name, e.Writer, fmt.Sprintf("log head moved: entry is for sequence %d after %.12s, head is %d at %.12s; read the head and sign again", e.Seq, e.Prev, t.Seq, t.Head))
 	}
-	return t.checkOp(e, loadGroup)
+	return t.CheckOp(e, loadGroup)
 }
 
-// checkOp is check without the check of the entry's place in the log.
-func (t *tree) checkOp(e *Entry, loadGroup access.GroupLoader) error {
+// CheckOp is check without the check of the entry's place in the log.
+func (t *Tree) CheckOp(e *Entry, loadGroup access.GroupLoader) error {
 	if err := checkFields(e, t.user); err != nil {
 		return err
 	}
 	writer := e.Writer
 	p, _ := spindle.Parse(e.Entry.Name)
-	can := t.rights(loadGroup)
+	can := t.Rights(loadGroup)
 
-	if t.root == nil {
+	if t.Root == nil {
 		if e.Op == OpMkdir && p.IsRoot() && writer == t.user {
 			return nil
 		}
-		if err := need(can, writer, access.AnyRight, p); err != nil {
+		if err := Need(can, writer, access.AnyRight, p); err != nil {
 			return err
 		}
 		return spindle.E(spindle.NotExist, p.Path(), writer, "the tree has no root yet: its first entry must be the owner's mkdir of the root")
 	}
 
-	n, blocker := t.find(p)
+	n, blocker := t.Find(p)
 	switch e.Op {
 	case OpPut, OpLink, OpMkdir:
 		right := access.Create
 		if n != nil && e.Op != OpMkdir {
 			right = access.Write
-			if writer == t.user && isRewrap(&n.entry, &e.Entry) {
+			if writer == t.user && isRewrap(&n.Entry, &e.Entry) {
 				// The owner re-wraps a file's key for its readers: the
 				// contents stay as they are, so read (which the owner
 				// always has) is enough. Sharing must never need write.
 				right = access.Read
 			}
 		}
-		if err := need(can, writer, right, p); err != nil {
+		if err := Need(can, writer, right, p); err != nil {
 			return err
 		}
 		if err := t.checkParent(p, blocker, writer); err != nil {
@@ -250,36 +254,36 @@ func (t *tree) checkOp(e *Entry, loadGroup access.GroupLoader) error {
 			if e.Op == OpMkdir {
 				return spindle.E(spindle.Exist, p.Path(), writer)
 			}
-			if n.entry.Attr.IsDir() {
+			if n.Entry.Attr.IsDir() {
 				return spindle.E(spindle.IsDir, p.Path(), writer, "cannot replace a directory")
 			}
 		}
 		return nil
 
 	case OpDelete:
-		if err := need(can, writer, access.Delete, p); err != nil {
+		if err := Need(can, writer, access.Delete, p); err != nil {
 			return err
 		}
 		if p.IsRoot() {
 			return spindle.E(spindle.Invalid, p.Path(), writer, "cannot delete the root")
 		}
 		if blocker != nil {
-			return blockedBy(blocker, p, writer)
+			return BlockedBy(blocker, p, writer)
 		}
 		if n == nil {
 			return spindle.E(spindle.NotExist, p.Path(), writer)
 		}
-		if len(n.kids) > 0 {
+		if len(n.Kids) > 0 {
 			return spindle.E(spindle.NotEmpty, p.Path(), writer)
 		}
 		return nil
 
 	case OpRename:
 		q, _ := spindle.Parse(e.NewName)
-		if err := need(can, writer, access.Delete, p); err != nil {
+		if err := Need(can, writer, access.Delete, p); err != nil {
 			return err
 		}
-		if err := need(can, writer, access.Create, q); err != nil {
+		if err := Need(can, writer, access.Create, q); err != nil {
 			return err
 		}
 		if p.IsRoot() || q.IsRoot() {
@@ -289,12 +293,12 @@ func (t *tree) checkOp(e *Entry, loadGroup access.GroupLoader) error {
 			return spindle.E(spindle.Invalid, p.Path(), writer, fmt.Sprintf("cannot move %s inside itself to %s", p.Path(), q.Path()))
 		}
 		if blocker != nil {
-			return blockedBy(blocker, p, writer)
+			return BlockedBy(blocker, p, writer)
 		}
 		if n == nil {
 			return spindle.E(spindle.NotExist, p.Path(), writer)
 		}
-		dst, dstBlocker := t.find(q)
+		dst, dstBlocker := t.Find(q)
 		if err := t.checkParent(q, dstBlocker, writer); err != nil {
 			return err
 		}
@@ -304,23 +308,23 @@ func (t *tree) checkOp(e *Entry, loadGroup access.GroupLoader) error {
 		// Every moved file keeps its class, and moved Access and Group
 		// files need the rights their new names need (the owner's).
 		var err error
-		walk(n, func(m *node) bool {
-			if m.entry.Attr.IsDir() {
+		Walk(n, func(m *Node) bool {
+			if m.Entry.Attr.IsDir() {
 				return true
 			}
-			old := m.entry.Name
+			old := m.Entry.Name
 			now := spindle.PathName(string(q.Path()) + strings.TrimPrefix(string(old), string(p.Path())))
-			if class(old) != class(now) {
-				err = spindle.E(spindle.Invalid, old, writer, fmt.Sprintf("moving %s to %s would make %s into %s", old, now, class(old), class(now)))
+			if Class(old) != Class(now) {
+				err = spindle.E(spindle.Invalid, old, writer, fmt.Sprintf("moving %s to %s would make %s into %s", old, now, Class(old), Class(now)))
 				return false
 			}
-			if class(old) != ordinary {
+			if Class(old) != Ordinary {
 				np, _ := spindle.Parse(now)
-				if err = need(can, writer, access.Create, np); err != nil {
+				if err = Need(can, writer, access.Create, np); err != nil {
 					return false
 				}
 				op, _ := spindle.Parse(old)
-				if err = need(can, writer, access.Delete, op); err != nil {
+				if err = Need(can, writer, access.Delete, op); err != nil {
 					return false
 				}
 			}
@@ -332,36 +336,36 @@ func (t *tree) checkOp(e *Entry, loadGroup access.GroupLoader) error {
 }
 
 // checkParent checks that the parent of p exists and is a directory.
-func (t *tree) checkParent(p spindle.Parsed, blocker *node, writer spindle.UserName) error {
+func (t *Tree) checkParent(p spindle.Parsed, blocker *Node, writer spindle.UserName) error {
 	if blocker != nil {
-		return blockedBy(blocker, p, writer)
+		return BlockedBy(blocker, p, writer)
 	}
-	parent, blocker := t.find(p.Dir())
+	parent, blocker := t.Find(p.Dir())
 	if blocker != nil {
-		return blockedBy(blocker, p, writer)
+		return BlockedBy(blocker, p, writer)
 	}
 	if parent == nil {
 		return spindle.E(spindle.NotExist, p.Path(), writer, "parent directory "+string(p.Dir().Path())+" does not exist")
 	}
-	if !parent.entry.Attr.IsDir() {
-		return blockedBy(parent, p, writer)
+	if !parent.Entry.Attr.IsDir() {
+		return BlockedBy(parent, p, writer)
 	}
 	return nil
 }
 
-// blockedBy is the error for a path that runs through a file or link.
-func blockedBy(b *node, p spindle.Parsed, user spindle.UserName) error {
-	if b.entry.Attr.IsLink() {
-		return spindle.E(spindle.NotDir, p.Path(), user, fmt.Sprintf("path crosses link %s; follow it", b.entry.Name))
+// BlockedBy is the error for a path that runs through a file or link.
+func BlockedBy(b *Node, p spindle.Parsed, user spindle.UserName) error {
+	if b.Entry.Attr.IsLink() {
+		return spindle.E(spindle.NotDir, p.Path(), user, fmt.Sprintf("path crosses link %s; follow it", b.Entry.Name))
 	}
-	return spindle.E(spindle.NotDir, p.Path(), user, string(b.entry.Name)+" is not a directory")
+	return spindle.E(spindle.NotDir, p.Path(), user, string(b.Entry.Name)+" is not a directory")
 }
 
 // checkFields checks the parts of an entry that do not depend on the tree.
 func checkFields(e *Entry, user spindle.UserName) error {
 	d := &e.Entry
 	invalid := func(msg string) error { return spindle.E(spindle.Invalid, d.Name, e.Writer, msg) }
-	if _, err := cleanName(d.Name, user, "name"); err != nil {
+	if _, err := CleanName(d.Name, user, "name"); err != nil {
 		return err
 	}
 	if w, err := spindle.CleanUser(e.Writer); err != nil || w != e.Writer {
@@ -388,7 +392,7 @@ func checkFields(e *Entry, user spindle.UserName) error {
 		if !bare {
 			return invalid("a rename entry carries only name, new name, writer and sequence")
 		}
-		if _, err := cleanName(e.NewName, user, "new name"); err != nil {
+		if _, err := CleanName(e.NewName, user, "new name"); err != nil {
 			return err
 		}
 	case OpMkdir:
@@ -404,9 +408,9 @@ func checkFields(e *Entry, user spindle.UserName) error {
 			return invalid("a link entry has the link attribute and no size, blocks or inline data")
 		}
 		if ctl {
-			return invalid("a link cannot be " + class(d.Name))
+			return invalid("a link cannot be " + Class(d.Name))
 		}
-		if _, err := cleanName(d.Link, "", "link target"); err != nil {
+		if _, err := CleanName(d.Link, "", "link target"); err != nil {
 			return err
 		}
 	case OpPut:
@@ -418,7 +422,7 @@ func checkFields(e *Entry, user spindle.UserName) error {
 		}
 		if ctl {
 			if len(d.Blocks) != 0 || d.Size != int64(len(d.Inline)) {
-				return invalid(class(d.Name) + " travels in the entry's inline data: no blocks, size equal to its length")
+				return invalid(Class(d.Name) + " travels in the entry's inline data: no blocks, size equal to its length")
 			}
 			var err error
 			if access.IsAccessFile(d.Name) {
@@ -453,18 +457,18 @@ func checkFields(e *Entry, user spindle.UserName) error {
 	return nil
 }
 
-// A change is one event of an applied entry, with the Access files that
+// A Change is one event of an applied entry, with the Access files that
 // governed the item and its directory at that moment (before a delete,
 // after a put), by which watchers' rights are judged.
-type change struct {
-	ev   spindle.Event
-	acc  *access.Access // Governs the item.
-	dacc *access.Access // Governs the item's directory (acc, but for directories).
+type Change struct {
+	Event     spindle.Event  // The event.
+	Access    *access.Access // Governs the item.
+	DirAccess *access.Access // Governs the item's directory (acc, but for directories).
 }
 
 // changeOf returns the change ev makes, with the Access files governing
 // its item and the item's directory now.
-func (t *tree) changeOf(ev spindle.Event) change {
+func (t *Tree) changeOf(ev spindle.Event) Change {
 	acc := t.governing(ev.Entry.Name)
 	dacc := acc // A file is governed by its directory's Access file.
 	if ev.Entry.Attr.IsDir() {
@@ -472,27 +476,33 @@ func (t *tree) changeOf(ev spindle.Event) change {
 			dacc = t.governing(p.Dir().Path())
 		}
 	}
-	return change{ev, acc, dacc}
+	return Change{ev, acc, dacc}
 }
 
 // governing returns the Access file that governs name now.
-func (t *tree) governing(name spindle.PathName) *access.Access {
-	a, err := access.WhichAccess(name, t.loadAccess)
+func (t *Tree) governing(name spindle.PathName) *access.Access {
+	a, err := access.WhichAccess(name, t.LoadAccess)
 	if err != nil {
 		return access.New(name) // Cannot happen for a name in the tree; grants the owner only.
 	}
 	return a
 }
 
-// apply folds a checked entry into the tree and returns the changes, in
-// order.
-func (t *tree) apply(e *Entry) []change {
+// Apply folds a checked entry into the tree and returns the changes, in
+// order. An entry that cannot be applied to the tree (its name, or the
+// directory it needs, is not there) leaves the tree as it was and gives
+// an error of kind Invalid: a checked entry always applies, so the error
+// says the entry was not checked against this tree.
+func (t *Tree) Apply(e *Entry) ([]Change, error) {
+	if err := t.applies(e); err != nil {
+		return nil, spindle.E(spindle.Invalid, e.Entry.Name, fmt.Errorf("entry %d does not apply: %w", e.Seq, err))
+	}
 	seq := e.Seq
 	hash := e.Hash()
 	p, _ := spindle.Parse(e.Entry.Name)
-	var changes []change
-	gone := func(n *node) {
-		d := cloneEntry(&n.entry)
+	var changes []Change
+	gone := func(n *Node) {
+		d := CloneEntry(&n.Entry)
 		d.Sequence = seq
 		changes = append(changes, t.changeOf(spindle.Event{Entry: d, Delete: true}))
 	}
@@ -501,76 +511,121 @@ func (t *tree) apply(e *Entry) []change {
 		// The node shares the entry's slices: the tree owns e (decoded
 		// from its encoding), and neither copy's slices are changed in
 		// place; answers are cloned.
-		n := &node{entry: e.Entry, src: e}
+		n := &Node{Entry: e.Entry, src: e}
 		if e.Op == OpMkdir {
-			n.kids = make(map[string]*node)
+			n.Kids = make(map[string]*Node)
 		}
-		old, _ := t.find(p)
-		n.entry.Signed = signedRecords(e, old)
+		old, _ := t.Find(p)
+		n.Entry.Signed = signedRecords(e, old)
 		parseControl(n)
 		if p.IsRoot() {
-			t.root = n
+			t.Root = n
 		} else {
-			parent, _ := t.find(p.Dir())
-			parent.kids[p.Last()] = n
+			parent, _ := t.Find(p.Dir())
+			parent.Kids[p.Last()] = n
 		}
-		t.noteControl(n.entry.Name, n, seq)
-		t.mapSet(n.entry.Name, hash)
-		changes = append(changes, t.changeOf(spindle.Event{Entry: cloneEntry(&n.entry)}))
+		t.noteControl(n.Entry.Name, n, seq)
+		t.mapSet(n.Entry.Name, hash)
+		changes = append(changes, t.changeOf(spindle.Event{Entry: CloneEntry(&n.Entry)}))
 	case OpDelete:
-		parent, _ := t.find(p.Dir())
-		n := parent.kids[p.Last()]
+		parent, _ := t.Find(p.Dir())
+		n := parent.Kids[p.Last()]
 		gone(n)
-		delete(parent.kids, p.Last())
-		t.noteControl(n.entry.Name, nil, seq)
-		t.mapDelete(n.entry.Name)
+		delete(parent.Kids, p.Last())
+		t.noteControl(n.Entry.Name, nil, seq)
+		t.mapDelete(n.Entry.Name)
 	case OpRename:
 		q, _ := spindle.Parse(e.NewName)
-		parent, _ := t.find(p.Dir())
-		n := parent.kids[p.Last()]
-		walk(n, func(m *node) bool {
+		parent, _ := t.Find(p.Dir())
+		n := parent.Kids[p.Last()]
+		Walk(n, func(m *Node) bool {
 			gone(m)
 			return true
 		})
-		delete(parent.kids, p.Last())
+		delete(parent.Kids, p.Last())
 		rec := e.Marshal()
 		var moved []Hash // Map values of the moved items, in walk order.
-		walk(n, func(m *node) bool {
-			t.noteControl(m.entry.Name, nil, seq)
-			moved = append(moved, t.mapDelete(m.entry.Name))
-			if !m.entry.Attr.IsDir() {
-				if m.entry.SignedName == "" {
+		Walk(n, func(m *Node) bool {
+			t.noteControl(m.Entry.Name, nil, seq)
+			moved = append(moved, t.mapDelete(m.Entry.Name))
+			if !m.Entry.Attr.IsDir() {
+				if m.Entry.SignedName == "" {
 					// The writer signed the old name; readers verify
 					// against it, and follow the signed renames from it.
-					m.entry.SignedName = m.entry.Name
+					m.Entry.SignedName = m.Entry.Name
 				}
-				m.entry.Signed = append(slices.Clip(m.entry.Signed), rec)
+				m.Entry.Signed = append(slices.Clip(m.Entry.Signed), rec)
 			}
-			m.entry.Name = spindle.PathName(string(q.Path()) + strings.TrimPrefix(string(m.entry.Name), string(p.Path())))
-			m.entry.Sequence = seq
+			m.Entry.Name = spindle.PathName(string(q.Path()) + strings.TrimPrefix(string(m.Entry.Name), string(p.Path())))
+			m.Entry.Sequence = seq
 			parseControl(m)
 			return true
 		})
-		dst, _ := t.find(q.Dir())
-		dst.kids[q.Last()] = n
+		dst, _ := t.Find(q.Dir())
+		dst.Kids[q.Last()] = n
 		i := 0
-		walk(n, func(m *node) bool {
-			t.noteControl(m.entry.Name, m, seq)
-			t.mapSet(m.entry.Name, MovedValue(hash, moved[i]))
+		Walk(n, func(m *Node) bool {
+			t.noteControl(m.Entry.Name, m, seq)
+			t.mapSet(m.Entry.Name, MovedValue(hash, moved[i]))
 			m.moves = append(m.moves, e)
 			i++
 			return true
 		})
-		walk(n, func(m *node) bool {
-			changes = append(changes, t.changeOf(spindle.Event{Entry: cloneEntry(&m.entry)}))
+		Walk(n, func(m *Node) bool {
+			changes = append(changes, t.changeOf(spindle.Event{Entry: CloneEntry(&m.Entry)}))
 			return true
 		})
 		t.stamp(q, seq)
 	}
 	t.stamp(p, seq)
-	t.seq = seq
-	t.head = hash
-	return changes
+	t.Seq = seq
+	t.Head = hash
+	return changes, nil
+}
+
+// applies reports why e cannot be applied to t, if it cannot: Apply
+// changes the tree only after it has passed.
+func (t *Tree) applies(e *Entry) error {
+	p, err := spindle.Parse(e.Entry.Name)
+	if err != nil {
+		return err
+	}
+	dir := func(p spindle.Parsed) error {
+		n, _ := t.Find(p)
+		if n == nil || !n.Entry.Attr.IsDir() || n.Kids == nil {
+			return errors.New("no directory " + string(p.Path()))
+		}
+		return nil
+	}
+	switch e.Op {
+	case OpPut, OpLink, OpMkdir:
+		if p.IsRoot() {
+			return nil
+		}
+		return dir(p.Dir())
+	case OpDelete, OpRename:
+		if p.IsRoot() {
+			return errors.New("the root cannot be removed or moved")
+		}
+		if err := dir(p.Dir()); err != nil {
+			return err
+		}
+		if n, _ := t.Find(p); n == nil {
+			return errors.New("no item " + string(p.Path()))
+		}
+		if e.Op == OpDelete {
+			return nil
+		}
+		q, err := spindle.Parse(e.NewName)
+		if err != nil {
+			return err
+		}
+		if q.IsRoot() || q.HasPrefix(p) && q.NElem() > p.NElem() {
+			return errors.New("cannot move " + string(p.Path()) + " to " + string(q.Path()))
+		}
+		return dir(q.Dir())
+	}
+	return fmt.Errorf("unknown operation %d", e.Op)
 }
 
 // signedRecords returns the signed log entries a reader needs to check
@@ -581,55 +636,55 @@ func (t *tree) apply(e *Entry) []change {
 // and needs nothing, unless it is a re-wrap of a moved file made before
 // hosts refused client-set signed names: the renames that moved the file
 // it replaces then prove the name still.
-func signedRecords(e *Entry, old *node) [][]byte {
+func signedRecords(e *Entry, old *Node) [][]byte {
 	switch {
-	case e.Op == OpLink, e.Op == OpPut && class(e.Entry.Name) != ordinary:
+	case e.Op == OpLink, e.Op == OpPut && Class(e.Entry.Name) != Ordinary:
 		return [][]byte{e.Marshal()}
-	case e.Op == OpPut && e.Entry.SignedName != "" && old != nil && old.entry.SignedPath() == e.Entry.SignedName:
-		return old.entry.Signed
+	case e.Op == OpPut && e.Entry.SignedName != "" && old != nil && old.Entry.SignedPath() == e.Entry.SignedName:
+		return old.Entry.Signed
 	}
 	return nil
 }
 
 // mapSet sets the value of name in the tree's map, if it keeps one.
-func (t *tree) mapSet(name spindle.PathName, val Hash) {
-	if t.m != nil {
-		t.m.Set(MapKey(name), val)
+func (t *Tree) mapSet(name spindle.PathName, val Hash) {
+	if t.Map != nil {
+		t.Map.Set(MapKey(name), val)
 	}
 }
 
 // mapDelete removes name from the tree's map, if it keeps one, and returns
 // the value it had.
-func (t *tree) mapDelete(name spindle.PathName) Hash {
-	if t.m == nil {
+func (t *Tree) mapDelete(name spindle.PathName) Hash {
+	if t.Map == nil {
 		return Hash{}
 	}
 	k := MapKey(name)
-	v, _ := t.m.Get(k)
-	t.m.Delete(k)
+	v, _ := t.Map.Get(k)
+	t.Map.Delete(k)
 	return v
 }
 
 // stamp sets seq on p, if it exists, and on every directory above it.
-func (t *tree) stamp(p spindle.Parsed, seq int64) {
-	n := t.root
+func (t *Tree) stamp(p spindle.Parsed, seq int64) {
+	n := t.Root
 	for i := 0; n != nil; i++ {
-		n.entry.Sequence = seq
-		if i == p.NElem() || !n.entry.Attr.IsDir() {
+		n.Entry.Sequence = seq
+		if i == p.NElem() || !n.Entry.Attr.IsDir() {
 			return
 		}
-		n = n.kids[p.Elem(i)]
+		n = n.Kids[p.Elem(i)]
 	}
 }
 
 // noteControl records that from seq on the node at name is n (nil if
 // none), if name is an Access or Group file.
-func (t *tree) noteControl(name spindle.PathName, n *node, seq int64) {
+func (t *Tree) noteControl(name spindle.PathName, n *Node, seq int64) {
 	if access.IsAccessFile(name) {
-		if n != nil && n.acc != nil {
-			t.acl[name] = n.acc
+		if n != nil && n.Access != nil {
+			t.Access[name] = n.Access
 		} else {
-			delete(t.acl, name)
+			delete(t.Access, name)
 		}
 		return
 	}
@@ -656,43 +711,43 @@ func (t *tree) noteControl(name spindle.PathName, n *node, seq int64) {
 // parseControl sets n.acc or n.grp from the inline contents of an Access
 // or Group file. The contents were checked when the entry was, so a parse
 // error here cannot happen; if it did, the node would grant nothing.
-func parseControl(n *node) {
-	n.acc, n.grp = nil, nil
-	if n.entry.Attr != spindle.AttrNone {
+func parseControl(n *Node) {
+	n.Access, n.grp = nil, nil
+	if n.Entry.Attr != spindle.AttrNone {
 		return
 	}
-	switch name := n.entry.Name; {
+	switch name := n.Entry.Name; {
 	case access.IsAccessFile(name):
-		n.acc, _ = access.Parse(name, n.entry.Inline)
+		n.Access, _ = access.Parse(name, n.Entry.Inline)
 	case access.IsGroupFile(name):
-		n.grp, _ = access.ParseGroup(name, n.entry.Inline)
+		n.grp, _ = access.ParseGroup(name, n.Entry.Inline)
 	}
 }
 
-// walk calls fn on n and, while fn returns true, on everything below it,
+// Walk calls fn on n and, while fn returns true, on everything below it,
 // parents before children, children in name order.
-func walk(n *node, fn func(*node) bool) bool {
+func Walk(n *Node, fn func(*Node) bool) bool {
 	if !fn(n) {
 		return false
 	}
-	if len(n.kids) == 0 {
+	if len(n.Kids) == 0 {
 		return true
 	}
-	names := make([]string, 0, len(n.kids))
-	for k := range n.kids {
+	names := make([]string, 0, len(n.Kids))
+	for k := range n.Kids {
 		names = append(names, k)
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		if !walk(n.kids[k], fn) {
+		if !Walk(n.Kids[k], fn) {
 			return false
 		}
 	}
 	return true
 }
 
-// cloneEntry returns a deep copy of d.
-func cloneEntry(d *spindle.DirEntry) *spindle.DirEntry {
+// CloneEntry returns a deep copy of d.
+func CloneEntry(d *spindle.DirEntry) *spindle.DirEntry {
 	c := *d
 	c.Blocks = append([]spindle.DirBlock(nil), d.Blocks...)
 	c.Packdata = append([]byte(nil), d.Packdata...)
@@ -724,4 +779,12 @@ func isRewrap(old, put *spindle.DirEntry) bool {
 		}
 	}
 	return true
+}
+
+// CheckUser checks that user is a clean user name; an error is Invalid.
+func CheckUser(user spindle.UserName) error {
+	if u, err := spindle.CleanUser(user); err != nil || u != user {
+		return spindle.E(spindle.Invalid, user, "requesting user is not a clean user name")
+	}
+	return nil
 }

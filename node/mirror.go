@@ -9,7 +9,7 @@ package node
 // listed host that answers (the sequencer, or failing that another dir
 // host) with dir.mirror, which a node answers only to a peer the record
 // names as a dir host, and appends each entry to its own copy through
-// dirlog.Server.AppendBatch: the same checks the sequencer made, against
+// dirhost.Server.AppendBatch: the same checks the sequencer made, against
 // the mirror's own fold of the log (the writer's signature, the place in
 // the chain, the right under the Access and Group files in force at that
 // point). An entry that fails is not taken; the mirror stops there and
@@ -41,11 +41,11 @@ package node
 // node status, tell each log's role, head, lag and last pull error.
 //
 // A mirror behind the checkpoint of a compacted log (see
-// dirlog.Server.Compact) cannot have the entries before it: dir.mirror
+// dirhost.Server.Compact) cannot have the entries before it: dir.mirror
 // then answers with the checkpoint (Data) instead of entries. The mirror
 // takes it only if it is of the user, past the mirror's head, signed by a
 // dir host the key record names, and verifies (every entry's signature,
-// the map root: dirlog.Checkpoint.Verify); dirlog.Server.StartFrom makes
+// the map root: dirlog.Checkpoint.Verify); dirhost.Server.StartFrom makes
 // it the mirror's log, refusing it if the mirror's log is past it or forks
 // from it, and the mirror pulls the entries after it.
 //
@@ -620,7 +620,7 @@ func (m *mirrors) pullPages(ctx context.Context, owner spindle.UserName, from pe
 // log of owner, at mine, is behind the host's compacted log: it must be of
 // owner, past mine, signed by a dir host owner's key record names, and
 // verify (every entry's signature, the map root); see
-// dirlog.Server.StartFrom.
+// dirhost.Server.StartFrom.
 func (m *mirrors) startFrom(ctx context.Context, owner spindle.UserName, from peer.ID, mine *dirlog.Head, data []byte) error {
 	const op spindle.Op = "node.Mirror"
 	n := m.n

@@ -37,6 +37,7 @@ import (
 	"spindle.dev/blocks/mem"
 	"spindle.dev/blocks/replica"
 	"spindle.dev/dirlog"
+	dirhost "spindle.dev/dirlog/host"
 	"spindle.dev/keyraft"
 	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
@@ -79,7 +80,7 @@ type Config struct {
 	Repair []spindle.UserName
 	// CompactAfter, if positive, compacts a directory log into a signed
 	// checkpoint once more than CompactAfter entries follow its last one
-	// (see dirlog.Config.CompactAfter).
+	// (see dirhost.Config.CompactAfter).
 	CompactAfter int
 	// SessionTTL is how long a client stays signed in before it must sign
 	// in again (clients do so by themselves); zero means DefaultSessionTTL.
@@ -161,7 +162,7 @@ type Node struct {
 	keyState atomic.Pointer[keyState]
 	joinMu   sync.Mutex       // Held while joining or leaving.
 	joining  *keyraft.Cluster // Opened to join and not a member yet, or nil.
-	dir      *dirlog.Server
+	dir      *dirhost.Server
 	mirrors  *mirrors // The logs of other dir hosts copied here (mirror.go).
 	writers  writerSet
 	started  time.Time
@@ -276,7 +277,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.keyState.Store(&keyState{keys: keys, ks: keys})
 		// The logs below replay against the writers' key records: give
 		// a restarted member a moment to apply what its replica held.
-		// Logs whose keys it cannot tell yet wait (see dirlog.Server.Resume).
+		// Logs whose keys it cannot tell yet wait (see dirhost.Server.Resume).
 		rctx, cancel := context.WithTimeout(ctx, restoreWait)
 		if err := keys.Restored(rctx); err != nil {
 			log.Warn("key replica not restored yet; directory logs that need it wait", "err", err)
@@ -291,11 +292,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	dcfg := dirlog.Config{Keys: n.userKey, KeyHistory: n.keyHistory, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter}
+	dcfg := dirhost.Config{Keys: n.userKey, KeyHistory: n.keyHistory, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter}
 	if cfg.Home == "" {
-		n.dir, err = dirlog.New(ctx, new(dirlog.MemStore), dcfg)
+		n.dir, err = dirhost.New(ctx, new(dirhost.MemStore), dcfg)
 	} else {
-		n.dir, err = dirlog.Open(ctx, filepath.Join(cfg.Home, "dirlogs"), dcfg)
+		n.dir, err = dirhost.Open(ctx, filepath.Join(cfg.Home, "dirlogs"), dcfg)
 	}
 	if err != nil {
 		return nil, spindle.E(op, err)
@@ -340,7 +341,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// from another dir host, or by accepting what verifies.
 	for _, u := range cfg.Repair {
 		rctx, cancel := context.WithTimeout(ctx, repairWait)
-		if slices.ContainsFunc(n.dir.Damaged(), func(d *dirlog.Damage) bool { return d.User == u }) {
+		if slices.ContainsFunc(n.dir.Damaged(), func(d *dirhost.Damage) bool { return d.User == u }) {
 			n.refill(rctx, u, true)
 		}
 		cancel()
@@ -362,7 +363,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 }
 
 // resumeLoop serves the directory logs that wait for the key cluster
-// (see dirlog.Server.Resume) as soon as their keys can be learnt: it
+// (see dirhost.Server.Resume) as soon as their keys can be learnt: it
 // tries again every resumeEvery while any waits, until the node closes.
 func (n *Node) resumeLoop() {
 	t := time.NewTicker(resumeEvery)

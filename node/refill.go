@@ -10,14 +10,14 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
-	"spindle.dev/dirlog"
+	dirhost "spindle.dev/dirlog/host"
 )
 
 // Refilling damaged logs.
 //
 // A log this node hosts that it found damaged when it started (bytes that
 // fail their checks, or a log missing or shorter than the mark of what
-// the node had stored: see dirlog.Marker) is refilled from another dir
+// the node had stored: see dirhost.Marker) is refilled from another dir
 // host of its user, as a mirror pulls: the entries that verify are kept,
 // the rest set aside beside the log, and every entry the other host
 // holds after them is checked as an append. Until that is done the log
@@ -93,7 +93,7 @@ func (n *Node) refill(ctx context.Context, owner spindle.UserName, accept bool) 
 		}
 		n.log.Warn("damaged directory log: kept the entries that verify, refilling the rest from another dir host", "user", owner, "kept", h.Seq, "others", len(others), "damage", oneLine(fmt.Sprint(d)))
 	}
-	rctx := dirlog.RefillContext(ctx, owner)
+	rctx := dirhost.RefillContext(ctx, owner)
 	var errs []error
 	for _, h := range others {
 		err := n.mirrors.pull(rctx, owner, h)
@@ -116,7 +116,7 @@ func (n *Node) refill(ctx context.Context, owner spindle.UserName, accept bool) 
 
 // lostAfter says what of the log, as d found it, a refill or repair that
 // reached seq did not bring back.
-func lostAfter(d *dirlog.Damage, seq int64) string {
+func lostAfter(d *dirhost.Damage, seq int64) string {
 	if d == nil || d.Stored <= seq {
 		return "nothing"
 	}

@@ -401,7 +401,7 @@ func (c *fakeClient) Watch(ctx context.Context, name spindle.PathName, fromSeq i
 	if err != nil {
 		return nil, err
 	}
-	// As dirlog.Server.Watch: 0 sends the current state, -1 nothing
+	// As host.Server.Watch: 0 sends the current state, -1 nothing
 	// that has happened, n every change from sequence n on. The fake then
 	// closes the channel instead of waiting for more.
 	var evs []spindle.Event

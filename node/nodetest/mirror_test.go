@@ -13,7 +13,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/client"
-	"spindle.dev/dirlog"
+	dirhost "spindle.dev/dirlog/host"
 	"spindle.dev/pack"
 )
 
@@ -22,7 +22,7 @@ import (
 func logLen(t *testing.T, p *procNode, user spindle.UserName) int {
 	t.Helper()
 	ctx := context.Background()
-	store, err := dirlog.DiskStore(filepath.Join(p.home, "dirlogs"))
+	store, err := dirhost.DiskStore(filepath.Join(p.home, "dirlogs"))
 	if err != nil {
 		return 0
 	}

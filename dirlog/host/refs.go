@@ -1,0 +1,70 @@
+package host
+
+import (
+	"context"
+	"slices"
+
+	"spindle.dev/dirlog"
+
+	"spindle.dev"
+)
+
+// Refs calls fn, one user at a time, with the blocks that the current
+// tree of each user whose log this server holds references: the blocks
+// of every file, each once per user. This is what the server, as those
+// users' dir host, keeps leased (see package blocks/lease). A tree holds
+// only the current version of each file, so these are all the blocks
+// any entry still reaches. fn must not keep refs after it returns.
+//
+// Refs also returns the users whose logs are damaged and not served: the
+// blocks their trees reference are not known until the operator repairs
+// them, so the caller should warn about them. An error from fn, or the
+// end of ctx, stops Refs and is returned.
+func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs []spindle.Ref) error) (damaged []spindle.UserName, err error) {
+	const op spindle.Op = "dirlog.Refs"
+	s.mu.RLock()
+	users := make([]spindle.UserName, 0, len(s.logs))
+	for u, l := range s.logs {
+		if l.t != nil {
+			users = append(users, u)
+		}
+		if d := l.damaged; d != nil && !d.Repaired {
+			damaged = append(damaged, u)
+		}
+	}
+	s.mu.RUnlock()
+	slices.Sort(users)
+	slices.Sort(damaged)
+	var refs []spindle.Ref
+	for _, u := range users {
+		if err := ctx.Err(); err != nil {
+			return damaged, spindle.E(op, spindle.Transient, err)
+		}
+		refs = refs[:0]
+		seen := make(map[spindle.Ref]bool)
+		v := s.view()
+		if l := v.served(u); l != nil && l.t.Root != nil {
+			var visit func(n *dirlog.Node)
+			visit = func(n *dirlog.Node) {
+				for _, b := range n.Entry.Blocks {
+					if !seen[b.Ref] {
+						seen[b.Ref] = true
+						refs = append(refs, b.Ref)
+					}
+				}
+				for _, k := range n.Kids {
+					visit(k)
+				}
+			}
+			visit(l.t.Root)
+		}
+		v.release()
+		if len(refs) == 0 {
+			continue
+		}
+		if err := fn(u, refs); err != nil {
+			return damaged, err
+		}
+	}
+	return damaged, nil
+}

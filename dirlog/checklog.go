@@ -26,13 +26,7 @@ func CheckLog(entries []*Entry, h *Head) error {
 	if len(entries) > 0 {
 		last = entries[len(entries)-1].Hash()
 	}
-	switch {
-	case last != h.Hash:
-		return spindle.E(op, spindle.Integrity, h.User, fmt.Sprintf("entry %d has hash %s, the head signed by %s says %s", h.Seq, last, h.Host, h.Hash))
-	case root != h.Root:
-		return spindle.E(op, spindle.Integrity, h.User, fmt.Sprintf("the log up to %d makes map root %s, the head signed by %s says %s", h.Seq, root, h.Host, h.Root))
-	}
-	return nil
+	return headNames(op, h, last, root)
 }
 
 // CheckLogFrom is [CheckLog] for a compacted log: it checks a signed head
@@ -72,6 +66,12 @@ func CheckLogFrom(cp *Checkpoint, tail []*Entry, h *Head) error {
 	if err != nil {
 		return spindle.E(op, spindle.Integrity, h.User, err)
 	}
+	return headNames(op, h, last, root)
+}
+
+// headNames checks that head h names the log's last entry, of hash last,
+// and the map root the log makes.
+func headNames(op spindle.Op, h *Head, last, root Hash) error {
 	switch {
 	case last != h.Hash:
 		return spindle.E(op, spindle.Integrity, h.User, fmt.Sprintf("entry %d has hash %s, the head signed by %s says %s", h.Seq, last, h.Host, h.Hash))

@@ -469,8 +469,9 @@ func NewLocalHost(ctx context.Context, cfg LocalConfig) (host.Host, error) {
 // LocalSecurity: what a spin command makes to reach its node. It is put
 // together from its parts rather than by libp2p.New, which builds a
 // dependency-injection graph with services a dialer never starts (NAT
-// detection, address discovery, a QUIC connection manager) and took 4-9
-// ms, a tenth of a small "spin put", against about 1 ms this way.
+// detection, address discovery, a QUIC connection manager) and takes
+// several times as long, a noticeable share of a small "spin put"
+// (docs/performance.md).
 func newLocalDialer(ctx context.Context, key crypto.PrivKey, memory int64) (host.Host, error) {
 	const op spindle.Op = "p2p.NewLocalHost"
 	if err := ctx.Err(); err != nil {

@@ -40,9 +40,8 @@ import (
 // the node's home rather than through loopback TCP. Over TCP every byte
 // is encrypted and authenticated by TLS twice over (once by each end) and
 // crosses the kernel's TCP stack; on one machine that is most of the cost
-// of moving a large file (a 1 GiB get took 4.3-5.4 s over loopback TLS
-// and 2.6-3.9 s over the socket on the 2-core test box). What TLS gives
-// there, the socket gives already:
+// of moving a large file (docs/performance.md compares the two). What
+// TLS gives there, the socket gives already:
 //
 //   - Nobody but the kernel sees the bytes in between, and only users who
 //     may enter the node's home (its operator; the home is 0700) can

@@ -98,13 +98,18 @@ type Error struct {
 // If the kind is not given (or is Other) and the underlying error is an
 // *Error, the kind is taken from it; likewise an empty path or user is taken
 // from an underlying *Error, which then drops it so that it is printed once.
-// E panics if given no arguments or an argument of another type, which is
-// always a programming mistake.
+//
+// E never panics. Given no arguments, or an argument of another type,
+// which is always a programming mistake, it records the mistake in the
+// error it returns: the kind is then Internal, and the underlying error
+// names the bad argument's type and value (and wraps the underlying
+// error the other arguments gave, if any).
 func E(args ...any) error {
 	if len(args) == 0 {
-		panic("spindle.E called with no arguments")
+		return &Error{Kind: Internal, Err: errors.New("spindle.E called with no arguments")}
 	}
 	e := &Error{}
+	var bad []any // Arguments of unexpected types.
 	for _, a := range args {
 		switch a := a.(type) {
 		case Op:
@@ -129,8 +134,11 @@ func E(args ...any) error {
 			// An untyped nil error: ignore, so E(op, err) with err == nil
 			// still builds a sensible error.
 		default:
-			panic(fmt.Sprintf("spindle.E: bad argument of type %T: %v", a, a))
+			bad = append(bad, a)
 		}
+	}
+	if len(bad) > 0 {
+		return badArgs(e, bad)
 	}
 	inner, ok := e.Err.(*Error)
 	if !ok {
@@ -156,6 +164,31 @@ func E(args ...any) error {
 	if inner.Op == "" && inner.Path == "" && inner.User == "" && inner.Kind == Other {
 		e.Err = inner.Err // Nothing left of the inner *Error but its cause.
 	}
+	return e
+}
+
+// badArgs returns e, built from E's good arguments, as an Internal error
+// that names the arguments of unexpected types and wraps e's underlying
+// error.
+func badArgs(e *Error, bad []any) *Error {
+	var b strings.Builder
+	b.WriteString("spindle.E: bad argument")
+	for i, a := range bad {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " of type %T: %v", a, a)
+	}
+	msg := b.String()
+	switch {
+	case e.Err != nil:
+		e.Err = fmt.Errorf("%s; error: %w", msg, e.Err)
+	case e.Kind != Other:
+		e.Err = fmt.Errorf("%s; kind: %v", msg, e.Kind)
+	default:
+		e.Err = errors.New(msg)
+	}
+	e.Kind = Internal
 	return e
 }
 

@@ -56,16 +56,45 @@ func TestEDoesNotChangeItsArguments(t *testing.T) {
 	}
 }
 
-func TestEPanics(t *testing.T) {
-	for _, args := range [][]any{nil, {42}, {op, []byte("x")}} {
+// E never panics: a call with no arguments, or with one of a type E does
+// not know, gives an Internal error that names the mistake and keeps what
+// the other arguments said.
+func TestENeverPanics(t *testing.T) {
+	cause := errors.New("disk on fire")
+	tests := []struct {
+		args []any
+		want string
+	}{
+		{nil, "internal error: spindle.E called with no arguments"},
+		{[]any{42}, "internal error: spindle.E: bad argument of type int: 42"},
+		{[]any{op, []byte("x")}, "test.Op: internal error: spindle.E: bad argument of type []uint8: [120]"},
+		{[]any{op, spindle.IO, path, 3.5, cause},
+			"test.Op: ann@example.com/dir/file: internal error: spindle.E: bad argument of type float64: 3.5; error: disk on fire"},
+		{[]any{op, spindle.NotExist, 1, true},
+			"test.Op: internal error: spindle.E: bad argument of type int: 1, of type bool: true; kind: does not exist"},
+	}
+	for _, tc := range tests {
+		var err error
 		func() {
 			defer func() {
-				if recover() == nil {
-					t.Errorf("E(%v) did not panic", args)
+				if r := recover(); r != nil {
+					t.Errorf("E(%v) panicked: %v", tc.args, r)
 				}
 			}()
-			_ = spindle.E(args...)
+			err = spindle.E(tc.args...)
 		}()
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, spindle.Internal) {
+			t.Errorf("E(%v) = %v, not Internal", tc.args, err)
+		}
+		if got := err.Error(); got != tc.want {
+			t.Errorf("E(%v):\ngot  %q\nwant %q", tc.args, got, tc.want)
+		}
+	}
+	if err := spindle.E(op, 3.5, cause); !errors.Is(err, cause) {
+		t.Errorf("E with a bad argument lost the underlying error: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package spindle
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -80,3 +81,37 @@ func (osFS) Rename(oldname, newname string) error         { return os.Rename(old
 func (osFS) Remove(name string) error                     { return os.Remove(name) }
 func (osFS) Link(oldname, newname string) error           { return os.Link(oldname, newname) }
 func (osFS) SyncDir(name string) error                    { return SyncDir(name) }
+
+// DirectAlign is the alignment that files opened with
+// [DirectFS.OpenDirect] need: of the memory of every buffer read into or
+// written from, of every offset and of every length. It is the page size,
+// which satisfies every Linux file system's O_DIRECT rules.
+const DirectAlign = 4096
+
+// ErrNoDirect is the error, within an *fs.PathError, of
+// [DirectFS.OpenDirect] on a file system that does not support direct I/O.
+var ErrNoDirect = errors.New("direct I/O not supported")
+
+// A DirectFS is an [FS] that can also open files for direct I/O, which
+// moves data between the caller's buffer and the device without copying
+// it through the page cache (O_DIRECT on Linux). Stores use it for large
+// writes and reads that would only evict more useful pages. [OS] is a
+// DirectFS, and so is [MemFS].
+//
+// Direct I/O changes where data goes, not when it is durable: a file's
+// data, size and allocation are durable only once the file is synced, as
+// with buffered I/O.
+type DirectFS interface {
+	FS
+	// OpenDirect opens a file for direct I/O, as OpenFile does with
+	// O_DIRECT. Reads and writes through the file must use buffers,
+	// offsets and lengths aligned to DirectAlign, or they fail with an
+	// error matching syscall.EINVAL, as on Linux; a read that starts at
+	// or past the end of the file returns io.EOF whatever its alignment.
+	// Truncate, Sync and Stat are as for any file. If the file system
+	// holding name does not support direct I/O, OpenDirect fails with an
+	// error matching ErrNoDirect and the caller should use OpenFile.
+	OpenDirect(name string, flag int, perm fs.FileMode) (FSFile, error)
+}
+
+var _ DirectFS = osFS{}

@@ -12,7 +12,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 )
 
 // A MemFS is a strict file system in memory, for testing that stores make
@@ -24,6 +26,11 @@ import (
 // nothing it did not acknowledge is there in part. [MemFS.CrashAfter]
 // picks the point: the operation that changes the file system which
 // comes after the given number fails, as do all after it, until Crash.
+//
+// A MemFS is a [DirectFS]: files opened with [MemFS.OpenDirect] keep the
+// same contents, durable at the same points, and fail, as O_DIRECT files
+// do on Linux, every read or write whose buffer, offset or length is not
+// aligned to [DirectAlign].
 //
 // A MemFS is safe for concurrent use. Its zero value is not usable; call
 // [NewMemFS].
@@ -44,7 +51,7 @@ var ErrCrashed = errors.New("memfs: simulated crash")
 // relative names are taken from the root.
 func NewMemFS() *MemFS { return &MemFS{root: newMemDir()} }
 
-var _ FS = (*MemFS)(nil)
+var _ DirectFS = (*MemFS)(nil)
 
 // A memFile is an inode: contents now and as of the last sync.
 type memFile struct {
@@ -209,6 +216,17 @@ func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (FSFile, error
 		read:   acc == os.O_RDONLY || acc == os.O_RDWR,
 		write:  acc == os.O_WRONLY || acc == os.O_RDWR,
 		append: flag&os.O_APPEND != 0}, nil
+}
+
+// OpenDirect implements [DirectFS]: it is OpenFile, for a file whose
+// reads and writes must be aligned as O_DIRECT's are.
+func (m *MemFS) OpenDirect(name string, flag int, perm fs.FileMode) (FSFile, error) {
+	f, err := m.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	f.(*memHandle).direct = true
+	return f, nil
 }
 
 // CreateTemp implements [FS].
@@ -394,7 +412,21 @@ type memHandle struct {
 	gen                 int
 	off                 int64
 	read, write, append bool
+	direct              bool // Opened by OpenDirect: I/O must be aligned.
 	closed              bool
+}
+
+// aligned returns the error of a direct read or write of p at off that
+// breaks O_DIRECT's alignment rules, if the handle is direct.
+func (h *memHandle) aligned(op string, p []byte, off int64) error {
+	if !h.direct {
+		return nil
+	}
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	if off%DirectAlign != 0 || len(p)%DirectAlign != 0 || addr%DirectAlign != 0 {
+		return &fs.PathError{Op: op, Path: h.name, Err: syscall.EINVAL}
+	}
+	return nil
 }
 
 // check returns why the handle cannot be used, if it cannot. fs.mu is held.
@@ -441,7 +473,10 @@ func (h *memHandle) readAt(p []byte, off int64) (int, error) {
 		if len(p) == 0 {
 			return 0, nil
 		}
-		return 0, io.EOF
+		return 0, io.EOF // Whatever the alignment, as on Linux.
+	}
+	if err := h.aligned("read", p, off); err != nil {
+		return 0, err
 	}
 	return copy(p, h.f.data[off:]), nil
 }
@@ -470,6 +505,9 @@ func (h *memHandle) writeAt(p []byte, off int64) (int, error) {
 	}
 	if off < 0 {
 		return 0, &fs.PathError{Op: "write", Path: h.name, Err: fs.ErrInvalid}
+	}
+	if err := h.aligned("write", p, off); err != nil {
+		return 0, err
 	}
 	if err := h.fs.change(); err != nil {
 		return 0, &fs.PathError{Op: "write", Path: h.name, Err: err}

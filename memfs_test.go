@@ -1,11 +1,16 @@
 package spindle_test
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
+	"unsafe"
 
 	"spindle.dev"
 )
@@ -227,5 +232,102 @@ func TestMemFSMatchesOS(t *testing.T) {
 				t.Errorf("SyncDir: %v", err)
 			}
 		})
+	}
+}
+
+// alignedBuf returns n bytes whose memory is aligned to DirectAlign.
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+spindle.DirectAlign)
+	off := int(uintptr(unsafe.Pointer(&b[0])) % spindle.DirectAlign)
+	if off != 0 {
+		off = spindle.DirectAlign - off
+	}
+	return b[off : off+n : off+n]
+}
+
+// Files opened with OpenDirect obey O_DIRECT's alignment rules on a
+// MemFS as on Linux: a read or write whose buffer, offset or length is
+// misaligned fails with EINVAL, a read at the end of the file returns
+// io.EOF. Their data is durable only once synced, as any file's.
+func TestOpenDirect(t *testing.T) {
+	fss := map[string]spindle.DirectFS{"MemFS": spindle.NewMemFS()}
+	osDir := t.TempDir()
+	if f, err := spindle.OS.(spindle.DirectFS).OpenDirect(filepath.Join(osDir, "probe"), os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+		f.Close()
+		fss["OS"] = spindle.OS.(spindle.DirectFS)
+	} else if !errors.Is(err, spindle.ErrNoDirect) {
+		t.Fatalf("OpenDirect on the OS: %v, want success or ErrNoDirect", err)
+	} else {
+		t.Logf("%s refuses direct I/O; testing MemFS alone", osDir)
+	}
+	for fsName, fsys := range fss {
+		t.Run(fsName, func(t *testing.T) {
+			name := "/f"
+			if fsName == "OS" {
+				name = filepath.Join(osDir, "f")
+			}
+			f, err := fsys.OpenDirect(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			buf := alignedBuf(2 * spindle.DirectAlign)
+			for i := range buf {
+				buf[i] = byte(i)
+			}
+			if n, err := f.Write(buf); n != len(buf) || err != nil {
+				t.Fatalf("aligned Write: %d, %v", n, err)
+			}
+			bad := map[string]func() error{
+				"write of a misaligned length": func() error { _, err := f.WriteAt(buf[:spindle.DirectAlign-1], 0); return err },
+				"write at a misaligned offset": func() error { _, err := f.WriteAt(buf[:spindle.DirectAlign], 100); return err },
+				"write from misaligned memory": func() error { _, err := f.WriteAt(buf[1:spindle.DirectAlign+1], 0); return err },
+				"read of a misaligned length":  func() error { _, err := f.ReadAt(buf[:100], 0); return err },
+				"read into misaligned memory":  func() error { _, err := f.ReadAt(buf[1:spindle.DirectAlign+1], 0); return err },
+			}
+			for what, op := range bad {
+				if err := op(); !errors.Is(err, syscall.EINVAL) {
+					t.Errorf("%s: %v, want EINVAL", what, err)
+				}
+			}
+			if err := f.Truncate(5000); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			got := alignedBuf(3 * spindle.DirectAlign)
+			n, err := f.ReadAt(got, 0)
+			if n != 5000 || err != io.EOF || !bytes.Equal(got[:n], buf[:n]) {
+				t.Fatalf("aligned ReadAt of a 5000-byte file: %d, %v (equal %v)", n, err, bytes.Equal(got[:n], buf[:n]))
+			}
+			if n, err := f.ReadAt(got[:spindle.DirectAlign], 5000); n != 0 || err != io.EOF {
+				t.Fatalf("ReadAt the end of the file: %d, %v, want io.EOF", n, err)
+			}
+		})
+	}
+
+	// Direct writes are lost at a crash unless synced.
+	m := spindle.NewMemFS()
+	for _, sync := range []bool{true, false} {
+		name := fmt.Sprintf("/sync-%v", sync)
+		f, err := m.OpenDirect(name, os.O_WRONLY|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(alignedBuf(spindle.DirectAlign)); err != nil {
+			t.Fatal(err)
+		}
+		if sync {
+			f.Sync()
+		}
+		f.Close()
+	}
+	m.SyncDir("/")
+	m.Crash()
+	for name, want := range map[string]int64{"/sync-true": spindle.DirectAlign, "/sync-false": 0} {
+		if fi, err := m.Stat(name); err != nil || fi.Size() != want {
+			t.Errorf("after a crash, %s: %v, %v, want %d bytes", name, fi, err, want)
+		}
 	}
 }

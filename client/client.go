@@ -32,7 +32,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -397,12 +397,12 @@ func (c *Client) Signup(ctx context.Context) error {
 
 // SignupRequest returns the first key record Signup would register for
 // the client's user, signed: under the key cluster's domain policy, the
-// domain's admin countersigns it (keyraft.GrantDigest), and SignupGranted
+// domain's admin countersigns it (keylog.GrantDigest), and SignupGranted
 // registers it with that grant. The record must go unchanged: a record
 // signed again is another record.
 func (c *Client) SignupRequest() (*spindle.User, error) {
 	u := &spindle.User{Name: c.user, PublicKey: c.keys.PublicKey(), DirHosts: []spindle.PeerAddr{p2p.PeerAddrOf(c.svc.peer)}, Version: 1}
-	if err := keyraft.Sign(u, c.keys); err != nil {
+	if err := keylog.Sign(u, c.keys); err != nil {
 		return nil, spindle.E(spindle.Op("client.SignupRequest"), c.user, err)
 	}
 	return u, nil
@@ -430,7 +430,7 @@ func (c *Client) signup(ctx context.Context, first *spindle.User, grant spindle.
 		return spindle.E(op, c.user, spindle.Exist, "the name is registered with another key")
 	case err == nil:
 		if !slices.Contains(cur.DirHosts, addr) {
-			next := keyraft.Next(cur)
+			next := keylog.Next(cur)
 			next.DirHosts = append(next.DirHosts, addr)
 			if err := c.putUser(ctx, next); err != nil {
 				return spindle.E(op, c.user, err)
@@ -477,13 +477,13 @@ func (c *Client) dropDirHost(ctx context.Context, addr spindle.PeerAddr) error {
 	if err != nil {
 		return err
 	}
-	next := keyraft.Next(cur)
+	next := keylog.Next(cur)
 	next.DirHosts = slices.DeleteFunc(next.DirHosts, func(a spindle.PeerAddr) bool { return a == addr })
 	return c.putUser(ctx, next)
 }
 
 func (c *Client) putUser(ctx context.Context, u *spindle.User) error {
-	if err := keyraft.Sign(u, c.keys); err != nil {
+	if err := keylog.Sign(u, c.keys); err != nil {
 		return err
 	}
 	return c.putSigned(ctx, u, nil)
@@ -496,7 +496,7 @@ func (c *Client) putSigned(ctx context.Context, u *spindle.User, grant spindle.S
 	if err != nil {
 		return err
 	}
-	_, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(u), Auth: a, Grant: grant})
+	_, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(u), Auth: a, Grant: grant})
 	c.mu.Lock()
 	delete(c.userKeys, u.Name)
 	c.mu.Unlock()
@@ -532,7 +532,7 @@ func (c *Client) lookupUser(ctx context.Context, name spindle.UserName, fresh bo
 	} else {
 		var resp *wire.Response
 		if resp, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyLookup, User: name}); err == nil {
-			u, err = keyraft.DecodeRecord(resp.Data)
+			u, err = keylog.DecodeRecord(resp.Data)
 		}
 	}
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/p2p"
 )
 
@@ -21,8 +21,8 @@ func (c *Client) SetDirHosts(ctx context.Context, hosts []spindle.PeerAddr) erro
 	if len(hosts) == 0 {
 		return spindle.E(op, c.user, spindle.Invalid, "no dir host: name at least one node")
 	}
-	if len(hosts) > keyraft.MaxDirHosts {
-		return spindle.E(op, c.user, spindle.Invalid, fmt.Sprintf("%d dir hosts, at most %d", len(hosts), keyraft.MaxDirHosts))
+	if len(hosts) > keylog.MaxDirHosts {
+		return spindle.E(op, c.user, spindle.Invalid, fmt.Sprintf("%d dir hosts, at most %d", len(hosts), keylog.MaxDirHosts))
 	}
 	seen := make(map[string]bool)
 	for _, a := range hosts {
@@ -39,7 +39,7 @@ func (c *Client) SetDirHosts(ctx context.Context, hosts []spindle.PeerAddr) erro
 	if err != nil {
 		return spindle.E(op, c.user, err)
 	}
-	next := keyraft.Next(cur)
+	next := keylog.Next(cur)
 	next.DirHosts = append([]spindle.PeerAddr(nil), hosts...)
 	if err := c.putUser(ctx, next); err != nil {
 		return spindle.E(op, c.user, err)

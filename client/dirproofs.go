@@ -79,7 +79,7 @@ func (c *Client) verifyHeadWith(ctx context.Context, h *dirlog.Head, fresh bool)
 	if len(u.DirHosts) == 0 {
 		// Nobody hosts the tree: it does not exist, whatever a node
 		// says about it.
-		return spindle.E(spindle.PathName(h.User+"/"), spindle.NotExist, "no node hosts the tree of "+string(h.User)+" (its key record names no dir host; run spin signup with a node that will host it)")
+		return spindle.E(spindle.PathName(h.User+"/"), spindle.NotExist, ErrNoDirHost)
 	}
 	return h.Verify(dirHosts(u.DirHosts))
 }

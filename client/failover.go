@@ -241,7 +241,7 @@ func (c *Client) Failover(ctx context.Context) (*spindle.User, error) {
 		return nil, spindle.E(op, c.user, err)
 	}
 	if len(u.DirHosts) == 0 {
-		return nil, spindle.E(op, c.user, spindle.NotExist, "your key record names no dir host: run spin signup")
+		return nil, spindle.E(op, c.user, spindle.NotExist, ErrNoDirHost)
 	}
 	heads, newest := c.svc.hostHeads(ctx, c.user, u.DirHosts)
 	seq := heads[0]

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 )
 
@@ -75,7 +75,7 @@ func (c *Client) KeyAudit(ctx context.Context, name spindle.UserName) (*KeyAudit
 	}
 	rep := &KeyAuditReport{User: name}
 	for i, data := range resp.Proofs {
-		p, err := keyraft.UnmarshalProof(data)
+		p, err := keylog.UnmarshalProof(data)
 		if err != nil {
 			return nil, spindle.E(op, name, spindle.Integrity, fmt.Errorf("version %d: %w", i+1, err))
 		}
@@ -107,7 +107,7 @@ func (c *Client) KeyAudit(ctx context.Context, name spindle.UserName) (*KeyAudit
 	if err != nil {
 		return nil, spindle.E(op, name, err)
 	}
-	if last := rep.Versions[n-1].User; last.Version == cur.Version && !bytes.Equal(keyraft.RecordHash(last), keyraft.RecordHash(cur)) {
+	if last := rep.Versions[n-1].User; last.Version == cur.Version && !bytes.Equal(keylog.RecordHash(last), keylog.RecordHash(cur)) {
 		return nil, spindle.E(op, name, spindle.Integrity, fmt.Sprintf("version %d of the history is not the current record", last.Version))
 	}
 	return rep, nil
@@ -132,14 +132,14 @@ func checkVersions(versions []KeyVersion, baseKeys func(spindle.UserName) ([]spi
 			v.Problem = fmt.Sprintf("stands at place %d of the history", i+1)
 		case prev != nil && v.Index <= versions[i-1].Index:
 			v.Problem = fmt.Sprintf("comes before version %d in the log", prev.Version)
-		case prev != nil && !bytes.Equal(u.Prev, keyraft.RecordHash(prev)):
+		case prev != nil && !bytes.Equal(u.Prev, keylog.RecordHash(prev)):
 			v.Problem = fmt.Sprintf("does not link to version %d", prev.Version)
 		case u.SignedBy == u.Name:
 			key := u.PublicKey
 			if prev != nil {
 				key = prev.PublicKey
 			}
-			if spindle.Verify(key, keyraft.SigningDigest(u), u.Signature) != nil {
+			if spindle.Verify(key, keylog.SigningDigest(u), u.Signature) != nil {
 				if prev != nil {
 					v.Problem = fmt.Sprintf("not signed by the key of version %d", prev.Version)
 				} else {
@@ -177,7 +177,7 @@ func (c *Client) heldKeys(ctx context.Context, name spindle.UserName) ([]spindle
 // signedByAny reports whether u's signature verifies with one of keys.
 func signedByAny(keys []spindle.PublicKey, u *spindle.User) bool {
 	for _, k := range keys {
-		if spindle.Verify(k, keyraft.SigningDigest(u), u.Signature) == nil {
+		if spindle.Verify(k, keylog.SigningDigest(u), u.Signature) == nil {
 			return true
 		}
 	}

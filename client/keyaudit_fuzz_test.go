@@ -11,7 +11,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/pack"
 )
 
@@ -29,7 +29,7 @@ func fuzzUser(tb testing.TB, user spindle.UserName, n byte) *pack.Keys {
 func frameRecords(us ...*spindle.User) []byte {
 	var b []byte
 	for _, u := range us {
-		r := keyraft.EncodeRecord(u)
+		r := keylog.EncodeRecord(u)
 		b = binary.BigEndian.AppendUint16(b, uint16(len(r)))
 		b = append(b, r...)
 	}
@@ -42,17 +42,17 @@ func frameRecords(us ...*spindle.User) []byte {
 func FuzzCheckVersions(f *testing.F) {
 	ann1, ann2, thief := fuzzUser(f, "ann@example.com", 1), fuzzUser(f, "ann@example.com", 2), fuzzUser(f, "ann@example.com", 3)
 	v1 := &spindle.User{Name: "ann@example.com", PublicKey: ann1.PublicKey(), Version: 1}
-	if err := keyraft.Sign(v1, ann1); err != nil {
+	if err := keylog.Sign(v1, ann1); err != nil {
 		f.Fatal(err)
 	}
-	v2 := keyraft.Next(v1)
+	v2 := keylog.Next(v1)
 	v2.PublicKey, v2.DirSeq = ann2.PublicKey(), 4
-	if err := keyraft.Sign(v2, ann1); err != nil {
+	if err := keylog.Sign(v2, ann1); err != nil {
 		f.Fatal(err)
 	}
-	forged := keyraft.Next(v2)
+	forged := keylog.Next(v2)
 	forged.PublicKey = thief.PublicKey()
-	if err := keyraft.Sign(forged, thief); err != nil {
+	if err := keylog.Sign(forged, thief); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(frameRecords(v1))
@@ -68,7 +68,7 @@ func FuzzCheckVersions(f *testing.F) {
 			if n > len(data) {
 				break
 			}
-			u, err := keyraft.DecodeRecord(data[:n])
+			u, err := keylog.DecodeRecord(data[:n])
 			data = data[n:]
 			if err != nil {
 				continue
@@ -95,7 +95,7 @@ func FuzzCheckVersions(f *testing.F) {
 			if u.SignedBy != u.Name {
 				key = base.PublicKey()
 			}
-			if err := spindle.Verify(key, keyraft.SigningDigest(u), u.Signature); err != nil {
+			if err := spindle.Verify(key, keylog.SigningDigest(u), u.Signature); err != nil {
 				t.Fatalf("version %d passes without the signature of the key before it: %v", u.Version, err)
 			}
 		}
@@ -121,11 +121,11 @@ func FuzzParseKeyLog(f *testing.F) {
 	// A one-member cluster whose operator made the init change naming
 	// the member, and a head of its tree of that change and two records.
 	op := fuzzUser(f, "op@example.com", 9)
-	init := &keyraft.Change{Seq: 1, Kind: keyraft.ChangeInit, Key: op.PublicKey(), Arg: vkey}
-	if err := keyraft.SignChange(init, op); err != nil {
+	init := &keylog.Change{Seq: 1, Kind: keylog.ChangeInit, Key: op.PublicKey(), Arg: vkey}
+	if err := keylog.SignChange(init, op); err != nil {
 		f.Fatal(err)
 	}
-	enc := keyraft.EncodeChange(init)
+	enc := keylog.EncodeChange(init)
 	hashes := []tlog.Hash{tlog.RecordHash(enc), tlog.RecordHash([]byte("a")), tlog.RecordHash([]byte("b"))}
 	th, err := tlog.TreeHash(3, fixedHashes(hashes))
 	if err != nil {

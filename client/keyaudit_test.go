@@ -15,7 +15,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -42,7 +42,7 @@ func newRogueLog(t *testing.T, nodeHome string, records ...*spindle.User) *rogue
 	}
 	l := &rogueLog{hashes: map[int64]tlog.Hash{}, signer: s}
 	for _, u := range records {
-		data := keyraft.EncodeRecord(u)
+		data := keylog.EncodeRecord(u)
 		hs, err := tlog.StoredHashes(int64(len(l.records)), data, l)
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +85,7 @@ func (l *rogueLog) proof(t *testing.T, i int) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := (&keyraft.Proof{Record: l.records[i], Index: int64(i), Inclusion: rp, Head: head}).MarshalBinary()
+	data, err := (&keylog.Proof{Record: l.records[i], Index: int64(i), Inclusion: rp, Head: head}).MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +134,9 @@ func TestKeyAuditReportsForgedVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forged := keyraft.Next(honest[1])
+	forged := keylog.Next(honest[1])
 	forged.PublicKey = thief.PublicKey()
-	if err := keyraft.Sign(forged, thief); err != nil {
+	if err := keylog.Sign(forged, thief); err != nil {
 		t.Fatal(err)
 	}
 	rogue := newRogueLog(t, home, honest[0], honest[1], forged)

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -67,7 +67,7 @@ func TestKeyAnswersHostile(t *testing.T) {
 			t.Fatal(err)
 		}
 		u := &spindle.User{Name: "mallory@example.com", PublicKey: k.PublicKey(), Version: 1}
-		if err := keyraft.Sign(u, k); err != nil {
+		if err := keylog.Sign(u, k); err != nil {
 			t.Fatal(err)
 		}
 		filler = append(filler, u)
@@ -89,7 +89,7 @@ func TestKeyAnswersHostile(t *testing.T) {
 	memberName, _, _ := strings.Cut(n.VerifierKey(), "+")
 	resign := func(s note.Signer) func([]byte) []byte {
 		return func(data []byte) []byte {
-			p, err := keyraft.UnmarshalProof(data)
+			p, err := keylog.UnmarshalProof(data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,8 +146,8 @@ func TestKeyAnswersHostile(t *testing.T) {
 		want string // In the error.
 	}{
 		{"record that does not match its proof", proofLie(func(data []byte) []byte {
-			p, _ := keyraft.UnmarshalProof(data)
-			c, _ := keyraft.UnmarshalProof(carolProof)
+			p, _ := keylog.UnmarshalProof(data)
+			c, _ := keylog.UnmarshalProof(carolProof)
 			p.Record = c.Record
 			out, _ := p.MarshalBinary()
 			return out
@@ -166,7 +166,7 @@ func TestKeyAnswersHostile(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				return mustEncode(t, &wire.Response{Data: keyraft.MarshalTreeProof(p)}), true
+				return mustEncode(t, &wire.Response{Data: keylog.MarshalTreeProof(p)}), true
 			}
 			return nil, false
 		}, "transparency log rewritten"},
@@ -204,10 +204,10 @@ func TestKeyAnswersHostile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := keyraft.Next(cur)
+	u := keylog.Next(cur)
 	u.PublicKey = thief.PublicKey()
 	u.DirSeq = h.Seq // As the node wants of a key change, so that the key decides.
-	if err := keyraft.Sign(u, thief); err != nil {
+	if err := keylog.Sign(u, thief); err != nil {
 		t.Fatal(err)
 	}
 	th := dialAs(t, n, "mallory@example.com")
@@ -216,7 +216,7 @@ func TestKeyAnswersHostile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = th.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(u), Auth: a})
+		_, err = th.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(u), Auth: a})
 		return err
 	}
 	if err := put(u); !errors.Is(err, spindle.Permission) {
@@ -224,7 +224,7 @@ func TestKeyAnswersHostile(t *testing.T) {
 	}
 	// A second registration of the taken name, with the thief's key.
 	second := &spindle.User{Name: "ann@example.com", PublicKey: thief.PublicKey(), Version: 1}
-	if err := keyraft.Sign(second, thief); err != nil {
+	if err := keylog.Sign(second, thief); err != nil {
 		t.Fatal(err)
 	}
 	if err := put(second); !errors.Is(err, spindle.Exist) {

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 )
 
@@ -27,13 +27,13 @@ import (
 // a proof that it is in the key cluster's transparency log, under a tree
 // head signed by a majority of the cluster's members, and every head is
 // checked to extend the newest one the client has seen before
-// (keyraft.Checker). A node can then neither make up a record nor rewrite
+// (keylog.Checker). A node can then neither make up a record nor rewrite
 // or fork the log without the client noticing; what it can still do is
 // answer with an older head, which serves at most records that were once
 // valid, or refuse to answer.
 //
 // The client is tied to no member: it follows the cluster's members
-// through the log (keyraft.NewFollowingChecker). The configuration
+// through the log (keylog.NewFollowingChecker). The configuration
 // changes, each signed by an operator, are leaves of the log, and a head
 // names the configuration in force in its tree; a head naming a newer one
 // than the client knows comes with the changes in between, proved in its
@@ -71,7 +71,7 @@ type keyLog struct {
 	boot string // Verifier key of the member first trusted.
 	// checker checks heads and records; refresh replaces it with one
 	// from the file when another command saved a newer head there.
-	checker atomic.Pointer[keyraft.Checker]
+	checker atomic.Pointer[keylog.Checker]
 
 	mu       sync.Mutex
 	versions map[spindle.UserName]int64 // Newest record version seen, by user.
@@ -88,10 +88,8 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 	data, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
 		if pin == "" && c.cfg.RequireKeyLog {
-			return nil, spindle.E(spindle.NotExist, fmt.Sprintf("key log %s is missing; "+
-				"it holds what this client trusts of the key cluster, which is not taken from the node again without your say: "+
-				"restore the file from a backup, or start a new one with spin init -force -recover USER "+
-				"(-verifier KEY pins a key of the cluster, from its operator, instead of trusting the node's)", file))
+			return nil, spindle.E(spindle.NotExist, fmt.Errorf("%w: %s holds what this client trusts of the key cluster, "+
+				"which is not taken from the node again without your say", ErrKeyLogMissing, file))
 		}
 		boot := pin
 		if boot == "" {
@@ -157,7 +155,7 @@ func (c *Client) openKeyLog(ctx context.Context, file, theirs string) (*keyLog, 
 		case herr == nil && len(l.chk().Members()) == 0:
 			// A member that joined so recently that its head is from
 			// before the cluster recorded its members.
-			return nil, spindle.E(spindle.Transient, fmt.Sprintf("the node signs with %s, not the key %s this client trusts (from %s), and its newest head does not name the cluster's members yet; try again shortly", theirs, l.boot, file))
+			return nil, spindle.E(spindle.Transient, fmt.Sprintf("the node signs with %s, not the key %s this client trusts (from %s), and its newest head does not name the cluster's members yet", theirs, l.boot, file))
 		case herr != nil:
 			c.log.Debug("the node's key cluster is not followed from the key log", "err", herr)
 			c.log.Debug("the node's key cluster is not followed from the key log", "err", herr)
@@ -206,18 +204,16 @@ func (c *Client) nodeVerifier(ctx context.Context, known string) (string, error)
 // otherCluster is the error for a node whose key cluster signs with
 // theirs when the client trusts ours (from where).
 func (c *Client) otherCluster(theirs, ours, from string) error {
-	return spindle.E(spindle.Integrity, fmt.Sprintf(
-		"the node's key cluster signs with %s, but this client trusts only %s (from %s); "+
-			"if you moved to another cluster on purpose, remove that file or run spin init -force", theirs, ours, from))
+	return spindle.E(spindle.Integrity, fmt.Errorf("%w: it signs with %s, but this client trusts only %s (from %s)", ErrOtherCluster, theirs, ours, from))
 }
 
-func newKeyLog(file, boot string, changes []keyraft.ConfigEntry, head []byte) (*keyLog, error) {
+func newKeyLog(file, boot string, changes []keylog.ConfigEntry, head []byte) (*keyLog, error) {
 	boot = strings.TrimSpace(boot)
-	cl, err := keyraft.RestoreConfigLog(changes)
+	cl, err := keylog.RestoreConfigLog(changes)
 	if err != nil {
 		return nil, err
 	}
-	checker, err := keyraft.NewFollowingChecker(cl, boot)
+	checker, err := keylog.NewFollowingChecker(cl, boot)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +253,7 @@ func parseKeyLog(file string, data []byte) (parsedKeyLog, error) {
 // keyLogFile is the content of a key log file, split into its parts.
 type keyLogFile struct {
 	boot     string
-	changes  []keyraft.ConfigEntry
+	changes  []keylog.ConfigEntry
 	versions map[spindle.UserName]int64
 	head     []byte
 	legacy   bool // The first form: the boot key on the first line, no changes; its head is dropped.
@@ -291,7 +287,7 @@ func splitKeyLog(data []byte) (keyLogFile, error) {
 		if err != nil {
 			return keyLogFile{}, fmt.Errorf("bad change in %q", line)
 		}
-		kf.changes = append(kf.changes, keyraft.ConfigEntry{Index: idx, Change: enc})
+		kf.changes = append(kf.changes, keylog.ConfigEntry{Index: idx, Change: enc})
 	}
 	for strings.HasPrefix(rest, "version ") {
 		var line string
@@ -317,7 +313,7 @@ func splitKeyLog(data []byte) (keyLogFile, error) {
 }
 
 // chk returns the checker of the key log.
-func (l *keyLog) chk() *keyraft.Checker { return l.checker.Load() }
+func (l *keyLog) chk() *keylog.Checker { return l.checker.Load() }
 
 // refresh takes what other commands of the user saved in the key log
 // file since this client read it, as a client started now would: a head
@@ -438,22 +434,22 @@ func (l *keyLog) content(stored keyLogFile) []byte {
 // A prover asks the node for consistency proofs of the key cluster's log.
 type prover struct{ svc *remote }
 
-// ConfigProofs implements keyraft.ConfigProver.
-func (p prover) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keyraft.Proof, error) {
+// ConfigProofs implements keylog.ConfigProver.
+func (p prover) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keylog.Proof, error) {
 	resp, err := p.svc.call(ctx, &wire.Request{Method: wire.KeyConfig, Seq: after, Data: head})
 	if err != nil {
 		return nil, err
 	}
-	return keyraft.UnmarshalProofs(resp.Proofs)
+	return keylog.UnmarshalProofs(resp.Proofs)
 }
 
-// ConsistencyProof implements keyraft.TreeProver.
+// ConsistencyProof implements keylog.TreeProver.
 func (p prover) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error) {
 	resp, err := p.svc.call(ctx, &wire.Request{Method: wire.KeyConsistency, Seq: oldSize, Size: newSize})
 	if err != nil {
 		return nil, err
 	}
-	return keyraft.UnmarshalTreeProof(resp.Data)
+	return keylog.UnmarshalTreeProof(resp.Data)
 }
 
 // provedRecord asks the node for name's key record with its proof and
@@ -464,7 +460,7 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 	if err != nil {
 		return nil, err
 	}
-	p, err := keyraft.UnmarshalProof(resp.Data)
+	p, err := keylog.UnmarshalProof(resp.Data)
 	if err != nil {
 		return nil, err
 	}
@@ -503,7 +499,7 @@ func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]*s
 	}
 	var versions []*spindle.User
 	for _, data := range resp.Proofs {
-		p, err := keyraft.UnmarshalProof(data)
+		p, err := keylog.UnmarshalProof(data)
 		if err != nil {
 			return nil, err
 		}
@@ -512,7 +508,7 @@ func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]*s
 			u, err = c.keyLog.chk().VerifyLookup(ctx, p, name, prover{c.svc})
 		} else {
 			// Without a key log nothing is proved: the node's word is taken.
-			u, err = keyraft.DecodeRecord(p.Record)
+			u, err = keylog.DecodeRecord(p.Record)
 		}
 		if err != nil {
 			return nil, err

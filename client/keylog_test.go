@@ -93,7 +93,7 @@ func TestKeyLogRejectsAnotherCluster(t *testing.T) {
 	defer n2.Close()
 	dialAs(t, n2, "bob@example.com")
 	_, err = dialKeyLog(t, n2, "ann@example.com", file)
-	if !errors.Is(err, spindle.Integrity) || !strings.Contains(err.Error(), file) {
+	if !errors.Is(err, spindle.Integrity) || !errors.Is(err, ErrOtherCluster) || !strings.Contains(err.Error(), file) {
 		t.Errorf("dial a node of another cluster: %v, want an Integrity error naming %s", err, file)
 	}
 	if after, _ := os.ReadFile(file); string(after) != string(before) {

@@ -147,11 +147,11 @@ func (c *Client) putRules(ctx context.Context, name spindle.PathName, r io.Reade
 			w.group("named by "+string(name), pathOf(gerr), gerr)
 		}
 		if rep.Err != nil {
-			w.add(spindle.E(rep.Name, fmt.Errorf("keys not re-wrapped (run spin share -fix %s): %w", rep.Name, rep.Err)))
+			w.add(spindle.E(rep.Name, &ReshareError{Path: rep.Name, Err: rep.Err}))
 		}
 	}
 	if err != nil {
-		w.add(spindle.E(scope.Path(), fmt.Errorf("re-sharing stopped (run spin share -fix -R %s): %w", scope.Path(), err)))
+		w.add(spindle.E(scope.Path(), &ReshareError{Path: scope.Path(), Tree: true, Err: err}))
 	}
 	return e, w.err()
 }

@@ -451,33 +451,39 @@ func (r *remote) Watch(ctx context.Context, _ spindle.UserName, name spindle.Pat
 		return nil, err
 	}
 	ch := make(chan spindle.Event, 16)
-	go func() {
-		<-ctx.Done()
-		c.Reset()
-	}()
+	// One goroutine per watch, which ends with the stream or ctx: the
+	// stream is reset when ctx ends, and no send outlasts ctx.
+	stop := context.AfterFunc(ctx, func() { c.Reset() })
 	go func() {
 		defer close(ch)
 		defer c.Close()
+		defer stop()
+		send := func(ev spindle.Event) bool {
+			select {
+			case ch <- ev:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
 		for {
 			msg, err := c.Recv()
 			if err != nil {
 				if err != io.EOF && ctx.Err() == nil {
-					ch <- spindle.Event{Err: err}
+					send(spindle.Event{Err: err})
 				}
 				return
 			}
 			var resp wire.Response
 			if err := wire.Decode(msg, &resp); err != nil {
-				ch <- spindle.Event{Err: err}
+				send(spindle.Event{Err: err})
 				return
 			}
 			ev := spindle.Event{Entry: resp.Entry, Delete: resp.Delete}
 			if resp.Err != nil {
 				ev.Err = spindle.UnmarshalError(resp.Err)
 			}
-			select {
-			case ch <- ev:
-			case <-ctx.Done():
+			if !send(ev) {
 				return
 			}
 		}

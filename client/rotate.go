@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/pack"
 )
@@ -36,7 +36,7 @@ func (c *Client) RotateKey(ctx context.Context, s pack.Secret) error {
 	if cur.PublicKey != c.keys.PublicKey() {
 		return spindle.E(op, c.user, spindle.Permission, "the registered key is not this client's current key")
 	}
-	u := keyraft.Next(cur)
+	u := keylog.Next(cur)
 	u.PublicKey = next.PublicKey()
 	h, err := c.svc.Head(ctx, c.user)
 	switch {
@@ -45,14 +45,14 @@ func (c *Client) RotateKey(ctx context.Context, s pack.Secret) error {
 	case !errors.Is(err, spindle.NotExist):
 		return spindle.E(op, c.user, err)
 	}
-	if err := keyraft.Sign(u, c.keys); err != nil {
+	if err := keylog.Sign(u, c.keys); err != nil {
 		return spindle.E(op, c.user, err)
 	}
 	a, err := c.possession(c.user, next)
 	if err != nil {
 		return spindle.E(op, c.user, err)
 	}
-	if _, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(u), Auth: a}); err != nil {
+	if _, err := c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(u), Auth: a}); err != nil {
 		return spindle.E(op, c.user, err)
 	}
 	if err := c.keys.Rotate(s); err != nil {

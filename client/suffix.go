@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
@@ -34,14 +34,14 @@ func (c *Client) SignupSuffixed(ctx context.Context, s spindle.Signer) error {
 		return spindle.E(op, name, spindle.Exist, "the name is registered with another key")
 	}
 	u := &spindle.User{Name: name, PublicKey: s.PublicKey(), DirHosts: []spindle.PeerAddr{p2p.PeerAddrOf(c.svc.peer)}, Version: 1}
-	if err := keyraft.Sign(u, c.keys); err != nil {
+	if err := keylog.Sign(u, c.keys); err != nil {
 		return spindle.E(op, name, err)
 	}
 	a, err := c.possession(name, s)
 	if err != nil {
 		return spindle.E(op, name, err)
 	}
-	_, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(u), Auth: a})
+	_, err = c.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(u), Auth: a})
 	c.mu.Lock()
 	delete(c.userKeys, name)
 	c.mu.Unlock()

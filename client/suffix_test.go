@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -66,14 +66,14 @@ func TestSignupSuffixed(t *testing.T) {
 	// key cluster refuse both.
 	for _, signer := range []spindle.Signer{bob.keys, phone} {
 		rec := &spindle.User{Name: "ann+phone@example.com", PublicKey: phone.PublicKey(), DirHosts: []spindle.PeerAddr{p2p.PeerAddrOf(bob.svc.peer)}, Version: 1}
-		if err := keyraft.Sign(rec, signer); err != nil {
+		if err := keylog.Sign(rec, signer); err != nil {
 			t.Fatal(err)
 		}
 		a, err := bob.possession(rec.Name, phone)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = bob.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(rec), Auth: a})
+		_, err = bob.svc.call(ctx, &wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(rec), Auth: a})
 		if !errors.Is(err, spindle.Permission) && !errors.Is(err, spindle.Invalid) {
 			t.Errorf("bob puts ann+phone's record signed by %s: %v, want a refusal", signer.UserName(), err)
 		}

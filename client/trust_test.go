@@ -34,8 +34,8 @@ func TestKeyLogTrust(t *testing.T) {
 	cfg := Config{Keys: keys, Node: n.DialAddr(), KeyLog: file, RequireKeyLog: true}
 
 	// Missing and required: refused, and nothing is written.
-	if _, err := Dial(ctx, cfg); !errors.Is(err, spindle.NotExist) || !strings.Contains(err.Error(), "spin init") {
-		t.Fatalf("dial without a key log: %v, want NotExist naming the remedy", err)
+	if _, err := Dial(ctx, cfg); !errors.Is(err, spindle.NotExist) || !errors.Is(err, ErrKeyLogMissing) || !strings.Contains(err.Error(), file) {
+		t.Fatalf("dial without a key log: %v, want NotExist, ErrKeyLogMissing, naming the file", err)
 	}
 	if _, err := os.Stat(file); err == nil {
 		t.Fatal("key log created although required to exist")

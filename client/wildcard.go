@@ -65,7 +65,7 @@ func (c *Client) wildcardWarning(ctx context.Context, name spindle.PathName, dat
 	for _, w := range slices.Sorted(maps.Keys(members)) {
 		parts = append(parts, fmt.Sprintf("%s covers %s", w, countUsers(members[w])))
 	}
-	return spindle.E(name, fmt.Sprintf("%s: under the key cluster's open policy anyone can register a name in a domain, so a wildcard grants to whoever does, now or later (spin share lists them)", strings.Join(parts, ", ")))
+	return spindle.E(name, fmt.Errorf("%s: %w", strings.Join(parts, ", "), ErrOpenWildcard))
 }
 
 // countUsers says how many users there are, and names a few.

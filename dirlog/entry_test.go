@@ -94,7 +94,7 @@ func TestSignatureCoversEveryField(t *testing.T) {
 			t.Fatalf("flipping byte %d left the signature valid", i)
 		}
 	}
-	if e.Hash() == (Hash{}) || e.Hash() != e.Hash() {
+	if h1, h2 := e.Hash(), e.Hash(); h1 == (Hash{}) || h1 != h2 {
 		t.Fatal("hash is zero or unstable")
 	}
 }

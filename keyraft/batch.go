@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // Batching. Registrations that arrive together share one Raft log entry,
@@ -46,7 +47,7 @@ type batchItem struct {
 type decodedItem struct {
 	u     *spindle.User
 	enc   []byte // EncodeRecord(u), a copy that the item owns.
-	ch    *Change
+	ch    *keylog.Change
 	grant spindle.Signature
 }
 
@@ -85,21 +86,21 @@ func decodeBatch(data []byte) ([]decodedItem, error) {
 	}
 	items := make([]decodedItem, 0, min(n, 64))
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		enc := d.bytes(MaxRecordSize)
-		grant := d.bytes(MaxSignatureLen)
+		enc := d.bytes(keylog.MaxRecordSize)
+		grant := d.bytes(keylog.MaxSignatureLen)
 		if d.err != nil {
 			break
 		}
 		var it decodedItem
 		var err error
-		if bytes.HasPrefix(enc, []byte(changeMagic)) {
-			it.ch, err = DecodeChange(enc)
+		if keylog.IsChange(enc) {
+			it.ch, err = keylog.DecodeChange(enc)
 			if err == nil && len(grant) != 0 {
 				err = spindle.E(spindle.Invalid, "a config change carries a countersignature")
 			}
 		} else {
 			it.enc = bytes.Clone(enc)
-			it.u, err = DecodeRecord(it.enc)
+			it.u, err = keylog.DecodeRecord(it.enc)
 		}
 		if err != nil {
 			return nil, spindle.E(op, fmt.Errorf("batch item %d: %w", i, err))
@@ -247,4 +248,61 @@ func (c *Cluster) submit(ctx context.Context, r *putReq) error {
 	case <-timer.C:
 		return spindle.E(spindle.Transient, name, fmt.Errorf("%w: no answer from raft within %v", errOutcomeUnknown, c.cfg.ApplyTimeout))
 	}
+}
+
+// appendString appends s to b, prefixed by its length as a uvarint, as the
+// encodings of package keylog do.
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// decoder reads the fields of a batch, as keylog's decoder reads those of
+// records and changes. The first error sticks.
+type decoder struct {
+	data []byte
+	err  error
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	n, k := binary.Uvarint(d.data)
+	if k <= 0 {
+		d.fail(errors.New("bad uvarint"))
+		return 0
+	}
+	if k != len(binary.AppendUvarint(nil, n)) {
+		// Every value has one encoding, so that decoding and encoding
+		// again gives back the same bytes.
+		d.fail(errors.New("uvarint not in its shortest form"))
+		return 0
+	}
+	d.data = d.data[k:]
+	return n
+}
+
+func (d *decoder) bytes(max int) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(max) {
+		d.fail(fmt.Errorf("field of %d bytes, more than %d", n, max))
+		return nil
+	}
+	if n > uint64(len(d.data)) {
+		d.fail(errors.New("short data"))
+		return nil
+	}
+	b := d.data[:n:n]
+	d.data = d.data[n:]
+	return b
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 func TestBatchEncoding(t *testing.T) {
@@ -21,7 +22,7 @@ func TestBatchEncoding(t *testing.T) {
 	for i := range 3 {
 		u := register(t, newSigner(t, spindle.UserName(fmt.Sprintf("b%d@example.com", i))))
 		want = append(want, u)
-		recs = append(recs, EncodeRecord(u))
+		recs = append(recs, keylog.EncodeRecord(u))
 	}
 	b := encodeBatch(items(recs...))
 	got, err := decodeBatch(b)
@@ -40,7 +41,7 @@ func TestBatchEncoding(t *testing.T) {
 		"empty":                          nil,
 		"not a batch":                    append([]byte{cmdPut}, recs[0]...),
 		"no records":                     encodeBatch(nil),
-		"change with a countersignature": encodeBatch([]batchItem{{enc: EncodeChange(signedChange(t, newSigner(t, ann), &Change{Seq: 1, Kind: ChangeAdmit, Key: newSigner(t, bob).pub})), grant: []byte("sig")}}),
+		"change with a countersignature": encodeBatch([]batchItem{{enc: keylog.EncodeChange(signedChange(t, newSigner(t, ann), &keylog.Change{Seq: 1, Kind: keylog.ChangeAdmit, Key: newSigner(t, bob).pub})), grant: []byte("sig")}}),
 		"trailing":                       append(bytes.Clone(b), 0),
 		"truncated":                      b[:len(b)-1],
 		"damaged record":                 flipByte(b, 4),
@@ -127,13 +128,13 @@ func TestBatchesShareAnEntry(t *testing.T) {
 // refuses only once earlier records of the batch are applied: each Put
 // gets its own outcome and the refused ones change nothing.
 func TestBatchOutcomesPerRecord(t *testing.T) {
-	ann1 := EncodeRecord(register(t, newSigner(t, ann)))
+	ann1 := keylog.EncodeRecord(register(t, newSigner(t, ann)))
 	f := newFSM()
 	cmd := encodeBatch(items(
 		ann1,
-		EncodeRecord(register(t, newSigner(t, ann))), // Taken by the record before it.
+		keylog.EncodeRecord(register(t, newSigner(t, ann))), // Taken by the record before it.
 		ann1, // Repeats it: no change.
-		EncodeRecord(register(t, newSigner(t, bob))),
+		keylog.EncodeRecord(register(t, newSigner(t, bob))),
 	))
 	res, ok := f.Apply(&raft.Log{Index: 7, Data: cmd}).(batchResult)
 	if !ok || len(res) != 4 {
@@ -178,7 +179,7 @@ func TestBatchSignersChangeWithinBatch(t *testing.T) {
 	forged := update(t, v2, key1.pub, key1) // Signed with the replaced key.
 	v3 := update(t, v2, key2.pub, key2)
 	cam := &spindle.User{Name: annCam, PublicKey: newSigner(t, annCam).pub, Version: 1}
-	if err := Sign(cam, key2); err != nil {
+	if err := keylog.Sign(cam, key2); err != nil {
 		t.Fatal(err)
 	}
 	badBob := register(t, newSigner(t, bob))
@@ -186,7 +187,7 @@ func TestBatchSignersChangeWithinBatch(t *testing.T) {
 	recs := []*spindle.User{v1, v2, forged, v3, cam, badBob}
 	var encs [][]byte
 	for _, u := range recs {
-		encs = append(encs, EncodeRecord(u))
+		encs = append(encs, keylog.EncodeRecord(u))
 	}
 
 	f := newFSM()
@@ -254,32 +255,32 @@ func TestSigCache(t *testing.T) {
 	k := newSigner(t, ann)
 	u := register(t, k)
 	other := register(t, k) // Same user and key, another signature.
-	if c.verified(k.pub, EncodeRecord(u)) {
+	if c.verified(k.pub, keylog.EncodeRecord(u)) {
 		t.Fatal("empty cache knows a record")
 	}
-	c.add(k.pub, EncodeRecord(u))
-	if !c.verified(k.pub, EncodeRecord(u)) {
+	c.add(k.pub, keylog.EncodeRecord(u))
+	if !c.verified(k.pub, keylog.EncodeRecord(u)) {
 		t.Error("cache forgot a record")
 	}
-	if c.verified(k.pub, EncodeRecord(other)) || c.verified(newSigner(t, ann).pub, EncodeRecord(u)) {
+	if c.verified(k.pub, keylog.EncodeRecord(other)) || c.verified(newSigner(t, ann).pub, keylog.EncodeRecord(u)) {
 		t.Error("cache answers for another record or key")
 	}
 	var last *spindle.User
 	for i := range maxSigCache + 1 {
 		u := *u
 		u.Version = int64(i + 2)
-		c.add(k.pub, EncodeRecord(&u))
+		c.add(k.pub, keylog.EncodeRecord(&u))
 		last = &u
 	}
 	if n := len(c.cur) + len(c.old); n > maxSigCache {
 		t.Errorf("cache holds %d entries, more than %d", n, maxSigCache)
 	}
-	if !c.verified(k.pub, EncodeRecord(last)) {
+	if !c.verified(k.pub, keylog.EncodeRecord(last)) {
 		t.Error("cache forgot the record added last")
 	}
 	var nilCache *sigCache
-	nilCache.add(k.pub, EncodeRecord(u))
-	if nilCache.verified(k.pub, EncodeRecord(u)) {
+	nilCache.add(k.pub, keylog.EncodeRecord(u))
+	if nilCache.verified(k.pub, keylog.EncodeRecord(u)) {
 		t.Error("nil cache knows a record")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // records returns n signed version-1 records of fresh users.
@@ -95,7 +96,7 @@ func BenchmarkLookupProof(b *testing.B) {
 		}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, _, err := VerifyLookup(p, names[7], v); err != nil {
+			if _, _, err := keylog.VerifyLookup(p, names[7], v); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -228,7 +229,7 @@ func BenchmarkApplyBatch(b *testing.B) {
 	for i := range 8 {
 		var encs [][]byte
 		for _, u := range records(b, fmt.Sprintf("apply%d-", i), n) {
-			encs = append(encs, EncodeRecord(u))
+			encs = append(encs, keylog.EncodeRecord(u))
 		}
 		cmds = append(cmds, encodeBatch(items(encs...)))
 	}

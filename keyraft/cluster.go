@@ -25,6 +25,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // ErrNotLeader is the cause of the Transient error that Put returns on a
@@ -113,11 +114,11 @@ type Cluster struct {
 	vkey   string
 
 	cosMu      sync.Mutex
-	cosInfo    HeadInfo     // What the newest cosigned head states.
-	cosHead    []byte       // The newest cosigned head, or nil.
-	cosNext    *cosignRound // The round that starts next, if any caller waits for one.
-	cosRunning bool         // A goroutine runs rounds.
-	cosAt      time.Time    // When the last round made a head.
+	cosInfo    keylog.HeadInfo // What the newest cosigned head states.
+	cosHead    []byte          // The newest cosigned head, or nil.
+	cosNext    *cosignRound    // The round that starts next, if any caller waits for one.
+	cosRunning bool            // A goroutine runs rounds.
+	cosAt      time.Time       // When the last round made a head.
 
 	putq        chan *putReq   // Checked records waiting for the batcher.
 	quit        chan struct{}  // Closed by Close: the batcher stops.
@@ -271,7 +272,7 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 
 // loadNoteKey sets up the note signer from the config or from Dir/raft/notekey.
 func (c *Cluster) loadNoteKey() error {
-	name := keyName(c.cfg.ID)
+	name := keylog.MemberKeyName(c.cfg.ID)
 	skey := c.cfg.NoteKey
 	if skey == "" {
 		var path string
@@ -337,7 +338,7 @@ func vkeyOf(name, skey string) (string, error) {
 }
 
 // VerifierKey returns the note verifier key of this member's tree-head
-// signing key, which clients give to [NewChecker] or [NewVerifiers].
+// signing key, which clients give to [keylog.NewChecker] or [keylog.NewVerifiers].
 func (c *Cluster) VerifierKey() string { return c.vkey }
 
 // ID returns the member's ID.
@@ -524,7 +525,7 @@ func (c *Cluster) Domain(ctx context.Context, domain string) ([]spindle.UserName
 // checks the record again when applying it. Records put concurrently are
 // proposed together, in one Raft log entry (see [MaxBatch]). Putting the
 // current record again is not an error. A member that is not the leader
-// checks only the record's form (see [CheckRecord]: a malformed record is
+// checks only the record's form (see [keylog.CheckRecord]: a malformed record is
 // Invalid), not against its replica, which may lag the leader's, and
 // returns Transient wrapping [ErrNotLeader]; the caller forwards the
 // request to [Cluster.Leader]. Error kinds: Invalid, Permission, Exist,
@@ -535,9 +536,9 @@ func (c *Cluster) Put(ctx context.Context, u *spindle.User) error {
 	return c.put(ctx, u, nil)
 }
 
-// PutGranted is Put for a new name under the domain policy ([PolicyDomain]):
+// PutGranted is Put for a new name under the domain policy ([keylog.PolicyDomain]):
 // grant is the countersignature of the domain's admin key over
-// [GrantDigest](u). Without a valid one such a registration fails with
+// [keylog.GrantDigest](u). Without a valid one such a registration fails with
 // Permission. Under the open policy, and for updates, grant is ignored.
 func (c *Cluster) PutGranted(ctx context.Context, u *spindle.User, grant spindle.Signature) error {
 	return c.put(ctx, u, grant)
@@ -548,17 +549,17 @@ func (c *Cluster) put(ctx context.Context, u *spindle.User, grant spindle.Signat
 	if u == nil {
 		return spindle.E(op, spindle.Invalid, "nil record")
 	}
-	if len(grant) > MaxSignatureLen {
-		return spindle.E(op, spindle.Invalid, u.Name, fmt.Sprintf("countersignature of %d bytes, more than %d", len(grant), MaxSignatureLen))
+	if len(grant) > keylog.MaxSignatureLen {
+		return spindle.E(op, spindle.Invalid, u.Name, fmt.Sprintf("countersignature of %d bytes, more than %d", len(grant), keylog.MaxSignatureLen))
 	}
 	rec := clone(u)
-	if err := checkRecord(rec); err != nil {
+	if err := keylog.CheckRecord(rec); err != nil {
 		return spindle.E(op, err)
 	}
 	if err := c.leading(ctx, rec.Name); err != nil {
 		return spindle.E(op, err)
 	}
-	enc := EncodeRecord(rec)
+	enc := keylog.EncodeRecord(rec)
 	c.fsm.mu.RLock()
 	dup, err := c.fsm.st.checkFormed(rec, enc, grant, true)
 	c.fsm.mu.RUnlock()
@@ -644,7 +645,7 @@ func raftError(op spindle.Op, name spindle.UserName, err error) error {
 }
 
 // Head returns a tree head of this member's current log, signed by a
-// majority of the cluster's members (see [VerifyQuorum]). Error kinds:
+// majority of the cluster's members (see [keylog.VerifyQuorum]). Error kinds:
 // Transient (too few members signed in time).
 func (c *Cluster) Head(ctx context.Context) ([]byte, error) {
 	const op spindle.Op = "keyraft.Head"
@@ -661,7 +662,7 @@ func (c *Cluster) Head(ctx context.Context) ([]byte, error) {
 // LookupProof returns name's current record with a proof of its inclusion
 // in the transparency log, against this member's current signed tree head.
 // Error kinds: Invalid, NotExist.
-func (c *Cluster) LookupProof(ctx context.Context, name spindle.UserName) (*Proof, error) {
+func (c *Cluster) LookupProof(ctx context.Context, name spindle.UserName) (*keylog.Proof, error) {
 	const op spindle.Op = "keyraft.LookupProof"
 	canon, err := spindle.CleanUser(name)
 	if err != nil {
@@ -676,9 +677,9 @@ func (c *Cluster) LookupProof(ctx context.Context, name spindle.UserName) (*Proo
 
 // History returns every version of name's record, oldest first, each with
 // its inclusion proof against one signed tree head, so that the owner can
-// audit every change ever made to the record (see [VerifyHistory]). Error
+// audit every change ever made to the record (see [keylog.VerifyHistory]). Error
 // kinds: Invalid, NotExist.
-func (c *Cluster) History(ctx context.Context, name spindle.UserName) ([]*Proof, error) {
+func (c *Cluster) History(ctx context.Context, name spindle.UserName) ([]*keylog.Proof, error) {
 	const op spindle.Op = "keyraft.History"
 	canon, err := spindle.CleanUser(name)
 	if err != nil {
@@ -693,7 +694,7 @@ func (c *Cluster) History(ctx context.Context, name spindle.UserName) ([]*Proof,
 
 // proofs returns proofs for name's current version, or for all of them,
 // against the newest cosigned head that holds them.
-func (c *Cluster) proofs(ctx context.Context, name spindle.UserName, currentOnly bool) ([]*Proof, error) {
+func (c *Cluster) proofs(ctx context.Context, name spindle.UserName, currentOnly bool) ([]*keylog.Proof, error) {
 	c.fsm.mu.RLock()
 	idx := c.fsm.st.users[name]
 	c.fsm.mu.RUnlock()
@@ -711,14 +712,14 @@ func (c *Cluster) proofs(ctx context.Context, name spindle.UserName, currentOnly
 	}
 	c.fsm.mu.RLock()
 	st := c.fsm.st
-	var ps []*Proof
+	var ps []*keylog.Proof
 	for _, i := range idx {
 		var rp tlog.RecordProof
 		rp, err = tlog.ProveRecord(hi.N, i, st)
 		if err != nil {
 			break
 		}
-		ps = append(ps, &Proof{Record: bytes.Clone(st.entries[i].enc), Index: i, Inclusion: rp, Head: bytes.Clone(head)})
+		ps = append(ps, &keylog.Proof{Record: bytes.Clone(st.entries[i].enc), Index: i, Inclusion: rp, Head: bytes.Clone(head)})
 	}
 	c.fsm.mu.RUnlock()
 	if err != nil {
@@ -727,7 +728,45 @@ func (c *Cluster) proofs(ctx context.Context, name spindle.UserName, currentOnly
 	return ps, nil
 }
 
-// ConsistencyProof implements [TreeProver]: it proves that this member's log
+// maxConfigProofs bounds the configuration changes in one answer of
+// ConfigProofs; a client asks again for the rest.
+const maxConfigProofs = 256
+
+// ConfigProofs implements [keylog.ConfigProver] for a client following the
+// cluster's members: the configuration changes after the first after
+// ones, up to the configuration of the tree head (a head this member or
+// another served), each proved against that tree. A head this member
+// cannot prove (a tree it has not applied) is Transient; a malformed head
+// or a negative after is Invalid.
+func (c *Cluster) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keylog.Proof, error) {
+	const op spindle.Op = "keyraft.ConfigProofs"
+	hi, err := keylog.ParseHead(head)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if after < 0 {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("configuration changes after %d", after))
+	}
+	c.fsm.mu.RLock()
+	defer c.fsm.mu.RUnlock()
+	st := c.fsm.st
+	if hi.N > st.size() {
+		return nil, spindle.E(op, spindle.Transient, fmt.Sprintf("this member has applied %d leaves, not the %d of the head", st.size(), hi.N))
+	}
+	end := min(st.seqAt(hi.N), after+maxConfigProofs)
+	var ps []*keylog.Proof
+	for seq := after + 1; seq <= end; seq++ {
+		i := st.cfgIdx[seq-1]
+		rp, err := tlog.ProveRecord(hi.N, i, st)
+		if err != nil {
+			return nil, spindle.E(op, spindle.Internal, fmt.Errorf("prove configuration change %d: %w", seq, err))
+		}
+		ps = append(ps, &keylog.Proof{Record: bytes.Clone(st.entries[i].enc), Index: i, Inclusion: rp, Head: bytes.Clone(head)})
+	}
+	return ps, nil
+}
+
+// ConsistencyProof implements [keylog.TreeProver]: it proves that this member's log
 // of newSize records extends its log of oldSize records. It fails with
 // Invalid unless 0 < oldSize <= newSize <= the log's size.
 func (c *Cluster) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error) {
@@ -822,4 +861,13 @@ func newRaft(rc *raft.Config, fsm raft.FSM, logs raft.LogStore, stable raft.Stab
 		}
 	}()
 	return raft.NewRaft(rc, fsm, logs, stable, snaps, trans)
+}
+
+// clone returns a deep copy of u.
+func clone(u *spindle.User) *spindle.User {
+	c := *u
+	c.DirHosts = append([]spindle.PeerAddr(nil), u.DirHosts...)
+	c.Prev = bytes.Clone(u.Prev)
+	c.Signature = bytes.Clone(u.Signature)
+	return &c
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 func TestRestartKeepsState(t *testing.T) {
@@ -92,7 +93,7 @@ func TestSnapshotRestore(t *testing.T) {
 	mustPut(t, c, update(t, v1, k.pub, k, "h"))
 	mustPut(t, c, func() *spindle.User {
 		u := &spindle.User{Name: annCam, PublicKey: newSigner(t, annCam).pub, Version: 1}
-		if err := Sign(u, k); err != nil {
+		if err := keylog.Sign(u, k); err != nil {
 			t.Fatal(err)
 		}
 		return u
@@ -368,7 +369,7 @@ func testThreeMembers(t *testing.T, tcp bool) {
 	for _, m := range ms {
 		keys = append(keys, m.c.VerifierKey())
 	}
-	chk, err := NewChecker(keys...)
+	chk, err := keylog.NewChecker(keys...)
 	if err != nil {
 		t.Fatal(err)
 	}

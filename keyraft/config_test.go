@@ -9,18 +9,19 @@ import (
 	"github.com/hashicorp/raft"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // signedChange signs ch with s and returns it.
-func signedChange(t testing.TB, s *testSigner, ch *Change) *Change {
+func signedChange(t testing.TB, s *testSigner, ch *keylog.Change) *keylog.Change {
 	t.Helper()
-	if err := SignChange(ch, s); err != nil {
+	if err := keylog.SignChange(ch, s); err != nil {
 		t.Fatal(err)
 	}
 	return ch
 }
 
-func mustChange(t *testing.T, c *Cluster, ch *Change) {
+func mustChange(t *testing.T, c *Cluster, ch *keylog.Change) {
 	t.Helper()
 	if err := c.Change(ctxT(t), ch); err != nil {
 		t.Fatalf("Change %s: %v", ch.Kind, err)
@@ -44,16 +45,16 @@ func TestConfigChanges(t *testing.T) {
 	ctx := ctxT(t)
 	op1, op2, stranger := newSigner(t, "op1@example.com"), newSigner(t, "op2@example.com"), newSigner(t, "x@example.com")
 	cfg0 := c.Config()
-	if cfg0.Seq != 0 || cfg0.Policy != PolicyOpen || len(cfg0.Operators) != 0 {
+	if cfg0.Seq != 0 || cfg0.Policy != keylog.PolicyOpen || len(cfg0.Operators) != 0 {
 		t.Fatalf("initial configuration %+v", cfg0)
 	}
-	refused(t, c, "admit by a non-operator", c.Change(ctx, signedChange(t, stranger, &Change{Seq: 1, Kind: ChangeAdmit, Key: stranger.pub})), spindle.Permission, cfg0)
-	forged := &Change{Seq: 1, Kind: ChangeInit, Key: op1.pub}
+	refused(t, c, "admit by a non-operator", c.Change(ctx, signedChange(t, stranger, &keylog.Change{Seq: 1, Kind: keylog.ChangeAdmit, Key: stranger.pub})), spindle.Permission, cfg0)
+	forged := &keylog.Change{Seq: 1, Kind: keylog.ChangeInit, Key: op1.pub}
 	signedChange(t, stranger, forged)
 	forged.Signer = op1.pub
 	refused(t, c, "init with a forged signature", c.Change(ctx, forged), spindle.Permission, cfg0)
 
-	init := signedChange(t, op1, &Change{Seq: 1, Kind: ChangeInit, Key: op1.pub})
+	init := signedChange(t, op1, &keylog.Change{Seq: 1, Kind: keylog.ChangeInit, Key: op1.pub})
 	mustChange(t, c, init)
 	cfg1 := c.Config()
 	if cfg1.Seq != 1 || !slices.Equal(cfg1.Operators, []spindle.PublicKey{op1.pub}) {
@@ -63,33 +64,33 @@ func TestConfigChanges(t *testing.T) {
 	if got := c.Config(); !reflect.DeepEqual(got, cfg1) {
 		t.Errorf("repeated init changed the configuration: %+v", got)
 	}
-	refused(t, c, "a second init", c.Change(ctx, signedChange(t, stranger, &Change{Seq: 2, Kind: ChangeInit, Key: stranger.pub})), spindle.Permission, cfg1)
+	refused(t, c, "a second init", c.Change(ctx, signedChange(t, stranger, &keylog.Change{Seq: 2, Kind: keylog.ChangeInit, Key: stranger.pub})), spindle.Permission, cfg1)
 
-	add := signedChange(t, op1, &Change{Seq: 2, Kind: ChangeAddOperator, Key: op2.pub})
+	add := signedChange(t, op1, &keylog.Change{Seq: 2, Kind: keylog.ChangeAddOperator, Key: op2.pub})
 	mustChange(t, c, add)
 	cfg2 := c.Config()
-	refused(t, c, "a stale change", c.Change(ctx, signedChange(t, op1, &Change{Seq: 2, Kind: ChangeAdmit, Key: stranger.pub})), spindle.Invalid, cfg2)
+	refused(t, c, "a stale change", c.Change(ctx, signedChange(t, op1, &keylog.Change{Seq: 2, Kind: keylog.ChangeAdmit, Key: stranger.pub})), spindle.Invalid, cfg2)
 	refused(t, c, "a replayed older change", c.Change(ctx, init), spindle.Invalid, cfg2)
-	refused(t, c, "a change from the future", c.Change(ctx, signedChange(t, op1, &Change{Seq: 9, Kind: ChangeAdmit, Key: stranger.pub})), spindle.Invalid, cfg2)
-	refused(t, c, "a change by a non-operator", c.Change(ctx, signedChange(t, stranger, &Change{Seq: 3, Kind: ChangeAddOperator, Key: stranger.pub})), spindle.Permission, cfg2)
-	refused(t, c, "an unknown policy", c.Change(ctx, signedChange(t, op1, &Change{Seq: 3, Kind: ChangePolicy, Arg: "closed"})), spindle.Invalid, cfg2)
-	refused(t, c, "a bad domain", c.Change(ctx, signedChange(t, op1, &Change{Seq: 3, Kind: ChangeDomain, Arg: "Example.COM", Key: op2.pub})), spindle.Invalid, cfg2)
-	refused(t, c, "removing a non-operator", c.Change(ctx, signedChange(t, op1, &Change{Seq: 3, Kind: ChangeRemoveOperator, Key: stranger.pub})), spindle.NotExist, cfg2)
+	refused(t, c, "a change from the future", c.Change(ctx, signedChange(t, op1, &keylog.Change{Seq: 9, Kind: keylog.ChangeAdmit, Key: stranger.pub})), spindle.Invalid, cfg2)
+	refused(t, c, "a change by a non-operator", c.Change(ctx, signedChange(t, stranger, &keylog.Change{Seq: 3, Kind: keylog.ChangeAddOperator, Key: stranger.pub})), spindle.Permission, cfg2)
+	refused(t, c, "an unknown policy", c.Change(ctx, signedChange(t, op1, &keylog.Change{Seq: 3, Kind: keylog.ChangePolicy, Arg: "closed"})), spindle.Invalid, cfg2)
+	refused(t, c, "a bad domain", c.Change(ctx, signedChange(t, op1, &keylog.Change{Seq: 3, Kind: keylog.ChangeDomain, Arg: "Example.COM", Key: op2.pub})), spindle.Invalid, cfg2)
+	refused(t, c, "removing a non-operator", c.Change(ctx, signedChange(t, op1, &keylog.Change{Seq: 3, Kind: keylog.ChangeRemoveOperator, Key: stranger.pub})), spindle.NotExist, cfg2)
 
 	// The second operator removes the first, whose signature then counts
 	// for nothing; the last operator cannot be removed.
-	mustChange(t, c, signedChange(t, op2, &Change{Seq: 3, Kind: ChangeRemoveOperator, Key: op1.pub}))
+	mustChange(t, c, signedChange(t, op2, &keylog.Change{Seq: 3, Kind: keylog.ChangeRemoveOperator, Key: op1.pub}))
 	cfg3 := c.Config()
 	if !slices.Equal(cfg3.Operators, []spindle.PublicKey{op2.pub}) {
 		t.Fatalf("operators after removal: %v", cfg3.Operators)
 	}
-	refused(t, c, "a change by a removed operator", c.Change(ctx, signedChange(t, op1, &Change{Seq: 4, Kind: ChangeAdmit, Key: op1.pub})), spindle.Permission, cfg3)
-	refused(t, c, "removing the last operator", c.Change(ctx, signedChange(t, op2, &Change{Seq: 4, Kind: ChangeRemoveOperator, Key: op2.pub})), spindle.Invalid, cfg3)
+	refused(t, c, "a change by a removed operator", c.Change(ctx, signedChange(t, op1, &keylog.Change{Seq: 4, Kind: keylog.ChangeAdmit, Key: op1.pub})), spindle.Permission, cfg3)
+	refused(t, c, "removing the last operator", c.Change(ctx, signedChange(t, op2, &keylog.Change{Seq: 4, Kind: keylog.ChangeRemoveOperator, Key: op2.pub})), spindle.Invalid, cfg3)
 
 	// Config changes are leaves of the transparency log: records after
 	// them still prove against a head the client accepts.
 	populate(t, c, 0, 2)
-	chk, err := NewChecker(c.VerifierKey())
+	chk, err := keylog.NewChecker(c.VerifierKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestConfigChanges(t *testing.T) {
 // grantFor returns the countersignature of admin over u.
 func grantFor(t *testing.T, admin *testSigner, u *spindle.User) spindle.Signature {
 	t.Helper()
-	sig, err := admin.Sign(GrantDigest(u))
+	sig, err := admin.Sign(keylog.GrantDigest(u))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +116,9 @@ func TestDomainPolicy(t *testing.T) {
 	c := memCluster(t)
 	ctx := ctxT(t)
 	op, admin, other := newSigner(t, "op@example.com"), newSigner(t, "admin@example.com"), newSigner(t, "x@example.com")
-	mustChange(t, c, signedChange(t, op, &Change{Seq: 1, Kind: ChangeInit, Key: op.pub}))
-	mustChange(t, c, signedChange(t, op, &Change{Seq: 2, Kind: ChangePolicy, Arg: PolicyDomain}))
-	if p := c.Config().Policy; p != PolicyDomain {
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 1, Kind: keylog.ChangeInit, Key: op.pub}))
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 2, Kind: keylog.ChangePolicy, Arg: keylog.PolicyDomain}))
+	if p := c.Config().Policy; p != keylog.PolicyDomain {
 		t.Fatalf("policy %q", p)
 	}
 	annKey := newSigner(t, ann)
@@ -132,7 +133,7 @@ func TestDomainPolicy(t *testing.T) {
 		}
 	}
 	notRegistered("domain without an admin key", c.PutGranted(ctx, annRec, grantFor(t, admin, annRec)))
-	mustChange(t, c, signedChange(t, op, &Change{Seq: 3, Kind: ChangeDomain, Arg: "example.com", Key: admin.pub}))
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 3, Kind: keylog.ChangeDomain, Arg: "example.com", Key: admin.pub}))
 	notRegistered("no countersignature", c.Put(ctx, annRec))
 	notRegistered("countersignature by another key", c.PutGranted(ctx, annRec, grantFor(t, other, annRec)))
 	// A grant is for one record: it does not let another key take the name.
@@ -152,7 +153,7 @@ func TestDomainPolicy(t *testing.T) {
 	// Updates and +suffix users need no grant: the name is granted.
 	mustPut(t, c, update(t, annRec, annKey.pub, annKey, "12D3KooWHost"))
 	cam := &spindle.User{Name: annCam, PublicKey: newSigner(t, annCam).pub, Version: 1}
-	if err := Sign(cam, annKey); err != nil {
+	if err := keylog.Sign(cam, annKey); err != nil {
 		t.Fatal(err)
 	}
 	mustPut(t, c, cam)
@@ -165,23 +166,23 @@ func TestDomainPolicy(t *testing.T) {
 	// refused until another is added.
 	bea := register(t, newSigner(t, "bea@example.com"))
 	before := c.Config()
-	refused(t, c, "removal by a non-operator", c.Change(ctx, signedChange(t, admin, &Change{Seq: 4, Kind: ChangeUndomain, Arg: "example.com"})), spindle.Permission, before)
-	refused(t, c, "removal of a domain without a key", c.Change(ctx, signedChange(t, op, &Change{Seq: 4, Kind: ChangeUndomain, Arg: "other.org"})), spindle.NotExist, before)
-	refused(t, c, "removal naming a key", c.Change(ctx, signedChange(t, op, &Change{Seq: 4, Kind: ChangeUndomain, Arg: "example.com", Key: admin.pub})), spindle.Invalid, before)
-	mustChange(t, c, signedChange(t, op, &Change{Seq: 4, Kind: ChangeUndomain, Arg: "example.com"}))
+	refused(t, c, "removal by a non-operator", c.Change(ctx, signedChange(t, admin, &keylog.Change{Seq: 4, Kind: keylog.ChangeUndomain, Arg: "example.com"})), spindle.Permission, before)
+	refused(t, c, "removal of a domain without a key", c.Change(ctx, signedChange(t, op, &keylog.Change{Seq: 4, Kind: keylog.ChangeUndomain, Arg: "other.org"})), spindle.NotExist, before)
+	refused(t, c, "removal naming a key", c.Change(ctx, signedChange(t, op, &keylog.Change{Seq: 4, Kind: keylog.ChangeUndomain, Arg: "example.com", Key: admin.pub})), spindle.Invalid, before)
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 4, Kind: keylog.ChangeUndomain, Arg: "example.com"}))
 	if _, ok := c.Config().Domains["example.com"]; ok {
 		t.Errorf("domain key still registered after its removal")
 	}
 	if err := c.PutGranted(ctx, bea, grantFor(t, admin, bea)); !errors.Is(err, spindle.Permission) {
 		t.Errorf("grant by the removed admin key: %v, want Permission", err)
 	}
-	mustChange(t, c, signedChange(t, op, &Change{Seq: 5, Kind: ChangeDomain, Arg: "example.com", Key: other.pub}))
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 5, Kind: keylog.ChangeDomain, Arg: "example.com", Key: other.pub}))
 	if err := c.PutGranted(ctx, bea, grantFor(t, other, bea)); err != nil {
 		t.Errorf("grant by the new admin key: %v", err)
 	}
 
 	// Back to open: anyone may register.
-	mustChange(t, c, signedChange(t, op, &Change{Seq: 6, Kind: ChangePolicy, Arg: PolicyOpen}))
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 6, Kind: keylog.ChangePolicy, Arg: keylog.PolicyOpen}))
 	mustPut(t, c, carl)
 
 	// The configuration survives a snapshot and its restore.
@@ -198,14 +199,17 @@ func TestConfigSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	c := diskCluster(t, dir, true)
 	op, admin := newSigner(t, "op@example.com"), newSigner(t, "admin@example.com")
-	mustChange(t, c, signedChange(t, op, &Change{Seq: 1, Kind: ChangeInit, Key: op.pub}))
-	mustChange(t, c, signedChange(t, op, &Change{Seq: 2, Kind: ChangeDomain, Arg: "example.com", Key: admin.pub}))
-	mustChange(t, c, signedChange(t, op, &Change{Seq: 3, Kind: ChangePolicy, Arg: PolicyDomain}))
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 1, Kind: keylog.ChangeInit, Key: op.pub}))
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 2, Kind: keylog.ChangeDomain, Arg: "example.com", Key: admin.pub}))
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 3, Kind: keylog.ChangePolicy, Arg: keylog.PolicyDomain}))
 	want := c.Config()
 	if err := c.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
-	mustChange(t, c, signedChange(t, op, &Change{Seq: 4, Kind: ChangeAdmit, Key: admin.pub}))
+	if got := c.Config(); !reflect.DeepEqual(got, want) {
+		t.Errorf("configuration after a snapshot %+v, want %+v", got, want)
+	}
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 4, Kind: keylog.ChangeAdmit, Key: admin.pub}))
 	want = c.Config()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -241,7 +245,7 @@ func TestJoinAuthorization(t *testing.T) {
 	first, t0 := open("12D3KooWFirst", true)
 	second, _ := open("12D3KooWSecond", false, t0)
 	op, nodeOp, other := newSigner(t, "op@example.com"), newSigner(t, "bob@example.com"), newSigner(t, "eve@example.com")
-	mustChange(t, first, signedChange(t, op, &Change{Seq: 1, Kind: ChangeInit, Key: op.pub, Arg: first.VerifierKey()}))
+	mustChange(t, first, signedChange(t, op, &keylog.Change{Seq: 1, Kind: keylog.ChangeInit, Key: op.pub, Arg: first.VerifierKey()}))
 	if got := first.Config().Members; !reflect.DeepEqual(got, map[string]string{first.ID(): first.VerifierKey()}) {
 		t.Errorf("members after init: %v", got)
 	}
@@ -252,12 +256,12 @@ func TestJoinAuthorization(t *testing.T) {
 		}
 		return len(ids)
 	}
-	join := func(s *testSigner, seq int64, key spindle.PublicKey) *Change {
-		return signedChange(t, s, &Change{Seq: seq, Kind: ChangeAddMember, Arg: second.VerifierKey(), Key: key})
+	join := func(s *testSigner, seq int64, key spindle.PublicKey) *keylog.Change {
+		return signedChange(t, s, &keylog.Change{Seq: seq, Kind: keylog.ChangeAddMember, Arg: second.VerifierKey(), Key: key})
 	}
 	cfg1 := first.Config()
 	refused(t, first, "join by a node no operator admitted", first.Join(ctx, join(nodeOp, 2, nodeOp.pub)), spindle.Permission, cfg1)
-	mustChange(t, first, signedChange(t, op, &Change{Seq: 2, Kind: ChangeAdmit, Key: nodeOp.pub}))
+	mustChange(t, first, signedChange(t, op, &keylog.Change{Seq: 2, Kind: keylog.ChangeAdmit, Key: nodeOp.pub}))
 	cfg2 := first.Config()
 	refused(t, first, "join signed by a key that is not the admitted one", first.Join(ctx, join(other, 3, other.pub)), spindle.Permission, cfg2)
 	refused(t, first, "join vouched for by the admitted key, signed by another", first.Join(ctx, join(other, 3, nodeOp.pub)), spindle.Permission, cfg2)
@@ -290,12 +294,12 @@ func TestJoinAuthorization(t *testing.T) {
 	// Leaving: not by a stranger; by the operator who vouched, yes.
 	l := leaderOf(t, []*member{{id: first.ID(), c: first}, {id: second.ID(), c: second}})
 	cfg4 := l.c.Config()
-	refused(t, l.c, "leave signed by a stranger", l.c.Leave(ctx, signedChange(t, other, &Change{Seq: 4, Kind: ChangeRemoveMember, Arg: second.ID()})), spindle.Permission, cfg4)
-	refused(t, l.c, "leave of an unrecorded member", l.c.Leave(ctx, signedChange(t, op, &Change{Seq: 4, Kind: ChangeRemoveMember, Arg: "12D3KooWNobody"})), spindle.NotExist, cfg4)
+	refused(t, l.c, "leave signed by a stranger", l.c.Leave(ctx, signedChange(t, other, &keylog.Change{Seq: 4, Kind: keylog.ChangeRemoveMember, Arg: second.ID()})), spindle.Permission, cfg4)
+	refused(t, l.c, "leave of an unrecorded member", l.c.Leave(ctx, signedChange(t, op, &keylog.Change{Seq: 4, Kind: keylog.ChangeRemoveMember, Arg: "12D3KooWNobody"})), spindle.NotExist, cfg4)
 	if l.c != first {
 		t.Skip("the second member leads now; the removal below is for the first to make")
 	}
-	if err := first.Leave(ctx, signedChange(t, nodeOp, &Change{Seq: 4, Kind: ChangeRemoveMember, Arg: second.ID()})); err != nil {
+	if err := first.Leave(ctx, signedChange(t, nodeOp, &keylog.Change{Seq: 4, Kind: keylog.ChangeRemoveMember, Arg: second.ID()})); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := first.Config().Members[second.ID()]; ok || members() != 1 {
@@ -321,7 +325,7 @@ func TestStatus(t *testing.T) {
 	if st.Term < 1 || st.LastIndex < 3 || st.Applied > st.LastIndex || st.VerifierKey != leader.c.VerifierKey() {
 		t.Errorf("status term %d, last index %d, applied %d, key %q", st.Term, st.LastIndex, st.Applied, st.VerifierKey)
 	}
-	if st.Config.Policy != PolicyOpen {
+	if st.Config.Policy != keylog.PolicyOpen {
 		t.Errorf("status policy %q", st.Config.Policy)
 	}
 }

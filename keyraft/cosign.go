@@ -5,15 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // Cosigned tree heads.
@@ -33,7 +31,8 @@ import (
 // Clients follow the members through the log itself: the configuration
 // changes (each signed by an operator) are leaves of the tree, and a head
 // naming a newer configuration comes with the changes in between, proved
-// against it ([Cluster.ConfigProofs], [ConfigLog], [NewFollowingChecker]).
+// against it ([Cluster.ConfigProofs], [keylog.ConfigLog],
+// [keylog.NewFollowingChecker]).
 // A removed member is not in the configuration of any later head, so its
 // signature counts for nothing there; it would take a majority of some
 // configuration's members to sign a false head.
@@ -52,85 +51,12 @@ type cosignRound struct {
 	err  error         // Its failure, if any; set before done is closed.
 }
 
-// ParseHead returns what a signed tree head states, without checking any
-// signature: for choosing how to check it. Bytes that are not a head are
-// Invalid. It is safe on untrusted input.
-func ParseHead(head []byte) (HeadInfo, error) {
-	const op spindle.Op = "keyraft.ParseHead"
-	if len(head) > maxHeadSize {
-		return HeadInfo{}, spindle.E(op, spindle.Invalid, fmt.Sprintf("tree head of %d bytes", len(head)))
-	}
-	n, err := note.Open(head, nil)
-	var unverified *note.UnverifiedNoteError
-	if !errors.As(err, &unverified) {
-		return HeadInfo{}, spindle.E(op, spindle.Invalid, fmt.Errorf("tree head: %v", err))
-	}
-	n = unverified.Note
-	hi, err := parseHead(n.Text)
-	if err != nil {
-		return HeadInfo{}, spindle.E(op, spindle.Invalid, err)
-	}
-	return hi, nil
+// signHead returns the signed note of tree head h.
+func signHead(s note.Signer, h keylog.HeadInfo) ([]byte, error) {
+	return note.Sign(&note.Note{Text: string(keylog.FormatHead(h))}, s)
 }
 
-// VerifyQuorum checks that head carries valid signatures of a majority of
-// members (note verifier keys by member ID), the members recorded in the
-// configuration that the head names, and returns what it states and the
-// IDs of the members whose signatures verified. A head short of a majority,
-// or with a bad signature by a member, is Integrity; a malformed one is
-// Invalid.
-func VerifyQuorum(head []byte, members map[string]string) (HeadInfo, []string, error) {
-	const op spindle.Op = "keyraft.VerifyQuorum"
-	hi, err := ParseHead(head)
-	if err != nil {
-		return HeadInfo{}, nil, spindle.E(op, err)
-	}
-	if len(members) == 0 {
-		return HeadInfo{}, nil, spindle.E(op, spindle.Integrity, fmt.Sprintf("configuration %d records no members: nobody may sign its heads", hi.Config))
-	}
-	ids := slices.Sorted(maps.Keys(members))
-	var list []note.Verifier
-	byName := make(map[string]string, len(members))
-	for _, id := range ids {
-		v, err := note.NewVerifier(members[id])
-		if err != nil {
-			return HeadInfo{}, nil, spindle.E(op, spindle.Invalid, fmt.Errorf("verifier key of member %s: %v", id, err))
-		}
-		list = append(list, v)
-		byName[v.Name()] = id
-	}
-	need := len(members)/2 + 1
-	n, err := note.Open(head, note.VerifierList(list...))
-	var signers []string
-	if err == nil {
-		for _, s := range n.Sigs {
-			if id, ok := byName[s.Name]; ok && !slices.Contains(signers, id) {
-				signers = append(signers, id)
-			}
-		}
-	} else {
-		var unverified *note.UnverifiedNoteError
-		if !errors.As(err, &unverified) {
-			return HeadInfo{}, nil, spindle.E(op, spindle.Integrity, fmt.Errorf("tree head of %d leaves: %v", hi.N, err))
-		}
-	}
-	slices.Sort(signers)
-	if len(signers) < need {
-		return HeadInfo{}, nil, spindle.E(op, spindle.Integrity, fmt.Sprintf(
-			"tree head of %d leaves is signed by %d of the %d members of configuration %d, and needs %d (signed by: %s; members: %s)",
-			hi.N, len(signers), len(members), hi.Config, need, listOr(signers), strings.Join(ids, ", ")))
-	}
-	return hi, signers, nil
-}
-
-func listOr(ids []string) string {
-	if len(ids) == 0 {
-		return "none"
-	}
-	return strings.Join(ids, ", ")
-}
-
-// SignHead signs the text of a tree head (as formatted by this package)
+// SignHead signs the text of a tree head (as [keylog.FormatHead] writes it)
 // for another member gathering signatures, if and only if this member's
 // log has that tree and that configuration; it waits, bounded by ctx and
 // the apply timeout, for its replica to apply the tree. It returns the
@@ -139,12 +65,9 @@ func listOr(ids []string) string {
 // time is Transient.
 func (c *Cluster) SignHead(ctx context.Context, text []byte) ([]byte, error) {
 	const op spindle.Op = "keyraft.SignHead"
-	if len(text) > maxHeadSize {
-		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("tree head of %d bytes", len(text)))
-	}
-	hi, err := parseHead(string(text))
+	hi, err := keylog.ParseHeadText(text)
 	if err != nil {
-		return nil, spindle.E(op, spindle.Invalid, err)
+		return nil, spindle.E(op, err)
 	}
 	deadline := time.Now().Add(c.cfg.ApplyTimeout)
 	for {
@@ -186,7 +109,7 @@ func (c *Cluster) SignHead(ctx context.Context, text []byte) ([]byte, error) {
 
 // quorumHead returns the newest cosigned head, running a round of
 // cosigning first unless that head has at least minN leaves.
-func (c *Cluster) quorumHead(ctx context.Context, minN int64) (HeadInfo, []byte, error) {
+func (c *Cluster) quorumHead(ctx context.Context, minN int64) (keylog.HeadInfo, []byte, error) {
 	if hi, h, ok, err := c.soloHead(); ok {
 		return hi, h, err
 	}
@@ -212,7 +135,7 @@ func (c *Cluster) quorumHead(ctx context.Context, minN int64) (HeadInfo, []byte,
 	select {
 	case <-r.done:
 	case <-ctx.Done():
-		return HeadInfo{}, nil, spindle.E(spindle.Transient, fmt.Errorf("waiting for a cosigned tree head: %w", ctx.Err()))
+		return keylog.HeadInfo{}, nil, spindle.E(spindle.Transient, fmt.Errorf("waiting for a cosigned tree head: %w", ctx.Err()))
 	}
 	c.cosMu.Lock()
 	defer c.cosMu.Unlock()
@@ -220,9 +143,9 @@ func (c *Cluster) quorumHead(ctx context.Context, minN int64) (HeadInfo, []byte,
 		return c.cosInfo, c.cosHead, nil
 	}
 	if r.err != nil {
-		return HeadInfo{}, nil, r.err
+		return keylog.HeadInfo{}, nil, r.err
 	}
-	return HeadInfo{}, nil, spindle.E(spindle.Transient, fmt.Sprintf("no cosigned tree head of %d leaves yet", minN))
+	return keylog.HeadInfo{}, nil, spindle.E(spindle.Transient, fmt.Sprintf("no cosigned tree head of %d leaves yet", minN))
 }
 
 // nextRound returns the round that starts next, asking for one if none
@@ -248,20 +171,20 @@ const refreshInterval = 250 * time.Millisecond
 // recorded (a cluster set up without an init change, as in tests), no way
 // to reach the others (Config.Cosign nil), or this member the only one.
 // It signs each tree once. ok is false when the head needs others.
-func (c *Cluster) soloHead() (hi HeadInfo, head []byte, ok bool, err error) {
+func (c *Cluster) soloHead() (hi keylog.HeadInfo, head []byte, ok bool, err error) {
 	c.fsm.mu.RLock()
 	st := c.fsm.st
-	_, self := st.cfg.members[c.cfg.ID]
-	if c.cfg.Cosign != nil && len(st.cfg.members) > 0 && !(self && len(st.cfg.members) == 1) {
+	self, nm := st.cfg.IsMember(c.cfg.ID), st.cfg.NumMembers()
+	if c.cfg.Cosign != nil && nm > 0 && !(self && nm == 1) {
 		c.fsm.mu.RUnlock()
-		return HeadInfo{}, nil, false, nil
+		return keylog.HeadInfo{}, nil, false, nil
 	}
 	n := st.size()
 	th, err := st.treeHash(n)
-	hi = HeadInfo{Tree: tlog.Tree{N: n, Hash: th}, Config: st.cfg.seq}
+	hi = keylog.HeadInfo{Tree: tlog.Tree{N: n, Hash: th}, Config: st.cfg.Seq()}
 	c.fsm.mu.RUnlock()
 	if err != nil {
-		return HeadInfo{}, nil, true, spindle.E(spindle.Internal, err)
+		return keylog.HeadInfo{}, nil, true, spindle.E(spindle.Internal, err)
 	}
 	c.cosMu.Lock()
 	defer c.cosMu.Unlock()
@@ -270,7 +193,7 @@ func (c *Cluster) soloHead() (hi HeadInfo, head []byte, ok bool, err error) {
 	}
 	head, err = signHead(c.signer, hi)
 	if err != nil {
-		return HeadInfo{}, nil, true, spindle.E(spindle.Internal, err)
+		return keylog.HeadInfo{}, nil, true, spindle.E(spindle.Internal, err)
 	}
 	c.cosInfo, c.cosHead = hi, head
 	return hi, head, true, nil
@@ -313,8 +236,8 @@ func (c *Cluster) cosignOnce() error {
 	st := c.fsm.st
 	n := st.size()
 	th, err := st.treeHash(n)
-	hi := HeadInfo{Tree: tlog.Tree{N: n, Hash: th}, Config: st.cfg.seq}
-	members := st.cfg.memberKeys()
+	hi := keylog.HeadInfo{Tree: tlog.Tree{N: n, Hash: th}, Config: st.cfg.Seq()}
+	members := st.cfg.Members()
 	c.fsm.mu.RUnlock()
 	if err != nil {
 		return spindle.E(spindle.Internal, err)
@@ -323,7 +246,7 @@ func (c *Cluster) cosignOnce() error {
 	if err != nil {
 		return spindle.E(spindle.Internal, err)
 	}
-	text := formatHead(hi)
+	text := keylog.FormatHead(hi)
 	_, self := members[c.cfg.ID]
 	if len(members) == 0 || c.cfg.Cosign == nil || (self && len(members) == 1) {
 		c.setCosigned(hi, own) // See soloHead.
@@ -419,7 +342,7 @@ func (c *Cluster) askCosign(ctx context.Context, id, vkey string, text []byte) (
 }
 
 // setCosigned makes head the newest cosigned head if it is newer.
-func (c *Cluster) setCosigned(hi HeadInfo, head []byte) {
+func (c *Cluster) setCosigned(hi keylog.HeadInfo, head []byte) {
 	c.cosMu.Lock()
 	defer c.cosMu.Unlock()
 	if c.cosHead == nil || hi.N > c.cosInfo.N || (hi.N == c.cosInfo.N && len(head) > len(c.cosHead)) {

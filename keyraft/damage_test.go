@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // damagedHome makes a member's home with records before and after a
@@ -106,7 +107,7 @@ func TestDamagedStore(t *testing.T) {
 	recsFile := filepath.Join(t.TempDir(), "records")
 	var enc bytes.Buffer
 	for _, u := range recs {
-		fmt.Fprintf(&enc, "%x\n", EncodeRecord(u))
+		fmt.Fprintf(&enc, "%x\n", keylog.EncodeRecord(u))
 	}
 	if err := os.WriteFile(recsFile, enc.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func TestDamagedStoreChild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, err := DecodeRecord(b)
+		u, err := keylog.DecodeRecord(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +193,7 @@ func TestDamagedStoreChild(t *testing.T) {
 		if err != nil {
 			t.Fatalf("member started over damage but lost %s: %v", u.Name, err)
 		}
-		if !bytes.Equal(EncodeRecord(got), b) {
+		if !bytes.Equal(keylog.EncodeRecord(got), b) {
 			t.Fatalf("member started over damage and serves a changed record of %s", u.Name)
 		}
 	}

@@ -3,21 +3,18 @@
 // store and file snapshots on disk) and append every accepted change to a
 // Merkle transparency log, so that clients can check what they are told.
 //
-// # Records and signatures
-//
-// A record is a [spindle.User]: name, public key, dir hosts, version, the
-// hash of the record it replaces (Prev, see [RecordHash]), on a key
-// rotation the sequence of the user's own directory log up to which the
-// replaced key still signs (DirSeq, see dirlog.HeldKeys), the signer and a
-// signature over [SigningDigest]. [EncodeRecord] and [DecodeRecord] give its
-// canonical binary form; [Sign] and [Next] help a client build one.
+// Key records, configuration changes, tree heads, proofs and the checkers
+// that clients run are in package [spindle.dev/keyraft/keylog], which
+// both clients and members use; this package is the members' side only,
+// and a client need not link it (nor Raft and bolt with it).
 //
 // # Policy
 //
-// The cluster runs the "open" policy ([PolicyOpen]) or, if its operators
-// chose it, the "domain" policy ([PolicyDomain]), under which a new name
-// is granted only with the countersignature of its domain's admin key
-// over [GrantDigest] of the record ([Cluster.PutGranted]). Otherwise:
+// The cluster runs the "open" policy ([keylog.PolicyOpen]) or, if its
+// operators chose it, the "domain" policy ([keylog.PolicyDomain]), under
+// which a new name is granted only with the countersignature of its
+// domain's admin key over [keylog.GrantDigest] of the record
+// ([Cluster.PutGranted]). Otherwise:
 //   - A new name is granted to the first record whose signature, by its own
 //     key, proves possession of that key. A +suffix user
 //     (ann+camera@example.com) is registered by its base user instead, whose
@@ -28,8 +25,8 @@
 //   - DirSeq never decreases from one version to the next: that would make
 //     entries signed with a replaced key valid again.
 //   - Names are never reassigned or deleted; [spindle.AllUsers] and invalid
-//     names are refused; the dir host list is bounded ([MaxDirHosts],
-//     [MaxPeerAddrLen]).
+//     names are refused; the dir host list is bounded
+//     ([keylog.MaxDirHosts], [keylog.MaxPeerAddrLen]).
 //
 // Failures are Invalid (malformed record, stale version or Prev), Exist (a
 // new registration of a taken name), NotExist (an update of an unregistered
@@ -46,9 +43,10 @@
 // The cluster's configuration is in the replicated state and its changes
 // are leaves of the transparency log: the operators, the node operator
 // keys admitted to join, the namespace policy and the domain admin keys.
-// A [Change] is signed by a current operator and carries the sequence
-// number it makes, so a replayed or stale change is refused (Invalid) and
-// repeating the last one is accepted without effect. The first operator
+// A [keylog.Change] is signed by a current operator and carries the
+// sequence number it makes, so a replayed or stale change is refused
+// (Invalid) and repeating the last one is accepted without effect
+// ([keylog.ConfigState.Check] judges it, as clients do). The first operator
 // is set by a ChangeInit signed by its own key, accepted only while there
 // is none: the first member's node makes it when it bootstraps the
 // cluster. The members and their tree-head verifier keys are part of the
@@ -74,27 +72,29 @@
 // Every accepted record, and every configuration change, is a leaf of a
 // golang.org/x/mod/sumdb/tlog Merkle tree. A tree head is a sumdb/note
 // note naming the tree and the configuration in force in it (see
-// [HeadInfo]); it counts only with the signatures of a majority of the
-// members that configuration records, each with its own Ed25519 key
+// [keylog.HeadInfo]); it counts only with the signatures of a majority of
+// the members that configuration records, each with its own Ed25519 key
 // ([Cluster.VerifierKey]). A member gathers them in rounds, asking the
 // others through [Config.Cosign], and each signs only a head of its own
-// log ([Cluster.SignHead]; [VerifyQuorum] checks a head). A member alone in
-// its configuration, or in a cluster that records no members yet, signs
-// alone. [Cluster.LookupProof] returns a record with an inclusion proof
-// against the newest cosigned head that holds it, [VerifyLookup] checks
-// it, and a [Checker] remembers the newest head a client has seen and
-// demands a consistency proof ([Cluster.ConsistencyProof]) for every
-// other, so a cluster that rewrites its history is caught.
-// [Cluster.History] and [VerifyHistory] let owners audit every version of
-// their own record.
+// log ([Cluster.SignHead]; [keylog.VerifyQuorum] checks a head). A member
+// alone in its configuration, or in a cluster that records no members
+// yet, signs alone. [Cluster.LookupProof] returns a record with an
+// inclusion proof against the newest cosigned head that holds it,
+// [keylog.VerifyLookup] checks it, and a [keylog.Checker] remembers the
+// newest head a client has seen and demands a consistency proof
+// ([Cluster.ConsistencyProof]) for every other, so a cluster that
+// rewrites its history is caught. [Cluster.History] and
+// [keylog.VerifyHistory] let owners audit every version of their own
+// record.
 //
 // A client is tied to no member: a following checker
-// ([NewFollowingChecker]) keeps the configuration changes ([ConfigLog]),
-// and a head naming a newer configuration comes with the changes in
-// between, proved in its tree ([Cluster.ConfigProofs]) and checked as the
-// members check them. So a member that joined is trusted because the log
-// says so, and a member that was removed signs nothing a client accepts;
-// a false head would need a majority of some configuration's members.
+// ([keylog.NewFollowingChecker]) keeps the configuration changes
+// ([keylog.ConfigLog]), and a head naming a newer configuration comes
+// with the changes in between, proved in its tree
+// ([Cluster.ConfigProofs]) and checked as the members check them. So a
+// member that joined is trusted because the log says so, and a member
+// that was removed signs nothing a client accepts; a false head would
+// need a majority of some configuration's members.
 //
 // # Members and transport
 //

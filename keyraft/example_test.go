@@ -13,6 +13,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 )
 
 // signer is a spindle.Signer for the example; Spindle's clients use the
@@ -65,7 +66,7 @@ func Example() {
 	// Register: version 1, signed by the user's own key.
 	ann := newSigner("ann@example.com")
 	rec := &spindle.User{Name: "ann@example.com", PublicKey: ann.PublicKey(), DirHosts: []spindle.PeerAddr{"12D3KooWHome"}, Version: 1}
-	if err := keyraft.Sign(rec, ann); err != nil {
+	if err := keylog.Sign(rec, ann); err != nil {
 		log.Fatal(err)
 	}
 	if err := c.Put(ctx, rec); err != nil {
@@ -74,9 +75,9 @@ func Example() {
 
 	// Rotate: the next version carries the new key and is signed by the old.
 	ann2 := newSigner("ann@example.com")
-	next := keyraft.Next(rec)
+	next := keylog.Next(rec)
 	next.PublicKey = ann2.PublicKey()
-	if err := keyraft.Sign(next, ann); err != nil {
+	if err := keylog.Sign(next, ann); err != nil {
 		log.Fatal(err)
 	}
 	if err := c.Put(ctx, next); err != nil {
@@ -84,7 +85,7 @@ func Example() {
 	}
 
 	// A client trusts the member's key and checks every lookup.
-	chk, err := keyraft.NewChecker(c.VerifierKey())
+	chk, err := keylog.NewChecker(c.VerifierKey())
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // liveSet is the members a test's clients may talk to; killing one takes it
@@ -168,7 +169,7 @@ func TestLeaderKilledDuringRegistrations(t *testing.T) {
 	if s := killed.c.raft.Stats()["last_snapshot_index"]; s == "0" || s == "" {
 		t.Errorf("the restarted member caught up without a snapshot (last snapshot index %q)", s)
 	}
-	chk, err := NewChecker(ms[0].c.VerifierKey(), ms[1].c.VerifierKey(), ms[2].c.VerifierKey())
+	chk, err := keylog.NewChecker(ms[0].c.VerifierKey(), ms[1].c.VerifierKey(), ms[2].c.VerifierKey())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // cosignNet carries cosign requests between in-process members.
@@ -51,7 +52,7 @@ type followCluster struct {
 func newFollowCluster(t testing.TB) *followCluster {
 	f := &followCluster{t: t, net: &cosignNet{m: map[string]*Cluster{}}, gone: map[string]bool{}, op: newSigner(t, "op@example.com")}
 	a := f.open(true)
-	f.change(a.c, &Change{Kind: ChangeInit, Key: f.op.pub, Arg: a.c.VerifierKey()})
+	f.change(a.c, &keylog.Change{Kind: keylog.ChangeInit, Key: f.op.pub, Arg: a.c.VerifierKey()})
 	return f
 }
 
@@ -79,7 +80,7 @@ func (f *followCluster) open(bootstrap bool) *member {
 
 // change signs ch with the operator and applies it through the leader,
 // trying again while leadership moves.
-func (f *followCluster) change(_ *Cluster, ch *Change) {
+func (f *followCluster) change(_ *Cluster, ch *keylog.Change) {
 	f.t.Helper()
 	f.seq++
 	ch.Seq = f.seq
@@ -128,7 +129,7 @@ func (f *followCluster) leader() *Cluster { return leaderOf(f.t, f.live()).c }
 func (f *followCluster) join() *member {
 	f.t.Helper()
 	m := f.open(false)
-	f.change(nil, &Change{Kind: ChangeAddMember, Arg: m.c.VerifierKey(), Key: f.op.pub})
+	f.change(nil, &keylog.Change{Kind: keylog.ChangeAddMember, Arg: m.c.VerifierKey(), Key: f.op.pub})
 	var cs []*Cluster
 	for _, o := range f.live() {
 		cs = append(cs, o.c)
@@ -140,7 +141,7 @@ func (f *followCluster) join() *member {
 // leave removes m from the configuration and the voters.
 func (f *followCluster) leave(m *member) {
 	f.t.Helper()
-	f.change(nil, &Change{Kind: ChangeRemoveMember, Arg: m.id})
+	f.change(nil, &keylog.Change{Kind: keylog.ChangeRemoveMember, Arg: m.id})
 	deadline := time.Now().Add(time.Minute)
 	for {
 		err := leaderOf(f.t, f.ms).c.RemoveServer(ctxT(f.t), m.id)
@@ -186,7 +187,7 @@ func TestFollowingClient(t *testing.T) {
 	f.settled()
 	for _, m := range []*member{a, b, c} {
 		p := mustProof(t, m.c, more[0].name)
-		hi, signers, err := VerifyQuorum(p.Head, f.leader().Config().Members)
+		hi, signers, err := keylog.VerifyQuorum(p.Head, f.leader().Config().Members)
 		if err != nil {
 			t.Fatalf("head from %s: %v", m.id, err)
 		}
@@ -233,7 +234,7 @@ func TestFollowingClient(t *testing.T) {
 	// older true tree. None is accepted, and the client's view stays.
 	cur := headInfoOf(t, l, newest.N)
 	old := headInfoOf(t, l, 6) // Leaves: init, 2 users, 2 adds, 1 more user: a was a member.
-	claims := map[string]HeadInfo{
+	claims := map[string]keylog.HeadInfo{
 		"the current tree":                          cur,
 		"the current tree under an old config":      {Tree: cur.Tree, Config: 3},
 		"an older tree, when it was still a member": old,
@@ -250,8 +251,8 @@ func TestFollowingClient(t *testing.T) {
 	// Heads by strangers and by the removed member with one current
 	// member are refused too; one current member and another are not.
 	stranger := strangerSigner(t)
-	signedBy := func(hi HeadInfo, ss ...note.Signer) []byte {
-		h, err := note.Sign(&note.Note{Text: string(formatHead(hi))}, ss...)
+	signedBy := func(hi keylog.HeadInfo, ss ...note.Signer) []byte {
+		h, err := note.Sign(&note.Note{Text: string(keylog.FormatHead(hi))}, ss...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +272,7 @@ func TestFollowingClient(t *testing.T) {
 	}
 
 	// The client's state survives a restart: stored changes and head.
-	cl, err := RestoreConfigLog(chk.ConfigEntries())
+	cl, err := keylog.RestoreConfigLog(chk.ConfigEntries())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func TestFollowingClient(t *testing.T) {
 }
 
 // headInfoOf returns what a head of c's tree of n leaves states.
-func headInfoOf(t *testing.T, c *Cluster, n int64) HeadInfo {
+func headInfoOf(t *testing.T, c *Cluster, n int64) keylog.HeadInfo {
 	t.Helper()
 	c.fsm.mu.RLock()
 	defer c.fsm.mu.RUnlock()
@@ -293,11 +294,11 @@ func headInfoOf(t *testing.T, c *Cluster, n int64) HeadInfo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return HeadInfo{Tree: tlog.Tree{N: n, Hash: h}, Config: c.fsm.st.seqAt(n)}
+	return keylog.HeadInfo{Tree: tlog.Tree{N: n, Hash: h}, Config: c.fsm.st.seqAt(n)}
 }
 
 func strangerSigner(t *testing.T) note.Signer {
-	skey, _, err := note.GenerateKey(rand.Reader, keyName("12D3KooWStranger"))
+	skey, _, err := note.GenerateKey(rand.Reader, keylog.MemberKeyName("12D3KooWStranger"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,10 +313,10 @@ func strangerSigner(t *testing.T) note.Signer {
 // the configuration changes it relays.
 type lyingConfig struct {
 	*Cluster
-	tamper func([]*Proof) []*Proof
+	tamper func([]*keylog.Proof) []*keylog.Proof
 }
 
-func (l lyingConfig) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*Proof, error) {
+func (l lyingConfig) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keylog.Proof, error) {
 	ps, err := l.Cluster.ConfigProofs(ctx, after, head)
 	if err != nil {
 		return nil, err
@@ -339,22 +340,22 @@ func TestFollowingClientCatchesLies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lies := map[string]func([]*Proof) []*Proof{
-		"drops the last change": func(ps []*Proof) []*Proof { return ps[:len(ps)-1] },
-		"drops every change":    func(ps []*Proof) []*Proof { return nil },
-		"swaps two changes":     func(ps []*Proof) []*Proof { ps[1], ps[2] = ps[2], ps[1]; return ps },
-		"repeats a change":      func(ps []*Proof) []*Proof { return append(ps, ps[len(ps)-1]) },
-		"alters a change": func(ps []*Proof) []*Proof {
+	lies := map[string]func([]*keylog.Proof) []*keylog.Proof{
+		"drops the last change": func(ps []*keylog.Proof) []*keylog.Proof { return ps[:len(ps)-1] },
+		"drops every change":    func(ps []*keylog.Proof) []*keylog.Proof { return nil },
+		"swaps two changes":     func(ps []*keylog.Proof) []*keylog.Proof { ps[1], ps[2] = ps[2], ps[1]; return ps },
+		"repeats a change":      func(ps []*keylog.Proof) []*keylog.Proof { return append(ps, ps[len(ps)-1]) },
+		"alters a change": func(ps []*keylog.Proof) []*keylog.Proof {
 			ps[1].Record = bytes.Clone(ps[1].Record)
 			ps[1].Record[len(ps[1].Record)-1] ^= 1
 			return ps
 		},
-		"moves a change": func(ps []*Proof) []*Proof { ps[2].Index++; return ps },
-		"adds a member of its own": func(ps []*Proof) []*Proof {
-			evil := &Change{Seq: int64(len(ps)) + 1, Kind: ChangeAddMember, Arg: strings.Replace(f.ms[1].c.VerifierKey(), f.ms[1].id, "12D3KooWEvil", 1)}
+		"moves a change": func(ps []*keylog.Proof) []*keylog.Proof { ps[2].Index++; return ps },
+		"adds a member of its own": func(ps []*keylog.Proof) []*keylog.Proof {
+			evil := &keylog.Change{Seq: int64(len(ps)) + 1, Kind: keylog.ChangeAddMember, Arg: strings.Replace(f.ms[1].c.VerifierKey(), f.ms[1].id, "12D3KooWEvil", 1)}
 			evil.Key = f.op.pub
-			SignChange(evil, newSigner(t, "eve@example.com"))
-			return append(ps, &Proof{Record: EncodeChange(evil), Index: ps[len(ps)-1].Index + 1, Inclusion: ps[len(ps)-1].Inclusion})
+			keylog.SignChange(evil, newSigner(t, "eve@example.com"))
+			return append(ps, &keylog.Proof{Record: keylog.EncodeChange(evil), Index: ps[len(ps)-1].Index + 1, Inclusion: ps[len(ps)-1].Inclusion})
 		},
 	}
 	for what, tamper := range lies {
@@ -386,14 +387,14 @@ func TestSignHeadRefuses(t *testing.T) {
 	c := f.ms[0].c
 	populate(t, c, 0, 3)
 	hi := headInfoOf(t, c, 3)
-	if _, err := c.SignHead(ctx, formatHead(hi)); err != nil {
+	if _, err := c.SignHead(ctx, keylog.FormatHead(hi)); err != nil {
 		t.Fatalf("true head: %v", err)
 	}
-	for what, bad := range map[string]HeadInfo{
+	for what, bad := range map[string]keylog.HeadInfo{
 		"another hash":          {Tree: tlog.Tree{N: 3, Hash: tlog.Hash{1}}, Config: hi.Config},
 		"another configuration": {Tree: hi.Tree, Config: hi.Config + 1},
 	} {
-		if _, err := c.SignHead(ctx, formatHead(bad)); !errors.Is(err, spindle.Integrity) {
+		if _, err := c.SignHead(ctx, keylog.FormatHead(bad)); !errors.Is(err, spindle.Integrity) {
 			t.Errorf("head with %s: %v, want Integrity", what, err)
 		}
 	}
@@ -402,14 +403,14 @@ func TestSignHeadRefuses(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := c.SignHead(short, formatHead(HeadInfo{Tree: tlog.Tree{N: 100}})); !errors.Is(err, spindle.Transient) {
+	if _, err := c.SignHead(short, keylog.FormatHead(keylog.HeadInfo{Tree: tlog.Tree{N: 100}})); !errors.Is(err, spindle.Transient) {
 		t.Errorf("head of a tree not applied: %v, want Transient", err)
 	}
 }
 
-func mustFollow(t *testing.T, cl *ConfigLog) *Checker {
+func mustFollow(t *testing.T, cl *keylog.ConfigLog) *keylog.Checker {
 	t.Helper()
-	c, err := NewFollowingChecker(cl, "")
+	c, err := keylog.NewFollowingChecker(cl, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +433,7 @@ func TestFollowingBootstrap(t *testing.T) {
 		}
 		mustPutT(t, evil, rec)
 	}
-	chk, err := NewFollowingChecker(nil, honest.VerifierKey())
+	chk, err := keylog.NewFollowingChecker(nil, honest.VerifierKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +446,7 @@ func TestFollowingBootstrap(t *testing.T) {
 	}
 	// The evil node's init names itself: its log extends the honest one.
 	eop := newSigner(t, "eve@example.com")
-	mustChange(t, evil, signedChange(t, eop, &Change{Seq: 1, Kind: ChangeInit, Key: eop.pub, Arg: evil.VerifierKey()}))
+	mustChange(t, evil, signedChange(t, eop, &keylog.Change{Seq: 1, Kind: keylog.ChangeInit, Key: eop.pub, Arg: evil.VerifierKey()}))
 	head, err := evil.Head(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -458,7 +459,7 @@ func TestFollowingBootstrap(t *testing.T) {
 	}
 	// The honest init, naming the trusted node, is followed.
 	op := newSigner(t, "op@example.com")
-	mustChange(t, honest, signedChange(t, op, &Change{Seq: 1, Kind: ChangeInit, Key: op.pub, Arg: honest.VerifierKey()}))
+	mustChange(t, honest, signedChange(t, op, &keylog.Change{Seq: 1, Kind: keylog.ChangeInit, Key: op.pub, Arg: honest.VerifierKey()}))
 	populate(t, honest, 2, 1)
 	head, err = honest.Head(ctx)
 	if err != nil {
@@ -470,7 +471,7 @@ func TestFollowingBootstrap(t *testing.T) {
 	if got := chk.Members(); got[honest.ID()] != honest.VerifierKey() || len(got) != 1 {
 		t.Errorf("members after the honest init: %v", got)
 	}
-	if _, err := NewFollowingChecker(nil, "not a key"); !errors.Is(err, spindle.Invalid) {
+	if _, err := keylog.NewFollowingChecker(nil, "not a key"); !errors.Is(err, spindle.Invalid) {
 		t.Errorf("bad bootstrap key: %v, want Invalid", err)
 	}
 }
@@ -485,88 +486,6 @@ func memClusterID(t testing.TB, id string) *Cluster {
 	}
 	t.Cleanup(func() { c.Close(); trans.Close() })
 	return c
-}
-
-// A client checks the signatures on every head its node hands it against
-// the members its config log names; the head may be hostile.
-func FuzzVerifyQuorum(f *testing.F) {
-	s, v := fuzzHeadKey(f)
-	members := map[string]string{"fuzz": fuzzVKey(f)}
-	for _, hi := range []HeadInfo{{}, {Tree: tlog.Tree{N: 3, Hash: tlog.Hash{3}}, Config: 1}} {
-		h, err := signHead(s, hi)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(h)
-	}
-	f.Fuzz(func(t *testing.T, head []byte) {
-		hi, signers, err := VerifyQuorum(head, members)
-		if err != nil {
-			switch spindle.KindOf(err) {
-			case spindle.Invalid, spindle.Integrity:
-			default:
-				t.Fatalf("VerifyQuorum error of kind %v: %v", spindle.KindOf(err), err)
-			}
-			return
-		}
-		if len(signers) != 1 || hi.Config > hi.N || hi.N < 0 {
-			t.Fatalf("head %+v passes with signers %v", hi, signers)
-		}
-		// What passes is signed by the one member: VerifyHead agrees.
-		if tree, err := VerifyHead(head, v); err != nil || tree != hi.Tree {
-			t.Fatalf("VerifyHead disagrees: %v, %v", tree, err)
-		}
-	})
-}
-
-// A client reads its config log back from its key log file at every
-// start; the file may be damaged.
-func FuzzRestoreConfigLog(f *testing.F) {
-	op := newSigner(f, "op@example.com")
-	_, vkey, err := note.GenerateKey(bytes.NewReader(make([]byte, 32)), keyName("12D3KooWFuzz"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	ch1 := &Change{Seq: 1, Kind: ChangeInit, Key: op.pub, Arg: vkey}
-	SignChange(ch1, op)
-	ch2 := &Change{Seq: 2, Kind: ChangePolicy, Arg: PolicyDomain}
-	SignChange(ch2, op)
-	e1, e2 := EncodeChange(ch1), EncodeChange(ch2)
-	frame := func(idx byte, enc []byte) []byte {
-		return append([]byte{idx, byte(len(enc) >> 8), byte(len(enc))}, enc...)
-	}
-	f.Add(frame(0, e1))
-	f.Add(append(frame(0, e1), frame(5, e2)...))
-	f.Add(append(frame(5, e1), frame(0, e2)...))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var entries []ConfigEntry
-		for len(data) >= 3 {
-			n := int(data[1])<<8 | int(data[2])
-			if len(data) < 3+n {
-				break
-			}
-			entries = append(entries, ConfigEntry{Index: int64(data[0]), Change: data[3 : 3+n]})
-			data = data[3+n:]
-		}
-		l, err := RestoreConfigLog(entries)
-		if err != nil {
-			if spindle.KindOf(err) != spindle.Invalid {
-				t.Fatalf("RestoreConfigLog error of kind %v: %v", spindle.KindOf(err), err)
-			}
-			return
-		}
-		if l.Seq() != int64(len(entries)) {
-			t.Fatalf("%d entries restore as %d changes", len(entries), l.Seq())
-		}
-		// Each change checks against the ones before it: the first is
-		// an init, signed by its own key.
-		if len(entries) > 0 {
-			ch, err := DecodeChange(entries[0].Change)
-			if err != nil || ch.Kind != ChangeInit || ch.Signer != ch.Key {
-				t.Fatalf("first change restored: %+v, %v", ch, err)
-			}
-		}
-	})
 }
 
 // BenchmarkCosignedLookup measures a read after a write in a cluster of
@@ -603,7 +522,7 @@ func BenchmarkCosignedLookup(b *testing.B) {
 			b.Fatal(err)
 		}
 		rounds += time.Since(at)
-		if _, signers, err := VerifyQuorum(p.Head, follower.Config().Members); err != nil || len(signers) < 2 {
+		if _, signers, err := keylog.VerifyQuorum(p.Head, follower.Config().Members); err != nil || len(signers) < 2 {
 			b.Fatalf("head: %v, signers %v", err, signers)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // TestLaggingFollowerLeavesJudgingToLeader cuts a follower off, so that its
@@ -26,9 +27,9 @@ func TestLaggingFollowerLeavesJudgingToLeader(t *testing.T) {
 	ms := openMembers(t, 3, false)
 	all := &liveSet{ms: ms}
 	op, admin := newSigner(t, "op@example.com"), newSigner(t, "admin@example.com")
-	for _, ch := range []*Change{
-		signedChange(t, op, &Change{Seq: 1, Kind: ChangeInit, Key: op.pub}),
-		signedChange(t, op, &Change{Seq: 2, Kind: ChangePolicy, Arg: PolicyDomain}),
+	for _, ch := range []*keylog.Change{
+		signedChange(t, op, &keylog.Change{Seq: 1, Kind: keylog.ChangeInit, Key: op.pub}),
+		signedChange(t, op, &keylog.Change{Seq: 2, Kind: keylog.ChangePolicy, Arg: keylog.PolicyDomain}),
 	} {
 		if err := onLeader(ctx, all, func(c *Cluster) error { return c.Change(ctx, ch) }); err != nil {
 			t.Fatalf("change %s: %v", ch.Kind, err)
@@ -64,7 +65,7 @@ func TestLaggingFollowerLeavesJudgingToLeader(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	domain := signedChange(t, op, &Change{Seq: 3, Kind: ChangeDomain, Arg: "example.com", Key: admin.pub})
+	domain := signedChange(t, op, &keylog.Change{Seq: 3, Kind: keylog.ChangeDomain, Arg: "example.com", Key: admin.pub})
 	mustOnLeader("register the domain admin key", func(c *Cluster) error { return c.Change(ctx, domain) })
 	annKey := newSigner(t, ann)
 	annV1 := register(t, annKey)
@@ -78,10 +79,10 @@ func TestLaggingFollowerLeavesJudgingToLeader(t *testing.T) {
 	bobGrant := grantFor(t, admin, bobV1)
 	annV2 := update(t, annV1, annKey.pub, annKey, "12D3KooWHostB")
 	cam := &spindle.User{Name: annCam, PublicKey: newSigner(t, annCam).pub, Version: 1}
-	if err := Sign(cam, annKey); err != nil {
+	if err := keylog.Sign(cam, annKey); err != nil {
 		t.Fatal(err)
 	}
-	admit := signedChange(t, op, &Change{Seq: 4, Kind: ChangeAdmit, Key: newSigner(t, "node@example.com").pub})
+	admit := signedChange(t, op, &keylog.Change{Seq: 4, Kind: keylog.ChangeAdmit, Key: newSigner(t, "node@example.com").pub})
 	for _, tc := range []struct {
 		what  string
 		stale spindle.Kind // What the follower's replica says of the request.
@@ -125,16 +126,16 @@ func TestLaggingFollowerLeavesJudgingToLeader(t *testing.T) {
 	// Malformed requests are refused on the follower at once.
 	bad := clone(bobV1)
 	bad.Signature = nil
-	badChange := signedChange(t, op, &Change{Seq: 5, Kind: ChangePolicy, Arg: "closed"})
+	badChange := signedChange(t, op, &keylog.Change{Seq: 5, Kind: keylog.ChangePolicy, Arg: "closed"})
 	for _, tc := range []struct {
 		what string
 		err  error
 	}{
 		{"the reserved name", follower.c.Put(ctx, register(t, newSigner(t, spindle.AllUsers)))},
 		{"an unsigned record", follower.c.Put(ctx, bad)},
-		{"an oversized countersignature", follower.c.PutGranted(ctx, bobV1, make(spindle.Signature, MaxSignatureLen+1))},
+		{"an oversized countersignature", follower.c.PutGranted(ctx, bobV1, make(spindle.Signature, keylog.MaxSignatureLen+1))},
 		{"an unknown policy", follower.c.Change(ctx, badChange)},
-		{"a join without a member key", follower.c.Join(ctx, signedChange(t, op, &Change{Seq: 5, Kind: ChangeAddMember, Arg: "nonsense", Key: op.pub}))},
+		{"a join without a member key", follower.c.Join(ctx, signedChange(t, op, &keylog.Change{Seq: 5, Kind: keylog.ChangeAddMember, Arg: "nonsense", Key: op.pub}))},
 	} {
 		if !errors.Is(tc.err, spindle.Invalid) || errors.Is(tc.err, ErrNotLeader) {
 			t.Errorf("%s on the follower: %v, want Invalid", tc.what, tc.err)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // Command types in the Raft log. The numbers are part of the stored format.
@@ -58,7 +59,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	switch l.Data[0] {
 	case cmdPut:
 		enc := bytes.Clone(l.Data[1:])
-		u, err := DecodeRecord(enc)
+		u, err := keylog.DecodeRecord(enc)
 		if err != nil {
 			return spindle.E(op, err)
 		}
@@ -131,7 +132,7 @@ func (f *fsm) preverify(items []decodedItem) {
 					return
 				}
 				j := jobs[i]
-				if spindle.Verify(j.key, SigningDigest(j.it.u), j.it.u.Signature) == nil {
+				if spindle.Verify(j.key, keylog.SigningDigest(j.it.u), j.it.u.Signature) == nil {
 					sigs.add(j.key, j.it.enc)
 				}
 			}
@@ -163,7 +164,7 @@ func (f *fsm) applyOne(op spindle.Op, u *spindle.User, enc []byte, grant spindle
 }
 
 // applyChange checks one config change and applies it.
-func (f *fsm) applyChange(op spindle.Op, ch *Change) any {
+func (f *fsm) applyChange(op spindle.Op, ch *keylog.Change) any {
 	f.mu.RLock()
 	dup, err := f.st.checkChange(ch, true)
 	f.mu.RUnlock()
@@ -271,15 +272,15 @@ func decodeSnapshot(r io.Reader) (*state, error) {
 		if err != nil {
 			return nil, spindle.E(spindle.Invalid, fmt.Errorf("malformed snapshot: record %d: %v", i, err))
 		}
-		if size > MaxRecordSize {
+		if size > keylog.MaxRecordSize {
 			return nil, spindle.E(spindle.Invalid, fmt.Sprintf("malformed snapshot: record %d has %d bytes", i, size))
 		}
 		enc := make([]byte, size)
 		if _, err := io.ReadFull(br, enc); err != nil {
 			return nil, spindle.E(spindle.Invalid, fmt.Errorf("malformed snapshot: record %d: %v", i, err))
 		}
-		if bytes.HasPrefix(enc, []byte(changeMagic)) {
-			ch, err := DecodeChange(enc)
+		if keylog.IsChange(enc) {
+			ch, err := keylog.DecodeChange(enc)
 			if err != nil {
 				return nil, spindle.E(fmt.Errorf("snapshot config change %d: %w", i, err))
 			}
@@ -295,7 +296,7 @@ func decodeSnapshot(r io.Reader) (*state, error) {
 			}
 			continue
 		}
-		u, err := DecodeRecord(enc)
+		u, err := keylog.DecodeRecord(enc)
 		if err != nil {
 			return nil, spindle.E(fmt.Errorf("snapshot record %d: %w", i, err))
 		}

@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // testSigner is a spindle.Signer over an in-memory P-256 key.
@@ -51,7 +51,7 @@ func (s *testSigner) Sign(digest []byte) (spindle.Signature, error) {
 func register(t testing.TB, s *testSigner, hosts ...spindle.PeerAddr) *spindle.User {
 	t.Helper()
 	u := &spindle.User{Name: s.name, PublicKey: s.pub, DirHosts: hosts, Version: 1}
-	if err := Sign(u, s); err != nil {
+	if err := keylog.Sign(u, s); err != nil {
 		t.Fatal(err)
 	}
 	return u
@@ -61,10 +61,10 @@ func register(t testing.TB, s *testSigner, hosts ...spindle.PeerAddr) *spindle.U
 // signed by s.
 func update(t testing.TB, cur *spindle.User, key spindle.PublicKey, s *testSigner, hosts ...spindle.PeerAddr) *spindle.User {
 	t.Helper()
-	u := Next(cur)
+	u := keylog.Next(cur)
 	u.PublicKey = key
 	u.DirHosts = hosts
-	if err := Sign(u, s); err != nil {
+	if err := keylog.Sign(u, s); err != nil {
 		t.Fatal(err)
 	}
 	return u
@@ -177,5 +177,3 @@ func snapshotBytes(t testing.TB, f *fsm) []byte {
 	}
 	return b
 }
-
-func hashOf(b []byte) string { return fmt.Sprintf("%x", sha256.Sum256(b)) }

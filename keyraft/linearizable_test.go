@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // The linearizability check records what clients saw of registrations,
@@ -150,8 +151,8 @@ func TestLinearizable(t *testing.T) {
 				own, isOwner := owned[n]
 				switch {
 				case isOwner && rng.IntN(2) == 0:
-					u := Next(own.rec)
-					if err := Sign(u, own.key); err != nil {
+					u := keylog.Next(own.rec)
+					if err := keylog.Sign(u, own.key); err != nil {
 						t.Error(err)
 						return
 					}

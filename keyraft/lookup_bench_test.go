@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // BenchmarkLookupServedVerified measures key lookups as a client that
@@ -20,7 +21,7 @@ func BenchmarkLookupServedVerified(b *testing.B) {
 	c, names := lookupCluster(b)
 	ctx := ctxT(b)
 	// The client follows the cluster's members, as node/client does.
-	chk, err := NewFollowingChecker(nil, c.VerifierKey())
+	chk, err := keylog.NewFollowingChecker(nil, c.VerifierKey())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func BenchmarkLookupServedVerified(b *testing.B) {
 				b.Error(err)
 				return
 			}
-			q, err := UnmarshalProof(data)
+			q, err := keylog.UnmarshalProof(data)
 			if err != nil {
 				b.Error(err)
 				return
@@ -68,7 +69,7 @@ func TestCheckerKnownHead(t *testing.T) {
 	c := memCluster(t)
 	ctx := ctxT(t)
 	ss := populate(t, c, 0, 5)
-	chk, err := NewChecker(c.VerifierKey())
+	chk, err := keylog.NewChecker(c.VerifierKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestCheckerKnownHead(t *testing.T) {
 	wrongIndex.Index = 3
 	for _, tc := range []struct {
 		what string
-		p    *Proof
+		p    *keylog.Proof
 		name spindle.UserName
 	}{
 		{"record of another leaf", &bad, ss[2].name},

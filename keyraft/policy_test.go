@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 const (
@@ -30,7 +31,9 @@ func mustPut(t *testing.T, c *Cluster, u *spindle.User) {
 	}
 }
 
-func sameRecord(a, b *spindle.User) bool { return bytes.Equal(EncodeRecord(a), EncodeRecord(b)) }
+func sameRecord(a, b *spindle.User) bool {
+	return bytes.Equal(keylog.EncodeRecord(a), keylog.EncodeRecord(b))
+}
 
 func TestOpenPolicyAndRotation(t *testing.T) {
 	c := memCluster(t)
@@ -83,7 +86,7 @@ func mustHistory(t *testing.T, c *Cluster, name spindle.UserName) []*spindle.Use
 	if err != nil {
 		t.Fatal(err)
 	}
-	us, err := VerifyHistory(ps, name, mustVerifiers(t, c))
+	us, err := keylog.VerifyHistory(ps, name, mustVerifiers(t, c))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +101,7 @@ func TestSuffixUsers(t *testing.T) {
 
 	// Before the base user exists nobody can register a +suffix user.
 	rec := &spindle.User{Name: annCam, PublicKey: camKey.pub, Version: 1}
-	if err := Sign(rec, annKey); err != nil {
+	if err := keylog.Sign(rec, annKey); err != nil {
 		t.Fatal(err)
 	}
 	wantKind(t, "suffix user of an unregistered base", c.Put(ctx, rec), spindle.Permission)
@@ -137,7 +140,7 @@ func TestRefusals(t *testing.T) {
 	before := snapshotBytes(t, c.fsm)
 
 	signed := func(u *spindle.User, s *testSigner) *spindle.User {
-		if err := Sign(u, s); err != nil {
+		if err := keylog.Sign(u, s); err != nil {
 			t.Fatal(err)
 		}
 		return u
@@ -167,8 +170,8 @@ func TestRefusals(t *testing.T) {
 		{"non-canonical key", signed(&spindle.User{Name: bob, PublicKey: bobKey.pub + " ", Version: 1}, bobKey), spindle.Invalid},
 		{"version 0", signed(&spindle.User{Name: bob, PublicKey: bobKey.pub}, bobKey), spindle.Invalid},
 		{"version 1 with prev", signed(&spindle.User{Name: bob, PublicKey: bobKey.pub, Version: 1, Prev: make([]byte, 32)}, bobKey), spindle.Invalid},
-		{"too many hosts", register(t, bobKey, hosts(MaxDirHosts+1, func(i int) string { return fmt.Sprint("h", i) })...), spindle.Invalid},
-		{"long host", register(t, bobKey, spindle.PeerAddr(strings.Repeat("h", MaxPeerAddrLen+1))), spindle.Invalid},
+		{"too many hosts", register(t, bobKey, hosts(keylog.MaxDirHosts+1, func(i int) string { return fmt.Sprint("h", i) })...), spindle.Invalid},
+		{"long host", register(t, bobKey, spindle.PeerAddr(strings.Repeat("h", keylog.MaxPeerAddrLen+1))), spindle.Invalid},
 		{"host with space", register(t, bobKey, "a b"), spindle.Invalid},
 		{"empty host", register(t, bobKey, ""), spindle.Invalid},
 		{"duplicate host", register(t, bobKey, "h1", "h1"), spindle.Invalid},
@@ -178,12 +181,12 @@ func TestRefusals(t *testing.T) {
 		{"version 1 again with the same key", register(t, annKey, "12D3KooWHostB"), spindle.Exist},
 		{"update of unregistered", update(t, register(t, bobKey), bobKey.pub, bobKey), spindle.NotExist},
 		{"skipped version", func() *spindle.User {
-			u := Next(v1)
+			u := keylog.Next(v1)
 			u.Version = 3
 			return signed(u, annKey)
 		}(), spindle.Invalid},
 		{"wrong prev", func() *spindle.User {
-			u := Next(v1)
+			u := keylog.Next(v1)
 			u.Prev = bytes.Repeat([]byte{1}, 32)
 			return signed(u, annKey)
 		}(), spindle.Invalid},
@@ -194,7 +197,7 @@ func TestRefusals(t *testing.T) {
 		}(), spindle.Permission},
 		{"huge signature", func() *spindle.User {
 			u := register(t, bobKey)
-			u.Signature = make([]byte, MaxSignatureLen+1)
+			u.Signature = make([]byte, keylog.MaxSignatureLen+1)
 			return u
 		}(), spindle.Invalid},
 	}
@@ -225,7 +228,7 @@ func TestApplyRefusesWhatTheLeaderWouldRefuse(t *testing.T) {
 	a := update(t, v1, annKey.pub, annKey, "h1")
 	b := update(t, v1, annKey.pub, annKey, "h2")
 	for i, u := range []*spindle.User{a, b} {
-		f := c.raft.Apply(append([]byte{cmdPut}, EncodeRecord(u)...), 0)
+		f := c.raft.Apply(append([]byte{cmdPut}, keylog.EncodeRecord(u)...), 0)
 		if err := f.Error(); err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 func mustVerifiers(t testing.TB, cs ...*Cluster) note.Verifiers {
@@ -22,7 +23,7 @@ func mustVerifiers(t testing.TB, cs ...*Cluster) note.Verifiers {
 	for _, c := range cs {
 		keys = append(keys, c.VerifierKey())
 	}
-	v, err := NewVerifiers(keys...)
+	v, err := keylog.NewVerifiers(keys...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestInclusionProof(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, tree, err := VerifyLookup(p, s.name, v)
+		u, tree, err := keylog.VerifyLookup(p, s.name, v)
 		if err != nil {
 			t.Fatalf("VerifyLookup(%s): %v", s.name, err)
 		}
@@ -62,19 +63,19 @@ func TestInclusionProof(t *testing.T) {
 		}
 		// The proof survives its wire encoding.
 		b, _ := p.MarshalBinary()
-		q, err := UnmarshalProof(b)
+		q, err := keylog.UnmarshalProof(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := VerifyLookup(q, s.name, v); err != nil {
+		if _, _, err := keylog.VerifyLookup(q, s.name, v); err != nil {
 			t.Errorf("decoded proof: %v", err)
 		}
 	}
 
 	p, _ := c.LookupProof(ctx, ss[3].name)
-	integrity := func(what string, p *Proof, name spindle.UserName, v note.Verifiers) {
+	integrity := func(what string, p *keylog.Proof, name spindle.UserName, v note.Verifiers) {
 		t.Helper()
-		if _, _, err := VerifyLookup(p, name, v); !errors.Is(err, spindle.Integrity) {
+		if _, _, err := keylog.VerifyLookup(p, name, v); !errors.Is(err, spindle.Integrity) {
 			t.Errorf("%s: VerifyLookup = %v, want Integrity", what, err)
 		}
 	}
@@ -86,7 +87,7 @@ func TestInclusionProof(t *testing.T) {
 	for i := range p.Record {
 		q := *p
 		q.Record = flip(p.Record, i)
-		if _, _, err := VerifyLookup(&q, ss[3].name, v); err == nil {
+		if _, _, err := keylog.VerifyLookup(&q, ss[3].name, v); err == nil {
 			t.Fatalf("record with byte %d flipped verifies", i)
 		}
 	}
@@ -111,7 +112,7 @@ func TestConsistencyAndChecker(t *testing.T) {
 	c := memCluster(t)
 	ctx := ctxT(t)
 	ss := populate(t, c, 0, 3)
-	chk, err := NewChecker(c.VerifierKey())
+	chk, err := keylog.NewChecker(c.VerifierKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +133,8 @@ func TestConsistencyAndChecker(t *testing.T) {
 			if err := tlog.CheckTree(p, int64(n+1), newHash, old, oldHash); err != nil {
 				t.Fatalf("consistency %d→%d: %v", old, n+1, err)
 			}
-			b := MarshalTreeProof(p)
-			if q, err := UnmarshalTreeProof(b); err != nil || len(q) != len(p) {
+			b := keylog.MarshalTreeProof(p)
+			if q, err := keylog.UnmarshalTreeProof(b); err != nil || len(q) != len(p) {
 				t.Fatalf("tree proof round trip: %v", err)
 			}
 		}
@@ -150,7 +151,7 @@ func TestConsistencyAndChecker(t *testing.T) {
 		}
 	}
 	// A checker resumed from an older stored head accepts the newer log.
-	chk2, _ := NewChecker(c.VerifierKey())
+	chk2, _ := keylog.NewChecker(c.VerifierKey())
 	if err := chk2.Trust(stored); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestConsistencyAndChecker(t *testing.T) {
 	}
 }
 
-func mustProof(t testing.TB, c *Cluster, name spindle.UserName) *Proof {
+func mustProof(t testing.TB, c *Cluster, name spindle.UserName) *keylog.Proof {
 	t.Helper()
 	p, err := c.LookupProof(ctxT(t), name)
 	if err != nil {
@@ -182,7 +183,7 @@ func mustProof(t testing.TB, c *Cluster, name spindle.UserName) *Proof {
 // log catches the rewritten one, whether it is larger, equal in size, or
 // smaller.
 func TestRewrittenHistoryIsCaught(t *testing.T) {
-	skey, vkey, err := note.GenerateKey(rand.Reader, keyName("m0"))
+	skey, vkey, err := note.GenerateKey(rand.Reader, keylog.MemberKeyName("m0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestRewrittenHistoryIsCaught(t *testing.T) {
 		}
 	}
 	// Same size, different tree.
-	chk, _ := NewChecker(vkey)
+	chk, _ := keylog.NewChecker(vkey)
 	if _, err := chk.VerifyLookup(ctx, mustProof(t, honest, ss[0].name), ss[0].name, honest); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestRewrittenHistoryIsCaught(t *testing.T) {
 
 	// A client that saw a larger honest tree is shown a smaller rewritten one.
 	populate(t, honest, 20, 4)
-	chk2, _ := NewChecker(vkey)
+	chk2, _ := keylog.NewChecker(vkey)
 	if _, err := chk2.VerifyLookup(ctx, mustProof(t, honest, ss[0].name), ss[0].name, honest); err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestCheckerRejectsBogusProof(t *testing.T) {
 	c := memCluster(t)
 	ctx := ctxT(t)
 	populate(t, c, 0, 5)
-	chk, _ := NewChecker(c.VerifierKey())
+	chk, _ := keylog.NewChecker(c.VerifierKey())
 	h5, _ := c.Head(ctx)
 	if _, err := chk.Update(ctx, h5, c); err != nil {
 		t.Fatal(err)
@@ -290,7 +291,7 @@ func TestCheckerRejectsBogusProof(t *testing.T) {
 	}
 	// A member that has not caught up serves the empty log, a prefix of
 	// every log: not evidence of a rewrite.
-	empty, err := signHead(c.signer, HeadInfo{})
+	empty, err := signHead(c.signer, keylog.HeadInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,7 @@ func TestHistoryAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := mustVerifiers(t, c)
-	us, err := VerifyHistory(ps, ann, v)
+	us, err := keylog.VerifyHistory(ps, ann, v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,10 +334,10 @@ func TestHistoryAudit(t *testing.T) {
 		t.Fatalf("history = %d versions", len(us))
 	}
 	// Hiding a version, or reordering, is caught.
-	if _, err := VerifyHistory([]*Proof{ps[0], ps[2]}, ann, v); !errors.Is(err, spindle.Integrity) {
+	if _, err := keylog.VerifyHistory([]*keylog.Proof{ps[0], ps[2]}, ann, v); !errors.Is(err, spindle.Integrity) {
 		t.Errorf("history with a gap: %v, want Integrity", err)
 	}
-	if _, err := VerifyHistory([]*Proof{ps[1], ps[0]}, ann, v); !errors.Is(err, spindle.Integrity) {
+	if _, err := keylog.VerifyHistory([]*keylog.Proof{ps[1], ps[0]}, ann, v); !errors.Is(err, spindle.Integrity) {
 		t.Errorf("reordered history: %v, want Integrity", err)
 	}
 	if _, err := c.History(ctx, bob); !errors.Is(err, spindle.NotExist) {

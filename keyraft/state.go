@@ -11,6 +11,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 )
 
 // state is the replicated state: every accepted record in log order, the
@@ -21,7 +22,7 @@ type state struct {
 	entries []entry                      // Accepted records, in log order; entry i is leaf i.
 	hashes  []tlog.Hash                  // Stored hashes of the tree over entries (tlog layout).
 	users   map[spindle.UserName][]int64 // Leaf indices of each user's versions, oldest first.
-	cfg     clusterConfig                // Built from the config change leaves.
+	cfg     keylog.ConfigState           // Built from the config change leaves.
 	cfgIdx  []int64                      // Leaf index of each config change: cfgIdx[seq-1].
 	sigs    *sigCache                    // Signatures verified here; nil for none. Not replicated.
 }
@@ -90,7 +91,7 @@ type entry struct {
 }
 
 func newState() *state {
-	return &state{users: make(map[spindle.UserName][]int64), cfg: newConfig()}
+	return &state{users: make(map[spindle.UserName][]int64), cfg: keylog.NewConfigState()}
 }
 
 // size returns the number of records in the log.
@@ -141,10 +142,10 @@ func (s *state) treeHash(n int64) (tlog.Hash, error) {
 // A new name is also subject to the namespace policy: under PolicyDomain
 // it needs grant, the countersignature of its domain's admin key.
 func (s *state) check(u *spindle.User, grant spindle.Signature, verify bool) (dup bool, err error) {
-	if err := checkRecord(u); err != nil {
+	if err := keylog.CheckRecord(u); err != nil {
 		return false, err
 	}
-	return s.checkFormed(u, EncodeRecord(u), grant, verify)
+	return s.checkFormed(u, keylog.EncodeRecord(u), grant, verify)
 }
 
 // checkFormed is check for a record u that checkRecord has passed (as
@@ -193,7 +194,7 @@ func (s *state) checkFormed(u *spindle.User, enc []byte, grant spindle.Signature
 	if s.sigs.verified(signerKey, enc) {
 		return false, nil
 	}
-	if err := spindle.Verify(signerKey, SigningDigest(u), u.Signature); err != nil {
+	if err := spindle.Verify(signerKey, keylog.SigningDigest(u), u.Signature); err != nil {
 		return false, spindle.E(spindle.Permission, u.Name, fmt.Errorf("signature by %s: %w", u.SignedBy, errors.Unwrap(err)))
 	}
 	s.sigs.add(signerKey, enc)
@@ -231,12 +232,12 @@ func (s *state) add(u *spindle.User, enc []byte) error {
 }
 
 // addChange appends a checked config change to the log and applies it.
-func (s *state) addChange(ch *Change) error {
-	enc := EncodeChange(ch)
+func (s *state) addChange(ch *keylog.Change) error {
+	enc := keylog.EncodeChange(ch)
 	if err := s.appendLeaf(entry{enc: enc}); err != nil {
 		return err
 	}
-	s.cfg.applyChange(ch, enc)
+	s.cfg.Apply(ch, enc)
 	s.cfgIdx = append(s.cfgIdx, s.size()-1)
 	return nil
 }
@@ -257,4 +258,24 @@ func (s *state) appendLeaf(e entry) error {
 	s.entries = append(s.entries, e)
 	s.hashes = append(s.hashes, hs...)
 	return nil
+}
+
+// checkChange decides whether ch may be applied to the state, as check does
+// for records: dup when ch is the last change applied. Kinds: Invalid
+// (malformed, a sequence that does not follow, or removing the last
+// operator), Permission (not signed by a current operator, or a bad
+// signature), NotExist (removing a key that is no operator's).
+func (s *state) checkChange(ch *keylog.Change, verify bool) (dup bool, err error) {
+	return s.cfg.Check(ch, verify)
+}
+
+// checkGrant applies the namespace policy to a new registration of u,
+// whose other checks passed. Replaying a snapshot (verify false) skips it:
+// the grant was checked when the record was accepted, and the log keeps
+// records, not grants.
+func (s *state) checkGrant(u *spindle.User, grant spindle.Signature, verify bool) error {
+	if !verify {
+		return nil
+	}
+	return s.cfg.CheckGrant(u, grant)
 }

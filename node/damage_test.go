@@ -325,3 +325,15 @@ func TestRepairDirLog(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// newRecovering is New with a panic turned into an error, as spin node
+// does, so that a damaged file that makes a library panic fails the
+// check of a one-line error naming it rather than the whole test binary.
+func newRecovering(ctx context.Context, cfg Config) (n *Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			n, err = nil, fmt.Errorf("a file under %s made the node fail as it started: %v", cfg.Home, r)
+		}
+	}()
+	return New(ctx, cfg)
+}

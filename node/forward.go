@@ -62,6 +62,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
@@ -71,11 +72,11 @@ import (
 type keyService interface {
 	Lookup(ctx context.Context, name spindle.UserName) (*spindle.User, error)
 	Version(name spindle.UserName) int64
-	History(ctx context.Context, name spindle.UserName) ([]*keyraft.Proof, error)
+	History(ctx context.Context, name spindle.UserName) ([]*keylog.Proof, error)
 	Domain(ctx context.Context, domain string) ([]spindle.UserName, error)
-	LookupProof(ctx context.Context, name spindle.UserName) (*keyraft.Proof, error)
+	LookupProof(ctx context.Context, name spindle.UserName) (*keylog.Proof, error)
 	ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error)
-	ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keyraft.Proof, error)
+	ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keylog.Proof, error)
 	Head(ctx context.Context) ([]byte, error)
 	VerifierKey() string
 }
@@ -227,7 +228,7 @@ func (r *remoteKeys) Lookup(ctx context.Context, name spindle.UserName) (*spindl
 	if err != nil {
 		return nil, err
 	}
-	u, err := keyraft.DecodeRecord(resp.Data)
+	u, err := keylog.DecodeRecord(resp.Data)
 	if err != nil {
 		return nil, err
 	}
@@ -269,12 +270,12 @@ func (r *remoteKeys) recent(ctx context.Context, name spindle.UserName) (*spindl
 	return r.Lookup(ctx, name)
 }
 
-func (r *remoteKeys) History(ctx context.Context, name spindle.UserName) ([]*keyraft.Proof, error) {
+func (r *remoteKeys) History(ctx context.Context, name spindle.UserName) ([]*keylog.Proof, error) {
 	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyProofs, User: name})
 	if err != nil {
 		return nil, err
 	}
-	return keyraft.UnmarshalProofs(resp.Proofs)
+	return keylog.UnmarshalProofs(resp.Proofs)
 }
 
 func (r *remoteKeys) Domain(ctx context.Context, domain string) ([]spindle.UserName, error) {
@@ -285,12 +286,12 @@ func (r *remoteKeys) Domain(ctx context.Context, domain string) ([]spindle.UserN
 	return resp.Users, nil
 }
 
-func (r *remoteKeys) LookupProof(ctx context.Context, name spindle.UserName) (*keyraft.Proof, error) {
+func (r *remoteKeys) LookupProof(ctx context.Context, name spindle.UserName) (*keylog.Proof, error) {
 	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyProof, User: name})
 	if err != nil {
 		return nil, err
 	}
-	return keyraft.UnmarshalProof(resp.Data)
+	return keylog.UnmarshalProof(resp.Data)
 }
 
 func (r *remoteKeys) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error) {
@@ -298,15 +299,15 @@ func (r *remoteKeys) ConsistencyProof(ctx context.Context, oldSize, newSize int6
 	if err != nil {
 		return nil, err
 	}
-	return keyraft.UnmarshalTreeProof(resp.Data)
+	return keylog.UnmarshalTreeProof(resp.Data)
 }
 
-func (r *remoteKeys) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keyraft.Proof, error) {
+func (r *remoteKeys) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keylog.Proof, error) {
 	resp, err := r.call(ctx, &wire.Request{Method: wire.KeyConfig, Seq: after, Data: head})
 	if err != nil {
 		return nil, err
 	}
-	return keyraft.UnmarshalProofs(resp.Proofs)
+	return keylog.UnmarshalProofs(resp.Proofs)
 }
 
 func (r *remoteKeys) Head(ctx context.Context) ([]byte, error) {

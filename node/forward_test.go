@@ -18,6 +18,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/client"
 	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -129,7 +130,7 @@ func TestKeyLookupLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := keyraft.DecodeRecord(resp.Data)
+	u, err := keylog.DecodeRecord(resp.Data)
 	if err != nil || u.PublicKey != keys.PublicKey() {
 		t.Fatalf("lookup through the leader: %+v, %v", u, err)
 	}
@@ -312,16 +313,16 @@ func TestLyingForwarder(t *testing.T) {
 		}, func(c *client.Client) error { _, err := c.LookupUser(ctx, "ann@example.com"); return err }},
 		{"alters the key record", func(req *wire.Request, resp *wire.Response) {
 			if req.Method == wire.KeyProof && req.User == "ann@example.com" {
-				p, err := keyraft.UnmarshalProof(resp.Data)
+				p, err := keylog.UnmarshalProof(resp.Data)
 				if err != nil {
 					return
 				}
-				u, err := keyraft.DecodeRecord(p.Record)
+				u, err := keylog.DecodeRecord(p.Record)
 				if err != nil {
 					return
 				}
 				u.DirHosts = []spindle.PeerAddr{p2p.PeerAddrOf(w.a.Host().ID())}
-				p.Record = keyraft.EncodeRecord(u)
+				p.Record = keylog.EncodeRecord(u)
 				resp.Data, _ = p.MarshalBinary()
 			}
 		}, func(c *client.Client) error { _, err := c.LookupUser(ctx, "ann@example.com"); return err }},
@@ -360,20 +361,6 @@ func TestStoppedDirHost(t *testing.T) {
 		t.Fatalf("lookup with ann's dir host stopped: %v; want an error naming dir host %s", err, bid)
 	}
 	t.Logf("error: %v", err)
-}
-
-// A -keyserver address that names no peer, or no network address, is
-// refused before the node starts, with one line naming it.
-func TestBadKeyServer(t *testing.T) {
-	id := "12D3KooWGRUBkQ8jtu4ZKmfvTJRCaw4pEZRLbGyDFUJx7k1D5sXE"
-	for _, a := range []string{"nonsense", id, "/ip4/127.0.0.1/tcp/7447"} {
-		var stdout, stderr syncBuffer
-		code := RunCommand(context.Background(), []string{"-home", t.TempDir(), "-writers", "all", "-listen", "/ip4/127.0.0.1/tcp/0", "-keyserver", a}, &stdout, &stderr, testLogger(t), nil)
-		msg := stderr.String()
-		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "spin: node: -keyserver: ") || !strings.Contains(msg, fmt.Sprintf("%q", a)) || !strings.Contains(msg, "key server address") {
-			t.Errorf("spin node -keyserver %s: exit %d, stderr %q; want 2 and one line naming it", a, code, msg)
-		}
-	}
 }
 
 // A member that is not the leader carries a key.put to the leader, and a
@@ -425,7 +412,7 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lookup through the leader from the follower: %v", err)
 	}
-	if u, err := keyraft.DecodeRecord(resp.Data); err != nil || u.Name != "ann@example.com" {
+	if u, err := keylog.DecodeRecord(resp.Data); err != nil || u.Name != "ann@example.com" {
 		t.Fatalf("lookup through the leader: %+v, %v", u, err)
 	}
 

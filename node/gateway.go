@@ -75,12 +75,11 @@ func (n *Node) ServeGateway(ctx context.Context, ln net.Listener, rd PublicReade
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return n.ctx },
 	}
+	// Stop with ctx or the node; neither waiter outlives Serve.
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
-	go func() {
-		<-n.ctx.Done()
-		srv.Close()
-	}()
+	stopNode := context.AfterFunc(n.ctx, func() { srv.Close() })
+	defer stopNode()
 	err := srv.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

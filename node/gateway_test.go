@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -76,6 +74,8 @@ func TestGateway(t *testing.T) {
 		if err := <-served; err != nil {
 			t.Errorf("ServeGateway: %v", err)
 		}
+		// Stopped, it leaves nothing waiting for the node to close.
+		waitGone(t, "spindle.dev/node.(*Node).ServeGateway")
 	})
 	base := "http://" + ln.Addr().String() + "/"
 	get := func(name, rng string) (*http.Response, []byte) {
@@ -134,66 +134,6 @@ func TestGateway(t *testing.T) {
 				t.Errorf("%s: header %s %q differs from a missing file's %q", name, h, resp.Header.Get(h), notFound.Header.Get(h))
 			}
 		}
-	}
-}
-
-// TestRunCommandGateway starts spin node with -gateway: the gateway
-// listens by the time the node says it is ready, and answers.
-func TestRunCommandGateway(t *testing.T) {
-	home := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr syncBuffer
-	code := make(chan int, 1)
-	go func() {
-		code <- RunCommand(ctx, []string{"-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "ann@example.com", "-gateway", "127.0.0.1:0"}, &stdout, &stderr, testLogger(t), gatewayReader(t))
-	}()
-	var base string
-	for deadline := time.Now().Add(time.Minute); base == ""; {
-		if _, err := os.Stat(filepath.Join(home, "addr")); err == nil {
-			_, rest, ok := strings.Cut(stderr.String(), "gateway serving files all may read at ")
-			if !ok {
-				t.Fatalf("the node is ready and says nothing of its gateway: %s", stderr.String())
-			}
-			base, _, _ = strings.Cut(rest, "\n")
-		}
-		select {
-		case c := <-code:
-			t.Fatalf("spin node exited with %d: %s", c, stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the node was not ready after a minute")
-		}
-	}
-	resp, err := http.Get(base + "ann@example.com/nosuch.jpg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 404 {
-		t.Errorf("gateway: status %d for a missing file, want 404", resp.StatusCode)
-	}
-	cancel()
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Errorf("spin node exited %d: %s", c, stderr.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("spin node did not stop")
-	}
-	// The gateway closes with the node (at once, or very soon after).
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		resp, err := http.Get(base + "ann@example.com/nosuch.jpg")
-		if err != nil {
-			break
-		}
-		resp.Body.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway still answers 30 s after the node stopped")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

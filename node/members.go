@@ -7,7 +7,7 @@ package node
 // remotely (forward.go) until its operator runs spin key join against it:
 // the node opens a Raft replica that belongs to no cluster yet and tells
 // the operator the verifier key it will sign tree heads with; the operator
-// signs an add-member change for that key (keyraft.ChangeAddMember) with a
+// signs an add-member change for that key (keylog.ChangeAddMember) with a
 // key the cluster's operators admitted; the node carries the change to the
 // leader, which records the member and adds it as a voter; once the
 // node's replica sees itself in the configuration, the node serves keys
@@ -37,6 +37,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
@@ -166,14 +167,14 @@ func (n *Node) serveKeyChange(ctx context.Context, req *wire.Request) error {
 	if keys == nil {
 		return spindle.E(op, spindle.Internal, "no key cluster")
 	}
-	ch, err := keyraft.DecodeChange(req.Data)
+	ch, err := keylog.DecodeChange(req.Data)
 	if err != nil {
 		return spindle.E(op, err)
 	}
 	switch ch.Kind {
-	case keyraft.ChangeAddMember:
+	case keylog.ChangeAddMember:
 		err = keys.Join(ctx, ch)
-	case keyraft.ChangeRemoveMember:
+	case keylog.ChangeRemoveMember:
 		err = keys.Leave(ctx, ch)
 	default:
 		err = keys.Change(ctx, ch)
@@ -221,11 +222,11 @@ func (n *Node) serveKeyJoin(ctx context.Context, req *wire.Request) (*wire.Respo
 		}
 		return &wire.Response{KeyStatus: resp.KeyStatus, Data: []byte(j.VerifierKey())}, nil
 	}
-	ch, err := keyraft.DecodeChange(req.Data)
+	ch, err := keylog.DecodeChange(req.Data)
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	if ch.Kind != keyraft.ChangeAddMember || ch.Arg != j.VerifierKey() {
+	if ch.Kind != keylog.ChangeAddMember || ch.Arg != j.VerifierKey() {
 		return nil, spindle.E(op, spindle.Invalid, "a join is an add-member change for this node's verifier key "+j.VerifierKey())
 	}
 	// A join asked for again, after the first timed out, finds the node
@@ -294,11 +295,11 @@ func (n *Node) serveKeyLeave(ctx context.Context, req *wire.Request) error {
 	if keys == nil {
 		return spindle.E(op, spindle.NotExist, "this node is no member of a key cluster")
 	}
-	ch, err := keyraft.DecodeChange(req.Data)
+	ch, err := keylog.DecodeChange(req.Data)
 	if err != nil {
 		return spindle.E(op, err)
 	}
-	if ch.Kind != keyraft.ChangeRemoveMember || ch.Arg != keys.ID() {
+	if ch.Kind != keylog.ChangeRemoveMember || ch.Arg != keys.ID() {
 		return spindle.E(op, spindle.Invalid, "a leave is a remove-member change for this node, "+keys.ID())
 	}
 	s, err := keys.Status(ctx)

@@ -11,7 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -41,11 +41,11 @@ func call(t testing.TB, n *Node, local bool, req *wire.Request) (*wire.Response,
 // the configuration st, and returns its encoding.
 func change(t testing.TB, op *pack.Keys, st *wire.ClusterStatus, kind, arg string, key spindle.PublicKey) []byte {
 	t.Helper()
-	ch := &keyraft.Change{Seq: st.Seq + 1, Kind: kind, Arg: arg, Key: key}
-	if err := keyraft.SignChange(ch, op); err != nil {
+	ch := &keylog.Change{Seq: st.Seq + 1, Kind: kind, Arg: arg, Key: key}
+	if err := keylog.SignChange(ch, op); err != nil {
 		t.Fatal(err)
 	}
-	return keyraft.EncodeChange(ch)
+	return keylog.EncodeChange(ch)
 }
 
 func status(t testing.TB, n *Node) *wire.ClusterStatus {
@@ -84,9 +84,9 @@ func TestKeyJoinLeave(t *testing.T) {
 	if st.ID != l.Host().ID().String() || len(st.Voters) != 1 || st.Seq != 0 {
 		t.Fatalf("status through the non-member: %+v", st)
 	}
-	for _, kind := range []string{keyraft.ChangeInit, keyraft.ChangeAdmit} {
+	for _, kind := range []string{keylog.ChangeInit, keylog.ChangeAdmit} {
 		arg := ""
-		if kind == keyraft.ChangeInit {
+		if kind == keylog.ChangeInit {
 			arg = l.VerifierKey()
 		}
 		if _, err := call(t, m, false, &wire.Request{Method: wire.KeyChange, Data: change(t, op, st, kind, arg, op.PublicKey())}); err != nil {
@@ -119,22 +119,22 @@ func TestKeyJoinLeave(t *testing.T) {
 
 	// Hostile changes, each refused with nothing changed: garbage, a
 	// change signed by a key that is no operator's, a replayed one.
-	initChange := change(t, op, &wire.ClusterStatus{Seq: 0}, keyraft.ChangeInit, l.VerifierKey(), op.PublicKey())
+	initChange := change(t, op, &wire.ClusterStatus{Seq: 0}, keylog.ChangeInit, l.VerifierKey(), op.PublicKey())
 	for _, c := range []struct {
 		what string
 		data []byte
 		kind spindle.Kind
 	}{
 		{"garbage", []byte("not a change"), spindle.Invalid},
-		{"an admission signed by a stranger", change(t, stranger, st, keyraft.ChangeAdmit, "", stranger.PublicKey()), spindle.Permission},
-		{"a policy change signed by a stranger", change(t, stranger, st, keyraft.ChangePolicy, keyraft.PolicyDomain, ""), spindle.Permission},
+		{"an admission signed by a stranger", change(t, stranger, st, keylog.ChangeAdmit, "", stranger.PublicKey()), spindle.Permission},
+		{"a policy change signed by a stranger", change(t, stranger, st, keylog.ChangePolicy, keylog.PolicyDomain, ""), spindle.Permission},
 		{"the init change replayed", initChange, spindle.Invalid},
 	} {
 		if _, err := call(t, m, false, &wire.Request{Method: wire.KeyChange, Data: c.data}); !errors.Is(err, c.kind) {
 			t.Errorf("%s: %v, want %v", c.what, err, c.kind)
 		}
 	}
-	if after := status(t, l); after.Seq != st.Seq || after.Policy != keyraft.PolicyOpen || len(after.Admitted) != 1 {
+	if after := status(t, l); after.Seq != st.Seq || after.Policy != keylog.PolicyOpen || len(after.Admitted) != 1 {
 		t.Fatalf("refused changes changed the configuration: %+v", after)
 	}
 
@@ -148,7 +148,7 @@ func TestKeyJoinLeave(t *testing.T) {
 	}
 	vkey := string(resp.Data)
 	// A node operator nobody admitted is refused, and nothing changes.
-	_, err = call(t, m, true, &wire.Request{Method: wire.KeyJoin, Data: change(t, stranger, resp.KeyStatus, keyraft.ChangeAddMember, vkey, stranger.PublicKey())})
+	_, err = call(t, m, true, &wire.Request{Method: wire.KeyJoin, Data: change(t, stranger, resp.KeyStatus, keylog.ChangeAddMember, vkey, stranger.PublicKey())})
 	if !errors.Is(err, spindle.Permission) {
 		t.Fatalf("join vouched for by a key nobody admitted: %v, want Permission", err)
 	}
@@ -159,7 +159,7 @@ func TestKeyJoinLeave(t *testing.T) {
 		t.Fatal("a refused join made the node a member")
 	}
 	// The admitted operator's join.
-	resp, err = call(t, m, true, &wire.Request{Method: wire.KeyJoin, Data: change(t, op, resp.KeyStatus, keyraft.ChangeAddMember, vkey, op.PublicKey())})
+	_, err = call(t, m, true, &wire.Request{Method: wire.KeyJoin, Data: change(t, op, resp.KeyStatus, keylog.ChangeAddMember, vkey, op.PublicKey())})
 	if err != nil {
 		t.Fatalf("join: %v", err)
 	}
@@ -176,7 +176,7 @@ func TestKeyJoinLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := &spindle.User{Name: "ann@example.com", PublicKey: ann.PublicKey(), Version: 1}
-	if err := keyraft.Sign(u, ann); err != nil {
+	if err := keylog.Sign(u, ann); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -200,7 +200,7 @@ func TestKeyJoinLeave(t *testing.T) {
 
 	// Leaving: for the operator, through the socket.
 	st = status(t, m)
-	leave := change(t, op, st, keyraft.ChangeRemoveMember, m.Host().ID().String(), "")
+	leave := change(t, op, st, keylog.ChangeRemoveMember, m.Host().ID().String(), "")
 	if _, err := call(t, m, false, &wire.Request{Method: wire.KeyLeave, Data: leave}); !errors.Is(err, spindle.Permission) {
 		t.Fatalf("key.leave over the network: %v, want Permission", err)
 	}

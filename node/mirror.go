@@ -76,7 +76,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
@@ -192,11 +192,7 @@ func (n *Node) startMirrors() {
 		m.users[u] = new(mirrorState)
 	}
 	n.mirrors = m
-	n.bg.Add(1)
-	go func() {
-		defer n.bg.Done()
-		m.run(n.ctx)
-	}()
+	n.bg.Go(func() { m.run(n.ctx) })
 }
 
 // MirrorStatus reports the node's mirror of owner's log; false if the node
@@ -506,9 +502,7 @@ func (m *mirrors) nudgeSilent(owner spindle.UserName) {
 	}
 	m.mu.Unlock()
 	for _, h := range silent {
-		n.bg.Add(1)
-		go func() {
-			defer n.bg.Done()
+		n.bg.Go(func() {
 			ctx, cancel := context.WithTimeout(n.ctx, nudgeTimeout)
 			defer cancel()
 			err := m.nudgePeer(ctx, owner, h)
@@ -520,7 +514,7 @@ func (m *mirrors) nudgeSilent(owner spindle.UserName) {
 			if err != nil {
 				n.log.Debug("silent mirror not nudged", "user", owner, "host", h.ID, "err", err)
 			}
-		}()
+		})
 	}
 }
 
@@ -783,9 +777,7 @@ func (m *mirrors) nudge(owner spindle.UserName) {
 	m.nudging[owner] = false
 	m.mu.Unlock()
 	n := m.n
-	n.bg.Add(1)
-	go func() {
-		defer n.bg.Done()
+	n.bg.Go(func() {
 		for {
 			m.nudgeOnce(n.ctx, owner)
 			m.mu.Lock()
@@ -798,7 +790,7 @@ func (m *mirrors) nudge(owner spindle.UserName) {
 			m.nudging[owner] = false
 			m.mu.Unlock()
 		}
-	}()
+	})
 }
 
 func (m *mirrors) nudgeOnce(ctx context.Context, owner spindle.UserName) {
@@ -821,13 +813,11 @@ func (m *mirrors) nudgeOnce(ctx context.Context, owner spindle.UserName) {
 		if i == me {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			// A host that misses it pulls on its own, or is nudged
 			// again once silent (nudgeSilent).
 			m.nudgePeer(ctx, owner, h)
-		}()
+		})
 	}
 	wg.Wait()
 }
@@ -871,7 +861,7 @@ func (n *Node) nudged(req *wire.Request) (*wire.Response, error) {
 
 // keyPutDone nudges the dir hosts of a record the node just took.
 func (n *Node) keyPutDone(data []byte) {
-	if u, err := keyraft.DecodeRecord(data); err == nil {
+	if u, err := keylog.DecodeRecord(data); err == nil {
 		n.mirrors.nudge(u.Name)
 	}
 }

@@ -33,11 +33,13 @@ import (
 // peers it remembers.
 const PeersFile = "peers"
 
+// MaxRemembered bounds the peers in the peers file, most recently seen
+// first.
+const MaxRemembered = 64
+
 const (
-	// maxRemembered bounds the peers in the peers file, and
-	// maxRememberedAddrs the addresses kept for each: the file stays
-	// under some 50 KB.
-	maxRemembered      = 64
+	// maxRememberedAddrs bounds the addresses kept for each remembered
+	// peer: with MaxRemembered, the file stays under some 50 KB.
 	maxRememberedAddrs = 8
 	// maxPeersFile bounds what is read of a peers file.
 	maxPeersFile = 256 << 10
@@ -298,7 +300,7 @@ func (b *peerBook) load() {
 // parsePeers parses the text of a peers file: one multiaddr ending in
 // /p2p/<peer ID> a line, the lines of each peer together, most recently
 // seen first; blank lines and lines starting with # are skipped. It
-// returns at most maxRemembered peers, and how many lines it could not
+// returns at most MaxRemembered peers, and how many lines it could not
 // parse.
 func parsePeers(data []byte) (peers []peer.AddrInfo, bad int) {
 	for line := range strings.Lines(string(data)) {
@@ -316,7 +318,7 @@ func parsePeers(data []byte) (peers []peer.AddrInfo, bad int) {
 			bad++
 			continue
 		}
-		if !slices.ContainsFunc(peers, func(p peer.AddrInfo) bool { return p.ID == ai.ID }) && len(peers) == maxRemembered {
+		if !slices.ContainsFunc(peers, func(p peer.AddrInfo) bool { return p.ID == ai.ID }) && len(peers) == MaxRemembered {
 			continue
 		}
 		peers = mergeAddrInfo(peers, *ai)
@@ -350,7 +352,7 @@ func (b *peerBook) list() []peer.AddrInfo {
 
 // update puts the peers seen now first, in the order the book had them
 // (peers new to it after those it knew), the others after them, keeps
-// maxRemembered, and rewrites the file if its text changed.
+// MaxRemembered, and rewrites the file if its text changed.
 func (b *peerBook) update(seen []peer.AddrInfo) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -376,8 +378,8 @@ func (b *peerBook) update(seen []peer.AddrInfo) error {
 		}
 	}
 	peers := append(now, before...)
-	if len(peers) > maxRemembered {
-		peers = peers[:maxRemembered]
+	if len(peers) > MaxRemembered {
+		peers = peers[:MaxRemembered]
 	}
 	b.peers = peers
 	text := formatPeers(peers)

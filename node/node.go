@@ -29,6 +29,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"spindle.dev"
 	"spindle.dev/blocks/disk"
@@ -36,6 +38,7 @@ import (
 	"spindle.dev/blocks/replica"
 	"spindle.dev/dirlog"
 	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -493,11 +496,22 @@ func (n *Node) keyHistory(ctx context.Context, user spindle.UserName) ([]dirlog.
 	}
 	versions := make([]*spindle.User, len(proofs))
 	for i, p := range proofs {
-		if versions[i], err = keyraft.DecodeRecord(p.Record); err != nil {
+		if versions[i], err = keylog.DecodeRecord(p.Record); err != nil {
 			return nil, err
 		}
 	}
 	return dirlog.HeldKeys(versions), nil
+}
+
+// DialAddrs returns the addresses a client should try, in order: the
+// node's Unix socket (for clients of the same system user on this
+// machine), then loopback before other addresses and TCP before QUIC.
+func (n *Node) DialAddrs() []spindle.PeerAddr {
+	addrs := orderAddrs(n.Addrs())
+	if a := n.SocketAddr(); a != "" {
+		addrs = append([]spindle.PeerAddr{a}, addrs...)
+	}
+	return addrs
 }
 
 // DialAddr returns the network address a client on this machine should
@@ -701,7 +715,7 @@ func (n *Node) putKey(ctx context.Context, p peer.ID, req *wire.Request) error {
 	if !n.isMember(ctx, p) && !n.keyPuts.allow(p, time.Now()) { // A member forwarding has counted it.
 		return spindle.E(op, spindle.Transient, fmt.Sprintf("too many key changes from this peer: at most %d a minute", n.cfg.KeyPutLimit))
 	}
-	u, err := keyraft.DecodeRecord(req.Data)
+	u, err := keylog.DecodeRecord(req.Data)
 	if err != nil {
 		return spindle.E(op, err)
 	}
@@ -783,4 +797,31 @@ func (w writerSet) admits(user spindle.UserName) bool {
 		}
 	}
 	return false
+}
+
+// orderAddrs puts TCP before QUIC and loopback addresses first, the order
+// in which a client on this machine should try them.
+func orderAddrs(addrs []spindle.PeerAddr) []spindle.PeerAddr {
+	rank := func(a spindle.PeerAddr) int {
+		m, err := ma.NewMultiaddr(string(a))
+		if err != nil {
+			return 9
+		}
+		r := 0
+		if !manet.IsIPLoopback(m) {
+			r += 2
+		}
+		if _, err := m.ValueForProtocol(ma.P_TCP); err != nil {
+			r++
+		}
+		return r
+	}
+	out := slices.Clone(addrs)
+	slices.SortStableFunc(out, func(a, b spindle.PeerAddr) int { return rank(a) - rank(b) })
+	return out
+}
+
+// oneLine joins the lines of a message, so that a log line is one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
 }

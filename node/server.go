@@ -12,6 +12,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/dirlog"
 	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
@@ -51,7 +52,7 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		if err != nil {
 			return nil, err
 		}
-		return &wire.Response{Data: keyraft.EncodeRecord(u)}, nil
+		return &wire.Response{Data: keylog.EncodeRecord(u)}, nil
 	case wire.KeyPut:
 		err := n.putKey(ctx, remote, req)
 		if err == nil {
@@ -80,14 +81,14 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		if err != nil {
 			return nil, err
 		}
-		data, err := keyraft.MarshalProofs(ps)
+		data, err := keylog.MarshalProofs(ps)
 		return &wire.Response{Proofs: data}, err
 	case wire.KeyConsistency:
 		p, err := n.kst().ks.ConsistencyProof(ctx, req.Seq, req.Size)
 		if err != nil {
 			return nil, err
 		}
-		return &wire.Response{Data: keyraft.MarshalTreeProof(p)}, nil
+		return &wire.Response{Data: keylog.MarshalTreeProof(p)}, nil
 	case wire.KeyVerifier:
 		return &wire.Response{Data: []byte(n.kst().ks.VerifierKey())}, nil
 	case wire.KeyHead:
@@ -98,7 +99,7 @@ func (n *Node) dispatch(ctx context.Context, remote peer.ID, req *wire.Request) 
 		if err != nil {
 			return nil, err
 		}
-		data, err := keyraft.MarshalProofs(ps)
+		data, err := keylog.MarshalProofs(ps)
 		return &wire.Response{Proofs: data}, err
 	case wire.KeyCosign:
 		keys := n.kst().keys

@@ -11,7 +11,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/client"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -82,12 +82,12 @@ func TestSessionEndsOnKeyChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := keyraft.Next(cur)
+	next := keylog.Next(cur)
 	next.PublicKey, next.DirSeq = fresh.PublicKey(), h.Seq
-	if err := keyraft.Sign(next, old); err != nil {
+	if err := keylog.Sign(next, old); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := owner.call(&wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(next), Auth: owner.proof("ann@example.com", fresh)}); err != nil {
+	if _, err := owner.call(&wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(next), Auth: owner.proof("ann@example.com", fresh)}); err != nil {
 		t.Fatalf("rotate: %v", err)
 	}
 
@@ -150,10 +150,10 @@ func TestKeyPutNeedsPossession(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &spindle.User{Name: "new@example.com", PublicKey: keys.PublicKey(), Version: 1}
-	if err := keyraft.Sign(rec, keys); err != nil {
+	if err := keylog.Sign(rec, keys); err != nil {
 		t.Fatal(err)
 	}
-	data := keyraft.EncodeRecord(rec)
+	data := keylog.EncodeRecord(rec)
 	r := dialAnon(t, n)
 	elsewhere := dialAnon(t, n)
 	for _, tc := range []struct {
@@ -211,8 +211,10 @@ func TestPeerLimiterBounded(t *testing.T) {
 	now := time.Unix(1e9, 0)
 	peers := []peer.ID{"a", "b", "c", "d"}
 	for _, p := range peers[:3] {
-		if !l.allow(p, now) || !l.allow(p, now) {
-			t.Fatalf("peer %s refused within its limit", p)
+		for range 2 {
+			if !l.allow(p, now) {
+				t.Fatalf("peer %s refused within its limit", p)
+			}
 		}
 		if l.allow(p, now) {
 			t.Fatalf("peer %s allowed past its limit", p)
@@ -261,12 +263,12 @@ func TestRotationCutoffNotBehindHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	rotation := func(dirSeq int64) error {
-		next := keyraft.Next(cur)
+		next := keylog.Next(cur)
 		next.PublicKey, next.DirSeq = fresh.PublicKey(), dirSeq
-		if err := keyraft.Sign(next, old); err != nil {
+		if err := keylog.Sign(next, old); err != nil {
 			t.Fatal(err)
 		}
-		_, err := r.call(&wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(next), Auth: r.proof("ann@example.com", fresh)})
+		_, err := r.call(&wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(next), Auth: r.proof("ann@example.com", fresh)})
 		return err
 	}
 	if err := rotation(h.Seq - 1); !errors.Is(err, spindle.Invalid) {
@@ -278,7 +280,8 @@ func TestRotationCutoffNotBehindHead(t *testing.T) {
 }
 
 // A watch ends with the session it was opened in: after the expiry, the
-// next change ends it instead of being delivered.
+// next change ends it instead of being delivered. The client's watch
+// then leaves no goroutine behind, though its context lives on.
 func TestWatchEndsWithSession(t *testing.T) {
 	const ttl = 500 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -307,11 +310,10 @@ func TestWatchEndsWithSession(t *testing.T) {
 	for {
 		select {
 		case ev, ok := <-ch:
-			if !ok {
-				return // Ended.
-			}
-			if ev.Err != nil {
-				return // Ended, with the reason.
+			if !ok || ev.Err != nil {
+				// Ended, with the reason or without.
+				waitGone(t, "spindle.dev/client.(*remote).Watch")
+				return
 			}
 			if ev.Entry != nil && ev.Entry.Name == ann("after") {
 				t.Fatalf("event delivered to a watch whose session expired %v ago", time.Since(start)-ttl)

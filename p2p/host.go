@@ -195,7 +195,7 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.ResourceManager(rm),
 		libp2p.DisableMetrics(),
-		libp2p.DialRanker(tcpFirst),
+		libp2p.SwarmOpts(swarm.WithDialRanker(tcpFirst)),
 	}
 	cm, err := connmgr.NewConnManager(ConnsLow, ConnsHigh, connmgr.WithGracePeriod(ConnGrace))
 	if err != nil {

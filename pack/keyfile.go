@@ -197,7 +197,7 @@ func readPrivateFile(name string) ([]byte, error) {
 		return nil, spindle.E(spindle.Invalid, fmt.Sprintf("%s is not a regular file", name))
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return nil, spindle.E(spindle.Invalid, fmt.Sprintf("%s has mode %04o, but a private key file must be readable only by its owner (run: chmod 600 %s)", name, perm, name))
+		return nil, spindle.E(spindle.Invalid, fmt.Sprintf("%s has mode %04o, but a private key file must be readable only by its owner", name, perm))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
 	if err != nil {

@@ -131,7 +131,7 @@ func TestKeyFiles(t *testing.T) {
 		p := filepath.Join(dir, name)
 		os.Chmod(p, 0o640)
 		_, err := Load(dir)
-		if !errors.Is(err, spindle.Invalid) || !strings.Contains(err.Error(), "chmod 600") || !strings.Contains(err.Error(), p) {
+		if !errors.Is(err, spindle.Invalid) || !strings.Contains(err.Error(), "0640") || !strings.Contains(err.Error(), p) {
 			t.Fatalf("Load with %s mode 0640: %v", name, err)
 		}
 		os.Chmod(p, 0o600)

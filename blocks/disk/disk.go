@@ -43,9 +43,10 @@ const (
 // Store is a [spindle.BlockStore] and [spindle.BlockLister] on disk.
 // It is safe for concurrent use.
 type Store struct {
-	fs   spindle.FS
-	dir  string
-	lock *spindle.FileLock // Nil on a file system other than spindle.OS.
+	fs     spindle.FS
+	direct spindle.DirectFS // fs, if it does direct I/O; else nil.
+	dir    string
+	lock   *spindle.FileLock // Nil on a file system other than spindle.OS.
 
 	// stripes serialise the changes to one block file (rename into place,
 	// removal of a corrupt copy, delete), so that removing a bad copy can
@@ -59,8 +60,8 @@ type Store struct {
 
 	closed bool
 
-	noDirect     atomic.Bool // The file system does not support O_DIRECT writes.
-	noDirectRead atomic.Bool // Nor O_DIRECT reads.
+	noDirect     atomic.Bool // The file system does not support direct writes.
+	noDirectRead atomic.Bool // Nor direct reads.
 }
 
 var (
@@ -73,9 +74,11 @@ var (
 // Store holds dir.
 func Open(dir string) (*Store, error) { return OpenFS(spindle.OS, dir) }
 
-// OpenFS is Open on the file system fsys. On any other than spindle.OS
-// (tests use a spindle.MemFS) the store writes and reads through the page
-// cache, never with O_DIRECT, and takes no lock across processes.
+// OpenFS is Open on the file system fsys (tests use a spindle.MemFS). If
+// fsys is a [spindle.DirectFS], large blocks are written and read with
+// direct I/O, as on spindle.OS; otherwise every block goes through the
+// page cache. On any file system other than spindle.OS the store takes no
+// lock across processes.
 func OpenFS(fsys spindle.FS, dir string) (*Store, error) {
 	const op spindle.Op = "disk.Open"
 	if dir == "" {
@@ -83,6 +86,12 @@ func OpenFS(fsys spindle.FS, dir string) (*Store, error) {
 	}
 	dir = filepath.Clean(dir)
 	s := &Store{fs: fsys, dir: dir}
+	if d, ok := fsys.(spindle.DirectFS); ok {
+		s.direct = d
+	} else {
+		s.noDirect.Store(true)
+		s.noDirectRead.Store(true)
+	}
 	if err := s.mkdir(dir); err != nil {
 		return nil, spindle.E(op, spindle.IO, err)
 	}
@@ -99,9 +108,6 @@ func OpenFS(fsys spindle.FS, dir string) (*Store, error) {
 			return nil, spindle.E(op, err)
 		}
 		s.lock = lock
-	} else {
-		s.noDirect.Store(true)
-		s.noDirectRead.Store(true)
 	}
 	if err := s.removeTemps(); err != nil {
 		s.Close()
@@ -226,7 +232,7 @@ func (s *Store) writeTemp(data []byte) (string, error) {
 		if ok {
 			return name, err
 		}
-		s.noDirect.Store(true) // The file system refuses O_DIRECT: buffer from now on.
+		s.noDirect.Store(true) // The file system refuses direct I/O: buffer from now on.
 	}
 	f, err := s.fs.CreateTemp(filepath.Join(s.dir, tmpDir), "put-*")
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -61,14 +60,15 @@ func verifyFile(d blocks.Digest, file []byte) ([]byte, error) {
 	return file, nil
 }
 
-// Large blocks are read, like they are written, with O_DIRECT into
+// Large blocks are read, like they are written, with direct I/O into
 // aligned buffers that the store lends: the caller of Get may hand them
 // back with Recycle (the node's block server does once it has sent the
 // block), so that serving a large file neither copies it through the page
 // cache nor allocates and clears a buffer per block.
 
-// directAlign is the alignment O_DIRECT needs of buffers, sizes and offsets.
-const directAlign = 4096
+// directAlign is the alignment direct I/O needs of buffers, sizes and
+// offsets.
+const directAlign = spindle.DirectAlign
 
 // maxFile is the size of the largest valid block file.
 const maxFile = spindle.MaxStoredBlockSize + trailerLen
@@ -150,8 +150,8 @@ func (s *Store) sound(d blocks.Digest, name string) bool {
 	return err == nil
 }
 
-// read reads a block file with O_DIRECT into a lent buffer, or through the
-// page cache where the file system does not allow O_DIRECT. (Block files
+// read reads a block file with direct I/O into a lent buffer, or through the
+// page cache where the file system does not allow it. (Block files
 // hold blocks of 64 KiB or more; smaller ones live in segments.) It reads
 // at most one byte more than the largest valid block file, so that an
 // overlong file is caught without being read whole.
@@ -159,8 +159,8 @@ func (s *Store) read(name string) ([]byte, error) {
 	if s.noDirectRead.Load() {
 		return s.readBlock(name)
 	}
-	f, ok, err := openDirect(name)
-	if !ok {
+	f, err := s.direct.OpenDirect(name, os.O_RDONLY, 0)
+	if refused(err) {
 		s.noDirectRead.Store(true)
 		return s.readBlock(name)
 	}
@@ -175,8 +175,7 @@ func (s *Store) read(name string) ([]byte, error) {
 	}
 	if err != nil {
 		s.Recycle(buf)
-		var errno syscall.Errno
-		if errors.As(err, &errno) && errno == syscall.EINVAL {
+		if refused(err) {
 			s.noDirectRead.Store(true)
 			return s.readBlock(name)
 		}

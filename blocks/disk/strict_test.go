@@ -26,16 +26,31 @@ func TestSuiteMemFS(t *testing.T) {
 	})
 }
 
+// bufferedFS is a file system without direct I/O: the MemFS it holds,
+// with OpenDirect hidden.
+type bufferedFS struct{ spindle.FS }
+
 // TestCrashAtEveryStep stores large blocks (a file each) and small ones
 // (segments, put concurrently so that they share syncs), and deletes one,
 // on the strict in-memory file system, and simulates a crash after each
 // step the file system sees. After each crash the store opens what is
 // left: every block it acknowledged reads back whole, an acknowledged
 // delete stays done, and a block in flight is there whole or not at all,
-// never corrupt.
+// never corrupt. It does so with large blocks written with direct I/O
+// (64 KiB and more, as in production on Linux) and through the page cache
+// (as where the file system refuses direct I/O).
 func TestCrashAtEveryStep(t *testing.T) {
+	t.Run("direct", func(t *testing.T) {
+		crashAtEveryStep(t, func(m *spindle.MemFS) spindle.FS { return m })
+	})
+	t.Run("buffered", func(t *testing.T) {
+		crashAtEveryStep(t, func(m *spindle.MemFS) spindle.FS { return bufferedFS{m} })
+	})
+}
+
+func crashAtEveryStep(t *testing.T, wrap func(*spindle.MemFS) spindle.FS) {
 	ctx := context.Background()
-	large := [][]byte{blockstest.Block(1, disk.SmallMax+1000), blockstest.Block(2, spindle.MaxBlockSize)}
+	large := [][]byte{blockstest.Block(1, disk.SmallMax), blockstest.Block(2, spindle.MaxBlockSize), blockstest.Block(7, disk.SmallMax+1000)}
 	small := [][]byte{blockstest.Block(3, 100), blockstest.Block(4, 5000), blockstest.Block(5, 30000), blockstest.Block(6, 7)}
 	steps := 0
 	for k := 0; ; k++ {
@@ -43,7 +58,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 			t.Fatal("the scenario never ran to its end")
 		}
 		m := spindle.NewMemFS()
-		s, err := disk.OpenFS(m, "/blocks")
+		s, err := disk.OpenFS(wrap(m), "/blocks")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,9 +112,13 @@ func TestCrashAtEveryStep(t *testing.T) {
 		if finished {
 			steps = m.Ops() - start
 		}
+		_, buffered := wrap(m).(bufferedFS)
+		if !m.Crashed() && disk.Direct(s) == buffered {
+			t.Fatalf("crash after step %d: the store writes with direct I/O: %v, want %v (a misaligned write?)", k, disk.Direct(s), !buffered)
+		}
 		m.Crash()
 
-		s2, err := disk.OpenFS(m, "/blocks")
+		s2, err := disk.OpenFS(wrap(m), "/blocks")
 		if err != nil {
 			t.Fatalf("crash after step %d: the store does not open: %v", k, err)
 		}

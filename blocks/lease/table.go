@@ -481,15 +481,10 @@ func (t *Table) pruneLocked(now int64) {
 // compactLocked rewrites the journal with the live leases only, grouped
 // by dir host and expiry, and replaces the old one atomically.
 func (t *Table) compactLocked() error {
-	type key struct {
-		host uint32
-		exp  int64
-	}
-	groups := make(map[key][]blocks.Digest)
+	groups := make(map[grant][]blocks.Digest)
 	for d, gs := range t.leases {
 		for _, g := range gs {
-			k := key{g.host, g.exp}
-			groups[k] = append(groups[k], d)
+			groups[g] = append(groups[g], d)
 		}
 	}
 	var b []byte

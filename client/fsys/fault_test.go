@@ -19,7 +19,7 @@ import (
 const hangBound = 45 * time.Second
 
 // timed runs f and fails the test if it took longer than hangBound.
-func timed(t *testing.T, what string, f func() error) (error, time.Duration) {
+func timed(t *testing.T, what string, f func() error) error {
 	t.Helper()
 	start := time.Now()
 	err := f()
@@ -28,7 +28,7 @@ func timed(t *testing.T, what string, f func() error) (error, time.Duration) {
 	if took > hangBound {
 		t.Fatalf("%s took %v: hung", what, took)
 	}
-	return err, took
+	return err
 }
 
 // The node is killed with SIGKILL in the middle of a read, a write and an
@@ -71,14 +71,14 @@ func TestNodeKilled(t *testing.T) {
 
 	env.KillNow()
 
-	err, _ = timed(t, "the rest of the read", func() error {
+	err = timed(t, "the rest of the read", func() error {
 		_, err := io.Copy(io.Discard, rf)
 		return err
 	})
 	if err == nil {
 		t.Fatal("read the whole file with the node gone")
 	}
-	err, _ = timed(t, "the end of the write", func() error {
+	err = timed(t, "the end of the write", func() error {
 		if _, err := wf.Write(big[2<<20 : 3<<20]); err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func TestNodeKilled(t *testing.T) {
 	if err == nil {
 		t.Fatal("stored a file with the node gone")
 	}
-	err, _ = timed(t, "ls of a directory never listed", func() error {
+	err = timed(t, "ls of a directory never listed", func() error {
 		_, err := os.ReadDir(filepath.Join(root, "other"))
 		return err
 	})
@@ -96,7 +96,7 @@ func TestNodeKilled(t *testing.T) {
 	}
 	// Meanwhile, what was cached is served.
 	time.Sleep(1500 * time.Millisecond) // Past the kernel's and the unwatched caches' one second, so the mount is asked.
-	err, _ = timed(t, "ls of a cached directory", func() error {
+	err = timed(t, "ls of a cached directory", func() error {
 		ents, err := os.ReadDir(filepath.Join(root, "cached"))
 		if err == nil && (len(ents) != 1 || ents[0].Name() != "small") {
 			t.Errorf("cached directory lists %v", ents)
@@ -106,7 +106,7 @@ func TestNodeKilled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ls of a cached directory with the node gone: %v", err)
 	}
-	err, _ = timed(t, "read of a cached file", func() error {
+	err = timed(t, "read of a cached file", func() error {
 		data, err := os.ReadFile(filepath.Join(root, "cached/small"))
 		if err == nil && string(data) != "kept" {
 			t.Errorf("cached file reads %q", data)

@@ -79,7 +79,7 @@ func Mount(dir string, cfg Config) (*FS, error) {
 	if mounted, err := IsMountPoint(abs); err != nil {
 		return nil, spindle.E(op, spindle.IO, err)
 	} else if mounted {
-		return nil, spindle.E(op, spindle.Exist, fmt.Errorf("%s is a mount point already (unmount it with umount %s)", abs, abs))
+		return nil, spindle.E(op, spindle.Exist, fmt.Errorf("%s is a mount point already", abs))
 	}
 	if info, err := os.Stat(abs); err != nil {
 		return nil, spindle.E(op, spindle.NotExist, err)

@@ -201,7 +201,7 @@ func TestMountTwice(t *testing.T) {
 	top, _ := mount(t, env, ann, 10*time.Second)
 	c, _ := env.Client(ann)
 	_, err := fsys.Mount(top, fsys.Config{Client: c, CacheDir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "mount point already") {
+	if !errors.Is(err, spindle.Exist) || !strings.Contains(err.Error(), top) {
 		t.Fatalf("second mount: %v", err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -182,7 +182,7 @@ func (k *chaosKeys) call(ctx context.Context, c, i int, req *wire.Request) (*wir
 // put sends the signed record u, with a proof that the client holds keys,
 // to member i.
 func (k *chaosKeys) put(ctx context.Context, c, i int, u *spindle.User, keys *pack.Keys) error {
-	if err := keyraft.Sign(u, keys); err != nil {
+	if err := keylog.Sign(u, keys); err != nil {
 		return err
 	}
 	a := &wire.AuthMsg{User: u.Name, Time: spindle.Now()}
@@ -195,7 +195,7 @@ func (k *chaosKeys) put(ctx context.Context, c, i int, u *spindle.User, keys *pa
 	if a.Sig, err = keys.Sign(a.Digest()); err != nil {
 		return err
 	}
-	_, err = k.call(ctx, c, i, &wire.Request{Method: wire.KeyPut, Data: keyraft.EncodeRecord(u), Auth: a})
+	_, err = k.call(ctx, c, i, &wire.Request{Method: wire.KeyPut, Data: keylog.EncodeRecord(u), Auth: a})
 	return err
 }
 
@@ -226,7 +226,7 @@ func (k *chaosKeys) loop(c int, stop <-chan struct{}) {
 		token := r.calmToken()
 		switch p := rng.IntN(4); {
 		case canPut && isOwner && p == 0:
-			u := keyraft.Next(own.rec)
+			u := keylog.Next(own.rec)
 			in := keyOp{kind: 'u', name: n, reg: own.reg, version: u.Version}
 			call := k.now()
 			puts = append(puts, time.Now())
@@ -276,7 +276,7 @@ func (k *chaosKeys) loop(c int, stop <-chan struct{}) {
 			resp, err := k.call(ctx, c, rng.IntN(len(r.nodes)), &wire.Request{Method: wire.KeyLookupLeader, User: keyName(n)})
 			switch {
 			case err == nil:
-				u, derr := keyraft.DecodeRecord(resp.Data)
+				u, derr := keylog.DecodeRecord(resp.Data)
 				if derr != nil {
 					r.violate("key lookup of %s: a record that does not decode: %v", keyName(n), derr)
 					break

@@ -728,10 +728,6 @@ func readFile(c *client.Client, name spindle.PathName) ([]byte, error) {
 // acknowledged put reads, through a new client on every node, as that put
 // or a later one wrote it.
 func (r *chaosRun) finalReads(deadline time.Time) {
-	type job struct {
-		cu   *chaosUser
-		node int
-	}
 	var wg sync.WaitGroup
 	for _, cu := range r.users {
 		for node := range r.nodes {

@@ -88,7 +88,7 @@ func stateFile(config, name string) string {
 
 // runNode runs "spin node" with the arguments after "node".
 var runNode = func(ctx context.Context, st *State, args []string) int {
-	return node.RunCommand(ctx, args, st.Stdout, st.Stderr, st.Log, func(n *node.Node) (node.PublicReader, error) {
+	return runNodeCommand(ctx, args, st.Stdout, st.Stderr, st.Log, func(n *node.Node) (node.PublicReader, error) {
 		return client.NewAnonymous(client.AnonConfig{Node: n.Host().ID(), Send: n.AnonSend, Get: n.GetBlock, Verifier: n.VerifierKey(), Logger: st.Log})
 	})
 }

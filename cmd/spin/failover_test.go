@@ -21,7 +21,7 @@ func TestSequencerDownHints(t *testing.T) {
 			m = append(m, client.HostHead{Host: mirror, Head: newest, CaughtUp: true})
 		}
 		return spindle.E(spindle.Op("client.Put"), spindle.PathName(owner+"/x"), spindle.IO, spindle.E(owner, spindle.IO,
-			&client.SequencerDownError{Owner: owner, Sequencer: seq, Mirrors: m, Newest: newest, Err: spindle.E(spindle.IO, libp2pDialErr)}))
+			&client.SequencerDownError{Owner: owner, Sequencer: seq, Mirrors: m, Newest: newest, Err: spindle.E(spindle.IO, errLibp2pDial)}))
 	}
 	for _, tc := range []struct {
 		name     string

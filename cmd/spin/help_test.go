@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
-
-	"spindle.dev/node"
 )
 
 // The help texts are checked against the program: every flag a help text
@@ -44,7 +42,8 @@ func helpTexts(t *testing.T) []helpText {
 	for _, c := range commands() {
 		flags := func() *flag.FlagSet {
 			if c.name == "node" {
-				return node.NodeFlags()
+				fs, _ := newNodeFlags()
+				return fs
 			}
 			// A command makes its flag set before it parses; -help
 			// stops it there.

@@ -330,6 +330,10 @@ func (st *State) connectHint(cfg *Config, err error) {
 		if log := keyLogFile(cfg.File); cfg.File != "" && !fileExists(log) {
 			st.hint("restore %s from a backup, or start a new one, trusting the key cluster of the node as on first use: %s", log, initCommand(cfg, true))
 		}
+	case spindle.Integrity:
+		if errors.Is(err, client.ErrOtherCluster) {
+			st.hint("if you moved to another key cluster on purpose, trust its key instead: %s", initCommand(cfg, true))
+		}
 	case spindle.IO, spindle.Transient, spindle.Other:
 		if cfg.Node != "" {
 			st.hint("is the node at %s running? start one with: spin node -home DIR", cfg.Node)

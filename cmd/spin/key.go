@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 )
 
 // A subcommand is one subcommand of spin key.
@@ -25,8 +25,8 @@ func keySubcommands() []*subcommand {
 		{"log", "", keyLogText, keyLogExample, runKeyLog},
 		{"members", "", keyMembersText, keyMembersExample, runKeyMembers},
 		{"init", "", keyInitText, keyInitExample, runKeyInit},
-		{"admit", "PUBKEY", keyAdmitText, keyAdmitExample, keyChangeCmd(keyraft.ChangeAdmit)},
-		{"unadmit", "PUBKEY", "", "", keyChangeCmd(keyraft.ChangeUnadmit)},
+		{"admit", "PUBKEY", keyAdmitText, keyAdmitExample, keyChangeCmd(keylog.ChangeAdmit)},
+		{"unadmit", "PUBKEY", "", "", keyChangeCmd(keylog.ChangeUnadmit)},
 		{"operator", "add|remove PUBKEY", "", "", runKeyOperator},
 		{"join", "", keyJoinText, keyJoinExample, runKeyJoin},
 		{"leave", "", "", "", runKeyLeave},

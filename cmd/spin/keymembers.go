@@ -12,7 +12,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/client"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/pack"
 )
@@ -144,11 +144,11 @@ func (st *State) operatorKeys() (*pack.Keys, error) {
 
 // signChange signs a change of kind following the configuration st.
 func signChange(keys *pack.Keys, cs *wire.ClusterStatus, kind, arg string, key spindle.PublicKey) ([]byte, error) {
-	ch := &keyraft.Change{Seq: cs.Seq + 1, Kind: kind, Arg: arg, Key: key}
-	if err := keyraft.SignChange(ch, keys); err != nil {
+	ch := &keylog.Change{Seq: cs.Seq + 1, Kind: kind, Arg: arg, Key: key}
+	if err := keylog.SignChange(ch, keys); err != nil {
 		return nil, err
 	}
-	return keyraft.EncodeChange(ch), nil
+	return keylog.EncodeChange(ch), nil
 }
 
 // keyArgs parses args, which must hold want operands.
@@ -276,7 +276,7 @@ func runKeyInit(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return st.fail("", err)
 	}
-	if err := st.change(ctx, keyraft.ChangeInit, strings.TrimSpace(string(resp.Data)), keys.PublicKey()); err != nil {
+	if err := st.change(ctx, keylog.ChangeInit, strings.TrimSpace(string(resp.Data)), keys.PublicKey()); err != nil {
 		return err
 	}
 	fmt.Fprintf(st.Stdout, "operator:  %s\n", keys.PublicKey())
@@ -313,7 +313,7 @@ func runKeyOperator(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return err
 	}
-	kind := map[string]string{"add": keyraft.ChangeAddOperator, "remove": keyraft.ChangeRemoveOperator}[ops[0]]
+	kind := map[string]string{"add": keylog.ChangeAddOperator, "remove": keylog.ChangeRemoveOperator}[ops[0]]
 	if kind == "" {
 		return usagef("want add or remove, not %q", ops[0])
 	}
@@ -329,10 +329,10 @@ func runKeyPolicy(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return err
 	}
-	if ops[0] != keyraft.PolicyOpen && ops[0] != keyraft.PolicyDomain {
+	if ops[0] != keylog.PolicyOpen && ops[0] != keylog.PolicyDomain {
 		return usagef("want open or domain, not %q", ops[0])
 	}
-	return st.change(ctx, keyraft.ChangePolicy, ops[0], "")
+	return st.change(ctx, keylog.ChangePolicy, ops[0], "")
 }
 
 func runKeyDomain(ctx context.Context, st *State, args []string) error {
@@ -343,7 +343,7 @@ func runKeyDomain(ctx context.Context, st *State, args []string) error {
 	ops := flags.Args()
 	switch {
 	case len(ops) == 2 && ops[0] == "remove":
-		return st.change(ctx, keyraft.ChangeUndomain, ops[1], "")
+		return st.change(ctx, keylog.ChangeUndomain, ops[1], "")
 	case len(ops) != 3 || ops[0] != "add":
 		return usagef("usage: spin key domain add DOMAIN PUBKEY | remove DOMAIN (a domain's admin key is replaced by adding another)")
 	}
@@ -351,7 +351,7 @@ func runKeyDomain(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return err
 	}
-	return st.change(ctx, keyraft.ChangeDomain, ops[1], k)
+	return st.change(ctx, keylog.ChangeDomain, ops[1], k)
 }
 
 // localNode returns the socket of the node in ~/spin/node, which join
@@ -390,7 +390,7 @@ func runKeyJoin(ctx context.Context, st *State, args []string) error {
 	if resp.KeyStatus == nil || len(resp.Data) == 0 {
 		return st.fail("", spindle.E(spindle.IO, "the node sent no cluster status or verifier key"))
 	}
-	data, err := signChange(keys, resp.KeyStatus, keyraft.ChangeAddMember, string(resp.Data), keys.PublicKey())
+	data, err := signChange(keys, resp.KeyStatus, keylog.ChangeAddMember, string(resp.Data), keys.PublicKey())
 	if err != nil {
 		return st.fail("", err)
 	}
@@ -427,7 +427,7 @@ func runKeyLeave(ctx context.Context, st *State, args []string) error {
 	if cs == nil {
 		return st.fail("", spindle.E(spindle.IO, "the node sent no key cluster status"))
 	}
-	data, err := signChange(keys, cs, keyraft.ChangeRemoveMember, cs.ID, "")
+	data, err := signChange(keys, cs, keylog.ChangeRemoveMember, cs.ID, "")
 	if err != nil {
 		return st.fail("", err)
 	}
@@ -451,7 +451,7 @@ func runKeyGrant(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return err
 	}
-	sig, err := keys.Sign(keyraft.GrantDigest(u))
+	sig, err := keys.Sign(keylog.GrantDigest(u))
 	if err != nil {
 		return st.fail("", err)
 	}

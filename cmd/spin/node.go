@@ -13,14 +13,9 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/client"
-	"spindle.dev/node"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
-
-// nodeUsage is the node package's own help text, so that "spin help node"
-// and "spin node -help" are one text.
-const nodeUsage = node.NodeUsage
 
 // runNodeCmd runs "spin node" through runNode (see dial.go), and "spin
 // node status" itself.

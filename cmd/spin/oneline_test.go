@@ -11,16 +11,16 @@ import (
 	"spindle.dev"
 )
 
-// libp2pDialErr is a cause of many lines, as libp2p's swarm prints a
+// errLibp2pDial is a cause of many lines, as libp2p's swarm prints a
 // failed dial: one line per address tried.
-var libp2pDialErr = errors.New("failed to dial 12D3KooWseq: all dials failed\n  * [/ip4/127.0.0.1/tcp/4001] dial backoff\n  * [/ip4/192.0.2.1/tcp/4001] connection refused")
+var errLibp2pDial = errors.New("failed to dial 12D3KooWseq: all dials failed\n  * [/ip4/127.0.0.1/tcp/4001] dial backoff\n  * [/ip4/192.0.2.1/tcp/4001] connection refused")
 
 // A diagnostic keeps the words of every error in the chain, those of a
 // wrapper around a *spindle.Error among them, and a cause of many lines
 // comes out on one, without an escaped newline.
 func TestErrorCausesOneLine(t *testing.T) {
 	forward := spindle.E(spindle.Op("node.Forward"), spindle.UserName("ann@example.com"), spindle.IO,
-		fmt.Errorf("dir host 12D3KooWseq did not answer through node 12D3KooWme: %w", spindle.E(spindle.IO, libp2pDialErr)))
+		fmt.Errorf("dir host 12D3KooWseq did not answer through node 12D3KooWme: %w", spindle.E(spindle.IO, errLibp2pDial)))
 	for _, tc := range []struct {
 		err  error
 		want string

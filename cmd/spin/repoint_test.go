@@ -104,7 +104,7 @@ func TestDeadNodeHintRepoints(t *testing.T) {
 		Stderr: &errb,
 		Config: &Config{Username: ann, Node: "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWa", Secrets: "k", File: cfgFile},
 		NewClient: func(ctx context.Context, cfg *Config) (spindle.Client, error) {
-			return nil, spindle.E(spindle.Op("client.Dial"), spindle.IO, libp2pDialErr)
+			return nil, spindle.E(spindle.Op("client.Dial"), spindle.IO, errLibp2pDial)
 		},
 	}
 	if _, err := st.Client(context.Background()); err != errFailed {

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"spindle.dev"
-	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 )
 
 // decodeRequest decodes a record printed by spin signup -request.
@@ -19,14 +19,14 @@ func decodeRequest(s string) (*spindle.User, error) {
 	if err != nil {
 		return nil, spindle.E(spindle.Invalid, fmt.Errorf("bad signup request: %v", err))
 	}
-	u, err := keyraft.DecodeRecord(data)
+	u, err := keylog.DecodeRecord(data)
 	if err != nil {
 		return nil, err
 	}
 	if u.Version != 1 || u.SignedBy != u.Name {
 		return nil, spindle.E(spindle.Invalid, u.Name, "a signup request is a user's first record, signed by the user")
 	}
-	if err := spindle.Verify(u.PublicKey, keyraft.SigningDigest(u), u.Signature); err != nil {
+	if err := spindle.Verify(u.PublicKey, keylog.SigningDigest(u), u.Signature); err != nil {
 		return nil, spindle.E(u.Name, spindle.Invalid, fmt.Errorf("signup request not signed by its key: %w", err))
 	}
 	return u, nil
@@ -125,7 +125,7 @@ func runSignup(ctx context.Context, st *State, args []string) error {
 			if err != nil {
 				return st.fail(string(c.User()), err)
 			}
-			req := base64.RawURLEncoding.EncodeToString(keyraft.EncodeRecord(u))
+			req := base64.RawURLEncoding.EncodeToString(keylog.EncodeRecord(u))
 			if err := spindle.ReplaceFile(file, []byte(req+"\n"), 0o600, true); err != nil {
 				return st.fail("", err)
 			}

@@ -407,8 +407,30 @@ func (st *State) warned(err error) bool {
 	}
 	for _, p := range w.Problems {
 		st.errorf("warning: %s", describeAll(p))
+		st.warningHint(p)
 	}
 	return true
+}
+
+// warningHint prints a hint that tells what to do about p, one of the
+// problems of a *spindle.Warning, if any.
+func (st *State) warningHint(p error) {
+	var re *client.ReshareError
+	switch {
+	case errors.As(p, &re) && re.Tree:
+		st.hint("to finish, run: spin share -fix -R %s", re.Path)
+	case errors.As(p, &re):
+		st.hint("to finish, run: spin share -fix %s", re.Path)
+	case errors.Is(p, client.ErrOpenWildcard):
+		var se *spindle.Error
+		if errors.As(p, &se) && se.Path != "" {
+			dir := se.Path
+			if sp, err := spindle.Parse(se.Path); err == nil {
+				dir = sp.Dir().Path()
+			}
+			st.hint("spin share %s lists whom it names", dir)
+		}
+	}
 }
 
 // fail prints err as a diagnostic about path (a spin path or a local file
@@ -447,6 +469,14 @@ func (st *State) hintFor(path string, err error) {
 	var down *client.SequencerDownError
 	if errors.As(err, &down) {
 		st.sequencerHint(down, me)
+		return
+	}
+	if errors.Is(err, client.ErrNoDirHost) {
+		if owner == "" || owner == me {
+			st.hint("no node hosts your tree: run spin signup, through a node that admits you (spin node -writers)")
+		} else {
+			st.hint("no node hosts the tree of %s: they must run spin signup", printName(owner))
+		}
 		return
 	}
 	switch spindle.KindOf(err) {

@@ -37,8 +37,8 @@ const (
 	KeyHistory = "key.history"
 	// Proved lookups, for clients that check the key cluster's
 	// transparency log (see client.Config.KeyLog).
-	KeyProof       = "key.proof"       // User → Data: a keyraft.Proof of the current record.
-	KeyProofs      = "key.proofs"      // User → Proofs: every version's keyraft.Proof, oldest first.
+	KeyProof       = "key.proof"       // User → Data: a keylog.Proof of the current record.
+	KeyProofs      = "key.proofs"      // User → Proofs: every version's keylog.Proof, oldest first.
 	KeyConsistency = "key.consistency" // Seq, Size → Data: a consistency proof between the two tree sizes.
 	KeyVerifier    = "key.verifier"    // → Data: the note verifier key of this member's signatures on tree heads.
 	// KeyHead asks for the key cluster's current tree head, signed by a
@@ -46,7 +46,7 @@ const (
 	KeyHead = "key.head"
 	// KeyConfig asks for the key cluster's configuration changes after
 	// the first Seq, up to the configuration a tree head names (Data: the
-	// head) → Proofs: each a keyraft.Proof in the head's tree, at most
+	// head) → Proofs: each a keylog.Proof in the head's tree, at most
 	// 256; a client following the members asks again for the rest.
 	KeyConfig = "key.config"
 	// KeyCosign asks a key cluster member to sign a tree head of its log
@@ -94,7 +94,7 @@ const (
 	// member carries KeyStatus and KeyChange to a member, and a member
 	// KeyChange to the leader.
 	KeyStatus = "key.status" // → KeyStatus (a ClusterStatus): the cluster as the member that answers sees it.
-	KeyChange = "key.change" // Data: a keyraft.EncodeChange, signed by an operator (or the vouching node operator).
+	KeyChange = "key.change" // Data: a keylog.EncodeChange, signed by an operator (or the vouching node operator).
 	// KeyJoin and KeyLeave are answered only through the node's socket,
 	// to its operator. KeyJoin without Data prepares the node to join and
 	// answers with the cluster's KeyStatus and, in Data, the verifier key
@@ -138,7 +138,7 @@ type Request struct {
 	// read; no node carries it.
 	To string `cbor:"10,keyasint,omitempty"`
 	// Grant, for a key.put of a new name under the domain policy, is the
-	// countersignature of the domain's admin key (keyraft.GrantDigest).
+	// countersignature of the domain's admin key (keylog.GrantDigest).
 	Grant []byte `cbor:"11,keyasint,omitempty"`
 }
 
@@ -168,7 +168,7 @@ type Response struct {
 	Data    []byte              `cbor:"4,keyasint,omitempty"`
 	Err     []byte              `cbor:"5,keyasint,omitempty"`
 	Delete  bool                `cbor:"6,keyasint,omitempty"` // For watch events.
-	Proofs  [][]byte            `cbor:"9,keyasint,omitempty"` // Encoded keyraft.Proofs, for key.proofs.
+	Proofs  [][]byte            `cbor:"9,keyasint,omitempty"` // Encoded keylog.Proofs, for key.proofs.
 	// DirProofs prove an answer about a directory log against Head (see
 	// dirlog.Proved, encoded): for dir.lookup, one, followed for NotExist
 	// by its Above, root first; for dir.whichaccess,

@@ -23,6 +23,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/keyraft"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node"
 	"spindle.dev/p2p"
 	"spindle.dev/simulations/report"
@@ -80,7 +81,7 @@ func newRecord(name spindle.UserName) (*spindle.User, error) {
 		return nil, err
 	}
 	u := &spindle.User{Name: name, PublicKey: pub, Version: 1}
-	return u, keyraft.Sign(u, &ecdsaSigner{name: name, key: key, pub: pub})
+	return u, keylog.Sign(u, &ecdsaSigner{name: name, key: key, pub: pub})
 }
 
 type member struct {

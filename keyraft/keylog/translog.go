@@ -1,4 +1,4 @@
-package keyraft
+package keylog
 
 import (
 	"bytes"
@@ -37,17 +37,18 @@ type HeadInfo struct {
 	Config int64
 }
 
-// formatHead returns the text of a tree head:
+// FormatHead returns the text of tree head h, which the members sign as a
+// note (see golang.org/x/mod/sumdb/note):
 //
 //	spindle.dev key log
 //	<number of leaves>
 //	<base64 of the tree hash>
 //	config <configuration sequence number>
-func formatHead(h HeadInfo) []byte {
+func FormatHead(h HeadInfo) []byte {
 	return fmt.Appendf(nil, "%s%d\n%s\nconfig %d\n", headHeader, h.N, h.Hash, h.Config)
 }
 
-// parseHead parses the text written by formatHead, strictly.
+// parseHead parses the text written by FormatHead, strictly.
 func parseHead(text string) (HeadInfo, error) {
 	rest, ok := strings.CutPrefix(text, headHeader)
 	if !ok {
@@ -74,7 +75,7 @@ func parseHead(text string) (HeadInfo, error) {
 		return HeadInfo{}, errors.New("malformed configuration sequence in head")
 	}
 	hi := HeadInfo{Tree: tlog.Tree{N: n, Hash: h}, Config: seq}
-	if !bytes.Equal(formatHead(hi), []byte(text)) {
+	if !bytes.Equal(FormatHead(hi), []byte(text)) {
 		return HeadInfo{}, errors.New("tree head is not in canonical form")
 	}
 	return hi, nil
@@ -89,15 +90,26 @@ func parseCount(s string) (int64, error) {
 	return n, nil
 }
 
-// signHead returns the signed note of tree head h.
-func signHead(s note.Signer, h HeadInfo) ([]byte, error) {
-	return note.Sign(&note.Note{Text: string(formatHead(h))}, s)
+// ParseHeadText parses the text of a tree head, as [FormatHead] writes
+// it, strictly: text in any other form is Invalid. It is safe on untrusted
+// input.
+func ParseHeadText(text []byte) (HeadInfo, error) {
+	const op spindle.Op = "keylog.ParseHeadText"
+	if len(text) > maxHeadSize {
+		return HeadInfo{}, spindle.E(op, spindle.Invalid, fmt.Sprintf("tree head of %d bytes", len(text)))
+	}
+	hi, err := parseHead(string(text))
+	if err != nil {
+		return HeadInfo{}, spindle.E(op, spindle.Invalid, err)
+	}
+	return hi, nil
 }
 
 // NewVerifiers returns the verifiers of the given note verifier keys (as
-// returned by [Cluster.VerifierKey]), for checking tree heads.
+// returned by [spindle.dev/keyraft.Cluster.VerifierKey]), for checking
+// tree heads.
 func NewVerifiers(vkeys ...string) (note.Verifiers, error) {
-	const op spindle.Op = "keyraft.NewVerifiers"
+	const op spindle.Op = "keylog.NewVerifiers"
 	var list []note.Verifier
 	for _, k := range vkeys {
 		v, err := note.NewVerifier(k)
@@ -114,7 +126,7 @@ func NewVerifiers(vkeys ...string) (note.Verifiers, error) {
 // signed by a known key, or whose signature is bad, is Integrity; one that
 // is malformed is Invalid.
 func VerifyHead(head []byte, verifiers note.Verifiers) (tlog.Tree, error) {
-	const op spindle.Op = "keyraft.VerifyHead"
+	const op spindle.Op = "keylog.VerifyHead"
 	if len(head) > maxHeadSize {
 		return tlog.Tree{}, spindle.E(op, spindle.Invalid, fmt.Sprintf("tree head of %d bytes", len(head)))
 	}
@@ -161,7 +173,7 @@ func (p *Proof) MarshalBinary() ([]byte, error) {
 // the shape of the encoding only; [VerifyLookup] checks the proof. Bytes
 // that are not such an encoding are Invalid. It is safe on untrusted input.
 func UnmarshalProof(data []byte) (*Proof, error) {
-	const op spindle.Op = "keyraft.UnmarshalProof"
+	const op spindle.Op = "keylog.UnmarshalProof"
 	if !bytes.HasPrefix(data, []byte(proofMagic)) {
 		return nil, spindle.E(op, spindle.Invalid, "malformed proof: bad magic")
 	}
@@ -224,7 +236,7 @@ func UnmarshalTreeProof(data []byte) (tlog.TreeProof, error) {
 		d.err = errors.New("trailing bytes")
 	}
 	if d.err != nil {
-		return nil, spindle.E(spindle.Op("keyraft.UnmarshalTreeProof"), spindle.Invalid, fmt.Errorf("malformed tree proof: %w", d.err))
+		return nil, spindle.E(spindle.Op("keylog.UnmarshalTreeProof"), spindle.Invalid, fmt.Errorf("malformed tree proof: %w", d.err))
 	}
 	return tlog.TreeProof(p), nil
 }
@@ -268,7 +280,7 @@ func (d *decoder) hashes() []tlog.Hash {
 // that it is the newest version: a member may serve stale records. Use a
 // [Checker] to make sure the log seen is never rewritten.
 func VerifyLookup(p *Proof, name spindle.UserName, verifiers note.Verifiers) (*spindle.User, tlog.Tree, error) {
-	const op spindle.Op = "keyraft.VerifyLookup"
+	const op spindle.Op = "keylog.VerifyLookup"
 	if p == nil {
 		return nil, tlog.Tree{}, spindle.E(op, spindle.Invalid, name, "nil proof")
 	}
@@ -286,7 +298,7 @@ func VerifyLookup(p *Proof, name spindle.UserName, verifiers note.Verifiers) (*s
 // verifyInTree checks the rest of a lookup proof whose head verified as
 // the tree t: the inclusion proof and the record.
 func verifyInTree(p *Proof, name spindle.UserName, t tlog.Tree) (*spindle.User, error) {
-	const op spindle.Op = "keyraft.VerifyLookup"
+	const op spindle.Op = "keylog.VerifyLookup"
 	if p.Index < 0 || p.Index >= t.N {
 		return nil, spindle.E(op, spindle.Integrity, name, fmt.Sprintf("record index %d outside the tree of %d records", p.Index, t.N))
 	}
@@ -304,7 +316,8 @@ func verifyInTree(p *Proof, name spindle.UserName, t tlog.Tree) (*spindle.User, 
 }
 
 // A TreeProver proves that a smaller tree of the log is a prefix of a larger
-// one. [Cluster] implements it; so can a client reaching a member remotely.
+// one. A member ([spindle.dev/keyraft.Cluster]) implements it; so can a
+// client reaching a member remotely.
 type TreeProver interface {
 	// ConsistencyProof returns the proof that the log's tree of newSize
 	// records contains the tree of oldSize records as a prefix.
@@ -381,7 +394,7 @@ func (c *Checker) Tree() tlog.Tree {
 // A following checker checks it against the configuration it was made
 // with, which must hold every change in the head's tree.
 func (c *Checker) Trust(head []byte) error {
-	const op spindle.Op = "keyraft.Checker.Trust"
+	const op spindle.Op = "keylog.Checker.Trust"
 	c.upd.Lock()
 	defer c.upd.Unlock()
 	t, _, err := c.verify(context.Background(), head, nil)
@@ -408,7 +421,7 @@ func (c *Checker) Trust(head []byte) error {
 // [ConfigProver], for the configuration changes up to the one the head
 // names, when that is newer than the newest it knows.
 func (c *Checker) Update(ctx context.Context, head []byte, prover TreeProver) (tlog.Tree, error) {
-	const op spindle.Op = "keyraft.Checker.Update"
+	const op spindle.Op = "keylog.Checker.Update"
 	t, err := c.update(ctx, head, prover)
 	if err != nil {
 		return tlog.Tree{}, spindle.E(op, err)
@@ -484,7 +497,7 @@ func (c *Checker) consistent(ctx context.Context, t tlog.Tree, head []byte, prov
 // then checks its head against the newest head seen, as [Checker.Update]
 // does. It returns the verified record.
 func (c *Checker) VerifyLookup(ctx context.Context, p *Proof, name spindle.UserName, prover TreeProver) (*spindle.User, error) {
-	const op spindle.Op = "keyraft.Checker.VerifyLookup"
+	const op spindle.Op = "keylog.Checker.VerifyLookup"
 	if p != nil {
 		// Most lookups are proved against the newest head seen, whose
 		// signature was checked when it was accepted: the same bytes
@@ -515,15 +528,16 @@ func (c *Checker) VerifyLookup(ctx context.Context, p *Proof, name spindle.UserN
 }
 
 // VerifyHistory checks the history of name's record as returned by
-// [Cluster.History], for the owner's audit: every proof verifies against one
-// and the same signed head, the versions run 1, 2, … in log order, each
-// Prev is the hash of the version before, and each change made by the user
-// itself is signed by the key of the version before (the first by its own
-// key). Changes signed by a base user are checked for their link but not
-// their signature, which needs the base user's history. It returns the
-// records, oldest first; the owner then confirms that each is one they made.
+// [spindle.dev/keyraft.Cluster.History], for the owner's audit: every
+// proof verifies against one and the same signed head, the versions run
+// 1, 2, … in log order, each Prev is the hash of the version before, and
+// each change made by the user itself is signed by the key of the version
+// before (the first by its own key). Changes signed by a base user are
+// checked for their link but not their signature, which needs the base
+// user's history. It returns the records, oldest first; the owner then
+// confirms that each is one they made.
 func VerifyHistory(proofs []*Proof, name spindle.UserName, verifiers note.Verifiers) ([]*spindle.User, error) {
-	const op spindle.Op = "keyraft.VerifyHistory"
+	const op spindle.Op = "keylog.VerifyHistory"
 	if len(proofs) == 0 {
 		return nil, spindle.E(op, spindle.NotExist, name, "empty history")
 	}
@@ -563,5 +577,7 @@ func VerifyHistory(proofs []*Proof, name spindle.UserName, verifiers note.Verifi
 	return out, nil
 }
 
-// keyName returns the note key name of member id.
-func keyName(id string) string { return "spindle-keyraft/" + id }
+// MemberKeyName returns the name of the note key with which member id
+// signs tree heads: its verifier key, which the configuration records,
+// names the member.
+func MemberKeyName(id string) string { return "spindle-keyraft/" + id }

@@ -1,4 +1,4 @@
-package keyraft
+package keylog
 
 import (
 	"bytes"
@@ -128,7 +128,7 @@ func RecordHash(u *spindle.User) []byte {
 // encoding, including non-canonical ones, are Invalid. DecodeRecord is safe
 // on untrusted input.
 func DecodeRecord(data []byte) (*spindle.User, error) {
-	const op spindle.Op = "keyraft.DecodeRecord"
+	const op spindle.Op = "keylog.DecodeRecord"
 	u, err := decodeRecord(data)
 	if err != nil {
 		return nil, spindle.E(op, spindle.Invalid, fmt.Errorf("malformed record: %w", err))
@@ -202,7 +202,7 @@ func decodeRecord(data []byte) (*spindle.User, error) {
 // and a non-empty signature of at most MaxSignatureLen bytes. Every failure
 // is Invalid.
 func CheckRecord(u *spindle.User) error {
-	const op spindle.Op = "keyraft.CheckRecord"
+	const op spindle.Op = "keylog.CheckRecord"
 	if err := checkRecord(u); err != nil {
 		return spindle.E(op, err)
 	}
@@ -288,7 +288,7 @@ func checkPeerAddr(h spindle.PeerAddr) error {
 // for a new record, the key of the record being replaced for an update, or
 // the base user's current key for a +suffix user.
 func Sign(u *spindle.User, s spindle.Signer) error {
-	const op spindle.Op = "keyraft.Sign"
+	const op spindle.Op = "keylog.Sign"
 	u.SignedBy = s.UserName()
 	sig, err := s.Sign(SigningDigest(u))
 	if err != nil {

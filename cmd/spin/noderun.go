@@ -1,4 +1,4 @@
-package node
+package main
 
 import (
 	"context"
@@ -11,22 +11,19 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
-	ma "github.com/multiformats/go-multiaddr"
-	manet "github.com/multiformats/go-multiaddr/net"
-
-	"spindle.dev/blocks/replica"
-	"spindle.dev/p2p"
-
 	"spindle.dev"
+	"spindle.dev/blocks/replica"
+	"spindle.dev/node"
+	"spindle.dev/p2p"
 )
 
-// NodeUsage is the help text of "spin node", the one "spin help node"
+// nodeUsage is the help text of "spin node", the one "spin help node"
 // prints too.
-const NodeUsage = `Usage:
+const nodeUsage = `Usage:
     spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST] [-repair USER,...]
               [-bootstrap MULTIADDR,...] [-relay] [-autonat=false]
               [-holepunch=false] [-relayclient=false] [-portmap=false]
@@ -165,19 +162,19 @@ Example:
     $ spin node status -home ~/spinnode2
 `
 
-// DefaultListen are the addresses a node listens on unless told otherwise.
-var DefaultListen = []string{"/ip4/127.0.0.1/tcp/7447", "/ip4/127.0.0.1/udp/7447/quic-v1"}
+// defaultListen are the addresses a node listens on unless told otherwise.
+var defaultListen = []string{"/ip4/127.0.0.1/tcp/7447", "/ip4/127.0.0.1/udp/7447/quic-v1"}
 
-// RunCommand runs "spin node" with the arguments after "node", until ctx is
-// cancelled or the process is told to stop. It returns the exit code. The
-// gateway (-gateway) reads with the PublicReader that gateway makes for
-// the node; with gateway nil, -gateway is refused.
-func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, gateway func(*Node) (PublicReader, error)) int {
-	fs, f := newFlags()
+// runNodeCommand runs "spin node" with the arguments after "node", until
+// ctx is cancelled or the process is told to stop. It returns the exit
+// code. The gateway (-gateway) reads with the PublicReader that gateway
+// makes for the node; with gateway nil, -gateway is refused.
+func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, gateway func(*node.Node) (node.PublicReader, error)) int {
+	fs, f := newNodeFlags()
 	home, listen, writers, repair := f.home, f.listen, f.writers, f.repair
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, NodeUsage)
+			fmt.Fprint(stdout, nodeUsage)
 			return 0
 		}
 		fmt.Fprintf(stderr, "spin: node: %v\n", err)
@@ -192,16 +189,16 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	for _, a := range splitList(*f.bootstrap) {
 		boot = append(boot, spindle.PeerAddr(a))
 	}
-	if _, err := parseBootstrap(boot); err != nil {
-		fmt.Fprintf(stderr, "spin: node: -bootstrap: %s\n", oneLine(err.Error()))
+	if _, err := node.ParseBootstrap(boot); err != nil {
+		fmt.Fprintf(stderr, "spin: node: -bootstrap: %s\n", oneLineMsg(errors.Unwrap(err).Error()))
 		return 2
 	}
 	var keyservers []spindle.PeerAddr
 	for _, a := range splitList(*f.keyserver) {
 		keyservers = append(keyservers, spindle.PeerAddr(a))
 	}
-	if _, err := parseBootstrap(keyservers); err != nil {
-		fmt.Fprintf(stderr, "spin: node: -keyserver: %s\n", strings.ReplaceAll(oneLine(err.Error()), "bootstrap address", "key server address"))
+	if _, err := node.ParseBootstrap(keyservers); err != nil {
+		fmt.Fprintf(stderr, "spin: node: -keyserver: %s\n", strings.ReplaceAll(oneLineMsg(errors.Unwrap(err).Error()), "bootstrap address", "key server address"))
 		return 2
 	}
 	if *home == "" {
@@ -246,7 +243,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		}
 		users = append(users, cu)
 	}
-	n, err := newRecovering(ctx, Config{
+	n, err := newRecovering(ctx, node.Config{
 		Home:          *home,
 		Listen:        splitList(*listen),
 		Writers:       splitList(*writers),
@@ -265,7 +262,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		KeyServers:    keyservers,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "spin: node: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "spin: node: %s\n", oneLineMsg(err.Error()))
 		if errors.Is(err, syscall.EADDRINUSE) {
 			fmt.Fprintf(stderr, "spin: hint: another program (another spin node?) listens on an address in %s; give this node others with -listen, e.g. -listen /ip4/127.0.0.1/tcp/0\n", *listen)
 		}
@@ -273,10 +270,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	}
 	// The socket first: "spin init" offers the first address to clients on
 	// this machine. Other machines use the network addresses after it.
-	addrs := orderAddrs(n.Addrs())
-	if a := n.SocketAddr(); a != "" {
-		addrs = append([]spindle.PeerAddr{a}, addrs...)
-	}
+	addrs := n.DialAddrs()
 	var b strings.Builder
 	for _, a := range addrs {
 		b.WriteString(string(a))
@@ -286,7 +280,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	if *f.gateway != "" {
 		rd, err := gateway(n)
 		if err != nil {
-			fmt.Fprintf(stderr, "spin: node: -gateway: %s\n", oneLine(err.Error()))
+			fmt.Fprintf(stderr, "spin: node: -gateway: %s\n", oneLineMsg(err.Error()))
 			n.Close()
 			return 1
 		}
@@ -297,11 +291,14 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 			return 1
 		}
 		fmt.Fprintf(stderr, "spin: node: gateway serving files all may read at http://%s/\n", ln.Addr())
-		go func() {
+		// The gateway stops with ctx or n.Close, before RunCommand returns.
+		var gw sync.WaitGroup
+		defer gw.Wait()
+		gw.Go(func() {
 			if err := n.ServeGateway(ctx, ln, rd); err != nil {
 				log.Error("gateway stopped", "err", err)
 			}
-		}()
+		})
 	}
 	if err := spindle.ReplaceFile(filepath.Join(*home, "addr"), []byte(b.String()), 0o644, true); err != nil {
 		fmt.Fprintf(stderr, "spin: node: %v\n", err)
@@ -321,7 +318,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		res, err := n.Drain(dctx)
 		dstop()
 		if err != nil {
-			fmt.Fprintf(stderr, "spin: node: drain: %s\n", oneLine(err.Error()))
+			fmt.Fprintf(stderr, "spin: node: drain: %s\n", oneLineMsg(err.Error()))
 		} else {
 			fmt.Fprintf(stderr, "spin: node: drained: %d blocks held, %d handed on, %d had enough copies elsewhere, %d left short\n", res.Blocks, res.Handed, res.Held, res.Failed)
 		}
@@ -334,7 +331,7 @@ func RunCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	return 0
 }
 
-// nodeFlags are the options of spin node, as NodeUsage describes them.
+// nodeFlags are the options of spin node, as nodeUsage describes them.
 type nodeFlags struct {
 	home, listen, writers, repair, bootstrap        *string
 	relay, autonat, holepunch, relayclient, portmap *bool
@@ -345,13 +342,13 @@ type nodeFlags struct {
 	keyserver                                       *string
 }
 
-// newFlags returns the flag set of spin node and its values.
-func newFlags() (*flag.FlagSet, *nodeFlags) {
+// newNodeFlags returns the flag set of spin node and its values.
+func newNodeFlags() (*flag.FlagSet, *nodeFlags) {
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs, &nodeFlags{
 		home:        fs.String("home", "", ""),
-		listen:      fs.String("listen", strings.Join(DefaultListen, ","), ""),
+		listen:      fs.String("listen", strings.Join(defaultListen, ","), ""),
 		writers:     fs.String("writers", "", ""),
 		repair:      fs.String("repair", "", ""),
 		bootstrap:   fs.String("bootstrap", "", ""),
@@ -370,13 +367,6 @@ func newFlags() (*flag.FlagSet, *nodeFlags) {
 	}
 }
 
-// NodeFlags returns the flags spin node accepts, so that a test can check
-// NodeUsage against them.
-func NodeFlags() *flag.FlagSet {
-	fs, _ := newFlags()
-	return fs
-}
-
 // cacheBytes turns -cache MiB into Config.CacheBytes: 0 means no cache.
 func cacheBytes(mib int64) int64 {
 	if mib <= 0 {
@@ -388,46 +378,21 @@ func cacheBytes(mib int64) int64 {
 // newRecovering is New with a panic in the goroutine that starts the node
 // turned into an error: whatever a damaged file makes a library do, the
 // operator gets one line, not a stack trace.
-func newRecovering(ctx context.Context, cfg Config) (n *Node, err error) {
+func newRecovering(ctx context.Context, cfg node.Config) (n *node.Node, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			n, err = nil, spindle.E(spindle.Op("node.New"), spindle.Internal, fmt.Errorf("a file under %s made the node fail as it started: %v", cfg.Home, r))
 		}
 	}()
-	return New(ctx, cfg)
+	return node.New(ctx, cfg)
 }
 
-// oneLine joins the lines of a message, so that a diagnostic is one line.
-func oneLine(s string) string {
+// oneLineMsg joins the lines of a message, so that a diagnostic is one line.
+func oneLineMsg(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
 }
 
+// splitList splits a list given as a flag, at commas or spaces.
 func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
-		out = append(out, f)
-	}
-	return out
-}
-
-// orderAddrs puts TCP before QUIC and loopback addresses first, the order
-// in which a client on this machine should try them.
-func orderAddrs(addrs []spindle.PeerAddr) []spindle.PeerAddr {
-	rank := func(a spindle.PeerAddr) int {
-		m, err := ma.NewMultiaddr(string(a))
-		if err != nil {
-			return 9
-		}
-		r := 0
-		if !manet.IsIPLoopback(m) {
-			r += 2
-		}
-		if _, err := m.ValueForProtocol(ma.P_TCP); err != nil {
-			r++
-		}
-		return r
-	}
-	out := slices.Clone(addrs)
-	slices.SortStableFunc(out, func(a, b spindle.PeerAddr) int { return rank(a) - rank(b) })
-	return out
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
 }

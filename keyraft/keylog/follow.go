@@ -1,4 +1,4 @@
-package keyraft
+package keylog
 
 import (
 	"bytes"
@@ -14,52 +14,16 @@ import (
 	"spindle.dev"
 )
 
-// maxConfigProofs bounds the configuration changes in one answer of
-// ConfigProofs; a client asks again for the rest.
-const maxConfigProofs = 256
-
-// A ConfigProver proves the cluster's configuration changes. [Cluster]
-// implements it; so does a client reaching a member remotely.
+// A ConfigProver proves the cluster's configuration changes. A member
+// ([spindle.dev/keyraft.Cluster]) implements it; so does a client
+// reaching a member remotely.
 type ConfigProver interface {
 	// ConfigProofs returns the configuration changes after the first
 	// after ones, in order, each with its inclusion proof in the tree of
-	// head, up to the configuration head names (and at most
-	// maxConfigProofs of them).
+	// head, up to the configuration head names. It may return only the
+	// first few of them (at least one while any remain): the checker
+	// asks again for the rest.
 	ConfigProofs(ctx context.Context, after int64, head []byte) ([]*Proof, error)
-}
-
-// ConfigProofs implements [ConfigProver] for a client following the
-// cluster's members: the configuration changes after the first after
-// ones, up to the configuration of the tree head (a head this member or
-// another served), each proved against that tree. A head this member
-// cannot prove (a tree it has not applied) is Transient; a malformed head
-// or a negative after is Invalid.
-func (c *Cluster) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*Proof, error) {
-	const op spindle.Op = "keyraft.ConfigProofs"
-	hi, err := ParseHead(head)
-	if err != nil {
-		return nil, spindle.E(op, err)
-	}
-	if after < 0 {
-		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("configuration changes after %d", after))
-	}
-	c.fsm.mu.RLock()
-	defer c.fsm.mu.RUnlock()
-	st := c.fsm.st
-	if hi.N > st.size() {
-		return nil, spindle.E(op, spindle.Transient, fmt.Sprintf("this member has applied %d leaves, not the %d of the head", st.size(), hi.N))
-	}
-	end := min(st.seqAt(hi.N), after+maxConfigProofs)
-	var ps []*Proof
-	for seq := after + 1; seq <= end; seq++ {
-		i := st.cfgIdx[seq-1]
-		rp, err := tlog.ProveRecord(hi.N, i, st)
-		if err != nil {
-			return nil, spindle.E(op, spindle.Internal, fmt.Errorf("prove configuration change %d: %w", seq, err))
-		}
-		ps = append(ps, &Proof{Record: bytes.Clone(st.entries[i].enc), Index: i, Inclusion: rp, Head: bytes.Clone(head)})
-	}
-	return ps, nil
 }
 
 // A ConfigEntry is a configuration change as a leaf of the log.
@@ -77,12 +41,12 @@ type ConfigEntry struct {
 type ConfigLog struct {
 	entries []ConfigEntry
 	members []map[string]string // members[s]: the members after change s; members[0] is empty.
-	cfg     clusterConfig       // The configuration after every change.
+	cfg     ConfigState         // The configuration after every change.
 }
 
 // NewConfigLog returns the log of a client that has seen no change yet.
 func NewConfigLog() *ConfigLog {
-	return &ConfigLog{members: []map[string]string{{}}, cfg: newConfig()}
+	return &ConfigLog{members: []map[string]string{{}}, cfg: NewConfigState()}
 }
 
 // RestoreConfigLog rebuilds a client's config log from its entries, as
@@ -92,7 +56,7 @@ func RestoreConfigLog(entries []ConfigEntry) (*ConfigLog, error) {
 	l := NewConfigLog()
 	for _, e := range entries {
 		if err := l.add(e.Index, e.Change); err != nil {
-			return nil, spindle.E(spindle.Op("keyraft.RestoreConfigLog"), spindle.Invalid, err)
+			return nil, spindle.E(spindle.Op("keylog.RestoreConfigLog"), spindle.Invalid, err)
 		}
 	}
 	return l, nil
@@ -126,7 +90,7 @@ func verifiersOf(members map[string]string) note.Verifiers {
 }
 
 func (l *ConfigLog) clone() *ConfigLog {
-	return &ConfigLog{entries: slices.Clone(l.entries), members: slices.Clone(l.members), cfg: l.cfg.clone()}
+	return &ConfigLog{entries: slices.Clone(l.entries), members: slices.Clone(l.members), cfg: l.cfg.Clone()}
 }
 
 // add checks the change enc, leaf index of the log, against the
@@ -139,16 +103,16 @@ func (l *ConfigLog) add(index int64, enc []byte) error {
 	if err != nil {
 		return err
 	}
-	dup, err := l.cfg.checkChange(ch, true)
+	dup, err := l.cfg.Check(ch, true)
 	if err == nil && dup {
 		err = fmt.Errorf("configuration change %d repeats the one before", ch.Seq)
 	}
 	if err != nil {
 		return fmt.Errorf("configuration change at leaf %d: %w", index, err)
 	}
-	l.cfg.applyChange(ch, enc)
+	l.cfg.Apply(ch, enc)
 	l.entries = append(l.entries, ConfigEntry{Index: index, Change: bytes.Clone(enc)})
-	l.members = append(l.members, l.cfg.memberKeys())
+	l.members = append(l.members, l.cfg.Members())
 	return nil
 }
 
@@ -189,12 +153,12 @@ func NewFollowingChecker(cl *ConfigLog, boot string) (*Checker, error) {
 	}
 	c := &Checker{cfg: cl}
 	if boot = strings.TrimSpace(boot); boot != "" {
-		id, err := memberOfVerifierKey(boot)
+		id, err := MemberOfVerifierKey(boot)
 		if err != nil {
-			return nil, spindle.E(spindle.Op("keyraft.NewFollowingChecker"), err)
+			return nil, spindle.E(spindle.Op("keylog.NewFollowingChecker"), err)
 		}
 		if _, err := note.NewVerifier(boot); err != nil {
-			return nil, spindle.E(spindle.Op("keyraft.NewFollowingChecker"), spindle.Invalid, fmt.Errorf("verifier key %q: %v", boot, err))
+			return nil, spindle.E(spindle.Op("keylog.NewFollowingChecker"), spindle.Invalid, fmt.Errorf("verifier key %q: %v", boot, err))
 		}
 		c.boot = map[string]string{id: boot}
 	}

@@ -1,4 +1,4 @@
-package keyraft
+package keylog
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // fuzzHeadKey is a note key made from a fixed seed, which signed the heads
 // in the seed corpus of FuzzVerifyHead.
 func fuzzHeadKey(tb testing.TB) (note.Signer, note.Verifiers) {
-	skey, vkey, err := note.GenerateKey(bytes.NewReader(make([]byte, 32)), keyName("fuzz"))
+	skey, vkey, err := note.GenerateKey(bytes.NewReader(make([]byte, 32)), MemberKeyName("fuzz"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func FuzzVerifyHead(f *testing.F) {
 			t.Fatalf("verified head does not open: %v", err)
 		}
 		hi, err := parseHead(n.Text)
-		if err != nil || hi.Tree != tree || n.Text != string(formatHead(hi)) {
+		if err != nil || hi.Tree != tree || n.Text != string(FormatHead(hi)) {
 			t.Fatalf("verified head's text %q is not the canonical form of tree %v: %v", n.Text, tree, err)
 		}
 	})
@@ -69,7 +69,7 @@ func FuzzVerifyHead(f *testing.F) {
 // A client that trusts its node on first use takes the key cluster's
 // verifier key from the node's answer; it may be hostile.
 func FuzzNewVerifiers(f *testing.F) {
-	_, vkey, err := note.GenerateKey(bytes.NewReader(make([]byte, 32)), keyName("fuzz"))
+	_, vkey, err := note.GenerateKey(bytes.NewReader(make([]byte, 32)), MemberKeyName("fuzz"))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -100,9 +100,41 @@ func FuzzNewVerifiers(f *testing.F) {
 
 // fuzzVKey returns the verifier key of fuzzHeadKey.
 func fuzzVKey(tb testing.TB) string {
-	_, vkey, err := note.GenerateKey(bytes.NewReader(make([]byte, 32)), keyName("fuzz"))
+	_, vkey, err := note.GenerateKey(bytes.NewReader(make([]byte, 32)), MemberKeyName("fuzz"))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return vkey
+}
+
+// A client checks the signatures on every head its node hands it against
+// the members its config log names; the head may be hostile.
+func FuzzVerifyQuorum(f *testing.F) {
+	s, v := fuzzHeadKey(f)
+	members := map[string]string{"fuzz": fuzzVKey(f)}
+	for _, hi := range []HeadInfo{{}, {Tree: tlog.Tree{N: 3, Hash: tlog.Hash{3}}, Config: 1}} {
+		h, err := signHead(s, hi)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(h)
+	}
+	f.Fuzz(func(t *testing.T, head []byte) {
+		hi, signers, err := VerifyQuorum(head, members)
+		if err != nil {
+			switch spindle.KindOf(err) {
+			case spindle.Invalid, spindle.Integrity:
+			default:
+				t.Fatalf("VerifyQuorum error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			return
+		}
+		if len(signers) != 1 || hi.Config > hi.N || hi.N < 0 {
+			t.Fatalf("head %+v passes with signers %v", hi, signers)
+		}
+		// What passes is signed by the one member: VerifyHead agrees.
+		if tree, err := VerifyHead(head, v); err != nil || tree != hi.Tree {
+			t.Fatalf("VerifyHead disagrees: %v, %v", tree, err)
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package keyraft
+package keylog
 
 import (
 	"golang.org/x/mod/sumdb/tlog"
@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/hashicorp/raft"
 	"golang.org/x/mod/sumdb/note"
 
 	"spindle.dev"
@@ -15,7 +14,7 @@ import (
 // The seed corpora are in testdata/fuzz; each holds valid encodings made by
 // the code above and a few damaged ones. Run each fuzzer with
 //
-//	go test -run=NONE -fuzz=FuzzDecodeRecord -fuzztime=60s -parallel=1 ./keyraft
+//	go test -run=NONE -fuzz=FuzzDecodeRecord -fuzztime=60s -parallel=1 ./keyraft/keylog
 
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte(recordMagic))
@@ -36,16 +35,6 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		if err := CheckRecord(u); err != nil {
 			t.Fatalf("decoded record fails CheckRecord: %v", err)
-		}
-		// A record that decodes may still be refused by the policy, but the
-		// check must not fail in any other way.
-		st := newState()
-		if _, err := st.check(u, nil, true); err != nil {
-			switch spindle.KindOf(err) {
-			case spindle.Permission, spindle.NotExist:
-			default:
-				t.Fatalf("check of a decoded record: %v", err)
-			}
 		}
 	})
 }
@@ -88,27 +77,6 @@ func FuzzUnmarshalProof(f *testing.F) {
 	})
 }
 
-func FuzzRestore(f *testing.F) {
-	f.Add([]byte(snapshotMagic + "\x00" + string(make([]byte, 32))))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		m := newFSM()
-		if err := m.Restore(readCloser(data)); err != nil {
-			switch spindle.KindOf(err) {
-			case spindle.Invalid, spindle.Integrity:
-			default:
-				t.Fatalf("Restore error of kind %v: %v", spindle.KindOf(err), err)
-			}
-			if m.st.size() != 0 {
-				t.Fatal("failed Restore changed the state")
-			}
-			return
-		}
-		if got := snapshotBytes(t, m); !bytes.Equal(got, data) {
-			t.Fatalf("restored state snapshots differently")
-		}
-	})
-}
-
 func FuzzParseHead(f *testing.F) {
 	f.Add(headHeader + "3\n" + "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n")
 	f.Add(headHeader + "3\n" + "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\nconfig 2\n")
@@ -117,8 +85,8 @@ func FuzzParseHead(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if string(formatHead(tree)) != text {
-			t.Fatalf("head %q re-formats as %q", text, formatHead(tree))
+		if string(FormatHead(tree)) != text {
+			t.Fatalf("head %q re-formats as %q", text, FormatHead(tree))
 		}
 	})
 }
@@ -146,41 +114,6 @@ func FuzzUnmarshalTreeProof(f *testing.F) {
 	})
 }
 
-func FuzzDecodeBatch(f *testing.F) {
-	f.Add([]byte{cmdBatch, 1})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		its, err := decodeBatch(data)
-		if err != nil {
-			if spindle.KindOf(err) != spindle.Invalid {
-				t.Fatalf("decodeBatch error of kind %v: %v", spindle.KindOf(err), err)
-			}
-			return
-		}
-		if len(its) == 0 || len(its) > MaxBatch {
-			t.Fatalf("decoded a batch of %d items", len(its))
-		}
-		recs := make([]batchItem, len(its))
-		for i, it := range its {
-			switch {
-			case it.u != nil && it.ch == nil:
-				recs[i] = batchItem{enc: EncodeRecord(it.u), grant: it.grant}
-			case it.ch != nil && it.u == nil && it.grant == nil:
-				recs[i] = batchItem{enc: EncodeChange(it.ch)}
-			default:
-				t.Fatalf("decoded item %d is neither a record nor a change: %+v", i, it)
-			}
-		}
-		if !bytes.Equal(encodeBatch(recs), data) {
-			t.Fatalf("decoded batch re-encodes differently")
-		}
-		// Applying it must give one outcome per record and never panic.
-		res, ok := newFSM().Apply(&raft.Log{Index: 1, Data: data}).(batchResult)
-		if !ok || len(res) != len(its) {
-			t.Fatalf("Apply of a decoded batch answered %#v", res)
-		}
-	})
-}
-
 func FuzzDecodeChange(f *testing.F) {
 	f.Add([]byte(changeMagic))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -195,12 +128,62 @@ func FuzzDecodeChange(f *testing.F) {
 			t.Fatalf("decoded change re-encodes differently")
 		}
 		// The state's check may refuse it, but only as a policy refusal.
-		st := newState()
-		if _, err := st.checkChange(ch, true); err != nil {
+		cfg := NewConfigState()
+		if _, err := cfg.Check(ch, true); err != nil {
 			switch spindle.KindOf(err) {
 			case spindle.Permission, spindle.Invalid, spindle.NotExist:
 			default:
 				t.Fatalf("check of a decoded change: %v", err)
+			}
+		}
+	})
+}
+
+// A client reads its config log back from its key log file at every
+// start; the file may be damaged.
+func FuzzRestoreConfigLog(f *testing.F) {
+	op := newSigner(f, "op@example.com")
+	_, vkey, err := note.GenerateKey(bytes.NewReader(make([]byte, 32)), MemberKeyName("12D3KooWFuzz"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	ch1 := &Change{Seq: 1, Kind: ChangeInit, Key: op.pub, Arg: vkey}
+	SignChange(ch1, op)
+	ch2 := &Change{Seq: 2, Kind: ChangePolicy, Arg: PolicyDomain}
+	SignChange(ch2, op)
+	e1, e2 := EncodeChange(ch1), EncodeChange(ch2)
+	frame := func(idx byte, enc []byte) []byte {
+		return append([]byte{idx, byte(len(enc) >> 8), byte(len(enc))}, enc...)
+	}
+	f.Add(frame(0, e1))
+	f.Add(append(frame(0, e1), frame(5, e2)...))
+	f.Add(append(frame(5, e1), frame(0, e2)...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var entries []ConfigEntry
+		for len(data) >= 3 {
+			n := int(data[1])<<8 | int(data[2])
+			if len(data) < 3+n {
+				break
+			}
+			entries = append(entries, ConfigEntry{Index: int64(data[0]), Change: data[3 : 3+n]})
+			data = data[3+n:]
+		}
+		l, err := RestoreConfigLog(entries)
+		if err != nil {
+			if spindle.KindOf(err) != spindle.Invalid {
+				t.Fatalf("RestoreConfigLog error of kind %v: %v", spindle.KindOf(err), err)
+			}
+			return
+		}
+		if l.Seq() != int64(len(entries)) {
+			t.Fatalf("%d entries restore as %d changes", len(entries), l.Seq())
+		}
+		// Each change checks against the ones before it: the first is
+		// an init, signed by its own key.
+		if len(entries) > 0 {
+			ch, err := DecodeChange(entries[0].Change)
+			if err != nil || ch.Kind != ChangeInit || ch.Signer != ch.Key {
+				t.Fatalf("first change restored: %+v, %v", ch, err)
 			}
 		}
 	})

@@ -1,8 +1,7 @@
-package keyraft
+package keylog
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode"
 
@@ -52,7 +50,7 @@ const (
 	ChangeAddOperator    = "add-operator"
 	ChangeRemoveOperator = "remove-operator"
 	// ChangeAdmit lets a node whose operator holds Key join the cluster
-	// (see [Cluster.Join]); ChangeUnadmit withdraws that.
+	// (see [spindle.dev/keyraft.Cluster.Join]); ChangeUnadmit withdraws that.
 	ChangeAdmit   = "admit"
 	ChangeUnadmit = "unadmit"
 	// ChangePolicy sets the namespace policy to Arg, PolicyOpen or
@@ -68,11 +66,11 @@ const (
 	// ChangeAddMember records a member: Arg is its note verifier key
 	// (whose name, "spindle-keyraft/ID", names the member) and Key the
 	// node operator who vouches for it, who signs: an admitted key or an
-	// operator's. See [Cluster.Join].
+	// operator's. See [spindle.dev/keyraft.Cluster.Join].
 	ChangeAddMember = "add-member"
 	// ChangeRemoveMember removes the member whose ID is Arg; it is signed
 	// by an operator or by the key that vouched for the member, and names
-	// no Key. See [Cluster.Leave].
+	// no Key. See [spindle.dev/keyraft.Cluster.Leave].
 	ChangeRemoveMember = "remove-member"
 )
 
@@ -97,6 +95,11 @@ const (
 	maxKeyLen           = 256
 )
 
+// IsChange reports whether enc, a leaf of the log, is the encoding of a
+// configuration change rather than of a key record: whether it starts as
+// [EncodeChange]'s encodings do. It does not check the rest.
+func IsChange(enc []byte) bool { return bytes.HasPrefix(enc, []byte(changeMagic)) }
+
 func appendChangeBody(b []byte, ch *Change) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(ch.Seq))
 	b = appendString(b, ch.Kind)
@@ -118,7 +121,7 @@ func SignChange(ch *Change, s spindle.Signer) error {
 	ch.Signer = s.PublicKey()
 	sig, err := s.Sign(ChangeDigest(ch))
 	if err != nil {
-		return spindle.E(spindle.Op("keyraft.SignChange"), err)
+		return spindle.E(spindle.Op("keylog.SignChange"), err)
 	}
 	ch.Signature = sig
 	return nil
@@ -135,7 +138,7 @@ func EncodeChange(ch *Change) []byte {
 // it is well formed on its own. Anything else is Invalid. It is safe on
 // untrusted input.
 func DecodeChange(data []byte) (*Change, error) {
-	const op spindle.Op = "keyraft.DecodeChange"
+	const op spindle.Op = "keylog.DecodeChange"
 	ch, err := decodeChange(data)
 	if err != nil {
 		return nil, spindle.E(op, spindle.Invalid, fmt.Errorf("malformed config change: %w", err))
@@ -199,12 +202,12 @@ func checkChangeForm(ch *Change) error {
 	switch ch.Kind {
 	case ChangeInit:
 		if ch.Arg != "" {
-			if _, err := memberOfVerifierKey(ch.Arg); err != nil {
+			if _, err := MemberOfVerifierKey(ch.Arg); err != nil {
 				return err
 			}
 		}
 	case ChangeAddMember:
-		if _, err := memberOfVerifierKey(ch.Arg); err != nil {
+		if _, err := MemberOfVerifierKey(ch.Arg); err != nil {
 			return err
 		}
 	case ChangeRemoveMember:
@@ -270,16 +273,17 @@ func checkMemberID(id string) error {
 	return nil
 }
 
-// memberOfVerifierKey returns the member ID named by a member's note
-// verifier key.
-func memberOfVerifierKey(vkey string) (string, error) {
+// MemberOfVerifierKey returns the ID of the member whose note verifier key
+// vkey is: the name of the key is [MemberKeyName] of the ID. A key that is
+// not a member's is Invalid.
+func MemberOfVerifierKey(vkey string) (string, error) {
 	v, err := note.NewVerifier(vkey)
 	if err != nil {
 		return "", spindle.E(spindle.Invalid, fmt.Errorf("member verifier key %q: %v", vkey, err))
 	}
-	id, ok := strings.CutPrefix(v.Name(), keyName(""))
+	id, ok := strings.CutPrefix(v.Name(), MemberKeyName(""))
 	if !ok {
-		return "", spindle.E(spindle.Invalid, fmt.Sprintf("member verifier key is named %q, not %s<member ID>", v.Name(), keyName("")))
+		return "", spindle.E(spindle.Invalid, fmt.Sprintf("member verifier key is named %q, not %s<member ID>", v.Name(), MemberKeyName("")))
 	}
 	if err := checkMemberID(id); err != nil {
 		return "", err
@@ -293,8 +297,14 @@ type memberInfo struct {
 	by   spindle.PublicKey // The node operator who vouched for it.
 }
 
-// clusterConfig is the configuration part of the replicated state.
-type clusterConfig struct {
+// A ConfigState is a cluster's configuration as its changes make it: the
+// members, operators, admitted node operator keys, namespace policy and
+// domain admin keys. The members keep it in their replicated state, and a
+// client following them keeps one in its [ConfigLog]; both build it alike,
+// applying each change that [ConfigState.Check] accepts with
+// [ConfigState.Apply]. Make one with [NewConfigState]. It is not safe for
+// concurrent use.
+type ConfigState struct {
 	members   map[string]memberInfo // By member ID.
 	seq       int64
 	last      []byte // EncodeChange of the last change applied.
@@ -304,9 +314,9 @@ type clusterConfig struct {
 	domains   map[string]spindle.PublicKey
 }
 
-// clone returns a deep copy of cfg.
-func (cfg *clusterConfig) clone() clusterConfig {
-	return clusterConfig{
+// Clone returns a deep copy of cfg.
+func (cfg *ConfigState) Clone() ConfigState {
+	return ConfigState{
 		members:   maps.Clone(cfg.members),
 		seq:       cfg.seq,
 		last:      cfg.last,
@@ -317,8 +327,9 @@ func (cfg *clusterConfig) clone() clusterConfig {
 	}
 }
 
-// memberKeys returns the recorded members' note verifier keys, by ID.
-func (cfg *clusterConfig) memberKeys() map[string]string {
+// Members returns the recorded members' note verifier keys, by ID: a new
+// map, which the caller owns.
+func (cfg *ConfigState) Members() map[string]string {
 	m := make(map[string]string, len(cfg.members))
 	for id, mi := range cfg.members {
 		m[id] = mi.vkey
@@ -326,8 +337,10 @@ func (cfg *clusterConfig) memberKeys() map[string]string {
 	return m
 }
 
-func newConfig() clusterConfig {
-	return clusterConfig{
+// NewConfigState returns the configuration of a cluster that has applied
+// no change: no members, no operators, the open policy.
+func NewConfigState() ConfigState {
+	return ConfigState{
 		members:   make(map[string]memberInfo),
 		operators: make(map[spindle.PublicKey]bool),
 		admitted:  make(map[spindle.PublicKey]bool),
@@ -336,18 +349,16 @@ func newConfig() clusterConfig {
 	}
 }
 
-// checkChange decides whether ch may be applied to the state, as check does
-// for records: dup when ch is the last change applied. Kinds: Invalid
-// (malformed, a sequence that does not follow, or removing the last
-// operator), Permission (not signed by a current operator, or a bad
-// signature), NotExist (removing a key that is no operator's).
-func (s *state) checkChange(ch *Change, verify bool) (dup bool, err error) {
-	return s.cfg.checkChange(ch, verify)
-}
-
-// checkChange is state.checkChange on the configuration alone, which is
-// all it needs: clients replaying the cluster's changes use it too.
-func (cfg *clusterConfig) checkChange(ch *Change, verify bool) (dup bool, err error) {
+// Check decides whether ch may be applied to the configuration. It
+// reports dup when ch is the last change applied (a repeated request,
+// accepted without effect). With verify false the signature is not
+// checked: for replaying changes that were checked when first accepted.
+// Check is deterministic, so members replaying the log and clients
+// following it reach the same answer. Kinds: Invalid (malformed, a
+// sequence that does not follow, or removing the last operator),
+// Permission (not signed by a current operator, or a bad signature),
+// NotExist (removing a key that is no operator's).
+func (cfg *ConfigState) Check(ch *Change, verify bool) (dup bool, err error) {
 	if err := checkChangeForm(ch); err != nil {
 		return false, err
 	}
@@ -369,7 +380,7 @@ func (cfg *clusterConfig) checkChange(ch *Change, verify bool) (dup bool, err er
 		if !cfg.operators[ch.Signer] && !(ch.Signer == ch.Key && cfg.admitted[ch.Key]) {
 			return false, spindle.E(spindle.Permission, "a member is added by an operator, or by a node operator whose key the operators admitted, vouching with that key")
 		}
-		id, _ := memberOfVerifierKey(ch.Arg)
+		id, _ := MemberOfVerifierKey(ch.Arg)
 		if _, ok := cfg.members[id]; ok {
 			return false, spindle.E(spindle.Exist, fmt.Sprintf("member %s is recorded already", id))
 		}
@@ -407,17 +418,18 @@ func (cfg *clusterConfig) checkChange(ch *Change, verify bool) (dup bool, err er
 	return false, nil
 }
 
-// applyChange makes a checked change to the configuration.
-func (cfg *clusterConfig) applyChange(ch *Change, enc []byte) {
+// Apply makes a change that Check accepted to the configuration; enc is
+// EncodeChange(ch).
+func (cfg *ConfigState) Apply(ch *Change, enc []byte) {
 	switch ch.Kind {
 	case ChangeInit:
 		cfg.operators[ch.Key] = true
 		if ch.Arg != "" {
-			id, _ := memberOfVerifierKey(ch.Arg)
+			id, _ := MemberOfVerifierKey(ch.Arg)
 			cfg.members[id] = memberInfo{vkey: ch.Arg, by: ch.Key}
 		}
 	case ChangeAddMember:
-		id, _ := memberOfVerifierKey(ch.Arg)
+		id, _ := MemberOfVerifierKey(ch.Arg)
 		cfg.members[id] = memberInfo{vkey: ch.Arg, by: ch.Key}
 	case ChangeRemoveMember:
 		delete(cfg.members, ch.Arg)
@@ -448,19 +460,20 @@ func GrantDigest(u *spindle.User) []byte {
 	return sum[:]
 }
 
-// checkGrant applies the namespace policy to a new registration of u,
-// whose other checks passed. Replaying a snapshot (verify false) skips it:
-// the grant was checked when the record was accepted, and the log keeps
-// records, not grants.
-func (s *state) checkGrant(u *spindle.User, grant spindle.Signature, verify bool) error {
-	if s.cfg.policy != PolicyDomain || !verify {
+// CheckGrant applies the namespace policy to a new registration of u,
+// whose other checks passed: under [PolicyDomain], grant must be the
+// countersignature of the admin key of u's domain over [GrantDigest] of
+// u; under [PolicyOpen] anything passes. Failures are Permission, or
+// Invalid for a malformed name.
+func (cfg *ConfigState) CheckGrant(u *spindle.User, grant spindle.Signature) error {
+	if cfg.policy != PolicyDomain {
 		return nil
 	}
 	_, _, _, dom, err := spindle.ParseUser(u.Name)
 	if err != nil {
 		return spindle.E(spindle.Invalid, u.Name, err)
 	}
-	key, ok := s.cfg.domains[dom]
+	key, ok := cfg.domains[dom]
 	if !ok {
 		return spindle.E(spindle.Permission, u.Name, fmt.Sprintf("the cluster runs the domain policy and domain %s has no admin key registered", dom))
 	}
@@ -473,150 +486,32 @@ func (s *state) checkGrant(u *spindle.User, grant spindle.Signature, verify bool
 	return nil
 }
 
-// ClusterConfig is a copy of the cluster's configuration.
-type ClusterConfig struct {
-	Seq       int64                        // Changes applied.
-	Members   map[string]string            // Recorded members' note verifier keys, by member ID.
-	Operators []spindle.PublicKey          // Sorted.
-	Admitted  []spindle.PublicKey          // Node operator keys that may join; sorted.
-	Policy    string                       // PolicyOpen or PolicyDomain.
-	Domains   map[string]spindle.PublicKey // Domain admin keys.
-}
-
-// Config returns this member's view of the cluster's configuration.
-func (c *Cluster) Config() ClusterConfig {
-	c.fsm.mu.RLock()
-	defer c.fsm.mu.RUnlock()
-	cfg := &c.fsm.st.cfg
-	return ClusterConfig{
-		Seq:       cfg.seq,
-		Members:   cfg.memberKeys(),
-		Operators: slices.Sorted(maps.Keys(cfg.operators)),
-		Admitted:  slices.Sorted(maps.Keys(cfg.admitted)),
-		Policy:    cfg.policy,
-		Domains:   maps.Clone(cfg.domains),
-	}
-}
+// Seq returns the configuration's sequence number: the number of changes
+// applied.
+func (cfg *ConfigState) Seq() int64 { return cfg.seq }
 
 // IsMember reports whether the configuration records member id.
-func (c *Cluster) IsMember(id string) bool {
-	c.fsm.mu.RLock()
-	defer c.fsm.mu.RUnlock()
-	_, ok := c.fsm.st.cfg.members[id]
+func (cfg *ConfigState) IsMember(id string) bool {
+	_, ok := cfg.members[id]
 	return ok
 }
 
-// Change applies a configuration change, signed by an operator, through
-// Raft, as Put does a record. Only the leader judges it against the
-// configuration, and every member checks it again when applying it; a
-// member that is not the leader checks only its form (a malformed change
-// is Invalid) and then returns Transient wrapping [ErrNotLeader], for the
-// caller to forward the change to [Cluster.Leader]. Applying the last
-// change again is not an error. Error kinds: Invalid (malformed, or a
-// sequence that does not follow: a stale or replayed change), Permission
-// (not signed by a current operator), NotExist (removing a key that is no
-// operator's), Transient.
-func (c *Cluster) Change(ctx context.Context, ch *Change) error {
-	const op spindle.Op = "keyraft.Change"
-	if ch == nil {
-		return spindle.E(op, spindle.Invalid, "nil config change")
-	}
-	enc := EncodeChange(ch)
-	ch, err := DecodeChange(enc)
-	if err != nil {
-		return spindle.E(op, err)
-	}
-	if err := c.leading(ctx, ""); err != nil {
-		return spindle.E(op, err)
-	}
-	c.fsm.mu.RLock()
-	dup, err := c.fsm.st.checkChange(ch, true)
-	c.fsm.mu.RUnlock()
-	if err != nil {
-		return spindle.E(op, err)
-	}
-	if dup {
-		return nil
-	}
-	if err := c.submit(ctx, &putReq{name: spindle.UserName("config change " + ch.Kind), enc: enc}); err != nil {
-		return spindle.E(op, err)
-	}
-	return nil
+// NumMembers returns the number of members the configuration records.
+func (cfg *ConfigState) NumMembers() int { return len(cfg.members) }
+
+// Operators returns the operators' keys, sorted.
+func (cfg *ConfigState) Operators() []spindle.PublicKey {
+	return slices.Sorted(maps.Keys(cfg.operators))
 }
 
-// Join adds a member: ch, a ChangeAddMember signed by the node operator
-// who vouches for it (a key the operators admitted, or an operator's),
-// records the member and its verifier key in the configuration, and the
-// member becomes a voter. A node whose operator's key no operator admitted
-// is refused with Permission and nothing changes. It runs on the leader
-// (else Transient wrapping ErrNotLeader). Joining again with the same
-// change is not an error, so a Join whose outcome is unknown is repeated.
-func (c *Cluster) Join(ctx context.Context, ch *Change) error {
-	const op spindle.Op = "keyraft.Join"
-	if ch == nil || ch.Kind != ChangeAddMember {
-		return spindle.E(op, spindle.Invalid, "a join request is an add-member config change")
-	}
-	id, err := memberOfVerifierKey(ch.Arg)
-	if err != nil {
-		return spindle.E(op, err)
-	}
-	if err := c.Change(ctx, ch); err != nil {
-		return spindle.E(op, err)
-	}
-	if err := c.AddVoter(ctx, id); err != nil {
-		return spindle.E(op, err)
-	}
-	return nil
+// Admitted returns the node operator keys that may join, sorted.
+func (cfg *ConfigState) Admitted() []spindle.PublicKey {
+	return slices.Sorted(maps.Keys(cfg.admitted))
 }
 
-// Leave removes a member: ch, a ChangeRemoveMember signed by an operator
-// or by the node operator who vouched for the member, removes it from the
-// configuration, whose log clients follow, and from the voters. It runs on
-// the leader.
-func (c *Cluster) Leave(ctx context.Context, ch *Change) error {
-	const op spindle.Op = "keyraft.Leave"
-	if ch == nil || ch.Kind != ChangeRemoveMember {
-		return spindle.E(op, spindle.Invalid, "a leave request is a remove-member config change")
-	}
-	if err := c.Change(ctx, ch); err != nil {
-		return spindle.E(op, err)
-	}
-	if err := c.RemoveServer(ctx, ch.Arg); err != nil {
-		return spindle.E(op, err)
-	}
-	return nil
-}
+// Policy returns the namespace policy, [PolicyOpen] or [PolicyDomain].
+func (cfg *ConfigState) Policy() string { return cfg.policy }
 
-// Status is what a member knows of the cluster, for `spin key members`.
-type Status struct {
-	ID          string   // This member.
-	VerifierKey string   // This member's tree-head verifier key.
-	Leader      string   // The leader's ID, or "" if none is known.
-	Members     []string // The voters' IDs, sorted.
-	Term        uint64   // The current Raft term.
-	LastIndex   uint64   // The last Raft log index this member holds.
-	Applied     uint64   // The last Raft log index applied to its state.
-	Config      ClusterConfig
-}
-
-// Status returns this member's view of the cluster. Error kinds:
-// Transient (ctx ended before raft answered).
-func (c *Cluster) Status(ctx context.Context) (*Status, error) {
-	const op spindle.Op = "keyraft.Status"
-	ids, err := c.Members(ctx)
-	if err != nil {
-		return nil, spindle.E(op, err)
-	}
-	slices.Sort(ids)
-	term, _ := strconv.ParseUint(c.raft.Stats()["term"], 10, 64)
-	return &Status{
-		ID:          c.cfg.ID,
-		VerifierKey: c.vkey,
-		Leader:      c.Leader(),
-		Members:     ids,
-		Term:        term,
-		LastIndex:   c.raft.LastIndex(),
-		Applied:     c.raft.AppliedIndex(),
-		Config:      c.Config(),
-	}, nil
-}
+// Domains returns the domain admin keys, by domain: a new map, which the
+// caller owns.
+func (cfg *ConfigState) Domains() map[string]spindle.PublicKey { return maps.Clone(cfg.domains) }

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/client"
+	"spindle.dev/node"
+	"spindle.dev/p2p"
+)
+
+// testLogger logs to stderr with -v, else nowhere.
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// startNode starts a node in the test process on loopback.
+func startNode(t *testing.T, home string) *node.Node {
+	t.Helper()
+	n, err := node.New(context.Background(), node.Config{Home: home, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Writers: []string{"all"}, Logger: slog.New(slog.DiscardHandler), NoSocket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// gatewayReader is the reader spin node serves its gateway with.
+func gatewayReader(t testing.TB) func(*node.Node) (node.PublicReader, error) {
+	return func(n *node.Node) (node.PublicReader, error) {
+		return client.NewAnonymous(client.AnonConfig{Node: n.Host().ID(), Send: n.AnonSend, Get: n.GetBlock, Verifier: n.VerifierKey(), Logger: testLogger(t)})
+	}
+}
+
+// spin node starts, writes its addresses (the socket first) to HOME/addr
+// and to stdout, serves until told to stop, and stops cleanly.
+func TestNodeCommand(t *testing.T) {
+	home := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- runNodeCommand(ctx, []string{"-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "ann@example.com"}, &stdout, &stderr, testLogger(t), nil)
+	}()
+	addrFile := filepath.Join(home, "addr")
+	deadline := time.Now().Add(time.Minute)
+	var data []byte
+	for {
+		var err error
+		if data, err = os.ReadFile(addrFile); err == nil {
+			break
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("spin node exited with %d before writing its addresses: %s", c, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no addr file after a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) < 2 || !p2p.IsLocalAddr(spindle.PeerAddr(lines[0])) || !strings.HasPrefix(lines[1], "/ip4/127.0.0.1/tcp/") {
+		t.Fatalf("addr file:\n%s\nwant the socket first, then the TCP address", data)
+	}
+	if fi, err := os.Stat(addrFile); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("addr file mode %v, %v; want 0644 so that other users can find the node", fi.Mode().Perm(), err)
+	}
+	waitOutput := time.Now().Add(10 * time.Second)
+	for stdout.String() != string(data) && time.Now().Before(waitOutput) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if stdout.String() != string(data) {
+		t.Errorf("printed %q, want the addr file's %q", stdout.String(), data)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit %d after a clean stop: %s", c, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("spin node did not stop within a minute of being told to")
+	}
+}
+
+// Bad command lines exit with 2 and say what is wrong; a node that cannot
+// start exits with 1 and says why.
+func TestNodeCommandErrors(t *testing.T) {
+	busy := startNode(t, t.TempDir())
+	defer busy.Close()
+	busyAddr := strings.TrimSuffix(string(busy.DialAddr()), "/p2p/"+busy.Host().ID().String())
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-nosuch"}, 2, "flag provided but not defined: -nosuch"},
+		{[]string{"extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"-writers", "ann"}, 1, `bad writer "ann"`},
+		{[]string{"-listen", "not-a-multiaddr"}, 1, "not-a-multiaddr"},
+		{[]string{"-listen", busyAddr}, 1, "spin: hint: another program (another spin node?) listens on an address in " + busyAddr},
+	} {
+		var stdout, stderr syncBuffer
+		args := append([]string{"-home", t.TempDir()}, c.args...)
+		got := runNodeCommand(context.Background(), args, &stdout, &stderr, testLogger(t), nil)
+		if got != c.code || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("spin node %q: exit %d, stderr %q; want exit %d and %q", c.args, got, stderr.String(), c.code, c.want)
+		}
+	}
+	var stdout, stderr syncBuffer
+	if got := runNodeCommand(context.Background(), []string{"-help"}, &stdout, &stderr, nil, nil); got != 0 || stdout.String() != nodeUsage {
+		t.Errorf("spin node -help: exit %d, printed %q", got, stdout.String())
+	}
+}
+
+// A -keyserver address that names no peer, or no network address, is
+// refused before the node starts, with one line naming it.
+func TestBadKeyServer(t *testing.T) {
+	id := "12D3KooWGRUBkQ8jtu4ZKmfvTJRCaw4pEZRLbGyDFUJx7k1D5sXE"
+	for _, a := range []string{"nonsense", id, "/ip4/127.0.0.1/tcp/7447"} {
+		var stdout, stderr syncBuffer
+		code := runNodeCommand(context.Background(), []string{"-home", t.TempDir(), "-writers", "all", "-listen", "/ip4/127.0.0.1/tcp/0", "-keyserver", a}, &stdout, &stderr, testLogger(t), nil)
+		msg := stderr.String()
+		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "spin: node: -keyserver: ") || !strings.Contains(msg, fmt.Sprintf("%q", a)) || !strings.Contains(msg, "key server address") {
+			t.Errorf("spin node -keyserver %s: exit %d, stderr %q; want 2 and one line naming it", a, code, msg)
+		}
+	}
+}
+
+// A -bootstrap address that cannot be one is refused before the node
+// starts, with one line naming it.
+func TestBadBootstrapCommand(t *testing.T) {
+	id := "12D3KooWGRUBkQ8jtu4ZKmfvTJRCaw4pEZRLbGyDFUJx7k1D5sXE"
+	for _, a := range []string{
+		"nonsense",
+		"/ip4/127.0.0.1/tcp/7447",             // No peer ID.
+		id,                                    // No address.
+		"/ip4/127.0.0.1/tcpp/7447/p2p/" + id,  // Misspelt.
+		"/ip4/127.0.0.1/tcp/7447/p2p/notanid", // Bad ID.
+	} {
+		var stdout, stderr syncBuffer
+		code := runNodeCommand(context.Background(), []string{"-home", t.TempDir(), "-writers", "all", "-listen", "/ip4/127.0.0.1/tcp/0", "-bootstrap", "/ip4/127.0.0.1/tcp/1/p2p/" + id + "," + a}, &stdout, &stderr, testLogger(t), nil)
+		msg := stderr.String()
+		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "spin: node: -bootstrap: ") || !strings.Contains(msg, fmt.Sprintf("%q", a)) {
+			t.Errorf("spin node -bootstrap %s: exit %d, stderr %q; want 2 and one line naming it", a, code, msg)
+		}
+	}
+}
+
+// TestNodeCommandGateway starts spin node with -gateway: the gateway
+// listens by the time the node says it is ready, and answers.
+func TestNodeCommandGateway(t *testing.T) {
+	home := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- runNodeCommand(ctx, []string{"-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "ann@example.com", "-gateway", "127.0.0.1:0"}, &stdout, &stderr, testLogger(t), gatewayReader(t))
+	}()
+	var base string
+	for deadline := time.Now().Add(time.Minute); base == ""; {
+		if _, err := os.Stat(filepath.Join(home, "addr")); err == nil {
+			_, rest, ok := strings.Cut(stderr.String(), "gateway serving files all may read at ")
+			if !ok {
+				t.Fatalf("the node is ready and says nothing of its gateway: %s", stderr.String())
+			}
+			base, _, _ = strings.Cut(rest, "\n")
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("spin node exited with %d: %s", c, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the node was not ready after a minute")
+		}
+	}
+	resp, err := http.Get(base + "ann@example.com/nosuch.jpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("gateway: status %d for a missing file, want 404", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Errorf("spin node exited %d: %s", c, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("spin node did not stop")
+	}
+	// The gateway closes with the node (at once, or very soon after).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := http.Get(base + "ann@example.com/nosuch.jpg")
+		if err != nil {
+			break
+		}
+		resp.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway still answers 30 s after the node stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Every flag of spin node is in its help, and so are the limits the
+// host sets.
+func TestNodeUsage(t *testing.T) {
+	fs, _ := newNodeFlags()
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(nodeUsage, "-"+f.Name+" ") && !strings.Contains(nodeUsage, "-"+f.Name+"=") && !strings.Contains(nodeUsage, "-"+f.Name+"\n") {
+			t.Errorf("nodeUsage does not describe -%s", f.Name)
+		}
+	})
+	l := p2p.HostLimits(0)
+	mib := func(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
+	for _, want := range []string{
+		fmt.Sprintf("keeps %d to %d\nconnections (above %d it closes the least used down to %d", l.ConnsLow, l.ConnsHigh, l.ConnsHigh, l.ConnsLow),
+		fmt.Sprintf("at most %s,\n%s for one peer and %s for one stream", mib(l.Memory), mib(l.PeerMemory), mib(l.StreamMemory)),
+		fmt.Sprintf("at most %d\nconnections (%d inbound), %d streams with one peer and %d sockets", l.Conns, l.ConnsInbound, l.PeerStreams, l.FDs),
+		fmt.Sprintf("at most %d reservations,\n                     %d from one IP address, and %d relayed connections a peer", p2p.RelayReservations, p2p.RelayReservationsPerIP, p2p.RelayCircuits),
+		fmt.Sprintf("up to\n%d peers", node.MaxRemembered),
+		"sparing\nthose younger than a minute",
+	} {
+		if !strings.Contains(nodeUsage, want) {
+			t.Errorf("nodeUsage does not say %q", want)
+		}
+	}
+	if p2p.ConnGrace != time.Minute {
+		t.Errorf("nodeUsage says a minute of grace; the host gives %v", p2p.ConnGrace)
+	}
+}

@@ -828,10 +828,9 @@ func (c *Client) Watch(ctx context.Context, name spindle.PathName, fromSeq int64
 // sequential reader. Fetching a block takes a round trip to the node and
 // its disk; twelve in flight keep both busy through the stalls of a
 // shared machine, for 13 MiB of buffers. (Over loopback TLS eight gave
-// 15-25% less throughput than sixteen on the 2-core test box; through the
-// node's socket twelve and sixteen were alike, 2.67-3.51 s against
-// 2.45-3.12 s per GiB in alternating runs, and twelve keeps the CLI
-// near 52 MiB instead of 58.)
+// less throughput than sixteen; through the node's socket twelve and
+// sixteen were alike, and twelve keeps the CLI's memory lower:
+// docs/performance.md.)
 const readAhead = 12
 
 // Open implements spindle.Client.

@@ -501,8 +501,8 @@ func reachRole(t *testing.T, n *Node, seed uint64, count int) {
 }
 
 // netnsFileBlocks is the size in blocks of the file moved across the
-// slow link: 64 MiB (some 40 s at the 1.7 MB/s that TCP makes of this
-// link), or SPINDLE_NETNS_MIB.
+// slow link: 64 MiB (long enough for loss and delay to show in the rate;
+// docs/performance.md gives the time), or SPINDLE_NETNS_MIB.
 func netnsFileBlocks() int {
 	return atoiOr(os.Getenv("SPINDLE_NETNS_MIB"), 64)
 }

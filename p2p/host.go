@@ -406,9 +406,8 @@ const quicFallback = 250 * time.Millisecond
 // tcpFirst ranks a peer's addresses as libp2p's default ranker does,
 // except that where the peer offers direct TCP, TCP is dialled first and
 // the other transports only quicFallback later. Blocks move over TCP at
-// less than half the CPU cost of QUIC (both ends on one 2-core machine:
-// 3.7 against 10.6 ms per MiB), which matters most for the client
-// talking to its own node.
+// less than half the CPU cost of QUIC (docs/performance.md), which
+// matters most for the client talking to its own node.
 func tcpFirst(addrs []ma.Multiaddr) []network.AddrDelay {
 	ranked := swarm.DefaultDialRanker(addrs)
 	direct := func(a ma.Multiaddr) bool {

@@ -40,9 +40,8 @@ import (
 // the node's home rather than through loopback TCP. Over TCP every byte
 // is encrypted and authenticated by TLS twice over (once by each end) and
 // crosses the kernel's TCP stack; on one machine that is most of the cost
-// of moving a large file (a 1 GiB get took 4.3-5.4 s over loopback TLS
-// and 2.6-3.9 s over the socket on the 2-core test box). What TLS gives
-// there, the socket gives already:
+// of moving a large file (docs/performance.md compares the two). What
+// TLS gives there, the socket gives already:
 //
 //   - Nobody but the kernel sees the bytes in between, and only users who
 //     may enter the node's home (its operator; the home is 0700) can
@@ -469,8 +468,9 @@ func NewLocalHost(ctx context.Context, cfg LocalConfig) (host.Host, error) {
 // LocalSecurity: what a spin command makes to reach its node. It is put
 // together from its parts rather than by libp2p.New, which builds a
 // dependency-injection graph with services a dialer never starts (NAT
-// detection, address discovery, a QUIC connection manager) and took 4-9
-// ms, a tenth of a small "spin put", against about 1 ms this way.
+// detection, address discovery, a QUIC connection manager) and takes
+// several times as long, a noticeable share of a small "spin put"
+// (docs/performance.md).
 func newLocalDialer(ctx context.Context, key crypto.PrivKey, memory int64) (host.Host, error) {
 	const op spindle.Op = "p2p.NewLocalHost"
 	if err := ctx.Err(); err != nil {

@@ -65,8 +65,9 @@
 // A node with 10^5 referenced blocks, r = 3 and a slack of 2 sends about
 // 5·10^5 lease entries (32 bytes each, 16 MB) every renewal interval (six
 // hours by default), in messages of [MaxDigests]; in a network of N
-// nodes it makes about N/10 region lookups for them (a simulated network
-// of 2000 nodes needed 193 for 2·10^4 blocks), and one provider lookup
+// nodes it makes about N/10 region lookups for them (node's
+// TestNearestByRegion checks a simulated network of 2000 nodes; its count
+// is in docs/performance.md), and one provider lookup
 // per block new in its trees. A holder appends one journal record and
 // one fsync per message and keeps about 100 bytes of memory per lease.
 // The journal is compacted when it grows to several times what its live

@@ -64,8 +64,9 @@ Example:
 // otherwise, and rm -R removes. Every file is a few round trips to the peer,
 // so copying many small files is bound by latency, not bandwidth; and the
 // more files wait at once to be entered in the directory log, the more go
-// in one batch (one round trip and one fsync). 16 copied 2,000 small files
-// 7-26% faster than 8, and 32 no faster than 16. The client bounds the
+// in one batch (one round trip and one fsync). 16 copy many small files
+// faster than 8, and 32 no faster than 16 (docs/performance.md). The
+// client bounds the
 // blocks in flight for all files together, so large files take no more
 // memory.
 const cpWorkers = 16

@@ -14,7 +14,7 @@ const firstGC = 24 << 20
 // memory reaches firstGC, and with the runtime's policy from then on.
 // Under the default policy a small request collects while it starts (its
 // heap passes the first goal, 4 MiB, while the libp2p host is set up),
-// which costs it about 4 ms of CPU; a large transfer passes firstGC
+// a cost it need not pay; a large transfer passes firstGC
 // early and keeps the memory bounds the default policy gives it. A
 // GOGC or GOMEMLIMIT in the environment is left to decide alone.
 func deferFirstGC() {

@@ -107,9 +107,9 @@ func (w *directWriter) write(b []byte, n int) error {
 }
 
 // directWrite is the size of get's writes. While the node reads blocks
-// from the same disk, a virtual disk took 1 GiB in 4 MiB writes in 1.7 s
-// and in 1 MiB writes in 2.5 s; a 1 GiB get went from 3.3-3.7 s to
-// 3.0-3.1 s. 8 MiB was a little faster still but put the CLI at 63 MiB.
+// from the same disk, a disk takes large writes faster than writes of one
+// block, and a large get gains as much; 8 MiB was a little faster still
+// but raised the CLI's memory by more than it gained (docs/performance.md).
 const directWrite = 4 * spindle.MaxBlockSize
 
 // directAlign is the alignment O_DIRECT needs of buffers, lengths and offsets.

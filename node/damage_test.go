@@ -315,6 +315,7 @@ func TestRepairDirLog(t *testing.T) {
 	}
 	defer n.Close()
 	c := dialKeys(t, n, keys)
+	defer c.Close()
 	for name, want := range files {
 		mustRead(t, c, name, want)
 	}

@@ -460,13 +460,13 @@ func (c *Client) signup(ctx context.Context, first *spindle.User, grant spindle.
 	case err == nil, errors.Is(err, spindle.Exist):
 		return nil
 	case errors.Is(err, spindle.Permission):
-		msg := "your key is registered, but this node does not host your tree: its operator has not admitted you with spin node -writers"
+		cause := fmt.Errorf("your key is registered, but this node does not host your tree: %w", ErrNotAdmitted)
 		if added {
 			if derr := c.dropDirHost(ctx, addr); derr != nil {
-				msg += because(" (and the node is still named as your dir host", derr) + ")"
+				cause = fmt.Errorf("%w%s)", cause, because(" (and the node is still named as your dir host", derr))
 			}
 		}
-		return spindle.E(op, c.user, spindle.Permission, msg)
+		return spindle.E(op, c.user, spindle.Permission, cause)
 	}
 	return spindle.E(op, c.user, err)
 }

@@ -14,6 +14,10 @@ var (
 	// owner's key record names no dir host: no node hosts the tree,
 	// whatever a node says about it.
 	ErrNoDirHost = errors.New("the key record names no dir host")
+	// ErrNotAdmitted is the cause of Signup's Permission error when the
+	// node does not host the user's tree: its operator has not admitted
+	// the user as a writer.
+	ErrNotAdmitted = errors.New("its operator has not admitted you as a writer")
 	// ErrKeyLogMissing is the cause of Dial's NotExist error when
 	// Config.RequireKeyLog is set and the key log is not there: what the
 	// client trusted of the key cluster is not taken from the node again

@@ -476,7 +476,7 @@ func (s *seenSigned) take(sum [32]byte, now time.Time) (bool, error) {
 		return false, nil
 	}
 	if len(s.cur) >= maxSignedSeen {
-		return false, spindle.E(spindle.Transient, fmt.Sprintf("more than %d requests signed for this node in %v; try again later", maxSignedSeen, 2*maxClockSkew))
+		return false, spindle.E(spindle.Transient, fmt.Sprintf("more than %d requests signed for this node in %v", maxSignedSeen, 2*maxClockSkew))
 	}
 	s.cur[sum] = struct{}{}
 	return true, nil
@@ -535,7 +535,7 @@ func (n *Node) signedUser(ctx context.Context, req *wire.Request) (spindle.UserN
 func (n *Node) toLeader(ctx context.Context, data []byte) ([]byte, error) {
 	keys := n.kst().keys
 	if keys == nil {
-		return nil, spindle.E(spindle.Transient, "this node left the key cluster; try again")
+		return nil, spindle.E(spindle.Transient, "this node left the key cluster")
 	}
 	var last error
 	for try := 0; try < 2; try++ {
@@ -546,7 +546,7 @@ func (n *Node) toLeader(ctx context.Context, data []byte) ([]byte, error) {
 			return nil, err
 		}
 		if id == keys.ID() {
-			return nil, spindle.E(spindle.Transient, "this member became the leader; try again")
+			return nil, spindle.E(spindle.Transient, "this member became the leader")
 		}
 		pid, err := peer.Decode(id)
 		if err != nil {

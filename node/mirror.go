@@ -523,7 +523,7 @@ func (m *mirrors) nudgeSilent(owner spindle.UserName) {
 func (m *mirrors) pullAny(ctx context.Context, owner spindle.UserName, hosts []peer.AddrInfo, me int) (source peer.ID, seq int64, err error) {
 	const op spindle.Op = "node.Mirror"
 	if !m.n.writers.admits(owner) {
-		return "", 0, spindle.E(op, owner, spindle.Permission, "this node is a dir host of "+string(owner)+" in the key record but does not admit the user (spin node -writers): not mirrored")
+		return "", 0, spindle.E(op, owner, spindle.Permission, "this node is a dir host of "+string(owner)+" in the key record but does not admit the user as a writer: not mirrored")
 	}
 	var errs []string
 	for i, h := range hosts {

@@ -206,7 +206,7 @@ func (n *Node) dispatch(ctx context.Context, table *methodTable, remote peer.ID,
 			}
 		}
 		if user == "" {
-			return nil, spindle.E(wire.SessionOp, spindle.Permission, "not signed in: the client has not authenticated (run spin signup)")
+			return nil, spindle.E(wire.SessionOp, spindle.Permission, "not signed in: the client has not authenticated")
 		}
 		c.user = user
 	case writer:
@@ -363,7 +363,7 @@ func (n *Node) serveDirHead(ctx context.Context, c *caller, req *wire.DirHeadReq
 	if err == nil && h.Seq == 0 && !n.writers.admits(req.User) {
 		// A tree this node does not host and holds nothing of: say so,
 		// rather than vouch for an empty log.
-		return nil, spindle.E(spindle.Op("node.Head"), spindle.PathName(req.User+"/"), c.user, spindle.Permission, "this node does not host the tree of "+string(req.User)+" (see spin node -writers)")
+		return nil, spindle.E(wire.NotHostedOp, spindle.PathName(req.User+"/"), c.user, spindle.Permission, "this node does not host the tree of "+string(req.User)+": it does not admit the user as a writer")
 	}
 	return &wire.DirHeadResponse{Head: h}, err
 }
@@ -480,7 +480,7 @@ func (n *Node) appendable(ctx context.Context, user spindle.UserName, data []byt
 		return nil, spindle.E(op, user, spindle.Permission, "entry is signed as "+string(e.Writer)+", not as the signed-in user")
 	}
 	if owner := e.Tree(); !n.writers.admits(owner) {
-		return nil, spindle.E(op, e.Entry.Name, user, spindle.Permission, "this node does not host the tree of "+string(owner)+" (see spin node -writers)")
+		return nil, spindle.E(op, e.Entry.Name, user, spindle.E(wire.NotHostedOp, spindle.Permission, "this node does not host the tree of "+string(owner)+": it does not admit the user as a writer"))
 	} else if err := n.notSequencer(ctx, owner); err != nil {
 		return nil, err
 	}

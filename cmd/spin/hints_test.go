@@ -2,11 +2,13 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"spindle.dev"
 	"spindle.dev/client"
+	"spindle.dev/node/wire"
 )
 
 // The client's errors say what is so; spin adds what to do about it, for
@@ -25,6 +27,12 @@ func TestClientCauseHints(t *testing.T) {
 		{"another's tree hosted nowhere",
 			spindle.E(spindle.Op("client.Put"), spindle.PathName(bob+"/x"), spindle.NotExist, client.ErrNoDirHost), exitFailure,
 			[]string{"spin: hint: no node hosts the tree of " + string(bob) + ": they must run spin signup"}},
+		{"a node that does not host the tree written to",
+			spindle.E(spindle.Op("client.Put"), spindle.PathName(bob+"/x"), spindle.E(wire.NotHostedOp, spindle.Permission, "this node does not host the tree of "+string(bob))), exitFailure,
+			[]string{"spin: hint: the node you reach does not host the tree of " + string(bob) + "; its operator admits writers with spin node -writers"}},
+		{"signed up where not admitted",
+			spindle.E(spindle.Op("client.Signup"), ann, spindle.Permission, fmt.Errorf("your key is registered, but this node does not host your tree: %w", client.ErrNotAdmitted)), exitFailure,
+			[]string{"its operator has not admitted you as a writer", "spin: hint: ask the node's operator to admit you (spin node -writers " + string(ann) + "), or sign up through another node: spin"}},
 		{"keys of a file not re-wrapped",
 			&spindle.Warning{Problems: []error{spindle.E(spindle.PathName(ann+"/d/f"), &client.ReshareError{Path: spindle.PathName(ann + "/d/f"), Err: spindle.E(spindle.IO, errors.New("disk full"))})}}, exitOK,
 			[]string{"warning: ", "keys not re-wrapped", "spin: hint: to finish, run: spin share -fix " + string(ann) + "/d/f\n"}},

@@ -59,6 +59,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/client"
+	"spindle.dev/node/wire"
 )
 
 // The exit codes.
@@ -471,6 +472,14 @@ func (st *State) hintFor(path string, err error) {
 		st.sequencerHint(down, me)
 		return
 	}
+	if errors.Is(err, client.ErrNotAdmitted) {
+		st.hint("ask the node's operator to admit you (spin node -writers %s), or sign up through another node: %s", printName(me), commandLine(st.Config, "init", "-node", "ADDR", string(me)))
+		return
+	}
+	if hasOp(err, wire.NotHostedOp) {
+		st.hint("the node you reach does not host the tree of %s; its operator admits writers with spin node -writers", printName(owner))
+		return
+	}
 	if errors.Is(err, client.ErrNoDirHost) {
 		if owner == "" || owner == me {
 			st.hint("no node hosts your tree: run spin signup, through a node that admits you (spin node -writers)")
@@ -510,6 +519,19 @@ func (st *State) hintFor(path string, err error) {
 			st.hint("run: spin share -fix %s", path)
 		}
 	}
+}
+
+// hasOp reports whether an *spindle.Error of Op op is in err's chain,
+// as a node's error is once it came over the wire and the client wrapped
+// it in its own.
+func hasOp(err error, op spindle.Op) bool {
+	for err != nil {
+		if e, ok := err.(*spindle.Error); ok && e.Op == op {
+			return true
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
 }
 
 // describe returns the path an error names, if any, and the rest of it as

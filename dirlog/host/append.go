@@ -100,7 +100,7 @@ func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*dirlog.En
 		// writer would let a reader verify the entry against a name it
 		// does not have.
 		if d.Entry.SignedName != "" {
-			stop = spindle.E(op, spindle.Invalid, p.Path(), e.Writer, "the entry sets a signed name ("+string(d.Entry.SignedName)+"); only a rename moves an entry from the name its writer signed: sign it at its own name")
+			stop = spindle.E(op, spindle.Invalid, p.Path(), e.Writer, "the entry sets a signed name ("+string(d.Entry.SignedName)+"); only a rename moves an entry from the name its writer signed")
 			break
 		}
 		if d.Op == dirlog.OpPut && dirlog.Class(p.Path()) != dirlog.Ordinary {

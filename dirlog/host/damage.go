@@ -389,10 +389,10 @@ func (d *Damage) Error() string {
 func (s *Server) damageFor(owner, user spindle.UserName) error {
 	st := s.state(owner)
 	if st.refilling != nil {
-		return spindle.E(spindle.Transient, owner, "its directory log is being refilled from another of its dir hosts after damage; try again shortly, or read from another of its dir hosts")
+		return spindle.E(spindle.Transient, owner, "its directory log is being refilled from another of its dir hosts after damage")
 	}
 	if w := st.waiting; w != nil {
-		const what = "its directory log is not served yet: this host waits for the key cluster to tell the keys that signed it; try again shortly, or read from another of its dir hosts"
+		const what = "its directory log is not served yet: this host waits for the key cluster to tell the keys that signed it"
 		if spindle.BaseUser(user) == spindle.BaseUser(owner) {
 			return spindle.E(spindle.Transient, owner, fmt.Errorf("%s (%w)", what, w))
 		}

@@ -87,6 +87,10 @@ const (
 	// UnknownOp is the Op of the error a node returns for a method it
 	// does not know, as an older node does for dir.appendbatch.
 	UnknownOp spindle.Op = "node.Client"
+	// NotHostedOp is the Op of the Permission error a node returns for a
+	// tree it does not host and may not start: it does not admit the
+	// tree's owner as a writer (spin node -writers).
+	NotHostedOp spindle.Op = "node.NotHosted"
 )
 
 // A Request is the envelope of every request of the client and operator

@@ -84,7 +84,6 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// fast makes raft's timing suitable for tests on one machine.
 // fast shortens Raft's timeouts for tests. The leader lease is as long as
 // the heartbeat timeout: at 50 ms, a leader on a loaded two-core machine
 // sometimes heard from no quorum in time, stepped down, and failed the

@@ -429,8 +429,10 @@ func (s *Server) mark(ctx context.Context, user spindle.UserName, m Mark) {
 	}
 }
 
-// Damage returns the damage found and cut when the server opened, one
-// error of kind Integrity per damaged log.
+// Damage returns the damage found when the server opened, one error of
+// kind Integrity per damaged log: such a log is left as it is and not
+// served until it is refilled from another dir host or repaired
+// (Config.Repair). Only a torn last record is cut, and is no damage.
 func (s *Server) Damage() []error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -79,16 +78,16 @@ func decodeBatch(data []byte) ([]decodedItem, error) {
 	if len(data) == 0 || data[0] != cmdBatch {
 		return nil, spindle.E(op, spindle.Invalid, "malformed batch: not a batch command")
 	}
-	d := decoder{data: data[1:]}
-	n := d.uvarint()
-	if d.err == nil && (n == 0 || n > MaxBatch) {
+	d := keylog.NewDecoder(data[1:])
+	n := d.Uvarint()
+	if d.Err() == nil && (n == 0 || n > MaxBatch) {
 		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("malformed batch: %d items, want 1 to %d", n, MaxBatch))
 	}
 	items := make([]decodedItem, 0, min(n, 64))
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		enc := d.bytes(keylog.MaxRecordSize)
-		grant := d.bytes(keylog.MaxSignatureLen)
-		if d.err != nil {
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		enc := d.Bytes(keylog.MaxRecordSize)
+		grant := d.Bytes(keylog.MaxSignatureLen)
+		if d.Err() != nil {
 			break
 		}
 		var it decodedItem
@@ -110,11 +109,8 @@ func decodeBatch(data []byte) ([]decodedItem, error) {
 		}
 		items = append(items, it)
 	}
-	if d.err == nil && len(d.data) != 0 {
-		d.err = errors.New("trailing bytes")
-	}
-	if d.err != nil {
-		return nil, spindle.E(op, spindle.Invalid, fmt.Errorf("malformed batch: %w", d.err))
+	if err := d.Finish(); err != nil {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Errorf("malformed batch: %w", err))
 	}
 	return items, nil
 }
@@ -255,54 +251,4 @@ func (c *Cluster) submit(ctx context.Context, r *putReq) error {
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
-}
-
-// decoder reads the fields of a batch, as keylog's decoder reads those of
-// records and changes. The first error sticks.
-type decoder struct {
-	data []byte
-	err  error
-}
-
-func (d *decoder) fail(err error) {
-	if d.err == nil {
-		d.err = err
-	}
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	n, k := binary.Uvarint(d.data)
-	if k <= 0 {
-		d.fail(errors.New("bad uvarint"))
-		return 0
-	}
-	if k != len(binary.AppendUvarint(nil, n)) {
-		// Every value has one encoding, so that decoding and encoding
-		// again gives back the same bytes.
-		d.fail(errors.New("uvarint not in its shortest form"))
-		return 0
-	}
-	d.data = d.data[k:]
-	return n
-}
-
-func (d *decoder) bytes(max int) []byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(max) {
-		d.fail(fmt.Errorf("field of %d bytes, more than %d", n, max))
-		return nil
-	}
-	if n > uint64(len(d.data)) {
-		d.fail(errors.New("short data"))
-		return nil
-	}
-	b := d.data[:n:n]
-	d.data = d.data[n:]
-	return b
 }

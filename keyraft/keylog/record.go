@@ -318,6 +318,34 @@ func clone(u *spindle.User) *spindle.User {
 	return &c
 }
 
+// A Decoder reads fields of the binary encodings keylog defines, for
+// encodings built on them (keyraft's batches of records and changes):
+// uvarints in their shortest form and length-prefixed fields of bounded
+// size. The first error sticks. It is safe on untrusted input.
+type Decoder struct{ d decoder }
+
+// NewDecoder returns a Decoder of data.
+func NewDecoder(data []byte) *Decoder { return &Decoder{decoder{data: data}} }
+
+// Uvarint reads an unsigned varint, which must be in its shortest form.
+func (d *Decoder) Uvarint() uint64 { return d.d.uvarint() }
+
+// Bytes reads a field of at most max bytes, prefixed with its length.
+// The result aliases the data.
+func (d *Decoder) Bytes(max int) []byte { return d.d.bytes(max) }
+
+// Err returns the first error met, if any.
+func (d *Decoder) Err() error { return d.d.err }
+
+// Finish returns the first error met, or, if there was none, an error if
+// data remains unread.
+func (d *Decoder) Finish() error {
+	if d.d.err == nil && len(d.d.data) != 0 {
+		return errors.New("trailing bytes")
+	}
+	return d.d.err
+}
+
 // decoder reads the fields of the binary encodings. The first error sticks.
 type decoder struct {
 	data []byte

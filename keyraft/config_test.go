@@ -1,12 +1,14 @@
 package keyraft
 
 import (
+	"crypto/rand"
 	"errors"
 	"reflect"
 	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"golang.org/x/mod/sumdb/note"
 
 	"spindle.dev"
 	"spindle.dev/keyraft/keylog"
@@ -284,6 +286,14 @@ func TestJoinAuthorization(t *testing.T) {
 	if got := first.Config().Members[second.ID()]; got != second.VerifierKey() {
 		t.Errorf("recorded verifier key of the new member %q, want %q", got, second.VerifierKey())
 	}
+	// One operator, one vote: the admitted key that vouched for second
+	// cannot add a third member, which with second would outvote first.
+	_, third, err := note.GenerateKey(rand.Reader, keylog.MemberKeyName("12D3KooWThird"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg3 := first.Config()
+	refused(t, first, "a second member vouched for by one admitted key", first.Join(ctx, signedChange(t, nodeOp, &keylog.Change{Seq: 4, Kind: keylog.ChangeAddMember, Arg: third, Key: nodeOp.pub})), spindle.Permission, cfg3)
 	if err := putRouted(ctx, &liveSet{ms: []*member{{id: first.ID(), c: first}, {id: second.ID(), c: second}}}, register(t, newSigner(t, ann))); err != nil {
 		t.Fatal(err)
 	}

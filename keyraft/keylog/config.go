@@ -377,12 +377,26 @@ func (cfg *ConfigState) Check(ch *Change, verify bool) (dup bool, err error) {
 			return false, spindle.E(spindle.Permission, "init must be signed by the first operator's own key")
 		}
 	case ChangeAddMember:
-		if !cfg.operators[ch.Signer] && !(ch.Signer == ch.Key && cfg.admitted[ch.Key]) {
+		byOperator := cfg.operators[ch.Signer]
+		if !byOperator && !(ch.Signer == ch.Key && cfg.admitted[ch.Key]) {
 			return false, spindle.E(spindle.Permission, "a member is added by an operator, or by a node operator whose key the operators admitted, vouching with that key")
 		}
 		id, _ := MemberOfVerifierKey(ch.Arg)
 		if _, ok := cfg.members[id]; ok {
 			return false, spindle.E(spindle.Exist, fmt.Sprintf("member %s is recorded already", id))
+		}
+		// One operator, one vote: an admitted node operator holds one
+		// membership at a time, so that one admitted key cannot add the
+		// members that make a majority; and a member's signing key
+		// appears once, so that one key cannot sign as two members.
+		for _, other := range slices.Sorted(maps.Keys(cfg.members)) {
+			m := cfg.members[other]
+			if verifierKeyMaterial(m.vkey) == verifierKeyMaterial(ch.Arg) {
+				return false, spindle.E(spindle.Exist, fmt.Sprintf("the signing key of member %s is member %s's already", id, other))
+			}
+			if !byOperator && m.by == ch.Key {
+				return false, spindle.E(spindle.Permission, fmt.Sprintf("the node operator key vouches for member %s already: an admitted key holds one membership, and only an operator adds more", other))
+			}
 		}
 	case ChangeRemoveMember:
 		m, ok := cfg.members[ch.Arg]
@@ -450,6 +464,15 @@ func (cfg *ConfigState) Apply(ch *Change, enc []byte) {
 	}
 	cfg.seq = ch.Seq
 	cfg.last = enc
+}
+
+// verifierKeyMaterial returns the key of a note verifier key
+// ("name+hash+key"), without the name and the hash that covers it: the
+// same key under two names is one key.
+func verifierKeyMaterial(vkey string) string {
+	_, rest, _ := strings.Cut(vkey, "+")
+	_, key, _ := strings.Cut(rest, "+")
+	return key
 }
 
 // GrantDigest returns the digest a domain's admin key signs to grant the

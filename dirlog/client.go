@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -114,6 +115,9 @@ func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 		usedCache = ok && try == 0
 		if !ok || try > 0 {
 			got, err := seq.Head(ctx, p.User())
+			if err == nil && got == nil {
+				err = spindle.E(spindle.IO, "the dir host answered no head")
+			}
 			if err != nil {
 				return nil, spindle.E(eop, p.Path(), signer.UserName(), err)
 			}
@@ -136,6 +140,9 @@ func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 			return nil, spindle.E(eop, err)
 		}
 		out, err := seq.Append(ctx, e)
+		if err == nil && out == nil {
+			err = spindle.E(eop, spindle.IO, p.Path(), "the dir host appended the entry and answered no entry")
+		}
 		if err == nil {
 			cache.set(p.User(), &Head{User: p.User(), Seq: e.Seq, Hash: e.Hash()})
 			return out, nil
@@ -184,6 +191,9 @@ func submitBatch(ctx context.Context, seq Sequencer, signer spindle.Signer, ds [
 		h, ok := cache.get(owner)
 		if !ok {
 			got, err := seq.Head(ctx, owner)
+			if err == nil && got == nil {
+				err = spindle.E(spindle.IO, owner, "the dir host answered no head")
+			}
 			if err != nil {
 				for _, i := range todo {
 					errs[i] = spindle.E(eop, ds[i].Name, signer.UserName(), err)
@@ -219,6 +229,9 @@ func submitBatch(ctx context.Context, seq Sequencer, signer spindle.Signer, ds [
 		if len(done) > len(es) {
 			done, err = nil, spindle.E(eop, spindle.IO, owner, fmt.Sprintf("dir host answered %d entries for %d", len(done), len(es)))
 		}
+		if j := slices.Index(done, nil); j >= 0 {
+			done, err = done[:j], spindle.E(eop, spindle.IO, owner, fmt.Sprintf("dir host answered no entry for the %d of %d it appended", j+1, len(done)))
+		}
 		for j, d := range done {
 			outs[todo[j]] = d
 		}
@@ -228,6 +241,10 @@ func submitBatch(ctx context.Context, seq Sequencer, signer spindle.Signer, ds [
 		}
 		todo, names = todo[len(done):], names[len(done):]
 		switch {
+		case err != nil && len(todo) == 0:
+			// Every entry appended, and an error besides: a dir host that
+			// contradicts itself. The entries stand as it answered them;
+			// what it appended a reader checks against its proofs.
 		case err == nil && len(done) < len(es):
 			err = spindle.E(eop, spindle.IO, owner, fmt.Sprintf("dir host appended %d of %d entries and gave no reason", len(done), len(es)))
 			fallthrough

@@ -114,10 +114,7 @@ func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 		h, ok := cache.get(p.User())
 		usedCache = ok && try == 0
 		if !ok || try > 0 {
-			got, err := seq.Head(ctx, p.User())
-			if err == nil && got == nil {
-				err = spindle.E(spindle.IO, "the dir host answered no head")
-			}
+			got, err := headOf(ctx, seq, p.User())
 			if err != nil {
 				return nil, spindle.E(eop, p.Path(), signer.UserName(), err)
 			}
@@ -156,6 +153,16 @@ func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 	return nil, last
 }
 
+// headOf asks seq for the head of owner's log. A dir host that answers
+// no head and no error is an I/O error, not a head to sign after.
+func headOf(ctx context.Context, seq Sequencer, owner spindle.UserName) (*Head, error) {
+	h, err := seq.Head(ctx, owner)
+	if err == nil && h == nil {
+		err = spindle.E(spindle.IO, owner, "the dir host answered no head")
+	}
+	return h, err
+}
+
 // submitBatch puts the entries ds, all of one tree, as Client.Put would one
 // after another, sending as many as the sequencer takes at once: each
 // round signs the entries still to go for the places after the head, one
@@ -190,10 +197,7 @@ func submitBatch(ctx context.Context, seq Sequencer, signer spindle.Signer, ds [
 	for tries := 0; len(todo) > 0 && tries < maxTries; {
 		h, ok := cache.get(owner)
 		if !ok {
-			got, err := seq.Head(ctx, owner)
-			if err == nil && got == nil {
-				err = spindle.E(spindle.IO, owner, "the dir host answered no head")
-			}
+			got, err := headOf(ctx, seq, owner)
 			if err != nil {
 				for _, i := range todo {
 					errs[i] = spindle.E(eop, ds[i].Name, signer.UserName(), err)

@@ -26,7 +26,7 @@ func memberKey(t *testing.T, id string) string {
 }
 
 // signed signs ch with s.
-func signed(t *testing.T, s *testSigner, ch *Change) *Change {
+func signed(t *testing.T, s spindle.Signer, ch *Change) *Change {
 	t.Helper()
 	if err := SignChange(ch, s); err != nil {
 		t.Fatal(err)
@@ -45,11 +45,11 @@ func TestOneOperatorOneVote(t *testing.T) {
 	op, nodeOp := newSigner(t, "op@example.com"), newSigner(t, "mallory@example.com")
 	first, m1, m2 := memberKey(t, "12D3KooWFirst"), memberKey(t, "12D3KooWEvilOne"), memberKey(t, "12D3KooWEvilTwo")
 	changes := []*Change{
-		signed(t, op, &Change{Seq: 1, Kind: ChangeInit, Key: op.pub, Arg: first}),
-		signed(t, op, &Change{Seq: 2, Kind: ChangeAdmit, Key: nodeOp.pub}),
-		signed(t, nodeOp, &Change{Seq: 3, Kind: ChangeAddMember, Key: nodeOp.pub, Arg: m1}),
+		signed(t, op, &Change{Seq: 1, Kind: ChangeInit, Key: op.PublicKey(), Arg: first}),
+		signed(t, op, &Change{Seq: 2, Kind: ChangeAdmit, Key: nodeOp.PublicKey()}),
+		signed(t, nodeOp, &Change{Seq: 3, Kind: ChangeAddMember, Key: nodeOp.PublicKey(), Arg: m1}),
 	}
-	second := signed(t, nodeOp, &Change{Seq: 4, Kind: ChangeAddMember, Key: nodeOp.pub, Arg: m2})
+	second := signed(t, nodeOp, &Change{Seq: 4, Kind: ChangeAddMember, Key: nodeOp.PublicKey(), Arg: m2})
 
 	// The members' check.
 	cfg := NewConfigState()
@@ -83,14 +83,14 @@ func TestOneOperatorOneVote(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Apply(leave, EncodeChange(leave))
-	again := signed(t, nodeOp, &Change{Seq: 5, Kind: ChangeAddMember, Key: nodeOp.pub, Arg: m2})
+	again := signed(t, nodeOp, &Change{Seq: 5, Kind: ChangeAddMember, Key: nodeOp.PublicKey(), Arg: m2})
 	if _, err := cfg.Check(again, true); err != nil {
 		t.Fatalf("the admitted key, its member gone, vouching again: %v", err)
 	}
 	cfg.Apply(again, EncodeChange(again))
 
 	// An operator adds as many as it likes; but never one key twice.
-	byOp := signed(t, op, &Change{Seq: 6, Kind: ChangeAddMember, Key: op.pub, Arg: m1})
+	byOp := signed(t, op, &Change{Seq: 6, Kind: ChangeAddMember, Key: op.PublicKey(), Arg: m1})
 	if _, err := cfg.Check(byOp, true); err != nil {
 		t.Fatalf("an operator adding a member: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestOneOperatorOneVote(t *testing.T) {
 	if _, err := MemberOfVerifierKey(twin); err != nil {
 		t.Fatalf("the same key under another name: %v", err)
 	}
-	sameKey := signed(t, op, &Change{Seq: 7, Kind: ChangeAddMember, Key: op.pub, Arg: twin})
+	sameKey := signed(t, op, &Change{Seq: 7, Kind: ChangeAddMember, Key: op.PublicKey(), Arg: twin})
 	if _, err := cfg.Check(sameKey, true); !errors.Is(err, spindle.Exist) {
 		t.Fatalf("a second member with the signing key of another: %v, want Exist", err)
 	}

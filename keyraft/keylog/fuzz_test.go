@@ -147,7 +147,7 @@ func FuzzRestoreConfigLog(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	ch1 := &Change{Seq: 1, Kind: ChangeInit, Key: op.pub, Arg: vkey}
+	ch1 := &Change{Seq: 1, Kind: ChangeInit, Key: op.PublicKey(), Arg: vkey}
 	SignChange(ch1, op)
 	ch2 := &Change{Seq: 2, Kind: ChangePolicy, Arg: PolicyDomain}
 	SignChange(ch2, op)

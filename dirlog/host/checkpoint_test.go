@@ -362,7 +362,7 @@ func TestCheckpointKeyRotation(t *testing.T) {
 	e.history = func(ctx context.Context, u spindle.UserName) ([]dirlog.HeldKey, error) {
 		k, _ := e.keys(ctx, u)
 		if u == ann {
-			return []dirlog.HeldKey{{Key: old.pub, Until: h.Seq}, {Key: k, Until: -1}}, nil
+			return []dirlog.HeldKey{{Key: old.PublicKey(), Until: h.Seq}, {Key: k, Until: -1}}, nil
 		}
 		return []dirlog.HeldKey{{Key: k, Until: -1}}, nil
 	}
@@ -375,7 +375,7 @@ func TestCheckpointKeyRotation(t *testing.T) {
 	e.s.Close()
 	e.history = func(ctx context.Context, u spindle.UserName) ([]dirlog.HeldKey, error) {
 		k, _ := e.keys(ctx, u)
-		return []dirlog.HeldKey{{Key: old.pub, Until: h.Seq - 1}, {Key: k, Until: -1}}, nil
+		return []dirlog.HeldKey{{Key: old.PublicKey(), Until: h.Seq - 1}, {Key: k, Until: -1}}, nil
 	}
 	e.open()
 	if d := e.s.Damage(); len(d) != 1 || !errors.Is(d[0], spindle.Damaged) {

@@ -2,9 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -12,53 +9,20 @@ import (
 	"sync"
 	"testing"
 
-	"spindle.dev/dirlog"
-
 	"spindle.dev"
+	"spindle.dev/dirlog"
+	"spindle.dev/dirlog/dirlogtest"
 )
 
-// testSigner is a minimal P-256 spindle.Signer for tests.
-type testSigner struct {
-	user spindle.UserName
-	priv *ecdsa.PrivateKey
-	pub  spindle.PublicKey
-}
-
-func newSigner(t testing.TB, user spindle.UserName) *testSigner {
-	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := spindle.FormatPublicKey(&priv.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testSigner{user: user, priv: priv, pub: pub}
-}
-
-func (s *testSigner) UserName() spindle.UserName   { return s.user }
-func (s *testSigner) PublicKey() spindle.PublicKey { return s.pub }
-func (s *testSigner) Sign(digest []byte) (spindle.Signature, error) {
-	return ecdsa.SignASN1(rand.Reader, s.priv, digest)
-}
-
-func (s *testSigner) HostID() string  { return string(s.user) }
-func (s *testSigner) HostKey() []byte { return []byte(s.pub) }
-
-// VerifyHead accepts the heads s signed, as a reader that knows s as a
-// dir host would.
-func (s *testSigner) VerifyHead(_ spindle.UserName, host string, key, digest, sig []byte) error {
-	if host != string(s.user) || string(key) != string(s.pub) {
-		return fmt.Errorf("signed by %s, not by dir host %s", host, s.user)
-	}
-	return spindle.Verify(s.pub, digest, sig)
-}
+// The tests' signer (a user and a dir host) and entries, shared with the
+// dirlog's own tests through dirlogtest.
+type testSigner = dirlogtest.Signer
 
 var (
-	_ spindle.Signer      = (*testSigner)(nil)
-	_ dirlog.HeadSigner   = (*testSigner)(nil)
-	_ dirlog.HeadVerifier = (*testSigner)(nil)
+	newSigner = dirlogtest.NewSigner
+	file      = dirlogtest.File
+	control   = dirlogtest.Control
+	wantKind  = dirlogtest.WantKind
 )
 
 const (
@@ -102,7 +66,7 @@ func (e *env) keys(ctx context.Context, u spindle.UserName) (spindle.PublicKey, 
 	if !ok {
 		return "", spindle.E(spindle.NotExist, u, "no such user")
 	}
-	return s.pub, nil
+	return s.PublicKey(), nil
 }
 
 func (e *env) open() {
@@ -137,19 +101,6 @@ func (e *env) do(d *spindle.DirEntry, err error) *spindle.DirEntry {
 	return d
 }
 
-func file(name spindle.PathName, size int64) *spindle.DirEntry {
-	d := &spindle.DirEntry{Name: name, Packing: spindle.EEPack, Size: size, Time: 1234, Packdata: []byte("wrapped keys")}
-	for off := int64(0); off < size; off += spindle.MaxBlockSize {
-		n := min(size-off, spindle.MaxBlockSize)
-		d.Blocks = append(d.Blocks, spindle.DirBlock{Ref: spindle.Ref(fmt.Sprintf("bafk%s%d", name, off)), Offset: off, Size: n})
-	}
-	return d
-}
-
-func control(name spindle.PathName, text string) *spindle.DirEntry {
-	return &spindle.DirEntry{Name: name, Packing: spindle.PlainPack, Size: int64(len(text)), Inline: []byte(text)}
-}
-
 // setup gives ann a tree with a few files.
 func (e *env) setup() {
 	e.t.Helper()
@@ -179,15 +130,4 @@ func (e *env) dump(user spindle.UserName) string {
 	})
 	sort.Strings(lines)
 	return fmt.Sprintf("seq=%d head=%s\n%s", l.t.Seq, l.t.Head, strings.Join(lines, "\n"))
-}
-
-// wantKind fails the test unless err has kind k.
-func wantKind(t testing.TB, err error, k spindle.Kind, what string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: no error, want %v", what, k)
-	}
-	if got := spindle.KindOf(err); got != k {
-		t.Fatalf("%s: error %q has kind %v, want %v", what, err, got, k)
-	}
 }

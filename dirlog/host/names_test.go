@@ -154,7 +154,7 @@ func TestOldNamesReplay(t *testing.T) {
 	var recs [][]byte
 	for _, name := range olds {
 		en := e.rawEntry(ann, dirlog.OpPut, *file(name, 10), "")
-		recs = append(recs, (&dirlog.Record{Entry: en.Marshal(), Key: e.signers[ann].pub}).Marshal())
+		recs = append(recs, (&dirlog.Record{Entry: en.Marshal(), Key: e.signers[ann].PublicKey()}).Marshal())
 		// Reopen after each, so that the next raw entry follows this one.
 		if err := e.s.Close(); err != nil {
 			t.Fatal(err)

@@ -380,7 +380,7 @@ func TestForgedAndUnauthorizedEntries(t *testing.T) {
 			wantKind(t, err, spindle.Private, "bob writing to ann's tree")
 			// A writer with no key at all.
 			nobody := newSigner(t, "nobody@example.com")
-			stranger := next(nobody.user, "ann@example.com/docs/n")
+			stranger := next(nobody.UserName(), "ann@example.com/docs/n")
 			stranger.Sign(nobody)
 			_, err = e.s.Append(ctx, stranger)
 			wantKind(t, err, spindle.Permission, "writer without a key")
@@ -461,7 +461,7 @@ func TestHead(t *testing.T) {
 	}
 	e.setup()
 	h := e.do2(e.s.Head(e.ctx, ann))
-	if h.Seq != 5 || h.Host != string(e.host.user) {
+	if h.Seq != 5 || h.Host != e.host.HostID() {
 		t.Fatalf("head = %+v", h)
 	}
 	if err := h.Verify(e.host); err != nil {
@@ -703,7 +703,7 @@ func TestKeyRotation(t *testing.T) {
 	e.history = func(ctx context.Context, u spindle.UserName) ([]dirlog.HeldKey, error) {
 		k, _ := e.keys(ctx, u)
 		if u == ann {
-			return []dirlog.HeldKey{{Key: old.pub, Until: rotatedAt}, {Key: k, Until: -1}}, nil
+			return []dirlog.HeldKey{{Key: old.PublicKey(), Until: rotatedAt}, {Key: k, Until: -1}}, nil
 		}
 		return []dirlog.HeldKey{{Key: k, Until: -1}}, nil
 	}
@@ -728,7 +728,7 @@ func TestKeyRotation(t *testing.T) {
 	e.history = func(ctx context.Context, u spindle.UserName) ([]dirlog.HeldKey, error) {
 		k, _ := e.keys(ctx, u)
 		if u == ann {
-			return []dirlog.HeldKey{{Key: old.pub, Until: rotatedAt - 1}, {Key: k, Until: -1}}, nil
+			return []dirlog.HeldKey{{Key: old.PublicKey(), Until: rotatedAt - 1}, {Key: k, Until: -1}}, nil
 		}
 		return []dirlog.HeldKey{{Key: k, Until: -1}}, nil
 	}

@@ -100,7 +100,7 @@ func TestSignedRecords(t *testing.T) {
 			if i == 0 && r.Entry.Name != first {
 				t.Errorf("%s: first record is of %s, want %s", d.Name, r.Entry.Name, first)
 			}
-			if err := spindle.Verify(e.signers[ann].pub, r.SignedDigest(), r.Sig); err != nil {
+			if err := spindle.Verify(e.signers[ann].PublicKey(), r.SignedDigest(), r.Sig); err != nil {
 				t.Errorf("%s: record %d: %v", d.Name, i, err)
 			}
 		}

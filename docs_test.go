@@ -69,3 +69,28 @@ func TestDocsNameRealTests(t *testing.T) {
 		t.Errorf("found %d tests named in the docs; the pattern no longer matches how they name them", refs)
 	}
 }
+
+// The README is for users: at most 200 lines, with a map that links
+// every page of docs/ and the simulations' README.
+func TestReadmeMapsTheDocs(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	if n := strings.Count(readme, "\n"); n > 200 {
+		t.Errorf("README.md has %d lines, more than 200: move the detail to docs/", n)
+	}
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) == 0 {
+		t.Fatal("no pages in docs/")
+	}
+	for _, p := range append(pages, "simulations/README.md") {
+		if !strings.Contains(readme, "("+p+")") {
+			t.Errorf("README.md does not link %s", p)
+		}
+	}
+}

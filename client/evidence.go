@@ -12,8 +12,11 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"spindle.dev"
 	"spindle.dev/dirlog"
+	"spindle.dev/keyraft/keylog"
 )
 
 // Evidence of a dir host's misbehaviour.
@@ -28,12 +31,20 @@ import (
 // rollback proves only that both heads were signed by dir hosts of the
 // user, since an old head stays validly signed: that the older was served
 // after the newer was seen is the reporter's word.
+//
+// A fork of the key cluster's log (two heads signed by its members that
+// cannot both be of one append-only log, see keylog.Fork) is kept the same
+// way, as a key-fork: the two signed heads, and for heads of different
+// sizes the prefix hash and consistency proof that show the larger log
+// does not start with the smaller. It is checked against the cluster's
+// members as the verifying client follows them.
 
 // Kinds of evidence.
 const (
 	EvidenceRollback = "rollback" // Heads: the newest seen, then the older one served.
 	EvidenceFork     = "fork"     // Heads: two with one sequence number and different hashes or roots.
 	EvidenceBadEntry = "bad-entry"
+	EvidenceKeyFork  = "key-fork" // The key cluster's log: Fork.
 )
 
 const evidenceMagic = "spindle evidence v1"
@@ -49,18 +60,29 @@ type Evidence struct {
 	Time  spindle.Time     // When the client saw it.
 	Heads []*dirlog.Head
 	Entry *dirlog.Entry // For EvidenceBadEntry.
+	Fork  *keylog.Fork  // For EvidenceKeyFork; User is then empty.
 	Note  string        // The error the client reported, one line.
 }
 
 // Marshal encodes e as text, one field a line, heads and entry in base64.
 func (e *Evidence) Marshal() []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s\nkind %s\nuser %s\npeer %s\ntime %d\n", evidenceMagic, e.Kind, e.User, e.Peer, e.Time)
+	fmt.Fprintf(&b, "%s\nkind %s\n", evidenceMagic, e.Kind)
+	if e.User != "" {
+		fmt.Fprintf(&b, "user %s\n", e.User)
+	}
+	fmt.Fprintf(&b, "peer %s\ntime %d\n", e.Peer, e.Time)
 	for _, h := range e.Heads {
 		fmt.Fprintf(&b, "head %s\n", base64.StdEncoding.EncodeToString(h.Marshal()))
 	}
 	if e.Entry != nil {
 		fmt.Fprintf(&b, "entry %s\n", base64.StdEncoding.EncodeToString(e.Entry.Marshal()))
+	}
+	if f := e.Fork; f != nil {
+		fmt.Fprintf(&b, "keyhead %s\nkeyhead %s\n", base64.StdEncoding.EncodeToString(f.Seen), base64.StdEncoding.EncodeToString(f.Served))
+		if len(f.Proof) > 0 {
+			fmt.Fprintf(&b, "prefix %s\nproof %s\n", f.Prefix, base64.StdEncoding.EncodeToString(keylog.MarshalTreeProof(f.Proof)))
+		}
 	}
 	if e.Note != "" {
 		fmt.Fprintf(&b, "note %s\n", oneLine(e.Note))
@@ -85,6 +107,8 @@ func UnmarshalEvidence(data []byte) (*Evidence, error) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, maxEvidence)
 	seen := map[string]bool{}
+	var prefix *tlog.Hash
+	var proof tlog.TreeProof
 	line := 0
 	for sc.Scan() {
 		line++
@@ -96,14 +120,14 @@ func UnmarshalEvidence(data []byte) (*Evidence, error) {
 			continue
 		}
 		key, val, _ := strings.Cut(text, " ")
-		if key != "head" && seen[key] {
+		if key != "head" && key != "keyhead" && seen[key] {
 			return nil, bad(line, "second %q", key)
 		}
 		seen[key] = true
 		switch key {
 		case "kind":
 			switch val {
-			case EvidenceRollback, EvidenceFork, EvidenceBadEntry:
+			case EvidenceRollback, EvidenceFork, EvidenceBadEntry, EvidenceKeyFork:
 			default:
 				return nil, bad(line, "unknown kind %q", val)
 			}
@@ -145,6 +169,38 @@ func UnmarshalEvidence(data []byte) (*Evidence, error) {
 				return nil, bad(line, "%v", err)
 			}
 			e.Entry = en
+		case "keyhead":
+			b, err := base64.StdEncoding.DecodeString(val)
+			if err != nil {
+				return nil, bad(line, "key head is not base64: %v", err)
+			}
+			if e.Fork == nil {
+				e.Fork = &keylog.Fork{}
+			}
+			switch {
+			case e.Fork.Seen == nil:
+				e.Fork.Seen = b
+			case e.Fork.Served == nil:
+				e.Fork.Served = b
+			default:
+				return nil, bad(line, "more than two key heads")
+			}
+		case "prefix":
+			h, err := tlog.ParseHash(val)
+			if err != nil {
+				return nil, bad(line, "bad prefix hash %q", val)
+			}
+			prefix = &h
+		case "proof":
+			b, err := base64.StdEncoding.DecodeString(val)
+			if err != nil {
+				return nil, bad(line, "proof is not base64: %v", err)
+			}
+			p, err := keylog.UnmarshalTreeProof(b)
+			if err != nil {
+				return nil, bad(line, "%v", err)
+			}
+			proof = p
 		case "note":
 			e.Note = val
 		default:
@@ -157,10 +213,20 @@ func UnmarshalEvidence(data []byte) (*Evidence, error) {
 	if line == 0 {
 		return nil, spindle.E(op, spindle.Invalid, "evidence file is empty")
 	}
-	for _, k := range []string{"kind", "user"} {
-		if !seen[k] {
-			return nil, spindle.E(op, spindle.Invalid, "evidence has no "+k)
+	if !seen["kind"] {
+		return nil, spindle.E(op, spindle.Invalid, "evidence has no kind")
+	}
+	if !seen["user"] && e.Kind != EvidenceKeyFork {
+		return nil, spindle.E(op, spindle.Invalid, "evidence has no user")
+	}
+	if (prefix == nil) != (proof == nil) {
+		return nil, spindle.E(op, spindle.Invalid, "evidence has a prefix hash without a proof, or a proof without one")
+	}
+	if prefix != nil {
+		if e.Fork == nil {
+			return nil, spindle.E(op, spindle.Invalid, "evidence has a prefix hash and proof but no key heads")
 		}
+		e.Fork.Prefix, e.Fork.Proof = *prefix, proof
 	}
 	for _, h := range e.Heads {
 		if h.User != e.User {
@@ -172,6 +238,10 @@ func UnmarshalEvidence(data []byte) (*Evidence, error) {
 		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("%s evidence needs two heads, has %d", e.Kind, len(e.Heads)))
 	case e.Kind == EvidenceBadEntry && e.Entry == nil:
 		return nil, spindle.E(op, spindle.Invalid, "bad-entry evidence has no entry")
+	case e.Kind == EvidenceKeyFork && (e.Fork == nil || e.Fork.Served == nil):
+		return nil, spindle.E(op, spindle.Invalid, "key-fork evidence needs two key heads")
+	case e.Kind != EvidenceKeyFork && e.Fork != nil:
+		return nil, spindle.E(op, spindle.Invalid, e.Kind+" evidence holds key heads")
 	case e.Kind == EvidenceBadEntry && e.Entry.Tree() != e.User:
 		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("bad-entry evidence about %s holds an entry of %s", e.User, e.Entry.Tree()))
 	}
@@ -191,7 +261,16 @@ func saveEvidence(dir string, e *Evidence) (string, error) {
 	if e.Entry != nil {
 		seq = e.Entry.Seq
 	}
-	name := filepath.Join(dir, fmt.Sprintf("%s-%s-%d-%x", e.Kind, e.User, seq, sum[:6]))
+	if e.Fork != nil {
+		if hi, err := keylog.ParseHead(e.Fork.Served); err == nil {
+			seq = hi.N
+		}
+	}
+	who := string(e.User)
+	if who == "" {
+		who = "cluster"
+	}
+	name := filepath.Join(dir, fmt.Sprintf("%s-%s-%d-%x", e.Kind, who, seq, sum[:6]))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", spindle.E(spindle.IO, err)
 	}

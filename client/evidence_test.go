@@ -91,6 +91,7 @@ func FuzzEvidence(f *testing.F) {
 	f.Add(sampleEvidence(f).Marshal())
 	f.Add([]byte(evidenceMagic + "\nkind rollback\nuser ann@example.com\n"))
 	f.Add([]byte(evidenceMagic + "\nkind bad-entry\nuser ann@example.com\nentry AAAA\n"))
+	f.Add([]byte(evidenceMagic + "\nkind key-fork\npeer p\ntime 1\nkeyhead AAAA\nkeyhead AAAA\nprefix " + strings.Repeat("A", 43) + "=\nproof AQ==\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := UnmarshalEvidence(data)
 		if err != nil {

@@ -81,7 +81,7 @@ func (c *Client) KeyAudit(ctx context.Context, name spindle.UserName) (*KeyAudit
 		}
 		u, err := c.keyLog.chk().VerifyLookup(ctx, p, name, prover{c.svc})
 		if err != nil {
-			return nil, spindle.E(op, name, fmt.Errorf("version %d: %w", i+1, err))
+			return nil, spindle.E(op, name, fmt.Errorf("version %d: %w", i+1, c.keepKeyFork(err)))
 		}
 		rep.Versions = append(rep.Versions, KeyVersion{User: u, Index: p.Index})
 	}

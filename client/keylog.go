@@ -452,6 +452,40 @@ func (p prover) ConsistencyProof(ctx context.Context, oldSize, newSize int64) (t
 	return keylog.UnmarshalTreeProof(resp.Proof)
 }
 
+// PrefixHash implements keylog.PrefixProver: the hash of the first n
+// records of the log as the node's cluster holds it.
+func (p prover) PrefixHash(ctx context.Context, n int64) (tlog.Hash, error) {
+	var h tlog.Hash
+	resp, err := call[wire.KeyConsistencyRequest, wire.KeyConsistencyResponse](ctx, p.svc, wire.KeyConsistency, "", &wire.KeyConsistencyRequest{Old: n, New: n})
+	if err != nil {
+		return h, err
+	}
+	if len(resp.Prefix) != len(h) {
+		return h, spindle.E(spindle.Invalid, fmt.Sprintf("prefix hash of %d bytes", len(resp.Prefix)))
+	}
+	copy(h[:], resp.Prefix)
+	return h, nil
+}
+
+// keepKeyFork saves the evidence of a fork of the key cluster's log that
+// err carries (a *keylog.ForkError), if it does, and returns err naming
+// the file. The key log keeps the head it had: the client cannot tell
+// which of the two logs is the one the rest of the world sees, and the
+// evidence is what its user shows the cluster's operators.
+func (c *Client) keepKeyFork(err error) error {
+	var fe *keylog.ForkError
+	if !errors.As(err, &fe) || c.svc.evidence == "" {
+		return err
+	}
+	ev := &Evidence{Kind: EvidenceKeyFork, Peer: c.svc.peer.String(), Time: spindle.Now(), Fork: fe.Fork, Note: fe.Why}
+	file, serr := saveEvidence(c.svc.evidence, ev)
+	if serr != nil {
+		c.log.Warn("cannot save evidence", "err", serr)
+		return err
+	}
+	return spindle.E(spindle.Integrity, fmt.Errorf("%w (evidence saved in %s; spin audit -evidence checks it)", err, file))
+}
+
 // provedRecord asks the node for name's key record with its proof and
 // checks both against the key log.
 func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
@@ -474,7 +508,7 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 		u, err = chk.VerifyLookup(ctx, p, name, prover{c.svc})
 	}
 	if err != nil {
-		return nil, err
+		return nil, c.keepKeyFork(err)
 	}
 	if len(chk.ConfigEntries()) != changes {
 		// The members changed: leave the news in the file for the
@@ -506,6 +540,7 @@ func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]*s
 		var u *spindle.User
 		if c.keyLog != nil {
 			u, err = c.keyLog.chk().VerifyLookup(ctx, p, name, prover{c.svc})
+			err = c.keepKeyFork(err)
 		} else {
 			// Without a key log nothing is proved: the node's word is taken.
 			u, err = keylog.DecodeRecord(p.Record)

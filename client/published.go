@@ -140,6 +140,15 @@ func (c *Client) VerifyEvidence(ctx context.Context, e *Evidence) (string, error
 			return "", spindle.E(op, spindle.Invalid, e.User, fmt.Sprintf("no rollback: the head served (%d) is not older than the one seen (%d)", older.Seq, newer.Seq))
 		}
 		return fmt.Sprintf("both heads genuine: %s signed %s's log at sequence %d, %s at %d; that %s served %d after %d was seen is the reporter's word", newer.Host, e.User, newer.Seq, older.Host, older.Seq, e.Peer, older.Seq, newer.Seq), nil
+	case EvidenceKeyFork:
+		if c.keyLog == nil {
+			return "", spindle.E(op, spindle.Invalid, "this client keeps no key log, so it knows no members to check the key heads against")
+		}
+		msg, err := c.keyLog.chk().CheckFork(e.Fork)
+		if err != nil {
+			return "", spindle.E(op, err)
+		}
+		return msg + " (the key cluster's log was forked: show this file to its operators)", nil
 	case EvidenceBadEntry:
 		err := c.checkSig(ctx, e.Entry)
 		if err == nil {

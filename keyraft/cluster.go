@@ -783,6 +783,23 @@ func (c *Cluster) ConsistencyProof(ctx context.Context, oldSize, newSize int64) 
 	return p, nil
 }
 
+// PrefixHash returns the hash of the tree of the log's first n records,
+// which a client keeps, with a consistency proof, as evidence when that
+// tree is not the one a head it holds describes (see keylog.Fork).
+func (c *Cluster) PrefixHash(ctx context.Context, n int64) (tlog.Hash, error) {
+	const op spindle.Op = "keyraft.PrefixHash"
+	c.fsm.mu.RLock()
+	defer c.fsm.mu.RUnlock()
+	if size := c.fsm.st.size(); n < 1 || n > size {
+		return tlog.Hash{}, spindle.E(op, spindle.Invalid, fmt.Sprintf("no tree of %d records in a log of %d", n, size))
+	}
+	h, err := tlog.TreeHash(n, c.fsm.st)
+	if err != nil {
+		return tlog.Hash{}, spindle.E(op, spindle.Internal, err)
+	}
+	return h, nil
+}
+
 // Close shuts the member down: Raft stops, the transport and listener are
 // closed, and the stores are closed, after which Close returns. Everything
 // committed was made durable before Put returned. Close may be called more

@@ -76,6 +76,7 @@ type keyService interface {
 	Domain(ctx context.Context, domain string) ([]spindle.UserName, error)
 	LookupProof(ctx context.Context, name spindle.UserName) (*keylog.Proof, error)
 	ConsistencyProof(ctx context.Context, oldSize, newSize int64) (tlog.TreeProof, error)
+	PrefixHash(ctx context.Context, n int64) (tlog.Hash, error)
 	ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keylog.Proof, error)
 	Head(ctx context.Context) ([]byte, error)
 	VerifierKey() string
@@ -271,6 +272,24 @@ func (r *remoteKeys) ConsistencyProof(ctx context.Context, oldSize, newSize int6
 		return nil, err
 	}
 	return keylog.UnmarshalTreeProof(resp.Proof)
+}
+
+func (r *remoteKeys) PrefixHash(ctx context.Context, n int64) (tlog.Hash, error) {
+	resp, err := callWith[wire.KeyConsistencyRequest, wire.KeyConsistencyResponse](ctx, r.callRaw, wire.KeyConsistency, &wire.KeyConsistencyRequest{Old: n, New: n})
+	if err != nil {
+		return tlog.Hash{}, err
+	}
+	return prefixHash(resp.Prefix)
+}
+
+// prefixHash decodes a KeyConsistencyResponse's Prefix.
+func prefixHash(b []byte) (tlog.Hash, error) {
+	var h tlog.Hash
+	if len(b) != len(h) {
+		return h, spindle.E(spindle.Invalid, fmt.Sprintf("prefix hash of %d bytes", len(b)))
+	}
+	copy(h[:], b)
+	return h, nil
 }
 
 func (r *remoteKeys) ConfigProofs(ctx context.Context, after int64, head []byte) ([]*keylog.Proof, error) {

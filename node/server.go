@@ -314,7 +314,11 @@ func (n *Node) serveKeyConsistency(ctx context.Context, _ *caller, req *wire.Key
 	if err != nil {
 		return nil, err
 	}
-	return &wire.KeyConsistencyResponse{Proof: keylog.MarshalTreeProof(p)}, nil
+	prefix, err := n.kst().ks.PrefixHash(ctx, req.Old)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.KeyConsistencyResponse{Proof: keylog.MarshalTreeProof(p), Prefix: prefix[:]}, nil
 }
 
 func (n *Node) serveKeyVerifier(ctx context.Context, _ *caller, _ *wire.KeyVerifierRequest) (*wire.KeyVerifierResponse, error) {

@@ -33,7 +33,10 @@ tree; the published head anyone may read).
 
 The evidence of a rollback, fork or bad entry is saved beside your
 config (evidence/), and can be shown to others: -evidence FILE checks
-such a file against the user's key record and says what it proves.
+such a file against the user's key record and says what it proves. A
+fork of the key cluster's own log (two heads its members signed that
+cannot both be true: key-fork-cluster-...) is saved there too, and
+checked against the members your client follows.
 
 Options:
     -evidence FILE   check the evidence in FILE

@@ -457,15 +457,15 @@ func (c *Checker) consistent(ctx context.Context, t tlog.Tree, head []byte, prov
 	c.mu.Lock()
 	old, oldHead := c.tree, c.head
 	c.mu.Unlock()
-	evidence := func(why string) error {
-		return spindle.E(spindle.Integrity, fmt.Sprintf("transparency log rewritten: %s\nnewest head seen:\n%s\nhead now served:\n%s", why, oldHead, head))
+	evidence := func(why string, p tlog.TreeProof) error {
+		return forkOf(ctx, why, old, oldHead, t, head, p, prover)
 	}
 	switch {
 	case oldHead == nil || old.N == 0:
 		// First head seen, or the empty log: anything extends it.
 	case t.N == old.N:
 		if t.Hash != old.Hash {
-			return evidence(fmt.Sprintf("two different trees of %d records", t.N))
+			return evidence(fmt.Sprintf("two different trees of %d records", t.N), nil)
 		}
 		return nil
 	case t.N == 0:
@@ -478,7 +478,7 @@ func (c *Checker) consistent(ctx context.Context, t tlog.Tree, head []byte, prov
 			return fmt.Errorf("consistency proof from %d to %d records: %w", old.N, t.N, err)
 		}
 		if err := tlog.CheckTree(p, t.N, t.Hash, old.N, old.Hash); err != nil {
-			return evidence(fmt.Sprintf("tree of %d records does not extend the one of %d: %v", t.N, old.N, err))
+			return evidence(fmt.Sprintf("tree of %d records does not extend the one of %d: %v", t.N, old.N, err), p)
 		}
 	default: // An older tree than the newest seen: it must be a prefix of it.
 		p, err := prover.ConsistencyProof(ctx, t.N, old.N)
@@ -487,7 +487,7 @@ func (c *Checker) consistent(ctx context.Context, t tlog.Tree, head []byte, prov
 			return spindle.E(spindle.Transient, fmt.Errorf("head of %d records is older than the %d seen, and no consistency proof: %w", t.N, old.N, err))
 		}
 		if err := tlog.CheckTree(p, old.N, old.Hash, t.N, t.Hash); err != nil {
-			return evidence(fmt.Sprintf("tree of %d records is not a prefix of the one of %d: %v", t.N, old.N, err))
+			return evidence(fmt.Sprintf("tree of %d records is not a prefix of the one of %d: %v", t.N, old.N, err), nil)
 		}
 	}
 	return nil

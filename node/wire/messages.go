@@ -96,9 +96,12 @@ type KeyConsistencyRequest struct {
 }
 
 // A KeyConsistencyResponse carries the proof, as
-// keylog.MarshalTreeProof.
+// keylog.MarshalTreeProof, and Prefix, the hash of the answering member's
+// tree of Old records: a client whose head of Old records differs keeps
+// the two, with the proof, as evidence of a fork (keylog.Fork).
 type KeyConsistencyResponse struct {
-	Proof []byte `cbor:"4,keyasint,omitempty"`
+	Proof  []byte `cbor:"4,keyasint,omitempty"`
+	Prefix []byte `cbor:"6,keyasint,omitempty"`
 }
 
 // A KeyVerifierRequest asks for the note verifier key of the member's

@@ -203,3 +203,100 @@ func keyHeadOf(t *testing.T, l *rogueLog) []byte {
 	}
 	return p.Head
 }
+
+// A head of a forked key log that another command of the user saved in
+// the key log file (a command that was shown the fork first) is not taken
+// by a client that holds a head of the real log: refresh checks it against
+// the client's own head like any head a node serves. Before, a lookup that
+// failed against the client's head took the file's larger head unchecked,
+// and with it the forged record the fork was made for.
+func TestKeyForkInFileNotTaken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	n := startNode(t, home)
+	defer n.Close()
+	dialAs(t, n, "bob@example.com")
+	annKeys, _, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann, err := Dial(ctx, Config{Keys: annKeys, Node: n.DialAddr(), KeyLog: filepath.Join(t.TempDir(), "keylog"), Evidence: t.TempDir(), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ann.Close()
+	if err := ann.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bob, err := ann.LookupUser(ctx, "bob@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ann.keyLog.save(); err != nil {
+		t.Fatal(err)
+	}
+	held := ann.keyLog.chk().Head()
+
+	// The fork: bob's record with mallory's key, in a larger log that
+	// does not start with the one ann holds.
+	mk, _, err := pack.Generate("bob@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := &spindle.User{Name: "bob@example.com", PublicKey: mk.PublicKey(), Version: 1}
+	if err := keylog.Sign(forged, mk); err != nil {
+		t.Fatal(err)
+	}
+	records := []*spindle.User{forged}
+	for len(records) < int(ann.keyLog.chk().Tree().N)+3 {
+		records = append(records, bob)
+	}
+	fork := newRogueLog(t, home, records...)
+
+	// Another command saved the fork's head in the file.
+	other, err := newKeyLog(ann.keyLog.file, ann.keyLog.boot, ann.keyLog.chk().ConfigEntries(), keyHeadOf(t, fork))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ann.keyLog.file, other.content(keyLogFile{}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	p2p.Handle(ctx, n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+		var req wiretest.Request
+		if wire.Decode(data, &req) == nil {
+			switch req.Method {
+			case wire.KeyProof:
+				if req.User == "bob@example.com" {
+					return mustEncode(t, &wiretest.Response{Data: fork.proof(t, 0)}), nil
+				}
+			case wire.KeyConsistency:
+				p, err := tlog.ProveTree(req.Size, req.Seq, fork)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prefix, err := tlog.TreeHash(req.Seq, fork)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body := mustEncode(t, &wire.KeyConsistencyResponse{Proof: keylog.MarshalTreeProof(p), Prefix: prefix[:]})
+				return mustEncode(t, &wire.Response{Body: body}), nil
+			}
+		}
+		return n.ServeClient(ctx, remote, data)
+	})
+	ann.mu.Lock()
+	ann.userKeys = map[spindle.UserName]cachedUser{}
+	ann.mu.Unlock()
+	u, err := ann.LookupUser(ctx, "bob@example.com")
+	if err == nil {
+		t.Fatalf("lookup through the fork = bob with key %s (forged: %v), want an Integrity error", u.PublicKey, u.PublicKey == forged.PublicKey)
+	}
+	if !errors.Is(err, spindle.Integrity) || !strings.Contains(err.Error(), "evidence saved in ") {
+		t.Errorf("lookup through the fork: %v, want an Integrity error naming the evidence", err)
+	}
+	if now := ann.keyLog.chk().Head(); !bytes.Equal(now, held) {
+		t.Errorf("the client took another head:\n%s\nafter holding\n%s", now, held)
+	}
+}

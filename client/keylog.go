@@ -323,33 +323,35 @@ func (l *keyLog) chk() *keylog.Checker { return l.checker.Load() }
 // missed, such as the head that first named members, signed by the
 // member it first trusted while that one was still a member. It reports
 // whether it took a newer head.
-func (l *keyLog) refresh() bool {
+//
+// The head in the file must extend the one this client holds, as any
+// head a node serves must: p proves it (and the configuration changes up
+// to it) as the key cluster holds it. A head that does not is refused,
+// and the error is the fork's evidence if it can be proved: another
+// command of the user was shown another log than this one.
+func (l *keyLog) refresh(ctx context.Context, p prover) (bool, error) {
 	data, err := os.ReadFile(l.file)
 	if err != nil {
-		return false
+		return false, nil
 	}
 	kf, err := splitKeyLog(data)
 	if err != nil || kf.legacy || kf.boot != l.boot || len(kf.head) == 0 {
-		return false
+		return false, nil
 	}
 	l.mu.Lock()
 	for u, v := range kf.versions {
 		l.versions[u] = max(l.versions[u], v)
 	}
 	l.mu.Unlock()
-	other, err := newKeyLog(l.file, l.boot, kf.changes, kf.head)
-	if err != nil {
-		return false
+	hi, err := keylog.ParseHead(kf.head)
+	cur := l.chk()
+	if err != nil || hi.N <= cur.Tree().N {
+		return false, nil
 	}
-	for {
-		cur := l.checker.Load()
-		if other.chk().Tree().N <= cur.Tree().N {
-			return false
-		}
-		if l.checker.CompareAndSwap(cur, other.chk()) {
-			return true
-		}
+	if _, err := cur.Update(ctx, kf.head, p); err != nil {
+		return false, fmt.Errorf("the head another command saved in %s: %w", l.file, err)
 	}
+	return true, nil
 }
 
 // floor returns the newest version of name's record seen so far.
@@ -501,11 +503,15 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 	chk := c.keyLog.chk()
 	changes := len(chk.ConfigEntries())
 	u, err := chk.VerifyLookup(ctx, p, name, prover{c.svc})
-	if errors.Is(err, spindle.Integrity) && c.keyLog.refresh() {
-		c.log.Info("key log taken from its file, where another command saved a newer head", "file", c.keyLog.file)
-		chk = c.keyLog.chk()
-		changes = len(chk.ConfigEntries())
-		u, err = chk.VerifyLookup(ctx, p, name, prover{c.svc})
+	if errors.Is(err, spindle.Integrity) {
+		took, rerr := c.keyLog.refresh(ctx, prover{c.svc})
+		switch {
+		case took:
+			c.log.Info("key log taken from its file, where another command saved a newer head", "file", c.keyLog.file)
+			u, err = chk.VerifyLookup(ctx, p, name, prover{c.svc})
+		case errors.Is(rerr, spindle.Integrity):
+			err = rerr
+		}
 	}
 	if err != nil {
 		return nil, c.keepKeyFork(err)

@@ -41,9 +41,10 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 		packing = spindle.EEPack
 	}
 	var readers []spindle.PublicKey
+	readersAt := int64(-1)
 	if packing == spindle.EEPack {
 		var public bool
-		readers, public, err = c.putReaders(ctx, name)
+		readers, public, readersAt, err = c.putReaders(ctx, name)
 		if err != nil {
 			return nil, spindle.E(op, name, err)
 		}
@@ -76,7 +77,7 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 	if err != nil {
 		return nil, spindle.E(op, name, err)
 	}
-	e, err := c.dir.Put(ctx, entry)
+	e, err := c.putFile(ctx, entry, readersAt)
 	if err != nil {
 		return nil, spindle.E(op, name, err)
 	}
@@ -281,31 +282,40 @@ func (w *warnings) err() error {
 const readersTTL = 2 * time.Second
 
 type cachedReaders struct {
-	keys   []spindle.PublicKey
-	public bool
-	at     time.Time
+	keys      []spindle.PublicKey
+	public    bool
+	readersAt int64 // The head of the tree they were worked out under, -1 if unknown.
+	at        time.Time
 }
 
-// putReaders is readerKeys for a new file, cached per directory.
-func (c *Client) putReaders(ctx context.Context, name spindle.PathName) ([]spindle.PublicKey, bool, error) {
+// putReaders is readerKeys for a new file, cached per directory. It also
+// returns the sequence number of the oldest head of name's tree that the
+// answers it used were proved against (see dirlog.Entry.ReadersAt), -1
+// if none was.
+func (c *Client) putReaders(ctx context.Context, name spindle.PathName) ([]spindle.PublicKey, bool, int64, error) {
 	dir := pathDir(name)
 	c.mu.Lock()
 	r, ok := c.readersCache[dir]
 	c.mu.Unlock()
 	if ok && time.Since(r.at) < readersTTL {
-		return r.keys, r.public, nil
+		return r.keys, r.public, r.readersAt, nil
 	}
-	keys, public, _, err := c.readerKeys(ctx, name)
+	p, err := spindle.Parse(name)
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
+	}
+	rctx, ra := withReadersAt(ctx, p.User())
+	keys, public, _, err := c.readerKeys(rctx, name)
+	if err != nil {
+		return nil, false, 0, err
 	}
 	c.mu.Lock()
 	if c.readersCache == nil {
 		c.readersCache = make(map[spindle.PathName]cachedReaders)
 	}
-	c.readersCache[dir] = cachedReaders{keys: keys, public: public, at: time.Now()}
+	c.readersCache[dir] = cachedReaders{keys: keys, public: public, readersAt: ra.at(), at: time.Now()}
 	c.mu.Unlock()
-	return keys, public, nil
+	return keys, public, ra.at(), nil
 }
 
 // forgetReaders clears the reader cache, after a change of rights.
@@ -687,7 +697,7 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 // writer's keys, current and then earlier; the name it signs is checked
 // by verifyEntry.
 func (c *Client) verifyPacked(ctx context.Context, e *spindle.DirEntry) error {
-	return c.tryWriterKeys(ctx, e, func(wkeys []spindle.PublicKey) error { return pack.Verify(e, wkeys) })
+	return c.tryWriterKeys(ctx, e, c.svc.puts.signedAt(e), func(wkeys []spindle.PublicKey) error { return pack.Verify(e, wkeys) })
 }
 
 // progressReader reports the bytes read through it.

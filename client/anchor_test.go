@@ -1,0 +1,108 @@
+package client
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"spindle.dev"
+	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
+	"spindle.dev/pack"
+)
+
+// Attack 3 of issue 26, as a relay mounts it. The relay records an
+// honest answer to a WhichAccess of ann's docs/f, made while ann let
+// mallory read docs; ann then removes mallory; when carol, who may write
+// docs and has not seen ann's tree since, puts docs/f, the relay hands
+// her the recorded answer, genuine and signed, and her client wraps the
+// file key for mallory. The sequencer refuses the entry (its readers
+// were worked out before the Access file changed), and carol's client
+// works them out again: if the relay replays only once, the file is
+// stored with no key for mallory; if it keeps replaying, nothing is
+// stored. Either way the file key reaches mallory through no entry.
+func TestRelayReplaysOldWhichAccess(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		always bool
+	}{{"replayed once", false}, {"replayed always", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newLieWorld(t)
+			carol := dialAs(t, w.n, "carol@example.com")
+			const name = "ann@example.com/docs/f"
+			w.put(t, "@/docs/Access", "read: bob@example.com, friends, mallory@evil.example\nread, write, create: carol@example.com\n*: ann@example.com\n")
+
+			var mu sync.Mutex
+			var recorded *wiretest.Response
+			w.l.tell(func(req *wiretest.Request, resp *wiretest.Response) {
+				if req.Method == wire.DirWhich && req.Name == name {
+					mu.Lock()
+					c := *resp
+					recorded = &c
+					mu.Unlock()
+				}
+			})
+			if _, err := w.ann.dir.WhichAccess(w.ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			w.l.tell(nil)
+			if recorded == nil {
+				t.Fatal("the relay recorded no answer")
+			}
+			w.put(t, "@/docs/Access", "read: bob@example.com, friends\nread, write, create: carol@example.com\n*: ann@example.com\n")
+
+			replayed := 0
+			w.l.tell(func(req *wiretest.Request, resp *wiretest.Response) {
+				mu.Lock()
+				defer mu.Unlock()
+				if req.Method == wire.DirWhich && req.Name == name && (tc.always || replayed == 0) {
+					*resp = *recorded
+					replayed++
+				}
+			})
+			_, err := carol.Put(w.ctx, name, strings.NewReader("for bob's eyes"), 0, nil)
+			w.l.tell(nil)
+			if replayed == 0 {
+				t.Fatal("the relay replayed nothing")
+			}
+			mk, kerr := spindle.KeyHash(w.mallory.keys.PublicKey())
+			if kerr != nil {
+				t.Fatal(kerr)
+			}
+			if tc.always {
+				if err == nil {
+					t.Error("carol's put went through while the relay kept replaying")
+				}
+				t.Logf("carol's put: %v", err)
+				w.noKeyForMallory(t, name)
+				return
+			}
+			if err != nil {
+				t.Fatalf("carol's put after one replay: %v", err)
+			}
+			e := w.entry(t, name)
+			hs, err := pack.WrappedKeys(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(hs, mk) {
+				t.Fatal("carol's file key is wrapped for mallory, whom ann had removed")
+			}
+			bk, _ := spindle.KeyHash(w.userKey(t, "bob@example.com"))
+			if !slices.Contains(hs, bk) {
+				t.Error("carol's file key is not wrapped for bob")
+			}
+		})
+	}
+}
+
+// userKey returns user's current public key.
+func (w *lieWorld) userKey(t *testing.T, user spindle.UserName) spindle.PublicKey {
+	t.Helper()
+	u, err := w.ann.LookupUser(w.ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.PublicKey
+}

@@ -1,12 +1,15 @@
 package client
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"spindle.dev"
+	"spindle.dev/dirlog"
 	"spindle.dev/node/wire"
 	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/pack"
@@ -105,4 +108,73 @@ func (w *lieWorld) userKey(t *testing.T, user spindle.UserName) spindle.PublicKe
 		t.Fatal(err)
 	}
 	return u.PublicKey
+}
+
+// Attack 5 of issue 26, as a thief holding ann's replaced key mounts it
+// in bob's tree, where ann may write: a link signed with the old key and
+// anchored where the thief's client follows the key log, after the
+// rotation. The dir host refuses to append it, and a reader (and so spin
+// audit, which checks each entry of a log as checkSig does) refuses it
+// however it is served; the link ann made with that key before the
+// rotation still verifies.
+func TestStolenOldKeyInAnotherTree(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	keys, first, err := pack.Generate("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := dialKeys(ctx, t, n, keys)
+	if err := a.Signup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := dialAs(t, n, "bob@example.com")
+	if _, err := b.Put(ctx, "@/Access", strings.NewReader("*: bob@example.com\nread, write, create, list: ann@example.com\n"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.PutLink(ctx, "ann@example.com/x", "bob@example.com/before"); err != nil {
+		t.Fatal(err)
+	}
+	rotate(ctx, t, a, keys, first)
+	old, err := pack.FromSecret("ann@example.com", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The thief's client follows the key log, past the rotation.
+	thief := dialAs(t, n, "thief@example.com")
+	h, err := b.svc.Head(ctx, "bob@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &dirlog.Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Op: dirlog.OpLink, ReadersAt: h.Seq, KeyAt: thief.keyLogSize(),
+		Entry: spindle.DirEntry{Name: "bob@example.com/stolen", Attr: spindle.AttrLink, Link: "ann@example.com/x", Time: spindle.Now(), Sequence: h.Seq + 1}}
+	if err := e.Sign(old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.svc.Append(ctx, e); err == nil {
+		t.Error("the node appended an entry signed with a replaced key")
+	} else {
+		t.Logf("node: %v", err)
+	}
+	if err := b.checkSig(ctx, e); err == nil {
+		t.Error("a reader accepts an entry of bob's tree signed with ann's replaced key after the rotation")
+	} else {
+		t.Logf("reader: %v", err)
+	}
+
+	// Ann's link from before the rotation still verifies.
+	pre, err := b.Lookup(ctx, "bob@example.com/before", false)
+	if err != nil {
+		t.Fatalf("ann's link from before the rotation: %v", err)
+	}
+	rec, err := dirlog.UnmarshalEntry(pre.Signed[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.checkSig(ctx, rec); err != nil {
+		t.Fatalf("ann's link from before the rotation: %v", err)
+	}
 }

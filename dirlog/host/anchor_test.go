@@ -1,8 +1,11 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"spindle.dev"
@@ -129,4 +132,144 @@ func TestStaleReadersRefusedInReplay(t *testing.T) {
 	}
 	_, err = m.Mirror(e.ctx, []*dirlog.Entry{bad})
 	wantKind(t, err, spindle.Stale, "a mirror")
+}
+
+// rotation is ann's key history after she replaced old with her current
+// key by the key log's record at index rotatedAt.
+const rotatedAt = 10
+
+func (e *env) rotateAnn(old *testSigner) {
+	e.t.Helper()
+	e.mu.Lock()
+	e.signers[ann] = newSigner(e.t, ann)
+	e.mu.Unlock()
+	e.history = func(ctx context.Context, u spindle.UserName) ([]dirlog.HeldKey, error) {
+		k, err := e.keys(ctx, u)
+		if u == ann {
+			return []dirlog.HeldKey{{Key: old.PublicKey(), Until: 0, Replaced: rotatedAt}, {Key: k, Until: -1}}, err
+		}
+		return []dirlog.HeldKey{{Key: k, Until: -1}}, err
+	}
+}
+
+// signed returns an entry putting a file at name for the place after h,
+// anchored at keyAt and signed by s.
+func signed(t *testing.T, s *testSigner, h *dirlog.Head, name spindle.PathName, keyAt int64) *dirlog.Entry {
+	t.Helper()
+	en := &dirlog.Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Op: dirlog.OpPut, Entry: *file(name, 4), ReadersAt: h.Seq, KeyAt: keyAt}
+	en.Entry.Sequence = en.Seq
+	if err := en.Sign(s); err != nil {
+		t.Fatal(err)
+	}
+	return en
+}
+
+// audit audits user's stored log with e's keys and history.
+func (e *env) audit(user spindle.UserName) dirlog.AuditReport {
+	e.t.Helper()
+	reps, err := dirlog.Audit(e.ctx, map[spindle.UserName][]byte{user: e.store.(*MemStore).Bytes(user)}, e.keys, e.history)
+	if err != nil || len(reps) != 1 {
+		e.t.Fatalf("Audit = %+v, %v", reps, err)
+	}
+	return reps[0]
+}
+
+// Attack 5 of issue 26, as a thief mounts it: holding the key ann
+// replaced, the thief signs an entry of bob's tree, where ann may write,
+// anchored after the rotation. The honest host refuses it; a lying host
+// that stores it has a log that its own restart and an audit cut there.
+// Entries ann signed with that key before the rotation still verify.
+func TestRotatedKeySignsNothingInOtherTrees(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	ctx := e.ctx
+	b := e.as(bob)
+	e.do(b.MakeDirectory(ctx, "bob@example.com/"))
+	e.do(b.Put(ctx, control("bob@example.com/Access", "*: bob@example.com\nread, write, create: ann@example.com\n")))
+	old := e.signers[ann]
+	before := e.s.For(old)
+	before.FollowKeyLog(func() int64 { return rotatedAt }, nil)
+	e.do(before.Put(ctx, file("bob@example.com/before", 4)))
+	e.rotateAnn(old)
+	e.reopen()
+	if d := e.s.Damage(); len(d) != 0 {
+		t.Fatalf("ann's entry from before the rotation: %v", d)
+	}
+
+	h := e.do2(e.s.Head(ctx, bob))
+	thief := signed(t, old, h, "bob@example.com/stolen", rotatedAt+1)
+	_, err := e.s.Append(ctx, thief)
+	wantKind(t, err, spindle.Integrity, "the honest host")
+
+	e.s.Close()
+	store := e.store.(*MemStore)
+	good := store.Bytes(bob)
+	rec := dirlog.Record{Entry: thief.Marshal(), Key: old.PublicKey()}
+	store.SetBytes(bob, dirlog.AppendFrame(good, rec.Marshal()))
+	if rep := e.audit(bob); !errors.Is(rep.Err, spindle.Integrity) || rep.Entries != h.Seq {
+		t.Fatalf("audit of the lying host's log: %+v; want it cut at %d", rep, h.Seq)
+	}
+	e.open()
+	if d := e.s.Damage(); len(d) != 1 || !strings.Contains(d[0].Error(), "replaced") {
+		t.Fatalf("the host's own replay: damage %v", d)
+	}
+}
+
+// A thief who backdates the anchor to before the rotation is refused by
+// the honest host (the entry is anchored far behind the key log it
+// knows, and its key is not current), and by every replay once an entry
+// anchored after the rotation precedes it in the tree: anchors never
+// decrease. In a tree nobody has written to since the rotation, a lying
+// host that takes the backdated entry is not caught: the residual that
+// HeldKeys documents.
+func TestBackdatedAnchor(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	ctx := e.ctx
+	e.s.Close()
+	var keyLog atomic.Int64
+	keyLog.Store(rotatedAt)
+	s, err := New(ctx, e.store, Config{Keys: e.keys, KeyLogSize: keyLog.Load, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.s = s
+	b := e.as(bob)
+	b.FollowKeyLog(keyLog.Load, nil)
+	e.do(b.MakeDirectory(ctx, "bob@example.com/"))
+	e.do(b.Put(ctx, control("bob@example.com/Access", "*: bob@example.com\nread, write, create: ann@example.com\n")))
+	old := e.signers[ann]
+	e.rotateAnn(old)
+	keyLog.Store(rotatedAt + 1 + dirlog.KeyAtSlack)
+
+	h := e.do2(e.s.Head(ctx, bob))
+	backdated := signed(t, old, h, "bob@example.com/backdated", rotatedAt)
+	_, err = e.s.Append(ctx, backdated)
+	wantKind(t, err, spindle.Stale, "the honest host, an entry anchored far behind")
+	current := signed(t, e.signers[ann], h, "bob@example.com/current", 0)
+	_, err = e.s.Append(ctx, current)
+	wantKind(t, err, spindle.Stale, "the honest host, ann's current key anchored far behind")
+
+	// The lying host, in a tree untouched since the rotation: not caught.
+	e.s.Close()
+	store := e.store.(*MemStore)
+	good := store.Bytes(bob)
+	rec := dirlog.Record{Entry: backdated.Marshal(), Key: old.PublicKey()}
+	store.SetBytes(bob, dirlog.AppendFrame(good, rec.Marshal()))
+	if rep := e.audit(bob); rep.Err != nil {
+		t.Fatalf("the residual moved: a backdated entry in an untouched tree is refused by audit: %v", rep.Err)
+	}
+
+	// Once bob writes anchored after the rotation, it is caught.
+	store.SetBytes(bob, good)
+	e.open()
+	b = e.as(bob)
+	b.FollowKeyLog(keyLog.Load, nil)
+	e.do(b.Put(ctx, file("bob@example.com/after", 4)))
+	h = e.do2(e.s.Head(ctx, bob))
+	e.s.Close()
+	backdated = signed(t, old, h, "bob@example.com/backdated", rotatedAt)
+	rec = dirlog.Record{Entry: backdated.Marshal(), Key: old.PublicKey()}
+	store.SetBytes(bob, dirlog.AppendFrame(store.Bytes(bob), rec.Marshal()))
+	if rep := e.audit(bob); !errors.Is(rep.Err, spindle.Integrity) || rep.Entries != h.Seq {
+		t.Fatalf("audit of a backdated entry after one anchored later: %+v; want it cut at %d", rep, h.Seq)
+	}
 }

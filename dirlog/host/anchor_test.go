@@ -273,3 +273,50 @@ func TestBackdatedAnchor(t *testing.T) {
 		t.Fatalf("audit of a backdated entry after one anchored later: %+v; want it cut at %d", rep, h.Seq)
 	}
 }
+
+// A sequencer takes no entry of the first format, which names neither a
+// readers' head nor an anchor; a mirror still copies one a log holds.
+func TestLegacyEntriesMirroredNotAppended(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	h := &dirlog.Head{}
+	en := &dirlog.Entry{Seq: 1, Time: spindle.Now(), Op: dirlog.OpMkdir, Entry: spindle.DirEntry{Name: "ann@example.com/", Attr: spindle.AttrDirectory, Sequence: 1}, Legacy: true}
+	if err := en.Sign(e.signers[ann]); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.s.Append(e.ctx, en)
+	wantKind(t, err, spindle.Invalid, "a new entry of the first format")
+	if _, err := e.s.Mirror(e.ctx, []*dirlog.Entry{en}); err != nil {
+		t.Fatalf("a mirror copying an entry of the first format: %v", err)
+	}
+	// After it, an anchored entry; and after that, no legacy one.
+	h = e.do2(e.s.Head(e.ctx, ann))
+	next := &dirlog.Entry{Seq: 2, Prev: h.Hash, Time: spindle.Now(), Op: dirlog.OpMkdir, Entry: spindle.DirEntry{Name: "ann@example.com/d", Attr: spindle.AttrDirectory, Sequence: 2}, KeyAt: 3, ReadersAt: 1}
+	if err := next.Sign(e.signers[ann]); err != nil {
+		t.Fatal(err)
+	}
+	e.do(e.s.Append(e.ctx, next))
+	h = e.do2(e.s.Head(e.ctx, ann))
+	late := &dirlog.Entry{Seq: 3, Prev: h.Hash, Time: spindle.Now(), Op: dirlog.OpMkdir, Entry: spindle.DirEntry{Name: "ann@example.com/e", Attr: spindle.AttrDirectory, Sequence: 3}, Legacy: true}
+	if err := late.Sign(e.signers[ann]); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.s.Mirror(e.ctx, []*dirlog.Entry{late})
+	wantKind(t, err, spindle.Stale, "an entry of the first format after an anchored one")
+}
+
+// A tree folded from a checkpoint does not know which Access files the
+// dropped entries deleted: its sequencer refuses a put whose readers were
+// worked out before the checkpoint, and takes it worked out again.
+func TestReadersBeforeCheckpoint(t *testing.T) {
+	e := readersWorld(t)
+	at := e.do2(e.s.Head(e.ctx, ann)).Seq
+	e.do(e.as(ann).Put(e.ctx, file("ann@example.com/other/x", 1)))
+	if _, err := e.s.Compact(e.ctx, ann); err != nil {
+		t.Fatal(err)
+	}
+	e.reopen()
+	c := e.as(cat)
+	_, err := c.PutAt(e.ctx, file("ann@example.com/docs/new", 5), at)
+	wantKind(t, err, spindle.Stale, "readers worked out before the checkpoint")
+	e.do(c.PutAt(e.ctx, file("ann@example.com/docs/new", 5), e.do2(e.s.Head(e.ctx, ann)).Seq))
+}

@@ -36,7 +36,8 @@ import (
 // checks (see [Server.Mirror]): its anchor in the key log must be at most
 // [dirlog.KeyAtSlack] behind the newest size Config.KeyLogSize knows, and
 // the readers of an encrypted file must have been worked out after the
-// log's checkpoint, if it has one; otherwise Append fails with Stale.
+// log's checkpoint, if it has one; otherwise Append fails with Stale. An
+// entry of the first format (dirlog.Entry.Legacy) is refused as Invalid.
 func (s *Server) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry, error) {
 	const op spindle.Op = "dirlog.Append"
 	out, err := s.appendBatch(ctx, op, []*dirlog.Entry{e}, true)
@@ -116,6 +117,14 @@ func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*dirlog.En
 		// does not have.
 		if d.Entry.SignedName != "" {
 			stop = spindle.E(op, spindle.Invalid, p.Path(), e.Writer, "the entry sets a signed name ("+string(d.Entry.SignedName)+"); only a rename moves an entry from the name its writer signed")
+			break
+		}
+		// An entry of the first format names neither the head its
+		// readers were worked out at nor its anchor in the key log: a
+		// sequencer takes none now, though a mirror copies those the
+		// log holds (see Mirror).
+		if fresh && d.Legacy {
+			stop = spindle.E(op, spindle.Invalid, p.Path(), e.Writer, "the entry is of the first format, which names no readers' head and no key log size; a client this old must be upgraded")
 			break
 		}
 		if fresh && s.cfg.KeyLogSize != nil {

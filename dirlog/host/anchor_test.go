@@ -247,6 +247,9 @@ func TestBackdatedAnchor(t *testing.T) {
 	current := signed(t, e.signers[ann], h, "bob@example.com/current", 0)
 	_, err = e.s.Append(ctx, current)
 	wantKind(t, err, spindle.Stale, "the honest host, ann's current key anchored far behind")
+	ahead := signed(t, e.signers[ann], h, "bob@example.com/ahead", keyLog.Load()+dirlog.KeyAtSlack+1)
+	_, err = e.s.Append(ctx, ahead)
+	wantKind(t, err, spindle.Invalid, "an entry anchored far ahead, which would leave no other writer an anchor")
 
 	// The lying host, in a tree untouched since the rotation: not caught.
 	e.s.Close()

@@ -34,7 +34,8 @@ import (
 //
 // Append also holds a new entry to what is true now, beyond what replay
 // checks (see [Server.Mirror]): its anchor in the key log must be at most
-// [dirlog.KeyAtSlack] behind the newest size Config.KeyLogSize knows, and
+// [dirlog.KeyAtSlack] behind the newest size Config.KeyLogSize knows (and
+// no more ahead of it, or Append fails with Invalid), and
 // the readers of an encrypted file must have been worked out after the
 // log's checkpoint, if it has one; otherwise Append fails with Stale. An
 // entry of the first format (dirlog.Entry.Legacy) is refused as Invalid.
@@ -128,8 +129,16 @@ func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*dirlog.En
 			break
 		}
 		if fresh && s.cfg.KeyLogSize != nil {
-			if k := s.cfg.KeyLogSize(); d.KeyAt < k-dirlog.KeyAtSlack {
+			k := s.cfg.KeyLogSize()
+			if d.KeyAt < k-dirlog.KeyAtSlack {
 				stop = spindle.E(op, spindle.Stale, p.Path(), e.Writer, fmt.Sprintf("the entry is anchored at key log size %d, this host knows of %d; follow the key log and sign again", d.KeyAt, k))
+				break
+			}
+			// Nor far ahead: anchors never decrease, so one far ahead of
+			// the log would leave the tree's other writers unable to
+			// anchor theirs. (0: the host never learnt the size.)
+			if k > 0 && d.KeyAt > k+dirlog.KeyAtSlack {
+				stop = spindle.E(op, spindle.Invalid, p.Path(), e.Writer, fmt.Sprintf("the entry is anchored at key log size %d, ahead of the %d this host knows of", d.KeyAt, k))
 				break
 			}
 		}

@@ -178,3 +178,37 @@ func TestStolenOldKeyInAnotherTree(t *testing.T) {
 		t.Fatalf("ann's link from before the rotation: %v", err)
 	}
 }
+
+// A writer whose key log is behind the anchor of a tree it writes to (the
+// tree's other writers follow a newer head) is refused as Stale, catches
+// its key log up and signs again, anchored afresh.
+func TestWriterCatchesUpWithTheKeyLog(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	a := dialAs(t, n, "ann@example.com")
+	b := dialAs(t, n, "bob@example.com")
+	if _, err := a.Put(ctx, "@/Access", strings.NewReader("*: ann@example.com\nread, write, create: bob@example.com\n"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := b.keyLogSize()
+	for _, u := range []spindle.UserName{"cat@example.com", "dan@example.com"} {
+		dialAs(t, n, u)
+	}
+	if err := a.catchUpKeyLog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.MakeDirectory(ctx, "@/ann-after"); err != nil {
+		t.Fatal(err)
+	}
+	if a.keyLogSize() <= before {
+		t.Fatalf("ann's key log is at %d, not past bob's %d", a.keyLogSize(), before)
+	}
+	if _, err := b.MakeDirectory(ctx, "ann@example.com/bob-after"); err != nil {
+		t.Fatalf("bob, his key log behind the tree's anchor: %v", err)
+	}
+	if b.keyLogSize() < a.keyLogSize() {
+		t.Errorf("bob's key log is at %d, behind the tree's anchor %d", b.keyLogSize(), a.keyLogSize())
+	}
+}

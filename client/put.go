@@ -589,7 +589,12 @@ func (c *Client) files(ctx context.Context, name spindle.PathName, recursive boo
 // members, and when all may read every holder is a reader.
 func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (spindle.ShareReport, error) {
 	rep := spindle.ShareReport{Name: e.Name}
-	direct, groups, err := c.readers(ctx, e.Name)
+	p, err := spindle.Parse(e.Name)
+	if err != nil {
+		return rep, err
+	}
+	rctx, ra := withReadersAt(ctx, p.User())
+	direct, groups, err := c.readers(rctx, e.Name)
 	if err != nil {
 		return rep, err
 	}
@@ -686,7 +691,11 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 			return rep, err
 		}
 	}
-	if _, err := c.dir.Put(ctx, &ne); err != nil {
+	// The readers were worked out under ra's head: if the Access or
+	// Group files deciding them change before the entry is appended, it
+	// is refused (Stale), and spin share -fix, run again, works them out
+	// anew.
+	if _, err := c.dir.PutAt(ctx, &ne, ra.at()); err != nil {
 		return rep, err
 	}
 	rep.Fixed = true

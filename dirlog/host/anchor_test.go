@@ -323,3 +323,39 @@ func TestReadersBeforeCheckpoint(t *testing.T) {
 	wantKind(t, err, spindle.Stale, "readers worked out before the checkpoint")
 	e.do(c.PutAt(e.ctx, file("ann@example.com/docs/new", 5), e.do2(e.s.Head(e.ctx, ann)).Seq))
 }
+
+// A writer whose key log is behind the tree's anchor is refused as Stale,
+// catches up (FollowKeyLog's refresh) and signs again, one entry or a
+// batch; one whose key log cannot catch up gets the Stale error.
+func TestWriterCatchesUpWithTheAnchor(t *testing.T) {
+	e := newEnv(t, &MemStore{})
+	a := e.as(ann)
+	a.FollowKeyLog(func() int64 { return 50 }, nil)
+	e.do(a.MakeDirectory(e.ctx, "ann@example.com/"))
+	e.do(a.Put(e.ctx, control("ann@example.com/Access", "*: ann@example.com\nread, write, create: bob@example.com\n")))
+
+	var bobsLog atomic.Int64
+	bobsLog.Store(10)
+	refreshes := 0
+	b := e.as(bob)
+	b.FollowKeyLog(bobsLog.Load, func(context.Context) error {
+		refreshes++
+		bobsLog.Store(50)
+		return nil
+	})
+	e.do(b.MakeDirectory(e.ctx, "ann@example.com/one"))
+	bobsLog.Store(10)
+	_, errs := b.PutBatch(e.ctx, []*spindle.DirEntry{file("ann@example.com/two", 1), file("ann@example.com/three", 1)})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("batch after catching up: %v", err)
+		}
+	}
+	if refreshes != 2 {
+		t.Fatalf("%d refreshes, want 2", refreshes)
+	}
+	stuck := e.as(bob)
+	stuck.FollowKeyLog(func() int64 { return 10 }, func(context.Context) error { return nil })
+	_, err := stuck.MakeDirectory(e.ctx, "ann@example.com/four")
+	wantKind(t, err, spindle.Stale, "a writer whose key log stays behind")
+}

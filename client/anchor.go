@@ -7,6 +7,8 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
+	"spindle.dev/keyraft/keylog"
+	"spindle.dev/node/wire"
 	"spindle.dev/pack"
 )
 
@@ -36,22 +38,38 @@ func entryPos(e *dirlog.Entry) signedPos {
 }
 
 // keyLogSize returns the size of the key log the client follows, which
-// its entries are anchored at; 0 without a key log.
+// its entries are anchored at. A client without a key log takes the
+// node's word, as it does for key records (see catchUpKeyLog).
 func (c *Client) keyLogSize() int64 {
 	if c.keyLog == nil {
-		return 0
+		return c.nodeKeyLog.Load()
 	}
 	return c.keyLog.chk().Tree().N
 }
 
 // catchUpKeyLog brings the key log the client follows up to the newest
-// head the node has, by proving the client's own record against it.
+// head the node has, by proving the client's own record against it; a
+// client without a key log asks the node for the head and takes the size
+// it states, unchecked.
 func (c *Client) catchUpKeyLog(ctx context.Context) error {
-	if c.keyLog == nil {
-		return spindle.E(spindle.Invalid, "no key log")
+	if c.keyLog != nil {
+		_, err := c.provedRecord(ctx, c.user)
+		return err
 	}
-	_, err := c.provedRecord(ctx, c.user)
-	return err
+	resp, err := call[wire.KeyHeadRequest, wire.KeyHeadResponse](ctx, c.svc, wire.KeyHead, "", &wire.KeyHeadRequest{})
+	if err != nil {
+		return err
+	}
+	hi, err := keylog.ParseHead(resp.Head)
+	if err != nil {
+		return err
+	}
+	for {
+		n := c.nodeKeyLog.Load()
+		if hi.N <= n || c.nodeKeyLog.CompareAndSwap(n, hi.N) {
+			return nil
+		}
+	}
 }
 
 // A readersAtKey keys the readersAt a context carries.

@@ -92,6 +92,10 @@ type Client struct {
 	keyLog  *keyLog          // Nil if the client trusts its node's key records.
 	heads   *dirHeads        // Nil if the client does not check for rollbacks.
 
+	// nodeKeyLog is, for a client without a key log, the key log's size
+	// as the node last told it, at which its entries are anchored.
+	nodeKeyLog atomic.Int64
+
 	bufs     sync.Pool     // Block buffers for putPipe.
 	putSlots chan struct{} // Blocks on their way to the node, from all puts together.
 

@@ -112,6 +112,44 @@ func (r *readersAt) at() int64 {
 	return r.seq
 }
 
+// noteAnchors remembers, for the tree of the proved entries es, the
+// highest anchor among them and the sequence number of its entry, as the
+// highest seen so far. p.mu is held.
+//
+// A tree's anchors never decrease, so an entry of the tree after that one
+// and anchored below it (or unanchored, of the first format) is not one
+// an honest log holds: behind reports it, and a reader then takes no
+// replaced key's signature for it. This narrows what HeldKeys leaves to a
+// dir host colluding with a thief: a reader that has seen an entry of the
+// tree anchored after the rotation refuses a backdated one written after
+// it, though the reader never sees the log.
+func (p *putSeqs) noteAnchors(es []*dirlog.Entry) {
+	for _, e := range es {
+		tree := e.Tree()
+		if e.Legacy || tree == "" {
+			continue
+		}
+		if p.anchors == nil || len(p.anchors) >= maxPutSeqs {
+			p.anchors = make(map[spindle.UserName]signedPos)
+		}
+		if a, ok := p.anchors[tree]; !ok || e.KeyAt > a.keyAt || e.KeyAt == a.keyAt && e.Seq < a.seq {
+			p.anchors[tree] = entryPos(e)
+		}
+	}
+}
+
+// behind reports whether an entry of tree signed at is later in the tree
+// than an entry the client saw proved, and anchored below it.
+func (p *putSeqs) behind(tree spindle.UserName, at signedPos) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, ok := p.anchors[tree]
+	return ok && at.seq > a.seq && (at.legacy && a.keyAt > 0 || at.keyAt < a.keyAt)
+}
+
 // maxRewraps bounds how often a put whose readers changed under it is
 // re-wrapped and sent again.
 const maxRewraps = 3

@@ -177,6 +177,46 @@ func TestStolenOldKeyInAnotherTree(t *testing.T) {
 	if err := b.checkSig(ctx, rec); err != nil {
 		t.Fatalf("ann's link from before the rotation: %v", err)
 	}
+
+	// A thief whose entry a colluding dir host takes backdates its
+	// anchor to before the rotation. A reader that has seen nothing of
+	// bob's tree anchored after the rotation cannot tell (the residual
+	// dirlog.HeldKeys states); one that has, at an earlier place in the
+	// tree, refuses it, since a tree's anchors never decrease.
+	_, index, err := b.provedHistoryAt(ctx, "ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotation := index[len(index)-1]
+	backdate := func(h *dirlog.Head, name spindle.PathName) *dirlog.Entry {
+		e := &dirlog.Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Op: dirlog.OpLink, ReadersAt: h.Seq, KeyAt: rotation,
+			Entry: spindle.DirEntry{Name: name, Attr: spindle.AttrLink, Link: "ann@example.com/x", Time: spindle.Now(), Sequence: h.Seq + 1}}
+		if err := e.Sign(old); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	if err := b.checkSig(ctx, backdate(h, "bob@example.com/backdated")); err != nil {
+		t.Fatalf("the residual moved: a reader refuses a backdated entry in a tree it saw nothing of after the rotation: %v", err)
+	}
+	if err := b.catchUpKeyLog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PutLink(ctx, "bob@example.com/before", "@/after"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Lookup(ctx, "@/after", false); err != nil {
+		t.Fatal(err)
+	}
+	h, err = b.svc.Head(ctx, "bob@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.checkSig(ctx, backdate(h, "bob@example.com/backdated")); err == nil {
+		t.Error("a reader that saw bob's tree anchored after the rotation accepts a backdated entry after it")
+	} else {
+		t.Logf("reader, backdated: %v", err)
+	}
 }
 
 // A writer whose key log is behind the anchor of a tree it writes to (the

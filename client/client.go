@@ -600,7 +600,7 @@ func (c *Client) writerKeys(ctx context.Context, e *spindle.DirEntry, at signedP
 	}
 	tree, _, _ := strings.Cut(string(e.Name), "/")
 	for _, h := range dirlog.HeldKeys(versions, index) {
-		if h.Signs(e.Writer, spindle.UserName(tree), at.seq, at.keyAt, at.legacy) && !slices.Contains(keys, h.Key) {
+		if h.Signs(e.Writer, spindle.UserName(tree), at.seq, at.keyAt, at.legacy) && !c.svc.puts.behind(spindle.UserName(tree), at) && !slices.Contains(keys, h.Key) {
 			keys = append(keys, h.Key)
 		}
 	}

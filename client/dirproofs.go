@@ -108,8 +108,9 @@ func (hosts dirHosts) VerifyHead(user spindle.UserName, host string, key, digest
 // An entry's own Sequence moves on when a rename moves it, and is the
 // node's word; the put's position is proved.
 type putSeqs struct {
-	mu   sync.Mutex
-	seqs map[[32]byte]signedPos
+	mu      sync.Mutex
+	seqs    map[[32]byte]signedPos
+	anchors map[spindle.UserName]signedPos // See noteAnchors.
 }
 
 // maxPutSeqs bounds putSeqs.
@@ -137,6 +138,7 @@ func (p *putSeqs) note(d *spindle.DirEntry, pr *dirlog.Proved) {
 		p.seqs = make(map[[32]byte]signedPos)
 	}
 	p.seqs[k] = entryPos(pr.Entries[0])
+	p.noteAnchors(pr.Entries)
 }
 
 // signedAt returns the position at which d's writer signed it: the proved

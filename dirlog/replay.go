@@ -61,12 +61,14 @@ type HeldKey struct {
 // tree whose entries are all anchored before the rotation (one nothing
 // has written to since), an entry backdated to before it, or one in the
 // first entry format, which has no anchor and is judged by the first
-// rule (another user's tree: any position). Every reader accepts it,
-// since a reader sees the entry and its proof, not the entries before
-// it. The tree's other dir hosts and an audit refuse it once an entry
-// anchored after the rotation precedes it, and a head that named the
-// tree's anchor would let a reader who has seen a head after that
-// refuse it too.
+// rule (another user's tree: any position). A reader sees the entry and
+// its proof, not the entries before it: it refuses such an entry only if
+// it has seen, proved, an entry of the tree before it anchored after the
+// rotation (the client remembers the highest anchor per tree), and
+// accepts it otherwise. The tree's other dir hosts and an audit refuse it
+// once an entry anchored after the rotation precedes it. A head that
+// named the tree's anchor would extend the reader's check to every entry
+// after any head it has seen; heads do not name it yet.
 func HeldKeys(versions []*spindle.User, index []int64) []HeldKey {
 	var held []HeldKey
 	for i, u := range versions {

@@ -41,6 +41,7 @@ const (
 	BrokenLink                // A link could not be followed.
 	Damaged                   // Stored state on the answering host is damaged; its operator must repair it.
 	Full                      // The answering node holds all it agreed to hold: ask another.
+	Stale                     // Made under a state that has changed since (an Access or Group file): work it out again.
 	kindEnd
 )
 
@@ -62,6 +63,7 @@ var kindText = [...]string{
 	BrokenLink:    "broken link",
 	Damaged:       "damaged on this host",
 	Full:          "storage limit reached",
+	Stale:         "made under a state that has changed",
 }
 
 // Error returns the kind's description, such as "permission denied".

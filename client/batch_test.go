@@ -101,7 +101,7 @@ func TestBatchRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	sign := func(keys *pack.Keys, seq int64, prev dirlog.Hash, name string) *dirlog.Entry {
-		e := &dirlog.Entry{Seq: seq, Prev: prev, Time: spindle.Now(), Op: dirlog.OpMkdir, Entry: spindle.DirEntry{Name: spindle.PathName(name), Attr: spindle.AttrDirectory, Sequence: seq}}
+		e := &dirlog.Entry{Seq: seq, Prev: prev, Time: spindle.Now(), Op: dirlog.OpMkdir, Entry: spindle.DirEntry{Name: spindle.PathName(name), Attr: spindle.AttrDirectory, Sequence: seq}, KeyAt: c.keyLogSize()}
 		if err := e.Sign(keys); err != nil {
 			t.Fatal(err)
 		}

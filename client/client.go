@@ -92,6 +92,10 @@ type Client struct {
 	keyLog  *keyLog          // Nil if the client trusts its node's key records.
 	heads   *dirHeads        // Nil if the client does not check for rollbacks.
 
+	// nodeKeyLog is, for a client without a key log, the key log's size
+	// as the node last told it, at which its entries are anchored.
+	nodeKeyLog atomic.Int64
+
 	bufs     sync.Pool     // Block buffers for putPipe.
 	putSlots chan struct{} // Blocks on their way to the node, from all puts together.
 
@@ -185,6 +189,7 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 	})
 	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead, log: c.log, route: c.dirHostsOf, routeFresh: c.dirHostsFresh, hostAddrs: c.dirHostAddrs, sign: c.signRequest}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
+	c.dir.FollowKeyLog(c.keyLogSize, c.catchUpKeyLog)
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
 	c.get = c.blocks.Fetch
 	// Without a file, the heads seen are kept for this client's life.
@@ -573,7 +578,11 @@ func (c *Client) userKey(ctx context.Context, name spindle.UserName) (spindle.Pu
 // entry of the writer's own tree only up to the sequence number the
 // rotation recorded (see dirlog.HeldKeys), so that files written before a
 // rotation stay readable and a rotated-away key signs nothing new.
-func (c *Client) writerKeys(ctx context.Context, e *spindle.DirEntry, history bool) ([]spindle.PublicKey, error) {
+//
+// at is where the writer signed e: its position in its tree and its
+// anchor in the key log; a key the writer replaced signs only entries
+// anchored before the record that replaced it, in every tree.
+func (c *Client) writerKeys(ctx context.Context, e *spindle.DirEntry, at signedPos, history bool) ([]spindle.PublicKey, error) {
 	cur, err := c.userKey(ctx, e.Writer)
 	if err != nil {
 		return nil, err
@@ -582,7 +591,7 @@ func (c *Client) writerKeys(ctx context.Context, e *spindle.DirEntry, history bo
 	if !history {
 		return keys, nil
 	}
-	versions, err := c.provedHistory(ctx, e.Writer)
+	versions, index, err := c.provedHistoryAt(ctx, e.Writer)
 	if errors.Is(err, spindle.Integrity) {
 		return nil, err
 	}
@@ -590,8 +599,8 @@ func (c *Client) writerKeys(ctx context.Context, e *spindle.DirEntry, history bo
 		return keys, nil // The current key still verifies everything written since.
 	}
 	tree, _, _ := strings.Cut(string(e.Name), "/")
-	for _, h := range dirlog.HeldKeys(versions) {
-		if h.Signs(e.Writer, spindle.UserName(tree), c.svc.puts.signedAt(e)) && !slices.Contains(keys, h.Key) {
+	for _, h := range dirlog.HeldKeys(versions, index) {
+		if h.Signs(e.Writer, spindle.UserName(tree), at.seq, at.keyAt, at.legacy) && !c.svc.puts.behind(spindle.UserName(tree), at) && !slices.Contains(keys, h.Key) {
 			keys = append(keys, h.Key)
 		}
 	}
@@ -603,10 +612,10 @@ func (c *Client) writerKeys(ctx context.Context, e *spindle.DirEntry, history bo
 // signed e (see writerKeys): most entries verify with the current key, and
 // only for the others is the key history fetched. It returns try's last
 // error, or why the keys could not be had.
-func (c *Client) tryWriterKeys(ctx context.Context, e *spindle.DirEntry, try func([]spindle.PublicKey) error) error {
+func (c *Client) tryWriterKeys(ctx context.Context, e *spindle.DirEntry, at signedPos, try func([]spindle.PublicKey) error) error {
 	var err error
 	for _, history := range []bool{false, true} {
-		keys, kerr := c.writerKeys(ctx, e, history)
+		keys, kerr := c.writerKeys(ctx, e, at, history)
 		if kerr != nil {
 			return fmt.Errorf("key of writer %s: %w", e.Writer, kerr)
 		}
@@ -865,7 +874,7 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 // signature and, as it reads, each block.
 func (c *Client) openFile(ctx context.Context, e *spindle.DirEntry) (*pack.Reader, error) {
 	var r *pack.Reader
-	err := c.tryWriterKeys(ctx, e, func(wkeys []spindle.PublicKey) (err error) {
+	err := c.tryWriterKeys(ctx, e, c.svc.puts.signedAt(e), func(wkeys []spindle.PublicKey) (err error) {
 		r, err = pack.NewReader(ctx, e, pack.ReadConfig{
 			Keys:       c.keys,
 			WriterKeys: wkeys,

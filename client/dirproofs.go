@@ -108,8 +108,9 @@ func (hosts dirHosts) VerifyHead(user spindle.UserName, host string, key, digest
 // An entry's own Sequence moves on when a rename moves it, and is the
 // node's word; the put's position is proved.
 type putSeqs struct {
-	mu   sync.Mutex
-	seqs map[[32]byte]int64
+	mu      sync.Mutex
+	seqs    map[[32]byte]signedPos
+	anchors map[spindle.UserName]signedPos // See noteAnchors.
 }
 
 // maxPutSeqs bounds putSeqs.
@@ -134,16 +135,19 @@ func (p *putSeqs) note(d *spindle.DirEntry, pr *dirlog.Proved) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.seqs == nil || len(p.seqs) >= maxPutSeqs {
-		p.seqs = make(map[[32]byte]int64)
+		p.seqs = make(map[[32]byte]signedPos)
 	}
-	p.seqs[k] = pr.Entries[0].Seq
+	p.seqs[k] = entryPos(pr.Entries[0])
+	p.noteAnchors(pr.Entries)
 }
 
 // signedAt returns the position at which d's writer signed it: the proved
-// position of its put if d was proved, else d.Sequence.
-func (p *putSeqs) signedAt(d *spindle.DirEntry) int64 {
+// position and anchor of its put if d was proved, else d.Sequence, judged
+// as an unanchored entry of the first format.
+func (p *putSeqs) signedAt(d *spindle.DirEntry) signedPos {
+	unproved := signedPos{seq: d.Sequence, legacy: true}
 	if p == nil {
-		return d.Sequence
+		return unproved
 	}
 	k := putSeqKey(d)
 	p.mu.Lock()
@@ -151,7 +155,7 @@ func (p *putSeqs) signedAt(d *spindle.DirEntry) int64 {
 	if s, ok := p.seqs[k]; ok {
 		return s
 	}
-	return d.Sequence
+	return unproved
 }
 
 // matches checks that d is the entry pr proves and remembers its put's

@@ -533,15 +533,23 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 // provedHistory returns every version of name's key record, oldest
 // first, each proved to be in the key log when the client keeps one.
 func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]*spindle.User, error) {
+	versions, _, err := c.provedHistoryAt(ctx, name)
+	return versions, err
+}
+
+// provedHistoryAt is provedHistory with each version's index in the key
+// log.
+func (c *Client) provedHistoryAt(ctx context.Context, name spindle.UserName) ([]*spindle.User, []int64, error) {
 	resp, err := call[wire.KeyProofsRequest, wire.KeyProofsResponse](ctx, c.svc, wire.KeyProofs, "", &wire.KeyProofsRequest{User: name})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var versions []*spindle.User
+	var index []int64
 	for _, data := range resp.Proofs {
 		p, err := keylog.UnmarshalProof(data)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var u *spindle.User
 		if c.keyLog != nil {
@@ -552,9 +560,10 @@ func (c *Client) provedHistory(ctx context.Context, name spindle.UserName) ([]*s
 			u, err = keylog.DecodeRecord(p.Record)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		versions = append(versions, u)
+		index = append(index, p.Index)
 	}
-	return versions, nil
+	return versions, index, nil
 }

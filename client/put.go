@@ -41,9 +41,10 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 		packing = spindle.EEPack
 	}
 	var readers []spindle.PublicKey
+	readersAt := int64(-1)
 	if packing == spindle.EEPack {
 		var public bool
-		readers, public, err = c.putReaders(ctx, name)
+		readers, public, readersAt, err = c.putReaders(ctx, name)
 		if err != nil {
 			return nil, spindle.E(op, name, err)
 		}
@@ -76,7 +77,7 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 	if err != nil {
 		return nil, spindle.E(op, name, err)
 	}
-	e, err := c.dir.Put(ctx, entry)
+	e, err := c.putFile(ctx, entry, readersAt)
 	if err != nil {
 		return nil, spindle.E(op, name, err)
 	}
@@ -281,31 +282,40 @@ func (w *warnings) err() error {
 const readersTTL = 2 * time.Second
 
 type cachedReaders struct {
-	keys   []spindle.PublicKey
-	public bool
-	at     time.Time
+	keys      []spindle.PublicKey
+	public    bool
+	readersAt int64 // The head of the tree they were worked out under, -1 if unknown.
+	at        time.Time
 }
 
-// putReaders is readerKeys for a new file, cached per directory.
-func (c *Client) putReaders(ctx context.Context, name spindle.PathName) ([]spindle.PublicKey, bool, error) {
+// putReaders is readerKeys for a new file, cached per directory. It also
+// returns the sequence number of the oldest head of name's tree that the
+// answers it used were proved against (see dirlog.Entry.ReadersAt), -1
+// if none was.
+func (c *Client) putReaders(ctx context.Context, name spindle.PathName) ([]spindle.PublicKey, bool, int64, error) {
 	dir := pathDir(name)
 	c.mu.Lock()
 	r, ok := c.readersCache[dir]
 	c.mu.Unlock()
 	if ok && time.Since(r.at) < readersTTL {
-		return r.keys, r.public, nil
+		return r.keys, r.public, r.readersAt, nil
 	}
-	keys, public, _, err := c.readerKeys(ctx, name)
+	p, err := spindle.Parse(name)
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
+	}
+	rctx, ra := withReadersAt(ctx, p.User())
+	keys, public, _, err := c.readerKeys(rctx, name)
+	if err != nil {
+		return nil, false, 0, err
 	}
 	c.mu.Lock()
 	if c.readersCache == nil {
 		c.readersCache = make(map[spindle.PathName]cachedReaders)
 	}
-	c.readersCache[dir] = cachedReaders{keys: keys, public: public, at: time.Now()}
+	c.readersCache[dir] = cachedReaders{keys: keys, public: public, readersAt: ra.at(), at: time.Now()}
 	c.mu.Unlock()
-	return keys, public, nil
+	return keys, public, ra.at(), nil
 }
 
 // forgetReaders clears the reader cache, after a change of rights.
@@ -579,7 +589,12 @@ func (c *Client) files(ctx context.Context, name spindle.PathName, recursive boo
 // members, and when all may read every holder is a reader.
 func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (spindle.ShareReport, error) {
 	rep := spindle.ShareReport{Name: e.Name}
-	direct, groups, err := c.readers(ctx, e.Name)
+	p, err := spindle.Parse(e.Name)
+	if err != nil {
+		return rep, err
+	}
+	rctx, ra := withReadersAt(ctx, p.User())
+	direct, groups, err := c.readers(rctx, e.Name)
 	if err != nil {
 		return rep, err
 	}
@@ -676,7 +691,11 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 			return rep, err
 		}
 	}
-	if _, err := c.dir.Put(ctx, &ne); err != nil {
+	// The readers were worked out under ra's head: if the Access or
+	// Group files deciding them change before the entry is appended, it
+	// is refused (Stale), and spin share -fix, run again, works them out
+	// anew.
+	if _, err := c.dir.PutAt(ctx, &ne, ra.at()); err != nil {
 		return rep, err
 	}
 	rep.Fixed = true
@@ -687,7 +706,7 @@ func (c *Client) shareOne(ctx context.Context, e *spindle.DirEntry, fix bool) (s
 // writer's keys, current and then earlier; the name it signs is checked
 // by verifyEntry.
 func (c *Client) verifyPacked(ctx context.Context, e *spindle.DirEntry) error {
-	return c.tryWriterKeys(ctx, e, func(wkeys []spindle.PublicKey) error { return pack.Verify(e, wkeys) })
+	return c.tryWriterKeys(ctx, e, c.svc.puts.signedAt(e), func(wkeys []spindle.PublicKey) error { return pack.Verify(e, wkeys) })
 }
 
 // progressReader reports the bytes read through it.

@@ -456,6 +456,7 @@ func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.Pa
 	if perr := r.checkLookup(name, resp, err); perr != nil {
 		return nil, perr
 	}
+	noteProved(ctx, resp.Head)
 	return resp.Entry, err
 }
 
@@ -480,6 +481,7 @@ func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spind
 	if perr := r.checkWhichAccess(name, resp); perr != nil {
 		return nil, perr
 	}
+	noteProved(ctx, resp.Head)
 	return resp.Entry, nil
 }
 

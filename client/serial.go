@@ -31,6 +31,7 @@ type serialDir struct {
 // and done, by the caller holding serialDir.mu that sent it.
 type queuedPut struct {
 	entry *spindle.DirEntry
+	at    int64            // Where its readers were worked out (dirlog.Client.PutAt), -1 if not.
 	name  spindle.UserName // Owner of the entry's tree.
 	done  bool
 	out   *spindle.DirEntry
@@ -45,6 +46,12 @@ const (
 )
 
 func (d *serialDir) Put(ctx context.Context, e *spindle.DirEntry) (*spindle.DirEntry, error) {
+	return d.PutAt(ctx, e, -1)
+}
+
+// PutAt is Put for a file whose readers were worked out at the head at
+// sequence readersAt (see dirlog.Client.PutAt); -1 if none were.
+func (d *serialDir) PutAt(ctx context.Context, e *spindle.DirEntry, readersAt int64) (*spindle.DirEntry, error) {
 	p, err := spindle.Parse(e.Name)
 	if err != nil {
 		// Let the client report it as it reports every bad name.
@@ -53,7 +60,7 @@ func (d *serialDir) Put(ctx context.Context, e *spindle.DirEntry) (*spindle.DirE
 		return d.Client.Put(ctx, e)
 	}
 	for {
-		q := &queuedPut{entry: e, name: p.User()}
+		q := &queuedPut{entry: e, at: readersAt, name: p.User()}
 		d.qmu.Lock()
 		d.queue = append(d.queue, q)
 		d.qmu.Unlock()
@@ -94,10 +101,11 @@ func (d *serialDir) flush(ctx context.Context) {
 		return
 	}
 	entries := make([]*spindle.DirEntry, len(batch))
+	at := make([]int64, len(batch))
 	for i, q := range batch {
-		entries[i] = q.entry
+		entries[i], at[i] = q.entry, q.at
 	}
-	outs, errs := d.Client.PutBatch(ctx, entries)
+	outs, errs := d.Client.PutBatchAt(ctx, entries, at)
 	for i, q := range batch {
 		q.out, q.err, q.done = outs[i], errs[i], true
 	}

@@ -249,7 +249,7 @@ func (c *Client) checkSig(ctx context.Context, r *dirlog.Entry) error {
 	digest := r.SignedDigest()
 	// The keys that may sign the entry at its place in its log.
 	at := &spindle.DirEntry{Name: r.Entry.Name, Writer: r.Writer, Sequence: r.Seq}
-	err := c.tryWriterKeys(ctx, at, func(keys []spindle.PublicKey) error {
+	err := c.tryWriterKeys(ctx, at, entryPos(r), func(keys []spindle.PublicKey) error {
 		for _, k := range keys {
 			if spindle.Verify(k, digest, r.Sig) == nil {
 				return nil

@@ -428,8 +428,8 @@ func verifyHeld(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, e *En
 	}
 	for _, h := range held {
 		if spindle.Verify(h.Key, e.SignedDigest(), e.Sig) == nil {
-			if !h.Signs(e.Writer, e.Tree(), e.Seq) {
-				return spindle.E(spindle.Integrity, e.Entry.Name, e.Writer, fmt.Sprintf("entry %d was signed with a key the writer replaced after entry %d", e.Seq, h.Until)), nil
+			if !h.Signs(e.Writer, e.Tree(), e.Seq, e.KeyAt, e.Legacy) {
+				return spindle.E(spindle.Integrity, e.Entry.Name, e.Writer, fmt.Sprintf("entry %d, anchored at key log size %d, was signed with a key the writer replaced after entry %d of its tree, at key log index %d", e.Seq, e.KeyAt, h.Until, h.Replaced)), nil
 			}
 			return nil, nil
 		}
@@ -442,7 +442,12 @@ func verifyHeld(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, e *En
 func (cp *Checkpoint) Fold() (*Tree, error) {
 	t := NewTree(cp.User)
 	t.Seq, t.Head = cp.Seq, cp.Hash
+	// What the dropped entries did to Access files, and how far they
+	// were anchored, is not known (see Tree.Since): the anchor is the
+	// highest among the entries kept.
+	t.Since = cp.Seq
 	for i, e := range cp.Entries {
+		t.KeyAt = max(t.KeyAt, e.KeyAt)
 		if e.Tree() != cp.User {
 			return nil, fmt.Errorf("checkpoint entry %d (sequence %d) is of %s's tree", i, e.Seq, e.Tree())
 		}
@@ -524,6 +529,7 @@ func (cp *Checkpoint) Fold() (*Tree, error) {
 		}
 		if n.Access != nil {
 			t.Access[name] = n.Access
+			t.accessAt[name] = last
 		}
 		t.mapSet(name, val)
 	}

@@ -44,7 +44,43 @@ const maxTries = 16
 // sequence number, writer and, if zero, its time. It returns what Append
 // returns; after too many conflicts, the last Transient error.
 func Submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operation, d *spindle.DirEntry, newName spindle.PathName) (*spindle.DirEntry, error) {
-	return submit(ctx, seq, signer, op, d, newName, nil)
+	return submit(ctx, seq, signer, op, d, newName, nil, anchors{readersAt: -1})
+}
+
+// anchors are what a writer sets in its entries besides the operation:
+// the head at which it worked out a file's readers (negative: the head
+// it signs after, for an entry that wraps no key for readers it looked
+// up), and the function that gives the size of the key log it follows
+// (nil: 0).
+type anchors struct {
+	readersAt int64
+	keyAt     func() int64
+	refresh   func(context.Context) error // See Client.FollowKeyLog.
+}
+
+// caughtUp reports, after the dir host refused an entry with Stale,
+// whether the key log was behind and has caught up: the entry may then
+// be signed again, anchored afresh. A Stale that was about the readers
+// leaves the key log where it was.
+func (a anchors) caughtUp(ctx context.Context, err error) bool {
+	if a.refresh == nil || a.keyAt == nil || !errors.Is(err, spindle.Stale) {
+		return false
+	}
+	before := a.keyAt()
+	return a.refresh(ctx) == nil && a.keyAt() > before
+}
+
+// set sets e's ReadersAt and KeyAt, e being signed after head h.
+func (a anchors) set(e *Entry, h Head) {
+	e.ReadersAt = h.Seq
+	if a.readersAt >= 0 {
+		// Never after the head signed after: a head the writer has
+		// not caught up with yet is refused as moved anyway.
+		e.ReadersAt = min(a.readersAt, h.Seq)
+	}
+	if a.keyAt != nil {
+		e.KeyAt = a.keyAt()
+	}
 }
 
 // A headCache remembers, per tree, the head after a client's own last
@@ -80,7 +116,7 @@ func (c *headCache) set(u spindle.UserName, h *Head) {
 	c.heads[u] = *h
 }
 
-func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operation, d *spindle.DirEntry, newName spindle.PathName, cache *headCache) (*spindle.DirEntry, error) {
+func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operation, d *spindle.DirEntry, newName spindle.PathName, cache *headCache, an anchors) (*spindle.DirEntry, error) {
 	const eop spindle.Op = "dirlog.Submit"
 	p, err := spindle.Parse(d.Name)
 	if err != nil {
@@ -100,6 +136,7 @@ func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 	}
 	var last error
 	usedCache := false
+	caughtUp := false // The key log caught up once after a Stale.
 	for try := 0; try < maxTries; try++ {
 		if try > 0 && !(try == 1 && usedCache) {
 			// Back off a little, with jitter, so that contending writers
@@ -133,6 +170,7 @@ func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 		if e.Entry.Time == 0 && (op == OpMkdir || op == OpLink) {
 			e.Entry.Time = e.Time
 		}
+		an.set(e, h)
 		if err := e.Sign(signer); err != nil {
 			return nil, spindle.E(eop, err)
 		}
@@ -145,6 +183,11 @@ func submit(ctx context.Context, seq Sequencer, signer spindle.Signer, op Operat
 			return out, nil
 		}
 		cache.set(p.User(), nil)
+		if !caughtUp && an.caughtUp(ctx, err) {
+			caughtUp = true
+			last = err
+			continue
+		}
 		if !errors.Is(err, spindle.Transient) {
 			return nil, err
 		}
@@ -169,7 +212,7 @@ func headOf(ctx context.Context, seq Sequencer, owner spindle.UserName) (*Head, 
 // after another, and appends them together. An entry refused for a reason
 // other than a moved head gets its error and the rest are signed again
 // after it. It returns each entry's result and error.
-func submitBatch(ctx context.Context, seq Sequencer, signer spindle.Signer, ds []*spindle.DirEntry, cache *headCache) ([]*spindle.DirEntry, []error) {
+func submitBatch(ctx context.Context, seq Sequencer, signer spindle.Signer, ds []*spindle.DirEntry, cache *headCache, an anchors, readersAt []int64) ([]*spindle.DirEntry, []error) {
 	const eop spindle.Op = "dirlog.Submit"
 	outs := make([]*spindle.DirEntry, len(ds))
 	errs := make([]error, len(ds))
@@ -193,7 +236,8 @@ func submitBatch(ctx context.Context, seq Sequencer, signer spindle.Signer, ds [
 		names = append(names, p)
 	}
 	var last error
-	fresh := false // The head was read after the last conflict.
+	fresh := false    // The head was read after the last conflict.
+	caughtUp := false // The key log caught up once after a Stale.
 	for tries := 0; len(todo) > 0 && tries < maxTries; {
 		h, ok := cache.get(owner)
 		if !ok {
@@ -220,6 +264,11 @@ func submitBatch(ctx context.Context, seq Sequencer, signer spindle.Signer, ds [
 			if e.Entry.Time == 0 && (e.Op == OpMkdir || e.Op == OpLink) {
 				e.Entry.Time = e.Time
 			}
+			an.readersAt = -1
+			if i < len(readersAt) {
+				an.readersAt = readersAt[i]
+			}
+			an.set(e, h)
 			if err := e.Sign(signer); err != nil {
 				for _, i := range todo {
 					errs[i] = spindle.E(eop, err)
@@ -249,6 +298,10 @@ func submitBatch(ctx context.Context, seq Sequencer, signer spindle.Signer, ds [
 			// Every entry appended, and an error besides: a dir host that
 			// contradicts itself. The entries stand as it answered them;
 			// what it appended a reader checks against its proofs.
+		case err != nil && !caughtUp && an.caughtUp(ctx, err):
+			// Anchored behind the key log: sign again, anchored afresh.
+			caughtUp, last = true, err
+			cache.set(owner, nil)
 		case err == nil && len(done) < len(es):
 			err = spindle.E(eop, spindle.IO, owner, fmt.Sprintf("dir host appended %d of %d entries and gave no reason", len(done), len(es)))
 			fallthrough
@@ -303,6 +356,9 @@ type Client struct {
 	svc    Service
 	signer spindle.Signer
 	heads  headCache
+	// See FollowKeyLog.
+	keyAt   func() int64
+	refresh func(context.Context) error
 }
 
 var _ spindle.DirServer = (*Client)(nil)
@@ -310,6 +366,24 @@ var _ spindle.DirServer = (*Client)(nil)
 // NewClient returns a client of svc acting for the signer's user.
 func NewClient(svc Service, signer spindle.Signer) *Client {
 	return &Client{svc: svc, signer: signer}
+}
+
+// FollowKeyLog has c anchor every entry it signs at the size of the key
+// cluster's log that keyAt returns: the log its user's client follows
+// (see [Entry.KeyAt]). Without it entries are anchored at 0. It must be
+// called before c is used.
+//
+// refresh, if not nil, brings the log followed up to date: when a dir
+// host refuses an entry as anchored too far behind (Stale), the client
+// calls it and, if keyAt then returns more, signs the entry again once.
+func (c *Client) FollowKeyLog(keyAt func() int64, refresh func(context.Context) error) {
+	c.keyAt, c.refresh = keyAt, refresh
+}
+
+// anchors returns how c anchors an entry whose readers were worked out at
+// readersAt (negative: not looked up).
+func (c *Client) anchors(readersAt int64) anchors {
+	return anchors{readersAt: readersAt, keyAt: c.keyAt, refresh: c.refresh}
 }
 
 // Lookup implements [spindle.DirServer].
@@ -321,19 +395,36 @@ func (c *Client) Lookup(ctx context.Context, name spindle.PathName) (*spindle.Di
 // entry's attribute, the directory or link that entry describes. The
 // entry's Writer and Sequence are set by signing.
 func (c *Client) Put(ctx context.Context, entry *spindle.DirEntry) (*spindle.DirEntry, error) {
-	return submit(ctx, c.svc, c.signer, putOp(entry), entry, "", &c.heads)
+	return submit(ctx, c.svc, c.signer, putOp(entry), entry, "", &c.heads, c.anchors(-1))
+}
+
+// PutAt is Put for a file whose readers the writer worked out, and
+// wrapped its key for, under the tree's head at sequence readersAt (see
+// [Entry.ReadersAt]); a negative readersAt means none were looked up. If
+// the Access or Group files that decide them have changed since, the dir
+// host refuses the entry with Stale, and the writer must work the
+// readers out again.
+func (c *Client) PutAt(ctx context.Context, entry *spindle.DirEntry, readersAt int64) (*spindle.DirEntry, error) {
+	return submit(ctx, c.svc, c.signer, putOp(entry), entry, "", &c.heads, c.anchors(readersAt))
 }
 
 // PutBatch puts entries of one tree, as Put would one after another, with
 // as few round trips to the dir host as it allows. It returns the result
 // and the error of each entry; one entry's failure does not stop the others.
 func (c *Client) PutBatch(ctx context.Context, entries []*spindle.DirEntry) ([]*spindle.DirEntry, []error) {
-	return submitBatch(ctx, c.svc, c.signer, entries, &c.heads)
+	return submitBatch(ctx, c.svc, c.signer, entries, &c.heads, c.anchors(-1), nil)
+}
+
+// PutBatchAt is PutBatch with, for each entry, the head at which its
+// readers were worked out (see [Client.PutAt]); a negative one means
+// none were looked up.
+func (c *Client) PutBatchAt(ctx context.Context, entries []*spindle.DirEntry, readersAt []int64) ([]*spindle.DirEntry, []error) {
+	return submitBatch(ctx, c.svc, c.signer, entries, &c.heads, c.anchors(-1), readersAt)
 }
 
 // Delete implements [spindle.DirServer].
 func (c *Client) Delete(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
-	return submit(ctx, c.svc, c.signer, OpDelete, &spindle.DirEntry{Name: name}, "", &c.heads)
+	return submit(ctx, c.svc, c.signer, OpDelete, &spindle.DirEntry{Name: name}, "", &c.heads, c.anchors(-1))
 }
 
 // Glob implements [spindle.DirServer].
@@ -348,18 +439,18 @@ func (c *Client) WhichAccess(ctx context.Context, name spindle.PathName) (*spind
 
 // MakeDirectory creates the directory name.
 func (c *Client) MakeDirectory(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
-	return submit(ctx, c.svc, c.signer, OpMkdir, &spindle.DirEntry{Name: name, Attr: spindle.AttrDirectory}, "", &c.heads)
+	return submit(ctx, c.svc, c.signer, OpMkdir, &spindle.DirEntry{Name: name, Attr: spindle.AttrDirectory}, "", &c.heads, c.anchors(-1))
 }
 
 // PutLink creates or replaces the link name pointing to target.
 func (c *Client) PutLink(ctx context.Context, target, name spindle.PathName) (*spindle.DirEntry, error) {
-	return submit(ctx, c.svc, c.signer, OpLink, &spindle.DirEntry{Name: name, Attr: spindle.AttrLink, Link: target}, "", &c.heads)
+	return submit(ctx, c.svc, c.signer, OpLink, &spindle.DirEntry{Name: name, Attr: spindle.AttrLink, Link: target}, "", &c.heads, c.anchors(-1))
 }
 
 // Rename moves the file, link or directory oldName, with everything below
 // it, to newName, which must not exist.
 func (c *Client) Rename(ctx context.Context, oldName, newName spindle.PathName) (*spindle.DirEntry, error) {
-	return submit(ctx, c.svc, c.signer, OpRename, &spindle.DirEntry{Name: oldName}, newName, &c.heads)
+	return submit(ctx, c.svc, c.signer, OpRename, &spindle.DirEntry{Name: oldName}, newName, &c.heads, c.anchors(-1))
 }
 
 // Watch streams changes under name (see [host.Server.Watch]).

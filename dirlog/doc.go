@@ -37,6 +37,22 @@
 // so that replay (a host at start-up) and [Audit] reproduce the decision
 // exactly, also after the writer has rotated keys (given a key history).
 //
+// Two rules bind an entry to what its writer knew when it signed. A put
+// of an encrypted file names in ReadersAt the head of the tree under
+// which the writer worked out the readers it wrapped the file key for;
+// it is valid only if neither the Access file governing the name, nor
+// one between it and the name, nor a Group file of the tree that its
+// read right names (through other groups too) changed after that
+// ([Tree.CheckOp]; the error is Stale, and the writer works the readers
+// out again). So a writer fooled by an older answer wraps no key that
+// reaches the log for a reader the owner had removed. Every entry names
+// in KeyAt the size of the key cluster's log its writer followed; a
+// tree's anchors never decrease, and a key its holder replaced signs
+// only entries anchored before the record that replaced it, in every
+// tree ([HeldKeys], which also says what remains). Entries of the first
+// format ([Entry.Legacy]) carry neither and are judged as they were;
+// none is appended now, and none is valid after an anchored entry.
+//
 // New names follow one more rule, checked when an entry is appended and
 // not in replay: every name an entry brings into the tree (the name it
 // puts, a link's target, a rename's destination) must pass

@@ -51,7 +51,8 @@ const (
 	maxRefLen     = 256       // Bytes of a block reference.
 	maxDeps       = 1 << 12   // Other logs consulted for one decision.
 	maxKeyLen     = 1 << 10   // Bytes of a public key's text form.
-	entryMagic    = "SPDLE1"  // Starts every encoded entry.
+	entryMagic    = "SPDLE2"  // Starts every entry encoded now.
+	entryMagicV1  = "SPDLE1"  // Starts entries of the first format (see Entry.Legacy).
 	signedContext = "spindle.dev/dirlog entry signature v1\n"
 	hashContext   = "spindle.dev/dirlog entry hash v1\n"
 )
@@ -80,7 +81,26 @@ type Entry struct {
 	// removed or moved.
 	Entry   spindle.DirEntry
 	NewName spindle.PathName // Destination of a rename; empty otherwise.
-	Sig     spindle.Signature
+	// ReadersAt is the sequence number of the tree's head at which the
+	// writer worked out the readers its file key is wrapped for (the
+	// governing Access file and the Group files it names, as proved
+	// against that head). A put of an encrypted file is valid only if
+	// none of them changed after it (see [Tree.CheckOp]), so that no key
+	// is wrapped for a reader the Access state of the write had removed.
+	// It is below Seq.
+	ReadersAt int64
+	// KeyAt is the size of the key cluster's transparency log that the
+	// writer's client had followed when it signed: the entry's anchor in
+	// key time. A key its holder replaced signs only entries anchored
+	// before the replacing record's place in that log (see
+	// [HeldKey.Signs]), in every tree; a tree's anchors never decrease.
+	KeyAt int64
+	// Legacy is set on an entry decoded from the first format, which has
+	// neither ReadersAt nor KeyAt (both are then zero): such entries in
+	// existing logs still decode, verify and replay as they did. Only the
+	// decoder sets it; a dir host appends no new legacy entry.
+	Legacy bool
+	Sig    spindle.Signature
 }
 
 // Tree returns the user whose tree the entry belongs to: the user part of
@@ -173,9 +193,14 @@ func (e *Entry) Marshal() []byte {
 
 // appendBody appends the encoding of every field but Sig. Every integer has
 // a fixed width and every string and byte slice a 32-bit length, so the
-// encoding of a value is unique.
+// encoding of a value is unique. A legacy entry is encoded in the first
+// format, which ends before ReadersAt and KeyAt.
 func (e *Entry) appendBody(b []byte) []byte {
-	b = append(b, entryMagic...)
+	if e.Legacy {
+		b = append(b, entryMagicV1...)
+	} else {
+		b = append(b, entryMagic...)
+	}
 	b = binary.BigEndian.AppendUint64(b, uint64(e.Seq))
 	b = append(b, e.Prev[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(e.Time))
@@ -199,6 +224,10 @@ func (e *Entry) appendBody(b []byte) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(d.Sequence))
 	b = appendString(b, string(d.SignedName))
 	b = appendString(b, string(e.NewName))
+	if !e.Legacy {
+		b = binary.BigEndian.AppendUint64(b, uint64(e.ReadersAt))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.KeyAt))
+	}
 	return b
 }
 
@@ -311,11 +340,15 @@ func (d *decoder) string(max int, what string) string {
 }
 
 func (d *decoder) entry() *Entry {
-	if string(d.take(len(entryMagic), "magic")) != entryMagic {
+	e := &Entry{}
+	switch string(d.take(len(entryMagic), "magic")) {
+	case entryMagic:
+	case entryMagicV1:
+		e.Legacy = true
+	default:
 		d.fail("bad magic")
 		return nil
 	}
-	e := &Entry{}
 	e.Seq = int64(d.u64("sequence"))
 	copy(e.Prev[:], d.take(len(e.Prev), "previous hash"))
 	e.Time = spindle.Time(d.u64("time"))
@@ -363,6 +396,13 @@ func (d *decoder) entry() *Entry {
 	de.Sequence = int64(d.u64("entry sequence"))
 	de.SignedName = spindle.PathName(d.string(MaxNameLen, "signed name"))
 	e.NewName = spindle.PathName(d.string(MaxNameLen, "new name"))
+	if !e.Legacy {
+		e.ReadersAt = int64(d.u64("readers' sequence"))
+		e.KeyAt = int64(d.u64("key log size"))
+		if e.ReadersAt < 0 || e.KeyAt < 0 {
+			d.fail("negative readers' sequence %d or key log size %d", e.ReadersAt, e.KeyAt)
+		}
+	}
 	e.Sig = d.bytes(MaxSignature, "signature")
 	if d.err != nil {
 		return nil

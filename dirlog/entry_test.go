@@ -50,6 +50,42 @@ func TestEntryRoundTrip(t *testing.T) {
 	}
 }
 
+// Entries of the first format, which logs written before ReadersAt and
+// KeyAt hold, decode as legacy entries and encode back to their own bytes,
+// so their hashes, which the chain and signatures use, do not change; new
+// entries are of the second format and carry both fields.
+func TestEntryFormats(t *testing.T) {
+	e := sampleEntry()
+	e.ReadersAt, e.KeyAt = 5, 77
+	b := e.Marshal()
+	if string(b[:len(entryMagic)]) != entryMagic {
+		t.Fatalf("new entry starts %q", b[:len(entryMagic)])
+	}
+	got, err := UnmarshalEntry(b)
+	if err != nil || got.Legacy || got.ReadersAt != 5 || got.KeyAt != 77 {
+		t.Fatalf("second format: %+v, %v", got, err)
+	}
+	old := sampleEntry()
+	old.Legacy = true
+	ob := old.Marshal()
+	if string(ob[:len(entryMagicV1)]) != entryMagicV1 || len(ob) != len(b)-16 {
+		t.Fatalf("first format: %d bytes starting %q", len(ob), ob[:len(entryMagicV1)])
+	}
+	got, err = UnmarshalEntry(ob)
+	if err != nil || !got.Legacy || !bytes.Equal(got.Marshal(), ob) || got.Hash() != old.Hash() {
+		t.Fatalf("first format round trip: %+v, %v", got, err)
+	}
+	// The formats are told apart by their magic alone: a first-format
+	// body with the fields of the second, or the reverse, is refused.
+	mixed := append([]byte(entryMagic), ob[len(entryMagicV1):]...)
+	if _, err := UnmarshalEntry(mixed); err == nil {
+		t.Fatal("first-format body under the second format's magic accepted")
+	}
+	neg := sampleEntry()
+	neg.KeyAt = -1
+	wantKind(t, func() error { _, err := UnmarshalEntry(neg.Marshal()); return err }(), spindle.Invalid, "negative key log size")
+}
+
 func TestEntryDecodeRejects(t *testing.T) {
 	good := sampleEntry().Marshal()
 	// Every proper prefix is refused, as is any trailing byte.
@@ -107,6 +143,9 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add((&Entry{Seq: 1, Op: OpMkdir, Entry: spindle.DirEntry{Name: "ann@example.com/", Attr: spindle.AttrDirectory}}).Marshal())
 	f.Add((&Entry{Seq: 2, Op: OpRename, Entry: spindle.DirEntry{Name: "a@b.cc/x"}, NewName: "a@b.cc/y"}).Marshal())
 	f.Add([]byte(entryMagic))
+	anchored := sampleEntry()
+	anchored.ReadersAt, anchored.KeyAt = 6, 1<<40
+	f.Add(anchored.Marshal())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := UnmarshalEntry(data)
 		if err != nil {

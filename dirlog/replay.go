@@ -23,37 +23,62 @@ type KeyFunc func(ctx context.Context, user spindle.UserName) (spindle.PublicKey
 // included, as the key cluster's log records them (see [HeldKeys]).
 type KeyHistoryFunc func(ctx context.Context, user spindle.UserName) ([]HeldKey, error)
 
-// A HeldKey is a key a user has held, and how far into the user's own
-// tree it signs.
+// A HeldKey is a key a user has held, and how far it signs: into the
+// user's own tree, and in key time, in every tree.
 type HeldKey struct {
 	Key spindle.PublicKey
 	// Until is the last sequence number of the user's own tree that the
 	// key may sign: the DirSeq of the record that replaced it. It is -1
 	// for the current key, which signs without limit.
 	Until int64
+	// Replaced is the index, in the key cluster's transparency log, of
+	// the record that replaced the key: it signs only entries anchored at
+	// a log size of at most Replaced (Entry.KeyAt), that is, by a writer
+	// whose client had not yet seen that record. Unused for the current
+	// key.
+	Replaced int64
 }
 
 // HeldKeys returns the keys a user has held, in the order of the record
-// versions given (oldest first), each with the cutoff that the record
-// replacing it set (see [spindle.User.DirSeq]).
+// versions given (oldest first), each with the cutoffs that the record
+// replacing it set: its DirSeq (see [spindle.User.DirSeq]) and its index
+// in the key cluster's log, index[i] being that of versions[i].
 //
-// This is the rule for rotated keys: an entry of a user's own tree signed
-// with a key the user replaced is valid only if its sequence number is at
-// most the cutoff. The cutoff is in the key record, which the new key
-// signs and the key cluster's transparency log orders, and the sequence
-// number is the entry's position in the tree's hash-chained log, which
-// the writer signs with the entry. A thief holding the replaced key can
-// sign an entry claiming any sequence number, but one at or below the
-// cutoff is a position the log already holds, so it can only fork the
-// log, which readers detect; and the host that sequences the tree takes
-// nothing signed with a key that is not current.
-func HeldKeys(versions []*spindle.User) []HeldKey {
+// This is the rule for rotated keys. An entry signed with a key the user
+// replaced is valid only if it is anchored before the replacing record
+// (Entry.KeyAt at most its index), in any tree, and, in the user's own
+// tree, if its sequence number is at most the DirSeq cutoff. Both
+// cutoffs are in the replacing record, which the new key signs and the
+// key cluster's transparency log orders; the writer signs the entry's
+// sequence number and anchor. A thief holding the replaced key can claim
+// any anchor, so a host that sequences a tree takes nothing signed with
+// a key that is not current, nor anchored far behind the key log it
+// follows (see [KeyAtSlack]), and a tree's anchors never decrease, so a
+// backdated entry is refused wherever an entry anchored after the
+// rotation precedes it.
+//
+// What remains: a dir host that colludes with the thief can append, to a
+// tree whose entries are all anchored before the rotation (one nothing
+// has written to since), an entry backdated to before it, or one in the
+// first entry format, which has no anchor and is judged by the first
+// rule (another user's tree: any position). A reader sees the entry and
+// its proof, not the entries before it: it refuses such an entry only if
+// it has seen, proved, an entry of the tree before it anchored after the
+// rotation (the client remembers the highest anchor per tree), and
+// accepts it otherwise. The tree's other dir hosts and an audit refuse it
+// once an entry anchored after the rotation precedes it. A head that
+// named the tree's anchor would extend the reader's check to every entry
+// after any head it has seen; heads do not name it yet.
+func HeldKeys(versions []*spindle.User, index []int64) []HeldKey {
 	var held []HeldKey
 	for i, u := range versions {
 		if i > 0 && versions[i-1].PublicKey != u.PublicKey {
 			for j := range held {
 				if held[j].Key == versions[i-1].PublicKey {
 					held[j].Until = max(held[j].Until, u.DirSeq)
+					if i < len(index) {
+						held[j].Replaced = max(held[j].Replaced, index[i])
+					}
 				}
 			}
 		}
@@ -71,12 +96,24 @@ func HeldKeys(versions []*spindle.User) []HeldKey {
 	return held
 }
 
-// Signs reports whether the held key may sign entry seq of tree, an entry
-// written by the key's holder: any entry of another user's tree (whose
-// host checked, when it took the entry, that the key was current), and
+// KeyAtSlack is how far behind the newest size of the key cluster's log
+// it knows of a dir host lets an entry's anchor be: a writer's client
+// follows the log as it looks keys up, and may be that far behind.
+const KeyAtSlack = 256
+
+// Signs reports whether the held key may sign an entry written by the
+// key's holder at sequence seq of tree and anchored at keyAt (see
+// [HeldKeys]). A legacy entry (one of the first format, unanchored) is
+// judged by the first rule only: any entry of another user's tree, and
 // entries of the holder's own tree up to the cutoff.
-func (h HeldKey) Signs(holder, tree spindle.UserName, seq int64) bool {
-	return h.Until < 0 || tree != holder || seq <= h.Until
+func (h HeldKey) Signs(holder, tree spindle.UserName, seq, keyAt int64, legacy bool) bool {
+	if h.Until < 0 {
+		return true
+	}
+	if tree == holder && seq > h.Until {
+		return false
+	}
+	return legacy || keyAt <= h.Replaced
 }
 
 // VerifySignature checks e's signature with the writer's key: the key the
@@ -112,8 +149,8 @@ func VerifySignature(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, 
 			if h.Key != recorded {
 				continue
 			}
-			if !h.Signs(e.Writer, e.Tree(), e.Seq) {
-				return spindle.E(spindle.Integrity, e.Entry.Name, e.Writer, fmt.Sprintf("entry %d was signed with a key the writer replaced after entry %d", e.Seq, h.Until)), nil
+			if !h.Signs(e.Writer, e.Tree(), e.Seq, e.KeyAt, e.Legacy) {
+				return spindle.E(spindle.Integrity, e.Entry.Name, e.Writer, fmt.Sprintf("entry %d, anchored at key log size %d, was signed with a key the writer replaced after entry %d of its tree, at key log index %d", e.Seq, e.KeyAt, h.Until, h.Replaced)), nil
 			}
 			return nil, nil
 		}

@@ -44,11 +44,23 @@ type Tree struct {
 	// Map is the tree as an authenticated map (see smt.go), which heads
 	// commit to; nil in a fold that needs no map (the host's history of a log, for watchers).
 	Map *treeMap
+	// accessAt is, for every Access file name the log has put, deleted
+	// or moved, the sequence number of the last entry that did: what an
+	// entry's ReadersAt is checked against.
+	accessAt map[spindle.PathName]int64
+	// Since is the first sequence number whose changes the tree knows
+	// of: 0 for a tree folded from the start of its log, the sequence
+	// of the checkpoint it was folded from otherwise (whose dropped
+	// entries may have deleted Access files).
+	Since int64
+	// KeyAt is the tree's anchor: the highest KeyAt of its entries,
+	// which the next entry's may not be below.
+	KeyAt int64
 }
 
 // NewTree returns the empty tree of user's log.
 func NewTree(user spindle.UserName) *Tree {
-	return &Tree{user: user, groups: make(map[spindle.PathName][]groupVersion), Access: make(map[spindle.PathName]*access.Access), Map: &treeMap{}}
+	return &Tree{user: user, groups: make(map[spindle.PathName][]groupVersion), Access: make(map[spindle.PathName]*access.Access), Map: &treeMap{}, accessAt: make(map[spindle.PathName]int64)}
 }
 
 // MapRoot returns the root of the tree's map.
@@ -220,6 +232,9 @@ func (t *Tree) CheckOp(e *Entry, loadGroup access.GroupLoader) error {
 	writer := e.Writer
 	p, _ := spindle.Parse(e.Entry.Name)
 	can := t.Rights(loadGroup)
+	if e.KeyAt < t.KeyAt {
+		return spindle.E(spindle.Stale, p.Path(), writer, "the entry is anchored in the key log before an entry already in the tree; follow the key log and sign again")
+	}
 
 	if t.Root == nil {
 		if e.Op == OpMkdir && p.IsRoot() && writer == t.user {
@@ -257,6 +272,9 @@ func (t *Tree) CheckOp(e *Entry, loadGroup access.GroupLoader) error {
 			if n.Entry.Attr.IsDir() {
 				return spindle.E(spindle.IsDir, p.Path(), writer, "cannot replace a directory")
 			}
+		}
+		if e.Op == OpPut && e.Entry.Packing == spindle.EEPack && Class(p.Path()) == Ordinary && !e.Legacy {
+			return t.checkReadersAt(p, e, loadGroup)
 		}
 		return nil
 
@@ -335,6 +353,68 @@ func (t *Tree) CheckOp(e *Entry, loadGroup access.GroupLoader) error {
 	return spindle.E(spindle.Invalid, p.Path(), writer, "unknown operation "+e.Op.String())
 }
 
+// checkReadersAt checks that the readers of e, an encrypted file's put at
+// p, were worked out under the Access state in force now: that neither
+// the Access file governing p, nor any Access file in a directory between
+// it and p, nor a Group file of the tree that its read right names
+// (directly or through other groups), changed after e.ReadersAt. A writer
+// fooled into wrapping the file key for a reader whom the owner had
+// removed (by an older WhichAccess answer or Group file replayed to it)
+// is refused with Stale, and works the readers out again.
+//
+// Group files of other users' trees are loaded as the entry's other
+// checks load them (the host records how far into each log), but the
+// entry names no position in those logs: a Group file of another tree
+// that changed after the writer read it is not caught here. The writer's
+// client checks every answer against the newest head it has seen of that
+// tree, and a tree's own Access file decides whether to name a group of
+// another user at all.
+//
+// Changes before t.Since are not known (a checkpoint dropped them): an
+// entry whose readers were worked out before it is judged on what is
+// known, and the sequencer, which refuses such an entry outright (see
+// [Tree.ReadersKnown]), is the stricter of the two.
+func (t *Tree) checkReadersAt(p spindle.Parsed, e *Entry, loadGroup access.GroupLoader) error {
+	at := e.ReadersAt
+	changed := false
+	a, err := access.WhichAccess(p.Path(), func(name spindle.PathName) (*access.Access, error) {
+		if t.accessAt[name] > at {
+			changed = true
+		}
+		return t.LoadAccess(name)
+	})
+	if err != nil {
+		return err
+	}
+	if !changed {
+		_, _, err = a.KnownUsers(access.Read, func(name spindle.PathName) (*access.Group, error) {
+			if q, err := spindle.Parse(name); err == nil && q.User() == t.user {
+				if h := t.groups[q.Path()]; len(h) > 0 && h[len(h)-1].seq > at {
+					changed = true
+				}
+			}
+			return loadGroup(name)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if changed {
+		return spindle.E(spindle.Stale, p.Path(), e.Writer, "the Access or Group files that decide who may read the file changed after its readers were worked out; work them out again")
+	}
+	return nil
+}
+
+// ReadersKnown reports, with an error of kind Stale, an entry whose
+// readers were worked out before the first change the tree knows of
+// (see [Tree.Since]), which a sequencer refuses rather than judge.
+func (t *Tree) ReadersKnown(e *Entry) error {
+	if !e.Legacy && e.ReadersAt < t.Since && e.Op == OpPut && e.Entry.Packing == spindle.EEPack {
+		return spindle.E(spindle.Stale, e.Entry.Name, e.Writer, "the readers were worked out before the log's checkpoint; work them out again")
+	}
+	return nil
+}
+
 // checkParent checks that the parent of p exists and is a directory.
 func (t *Tree) checkParent(p spindle.Parsed, blocker *Node, writer spindle.UserName) error {
 	if blocker != nil {
@@ -379,6 +459,12 @@ func checkFields(e *Entry, user spindle.UserName) error {
 	}
 	if e.Op != OpRename && e.NewName != "" {
 		return invalid("new name set on a " + e.Op.String())
+	}
+	if e.Legacy && (e.ReadersAt != 0 || e.KeyAt != 0) {
+		return invalid("an entry of the first format has no readers' sequence or key log size")
+	}
+	if e.ReadersAt < 0 || e.ReadersAt >= e.Seq || e.KeyAt < 0 {
+		return invalid(fmt.Sprintf("readers' sequence %d is not below the entry's %d, or key log size %d is negative", e.ReadersAt, e.Seq, e.KeyAt))
 	}
 	bare := d.Attr == 0 && d.Packing == 0 && d.Size == 0 && d.Time == 0 && len(d.Blocks) == 0 &&
 		len(d.Packdata) == 0 && d.Link == "" && len(d.Inline) == 0
@@ -580,6 +666,7 @@ func (t *Tree) Apply(e *Entry) ([]Change, error) {
 	t.stamp(p, seq)
 	t.Seq = seq
 	t.Head = hash
+	t.KeyAt = max(t.KeyAt, e.KeyAt)
 	return changes, nil
 }
 
@@ -681,6 +768,7 @@ func (t *Tree) stamp(p spindle.Parsed, seq int64) {
 // none), if name is an Access or Group file.
 func (t *Tree) noteControl(name spindle.PathName, n *Node, seq int64) {
 	if access.IsAccessFile(name) {
+		t.accessAt[name] = seq
 		if n != nil && n.Access != nil {
 			t.Access[name] = n.Access
 		} else {

@@ -9,7 +9,7 @@ package node
 // listed host that answers (the sequencer, or failing that another dir
 // host) with dir.mirror, which a node answers only to a peer the record
 // names as a dir host, and appends each entry to its own copy through
-// dirhost.Server.AppendBatch: the same checks the sequencer made, against
+// dirhost.Server.Mirror: the same checks the sequencer made, against
 // the mirror's own fold of the log (the writer's signature, the place in
 // the chain, the right under the Access and Group files in force at that
 // point). An entry that fails is not taken; the mirror stops there and
@@ -605,7 +605,7 @@ func (m *mirrors) pullPages(ctx context.Context, owner spindle.UserName, from pe
 		}
 		for len(es) > 0 {
 			k := min(len(es), dirlog.MaxBatch)
-			if _, err := n.dir.AppendBatch(ctx, es[:k]); err != nil {
+			if _, err := n.dir.Mirror(ctx, es[:k]); err != nil {
 				return spindle.E(op, owner, fmt.Errorf("entry from dir host %s refused: %w", from.ID, err))
 			}
 			es = es[k:]

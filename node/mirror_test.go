@@ -139,7 +139,7 @@ func TestMirrorsServeWithSequencerDown(t *testing.T) {
 		}
 	}
 	// A mirror takes no writes: they would fork the log.
-	_, err := nodeCall(t, h4, h2.Host().ID(), signedReq(t, annKeys, wiretest.Request{Method: wire.DirAppend, Data: mkdirEntry(t, annKeys, headOf(t, h2, annU), ann("d"))}, h2.Host().ID()))
+	_, err := nodeCall(t, h4, h2.Host().ID(), signedReq(t, annKeys, wiretest.Request{Method: wire.DirAppend, Data: mkdirEntry(t, annKeys, headOf(t, h2, annU), ann("d"), h2.keyLogSize())}, h2.Host().ID()))
 	if !errors.Is(err, spindle.Permission) || !strings.Contains(fmt.Sprint(err), h1.Host().ID().String()) {
 		t.Errorf("write sent to mirror H2: %v, want Permission naming the sequencer H1", err)
 	}
@@ -189,9 +189,9 @@ func TestMirrorsServeWithSequencerDown(t *testing.T) {
 
 // mkdirEntry returns an encoded entry, signed with keys, that makes the
 // directory name after head.
-func mkdirEntry(t *testing.T, keys *pack.Keys, head *dirlog.Head, name spindle.PathName) []byte {
+func mkdirEntry(t *testing.T, keys *pack.Keys, head *dirlog.Head, name spindle.PathName, keyAt int64) []byte {
 	t.Helper()
-	e := &dirlog.Entry{Seq: head.Seq + 1, Prev: head.Hash, Time: spindle.Now(), Op: dirlog.OpMkdir,
+	e := &dirlog.Entry{Seq: head.Seq + 1, Prev: head.Hash, Time: spindle.Now(), Op: dirlog.OpMkdir, ReadersAt: head.Seq, KeyAt: keyAt,
 		Entry: spindle.DirEntry{Name: name, Attr: spindle.AttrDirectory, Writer: keys.UserName(), Sequence: head.Seq + 1}}
 	e.Entry.Time = e.Time
 	if err := e.Sign(keys); err != nil {
@@ -264,7 +264,7 @@ func TestMirrorRefusesHostileEntries(t *testing.T) {
 			if len(resp.Log) == 0 {
 				return
 			}
-			resp.Log = [][]byte{mkdirEntry(t, carolKeys, headOf(t, h2, annU), ann("carol-was-here"))}
+			resp.Log = [][]byte{mkdirEntry(t, carolKeys, headOf(t, h2, annU), ann("carol-was-here"), h2.keyLogSize())}
 		}, spindle.Private},
 		{"forked log", func(resp *wiretest.Response) {
 			if len(resp.Log) == 0 {
@@ -272,7 +272,7 @@ func TestMirrorRefusesHostileEntries(t *testing.T) {
 			}
 			forked := *headOf(t, h2, annU)
 			forked.Hash[0] ^= 1
-			resp.Log = [][]byte{mkdirEntry(t, annKeys, &forked, ann("fork"))}
+			resp.Log = [][]byte{mkdirEntry(t, annKeys, &forked, ann("fork"), h2.keyLogSize())}
 		}, spindle.Integrity},
 		{"rolled back", func(resp *wiretest.Response) {
 			resp.Log = nil
@@ -412,7 +412,7 @@ func BenchmarkMirrorCatchUp(b *testing.B) {
 		}
 		var es []*dirlog.Entry
 		for i := range min(dirlog.MaxBatch, entries-done) {
-			e := &dirlog.Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Op: dirlog.OpMkdir,
+			e := &dirlog.Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Op: dirlog.OpMkdir, KeyAt: h1.keyLogSize(),
 				Entry: spindle.DirEntry{Name: ann(fmt.Sprintf("d%d", done+i)), Attr: spindle.AttrDirectory, Writer: annU, Sequence: h.Seq + 1}}
 			e.Entry.Time = e.Time
 			if err := e.Sign(annKeys); err != nil {
@@ -527,6 +527,7 @@ func BenchmarkMirrorLag(b *testing.B) {
 		b.Fatal(err)
 	}
 	base := head.Seq
+	keyAt := h1.keyLogSize()
 	for deadline := time.Now().Add(time.Minute); ; {
 		if h, err := h2.dir.Head(ctx, annU); err == nil && h.Seq == base {
 			break
@@ -563,7 +564,7 @@ func BenchmarkMirrorLag(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		<-tick.C
-		e := &dirlog.Entry{Seq: head.Seq + 1, Prev: head.Hash, Time: spindle.Now(), Op: dirlog.OpMkdir,
+		e := &dirlog.Entry{Seq: head.Seq + 1, Prev: head.Hash, Time: spindle.Now(), Op: dirlog.OpMkdir, KeyAt: keyAt,
 			Entry: spindle.DirEntry{Name: ann(fmt.Sprintf("d%d", i)), Attr: spindle.AttrDirectory, Writer: annU, Sequence: head.Seq + 1}}
 		e.Entry.Time = e.Time
 		if err := e.Sign(annKeys); err != nil {

@@ -154,7 +154,7 @@ func TestNodeRefusesBadNames(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := resp.Head
-		e := &dirlog.Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Op: op, Entry: d, NewName: newName}
+		e := &dirlog.Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Op: op, Entry: d, NewName: newName, KeyAt: n.keyLogSize()}
 		e.Entry.Sequence = e.Seq
 		if op != dirlog.OpRename {
 			e.Entry.Time = e.Time
@@ -235,7 +235,7 @@ func TestOldNFDNames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := &dirlog.Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Op: dirlog.OpMkdir, Entry: d}
+		e := &dirlog.Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Op: dirlog.OpMkdir, Entry: d, KeyAt: n.keyLogSize()}
 		if d.Attr.IsLink() {
 			e.Op = dirlog.OpLink
 		}

@@ -172,8 +172,13 @@ type Node struct {
 	book *peerBook                   // The peers remembered.
 	bg   sync.WaitGroup              // Goroutines that end with ctx.
 
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx context.Context
+	// keyLog is the size of the key cluster's log as the node last
+	// learnt it, and when (see keyLogSize).
+	keyLogMu sync.Mutex
+	keyLogN  int64
+	keyLogAt time.Time
+	cancel   context.CancelFunc
 
 	mu       sync.Mutex
 	sessions map[peer.ID]session // Authenticated client peers.
@@ -292,7 +297,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	dcfg := dirhost.Config{Keys: n.userKey, KeyHistory: n.keyHistory, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter}
+	dcfg := dirhost.Config{Keys: n.userKey, KeyHistory: n.keyHistory, KeyLogSize: n.keyLogSize, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter}
 	if cfg.Home == "" {
 		n.dir, err = dirhost.New(ctx, new(dirhost.MemStore), dcfg)
 	} else {
@@ -496,12 +501,43 @@ func (n *Node) keyHistory(ctx context.Context, user spindle.UserName) ([]dirlog.
 		return nil, err
 	}
 	versions := make([]*spindle.User, len(proofs))
+	index := make([]int64, len(proofs))
 	for i, p := range proofs {
 		if versions[i], err = keylog.DecodeRecord(p.Record); err != nil {
 			return nil, err
 		}
+		index[i] = p.Index
 	}
-	return dirlog.HeldKeys(versions), nil
+	return dirlog.HeldKeys(versions, index), nil
+}
+
+// keyLogSizeTTL is how long keyLogSize takes the size it learnt as the
+// newest.
+const keyLogSizeTTL = 5 * time.Second
+
+// keyLogSize returns the size of the key cluster's transparency log as
+// the node last learnt it, asking the cluster again when that is older
+// than keyLogSizeTTL; 0 if it never could. The dir host refuses a new
+// entry anchored far behind it (dirhost.Config.KeyLogSize). The head is
+// not checked: a cluster that lies about it can only make appends fail.
+func (n *Node) keyLogSize() int64 {
+	n.keyLogMu.Lock()
+	size, fresh := n.keyLogN, time.Since(n.keyLogAt) < keyLogSizeTTL
+	n.keyLogMu.Unlock()
+	if fresh {
+		return size
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+	defer cancel()
+	if head, err := n.kst().ks.Head(ctx); err == nil {
+		if hi, err := keylog.ParseHead(head); err == nil {
+			size = max(size, hi.N)
+		}
+	}
+	n.keyLogMu.Lock()
+	defer n.keyLogMu.Unlock()
+	n.keyLogN, n.keyLogAt = max(n.keyLogN, size), time.Now()
+	return n.keyLogN
 }
 
 // DialAddrs returns the addresses a client should try, in order: the

@@ -43,7 +43,7 @@ func TestAppendBindsSignatureToName(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := resp.Head
-		e := &dirlog.Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Op: dirlog.OpPut, Entry: d}
+		e := &dirlog.Entry{Seq: h.Seq + 1, Prev: h.Hash, Time: spindle.Now(), Op: dirlog.OpPut, Entry: d, ReadersAt: h.Seq, KeyAt: n.keyLogSize()}
 		e.Entry.Name, e.Entry.Sequence, e.Entry.Signed = name, e.Seq, nil
 		if err := e.Sign(signer); err != nil {
 			t.Fatal(err)

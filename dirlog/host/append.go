@@ -31,9 +31,17 @@ import (
 // right) and either some right on the name (so may read the Access file
 // that names the group) or the group being the user's own. Anyone else
 // gets the plain denial. No error carries a log position.
+//
+// Append also holds a new entry to what is true now, beyond what replay
+// checks (see [Server.Mirror]): its anchor in the key log must be at most
+// [dirlog.KeyAtSlack] behind the newest size Config.KeyLogSize knows (and
+// no more ahead of it, or Append fails with Invalid), and
+// the readers of an encrypted file must have been worked out after the
+// log's checkpoint, if it has one; otherwise Append fails with Stale. An
+// entry of the first format (dirlog.Entry.Legacy) is refused as Invalid.
 func (s *Server) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry, error) {
 	const op spindle.Op = "dirlog.Append"
-	out, err := s.appendBatch(ctx, op, []*dirlog.Entry{e})
+	out, err := s.appendBatch(ctx, op, []*dirlog.Entry{e}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +60,16 @@ func (s *Server) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry
 // not renames) are checked together and stored with one sync; readers
 // see them only when they are durable.
 func (s *Server) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindle.DirEntry, error) {
-	return s.appendBatch(ctx, "dirlog.AppendBatch", es)
+	return s.appendBatch(ctx, "dirlog.AppendBatch", es, true)
+}
+
+// Mirror appends entries another dir host of the tree sequenced, as
+// AppendBatch does but for the checks that hold an entry to the time it
+// is appended at (its anchor against the key log now, its readers
+// against a checkpoint): a mirror copies entries the sequencer took
+// then, and checks what replay checks.
+func (s *Server) Mirror(ctx context.Context, es []*dirlog.Entry) ([]*spindle.DirEntry, error) {
+	return s.appendBatch(ctx, "dirlog.Mirror", es, false)
 }
 
 // batchItem is an entry of a batch, decoded from its canonical encoding.
@@ -62,7 +79,7 @@ type batchItem struct {
 	p       spindle.Parsed
 }
 
-func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*dirlog.Entry) ([]*spindle.DirEntry, error) {
+func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*dirlog.Entry, fresh bool) ([]*spindle.DirEntry, error) {
 	if len(es) > dirlog.MaxBatch {
 		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("%d entries in a batch, limit is %d", len(es), dirlog.MaxBatch))
 	}
@@ -103,6 +120,28 @@ func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*dirlog.En
 			stop = spindle.E(op, spindle.Invalid, p.Path(), e.Writer, "the entry sets a signed name ("+string(d.Entry.SignedName)+"); only a rename moves an entry from the name its writer signed")
 			break
 		}
+		// An entry of the first format names neither the head its
+		// readers were worked out at nor its anchor in the key log: a
+		// sequencer takes none now, though a mirror copies those the
+		// log holds (see Mirror).
+		if fresh && d.Legacy {
+			stop = spindle.E(op, spindle.Invalid, p.Path(), e.Writer, "the entry is of the first format, which names no readers' head and no key log size; a client this old must be upgraded")
+			break
+		}
+		if fresh && s.cfg.KeyLogSize != nil {
+			k := s.cfg.KeyLogSize()
+			if d.KeyAt < k-dirlog.KeyAtSlack {
+				stop = spindle.E(op, spindle.Stale, p.Path(), e.Writer, fmt.Sprintf("the entry is anchored at key log size %d, this host knows of %d; follow the key log and sign again", d.KeyAt, k))
+				break
+			}
+			// Nor far ahead: anchors never decrease, so one far ahead of
+			// the log would leave the tree's other writers unable to
+			// anchor theirs. (0: the host never learnt the size.)
+			if k > 0 && d.KeyAt > k+dirlog.KeyAtSlack {
+				stop = spindle.E(op, spindle.Invalid, p.Path(), e.Writer, fmt.Sprintf("the entry is anchored at key log size %d, ahead of the %d this host knows of", d.KeyAt, k))
+				break
+			}
+		}
 		if d.Op == dirlog.OpPut && dirlog.Class(p.Path()) != dirlog.Ordinary {
 			if err := access.Check(p.Path(), d.Entry.Inline); err != nil {
 				stop = spindle.E(op, p.Path(), e.Writer, err)
@@ -125,6 +164,18 @@ func (s *Server) appendBatch(ctx context.Context, op spindle.Op, es []*dirlog.En
 	var out []*spindle.DirEntry
 	for len(items) > 0 {
 		n := independent(items)
+		if fresh {
+			for i, it := range items[:n] {
+				if err := l.t.ReadersKnown(it.e); err != nil {
+					n, stop = i, spindle.E(op, err)
+					items = items[:i]
+					break
+				}
+			}
+			if n == 0 {
+				break
+			}
+		}
 		done, err := s.commit(ctx, op, l, items[:n])
 		out = append(out, done...)
 		if err != nil {

@@ -22,6 +22,10 @@ type Config struct {
 	// to replay entries signed before a key rotation: without it, New
 	// refuses to open a log holding such an entry rather than cut it.
 	KeyHistory dirlog.KeyHistoryFunc
+	// KeyLogSize, if set, returns the newest size of the key cluster's
+	// transparency log the host knows of: a new entry anchored further
+	// behind it than dirlog.KeyAtSlack is refused (see [Server.Append]).
+	KeyLogSize func() int64
 	// CheckPut, if set, checks the file a put entry makes beyond the log
 	// entry's signature: a node checks the writer's signature in its
 	// packdata (package pack), which readers verify against the name, so

@@ -548,6 +548,29 @@ func (n *Node) signedUser(ctx context.Context, req *wire.Request) (spindle.UserN
 	return user, nil
 }
 
+// signAnswer signs resp, the answer to the request its user signed with
+// a (wire.AuthMsg.Req) for this node, with the node's peer key: the
+// client checks it against the node it named (Request.To) and that
+// request, so that no node carrying the answer can hand it to another
+// request, as it could an older answer (an Access file since changed)
+// to a newer one. Every answer is signed, a refusal too: the client
+// takes no unsigned answer but a carrier's own IO or Transient error,
+// which says no more than a dropped request would.
+func (n *Node) signAnswer(a *wire.AuthMsg, resp *wire.Response) error {
+	if n.answers == nil {
+		return spindle.E(spindle.Op("node.SignAnswer"), spindle.Internal, "no signer for answers")
+	}
+	sig, err := n.answers.Sign(wire.AnswerDigest(a, resp))
+	if err != nil {
+		return err
+	}
+	resp.Sig = sig
+	if _, err := n.host.ID().ExtractPublicKey(); err != nil {
+		resp.Key = n.answers.HostKey()
+	}
+	return nil
+}
+
 // toLeader carries an encoded key request to the key cluster's leader and
 // returns its answer; if the leader answers that it no longer leads, once
 // more to the next leader.

@@ -128,15 +128,23 @@ func checkAnswer(to, via peer.ID, req *wire.Request, resp *wire.Response, err er
 }
 
 // verifyAnswer checks that resp.Sig is to's signature of resp as the
-// answer to req, with the key to's peer ID embeds, or else resp.Key.
+// answer to req, with the key to's peer ID embeds, or else resp.Key if it
+// is to's.
 func verifyAnswer(to peer.ID, req *wire.Request, resp *wire.Response) error {
-	key := resp.Key
-	if pk, err := to.ExtractPublicKey(); err == nil {
-		if key, err = crypto.MarshalPublicKey(pk); err != nil {
-			return err
+	pk, err := to.ExtractPublicKey()
+	if err != nil {
+		if len(resp.Key) == 0 {
+			return fmt.Errorf("%s does not embed its key and the answer names none", to)
 		}
-	} else if len(key) == 0 {
-		return fmt.Errorf("%s does not embed its key and the answer names none", to)
+		if pk, err = crypto.UnmarshalPublicKey(resp.Key); err != nil {
+			return fmt.Errorf("bad public key in the answer: %v", err)
+		}
+		if !to.MatchesPublicKey(pk) {
+			return fmt.Errorf("signed with a key that is not %s's", to)
+		}
 	}
-	return p2p.VerifyPeerSig(to.String(), key, wire.AnswerDigest(req.Auth, resp), resp.Sig)
+	if ok, err := pk.Verify(wire.AnswerDigest(req.Auth, resp), resp.Sig); err != nil || !ok {
+		return fmt.Errorf("signature of %s does not verify", to)
+	}
+	return nil
 }

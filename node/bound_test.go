@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -262,4 +263,29 @@ func malloryKeyOf(t *testing.T, c *client.Client) spindle.PublicKey {
 		t.Fatal(err)
 	}
 	return u.PublicKey
+}
+
+// A lookup of ann's file, whose tree is on B, by a client of node A,
+// which carries it: the round trip through A to B and back, with B's
+// signature of the answer and the client's check of it (see
+// client.BenchmarkAnswerSignature for those alone).
+func BenchmarkForwardedLookup(b *testing.B) {
+	k := netNode(b, "", nil)
+	b.Cleanup(func() { k.Close() })
+	kaddr := p2p.Addrs(k.Host())[0]
+	host, via := keyNode(b, kaddr), keyNode(b, kaddr)
+	waitFor(b, 30*time.Second, func() string { return "routing tables fill" },
+		func() bool { return via.DHT().RoutingTable().Size() >= 2 && host.DHT().RoutingTable().Size() >= 2 })
+	_, keys := dialWithKeys(b, host, "ann@example.com")
+	ctx := context.Background()
+	c := fwdDial(b, via, keys)
+	const name = "ann@example.com/f"
+	if _, err := c.Put(ctx, name, strings.NewReader("x"), spindle.EEPack, nil); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := c.Lookup(ctx, name, false); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

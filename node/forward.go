@@ -21,7 +21,10 @@ package node
 //     request, to B and to a few minutes, and B refuses to see one twice.
 //     So A can delay or refuse a request but cannot make one, change one
 //     or replay one at B. Answers carry B's signed head and proofs, which
-//     the client checks as it does for its own node.
+//     the client checks as it does for its own node, and B's signature
+//     of the answer with the request (signAnswer), so that A cannot hand
+//     the client an answer B gave to another request, such as an older
+//     one from before the owner changed an Access file.
 //   - Blocks, as before: a put stores them through A's replica store (here
 //     and on the r−1 nodes nearest to each block), a get finds their
 //     holders through the DHT.

@@ -303,7 +303,9 @@ func (r *remote) callTo(ctx context.Context, req *wire.Request, to peer.ID, dec 
 	if err := r.sign(&fwd, to); err != nil {
 		return nil, err
 	}
-	return r.call1(ctx, &fwd, dec)
+	return r.callChecked(ctx, r.peer, &fwd, dec, func(resp *wire.Response, err error) error {
+		return checkAnswer(to, r.peer, &fwd, resp, err)
+	})
 }
 
 // call1 sends req to the client's node.
@@ -314,6 +316,13 @@ func (r *remote) call1(ctx context.Context, req *wire.Request, dec decoder) (any
 // callAt sends req to the peer to: the client's node, or a dir host for
 // the anonymous reader.
 func (r *remote) callAt(ctx context.Context, to peer.ID, req *wire.Request, dec decoder) (any, error) {
+	return r.callChecked(ctx, to, req, dec, nil)
+}
+
+// callChecked is callAt with the answer checked, before its body is
+// decoded, by check, if set (see checkAnswer); an answer check refuses
+// fails the call with check's error.
+func (r *remote) callChecked(ctx context.Context, to peer.ID, req *wire.Request, dec decoder, check func(*wire.Response, error) error) (any, error) {
 	data, err := wire.Encode(req)
 	if err != nil {
 		return nil, spindle.E(spindle.Internal, err)
@@ -339,7 +348,7 @@ func (r *remote) callAt(ctx context.Context, to peer.ID, req *wire.Request, dec 
 		err = spindle.E(spindle.Transient, fmt.Errorf("node %s did not answer %s within %v", to, req.Method, callTimeout))
 	}
 	cancel()
-	resp, err := decodeResponse(out, err, dec)
+	resp, err := decodeResponse(out, err, dec, check)
 	logCall(r.log, req, len(data), len(out), time.Since(start), err)
 	return resp, err
 }
@@ -355,14 +364,20 @@ var hostReadTimeout = 8 * time.Second
 var callTimeout = 30 * time.Second
 
 // decodeResponse decodes a node's answer to a call that returned out and
-// err with dec, returning the error the node answered with, if any.
-func decodeResponse(out []byte, err error, dec decoder) (any, error) {
+// err with dec, returning the error the node answered with, if any. An
+// answer that check, if set, refuses is not decoded.
+func decodeResponse(out []byte, err error, dec decoder, check func(*wire.Response, error) error) (any, error) {
 	if err != nil {
 		return nil, err
 	}
 	resp, err := wire.DecodeResponse(out)
 	if resp == nil {
 		return nil, err
+	}
+	if check != nil {
+		if cerr := check(resp, err); cerr != nil {
+			return nil, cerr
+		}
 	}
 	return dec(resp, err)
 }

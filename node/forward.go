@@ -21,7 +21,10 @@ package node
 //     request, to B and to a few minutes, and B refuses to see one twice.
 //     So A can delay or refuse a request but cannot make one, change one
 //     or replay one at B. Answers carry B's signed head and proofs, which
-//     the client checks as it does for its own node.
+//     the client checks as it does for its own node, and B's signature
+//     of the answer with the request (signAnswer), so that A cannot hand
+//     the client an answer B gave to another request, such as an older
+//     one from before the owner changed an Access file.
 //   - Blocks, as before: a put stores them through A's replica store (here
 //     and on the r−1 nodes nearest to each block), a get finds their
 //     holders through the DHT.
@@ -546,6 +549,29 @@ func (n *Node) signedUser(ctx context.Context, req *wire.Request) (spindle.UserN
 		return "", spindle.E(op, user, spindle.Permission, "signed request replayed")
 	}
 	return user, nil
+}
+
+// signAnswer signs resp, the answer to the request its user signed with
+// a (wire.AuthMsg.Req) for this node, with the node's peer key: the
+// client checks it against the node it named (Request.To) and that
+// request, so that no node carrying the answer can hand it to another
+// request, as it could an older answer (an Access file since changed)
+// to a newer one. Every answer is signed, a refusal too: the client
+// takes no unsigned answer but a carrier's own IO or Transient error,
+// which says no more than a dropped request would.
+func (n *Node) signAnswer(a *wire.AuthMsg, resp *wire.Response) error {
+	if n.answers == nil {
+		return spindle.E(spindle.Op("node.SignAnswer"), spindle.Internal, "no signer for answers")
+	}
+	sig, err := n.answers.Sign(wire.AnswerDigest(a, resp))
+	if err != nil {
+		return err
+	}
+	resp.Sig = sig
+	if _, err := n.host.ID().ExtractPublicKey(); err != nil {
+		resp.Key = n.answers.HostKey()
+	}
+	return nil
 }
 
 // toLeader carries an encoded key request to the key cluster's leader and

@@ -186,6 +186,9 @@ type Node struct {
 	keyPuts *peerLimiter // key.put requests per peer.
 
 	signedSeen seenSigned // Signed requests taken (forward.go).
+	// answers signs the answers to requests signed for this node
+	// (forward.go, signAnswer); set before the client protocol is served.
+	answers *p2p.PeerSigner
 
 	heads    headPub       // Heads to publish (headpub.go).
 	dirHosts *dirHostCache // For the validator of published heads.
@@ -297,6 +300,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
+	n.answers = signer
 	dcfg := dirhost.Config{Keys: n.userKey, KeyHistory: n.keyHistory, KeyLogSize: n.keyLogSize, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter}
 	if cfg.Home == "" {
 		n.dir, err = dirhost.New(ctx, new(dirhost.MemStore), dcfg)

@@ -48,10 +48,20 @@ func (n *Node) ServeOperator(ctx context.Context, remote peer.ID, data []byte) (
 }
 
 // serve answers req with the method of table it names, and encodes the
-// answer.
+// answer; the answer to a request signed for this node is signed with it
+// (see signAnswer).
 func (n *Node) serve(ctx context.Context, table *methodTable, remote peer.ID, req *wire.Request) ([]byte, error) {
 	body, err := n.dispatch(ctx, table, remote, req)
-	return wire.EncodeResponse(body, err, errors.Is(err, keyraft.ErrNotLeader))
+	resp, rerr := wire.NewResponse(body, err, errors.Is(err, keyraft.ErrNotLeader))
+	if rerr != nil {
+		return nil, rerr
+	}
+	if wire.SignedFor(req, n.host.ID().String()) {
+		if serr := n.signAnswer(req.Auth, resp); serr != nil {
+			return nil, serr
+		}
+	}
+	return wire.Encode(resp)
 }
 
 // Who may call a method.

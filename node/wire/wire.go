@@ -150,11 +150,21 @@ type Response struct {
 	// it does not lead (keyraft.ErrNotLeader), which an error's encoding
 	// does not carry: the sender then asks the leader.
 	NotLeader bool `cbor:"14,keyasint,omitempty"`
+	// Sig, in the answer to a request its user signed for the node that
+	// answers (Request.To with AuthMsg.Req), is that node's signature,
+	// with its peer key, of AnswerDigest: the answer bound to the one
+	// request it answers, so that no node carrying it can hand it to
+	// another request. Key is the node's public key in libp2p's
+	// encoding, sent only if its peer ID does not embed it (an Ed25519
+	// peer ID does).
+	Key []byte `cbor:"15,keyasint,omitempty"`
+	Sig []byte `cbor:"16,keyasint,omitempty"`
 }
 
-// EncodeResponse encodes the answer body (nil for none) and err.
-func EncodeResponse(body any, err error, notLeader bool) ([]byte, error) {
-	resp := Response{Err: ErrBytes(err), NotLeader: notLeader}
+// NewResponse returns the answer whose body is body encoded (nil for
+// none) and whose error is err.
+func NewResponse(body any, err error, notLeader bool) (*Response, error) {
+	resp := &Response{Err: ErrBytes(err), NotLeader: notLeader}
 	if body != nil {
 		b, eerr := Encode(body)
 		if eerr != nil {
@@ -162,7 +172,41 @@ func EncodeResponse(body any, err error, notLeader bool) ([]byte, error) {
 		}
 		resp.Body = b
 	}
-	return Encode(&resp)
+	return resp, nil
+}
+
+// EncodeResponse encodes the answer body (nil for none) and err.
+func EncodeResponse(body any, err error, notLeader bool) ([]byte, error) {
+	resp, rerr := NewResponse(body, err, notLeader)
+	if rerr != nil {
+		return nil, rerr
+	}
+	return Encode(resp)
+}
+
+// AnswerDigest returns what the node that answers a signed request (a,
+// its Request.Auth) signs in Response.Sig: the request's own digest (the
+// one its user signed, which covers the method, To, the body, the user,
+// the time and the nonce) and the answer's body, error and NotLeader.
+func AnswerDigest(a *AuthMsg, resp *Response) []byte {
+	h := sha256.New()
+	h.Write([]byte("spindle.dev signed answer v1\x00"))
+	for _, b := range [][]byte{a.Digest(), resp.Body, resp.Err} {
+		h.Write(binary.AppendUvarint(nil, uint64(len(b))))
+		h.Write(b)
+	}
+	if resp.NotLeader {
+		h.Write([]byte{1})
+	} else {
+		h.Write([]byte{0})
+	}
+	return h.Sum(nil)
+}
+
+// SignedFor reports whether req is a request its user signed for the
+// node id (To with AuthMsg.Req), whose answer that node signs.
+func SignedFor(req *Request, id string) bool {
+	return req.To != "" && req.To == id && req.Auth != nil && len(req.Auth.Req) > 0
 }
 
 // A ClusterStatus is what a member of the key cluster knows of it: for spin

@@ -130,6 +130,42 @@ func TestSignedRequestDigest(t *testing.T) {
 	}
 }
 
+// What a dir host signs for an answer differs with the request it
+// answers and with every part of the answer, and not with the signature
+// fields themselves.
+func TestAnswerDigest(t *testing.T) {
+	a := AuthMsg{User: "ann@example.com", ClientPeer: "c", NodePeer: "n", Time: 1, Req: []byte{1}, Nonce: []byte{9}}
+	r := Response{Body: []byte{1}, Err: []byte{2}}
+	seen := map[string]string{}
+	for name, tc := range map[string]struct {
+		a AuthMsg
+		r Response
+	}{
+		"base":       {a, r},
+		"request":    {AuthMsg{User: a.User, ClientPeer: "c", NodePeer: "n", Time: 1, Req: []byte{2}, Nonce: []byte{9}}, r},
+		"nonce":      {AuthMsg{User: a.User, ClientPeer: "c", NodePeer: "n", Time: 1, Req: []byte{1}, Nonce: []byte{8}}, r},
+		"node":       {AuthMsg{User: a.User, ClientPeer: "c", NodePeer: "m", Time: 1, Req: []byte{1}, Nonce: []byte{9}}, r},
+		"body":       {a, Response{Body: []byte{3}, Err: []byte{2}}},
+		"error":      {a, Response{Body: []byte{1}, Err: []byte{3}}},
+		"not leader": {a, Response{Body: []byte{1}, Err: []byte{2}, NotLeader: true}},
+		"moved":      {a, Response{Body: []byte{1, 2}}},
+	} {
+		d := string(AnswerDigest(&tc.a, &tc.r))
+		if other, ok := seen[d]; ok {
+			t.Errorf("%s and %s have one digest", name, other)
+		}
+		seen[d] = name
+	}
+	signed := r
+	signed.Sig, signed.Key = []byte{7}, []byte{6}
+	if string(AnswerDigest(&a, &signed)) != string(AnswerDigest(&a, &r)) {
+		t.Error("the signature fields change the digest they sign")
+	}
+	if req := (&Request{To: "n", Auth: &a}); !SignedFor(req, "n") || SignedFor(req, "m") || SignedFor(&Request{To: "n", Auth: &AuthMsg{}}, "n") || SignedFor(&Request{To: "n"}, "n") {
+		t.Error("SignedFor: wrong for a request signed for n, for m, a session's, or unsigned")
+	}
+}
+
 // The client decodes what its node answers, which may be hostile: the
 // envelope, and then the body as the method's response.
 func FuzzDecodeResponse(f *testing.F) {
@@ -148,6 +184,11 @@ func FuzzDecodeResponse(f *testing.F) {
 	}
 	b, _ := EncodeResponse(&DirLookupResponse{}, spindle.E(spindle.NotExist, spindle.PathName("ann@example.com/x")), true)
 	f.Add(b)
+	signed, _ := NewResponse(&DirWhichResponse{Entry: &spindle.DirEntry{Name: "ann@example.com/Access"}, Proofs: [][]byte{{1}}}, nil, false)
+	signed.Sig, signed.Key = make([]byte, 64), []byte{8, 1, 18, 32}
+	b, _ = Encode(signed)
+	f.Add(b)
+	a := &AuthMsg{User: "ann@example.com", NodePeer: "12D3KooW", Time: 1, Req: []byte{2}, Nonce: []byte{3}}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		roundTrip[Response](t, data)
 		resp, err := DecodeResponse(data)
@@ -156,6 +197,20 @@ func FuzzDecodeResponse(f *testing.F) {
 				t.Fatalf("decode error of kind %v", spindle.KindOf(err))
 			}
 			return
+		}
+		// The answer a client checks is the answer its host signed:
+		// what the bytes decode to has the digest of itself encoded and
+		// decoded again.
+		again, aerr := Encode(resp)
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		var resp2 Response
+		if derr := Decode(again, &resp2); derr != nil {
+			t.Fatal(derr)
+		}
+		if string(AnswerDigest(a, resp)) != string(AnswerDigest(a, &resp2)) {
+			t.Fatal("answer digest changed by a round trip")
 		}
 		roundTrip[DirLookupResponse](t, resp.Body)
 		roundTrip[DirGlobResponse](t, resp.Body)

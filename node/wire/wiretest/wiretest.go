@@ -93,6 +93,11 @@ type Response struct {
 
 	Err       []byte `cbor:"-"` // An encoded *spindle.Error.
 	NotLeader bool   `cbor:"-"`
+	// Key and Sig are the answering node's signature of the answer to a
+	// request signed for it (wire.Response.Sig), kept as they came: a
+	// test that alters the answer leaves them, and the client catches it.
+	Key []byte `cbor:"-"`
+	Sig []byte `cbor:"-"`
 }
 
 // respBody is Response without its methods, to encode its body.
@@ -104,7 +109,7 @@ func (r Response) MarshalCBOR() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wire.Encode(&wire.Response{Body: b, Err: r.Err, NotLeader: r.NotLeader})
+	return wire.Encode(&wire.Response{Body: b, Err: r.Err, NotLeader: r.NotLeader, Key: r.Key, Sig: r.Sig})
 }
 
 // UnmarshalCBOR decodes a wire.Response into r.
@@ -120,7 +125,7 @@ func (r *Response) UnmarshalCBOR(data []byte) error {
 		}
 	}
 	*r = Response(b)
-	r.Err, r.NotLeader = env.Err, env.NotLeader
+	r.Err, r.NotLeader, r.Key, r.Sig = env.Err, env.NotLeader, env.Key, env.Sig
 	return nil
 }
 

@@ -33,10 +33,13 @@ import (
 //
 // A writer signs its next entry on top of a head checked the same way, so
 // a node cannot fork the log under it without signing two heads for one
-// sequence number, which is evidence. What is not proved: that a Glob
-// listed every match (a map keyed by hashed names has no range proofs;
-// each entry listed is still signed by its writer), and the parts of an
-// entry a reader may not see, which is proved present only.
+// sequence number, which is evidence. Every entry answered is matched
+// with the signed entry that put it, links, directories and entries
+// marked incomplete included (see matchEntry). What is not proved: that a
+// Glob listed every match (a map keyed by hashed names has no range
+// proofs; each entry listed is still signed by its writer), and a file
+// the reader may not read, which is proved present only and of which the
+// client keeps only the name.
 
 // maxHeadsVerified bounds the cache of verified head signatures.
 const maxHeadsVerified = 1024
@@ -199,10 +202,35 @@ func (r *remote) checkLookup(name spindle.PathName, resp *wire.DirLookupResponse
 	if pr.Name != d.Name || pr.Proof.End != dirlog.EndIncluded {
 		return spindle.E(name, spindle.Integrity, fmt.Sprintf("node answered with %s and a proof of %s", d.Name, pr.Name))
 	}
-	if d.Attr&spindle.AttrIncomplete != 0 {
-		return nil // What the reader may not see is proved present only.
+	return r.matchEntry(d, pr)
+}
+
+// matchEntry checks that d, an entry a node answered with pr (a verified
+// proof that d's name is in the tree), is the entry the signed head holds
+// at that name: every entry the client acts on, links, directories and
+// entries marked incomplete included, is matched with the signed entries
+// the proof carries (dirlog.Proved.Matches), so that an older genuine
+// entry under the genuine proof of its name is refused.
+//
+// The one entry that cannot be matched is that of a file the reader may
+// not read whose signed entry holds blocks or packdata (dirlog.Withholds):
+// the reader may not see them, so its proof carries no signed entries and
+// proves the name present only. The client then refuses to act on
+// anything the node says of it: it keeps the name and that it is a file
+// the reader may not read (AttrIncomplete), and clears every other field
+// of d (size, time, writer, packing, sequence), which would be the node's
+// word. Anything else served without signed entries, a directory or link
+// (which hide nothing, and which a host proves whole whatever the reader
+// may read), an Access or Group file or a whole entry, is refused.
+func (r *remote) matchEntry(d *spindle.DirEntry, pr *dirlog.Proved) error {
+	if len(pr.Entries) > 0 {
+		return r.puts.matches(d, pr)
 	}
-	return r.puts.matches(d, pr)
+	if d.Attr != spindle.AttrIncomplete || isRules(d.Name) {
+		return spindle.E(d.Name, spindle.Integrity, "node answered with an entry and no signed entries to match it with (only a file you may not read comes without them)")
+	}
+	*d = spindle.DirEntry{Name: d.Name, Attr: spindle.AttrIncomplete}
+	return nil
 }
 
 // checkNotExist checks the proof that name does not exist: of its absence
@@ -244,8 +272,8 @@ func oneProof(name spindle.PathName, resp *wire.DirLookupResponse) (*dirlog.Prov
 }
 
 // checkGlobProofs checks the proof of each entry of a Glob answer: that
-// it is in the tree at its name and, if whole, the entry the signed head
-// commits to there. (That none was left out cannot be proved.)
+// it is in the tree at its name and the entry the signed head commits to
+// there (see matchEntry). (That none was left out cannot be proved.)
 func (r *remote) checkGlobProofs(pattern string, resp *wire.DirGlobResponse) error {
 	where := spindle.PathName(pattern)
 	if len(resp.Entries) == 0 {
@@ -269,10 +297,8 @@ func (r *remote) checkGlobProofs(pattern string, resp *wire.DirGlobResponse) err
 		if err := pr.Verify(); err != nil {
 			return err
 		}
-		if d.Attr&spindle.AttrIncomplete == 0 {
-			if err := r.puts.matches(d, pr); err != nil {
-				return err
-			}
+		if err := r.matchEntry(d, pr); err != nil {
+			return err
 		}
 	}
 	return nil

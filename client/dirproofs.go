@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -269,6 +271,36 @@ func oneProof(name spindle.PathName, resp *wire.DirLookupResponse) (*dirlog.Prov
 		return nil, err
 	}
 	return pr, nil
+}
+
+// proveGlobNotExist checks a Glob's answer err, of kind NotExist, which
+// comes with no proof: a host answers NotExist when the directory the
+// pattern lists (the path before its first element with a
+// metacharacter), or the name a pattern without any names, does not
+// exist. The client looks that path up, and the lookup's answer must
+// prove it absent (see checkLookup); then err stands. If the lookup finds
+// it, the Glob's answer was a lie, and Integrity is returned; any other
+// error of the lookup (a denial, a failure) is returned as it is.
+func (r *remote) proveGlobNotExist(ctx context.Context, pattern string, err error) error {
+	p, perr := spindle.Parse(spindle.PathName(pattern))
+	if perr != nil {
+		return err // The pattern is not one: the node's error says so.
+	}
+	base := p.Path()
+	for i, el := range p.Elems() {
+		if strings.ContainsAny(el, `*?[\`) {
+			base = p.First(i).Path()
+			break
+		}
+	}
+	_, lerr := r.Lookup(ctx, "", base)
+	switch {
+	case errors.Is(lerr, spindle.NotExist):
+		return err
+	case lerr != nil:
+		return lerr
+	}
+	return spindle.E(spindle.PathName(pattern), spindle.Integrity, fmt.Sprintf("node answered that %s does not exist, and a lookup finds it", base))
 }
 
 // checkGlobProofs checks the proof of each entry of a Glob answer: that

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"io"
 	"reflect"
 	"testing"
@@ -252,5 +253,29 @@ func TestHonestListOnlyReaderMatched(t *testing.T) {
 	d, err := carol.Lookup(w.ctx, "ann@example.com/list/link", true)
 	if err != nil || !d.Attr.IsDir() || d.Name != "ann@example.com/list/sub" {
 		t.Fatalf("through the link: %+v, %v", d, err)
+	}
+}
+
+// The node answers a Glob with NotExist, which a host sends without a
+// proof, for a directory that exists (found by FuzzClientAgainstLiar).
+// The client proves a Glob's NotExist with a lookup of the path listed.
+func TestLieGlobNotExist(t *testing.T) {
+	w := newLieWorld(t)
+	for _, pattern := range []string{"ann@example.com/docs/*", "ann@example.com/docs/a.txt", "ann@example.com/docs/*/x"} {
+		t.Run(pattern, func(t *testing.T) {
+			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
+				if req.Method == wire.DirGlob {
+					*resp = wiretest.Response{Err: wire.ErrBytes(spindle.E(spindle.NotExist, spindle.PathName(req.Pattern)))}
+				}
+			})
+			defer w.l.tell(nil)
+			_, err := w.ann.Glob(w.ctx, pattern)
+			wantIntegrity(t, err, "glob")
+		})
+	}
+	for _, pattern := range []string{"ann@example.com/none/*", "ann@example.com/docs/none", "ann@example.com/none/x/*"} {
+		if _, err := w.ann.Glob(w.ctx, pattern); !errors.Is(err, spindle.NotExist) {
+			t.Errorf("honest glob %s: %v, want NotExist", pattern, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -66,10 +67,11 @@ const (
 	fuzzGlob
 	fuzzWhich
 	fuzzHead
+	fuzzAudit
 	fuzzReads
 )
 
-var fuzzMethods = [fuzzReads]string{wire.DirLookup, wire.DirLookup, wire.DirGlob, wire.DirWhich, wire.DirHead}
+var fuzzMethods = [fuzzReads]string{wire.DirLookup, wire.DirLookup, wire.DirGlob, wire.DirWhich, wire.DirHead, wire.DirEntries}
 
 var fuzzNames = []spindle.PathName{
 	"ann@example.com/docs/a.txt",
@@ -81,9 +83,13 @@ var fuzzNames = []spindle.PathName{
 	"ann@example.com/docs/none",
 	"ann@example.com/docs/a.txt/x",
 	"ann@example.com/Group/friends",
+	"ann@example.com/list/f.txt",
+	"ann@example.com/list/sub",
+	"ann@example.com/list/link",
+	"ann@example.com/list/link/x",
 }
 
-var fuzzPatterns = []string{"ann@example.com/docs/*", "ann@example.com/*/*", "ann@example.com/docs/sub/*"}
+var fuzzPatterns = []string{"ann@example.com/docs/*", "ann@example.com/*/*", "ann@example.com/docs/sub/*", "ann@example.com/list/*"}
 
 // A fuzzResult is what a read returned, reduced to what can be compared.
 type fuzzResult struct {
@@ -94,12 +100,17 @@ type fuzzResult struct {
 }
 
 // fuzzWorld is a node with ann's tree, the honest answers to every read
-// the fuzzer lies to, and the encoded honest answers it starts from.
+// the fuzzer lies to, and the encoded honest answers it starts from. The
+// reads are ann's, who may read all of her tree, and carol's, who may
+// list ann's list directory but read nothing (her answers are
+// incomplete entries).
 type fuzzWorld struct {
 	w      *lieWorld
+	carol  *Client
 	l      *rawLiar
-	honest map[[2]int]fuzzResult
-	wire   map[[2]int][][]byte // The encoded answers each read got.
+	honest map[[3]int]fuzzResult
+	truth  map[spindle.PathName]*spindle.DirEntry // Entries by name, as the owner reads them.
+	wire   map[[3]int][][]byte                    // The encoded answers each read got.
 }
 
 func newFuzzWorld(t testing.TB) *fuzzWorld {
@@ -112,8 +123,17 @@ func newFuzzWorld(t testing.TB) *fuzzWorld {
 	if _, err := w.ann.PutLink(w.ctx, "@/docs/sub", "@/docs/dirlink"); err != nil {
 		t.Fatal(err)
 	}
-	f := &fuzzWorld{w: w, l: newRawLiar(t, w.n), honest: map[[2]int]fuzzResult{}, wire: map[[2]int][][]byte{}}
-	for op := range fuzzReads {
+	carol := dialAs(t, w.n, "carol@example.com")
+	w.mkdir(t, "@/list")
+	w.mkdir(t, "@/list/sub")
+	w.put(t, "@/list/Access", "list: carol@example.com\n*: ann@example.com\n")
+	w.put(t, "@/list/f.txt", "secret")
+	if _, err := w.ann.PutLink(w.ctx, "@/list/sub", "@/list/link"); err != nil {
+		t.Fatal(err)
+	}
+	f := &fuzzWorld{w: w, carol: carol, l: newRawLiar(t, w.n), honest: map[[3]int]fuzzResult{}, wire: map[[3]int][][]byte{}}
+	for k := range fuzzReads * 2 {
+		op, who := k%fuzzReads, k/fuzzReads
 		for i := range f.targets(op) {
 			var got [][]byte
 			var mu sync.Mutex
@@ -125,9 +145,20 @@ func newFuzzWorld(t testing.TB) *fuzzWorld {
 				}
 				return out
 			})
-			f.honest[[2]int{op, i}] = f.read(op, i)
+			f.honest[[3]int{op, i, who}] = f.read(op, i, who)
 			f.l.tell(nil)
-			f.wire[[2]int{op, i}] = got
+			f.wire[[3]int{op, i, who}] = got
+		}
+	}
+	f.truth = map[spindle.PathName]*spindle.DirEntry{}
+	for k, r := range f.honest {
+		if k[2] != 0 || k[0] != fuzzLookup && k[0] != fuzzGlob {
+			continue
+		}
+		for _, e := range r.entries {
+			if e != nil {
+				f.truth[e.Name] = e
+			}
 		}
 	}
 	return f
@@ -138,17 +169,20 @@ func (f *fuzzWorld) targets(op int) int {
 	switch op {
 	case fuzzGlob:
 		return len(fuzzPatterns)
-	case fuzzHead:
+	case fuzzHead, fuzzAudit:
 		return 1
 	}
 	return len(fuzzNames)
 }
 
-// read makes the read op of target i.
-func (f *fuzzWorld) read(op, i int) fuzzResult {
+// read makes the read op of target i, as ann (who 0) or carol.
+func (f *fuzzWorld) read(op, i, who int) fuzzResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := f.w.ann
+	if who != 0 {
+		c = f.carol
+	}
 	var r fuzzResult
 	switch op {
 	case fuzzLookup:
@@ -169,58 +203,77 @@ func (f *fuzzWorld) read(op, i int) fuzzResult {
 		r.entries = []*spindle.DirEntry{e}
 	case fuzzHead:
 		r.head, r.err = c.DirHead(ctx, "ann@example.com")
+	case fuzzAudit:
+		var rep *AuditReport
+		if rep, r.err = c.Audit(ctx); r.err == nil {
+			r.head = rep.Head
+		}
 	}
 	return r
 }
 
 // sameEntry reports whether the entry got says nothing the honest one
-// does not: the same item at the same name. (The sequence number may move
-// on, and a file the reader may not read is its name alone.)
+// does not: the same item at the same name, or the name alone (a file
+// the reader may not read is proved present only, so a node may show any
+// item so, which withholds it as a refusal would). The mark of an entry
+// the reader may not read withholds too, and the sequence number may move
+// on.
 func sameEntry(got, want *spindle.DirEntry) bool {
 	if got == nil || want == nil {
 		return got == want
 	}
-	return got.Name == want.Name && got.Attr == want.Attr && got.Packing == want.Packing &&
+	if reflect.DeepEqual(got, &spindle.DirEntry{Name: want.Name, Attr: spindle.AttrIncomplete}) {
+		return true
+	}
+	return got.Name == want.Name && got.Attr&^spindle.AttrIncomplete == want.Attr&^spindle.AttrIncomplete && got.Packing == want.Packing &&
 		got.Time == want.Time && got.Size == want.Size && slices.Equal(got.Blocks, want.Blocks) &&
 		string(got.Packdata) == string(want.Packdata) && got.Link == want.Link &&
 		string(got.Inline) == string(want.Inline) && got.Writer == want.Writer
 }
 
-// check fails the test if got, the result of a read answered by the
-// fuzzed node, accepts what want, the honest result, does not say.
-func check(t *testing.T, op int, got, want fuzzResult) {
+// check fails the test if got, the result of read op of target i by who,
+// answered by the fuzzed node, accepts what is not so: an entry or a
+// listed entry that is not the one at its name (as the owner's honest
+// reads show the tree), contents or an Access file other than the owner
+// reads, a head other than the honest one, or a NotExist the client acts
+// on for a name that exists. A node may always refuse, and may answer a
+// reader with true entries the reader's rights would not have shown (it
+// holds them): that is no lie the client can catch.
+func (f *fuzzWorld) check(t *testing.T, op, i, who int, got fuzzResult) {
 	t.Helper()
+	want := f.honest[[3]int{op, i, who}]
+	owner := f.honest[[3]int{op, i, 0}]
 	if got.err != nil {
 		// A NotExist a client acts on (a lookup's, a listing's) must be
 		// proved; one of WhichAccess or Head only fails the command.
 		acts := op == fuzzLookup || op == fuzzOpen || op == fuzzGlob
-		if acts && errors.Is(got.err, spindle.NotExist) && !errors.Is(want.err, spindle.NotExist) {
-			t.Fatalf("accepted NotExist, honestly %v: %v", want.err, got.err)
+		if acts && errors.Is(got.err, spindle.NotExist) && !errors.Is(owner.err, spindle.NotExist) {
+			t.Fatalf("accepted NotExist, honestly %v: %v", owner.err, got.err)
 		}
-		return // A denial or a failure: a node may always refuse.
-	}
-	if want.err != nil {
-		t.Fatalf("accepted an answer where the honest one is %v: %+v", want.err, got)
+		return
 	}
 	switch op {
-	case fuzzLookup, fuzzWhich:
-		if !sameEntry(got.entries[0], want.entries[0]) {
-			t.Fatalf("accepted %+v, honestly %+v", got.entries[0], want.entries[0])
+	case fuzzLookup:
+		if e := got.entries[0]; e == nil || !sameEntry(e, f.truth[e.Name]) {
+			t.Fatalf("accepted %+v, honestly %+v", e, owner.entries[0])
+		}
+	case fuzzWhich:
+		if owner.err != nil || !sameEntry(got.entries[0], owner.entries[0]) {
+			t.Fatalf("accepted %+v, honestly %+v (%v)", got.entries[0], owner.entries[0], owner.err)
 		}
 	case fuzzOpen:
-		if string(got.data) != string(want.data) {
-			t.Fatalf("read %q, honestly %q", got.data, want.data)
+		if owner.err != nil || string(got.data) != string(owner.data) {
+			t.Fatalf("read %q, honestly %q (%v)", got.data, owner.data, owner.err)
 		}
 	case fuzzGlob:
 		for _, e := range got.entries {
-			i := slices.IndexFunc(want.entries, func(w *spindle.DirEntry) bool { return w.Name == e.Name })
-			if i < 0 || !sameEntry(e, want.entries[i]) {
-				t.Fatalf("listed %+v, not in the honest listing", e)
+			if !sameEntry(e, f.truth[e.Name]) {
+				t.Fatalf("listed %+v, honestly %+v", e, f.truth[e.Name])
 			}
 		}
-	case fuzzHead:
-		if got.head == nil || got.head.Seq != want.head.Seq || got.head.Hash != want.head.Hash || got.head.Root != want.head.Root {
-			t.Fatalf("accepted head %+v, honestly %+v", got.head, want.head)
+	case fuzzHead, fuzzAudit:
+		if want.err != nil || got.head == nil || got.head.Seq != want.head.Seq || got.head.Hash != want.head.Hash || got.head.Root != want.head.Root {
+			t.Fatalf("accepted head %+v, honestly %+v (%v)", got.head, want.head, want.err)
 		}
 	}
 }
@@ -356,6 +409,7 @@ func FuzzClientAgainstLiar(f *testing.F) {
 	fw := newFuzzWorld(f)
 	f.Fuzz(func(t *testing.T, op, target, mode uint8, edits []byte) {
 		o := int(op) % fuzzReads
+		who := int(op) / fuzzReads % 2
 		i := int(target) % fw.targets(o)
 		var others [][]byte
 		for k, v := range fw.wire {
@@ -372,11 +426,11 @@ func FuzzClientAgainstLiar(f *testing.F) {
 		})
 		defer fw.l.tell(nil)
 		start := time.Now()
-		got := fw.read(o, i)
+		got := fw.read(o, i, who)
 		if d := time.Since(start); d > 10*time.Second {
 			t.Fatalf("the read took %v", d)
 		}
-		check(t, o, got, fw.honest[[2]int{o, i}])
+		fw.check(t, o, i, who, got)
 	})
 }
 
@@ -385,7 +439,7 @@ func FuzzClientAgainstLiar(f *testing.F) {
 // compares with succeed where they should.
 func TestFuzzLiarLies(t *testing.T) {
 	fw := newFuzzWorld(t)
-	for _, k := range [][2]int{{fuzzLookup, 0}, {fuzzLookup, 3}, {fuzzOpen, 2}, {fuzzGlob, 0}, {fuzzWhich, 0}, {fuzzHead, 0}} {
+	for _, k := range [][3]int{{fuzzLookup, 0, 0}, {fuzzLookup, 3, 0}, {fuzzOpen, 2, 0}, {fuzzGlob, 0, 0}, {fuzzWhich, 0, 0}, {fuzzHead, 0, 0}, {fuzzAudit, 0, 0}, {fuzzGlob, 3, 1}, {fuzzLookup, 11, 1}} {
 		if r := fw.honest[k]; r.err != nil {
 			t.Fatalf("honest read %v: %v", k, r.err)
 		}
@@ -393,16 +447,19 @@ func TestFuzzLiarLies(t *testing.T) {
 			t.Fatalf("read %v: no answer recorded", k)
 		}
 	}
-	if r := fw.honest[[2]int{fuzzOpen, 2}]; string(r.data) != "the contract, final" {
+	if r := fw.honest[[3]int{fuzzOpen, 2, 0}]; string(r.data) != "the contract, final" {
 		t.Fatalf("read through the link: %q", r.data)
 	}
-	if r := fw.honest[[2]int{fuzzLookup, 6}]; !errors.Is(r.err, spindle.NotExist) {
+	if r := fw.honest[[3]int{fuzzLookup, 9, 1}]; r.entries[0] == nil || !r.entries[0].Attr.IsIncomplete() {
+		t.Fatalf("carol's lookup of a file she may not read: %+v, %v", r.entries[0], r.err)
+	}
+	if r := fw.honest[[3]int{fuzzLookup, 6, 0}]; !errors.Is(r.err, spindle.NotExist) {
 		t.Fatalf("honest lookup of a missing name: %v", r.err)
 	}
 	fw.l.tell(func(method string, out []byte) []byte {
 		return lie(out, 4, []byte{byte(spindle.NotExist) | 0xc0}, nil)
 	})
 	defer fw.l.tell(nil)
-	got := fw.read(fuzzLookup, 0)
+	got := fw.read(fuzzLookup, 0, 0)
 	wantIntegrity(t, got.err, "NotExist without proof")
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,10 +35,13 @@ import (
 //
 // A writer signs its next entry on top of a head checked the same way, so
 // a node cannot fork the log under it without signing two heads for one
-// sequence number, which is evidence. What is not proved: that a Glob
-// listed every match (a map keyed by hashed names has no range proofs;
-// each entry listed is still signed by its writer), and the parts of an
-// entry a reader may not see, which is proved present only.
+// sequence number, which is evidence. Every entry answered is matched
+// with the signed entry that put it, links, directories and entries
+// marked incomplete included (see matchEntry). What is not proved: that a
+// Glob listed every match (a map keyed by hashed names has no range
+// proofs; each entry listed is still signed by its writer), and a file
+// the reader may not read, which is proved present only and of which the
+// client keeps only the name.
 
 // maxHeadsVerified bounds the cache of verified head signatures.
 const maxHeadsVerified = 1024
@@ -203,10 +208,35 @@ func (r *remote) checkLookup(name spindle.PathName, resp *wire.DirLookupResponse
 	if pr.Name != d.Name || pr.Proof.End != dirlog.EndIncluded {
 		return spindle.E(name, spindle.Integrity, fmt.Sprintf("node answered with %s and a proof of %s", d.Name, pr.Name))
 	}
-	if d.Attr&spindle.AttrIncomplete != 0 {
-		return nil // What the reader may not see is proved present only.
+	return r.matchEntry(d, pr)
+}
+
+// matchEntry checks that d, an entry a node answered with pr (a verified
+// proof that d's name is in the tree), is the entry the signed head holds
+// at that name: every entry the client acts on, links, directories and
+// entries marked incomplete included, is matched with the signed entries
+// the proof carries (dirlog.Proved.Matches), so that an older genuine
+// entry under the genuine proof of its name is refused.
+//
+// The one entry that cannot be matched is that of a file the reader may
+// not read whose signed entry holds blocks or packdata (dirlog.Withholds):
+// the reader may not see them, so its proof carries no signed entries and
+// proves the name present only. The client then refuses to act on
+// anything the node says of it: it keeps the name and that it is a file
+// the reader may not read (AttrIncomplete), and clears every other field
+// of d (size, time, writer, packing, sequence), which would be the node's
+// word. Anything else served without signed entries, a directory or link
+// (which hide nothing, and which a host proves whole whatever the reader
+// may read), an Access or Group file or a whole entry, is refused.
+func (r *remote) matchEntry(d *spindle.DirEntry, pr *dirlog.Proved) error {
+	if len(pr.Entries) > 0 {
+		return r.puts.matches(d, pr)
 	}
-	return r.puts.matches(d, pr)
+	if d.Attr != spindle.AttrIncomplete || isRules(d.Name) {
+		return spindle.E(d.Name, spindle.Integrity, "node answered with an entry and no signed entries to match it with (only a file you may not read comes without them)")
+	}
+	*d = spindle.DirEntry{Name: d.Name, Attr: spindle.AttrIncomplete}
+	return nil
 }
 
 // checkNotExist checks the proof that name does not exist: of its absence
@@ -247,9 +277,39 @@ func oneProof(name spindle.PathName, resp *wire.DirLookupResponse) (*dirlog.Prov
 	return pr, nil
 }
 
+// proveGlobNotExist checks a Glob's answer err, of kind NotExist, which
+// comes with no proof: a host answers NotExist when the directory the
+// pattern lists (the path before its first element with a
+// metacharacter), or the name a pattern without any names, does not
+// exist. The client looks that path up, and the lookup's answer must
+// prove it absent (see checkLookup); then err stands. If the lookup finds
+// it, the Glob's answer was a lie, and Integrity is returned; any other
+// error of the lookup (a denial, a failure) is returned as it is.
+func (r *remote) proveGlobNotExist(ctx context.Context, pattern string, err error) error {
+	p, perr := spindle.Parse(spindle.PathName(pattern))
+	if perr != nil {
+		return err // The pattern is not one: the node's error says so.
+	}
+	base := p.Path()
+	for i, el := range p.Elems() {
+		if strings.ContainsAny(el, `*?[\`) {
+			base = p.First(i).Path()
+			break
+		}
+	}
+	_, lerr := r.Lookup(ctx, "", base)
+	switch {
+	case errors.Is(lerr, spindle.NotExist):
+		return err
+	case lerr != nil:
+		return lerr
+	}
+	return spindle.E(spindle.PathName(pattern), spindle.Integrity, fmt.Sprintf("node answered that %s does not exist, and a lookup finds it", base))
+}
+
 // checkGlobProofs checks the proof of each entry of a Glob answer: that
-// it is in the tree at its name and, if whole, the entry the signed head
-// commits to there. (That none was left out cannot be proved.)
+// it is in the tree at its name and the entry the signed head commits to
+// there (see matchEntry). (That none was left out cannot be proved.)
 func (r *remote) checkGlobProofs(pattern string, resp *wire.DirGlobResponse) error {
 	where := spindle.PathName(pattern)
 	if len(resp.Entries) == 0 {
@@ -273,10 +333,8 @@ func (r *remote) checkGlobProofs(pattern string, resp *wire.DirGlobResponse) err
 		if err := pr.Verify(); err != nil {
 			return err
 		}
-		if d.Attr&spindle.AttrIncomplete == 0 {
-			if err := r.puts.matches(d, pr); err != nil {
-				return err
-			}
+		if err := r.matchEntry(d, pr); err != nil {
+			return err
 		}
 	}
 	return nil

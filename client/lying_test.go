@@ -36,7 +36,7 @@ type liar struct {
 
 // newLiar re-registers n's client protocol handler with one that passes
 // every answer of n through the lie set with tell.
-func newLiar(t *testing.T, n *node.Node) *liar {
+func newLiar(t testing.TB, n *node.Node) *liar {
 	t.Helper()
 	l := &liar{n: n}
 	p2p.Handle(context.Background(), n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
@@ -78,7 +78,7 @@ type lieWorld struct {
 // docsAccess is the true Access file of ann's docs.
 const docsAccess = "read: bob@example.com, friends\n*: ann@example.com\n"
 
-func newLieWorld(t *testing.T) *lieWorld {
+func newLieWorld(t testing.TB) *lieWorld {
 	t.Helper()
 	n := startNode(t, t.TempDir())
 	t.Cleanup(func() { n.Close() })
@@ -96,14 +96,14 @@ func newLieWorld(t *testing.T) *lieWorld {
 	return w
 }
 
-func (w *lieWorld) mkdir(t *testing.T, name spindle.PathName) {
+func (w *lieWorld) mkdir(t testing.TB, name spindle.PathName) {
 	t.Helper()
 	if _, err := w.ann.MakeDirectory(w.ctx, name); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (w *lieWorld) put(t *testing.T, name spindle.PathName, text string) {
+func (w *lieWorld) put(t testing.TB, name spindle.PathName, text string) {
 	t.Helper()
 	if _, err := w.ann.Put(w.ctx, name, strings.NewReader(text), 0, nil); err != nil {
 		if _, ok := err.(*spindle.Warning); !ok {
@@ -122,7 +122,7 @@ func (w *lieWorld) lie(fn func(req *wiretest.Request, resp *wiretest.Response)) 
 }
 
 // entry looks name up honestly.
-func (w *lieWorld) entry(t *testing.T, name spindle.PathName) *spindle.DirEntry {
+func (w *lieWorld) entry(t testing.TB, name spindle.PathName) *spindle.DirEntry {
 	t.Helper()
 	e, err := w.ann.Lookup(w.ctx, name, false)
 	if err != nil {

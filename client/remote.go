@@ -478,6 +478,9 @@ func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.Pa
 // Glob implements dirlog.Service.
 func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) ([]*spindle.DirEntry, error) {
 	resp, err := callDir[wire.DirGlobRequest, wire.DirGlobResponse](ctx, r, wire.DirGlob, &wire.DirGlobRequest{Pattern: pattern}, pattern)
+	if errors.Is(err, spindle.NotExist) {
+		return nil, r.proveGlobNotExist(ctx, pattern, err)
+	}
 	if resp == nil || err != nil {
 		return nil, err
 	}

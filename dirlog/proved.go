@@ -21,9 +21,10 @@ type Proved struct {
 	// Entries are, for an inclusion shown whole to the reader, the signed
 	// entry that put the item and then every rename that moved it, oldest
 	// first, from which Value follows (see [Proved.Verify]). They are nil
-	// for an exclusion, and for an item the reader may not read: its entry
-	// holds the blocks and packdata the reader may not see, so only the
-	// name's presence is proved.
+	// for an exclusion, and for a file the reader may not read whose entry
+	// holds blocks or packdata (see [Withholds]): the reader may not see
+	// them, so only the name's presence is proved. A directory or link
+	// the reader may not read hides nothing and is proved whole.
 	Entries []*Entry
 	// Above is set for a NotExist: it proves, from the root down, that
 	// each directory above Name exists and is a directory (an inclusion
@@ -35,8 +36,12 @@ type Proved struct {
 }
 
 // ProveItem proves the inclusion of n in the tree's map, with the signed
-// entries its value is made of if whole is set.
+// entries its value is made of if whole is set or if they hide nothing
+// (see [Withholds]): a directory or link, shown to a reader who may not
+// read it, is proved whole all the same, so that every directory and link
+// a reader is shown can be matched (see [Proved.Matches]).
 func (t *Tree) ProveItem(n *Node, whole bool) *Proved {
+	whole = whole || !Withholds(&n.Entry)
 	k := MapKey(n.Entry.Name)
 	v, _ := t.Map.Get(k)
 	pr := &Proved{Name: n.Entry.Name, Proof: t.Map.Prove(k), Value: v}
@@ -50,6 +55,16 @@ func (t *Tree) ProveItem(n *Node, whole bool) *Proved {
 		}
 	}
 	return pr
+}
+
+// Withholds reports whether d, shown to a reader who may list it but not
+// read it, must be shown without parts of it: its blocks and packdata,
+// which its signed entry holds too. Such an entry can be proved present
+// only; any other (a directory, a link, an Access or Group file, a file
+// with neither) hides nothing, and its proof carries the signed entries
+// that match it.
+func Withholds(d *spindle.DirEntry) bool {
+	return len(d.Blocks) > 0 || len(d.Packdata) > 0
 }
 
 // ProveNotExist proves that p does not exist: the exclusion of p, or of

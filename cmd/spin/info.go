@@ -81,12 +81,16 @@ func printInfo(w io.Writer, e *spindle.DirEntry, readers []spindle.UserName, acc
 	if e.Writer != "" {
 		field("writer", "%s", printName(e.Writer))
 	}
-	if !e.Attr.IsDir() && !e.Attr.IsLink() {
-		field("packing", "%s", e.Packing)
-		field("size", "%d", e.Size)
+	// Of a file you may not read the client keeps its name alone, the
+	// only part of it proved.
+	if e.Attr.IsDir() || e.Attr.IsLink() || !e.Attr.IsIncomplete() {
+		if !e.Attr.IsDir() && !e.Attr.IsLink() {
+			field("packing", "%s", e.Packing)
+			field("size", "%d", e.Size)
+		}
+		field("time", "%s", formatTime(e.Time))
+		field("sequence", "%d", e.Sequence)
 	}
-	field("time", "%s", formatTime(e.Time))
-	field("sequence", "%d", e.Sequence)
 	if !e.Attr.IsDir() && !e.Attr.IsLink() && !e.Attr.IsIncomplete() {
 		field("blocks", "%d", len(e.Blocks))
 		for i, b := range e.Blocks {

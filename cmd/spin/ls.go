@@ -168,19 +168,22 @@ func (l *lister) print(e *spindle.DirEntry) {
 		fmt.Fprintln(l.w, name)
 		return
 	}
-	kind, packing := "-", e.Packing.String()
+	kind, packing, size := "-", e.Packing.String(), fmt.Sprint(e.Size)
 	switch {
 	case e.Attr.IsDir():
 		kind, packing = "d", "-"
 	case e.Attr.IsLink():
 		kind, packing = "l", "-"
 		name += " -> " + printName(e.Link)
+	case e.Attr.IsIncomplete():
+		// A file you may not read: its name alone is proved.
+		packing, size = "-", "-"
 	}
 	writer := printName(e.Writer)
 	if writer == "" {
 		writer = "-"
 	}
-	l.rows = append(l.rows, [6]string{kind, packing, fmt.Sprint(e.Size), formatTime(e.Time), writer, name})
+	l.rows = append(l.rows, [6]string{kind, packing, size, formatTime(e.Time), writer, name})
 }
 
 // flush prints the long lines held, in aligned columns: the size to the

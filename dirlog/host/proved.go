@@ -11,7 +11,8 @@ import (
 // LookupProved is [Server.Lookup] with a proof of its answer against the
 // current signed head: for an entry, the inclusion of its name (for a
 // link met on the way, of the link's name), with the signed entries its
-// value is made of if the user may read it; for NotExist, the exclusion
+// value is made of if the user may read it or they hide nothing (a
+// directory or link: see dirlog.Withholds); for NotExist, the exclusion
 // of the name or of the first directory above it that does not exist,
 // with the proofs that every directory above that is one (Proved.Above);
 // for NotDir through a file, the exclusion of the name. Denials (Private,

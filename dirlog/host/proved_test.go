@@ -95,9 +95,14 @@ func TestLookupProved(t *testing.T) {
 	if d.Name != "ann@example.com/ln" || pr.Name != d.Name {
 		t.Fatalf("through a link: entry %s, proof of %s", d.Name, pr.Name)
 	}
-	d, _ = check(cat, "ann@example.com/papers", spindle.Other, dirlog.EndIncluded, 0)
+	// A directory hides nothing: proved whole to a reader who may only
+	// list it, with the mkdir and the rename that moved it.
+	d, pr = check(cat, "ann@example.com/papers", spindle.Other, dirlog.EndIncluded, 2)
 	if d.Attr&spindle.AttrIncomplete == 0 {
 		t.Fatal("cat may only list, yet got the whole entry")
+	}
+	if err := pr.Matches(d); err != nil {
+		t.Fatal(err)
 	}
 	check(cat, "ann@example.com/Access", spindle.Other, dirlog.EndIncluded, 1) // Shown whole.
 
@@ -185,10 +190,12 @@ func TestGlobProved(t *testing.T) {
 			if err := pr.Verify(); err != nil || pr.Name != out[i].Name {
 				t.Fatalf("%s: proof of %s: %v", out[i].Name, pr.Name, err)
 			}
-			if tc.whole != (len(pr.Entries) > 0) {
+			// Directories and links hide nothing: proved whole to all.
+			whole := tc.whole || out[i].Attr.IsDir() || out[i].Attr.IsLink()
+			if whole != (len(pr.Entries) > 0) {
 				t.Fatalf("%s as %s: %d entries in the proof", out[i].Name, tc.user, len(pr.Entries))
 			}
-			if tc.whole {
+			if whole {
 				if err := pr.Matches(out[i]); err != nil {
 					t.Fatal(err)
 				}

@@ -442,6 +442,7 @@ func verifyHeld(ctx context.Context, keys KeyFunc, history KeyHistoryFunc, e *En
 func (cp *Checkpoint) Fold() (*Tree, error) {
 	t := NewTree(cp.User)
 	t.Seq, t.Head = cp.Seq, cp.Hash
+	t.Log = nil // The entries before the checkpoint are not in it.
 	for i, e := range cp.Entries {
 		if e.Tree() != cp.User {
 			return nil, fmt.Errorf("checkpoint entry %d (sequence %d) is of %s's tree", i, e.Seq, e.Tree())

@@ -44,11 +44,15 @@ type Tree struct {
 	// Map is the tree as an authenticated map (see smt.go), which heads
 	// commit to; nil in a fold that needs no map (the host's history of a log, for watchers).
 	Map *treeMap
+	// Log is the Merkle tree of the entries folded, whose root heads
+	// sign; nil where the entries before the fold's start are not known
+	// (a tree folded from a checkpoint that carries no log tree).
+	Log *LogTree
 }
 
 // NewTree returns the empty tree of user's log.
 func NewTree(user spindle.UserName) *Tree {
-	return &Tree{user: user, groups: make(map[spindle.PathName][]groupVersion), Access: make(map[spindle.PathName]*access.Access), Map: &treeMap{}}
+	return &Tree{user: user, groups: make(map[spindle.PathName][]groupVersion), Access: make(map[spindle.PathName]*access.Access), Map: &treeMap{}, Log: &LogTree{}}
 }
 
 // MapRoot returns the root of the tree's map.
@@ -57,6 +61,16 @@ func (t *Tree) MapRoot() Hash {
 		return Hash{}
 	}
 	return t.Map.Root()
+}
+
+// LogRoot returns the root of the Merkle tree of the log up to t.Seq, and
+// false if t does not know it (see [Tree.Log]).
+func (t *Tree) LogRoot() (Hash, bool) {
+	if t.Log == nil || t.Log.Len() != t.Seq {
+		return Hash{}, false
+	}
+	r, err := t.Log.Root(t.Seq)
+	return r, err == nil
 }
 
 // Find returns the node named by p, or nil. If the walk met a file or link
@@ -580,6 +594,9 @@ func (t *Tree) Apply(e *Entry) ([]Change, error) {
 	t.stamp(p, seq)
 	t.Seq = seq
 	t.Head = hash
+	if t.Log != nil {
+		t.Log.Append(hash)
+	}
 	return changes, nil
 }
 

@@ -482,8 +482,9 @@ func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head
 			return &c, nil
 		}
 		h.Seq, h.Hash, h.Root = l.t.Seq, l.t.Head, l.t.MapRoot()
+		h.LogRoot = l.logRootAt(h.Seq) // l.mu is held by v.
 	} else {
-		h.Root = dirlog.NewTree("").MapRoot()
+		h.Root = dirlog.NewTree("").MapRoot() // The empty log's root is zero.
 	}
 	h.Time = spindle.Now()
 	v.release()

@@ -112,6 +112,10 @@ func callDir[Req any, Resp any, PResp interface {
 				return nil, herr
 			}
 		}
+		if herr := r.checkStep(ctx, floor, h); herr != nil {
+			r.log.Debug("directory log step refused", "user", h.User, "seq", h.Seq, "err", herr.Error())
+			return nil, spindle.E(spindle.Integrity, h.User, fmt.Errorf("served through %s: %w", r.peer, herr))
+		}
 		if herr := r.heads.check(floor, h); herr != nil {
 			r.log.Debug("directory log head refused", "user", h.User, "seq", h.Seq, "err", herr.Error())
 			return nil, r.keepEvidence(herr, floor, h)

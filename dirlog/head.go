@@ -46,9 +46,12 @@ type Head struct {
 	v2 bool
 }
 
-// HasLogRoot reports whether the head commits to a log root: false only
-// for a head decoded from the version 2 encoding.
-func (h *Head) HasLogRoot() bool { return !h.v2 }
+// HasLogRoot reports whether the head commits to a log root: false for a
+// head decoded from the version 2 encoding, and for one made without (a
+// client's record of its own append, a host's head of a tree folded from
+// a checkpoint that carries no log tree), whose LogRoot is zero. The
+// empty log's root is zero.
+func (h *Head) HasLogRoot() bool { return !h.v2 && (h.Seq == 0 || !h.LogRoot.IsZero()) }
 
 // A HeadSigner signs heads as a dir host.
 type HeadSigner interface {

@@ -38,6 +38,9 @@ type remote struct {
 	heads *dirHeads
 	// puts remembers the proved positions of the entries answered.
 	puts putSeqs
+	// ownStep, if set, checks the entries of a step of the client's
+	// own log (see checkOwnStep).
+	ownStep func(ctx context.Context, floor, got *dirlog.Head) error
 	// verifyHead, if set, checks a head's signature.
 	verifyHead func(ctx context.Context, h *dirlog.Head) error
 	// log takes a line per call at debug level (see trace.go).

@@ -134,7 +134,93 @@ func TestConsistencyProofSize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Log(fmt.Sprintf("log of %d entries, step %d→%d: %d hashes, %d bytes encoded", n, from, n+1, len(p), len(p.Marshal())))
+			t.Logf("log of %d entries, step %d→%d: %d hashes, %d bytes encoded", n, from, n+1, len(p), len(p.Marshal()))
 		}
 	}
+}
+
+// TestCheckpointKeepsLogTree: a checkpoint carries the log tree, so a tree
+// folded from it signs the same log root and proves steps from before it;
+// a version 1 checkpoint still decodes, with no log tree.
+func TestCheckpointKeepsLogTree(t *testing.T) {
+	tr := NewTree(ann)
+	var all []*Entry
+	add := func(op Operation, d spindle.DirEntry) {
+		t.Helper()
+		d.Writer, d.Sequence = ann, tr.Seq+1
+		e := &Entry{Seq: tr.Seq + 1, Prev: tr.Head, Op: op, Writer: ann, Entry: d}
+		if _, err := tr.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, e)
+	}
+	add(OpMkdir, spindle.DirEntry{Name: "ann@example.com/", Attr: spindle.AttrDirectory})
+	for i := range 20 {
+		add(OpPut, *file(spindle.PathName(fmt.Sprintf("ann@example.com/f%d", i%7)), int64(i)))
+	}
+	root, ok := tr.LogRoot()
+	if !ok {
+		t.Fatal("tree has no log root")
+	}
+	h := &Head{User: ann, Seq: tr.Seq, Hash: tr.Head, Root: tr.MapRoot(), LogRoot: root}
+	if err := CheckLog(all, h); err != nil {
+		t.Fatalf("CheckLog: %v", err)
+	}
+	h.LogRoot[3] ^= 1
+	if err := CheckLog(all, h); !errors.Is(err, spindle.Integrity) {
+		t.Fatalf("CheckLog of a head with another log root: %v", err)
+	}
+	cp := tr.Checkpoint()
+	if err := CheckLogFrom(cp, nil, h); !errors.Is(err, spindle.Integrity) {
+		t.Fatalf("CheckLogFrom of a head with another log root: %v", err)
+	}
+	got, err := UnmarshalCheckpoint(cp.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Head().LogRoot != root || !got.Head().HasLogRoot() {
+		t.Fatalf("checkpoint's log root %s, want %s", got.Head().LogRoot, root)
+	}
+	ft, err := got.Fold()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := ft.LogRoot(); !ok || r != root {
+		t.Fatalf("folded tree's log root %s %v, want %s", r, ok, root)
+	}
+	seen := &Head{User: ann, Seq: 5, LogRoot: mustRoot(t, tr.Log, 5)}
+	g := *file("ann@example.com/g", 1)
+	g.Writer, g.Sequence = ann, ft.Seq+1
+	if _, err := ft.Apply(&Entry{Seq: ft.Seq + 1, Prev: ft.Head, Op: OpPut, Writer: ann, Entry: g}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ft.Log.Prove(5, ft.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStep(seen, &Head{User: ann, Seq: ft.Seq, Hash: ft.Head, LogRoot: mustRoot(t, ft.Log, ft.Seq)}, p); err != nil {
+		t.Fatalf("step from before the checkpoint: %v", err)
+	}
+	cp.v1 = true
+	old, err := UnmarshalCheckpoint(cp.Marshal())
+	if err != nil || old.Head().HasLogRoot() {
+		t.Fatalf("version 1 checkpoint: %v", err)
+	}
+	if ot, err := old.Fold(); err != nil || ot.Log != nil {
+		t.Fatalf("tree of a version 1 checkpoint: %v", err)
+	}
+	bad := tr.Checkpoint()
+	bad.LogHashes = bad.LogHashes[1:]
+	if _, err := UnmarshalCheckpoint(bad.Marshal()); err == nil {
+		t.Fatal("checkpoint with a hash missing decoded")
+	}
+}
+
+func mustRoot(t *testing.T, lt *LogTree, n int64) Hash {
+	t.Helper()
+	r, err := lt.Root(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -187,7 +187,7 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 			}
 		},
 	})
-	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead, log: c.log, route: c.dirHostsOf, routeFresh: c.dirHostsFresh, hostAddrs: c.dirHostAddrs, sign: c.signRequest}
+	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead, ownStep: c.checkOwnStep, log: c.log, route: c.dirHostsOf, routeFresh: c.dirHostsFresh, hostAddrs: c.dirHostAddrs, sign: c.signRequest}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.dir.FollowKeyLog(c.keyLogSize, c.catchUpKeyLog)
 	c.blocks = p2p.NewRemoteStore(c.h, pid)

@@ -38,6 +38,9 @@ type remote struct {
 	heads *dirHeads
 	// puts remembers the proved positions of the entries answered.
 	puts putSeqs
+	// ownStep, if set, checks the entries of a step of the client's
+	// own log (see checkOwnStep).
+	ownStep func(ctx context.Context, floor, got *dirlog.Head) error
 	// verifyHead, if set, checks a head's signature.
 	verifyHead func(ctx context.Context, h *dirlog.Head) error
 	// log takes a line per call at debug level (see trace.go).
@@ -111,6 +114,10 @@ func callDir[Req any, Resp any, PResp interface {
 				r.log.Debug("directory log head refused", "user", h.User, "seq", h.Seq, "err", herr.Error())
 				return nil, herr
 			}
+		}
+		if herr := r.checkStep(ctx, floor, h); herr != nil {
+			r.log.Debug("directory log step refused", "user", h.User, "seq", h.Seq, "err", herr.Error())
+			return nil, spindle.E(spindle.Integrity, h.User, fmt.Errorf("served through %s: %w", r.peer, herr))
 		}
 		if herr := r.heads.check(floor, h); herr != nil {
 			r.log.Debug("directory log head refused", "user", h.User, "seq", h.Seq, "err", herr.Error())

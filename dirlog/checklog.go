@@ -26,7 +26,10 @@ func CheckLog(entries []*Entry, h *Head) error {
 	if len(entries) > 0 {
 		last = entries[len(entries)-1].Hash()
 	}
-	return headNames(op, h, last, root)
+	if err := headNames(op, h, last, root); err != nil {
+		return err
+	}
+	return logRootNamed(op, h, &LogTree{}, entries)
 }
 
 // CheckLogFrom is [CheckLog] for a compacted log: it checks a signed head
@@ -66,7 +69,32 @@ func CheckLogFrom(cp *Checkpoint, tail []*Entry, h *Head) error {
 	if err != nil {
 		return spindle.E(op, spindle.Integrity, h.User, err)
 	}
-	return headNames(op, h, last, root)
+	if err := headNames(op, h, last, root); err != nil {
+		return err
+	}
+	if lt := cp.logTree(); lt != nil {
+		return logRootNamed(op, h, lt, tail)
+	}
+	return nil // A version 1 checkpoint: the log tree before it is unknown.
+}
+
+// logRootNamed checks that head h, if it commits to a log root, names the
+// root of the log tree lt extended with entries.
+func logRootNamed(op spindle.Op, h *Head, lt *LogTree, entries []*Entry) error {
+	if !h.HasLogRoot() {
+		return nil
+	}
+	for _, e := range entries {
+		lt.Append(e.Hash())
+	}
+	root, err := lt.Root(lt.Len())
+	if err != nil {
+		return spindle.E(op, spindle.Integrity, h.User, err)
+	}
+	if root != h.LogRoot {
+		return spindle.E(op, spindle.Integrity, h.User, fmt.Sprintf("the log up to %d makes log root %s, the head signed by %s says %s", h.Seq, root, h.Host, h.LogRoot))
+	}
+	return nil
 }
 
 // headNames checks that head h names the log's last entry, of hash last,

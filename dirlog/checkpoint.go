@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"golang.org/x/mod/sumdb/tlog"
 	"sort"
 	"strings"
 
@@ -35,8 +36,12 @@ import (
 // or log it holds (see DESIGN.md, "Directory logs").
 
 const (
-	checkpointMagic   = "SPDLC1"
-	checkpointContext = "spindle.dev/dirlog checkpoint v1\n"
+	checkpointMagic   = "SPDLC2"
+	checkpointContext = "spindle.dev/dirlog checkpoint v2\n"
+	// Version 1 checkpoints, before the log tree, are still read: a tree
+	// folded from one has no log tree until the host checkpoints again.
+	checkpointMagicV1   = "SPDLC1"
+	checkpointContextV1 = "spindle.dev/dirlog checkpoint v1\n"
 	// chunkMagic starts each record of a checkpoint stored in a log: a
 	// checkpoint may be larger than one record may be.
 	chunkMagic = "SPDLK1"
@@ -64,6 +69,13 @@ type Checkpoint struct {
 	Host    string
 	HostKey []byte
 	Sig     spindle.Signature
+	// LogHashes are the stored hashes of the Merkle tree of the log's
+	// first Seq entries (see [LogTree]): what a host that dropped the
+	// entries needs to go on signing log roots and proving steps from
+	// before the checkpoint. Empty in a version 1 checkpoint.
+	LogHashes []Hash
+	// v1 marks a checkpoint decoded from the version 1 encoding.
+	v1 bool
 }
 
 // A CheckpointItem is one item of a checkpoint's tree.
@@ -94,12 +106,36 @@ type GroupVersion struct {
 // Head returns the checkpoint's position as an unsigned head, for
 // comparing with a signed head (see [CheckHead]).
 func (cp *Checkpoint) Head() *Head {
-	return &Head{User: cp.User, Seq: cp.Seq, Hash: cp.Hash, Root: cp.Root, Time: cp.Time}
+	h := &Head{User: cp.User, Seq: cp.Seq, Hash: cp.Hash, Root: cp.Root, Time: cp.Time}
+	if lt := cp.logTree(); lt != nil {
+		h.LogRoot, _ = lt.Root(cp.Seq)
+	}
+	return h
+}
+
+// logTree returns the log tree the checkpoint carries, or nil.
+func (cp *Checkpoint) logTree() *LogTree {
+	if cp.v1 {
+		return nil
+	}
+	stored := make([]tlog.Hash, len(cp.LogHashes))
+	for i, h := range cp.LogHashes {
+		stored[i] = tlog.Hash(h)
+	}
+	lt, err := LogTreeFrom(cp.Seq, stored)
+	if err != nil {
+		return nil
+	}
+	return lt
 }
 
 // body returns the canonical encoding of every field but Sig.
 func (cp *Checkpoint) body() []byte {
-	b := append([]byte(nil), checkpointMagic...)
+	magic := checkpointMagic
+	if cp.v1 {
+		magic = checkpointMagicV1
+	}
+	b := append([]byte(nil), magic...)
 	b = appendString(b, string(cp.User))
 	b = binary.BigEndian.AppendUint64(b, uint64(cp.Seq))
 	b = append(b, cp.Hash[:]...)
@@ -131,6 +167,12 @@ func (cp *Checkpoint) body() []byte {
 			b = binary.BigEndian.AppendUint32(b, uint32(v.Src+1))
 		}
 	}
+	if !cp.v1 {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(cp.LogHashes)))
+		for _, h := range cp.LogHashes {
+			b = append(b, h[:]...)
+		}
+	}
 	b = appendString(b, cp.Host)
 	return appendString(b, string(cp.HostKey))
 }
@@ -139,7 +181,11 @@ func (cp *Checkpoint) body() []byte {
 // string and the encoding of every field but the signature.
 func (cp *Checkpoint) Digest() []byte {
 	h := sha256.New()
-	h.Write([]byte(checkpointContext))
+	if cp.v1 {
+		h.Write([]byte(checkpointContextV1))
+	} else {
+		h.Write([]byte(checkpointContext))
+	}
 	h.Write(cp.body())
 	return h.Sum(nil)
 }
@@ -175,10 +221,14 @@ func UnmarshalCheckpoint(data []byte) (*Checkpoint, error) {
 
 func decodeCheckpoint(data []byte) (*Checkpoint, error) {
 	d := decoder{b: data}
-	if string(d.take(len(checkpointMagic), "magic")) != checkpointMagic {
+	cp := &Checkpoint{}
+	switch string(d.take(len(checkpointMagic), "magic")) {
+	case checkpointMagic:
+	case checkpointMagicV1:
+		cp.v1 = true
+	default:
 		d.fail("bad magic")
 	}
-	cp := &Checkpoint{}
 	cp.User = spindle.UserName(d.string(spindle.MaxUserNameLen, "user"))
 	cp.Seq = int64(d.u64("sequence"))
 	copy(cp.Hash[:], d.take(len(cp.Hash), "hash"))
@@ -253,6 +303,17 @@ func decodeCheckpoint(data []byte) (*Checkpoint, error) {
 		}
 		cp.Groups = append(cp.Groups, g)
 	}
+	if !cp.v1 {
+		n = count(len(Hash{}), "log hashes")
+		if d.err == nil && cp.Seq <= maxLogEntries && int64(n) != tlog.StoredHashCount(cp.Seq) {
+			d.fail("%d log hashes for %d entries", n, cp.Seq)
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			var h Hash
+			copy(h[:], d.take(len(h), "log hash"))
+			cp.LogHashes = append(cp.LogHashes, h)
+		}
+	}
 	cp.Host = d.string(maxHostLen, "host")
 	cp.HostKey = []byte(d.string(maxKeyLen, "host key"))
 	cp.Sig = d.bytes(MaxSignature, "signature")
@@ -265,6 +326,15 @@ func decodeCheckpoint(data []byte) (*Checkpoint, error) {
 // Checkpoint returns the checkpoint of t, unsigned.
 func (t *Tree) Checkpoint() *Checkpoint {
 	cp := &Checkpoint{User: t.user, Seq: t.Seq, Hash: t.Head, Root: t.MapRoot(), Time: spindle.Now()}
+	if t.Log != nil && t.Log.Len() == t.Seq {
+		for _, h := range t.Log.StoredHashes() {
+			cp.LogHashes = append(cp.LogHashes, Hash(h))
+		}
+	} else {
+		// The log tree is unknown (folded from a version 1 checkpoint):
+		// say so with the old version rather than a wrong tree.
+		cp.v1 = true
+	}
 	// Entries are collected by pointer, then numbered in sequence order.
 	seen := make(map[*Entry]bool)
 	var all []*Entry
@@ -369,7 +439,7 @@ func (cp *Checkpoint) CheckHead(h *Head) error {
 	if h == nil || h.Seq != cp.Seq {
 		return nil
 	}
-	if h.User != cp.User || h.Hash != cp.Hash || h.Root != cp.Root {
+	if h.User != cp.User || h.Hash != cp.Hash || h.Root != cp.Root || h.HasLogRoot() && cp.Head().HasLogRoot() && h.LogRoot != cp.Head().LogRoot {
 		return spindle.E(spindle.Op("dirlog.Checkpoint.CheckHead"), spindle.Integrity, cp.User, fmt.Sprintf("checkpoint at sequence %d (%s, root %s) from %s does not match the head of %s at it (%s, root %s) from %s", cp.Seq, cp.Hash, cp.Root, cp.Host, h.User, h.Hash, h.Root, from(h)))
 	}
 	return nil
@@ -446,6 +516,7 @@ func (cp *Checkpoint) Fold() (*Tree, error) {
 	// were anchored, is not known (see Tree.Since): the anchor is the
 	// highest among the entries kept.
 	t.Since = cp.Seq
+	t.Log = cp.logTree() // Nil if the checkpoint carries none.
 	for i, e := range cp.Entries {
 		t.KeyAt = max(t.KeyAt, e.KeyAt)
 		if e.Tree() != cp.User {

@@ -9,8 +9,12 @@ import (
 )
 
 // headContext begins the digest a host signs. Version 1 heads (before the
-// map root and time) are no longer signed or accepted.
-const headContext = "spindle.dev/dirlog head v2\n"
+// map root and time) are no longer signed or accepted; version 2 heads
+// (before the log root) are read, from a reader's store, as a floor only.
+const (
+	headContext   = "spindle.dev/dirlog head v3\n"
+	headContextV2 = "spindle.dev/dirlog head v2\n"
+)
 
 // A Head is the state of one user's log as a dir host vouches for it: the
 // sequence number and hash of its last entry, and the root of the tree map
@@ -24,8 +28,12 @@ type Head struct {
 	User spindle.UserName
 	Seq  int64
 	Hash Hash
-	Root Hash         // Root of the tree map after entry Seq.
-	Time spindle.Time // When the host signed the head.
+	Root Hash // Root of the tree map after entry Seq.
+	// LogRoot is the root of the Merkle tree of the log's first Seq
+	// entries (see [LogTree]): a reader that saw an earlier head checks
+	// with [CheckStep] that this one extends it.
+	LogRoot Hash
+	Time    spindle.Time // When the host signed the head.
 	// Host names the dir host that signed, as the user's key record
 	// lists it (a node's peer ID); empty if unsigned. HostKey is the
 	// public key that verifies the signature, in the form the host's
@@ -33,7 +41,17 @@ type Head struct {
 	Host    string
 	HostKey []byte
 	Sig     spindle.Signature
+	// v2 marks a head decoded from the version 2 encoding, which has no
+	// log root; it verifies and re-encodes as version 2.
+	v2 bool
 }
+
+// HasLogRoot reports whether the head commits to a log root: false for a
+// head decoded from the version 2 encoding, and for one made without (a
+// client's record of its own append, a host's head of a tree folded from
+// a checkpoint that carries no log tree), whose LogRoot is zero. The
+// empty log's root is zero.
+func (h *Head) HasLogRoot() bool { return !h.v2 && (h.Seq == 0 || !h.LogRoot.IsZero()) }
 
 // A HeadSigner signs heads as a dir host.
 type HeadSigner interface {
@@ -54,14 +72,20 @@ type HeadVerifier interface {
 }
 
 // Digest returns the digest the host signs: the SHA-256 of a context
-// string, the user, the sequence number, the hash, the map root, the time
-// and the host.
+// string, the user, the sequence number, the hash, the map root, the log
+// root, the time and the host.
 func (h *Head) Digest() []byte {
 	b := []byte(headContext)
+	if h.v2 {
+		b = []byte(headContextV2)
+	}
 	b = appendString(b, string(h.User))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.Seq))
 	b = append(b, h.Hash[:]...)
 	b = append(b, h.Root[:]...)
+	if !h.v2 {
+		b = append(b, h.LogRoot[:]...)
+	}
 	b = binary.BigEndian.AppendUint64(b, uint64(h.Time))
 	b = appendString(b, string(h.Host))
 	sum := sha256.Sum256(b)
@@ -70,6 +94,7 @@ func (h *Head) Digest() []byte {
 
 // Sign signs the head as host s.
 func (h *Head) Sign(s HeadSigner) error {
+	h.v2 = false
 	h.Host, h.HostKey = s.HostID(), s.HostKey()
 	sig, err := s.Sign(h.Digest())
 	if err != nil {
@@ -117,6 +142,9 @@ func CheckHead(seen, got *Head) error {
 	case got.Seq == seen.Seq && !got.Root.IsZero() && !seen.Root.IsZero() && got.Root != seen.Root:
 		// One log state has one map root: one of the two is a lie.
 		return spindle.E(op, spindle.Integrity, got.User, fmt.Sprintf("two map roots for sequence %d (%s): %s from %s, %s from %s", got.Seq, got.Hash, got.Root, from(got), seen.Root, from(seen)))
+	case got.Seq == seen.Seq && got.HasLogRoot() && seen.HasLogRoot() && got.LogRoot != seen.LogRoot:
+		// One log has one Merkle tree: one of the two is a lie.
+		return spindle.E(op, spindle.Integrity, got.User, fmt.Sprintf("two log roots for sequence %d (%s): %s from %s, %s from %s", got.Seq, got.Hash, got.LogRoot, from(got), seen.LogRoot, from(seen)))
 	}
 	return nil
 }
@@ -134,18 +162,26 @@ func from(h *Head) string {
 const maxHostLen = 1 << 10
 
 const (
-	headMagic   = "SPDLH2"
+	headMagic   = "SPDLH3"
+	headMagicV2 = "SPDLH2" // Before log roots; read as a floor.
 	headMagicV1 = "SPDLH1" // Before map roots; refused.
 )
 
 // Marshal returns the canonical encoding of the head, signature included,
 // for travel between peers and for publishing.
 func (h *Head) Marshal() []byte {
-	b := append([]byte(nil), headMagic...)
+	magic := headMagic
+	if h.v2 {
+		magic = headMagicV2
+	}
+	b := append([]byte(nil), magic...)
 	b = appendString(b, string(h.User))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.Seq))
 	b = append(b, h.Hash[:]...)
 	b = append(b, h.Root[:]...)
+	if !h.v2 {
+		b = append(b, h.LogRoot[:]...)
+	}
 	b = binary.BigEndian.AppendUint64(b, uint64(h.Time))
 	b = appendString(b, string(h.Host))
 	b = appendString(b, string(h.HostKey))
@@ -155,22 +191,29 @@ func (h *Head) Marshal() []byte {
 // UnmarshalHead decodes a head encoded by [Head.Marshal]. It checks the
 // structure only; use [Head.Verify] for the signature. Errors are Invalid;
 // a head in the encoding of version 1, which did not commit to the tree,
-// is refused as such.
+// is refused as such. A head in the encoding of version 2 decodes with no
+// log root ([Head.HasLogRoot] is false): a reader's stored floor, which
+// [CheckStep] refuses to step from; an answer's head must be of version 3.
 func UnmarshalHead(data []byte) (*Head, error) {
 	const op spindle.Op = "dirlog.UnmarshalHead"
 	d := decoder{b: data}
+	h := &Head{}
 	switch magic := string(d.take(len(headMagic), "magic")); magic {
 	case headMagic:
+	case headMagicV2:
+		h.v2 = true
 	case headMagicV1:
 		return nil, spindle.E(op, spindle.Invalid, "head is in version 1 encoding, which commits to no tree map; the host must be upgraded")
 	default:
 		d.fail("bad magic")
 	}
-	h := &Head{}
 	h.User = spindle.UserName(d.string(spindle.MaxUserNameLen, "user"))
 	h.Seq = int64(d.u64("sequence"))
 	copy(h.Hash[:], d.take(len(h.Hash), "hash"))
 	copy(h.Root[:], d.take(len(h.Root), "map root"))
+	if !h.v2 {
+		copy(h.LogRoot[:], d.take(len(h.LogRoot), "log root"))
+	}
 	h.Time = spindle.Time(d.u64("time"))
 	h.Host = d.string(maxHostLen, "host")
 	h.HostKey = []byte(d.string(maxKeyLen, "host key"))

@@ -56,11 +56,15 @@ type Tree struct {
 	// KeyAt is the tree's anchor: the highest KeyAt of its entries,
 	// which the next entry's may not be below.
 	KeyAt int64
+	// Log is the Merkle tree of the entries folded, whose root heads
+	// sign; nil where the entries before the fold's start are not known
+	// (a tree folded from a checkpoint that carries no log tree).
+	Log *LogTree
 }
 
 // NewTree returns the empty tree of user's log.
 func NewTree(user spindle.UserName) *Tree {
-	return &Tree{user: user, groups: make(map[spindle.PathName][]groupVersion), Access: make(map[spindle.PathName]*access.Access), Map: &treeMap{}, accessAt: make(map[spindle.PathName]int64)}
+	return &Tree{user: user, groups: make(map[spindle.PathName][]groupVersion), Access: make(map[spindle.PathName]*access.Access), Map: &treeMap{}, accessAt: make(map[spindle.PathName]int64), Log: &LogTree{}}
 }
 
 // MapRoot returns the root of the tree's map.
@@ -69,6 +73,16 @@ func (t *Tree) MapRoot() Hash {
 		return Hash{}
 	}
 	return t.Map.Root()
+}
+
+// LogRoot returns the root of the Merkle tree of the log up to t.Seq, and
+// false if t does not know it (see [Tree.Log]).
+func (t *Tree) LogRoot() (Hash, bool) {
+	if t.Log == nil || t.Log.Len() != t.Seq {
+		return Hash{}, false
+	}
+	r, err := t.Log.Root(t.Seq)
+	return r, err == nil
 }
 
 // Find returns the node named by p, or nil. If the walk met a file or link
@@ -667,6 +681,9 @@ func (t *Tree) Apply(e *Entry) ([]Change, error) {
 	t.Seq = seq
 	t.Head = hash
 	t.KeyAt = max(t.KeyAt, e.KeyAt)
+	if t.Log != nil {
+		t.Log.Append(hash)
+	}
 	return changes, nil
 }
 

@@ -678,6 +678,10 @@ func checkSourceHead(op spindle.Op, owner spindle.UserName, from peer.ID, mine, 
 		return spindle.E(op, owner, spindle.Integrity, fmt.Sprintf("dir host %s is at sequence %d, behind this node's %d: it lost entries, or took over without catching up; nothing taken", from, theirs.Seq, mine.Seq))
 	case theirs.Seq == mine.Seq && theirs.Hash != mine.Hash:
 		return spindle.E(op, owner, spindle.Integrity, fmt.Sprintf("the log on dir host %s forks from this node's at sequence %d (hash %s there, %s here); nothing taken", from, mine.Seq, theirs.Hash, mine.Hash))
+	case theirs.Seq == mine.Seq && theirs.HasLogRoot() && mine.HasLogRoot() && theirs.LogRoot != mine.LogRoot:
+		// The same log makes one log tree: the host signs a root its
+		// log does not give.
+		return spindle.E(op, owner, spindle.Integrity, fmt.Sprintf("dir host %s signs log root %s at sequence %d, the log this node replayed makes %s", from, theirs.LogRoot, mine.Seq, mine.LogRoot))
 	}
 	return nil
 }

@@ -176,6 +176,7 @@ var clientMethods = map[string]method{
 	wire.DirNudge:        {serve: handle((*Node).nudged), who: anyone},
 	wire.DirPublished:    {serve: handle((*Node).servePublished), who: signedIn},
 	wire.DirHead:         {serve: handle((*Node).serveDirHead), who: signedIn, dir: true},
+	wire.DirStep:         {serve: handle((*Node).serveDirStep), who: signedIn, dir: true},
 	wire.DirEntries:      {serve: handle((*Node).serveDirEntries), who: signedIn, dir: true},
 	wire.DirCheckpoint:   {serve: handle((*Node).serveDirCheckpoint), who: signedIn, dir: true},
 	wire.DirAppend:       {serve: handle((*Node).serveDirAppend), who: signedIn, dir: true},
@@ -380,6 +381,14 @@ func (n *Node) serveDirHead(ctx context.Context, c *caller, req *wire.DirHeadReq
 		return nil, spindle.E(wire.NotHostedOp, spindle.PathName(req.User+"/"), c.user, spindle.Permission, "this node does not host the tree of "+string(req.User)+": it does not admit the user as a writer")
 	}
 	return &wire.DirHeadResponse{Head: h}, err
+}
+
+func (n *Node) serveDirStep(ctx context.Context, c *caller, req *wire.DirStepRequest) (*wire.DirStepResponse, error) {
+	p, err := n.dir.StepFor(ctx, c.user, req.User, req.From, req.To)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.DirStepResponse{Proof: p.Marshal()}, nil
 }
 
 func (n *Node) serveDirEntries(ctx context.Context, c *caller, req *wire.DirEntriesRequest) (*wire.DirEntriesResponse, error) {

@@ -107,16 +107,17 @@ func (s *Server) headAt(owner spindle.UserName, at position) (*dirlog.Head, erro
 	s.mu.RLock()
 	l := s.served(owner)
 	s.mu.RUnlock()
+	h := &dirlog.Head{User: owner, Seq: at.seq, Hash: at.head, Root: at.root, Time: spindle.Now()}
 	if l != nil {
 		l.mu.RLock()
 		c := l.head
+		h.LogRoot = l.logRootAt(at.seq)
 		l.mu.RUnlock()
 		if c != nil && c.Seq == at.seq && c.Hash == at.head {
 			h := *c
 			return &h, nil
 		}
 	}
-	h := &dirlog.Head{User: owner, Seq: at.seq, Hash: at.head, Root: at.root, Time: spindle.Now()}
 	if s.cfg.Host != nil {
 		if err := h.Sign(s.cfg.Host); err != nil {
 			return nil, spindle.E(op, owner, err)

@@ -482,8 +482,9 @@ func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head
 			return &c, nil
 		}
 		h.Seq, h.Hash, h.Root = l.t.Seq, l.t.Head, l.t.MapRoot()
+		h.LogRoot = l.logRootAt(h.Seq) // l.mu is held by v.
 	} else {
-		h.Root = dirlog.NewTree("").MapRoot()
+		h.Root = dirlog.NewTree("").MapRoot() // The empty log's root is zero.
 	}
 	h.Time = spindle.Now()
 	v.release()
@@ -501,4 +502,37 @@ func (s *Server) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head
 		l.mu.Unlock()
 	}
 	return h, nil
+}
+
+// StepFor returns the consistency proof that owner's log at sequence from
+// is a prefix of the log at sequence to (see [dirlog.CheckStep]), for
+// user, who must hold some right in owner's tree, as for [Server.HeadFor].
+// The proof is hashes only and reveals no name. A host that cannot prove
+// the step (the log is shorter than to, or its tree was folded from a
+// checkpoint that carries no log tree) says so with NotExist.
+func (s *Server) StepFor(ctx context.Context, user, owner spindle.UserName, from, to int64) (dirlog.ConsistencyProof, error) {
+	const op spindle.Op = "dirlog.Step"
+	if err := dirlog.CheckUser(user); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if err := dirlog.CheckUser(owner); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, spindle.E(op, spindle.Transient, err)
+	}
+	v := s.view()
+	defer v.release()
+	if !v.knowsLog(user, owner) {
+		return nil, spindle.E(op, spindle.Private, spindle.PathName(owner+"/"), user)
+	}
+	l := v.served(owner)
+	if l == nil || l.t.Log == nil || from < 0 || from > to || to > l.t.Log.Len() {
+		return nil, spindle.E(op, spindle.NotExist, spindle.PathName(owner+"/"), fmt.Sprintf("this host cannot prove a step of the log from %d to %d", from, to))
+	}
+	p, err := l.t.Log.Prove(from, to)
+	if err != nil {
+		return nil, spindle.E(op, spindle.Internal, spindle.PathName(owner+"/"), err)
+	}
+	return p, nil
 }

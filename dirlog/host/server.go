@@ -125,6 +125,20 @@ func (l *hosted) pos() position {
 	return position{seq: l.t.Seq, head: l.t.Head}
 }
 
+// logRootAt returns the root of the Merkle tree of l's log up to seq, or
+// the zero hash if l's tree does not hold it (folded from a checkpoint
+// that carries no log tree). l.mu is held.
+func (l *hosted) logRootAt(seq int64) dirlog.Hash {
+	if l.t == nil || l.t.Log == nil || seq > l.t.Log.Len() {
+		return dirlog.Hash{}
+	}
+	r, err := l.t.Log.Root(seq)
+	if err != nil {
+		return dirlog.Hash{}
+	}
+	return r
+}
+
 // served returns u's log if the server serves its tree, else nil. s.mu
 // is held.
 func (s *Server) served(u spindle.UserName) *hosted {

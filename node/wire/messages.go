@@ -218,6 +218,21 @@ type DirHeadResponse struct {
 	Head *dirlog.Head `cbor:"3,keyasint,omitempty"`
 }
 
+// A DirStepRequest asks for the consistency proof that User's log at
+// sequence From (the head a client saw) is a prefix of the log at To (a
+// head it was just given): see dirlog.CheckStep.
+type DirStepRequest struct {
+	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+	From int64            `cbor:"5,keyasint,omitempty"`
+	To   int64            `cbor:"9,keyasint,omitempty"`
+}
+
+// A DirStepResponse carries the proof, as dirlog.ConsistencyProof.Marshal
+// encodes it.
+type DirStepResponse struct {
+	Proof []byte `cbor:"4,keyasint,omitempty"`
+}
+
 // A DirAppendRequest asks the sequencer of a tree to append Entry, a
 // dirlog entry its writer signed, encoded.
 type DirAppendRequest struct {

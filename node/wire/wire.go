@@ -57,6 +57,7 @@ const (
 	KeyStatus       = "key.status"
 	KeyChange       = "key.change"
 	DirHead         = "dir.head"
+	DirStep         = "dir.step"
 	DirAppend       = "dir.append"
 	DirBatch        = "dir.appendbatch"
 	DirLookup       = "dir.lookup"

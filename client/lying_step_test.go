@@ -1,0 +1,158 @@
+package client
+
+import (
+	"crypto/rand"
+	"strconv"
+	"strings"
+	"testing"
+
+	"spindle.dev"
+	"spindle.dev/dirlog"
+	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
+	"spindle.dev/p2p"
+)
+
+// Heads that skip over the log (issue 26, attack 2a): the dir host itself
+// signs a head one past the newest head the client saw, with a made-up
+// hash. The client must check that the new head extends the one it saw.
+
+// logHashes returns the hashes of ann's entries 1..n, read as the owner.
+func (w *lieWorld) logHashes(t *testing.T, n int64) []dirlog.Hash {
+	t.Helper()
+	resp, err := call[wire.DirEntriesRequest, wire.DirEntriesResponse](w.ctx, w.ann.svc, wire.DirEntries, w.ann.user, &wire.DirEntriesRequest{User: w.ann.user, From: 1, Max: n})
+	if err != nil || int64(len(resp.Log)) != n {
+		t.Fatalf("entries of ann's log: %v", err)
+	}
+	var hs []dirlog.Hash
+	for _, b := range resp.Log {
+		e, err := dirlog.UnmarshalEntry(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, e.Hash())
+	}
+	return hs
+}
+
+// TestLieHeadSkipsOverLog: the liar signs, with the dir host's own key, a
+// head at the next sequence with a made-up hash, its log tree either a
+// genuine extension of the real one (only the entries show the lie, and
+// only the owner may have them) or one that rewrites the first entry (the
+// consistency proof shows it, to every reader). Ann's lookup and her put
+// must fail with an Integrity error naming both heads, without a panic.
+func TestLieHeadSkipsOverLog(t *testing.T) {
+	w := newLieWorld(t)
+	own, err := p2p.NewPeerSigner(w.n.Host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.entry(t, "@/docs/a.txt") // Ann's floor: the honest head, signed.
+	floor := w.ann.svc.heads.floor(w.ann.user)
+	if floor == nil || !floor.HasLogRoot() {
+		t.Fatalf("floor %+v has no log root", floor)
+	}
+	real := w.logHashes(t, floor.Seq)
+	var made dirlog.Hash
+	rand.Read(made[:])
+	for _, tc := range []struct {
+		name    string
+		rewrite bool // Rewrite entry 1 in the liar's log tree.
+	}{
+		{"made-up hash, extending tree", false},
+		{"made-up hash, rewritten tree", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var fake dirlog.LogTree
+			for i, h := range real {
+				if i == 0 && tc.rewrite {
+					h[0] ^= 1
+				}
+				fake.Append(h)
+			}
+			fake.Append(made)
+			next := floor.Seq + 1
+			root, _ := fake.Root(next)
+			proof, _ := fake.Prove(floor.Seq, next)
+			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
+				switch {
+				case req.Method == wire.DirStep:
+					resp.Data, resp.Err = proof.Marshal(), nil
+				case resp.Head != nil && resp.Head.User == w.ann.user:
+					resp.Head.Seq, resp.Head.Hash, resp.Head.LogRoot = next, made, root
+					resp.Head.Sign(own)
+				}
+			})
+			defer w.l.tell(nil)
+			_, err := w.ann.Lookup(w.ctx, "@/docs/a.txt", false)
+			wantIntegrity(t, err, "lookup")
+			for _, s := range []string{strconv.FormatInt(next, 10), made.String(), strconv.FormatInt(floor.Seq, 10), floor.Hash.String()} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error does not name %s: %v", s, err)
+				}
+			}
+			w.ann.dir = &serialDir{Client: dirlog.NewClient(w.ann.svc, w.ann.keys)}
+			_, err = w.ann.Put(w.ctx, "@/docs/new.txt", strings.NewReader("x"), 0, nil)
+			wantIntegrity(t, err, "put")
+			if h := w.ann.svc.heads.floor(w.ann.user); h.Seq != floor.Seq || h.Hash != floor.Hash {
+				t.Fatalf("the client moved its floor to the liar's head: %d %s", h.Seq, h.Hash)
+			}
+		})
+	}
+	w.l.tell(nil)
+	if _, err := w.ann.Put(w.ctx, "@/docs/new.txt", strings.NewReader("x"), 0, nil); err != nil {
+		t.Fatalf("honest put after the lies: %v", err)
+	}
+	_ = spindle.Integrity
+}
+
+// TestLieStepProofDoesNotHold: a reader (not the owner, who also checks
+// entries) gets the genuine next head with its log root altered, or a
+// proof that does not hold, or none: the consistency check alone must
+// refuse it.
+func TestLieStepProofDoesNotHold(t *testing.T) {
+	w := newLieWorld(t)
+	w.ann.svc.ownStep = nil // As any reader: consistency proofs only.
+	own, err := p2p.NewPeerSigner(w.n.Host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.entry(t, "@/docs/a.txt")
+	floor := w.ann.svc.heads.floor(w.ann.user)
+	real := w.logHashes(t, floor.Seq)
+	var fake dirlog.LogTree
+	for i, h := range real {
+		if i == 1 {
+			h[0] ^= 1 // The liar's log rewrites entry 2.
+		}
+		fake.Append(h)
+	}
+	var made dirlog.Hash
+	rand.Read(made[:])
+	fake.Append(made)
+	root, _ := fake.Root(floor.Seq + 1)
+	proof, _ := fake.Prove(floor.Seq, floor.Seq+1)
+	for _, tc := range []struct {
+		name  string
+		proof []byte
+	}{
+		{"rewritten entry", proof.Marshal()},
+		{"no proof", nil},
+		{"garbage", []byte{3, 1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
+				switch {
+				case req.Method == wire.DirStep:
+					resp.Data, resp.Err = tc.proof, nil
+				case resp.Head != nil && resp.Head.User == w.ann.user:
+					resp.Head.Seq, resp.Head.Hash, resp.Head.LogRoot = floor.Seq+1, made, root
+					resp.Head.Sign(own)
+				}
+			})
+			defer w.l.tell(nil)
+			_, err := w.ann.Lookup(w.ctx, "@/docs/a.txt", false)
+			wantIntegrity(t, err, "lookup")
+		})
+	}
+}

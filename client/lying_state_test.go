@@ -173,6 +173,7 @@ func TestLieForkOfferedToWriter(t *testing.T) {
 			// As a new command would, with the heads ann has seen but
 			// not the head her last append made.
 			w.ann.dir = &serialDir{Client: dirlog.NewClient(w.ann.svc, w.ann.keys)}
+			w.ann.dir.FollowKeyLog(w.ann.keyLogSize, w.ann.catchUpKeyLog)
 			_, err := w.ann.Put(w.ctx, "@/docs/new.txt", strings.NewReader("x"), 0, nil)
 			wantIntegrity(t, err, "put")
 			w.l.tell(nil)

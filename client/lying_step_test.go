@@ -92,6 +92,7 @@ func TestLieHeadSkipsOverLog(t *testing.T) {
 				}
 			}
 			w.ann.dir = &serialDir{Client: dirlog.NewClient(w.ann.svc, w.ann.keys)}
+			w.ann.dir.FollowKeyLog(w.ann.keyLogSize, w.ann.catchUpKeyLog)
 			_, err = w.ann.Put(w.ctx, "@/docs/new.txt", strings.NewReader("x"), 0, nil)
 			wantIntegrity(t, err, "put")
 			if h := w.ann.svc.heads.floor(w.ann.user); h.Seq != floor.Seq || h.Hash != floor.Hash {

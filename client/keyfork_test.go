@@ -16,6 +16,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/keyraft/keylog"
+	"spindle.dev/node"
 	"spindle.dev/node/wire"
 	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
@@ -82,33 +83,7 @@ func TestKeyForkKeptAsEvidence(t *testing.T) {
 	larger := newRogueLog(t, home, filler(seenN+3)...)
 
 	var rogue atomic.Pointer[rogueLog]
-	p2p.Handle(ctx, n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
-		var req wiretest.Request
-		l := rogue.Load()
-		if l == nil || wire.Decode(data, &req) != nil {
-			return n.ServeClient(ctx, remote, data)
-		}
-		switch req.Method {
-		case wire.KeyProof:
-			if req.User == "bob@example.com" {
-				return mustEncode(t, &wiretest.Response{Data: l.proof(t, 0)}), nil
-			}
-		case wire.KeyConsistency:
-			// The fork's holder proves its own log, and gives its
-			// own hash of the prefix.
-			p, err := tlog.ProveTree(req.Size, req.Seq, l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			prefix, err := tlog.TreeHash(req.Seq, l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body := mustEncode(t, &wire.KeyConsistencyResponse{Proof: keylog.MarshalTreeProof(p), Prefix: prefix[:]})
-			return mustEncode(t, &wire.Response{Body: body}), nil
-		}
-		return n.ServeClient(ctx, remote, data)
-	})
+	serveFork(ctx, t, n, rogue.Load)
 
 	for _, tc := range []struct {
 		name  string
@@ -263,29 +238,7 @@ func TestKeyForkInFileNotTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p2p.Handle(ctx, n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
-		var req wiretest.Request
-		if wire.Decode(data, &req) == nil {
-			switch req.Method {
-			case wire.KeyProof:
-				if req.User == "bob@example.com" {
-					return mustEncode(t, &wiretest.Response{Data: fork.proof(t, 0)}), nil
-				}
-			case wire.KeyConsistency:
-				p, err := tlog.ProveTree(req.Size, req.Seq, fork)
-				if err != nil {
-					t.Fatal(err)
-				}
-				prefix, err := tlog.TreeHash(req.Seq, fork)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body := mustEncode(t, &wire.KeyConsistencyResponse{Proof: keylog.MarshalTreeProof(p), Prefix: prefix[:]})
-				return mustEncode(t, &wire.Response{Body: body}), nil
-			}
-		}
-		return n.ServeClient(ctx, remote, data)
-	})
+	serveFork(ctx, t, n, func() *rogueLog { return fork })
 	ann.mu.Lock()
 	ann.userKeys = map[spindle.UserName]cachedUser{}
 	ann.mu.Unlock()
@@ -299,4 +252,35 @@ func TestKeyForkInFileNotTaken(t *testing.T) {
 	if now := ann.keyLog.chk().Head(); !bytes.Equal(now, held) {
 		t.Errorf("the client took another head:\n%s\nafter holding\n%s", now, held)
 	}
+}
+
+// serveFork makes n answer bob's key lookups from the log fork returns
+// (none if nil), and consistency proofs as the fork's holder would: its
+// own proof, and its own hash of the prefix.
+func serveFork(ctx context.Context, t *testing.T, n *node.Node, fork func() *rogueLog) {
+	p2p.Handle(ctx, n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+		var req wiretest.Request
+		l := fork()
+		if l == nil || wire.Decode(data, &req) != nil {
+			return n.ServeClient(ctx, remote, data)
+		}
+		switch req.Method {
+		case wire.KeyProof:
+			if req.User == "bob@example.com" {
+				return mustEncode(t, &wiretest.Response{Data: l.proof(t, 0)}), nil
+			}
+		case wire.KeyConsistency:
+			p, err := tlog.ProveTree(req.Size, req.Seq, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prefix, err := tlog.TreeHash(req.Seq, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := mustEncode(t, &wire.KeyConsistencyResponse{Proof: keylog.MarshalTreeProof(p), Prefix: prefix[:]})
+			return mustEncode(t, &wire.Response{Body: body}), nil
+		}
+		return n.ServeClient(ctx, remote, data)
+	})
 }

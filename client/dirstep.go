@@ -104,13 +104,13 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, got *dirlog.Head) erro
 			// compacted past the floor, or a host that fails to read
 			// it back): the step stands on its consistency proof
 			// alone, as for any reader. Issue 26 tracks closing this.
-			c.log.Warn("cannot check the entries of a step of your tree; only its consistency proof was checked", "from", floor.Seq, "to", got.Seq, "host", hostOf(got), "err", err)
+			c.log.Debug("cannot check the entries of a step of your tree; only its consistency proof was checked", "from", floor.Seq, "to", got.Seq, "host", hostOf(got), "err", err)
 			return nil
 		}
 		if len(resp.Log) == 0 {
 			// A host that has not yet the entries its head names to
 			// hand (an append in flight): as for an error above.
-			c.log.Warn("the host gave none of the entries of a step of your tree; only its consistency proof was checked", "from", seq, "to", got.Seq, "host", hostOf(got))
+			c.log.Debug("the host gave none of the entries of a step of your tree; only its consistency proof was checked", "from", seq, "to", got.Seq, "host", hostOf(got))
 			return nil
 		}
 		if int64(len(resp.Log)) > got.Seq-seq {

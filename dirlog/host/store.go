@@ -30,7 +30,8 @@ type Store interface {
 // length and a CRC-32C. A Log is used by one goroutine at a time.
 type Log interface {
 	// Scan calls fn with every whole record, in order, and stops at the
-	// first error fn returns, which it returns. If the log ends in a
+	// first error fn returns, which it returns; a scan fn stops does not
+	// move where the next Append writes. If the log ends in a
 	// truncated or damaged record, Scan stops before it and returns an
 	// error of kind Integrity wrapping a *[dirlog.TailError]; the log itself is
 	// not changed. fn must not keep the slice it is given.
@@ -215,7 +216,10 @@ func (l *diskLog) Scan(ctx context.Context, fn func([]byte) error) error {
 		fnErr = fn(b)
 		return fnErr
 	})
-	l.offsets, l.end = offsets, end
+	// A scan fn stopped short of the end does not say where the log ends.
+	if fnErr == nil {
+		l.offsets, l.end = offsets, end
+	}
 	var te *dirlog.TailError
 	switch {
 	case err == nil:
@@ -443,8 +447,17 @@ func (l *memLog) Scan(ctx context.Context, fn func([]byte) error) error {
 	l.s.mu.Lock()
 	data := append([]byte(nil), l.s.get(l.user).data...)
 	l.s.mu.Unlock()
-	offsets, end, err := dirlog.ScanFrames(strings.NewReader(string(data)), 0, fn)
-	l.offsets, l.end = offsets, end
+	var fnErr error
+	offsets, end, err := dirlog.ScanFrames(strings.NewReader(string(data)), 0, func(b []byte) error {
+		fnErr = fn(b)
+		return fnErr
+	})
+	if fnErr == nil {
+		l.offsets, l.end = offsets, end
+	} // Else fn stopped the scan short of the end: keep what was known.
+	if fnErr != nil {
+		return fnErr
+	}
 	var te *dirlog.TailError
 	if errors.As(err, &te) {
 		return spindle.E(spindle.Op("dirlog.Log.Scan"), spindle.Integrity, l.user, err)

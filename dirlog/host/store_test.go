@@ -149,3 +149,44 @@ func TestStore(t *testing.T) {
 		})
 	}
 }
+
+// A Scan that its function stops early, as Entries stops once it has a
+// page, leaves the next Append writing at the end of the log, not after
+// the last record it read: appends after a short read lose nothing.
+func TestStoreScanStoppedEarly(t *testing.T) {
+	ctx := context.Background()
+	stop := errors.New("stop")
+	for _, k := range storeKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			s := k.new(t)
+			l, err := s.Open(ctx, ann)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			var want []string
+			for i := range 6 {
+				rec := fmt.Sprintf("record %d", i)
+				if err := l.Append(ctx, []byte(rec)); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, rec)
+				if i%2 == 1 {
+					n := 0
+					if err := l.Scan(ctx, func([]byte) error {
+						if n++; n == 1 {
+							return stop
+						}
+						return nil
+					}); err != stop {
+						t.Fatalf("Scan stopped by its function returned %v", err)
+					}
+				}
+			}
+			got, err := scanAll(t, l)
+			if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Fatalf("after appends between short scans: %q, %v; want %q", got, err, want)
+			}
+		})
+	}
+}

@@ -100,18 +100,17 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, got *dirlog.Head) erro
 			if errors.Is(err, spindle.Transient) || ctx.Err() != nil {
 				return err
 			}
-			// The host will not or cannot give the entries (a log
-			// compacted past the floor, or a host that fails to read
-			// it back): the step stands on its consistency proof
-			// alone, as for any reader. Issue 26 tracks closing this.
-			c.log.Debug("cannot check the entries of a step of your tree; only its consistency proof was checked", "from", floor.Seq, "to", got.Seq, "host", hostOf(got), "err", err)
-			return nil
+			if errors.Is(err, spindle.NotExist) {
+				// The log was compacted past the floor: the entries
+				// before the checkpoint are gone, and the step stands
+				// on its consistency proof, as for any reader.
+				c.log.Debug("the log was compacted past the head the client saw; only the step's consistency proof was checked", "from", seq, "to", got.Seq, "host", hostOf(got), "err", err)
+				return nil
+			}
+			return bad("the entries between them cannot be had: %v", err)
 		}
 		if len(resp.Log) == 0 {
-			// A host that has not yet the entries its head names to
-			// hand (an append in flight): as for an error above.
-			c.log.Debug("the host gave none of the entries of a step of your tree; only its consistency proof was checked", "from", seq, "to", got.Seq, "host", hostOf(got))
-			return nil
+			return bad("the host gave none of the entries from %d", seq+1)
 		}
 		if int64(len(resp.Log)) > got.Seq-seq {
 			return bad("the host sent %d entries for %d", len(resp.Log), got.Seq-seq)

@@ -59,9 +59,7 @@ func TestLieHeadSkipsOverLog(t *testing.T) {
 		name    string
 		rewrite bool // Rewrite entry 1 in the liar's log tree.
 	}{
-		// "made-up hash, extending tree" needs the owner's check of the
-		// entries, which is off while honest hosts fail to serve the
-		// entries of a fresh head (see checkOwnStep); issue 26.
+		{"made-up hash, extending tree", false},
 		{"made-up hash, rewritten tree", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -273,6 +273,8 @@ type copier struct {
 	copied      int       // Files copied.
 	skipped     int       // Files found already copied (-u).
 	streak      int       // I/O failures since the last file copied.
+	started     int64     // Jobs started so far, each stamped with the count (see begin).
+	streakFrom  int64     // started when the streak's first failure came.
 	held        []failure // Those failures, reported unless the streak stops the copy.
 	stopped     *failure  // The failure that stopped the copy.
 	stop        context.CancelFunc
@@ -336,12 +338,24 @@ func (cp *copier) fail(path string, err error) {
 	}
 }
 
-// finished records the outcome of a job, or with dir set of making a
-// directory: done (for a file, copied or with skipped set found already
-// there), or failed on path with err. I/O failures are held while they come in a
-// row: a file copied after them has them reported, and the maxFailStreak-th
-// stops the copy. It is safe for concurrent use.
-func (cp *copier) finished(dir, skipped bool, path string, err error) {
+// begin stamps a job as it starts: the stamp orders it against the
+// failures that come while it runs (see finished).
+func (cp *copier) begin() int64 {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.started++
+	return cp.started
+}
+
+// finished records the outcome of a job, stamped by begin, or with dir
+// set of making a directory: done (for a file, copied or with skipped set
+// found already there), or failed on path with err. I/O failures are held
+// while they come in a row: a file started after the first of them and
+// then copied has them reported, and the maxFailStreak-th stops the copy.
+// A file that started before the streak and finishes during it (its
+// write was in flight when the node went away) says nothing of whether
+// the node is back. It is safe for concurrent use.
+func (cp *copier) finished(dir, skipped bool, stamp int64, path string, err error) {
 	cp.mu.Lock()
 	switch {
 	case err == nil:
@@ -351,6 +365,10 @@ func (cp *copier) finished(dir, skipped bool, path string, err error) {
 			cp.skipped++
 		default:
 			cp.copied++
+		}
+		if cp.streak > 0 && stamp <= cp.streakFrom {
+			cp.mu.Unlock()
+			return
 		}
 		cp.streak = 0
 		held := cp.held
@@ -373,6 +391,9 @@ func (cp *copier) finished(dir, skipped bool, path string, err error) {
 		return
 	case errors.Is(err, spindle.IO) || errors.Is(err, spindle.Transient):
 		cp.failed = true
+		if cp.streak == 0 {
+			cp.streakFrom = cp.started
+		}
 		cp.streak++
 		cp.held = append(cp.held, failure{path, err})
 		if cp.streak >= maxFailStreak {
@@ -606,8 +627,9 @@ func (cp *copier) run(ctx context.Context) {
 			cp.fail("", ctx.Err())
 			return
 		}
+		stamp := cp.begin()
 		err := cp.mkdir(ctx, d)
-		cp.finished(true, false, d.String(), err)
+		cp.finished(true, false, stamp, d.String(), err)
 		cp.dirFailed[i] = err != nil
 	}
 	var total int64
@@ -627,6 +649,7 @@ func (cp *copier) run(ctx context.Context) {
 					cp.fail("", ctx.Err())
 					continue
 				}
+				stamp := cp.begin()
 				skipped, path, err := cp.copy(ctx, j, pb)
 				switch {
 				case err != nil:
@@ -635,7 +658,7 @@ func (cp *copier) run(ctx context.Context) {
 				default:
 					pb.fileDone()
 				}
-				cp.finished(false, skipped, path, err)
+				cp.finished(false, skipped, stamp, path, err)
 			}
 		}()
 	}

@@ -121,3 +121,37 @@ func TestCpStopsWhenNodeGone(t *testing.T) {
 		t.Errorf("every third file failing: exit %d, %d lines, want %d:\n%s", code, lines, n/3, errs)
 	}
 }
+
+// A file whose write was in flight when the node went away and that
+// finishes during the streak of failures does not end the streak: only a
+// file started after the failures began says the node is back.
+func TestCpStreakIgnoresStragglers(t *testing.T) {
+	var errb bytes.Buffer
+	stopped := false
+	cp := &copier{st: &State{Stdout: io.Discard, Stderr: &errb}, stop: func() { stopped = true }}
+	ioErr := spindle.E(spindle.IO, errors.New("connection refused"))
+	var stamps []int64
+	for range 4 {
+		stamps = append(stamps, cp.begin())
+	}
+	cp.finished(false, false, stamps[0], "f1", ioErr)
+	cp.finished(false, false, stamps[1], "f2", nil) // In flight before the failure.
+	if cp.streak != 1 || len(cp.held) != 1 || errb.Len() != 0 {
+		t.Fatalf("after a straggler: streak %d, %d held, stderr %q; want 1, 1, nothing", cp.streak, len(cp.held), errb.String())
+	}
+	later := cp.begin()
+	cp.finished(false, false, later, "f5", nil) // Started after it: the node answers.
+	if cp.streak != 0 || len(cp.held) != 0 || !strings.Contains(errb.String(), "f1") {
+		t.Fatalf("after a file started later: streak %d, %d held, stderr %q; want 0, 0, f1 reported", cp.streak, len(cp.held), errb.String())
+	}
+	for i := range maxFailStreak {
+		s := cp.begin()
+		if i == 2 {
+			cp.finished(false, false, stamps[2], "f3", nil) // Another straggler.
+		}
+		cp.finished(false, false, s, fmt.Sprintf("g%d", i), ioErr)
+	}
+	if !stopped || cp.stopped == nil || cp.copied != 3 {
+		t.Fatalf("after %d failures in a row around a straggler: stopped %v, %d copied", maxFailStreak, stopped, cp.copied)
+	}
+}

@@ -129,6 +129,10 @@ func bit(key *Hash, d int) int {
 type treeMap struct {
 	root mapNode // Nil if empty.
 	n    int     // Items held.
+	// missing is set when a change or a lookup reached a subtree known
+	// only by its hash (a mapStub, in a map grafted from proofs; see
+	// CheckMapStep): its result is not to be trusted.
+	missing bool
 }
 
 // A mapNode is a *mapLeaf or a *mapInner. Its depth is implicit in where
@@ -145,8 +149,14 @@ type mapInner struct {
 	kids [2]mapNode // Nil is an empty subtree.
 }
 
+// A mapStub is a subtree known only by its hash, in a map grafted from
+// proofs (see CheckMapStep). It holds at least one item; one that holds
+// exactly one is given as its leaf instead.
+type mapStub struct{ hash Hash }
+
 func (l *mapLeaf) nodeHash() *Hash  { return &l.hash }
 func (n *mapInner) nodeHash() *Hash { return &n.hash }
+func (s *mapStub) nodeHash() *Hash  { return &s.hash }
 
 // childHash returns the hash of c, a subtree at depth d.
 func childHash(c mapNode, d int) *Hash {
@@ -185,6 +195,9 @@ func (m *treeMap) Get(key Hash) (Hash, bool) {
 			return Hash{}, false
 		case *mapInner:
 			n = x.kids[bit(&key, d)]
+		case *mapStub:
+			m.missing = true
+			return Hash{}, false
 		}
 	}
 	return Hash{}, false
@@ -209,6 +222,8 @@ func (m *treeMap) set(n mapNode, d int, key, val *Hash) mapNode {
 		b := bit(key, d)
 		x.kids[b] = m.set(x.kids[b], d+1, key, val)
 		x.rehash(d)
+	case *mapStub:
+		m.missing = true
 	}
 	return n
 }
@@ -266,6 +281,9 @@ func (m *treeMap) del(n mapNode, d int, key *Hash) (mapNode, bool) {
 		}
 		x.rehash(d)
 		return n, true
+	case *mapStub:
+		m.missing = true
+		return n, false
 	}
 	return nil, false
 }

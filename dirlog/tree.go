@@ -60,6 +60,8 @@ type Tree struct {
 	// sign; nil where the entries before the fold's start are not known
 	// (a tree folded from a checkpoint that carries no log tree).
 	Log *LogTree
+	// steps are the map changes of the latest entries, for map steps.
+	steps mapSteps
 }
 
 // NewTree returns the empty tree of user's log.
@@ -600,6 +602,8 @@ func (t *Tree) Apply(e *Entry) ([]Change, error) {
 	seq := e.Seq
 	hash := e.Hash()
 	p, _ := spindle.Parse(e.Entry.Name)
+	t.steps.start()
+	defer t.steps.end(e, seq)
 	var changes []Change
 	gone := func(n *Node) {
 		d := CloneEntry(&n.Entry)
@@ -753,7 +757,12 @@ func signedRecords(e *Entry, old *Node) [][]byte {
 // mapSet sets the value of name in the tree's map, if it keeps one.
 func (t *Tree) mapSet(name spindle.PathName, val Hash) {
 	if t.Map != nil {
-		t.Map.Set(MapKey(name), val)
+		k := MapKey(name)
+		if t.steps.on {
+			old, had := t.Map.Get(k)
+			t.steps.cur = append(t.steps.cur, MapChange{Key: k, HadOld: had, Old: old, HasNew: true, New: val, Name: name})
+		}
+		t.Map.Set(k, val)
 	}
 }
 
@@ -764,7 +773,10 @@ func (t *Tree) mapDelete(name spindle.PathName) Hash {
 		return Hash{}
 	}
 	k := MapKey(name)
-	v, _ := t.Map.Get(k)
+	v, had := t.Map.Get(k)
+	if t.steps.on && had {
+		t.steps.cur = append(t.steps.cur, MapChange{Key: k, HadOld: true, Old: v, Name: name})
+	}
 	t.Map.Delete(k)
 	return v
 }

@@ -177,6 +177,7 @@ var clientMethods = map[string]method{
 	wire.DirPublished:    {serve: handle((*Node).servePublished), who: signedIn},
 	wire.DirHead:         {serve: handle((*Node).serveDirHead), who: signedIn, dir: true},
 	wire.DirStep:         {serve: handle((*Node).serveDirStep), who: signedIn, dir: true},
+	wire.DirMapStep:      {serve: handle((*Node).serveDirMapStep), who: signedIn, dir: true},
 	wire.DirEntries:      {serve: handle((*Node).serveDirEntries), who: signedIn, dir: true},
 	wire.DirCheckpoint:   {serve: handle((*Node).serveDirCheckpoint), who: signedIn, dir: true},
 	wire.DirAppend:       {serve: handle((*Node).serveDirAppend), who: signedIn, dir: true},
@@ -389,6 +390,14 @@ func (n *Node) serveDirStep(ctx context.Context, c *caller, req *wire.DirStepReq
 		return nil, err
 	}
 	return &wire.DirStepResponse{Proof: p.Marshal()}, nil
+}
+
+func (n *Node) serveDirMapStep(ctx context.Context, c *caller, req *wire.DirMapStepRequest) (*wire.DirMapStepResponse, error) {
+	b, err := n.dir.MapStepFor(ctx, c.user, req.User, req.From)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.DirMapStepResponse{Step: b}, nil
 }
 
 func (n *Node) serveDirEntries(ctx context.Context, c *caller, req *wire.DirEntriesRequest) (*wire.DirEntriesResponse, error) {

@@ -536,3 +536,31 @@ func (s *Server) StepFor(ctx context.Context, user, owner spindle.UserName, from
 	}
 	return p, nil
 }
+
+// MapStepFor returns, encoded, the map step of owner's log from sequence
+// from to its head (see [dirlog.MapStep]): what the owner, who holds the
+// entries, needs to check that a head's map root is the one its entries
+// make. Only the owner may have it, as for [Server.Entries]: its changes
+// name keys of every item an entry touched. A step the host keeps no
+// changes for (before its window, or before a checkpoint its tree was
+// folded from) is NotExist.
+func (s *Server) MapStepFor(ctx context.Context, user, owner spindle.UserName, from int64) ([]byte, error) {
+	const op spindle.Op = "dirlog.MapStep"
+	if err := ownerOnly(user, owner); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, spindle.E(op, spindle.Transient, err)
+	}
+	v := s.view()
+	defer v.release()
+	l := v.served(owner)
+	if l == nil || l.t == nil {
+		return nil, spindle.E(op, spindle.NotExist, spindle.PathName(owner+"/"), "this host has no log of "+string(owner))
+	}
+	st, err := l.t.MapStep(from)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return st.Marshal(), nil
+}

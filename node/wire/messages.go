@@ -233,6 +233,19 @@ type DirStepResponse struct {
 	Proof []byte `cbor:"4,keyasint,omitempty"`
 }
 
+// A DirMapStepRequest asks, for User, the owner, the map step of User's
+// log from sequence From to the host's head: see dirlog.CheckMapStep.
+type DirMapStepRequest struct {
+	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+	From int64            `cbor:"5,keyasint,omitempty"`
+}
+
+// A DirMapStepResponse carries the step, as dirlog.MapStep.Marshal
+// encodes it.
+type DirMapStepResponse struct {
+	Step []byte `cbor:"4,keyasint,omitempty"`
+}
+
 // A DirAppendRequest asks the sequencer of a tree to append Entry, a
 // dirlog entry its writer signed, encoded.
 type DirAppendRequest struct {

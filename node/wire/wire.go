@@ -58,6 +58,7 @@ const (
 	KeyChange       = "key.change"
 	DirHead         = "dir.head"
 	DirStep         = "dir.step"
+	DirMapStep      = "dir.mapstep"
 	DirAppend       = "dir.append"
 	DirBatch        = "dir.appendbatch"
 	DirLookup       = "dir.lookup"

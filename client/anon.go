@@ -63,7 +63,7 @@ func NewAnonymous(cfg AnonConfig) (*Anonymous, error) {
 	}
 	c.keyLog = l
 	c.svc = &remote{peer: cfg.Node, direct: cfg.Send, verifyHead: c.verifyHead, log: c.log, route: c.dirHostsOf, routeFresh: c.dirHostsFresh}
-	c.heads = &dirHeads{heads: make(map[spindle.UserName]*dirlog.Head)}
+	c.heads = &dirHeads{heads: make(map[spindle.UserName]*dirlog.Head), anchors: make(map[spindle.UserName]*dirlog.Head)}
 	c.svc.heads = c.heads
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, noKeys{})}
 	return &Anonymous{c: c}, nil

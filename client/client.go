@@ -193,7 +193,7 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
 	c.get = c.blocks.Fetch
 	// Without a file, the heads seen are kept for this client's life.
-	c.heads = &dirHeads{heads: make(map[spindle.UserName]*dirlog.Head)}
+	c.heads = &dirHeads{heads: make(map[spindle.UserName]*dirlog.Head), anchors: make(map[spindle.UserName]*dirlog.Head)}
 	if cfg.DirHeads != "" {
 		d, err := openDirHeads(cfg.DirHeads)
 		if err != nil {

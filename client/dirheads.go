@@ -35,14 +35,19 @@ import (
 // heads.
 
 // dirHeads is the newest head a client has seen of each user's log, kept
-// in a file: one line per user, "USER SEQ HASH SIGNED-HEAD", the last the
-// head as its dir host signed it, in base64 (absent if it was not signed).
+// in a file: one line per user, "USER SEQ HASH SIGNED-HEAD ANCHOR", the
+// fourth field the head as its dir host signed it, in base64 ("-", or
+// absent, if it was not signed: the head a client's own append left),
+// and the fifth, if the newest head is not one, the newest signed head
+// that commits to a log root: the anchor a step is checked from (see
+// dirstep.go).
 type dirHeads struct {
 	file string
 
-	mu    sync.Mutex
-	heads map[spindle.UserName]*dirlog.Head
-	dirty bool
+	mu      sync.Mutex
+	heads   map[spindle.UserName]*dirlog.Head
+	anchors map[spindle.UserName]*dirlog.Head // Signed, with a log root.
+	dirty   bool
 }
 
 // openDirHeads reads the heads in file; a file that does not exist is an
@@ -52,31 +57,64 @@ func openDirHeads(file string) (*dirHeads, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, spindle.E(spindle.IO, err)
 	}
-	heads, err := parseDirHeads(file, data)
+	heads, anchors, err := parseDirHeads(file, data)
 	if err != nil {
 		return nil, err
 	}
-	return &dirHeads{file: file, heads: heads}, nil
+	return &dirHeads{file: file, heads: heads, anchors: anchors}, nil
 }
 
 // parseDirHeads parses the content of the heads file named file.
-func parseDirHeads(file string, data []byte) (map[spindle.UserName]*dirlog.Head, error) {
-	heads := map[spindle.UserName]*dirlog.Head{}
+func parseDirHeads(file string, data []byte) (heads, anchors map[spindle.UserName]*dirlog.Head, err error) {
+	heads = map[spindle.UserName]*dirlog.Head{}
+	anchors = map[spindle.UserName]*dirlog.Head{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for line := 1; sc.Scan(); line++ {
-		h, err := parseHeadLine(sc.Text())
+		h, anchor, err := parseHeadLine(sc.Text())
 		if err != nil {
-			return nil, spindle.E(spindle.Invalid, fmt.Errorf("%s:%d: %w", file, line, err))
+			return nil, nil, spindle.E(spindle.Invalid, fmt.Errorf("%s:%d: %w", file, line, err))
 		}
 		heads[h.User] = h
+		if anchor != nil {
+			anchors[h.User] = anchor
+		}
 	}
-	return heads, nil
+	return heads, anchors, nil
 }
 
-func parseHeadLine(line string) (*dirlog.Head, error) {
+// isAnchor reports whether h is a head a step can be checked from: signed,
+// committing to a log root.
+func isAnchor(h *dirlog.Head) bool { return h != nil && len(h.Sig) > 0 && h.HasLogRoot() }
+
+func parseHeadLine(line string) (h, anchor *dirlog.Head, err error) {
+	h, err = parseHeadFields(line)
+	if err != nil {
+		return nil, nil, err
+	}
+	if isAnchor(h) {
+		anchor = h
+	}
+	if f := strings.Fields(line); len(f) == 5 {
+		b, err := base64.StdEncoding.DecodeString(f[4])
+		if err != nil {
+			return nil, nil, fmt.Errorf("anchor head is not base64: %v", err)
+		}
+		a, err := dirlog.UnmarshalHead(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		if a.User != h.User || a.Seq >= h.Seq || !isAnchor(a) {
+			return nil, nil, fmt.Errorf("anchor head of %s at %d does not fit the line's head at %d", a.User, a.Seq, h.Seq)
+		}
+		anchor = a
+	}
+	return h, anchor, nil
+}
+
+func parseHeadFields(line string) (*dirlog.Head, error) {
 	f := strings.Fields(line)
-	if len(f) != 3 && len(f) != 4 {
-		return nil, fmt.Errorf("want USER SEQ HASH [SIGNED-HEAD], got %q", line)
+	if len(f) < 3 || len(f) > 5 {
+		return nil, fmt.Errorf("want USER SEQ HASH [SIGNED-HEAD [ANCHOR]], got %q", line)
 	}
 	user, err := spindle.CleanUser(spindle.UserName(f[0]))
 	if err != nil {
@@ -92,7 +130,7 @@ func parseHeadLine(line string) (*dirlog.Head, error) {
 	} else {
 		copy(h.Hash[:], b)
 	}
-	if len(f) == 4 {
+	if len(f) >= 4 && f[3] != "-" {
 		// The signed head itself, kept as evidence for a later fork
 		// or rollback (see evidence.go).
 		b, err := base64.StdEncoding.DecodeString(f[3])
@@ -122,6 +160,19 @@ func (d *dirHeads) floor(owner spindle.UserName) *dirlog.Head {
 	return nil
 }
 
+// anchor returns a copy of the newest signed head with a log root seen of
+// owner's log, or nil: the point a step is checked from when the newest
+// head is one the client's own append left, unsigned.
+func (d *dirHeads) anchor(owner spindle.UserName) *dirlog.Head {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h := d.anchors[owner]; h != nil {
+		c := *h
+		return &c
+	}
+	return nil
+}
+
 // check checks a head that came with an answer: against floor, the newest
 // head seen when the call was made, for a rollback or a fork, and against
 // the newest head seen now for a fork. It remembers the head if it is the
@@ -134,6 +185,11 @@ func (d *dirHeads) check(floor, h *dirlog.Head) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if a := d.anchors[h.User]; isAnchor(h) && (a == nil || h.Seq > a.Seq) {
+		c := *h
+		d.anchors[h.User] = &c
+		d.dirty = true
+	}
 	seen := d.heads[h.User]
 	if seen != nil && seen.Seq == h.Seq {
 		if err := dirlog.CheckHead(seen, h); err != nil {
@@ -166,10 +222,15 @@ func (d *dirHeads) save() error {
 		// Another command may have saved newer heads since this one
 		// read the file: keep the newest of each. A file that does not
 		// parse is replaced.
-		if on, err := parseDirHeads(d.file, old); err == nil {
+		if on, anchors, err := parseDirHeads(d.file, old); err == nil {
 			for u, h := range on {
 				if mine := d.heads[u]; mine == nil || h.Seq > mine.Seq {
 					d.heads[u] = h
+				}
+			}
+			for u, a := range anchors {
+				if mine := d.anchors[u]; mine == nil || a.Seq > mine.Seq {
+					d.anchors[u] = a
 				}
 			}
 		}
@@ -179,6 +240,12 @@ func (d *dirHeads) save() error {
 			fmt.Fprintf(&b, "%s %d %s", h.User, h.Seq, h.Hash)
 			if len(h.Sig) > 0 {
 				fmt.Fprintf(&b, " %s", base64.StdEncoding.EncodeToString(h.Marshal()))
+			}
+			if a := d.anchors[u]; a != nil && a.Seq < h.Seq {
+				if len(h.Sig) == 0 {
+					b.WriteString(" -")
+				}
+				fmt.Fprintf(&b, " %s", base64.StdEncoding.EncodeToString(a.Marshal()))
 			}
 			b.WriteString("\n")
 		}

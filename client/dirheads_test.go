@@ -13,6 +13,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/dirlog"
+	"spindle.dev/dirlog/dirlogtest"
 	"spindle.dev/node"
 	"spindle.dev/pack"
 )
@@ -206,5 +207,54 @@ func TestDirHeadsConcurrentSaves(t *testing.T) {
 	}
 	if tmps, _ := filepath.Glob(file + ".tmp*"); len(tmps) > 0 {
 		t.Errorf("temporary files left: %v", tmps)
+	}
+}
+
+// The anchor, the newest signed head with a log root, is kept beside a
+// newer unsigned head (the one the client's own append left) across
+// commands, and refused if it does not fit the line.
+func TestDirHeadsKeepAnchor(t *testing.T) {
+	signer := dirlogtest.NewSigner(t, "host.example")
+	file := filepath.Join(t.TempDir(), "dirheads")
+	d, err := openDirHeads(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := &dirlog.Head{User: "ann@example.com", Seq: 5, Root: dirlog.Hash{1}, LogRoot: dirlog.Hash{2}}
+	signed.Hash[0] = 5
+	if err := signed.Sign(signer); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.check(nil, signed); err != nil {
+		t.Fatal(err)
+	}
+	own := &dirlog.Head{User: "ann@example.com", Seq: 6}
+	own.Hash[0] = 6
+	if err := d.check(signed, own); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.save(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := openDirHeads(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := again.floor("ann@example.com"); f.Seq != 6 || len(f.Sig) != 0 {
+		t.Errorf("floor after reopening: %+v", f)
+	}
+	if a := again.anchor("ann@example.com"); a == nil || a.Seq != 5 || a.LogRoot != signed.LogRoot || len(a.Sig) == 0 {
+		t.Fatalf("anchor after reopening: %+v", a)
+	}
+	b, _ := os.ReadFile(file)
+	f := strings.Fields(string(b))
+	if len(f) != 5 || f[3] != "-" {
+		t.Fatalf("heads file %q: want USER SEQ HASH - ANCHOR", b)
+	}
+	// An anchor that is not below the line's head is refused.
+	bad := strings.Join([]string{f[0], "4", strings.Repeat("ab", 32), "-", f[4]}, " ") + "\n"
+	os.WriteFile(file, []byte(bad), 0o600)
+	if _, err := openDirHeads(file); !errors.Is(err, spindle.Invalid) {
+		t.Errorf("anchor above the line's head: %v", err)
 	}
 }

@@ -19,26 +19,37 @@ import (
 // reader may have it. The client asks for it (dir.step) only when a head
 // moves it; a host that cannot prove the step fails the call.
 //
-// A floor that commits to no log root (a version 2 head kept from before,
-// or the head the client's own append left) is not a point a step can be
-// checked from: the client takes the next signed head as it did before,
-// and checks the steps after it.
+// A floor that commits to no log root (the head the client's own append
+// left, unsigned, or a version 2 head kept from before) is not a point a
+// step can be checked from: the step is checked from the anchor instead,
+// the newest signed head with a log root the client has seen, which is
+// below the floor. With no anchor either, the client takes the next
+// signed head as it did before, and checks the steps after it.
 
 // checkStep checks that got, a head that came with an answer, extends
-// floor, the newest head seen when the call was made. Every failure is
-// Integrity and names both heads.
-func (r *remote) checkStep(ctx context.Context, floor, got *dirlog.Head) error {
-	if floor == nil || floor.User != got.User || got.Seq <= floor.Seq {
+// floor, the newest head seen when the call was made, or from anchor (see
+// above). Every failure is Integrity and names both heads.
+func (r *remote) checkStep(ctx context.Context, floor, anchor, got *dirlog.Head) error {
+	if floor == nil || floor.User != got.User {
+		return nil
+	}
+	var through *dirlog.Head // A head the owner's entries must pass through.
+	if !floor.HasLogRoot() && anchor != nil && anchor.User == got.User && anchor.Seq < floor.Seq && got.Seq >= floor.Seq {
+		// Also a head at the floor's own sequence: the floor says
+		// nothing of the map root there.
+		floor, through = anchor, floor
+	}
+	if got.Seq <= floor.Seq {
 		return nil
 	}
 	if !floor.HasLogRoot() {
-		return r.stepEntries(ctx, floor, got)
+		return r.stepEntries(ctx, floor, through, got)
 	}
 	if !got.HasLogRoot() || floor.Seq == 0 {
 		if err := dirlog.CheckStep(floor, got, nil); err != nil {
 			return err
 		}
-		return r.stepEntries(ctx, floor, got)
+		return r.stepEntries(ctx, floor, through, got)
 	}
 	resp, err := call[wire.DirStepRequest, wire.DirStepResponse](ctx, r, wire.DirStep, got.User, &wire.DirStepRequest{User: got.User, From: floor.Seq, To: got.Seq})
 	if err != nil {
@@ -54,15 +65,15 @@ func (r *remote) checkStep(ctx context.Context, floor, got *dirlog.Head) error {
 	if err := dirlog.CheckStep(floor, got, p); err != nil {
 		return err
 	}
-	return r.stepEntries(ctx, floor, got)
+	return r.stepEntries(ctx, floor, through, got)
 }
 
 // stepEntries runs r.ownStep, if set.
-func (r *remote) stepEntries(ctx context.Context, floor, got *dirlog.Head) error {
+func (r *remote) stepEntries(ctx context.Context, floor, through, got *dirlog.Head) error {
 	if r.ownStep == nil {
 		return nil
 	}
-	return r.ownStep(ctx, floor, got)
+	return r.ownStep(ctx, floor, through, got)
 }
 
 // hostOf names the host that signed h.
@@ -80,10 +91,12 @@ const maxStepEntries = 1 << 14
 
 // checkOwnStep checks, for the owner of got's log, who may read every
 // entry, the entries of the step from floor to got: numbered and chained
-// from floor's hash to got's, each signed by a writer whose key held at
-// its place. A consistency proof says only that the log tree grew; a
-// head one past the floor with a made-up hash extends it too.
-func (c *Client) checkOwnStep(ctx context.Context, floor, got *dirlog.Head) error {
+// from floor's hash to got's, through the hash of through if it is set,
+// each signed by a writer whose key held at its place; and that got's map
+// root is the one they make from floor's (see checkMapStep). A
+// consistency proof says only that the log tree grew; a head one past
+// the floor with a made-up hash extends it too.
+func (c *Client) checkOwnStep(ctx context.Context, floor, through, got *dirlog.Head) error {
 	if got.User != c.user || floor == nil || floor.User != got.User || got.Seq <= floor.Seq {
 		return nil
 	}
@@ -94,6 +107,7 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, got *dirlog.Head) erro
 		return spindle.E(spindle.Integrity, got.User, fmt.Sprintf("the head at sequence %d (%s) from %s does not extend the head at %d (%s) the client saw: ", got.Seq, got.Hash, hostOf(got), floor.Seq, floor.Hash)+fmt.Sprintf(format, args...))
 	}
 	prev, seq := floor.Hash, floor.Seq
+	entries := make([]*dirlog.Entry, 0, got.Seq-floor.Seq)
 	for seq < got.Seq {
 		resp, err := call[wire.DirEntriesRequest, wire.DirEntriesResponse](ctx, c.svc, wire.DirEntries, c.user, &wire.DirEntriesRequest{User: c.user, From: seq + 1, Max: got.Seq - seq})
 		if err != nil {
@@ -123,6 +137,9 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, got *dirlog.Head) erro
 			if e.Seq != seq+1 || e.Prev != prev {
 				return bad("entry %d is not the one after %d (%s)", e.Seq, seq, prev)
 			}
+			if through != nil && e.Seq == through.Seq && e.Hash() != through.Hash {
+				return bad("entry %d is %s, not the %s the client's own append left", e.Seq, e.Hash(), through.Hash)
+			}
 			if err := c.checkSig(ctx, e); err != nil {
 				if errors.Is(err, spindle.IO) {
 					return err
@@ -130,10 +147,49 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, got *dirlog.Head) erro
 				return bad("entry %d (%s of %s by %s): %v", e.Seq, e.Op, e.Entry.Name, e.Writer, err)
 			}
 			prev, seq = e.Hash(), e.Seq
+			entries = append(entries, e)
 		}
 	}
 	if prev != got.Hash {
 		return bad("the log's entry %d is %s", seq, prev)
 	}
-	return nil
+	if floor.Root.IsZero() {
+		return nil // A floor without a map root: nothing to undo to.
+	}
+	return c.checkMapStep(ctx, floor, got, entries)
+}
+
+// maxMapStepRequired is the longest step whose map step the owner's client
+// requires of a host: a host keeps the changes of its latest
+// dirlog.MapStepWindow entries, and may have moved that far past got.
+const maxMapStepRequired = dirlog.MapStepWindow / 4
+
+// checkMapStep checks, for the owner, that the map root got signs is the
+// one entries, the log's entries from floor to got (checked), make from
+// floor's (see dirlog.CheckMapStep): else a host could sign the genuine
+// next entry over an older map, and answer the owner's reads, those of
+// her re-sharing included, from the state before it.
+func (c *Client) checkMapStep(ctx context.Context, floor, got *dirlog.Head, entries []*dirlog.Entry) error {
+	resp, err := call[wire.DirMapStepRequest, wire.DirMapStepResponse](ctx, c.svc, wire.DirMapStep, c.user, &wire.DirMapStepRequest{User: c.user, From: floor.Seq})
+	if err != nil {
+		if errors.Is(err, spindle.Transient) || ctx.Err() != nil {
+			return err
+		}
+		renamed := false
+		for _, e := range entries {
+			renamed = renamed || e.Op == dirlog.OpRename
+		}
+		if errors.Is(err, spindle.NotExist) && (got.Seq-floor.Seq > maxMapStepRequired || renamed) {
+			// Beyond what the host keeps: a long step, or one whose
+			// renames may have moved more than it keeps changes of.
+			c.log.Debug("the host keeps no map step this long; the step's entries were checked, not its map root", "from", floor.Seq, "to", got.Seq, "host", hostOf(got), "err", err)
+			return nil
+		}
+		return spindle.E(spindle.Integrity, got.User, fmt.Errorf("the head at sequence %d (%s) from %s moves past the head at %d (%s) the client saw, and the dir host does not show that its map root follows from the entries: %w", got.Seq, got.Hash, hostOf(got), floor.Seq, floor.Hash, err))
+	}
+	st, err := dirlog.UnmarshalMapStep(resp.Step)
+	if err != nil {
+		return spindle.E(spindle.Integrity, got.User, fmt.Errorf("the map step from %d to the head at %d (%s) from %s: %w", floor.Seq, got.Seq, got.Hash, hostOf(got), err))
+	}
+	return dirlog.CheckMapStep(floor, got, entries, st)
 }

@@ -157,3 +157,67 @@ func TestLieStepProofDoesNotHold(t *testing.T) {
 		})
 	}
 }
+
+// TestLieHeadOverOlderMap (issue 26, attack 2b): ann revokes bob, and the
+// dir host then signs, with its own key, the genuine head of her revoking
+// entry over the map root from before it, to answer her reads (those her
+// next put makes to find its readers included) from the state in which
+// bob could still read. Ann's client, the owner, checks the map step and
+// must refuse the head before it acts on any answer: her lookup and her
+// put fail with an Integrity error, and her floor stays below the lie.
+// The host's map step may be the honest one, withheld, or garbage.
+func TestLieHeadOverOlderMap(t *testing.T) {
+	w := newLieWorld(t)
+	own, err := p2p.NewPeerSigner(w.n.Host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.entry(t, "@/docs/a.txt") // Ann's anchor: the honest head, signed, with its map root.
+	before := w.ann.svc.heads.floor(w.ann.user)
+	if !before.HasLogRoot() || len(before.Sig) == 0 {
+		t.Fatalf("floor %+v is not a signed head with a log root", before)
+	}
+	w.put(t, "@/docs/Access", "*: ann@example.com\n") // Bob revoked.
+	revoked := w.ann.svc.heads.floor(w.ann.user).Seq
+	if revoked <= before.Seq {
+		t.Fatalf("after the revocation the floor is at %d, below %d", revoked, before.Seq)
+	}
+	notExist := wire.ErrBytes(spindle.E(spindle.NotExist, "ann@example.com/", "no map step"))
+	for _, tc := range []struct {
+		name string
+		step func(resp *wiretest.Response)
+	}{
+		{"honest map step", nil},
+		{"map step withheld", func(resp *wiretest.Response) { resp.Data, resp.Err = nil, notExist }},
+		{"garbage map step", func(resp *wiretest.Response) { resp.Data, resp.Err = []byte("SPDLM1 garbage"), nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
+				switch {
+				case req.Method == wire.DirMapStep:
+					if tc.step != nil {
+						tc.step(resp)
+					}
+				case resp.Head != nil && resp.Head.User == w.ann.user && resp.Head.Seq == revoked:
+					resp.Head.Root = before.Root // The genuine next entry, over the older map.
+					resp.Head.Sign(own)
+				}
+			})
+			defer w.l.tell(nil)
+			_, err := w.ann.Lookup(w.ctx, "@/docs/a.txt", false)
+			wantIntegrity(t, err, "lookup")
+			if !strings.Contains(err.Error(), before.Root.String()) && tc.step == nil {
+				t.Errorf("error does not name the map root signed: %v", err)
+			}
+			_, err = w.ann.Put(w.ctx, "@/docs/new.txt", strings.NewReader("for ann only"), 0, nil)
+			wantIntegrity(t, err, "put")
+			if a := w.ann.svc.heads.anchor(w.ann.user); a.Seq >= revoked || a.Root == before.Root && a.Seq != before.Seq {
+				t.Fatalf("the client moved its anchor to the liar's head: %d (map root %s)", a.Seq, a.Root)
+			}
+		})
+	}
+	w.l.tell(nil)
+	if _, err := w.ann.Put(w.ctx, "@/docs/new.txt", strings.NewReader("for ann only"), 0, nil); err != nil {
+		t.Fatalf("honest put after the lies: %v", err)
+	}
+}

@@ -40,7 +40,7 @@ type remote struct {
 	puts putSeqs
 	// ownStep, if set, checks the entries of a step of the client's
 	// own log (see checkOwnStep).
-	ownStep func(ctx context.Context, floor, got *dirlog.Head) error
+	ownStep func(ctx context.Context, floor, through, got *dirlog.Head) error
 	// verifyHead, if set, checks a head's signature.
 	verifyHead func(ctx context.Context, h *dirlog.Head) error
 	// log takes a line per call at debug level (see trace.go).
@@ -101,6 +101,7 @@ func callDir[Req any, Resp any, PResp interface {
 }](ctx context.Context, r *remote, method string, req *Req, name string) (*Resp, error) {
 	owner, _, _ := strings.Cut(name, "/")
 	floor := r.heads.floor(spindle.UserName(owner))
+	anchor := r.heads.anchor(spindle.UserName(owner))
 	resp, err := call[Req, Resp](ctx, r, method, spindle.UserName(owner), req)
 	if resp == nil {
 		return nil, err
@@ -115,7 +116,7 @@ func callDir[Req any, Resp any, PResp interface {
 				return nil, herr
 			}
 		}
-		if herr := r.checkStep(ctx, floor, h); herr != nil {
+		if herr := r.checkStep(ctx, floor, anchor, h); herr != nil {
 			r.log.Debug("directory log step refused", "user", h.User, "seq", h.Seq, "err", herr.Error())
 			return nil, spindle.E(spindle.Integrity, h.User, fmt.Errorf("served through %s: %w", r.peer, herr))
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 )
 
@@ -16,18 +17,36 @@ func BenchmarkReaderLookupMoved(b *testing.B) {
 	benchLookup(b, true)
 }
 
+// BenchmarkOwnerLookupMoved is BenchmarkReaderLookupMoved for the tree's
+// owner, reading through a client of her own other than the one that
+// appends: her steps also fetch the entries and the map step, and check
+// that the new head's map root follows from them.
+func BenchmarkOwnerLookupMoved(b *testing.B) {
+	benchLookupAs(b, true, true)
+}
+
 // BenchmarkReaderLookupStill is BenchmarkReaderLookupMoved with the head
 // still: no step.
 func BenchmarkReaderLookupStill(b *testing.B) {
 	benchLookup(b, false)
 }
 
-func benchLookup(b *testing.B, moved bool) {
+func benchLookup(b *testing.B, moved bool) { benchLookupAs(b, moved, false) }
+
+func benchLookupAs(b *testing.B, moved, owner bool) {
 	n := startNodeB(b)
 	defer n.Close()
 	ctx := context.Background()
 	a := dialAsB(b, n, "ann@example.com")
 	bob := dialAsB(b, n, "bob@example.com")
+	if owner {
+		c, err := Dial(ctx, Config{Keys: a.keys, Node: n.DialAddr(), Logger: testLogger(b), KeyLog: filepath.Join(b.TempDir(), "keylog")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		bob = c // Reads as the owner, with heads of its own.
+	}
 	for _, name := range []string{"d"} {
 		if _, err := a.MakeDirectory(ctx, ann(name)); err != nil {
 			b.Fatal(err)

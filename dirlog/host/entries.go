@@ -75,21 +75,18 @@ func (s *Server) Entries(ctx context.Context, user, owner spindle.UserName, from
 	var out []*dirlog.Entry
 	size := 0
 	var seq int64 // Records are entries 1, 2, ... in order (see replay).
-	skip := l.cpRecs
 	if l.cp != nil {
 		if from <= l.cp.Seq {
 			return nil, spindle.E(op, spindle.NotExist, owner, fmt.Sprintf("entries 1 to %d of the log were compacted into a checkpoint: read it (Server.Checkpoint) and the entries from %d", l.cp.Seq, l.cp.Seq+1))
 		}
 		seq = l.cp.Seq
 	}
-	err = l.log.Scan(ctx, func(b []byte) error {
-		if skip > 0 {
-			skip--
-			return nil
-		}
-		if seq++; seq < from {
-			return nil // Not decoded: a page costs its own entries only.
-		}
+	// The checkpoint's records, then entries seq+1 on: a page is read
+	// from its first record, not from the log's start.
+	first := l.cpRecs + int(from-1-seq)
+	seq = from - 1
+	err = l.log.ScanFrom(ctx, first, func(b []byte) error {
+		seq++
 		p := dirlog.DecodePending(b)
 		if p.Err != nil {
 			return p.Err

@@ -36,6 +36,11 @@ type Log interface {
 	// error of kind Integrity wrapping a *[dirlog.TailError]; the log itself is
 	// not changed. fn must not keep the slice it is given.
 	Scan(ctx context.Context, fn func(rec []byte) error) error
+	// ScanFrom is Scan from record first (0 for the first) on: it reads
+	// only the records from there when the log knows where they are (it
+	// was scanned or appended to), so that a page of a long log costs
+	// its own records.
+	ScanFrom(ctx context.Context, first int, fn func(rec []byte) error) error
 	// Append adds records at the end of the valid records, in order and
 	// durably, with one sync for them all, before it returns. If it fails,
 	// none of them counts as appended: the next Append writes over them.
@@ -230,6 +235,34 @@ func (l *diskLog) Scan(ctx context.Context, fn func([]byte) error) error {
 		return spindle.E(op, spindle.Integrity, l.user, err)
 	}
 	return spindle.E(op, spindle.IO, l.user, err)
+}
+
+func (l *diskLog) ScanFrom(ctx context.Context, first int, fn func([]byte) error) error {
+	if l.end < 0 || first <= 0 || first > len(l.offsets) {
+		return scanSkipping(ctx, l, first, fn)
+	}
+	if first == len(l.offsets) {
+		return nil
+	}
+	off := l.offsets[first]
+	_, _, err := dirlog.ScanFrames(io.NewSectionReader(l.f, off, l.end-off), off, fn)
+	var te *dirlog.TailError
+	if errors.As(err, &te) {
+		// The bytes known to be whole read as damaged: the file changed.
+		return spindle.E(spindle.Op("dirlog.Log.Scan"), spindle.Integrity, l.user, err)
+	}
+	return err
+}
+
+// scanSkipping is ScanFrom by a Scan of the whole log.
+func scanSkipping(ctx context.Context, l Log, first int, fn func([]byte) error) error {
+	i := 0
+	return l.Scan(ctx, func(b []byte) error {
+		if i++; i <= first {
+			return nil
+		}
+		return fn(b)
+	})
 }
 
 func (l *diskLog) Append(ctx context.Context, recs ...[]byte) error {
@@ -463,6 +496,10 @@ func (l *memLog) Scan(ctx context.Context, fn func([]byte) error) error {
 		return spindle.E(spindle.Op("dirlog.Log.Scan"), spindle.Integrity, l.user, err)
 	}
 	return err
+}
+
+func (l *memLog) ScanFrom(ctx context.Context, first int, fn func([]byte) error) error {
+	return scanSkipping(ctx, l, first, fn)
 }
 
 func (l *memLog) Append(ctx context.Context, recs ...[]byte) error {

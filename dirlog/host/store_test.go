@@ -190,3 +190,45 @@ func TestStoreScanStoppedEarly(t *testing.T) {
 		})
 	}
 }
+
+// ScanFrom reads the records from one on, whether the log knows where
+// they are (appended to) or not (just opened), and nothing past the end.
+func TestStoreScanFrom(t *testing.T) {
+	ctx := context.Background()
+	for _, k := range storeKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			s := k.new(t)
+			l, err := s.Open(ctx, ann)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for i := range 7 {
+				rec := fmt.Sprintf("record %d %s", i, strings.Repeat("y", i*50))
+				if err := l.Append(ctx, []byte(rec)); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, rec)
+			}
+			from := func(l Log, first int) []string {
+				var got []string
+				if err := l.ScanFrom(ctx, first, func(b []byte) error { got = append(got, string(b)); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			for first := 0; first <= len(want)+1; first++ {
+				wantFrom := want[min(first, len(want)):]
+				if got := from(l, first); strings.Join(got, "|") != strings.Join(wantFrom, "|") {
+					t.Fatalf("appended log from %d: %q, want %q", first, got, wantFrom)
+				}
+			}
+			l.Close()
+			l, _ = s.Open(ctx, ann)
+			defer l.Close()
+			if got := from(l, 4); strings.Join(got, "|") != strings.Join(want[4:], "|") {
+				t.Fatalf("reopened log from 4: %q, want %q", got, want[4:])
+			}
+		})
+	}
+}

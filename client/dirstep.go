@@ -51,6 +51,20 @@ func (r *remote) checkStep(ctx context.Context, floor, anchor, got *dirlog.Head)
 		}
 		return r.stepEntries(ctx, floor, through, got)
 	}
+	// The owner's checks of the entries and the map step go on while the
+	// proof is fetched: a step costs one round trip, not three.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	own := make(chan error, 1)
+	go func() { own <- r.stepEntries(ctx, floor, through, got) }()
+	if err := r.proveStep(ctx, floor, got); err != nil {
+		return err
+	}
+	return <-own
+}
+
+// proveStep checks the consistency proof that got's log extends floor's.
+func (r *remote) proveStep(ctx context.Context, floor, got *dirlog.Head) error {
 	resp, err := call[wire.DirStepRequest, wire.DirStepResponse](ctx, r, wire.DirStep, got.User, &wire.DirStepRequest{User: got.User, From: floor.Seq, To: got.Seq})
 	if err != nil {
 		if errors.Is(err, spindle.Transient) || ctx.Err() != nil {
@@ -62,10 +76,7 @@ func (r *remote) checkStep(ctx context.Context, floor, anchor, got *dirlog.Head)
 	if err != nil {
 		return spindle.E(spindle.Integrity, got.User, fmt.Errorf("the proof that the head at %d (%s) from %s extends the head at %d (%s): %w", got.Seq, got.Hash, hostOf(got), floor.Seq, floor.Hash, err))
 	}
-	if err := dirlog.CheckStep(floor, got, p); err != nil {
-		return err
-	}
-	return r.stepEntries(ctx, floor, through, got)
+	return dirlog.CheckStep(floor, got, p)
 }
 
 // stepEntries runs r.ownStep, if set.
@@ -105,6 +116,17 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, through, got *dirlog.H
 	}
 	bad := func(format string, args ...any) error {
 		return spindle.E(spindle.Integrity, got.User, fmt.Sprintf("the head at sequence %d (%s) from %s does not extend the head at %d (%s) the client saw: ", got.Seq, got.Hash, hostOf(got), floor.Seq, floor.Hash)+fmt.Sprintf(format, args...))
+	}
+	var mapStep chan mapStepAnswer
+	if !floor.Root.IsZero() {
+		// Fetched while the entries are.
+		ctx2, cancel := context.WithCancel(ctx)
+		defer cancel()
+		mapStep = make(chan mapStepAnswer, 1)
+		go func() {
+			resp, err := call[wire.DirMapStepRequest, wire.DirMapStepResponse](ctx2, c.svc, wire.DirMapStep, c.user, &wire.DirMapStepRequest{User: c.user, From: floor.Seq})
+			mapStep <- mapStepAnswer{resp, err}
+		}()
 	}
 	prev, seq := floor.Hash, floor.Seq
 	entries := make([]*dirlog.Entry, 0, got.Seq-floor.Seq)
@@ -153,10 +175,17 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, through, got *dirlog.H
 	if prev != got.Hash {
 		return bad("the log's entry %d is %s", seq, prev)
 	}
-	if floor.Root.IsZero() {
+	if mapStep == nil {
 		return nil // A floor without a map root: nothing to undo to.
 	}
-	return c.checkMapStep(ctx, floor, got, entries)
+	a := <-mapStep
+	return c.checkMapStep(floor, got, entries, a.resp, a.err)
+}
+
+// A mapStepAnswer is a host's answer to dir.mapstep.
+type mapStepAnswer struct {
+	resp *wire.DirMapStepResponse
+	err  error
 }
 
 // maxMapStepRequired is the longest step whose map step the owner's client
@@ -169,10 +198,10 @@ const maxMapStepRequired = dirlog.MapStepWindow / 4
 // floor's (see dirlog.CheckMapStep): else a host could sign the genuine
 // next entry over an older map, and answer the owner's reads, those of
 // her re-sharing included, from the state before it.
-func (c *Client) checkMapStep(ctx context.Context, floor, got *dirlog.Head, entries []*dirlog.Entry) error {
-	resp, err := call[wire.DirMapStepRequest, wire.DirMapStepResponse](ctx, c.svc, wire.DirMapStep, c.user, &wire.DirMapStepRequest{User: c.user, From: floor.Seq})
+// resp and err are the host's answer to dir.mapstep.
+func (c *Client) checkMapStep(floor, got *dirlog.Head, entries []*dirlog.Entry, resp *wire.DirMapStepResponse, err error) error {
 	if err != nil {
-		if errors.Is(err, spindle.Transient) || ctx.Err() != nil {
+		if errors.Is(err, spindle.Transient) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
 		renamed := false

@@ -3,6 +3,7 @@ package dirlog
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -359,5 +360,34 @@ func TestMapStepLiesConsistent(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// The size of a one-entry map step grows with the log of the map's size:
+// a path of about log2(n) hashes and the leaves beside it.
+func TestMapStepSize(t *testing.T) {
+	for _, n := range []int{100, 10000} {
+		tr := NewTree(ann)
+		apply := func(op Operation, d spindle.DirEntry) {
+			d.Writer, d.Sequence = ann, tr.Seq+1
+			if _, err := tr.Apply(&Entry{Seq: tr.Seq + 1, Prev: tr.Head, Op: op, Writer: ann, Entry: d}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		apply(OpMkdir, spindle.DirEntry{Name: "ann@example.com/", Attr: spindle.AttrDirectory})
+		for i := range n {
+			apply(OpPut, *file(spindle.PathName(fmt.Sprintf("ann@example.com/f%d", i)), 1))
+		}
+		st, err := tr.MapStep(tr.Seq - 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := len(st.Marshal())
+		t.Logf("a one-entry map step in a map of %d items: %d bytes", n+1, size)
+		// 64 bytes of change and header, one path of at most 2*log2(n)
+		// hashes, and a few leaves beside it.
+		if limit := 200 + 64*int(2*math.Log2(float64(n))); size > limit {
+			t.Errorf("%d bytes, more than %d", size, limit)
+		}
 	}
 }

@@ -221,3 +221,32 @@ func TestLieHeadOverOlderMap(t *testing.T) {
 		t.Fatalf("honest put after the lies: %v", err)
 	}
 }
+
+// TestLiePublishedHeadSkipsOverLog: a head published in the DHT moves a
+// client past its floor only if its log extends the floor's, as a head
+// that comes with an answer does: the dir host signs a head one past the
+// one ann saw, with a made-up hash, and publishes it.
+func TestLiePublishedHeadSkipsOverLog(t *testing.T) {
+	w := newLieWorld(t)
+	own, err := p2p.NewPeerSigner(w.n.Host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.entry(t, "@/docs/a.txt")
+	floor := w.ann.svc.heads.floor(w.ann.user)
+	fake := *floor
+	fake.Seq++
+	rand.Read(fake.Hash[:])
+	fake.Sign(own)
+	w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
+		if req.Method == wire.DirPublished {
+			resp.Head, resp.Err = &fake, nil
+		}
+	})
+	defer w.l.tell(nil)
+	_, err = w.ann.CheckHeads(w.ctx, w.ann.user)
+	wantIntegrity(t, err, "check of published heads")
+	if h := w.ann.svc.heads.floor(w.ann.user); h.Seq != floor.Seq || h.Hash != floor.Hash {
+		t.Fatalf("the client moved its floor to the published lie: %d %s", h.Seq, h.Hash)
+	}
+}

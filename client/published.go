@@ -61,6 +61,10 @@ func (c *Client) CheckHeads(ctx context.Context, owner spindle.UserName) (*Heads
 		seen := c.heads.floor(owner)
 		if seen != nil && pub.Seq < seen.Seq {
 			// Publishing lags: nothing to hold against anyone.
+		} else if err := c.svc.checkStep(ctx, seen, c.heads.anchor(owner), pub); err != nil {
+			// A published head that moves the client must extend the
+			// head it saw, as one that comes with an answer must.
+			return rep, spindle.E(op, err)
 		} else if err := c.heads.check(seen, pub); err != nil {
 			return rep, spindle.E(op, c.svc.keepEvidence(err, seen, pub))
 		}

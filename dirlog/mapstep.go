@@ -213,13 +213,8 @@ func CheckMapStep(floor, got *Head, entries []*Entry, st *MapStep) error {
 		cs := st.Changes[i]
 		for j := len(cs) - 1; j >= 0; j-- {
 			c := &cs[j]
-			if v, ok := m.Get(c.Key); ok != c.HasNew || ok && v != c.New {
+			if !m.move(c.Key, c.HasNew, c.New, c.HadOld, c.Old) {
 				return bad("entry %d's change of key %.12s does not match the map after it", st.From+1+int64(i), c.Key)
-			}
-			if c.HadOld {
-				m.Set(c.Key, c.Old)
-			} else {
-				m.Delete(c.Key)
 			}
 		}
 	}
@@ -232,13 +227,8 @@ func CheckMapStep(floor, got *Head, entries []*Entry, st *MapStep) error {
 	// Forward to got, through the entries the reader holds.
 	for i := range entries {
 		for _, c := range st.Changes[i] {
-			if v, ok := m.Get(c.Key); ok != c.HadOld || ok && v != c.Old {
+			if !m.move(c.Key, c.HadOld, c.Old, c.HasNew, c.New) {
 				return bad("entry %d's change of key %.12s does not match the map before it", st.From+1+int64(i), c.Key)
-			}
-			if c.HasNew {
-				m.Set(c.Key, c.New)
-			} else {
-				m.Delete(c.Key)
 			}
 		}
 	}
@@ -249,6 +239,20 @@ func CheckMapStep(floor, got *Head, entries []*Entry, st *MapStep) error {
 		return bad("its entries make map root %s", r)
 	}
 	return nil
+}
+
+// move changes key from val (absent unless had) to to (absent unless
+// has), and reports whether the map held val.
+func (m *treeMap) move(key Hash, had bool, val Hash, has bool, to Hash) bool {
+	if v, ok := m.Get(key); ok != had || ok && v != val {
+		return false
+	}
+	if has {
+		m.Set(key, to)
+	} else {
+		m.Delete(key)
+	}
+	return true
 }
 
 // changesOf checks that cs are the map changes e makes, but for the old

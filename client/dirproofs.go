@@ -277,15 +277,20 @@ func oneProof(name spindle.PathName, resp *wire.DirLookupResponse) (*dirlog.Prov
 	return pr, nil
 }
 
-// proveGlobNotExist checks a Glob's answer err, of kind NotExist, which
-// comes with no proof: a host answers NotExist when the directory the
-// pattern lists (the path before its first element with a
+// proveGlobNotExist checks a Glob's answer err, of kind NotExist: the
+// directory the pattern lists (the path before its first element with a
 // metacharacter), or the name a pattern without any names, does not
-// exist. The client looks that path up, and the lookup's answer must
-// prove it absent (see checkLookup); then err stands. If the lookup finds
-// it, the Glob's answer was a lie, and Integrity is returned; any other
-// error of the lookup (a denial, a failure) is returned as it is.
-func (r *remote) proveGlobNotExist(ctx context.Context, pattern string, err error) error {
+// exist. The answer carries the proof a Lookup of that path would (see
+// checkNotExist), made from the same state as the Glob; then err stands.
+//
+// A node older than the proof sends none. The client then looks the path
+// up, and that lookup's answer must prove it absent. As the two answers
+// may come from two states of a tree that grows meanwhile, a lookup that
+// finds the path returns errGlobRaced, and the Glob is asked once more
+// (again set); only a node that answers NotExist again for a path its
+// lookup shows is caught lying (Integrity).
+// Any other error of a lookup (a denial, a failure) is returned as it is.
+func (r *remote) proveGlobNotExist(ctx context.Context, pattern string, resp *wire.DirGlobResponse, err error, again bool) error {
 	p, perr := spindle.Parse(spindle.PathName(pattern))
 	if perr != nil {
 		return err // The pattern is not one: the node's error says so.
@@ -297,15 +302,28 @@ func (r *remote) proveGlobNotExist(ctx context.Context, pattern string, err erro
 			break
 		}
 	}
+	if resp != nil && (resp.Head != nil || len(resp.Proofs) > 0) {
+		if perr := checkNotExist(base, &wire.DirLookupResponse{Head: resp.Head, Proofs: resp.Proofs}); perr != nil {
+			return perr
+		}
+		noteProved(ctx, resp.Head)
+		return err
+	}
 	_, lerr := r.Lookup(ctx, "", base)
 	switch {
 	case errors.Is(lerr, spindle.NotExist):
 		return err
 	case lerr != nil:
 		return lerr
+	case !again:
+		return errGlobRaced
 	}
-	return spindle.E(spindle.PathName(pattern), spindle.Integrity, fmt.Sprintf("node answered that %s does not exist, and a lookup finds it", base))
+	return spindle.E(spindle.PathName(pattern), spindle.Integrity, fmt.Sprintf("node answered twice that %s does not exist, and a lookup finds it", base))
 }
+
+// errGlobRaced says that a Glob's NotExist without proof was refuted by a
+// lookup that may have seen a later state: the Glob is asked once more.
+var errGlobRaced = errors.New("glob answer older than a lookup's")
 
 // checkGlobProofs checks the proof of each entry of a Glob answer: that
 // it is in the tree at its name and the entry the signed head commits to

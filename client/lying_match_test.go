@@ -256,11 +256,57 @@ func TestHonestListOnlyReaderMatched(t *testing.T) {
 	}
 }
 
-// The node answers a Glob with NotExist, which a host sends without a
-// proof, for a directory that exists (found by FuzzClientAgainstLiar).
-// The client proves a Glob's NotExist with a lookup of the path listed.
+// The node answers a Glob with NotExist for a directory that exists
+// (found by FuzzClientAgainstLiar): without a proof (as a node older than
+// the proof does), or with the genuine proof of another path's absence.
+// A Glob's NotExist carries the proof a Lookup of the path listed gives;
+// without one the client looks the path up, and asks the Glob again once
+// when the lookup finds it.
 func TestLieGlobNotExist(t *testing.T) {
 	w := newLieWorld(t)
+	var absent wiretest.Response
+	w.l.tell(func(req *wiretest.Request, resp *wiretest.Response) {
+		if req.Method == wire.DirGlob && req.Pattern == "ann@example.com/none/*" {
+			absent = *resp
+		}
+		if req.Method == wire.DirLookup {
+			t.Errorf("honest glob proved NotExist with a lookup of %s", req.Name)
+		}
+	})
+	if _, err := w.ann.Glob(w.ctx, "ann@example.com/none/*"); !errors.Is(err, spindle.NotExist) || absent.Head == nil || len(absent.DirProofs) == 0 {
+		t.Fatalf("honest glob of a missing directory: %v, head %v, %d proofs", err, absent.Head, len(absent.DirProofs))
+	}
+	w.l.tell(nil)
+	for _, pattern := range []string{"ann@example.com/docs/*", "ann@example.com/docs/a.txt"} {
+		t.Run("another path's absence "+pattern, func(t *testing.T) {
+			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
+				if req.Method == wire.DirGlob {
+					*resp = absent
+					resp.Err = wire.ErrBytes(spindle.E(spindle.NotExist, spindle.PathName(req.Pattern)))
+				}
+			})
+			defer w.l.tell(nil)
+			_, err := w.ann.Glob(w.ctx, pattern)
+			wantIntegrity(t, err, "glob")
+		})
+	}
+	// The tree grew between a Glob answered without proof and the lookup:
+	// the Glob asked again is believed.
+	t.Run("raced", func(t *testing.T) {
+		globs := 0
+		w.lie(func(req *wiretest.Request, resp *wiretest.Response) {
+			if req.Method == wire.DirGlob {
+				if globs++; globs == 1 {
+					*resp = wiretest.Response{Err: wire.ErrBytes(spindle.E(spindle.NotExist, spindle.PathName(req.Pattern)))}
+				}
+			}
+		})
+		defer w.l.tell(nil)
+		des, err := w.ann.Glob(w.ctx, "ann@example.com/docs/*")
+		if err != nil || len(des) == 0 || globs != 2 {
+			t.Errorf("glob answered NotExist once, then honestly: %d entries, %v, after %d globs", len(des), err, globs)
+		}
+	})
 	for _, pattern := range []string{"ann@example.com/docs/*", "ann@example.com/docs/a.txt", "ann@example.com/docs/*/x"} {
 		t.Run(pattern, func(t *testing.T) {
 			w.lie(func(req *wiretest.Request, resp *wiretest.Response) {

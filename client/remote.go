@@ -487,7 +487,13 @@ func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.Pa
 func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) ([]*spindle.DirEntry, error) {
 	resp, err := callDir[wire.DirGlobRequest, wire.DirGlobResponse](ctx, r, wire.DirGlob, &wire.DirGlobRequest{Pattern: pattern}, pattern)
 	if errors.Is(err, spindle.NotExist) {
-		return nil, r.proveGlobNotExist(ctx, pattern, err)
+		err = r.proveGlobNotExist(ctx, pattern, resp, err, false)
+		if err == errGlobRaced {
+			resp, err = callDir[wire.DirGlobRequest, wire.DirGlobResponse](ctx, r, wire.DirGlob, &wire.DirGlobRequest{Pattern: pattern}, pattern)
+			if errors.Is(err, spindle.NotExist) {
+				err = r.proveGlobNotExist(ctx, pattern, resp, err, true)
+			}
+		}
 	}
 	if resp == nil || err != nil {
 		return nil, err

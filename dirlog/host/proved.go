@@ -49,7 +49,9 @@ func (s *Server) LookupProved(ctx context.Context, user spindle.UserName, name s
 // against the current signed head, taken from one state of the tree, as
 // [Server.LookupProved] proves one entry. It cannot prove that no match
 // was left out: the map is keyed by hashed names, which have no order to
-// prove a range with. Errors carry no proof.
+// prove a range with. NotExist carries the proof of absence a Lookup of
+// the path the pattern lists gives (see proveGlobBase), with the head;
+// other errors carry no proof.
 func (s *Server) GlobProved(ctx context.Context, user spindle.UserName, pattern string) ([]*spindle.DirEntry, []*dirlog.Proved, *dirlog.Head, error) {
 	const op spindle.Op = "dirlog.GlobProved"
 	if err := dirlog.CheckUser(user); err != nil {
@@ -65,13 +67,13 @@ func (s *Server) GlobProved(ctx context.Context, user spindle.UserName, pattern 
 	perr := s.provedAt(ctx, p.User(), func() (position, bool) {
 		var seq position
 		out, prs, seq, err = s.globAt(user, p, true)
-		return seq, err == nil
+		return seq, err == nil || len(prs) > 0
 	}, func(h *dirlog.Head) { head = h })
 	if perr != nil {
 		return nil, nil, nil, spindle.E(op, p.Path(), user, perr)
 	}
 	if err != nil {
-		return nil, nil, nil, spindle.E(op, p.Path(), user, err)
+		return nil, prs, head, spindle.E(op, p.Path(), user, err)
 	}
 	return out, prs, head, nil
 }

@@ -205,4 +205,28 @@ func TestGlobProved(t *testing.T) {
 	if _, prs, _, err := e.s.GlobProved(e.ctx, dan, "ann@example.com/docs/*"); !errors.Is(err, spindle.Private) || prs != nil {
 		t.Fatalf("dan: %v, %d proofs", err, len(prs))
 	}
+	// NotExist comes with the proof a lookup of the path listed gives: of
+	// its absence, then of each directory above the first one missing.
+	for _, tc := range []struct {
+		pattern string
+		base    spindle.PathName
+		above   int
+	}{
+		{"ann@example.com/none/*", "ann@example.com/none", 1},
+		{"ann@example.com/docs/none", "ann@example.com/docs/none", 2},
+		{"ann@example.com/none/x/*/y", "ann@example.com/none/x", 1},
+	} {
+		out, prs, h, err := e.s.GlobProved(e.ctx, ann, tc.pattern)
+		if !errors.Is(err, spindle.NotExist) || out != nil || len(prs) != 1+tc.above || h == nil {
+			t.Fatalf("%s: %d entries, %d proofs, head %v, %v", tc.pattern, len(out), len(prs), h, err)
+		}
+		pr := prs[0]
+		pr.Head, pr.Above = h, prs[1:]
+		if err := pr.VerifyNotExist(tc.base); err != nil {
+			t.Errorf("%s: the proof of %s's absence: %v", tc.pattern, tc.base, err)
+		}
+		if err := pr.VerifyNotExist("ann@example.com/docs"); err == nil {
+			t.Errorf("%s: the proof also proves ann@example.com/docs absent", tc.pattern)
+		}
+	}
 }

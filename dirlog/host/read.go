@@ -390,6 +390,9 @@ func (s *Server) globAt(user spindle.UserName, p spindle.Parsed, prove bool) ([]
 	}
 	r := v.readerFor(p.User(), user)
 	out, err := r.glob(p.First(0), p.Elems())
+	if spindle.KindOf(err) == spindle.NotExist && prove && r.t.Map != nil {
+		return nil, r.proveGlobBase(p), r.at(), err
+	}
 	if err != nil || !prove || r.t.Map == nil {
 		return out, nil, r.at(), err
 	}
@@ -402,6 +405,30 @@ func (s *Server) globAt(user spindle.UserName, p spindle.Parsed, prove bool) ([]
 		prs[i] = r.t.ProveItem(n, d.Attr&spindle.AttrIncomplete == 0)
 	}
 	return out, prs, r.at(), nil
+}
+
+// proveGlobBase proves, for a Glob of p answered NotExist, that the path
+// the pattern lists does not exist: the path before its first element
+// with a metacharacter, or the whole name if none has one. The proof is
+// the one a Lookup of that path gives (the exclusion of the path or of
+// the first directory above it missing, then the proofs of each directory
+// above that), flattened into one slice, first the exclusion. It is nil
+// if the lookup, in this same state, does not answer NotExist (the glob
+// met a missing name below a link, say), and the client then looks the
+// path up itself.
+func (r *reader) proveGlobBase(p spindle.Parsed) []*dirlog.Proved {
+	base := p
+	if i := slices.IndexFunc(p.Elems(), hasMeta); i >= 0 {
+		base = p.First(i)
+	}
+	if _, err := r.lookup(base); spindle.KindOf(err) != spindle.NotExist {
+		return nil
+	}
+	pr := r.t.ProveNotExist(base)
+	if pr == nil {
+		return nil
+	}
+	return append([]*dirlog.Proved{pr}, pr.Above...)
 }
 
 // WhichAccess returns the entry of the Access file that governs name, or

@@ -145,6 +145,7 @@ func TestProveRequestChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Write(frame([]byte{4}, make([]byte, 8), nonce, ref))
+	s.CloseWrite() // A server that answered would then end the stream cleanly.
 	s.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.ReadAll(s); err == nil {
 		t.Errorf("server did not reset a version 1 stream carrying a prove request")

@@ -44,12 +44,16 @@ import (
 // the second rule bounds which blocks they can place, and a block no dir
 // host leases is collected after the lease grace.
 //
+// A has request is answered from the local store, and so is a prove
+// request: a block in the cache is neither kept nor announced, so it is
+// not held.
+//
 // A pushed block is held and announced like one put here. Once
 // [Store.Drain] has started, pushes from other nodes are refused (as
 // Transient), so that they go to a node that stays.
 func (s *Store) Server(isUser, isReader func(peer.ID) bool) (spindle.BlockStore, p2p.BlockServerConfig) {
 	srv := &server{s: s, isUser: isUser, isReader: isReader}
-	return srv, p2p.BlockServerConfig{CanPut: func(p peer.ID) bool { return isUser(p) || s.isMember(p) }, Has: s.holds}
+	return srv, p2p.BlockServerConfig{CanPut: func(p peer.ID) bool { return isUser(p) || s.isMember(p) }, Has: s.holds, Held: s.local.Get}
 }
 
 // holds reports whether the local store holds ref intact: the answer to
@@ -138,15 +142,17 @@ func (s *Store) isMember(p peer.ID) bool {
 }
 
 // responsible reports whether this node is among the 2r+2 nodes of its
-// routing table nearest to key.
+// routing table nearest to key, not counting nodes that lately failed to
+// prove they hold a block (see proof.go): a node that takes copies and
+// keeps none does not push this one out of a block's home.
 func (s *Store) responsible(key string) bool {
 	slack := 2*s.cfg.Replicas + 2
 	target := kb.ConvertKey(key)
-	nearest := s.dht.RoutingTable().NearestPeers(target, slack)
+	nearest := s.withoutUnproven(s.dht.RoutingTable().NearestPeers(target, slack+s.unprovenCount()))
 	if len(nearest) < slack {
 		return true
 	}
-	return kb.Closer(s.h.ID(), nearest[len(nearest)-1], key)
+	return kb.Closer(s.h.ID(), nearest[slack-1], key)
 }
 
 func (s *Store) refuse() {
@@ -164,6 +170,8 @@ type Stats struct {
 	ReplicaRefused int64 // Pushes from other nodes refused, for any reason.
 	ReplicaFull    int64 // Of those, the pushes refused for the hold limit.
 	PushedFull     int64 // Pushes to other nodes that they refused as full.
+	ProofsFailed   int64 // Challenges other nodes failed or could not answer (see proof.go).
+	Unproven       int   // Nodes not counted as holders for now, having failed one.
 
 	// Repair (see [Store.Repair]).
 	RepairBacklog   int       // Blocks found short of r live copies and not yet fixed.
@@ -194,6 +202,7 @@ func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	st.HeldBytes, st.HoldLimit = s.held, s.cfg.HoldLimit
 	st.ReplicaRefused, st.ReplicaFull, st.PushedFull = s.refused, s.full, s.pushFull
+	st.ProofsFailed, st.Unproven = s.failed, len(s.unproven)
 	s.mu.Unlock()
 	s.repairStats(&st)
 	return st

@@ -2,7 +2,6 @@ package p2p
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
@@ -37,9 +36,9 @@ import (
 // server's word: a node that counts copies asks for proof instead.
 //
 // A prove request challenges the server to show that it holds the block
-// itself: it answers with [blocks.HoldProof] of its own peer ID, the
-// nonce and the block as it holds it, which only the block's bytes give
-// and no earlier answer helps with, or with the error of reading its copy
+// itself: it answers with [blocks.Challenge.Answer] for its own peer ID,
+// of the nonce and the block as it holds it, which only the block's bytes
+// give and no earlier answer helps with, or with the error of reading its copy
 // (NotExist if it holds none, Integrity if its copy is damaged). See
 // [RemoteStore.Prove].
 //
@@ -265,21 +264,22 @@ func (srv *blockServer) prove(ctx context.Context, body []byte) ([]byte, error) 
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	proof := blocks.HoldProof(string(srv.self), nonce, data)
+	proof := blocks.ChallengeWith(nonce, data).Answer(string(srv.self))
 	return proof[:], nil
 }
 
 // parseProve splits the body of a prove request into its nonce and the
 // ref of the block, which it checks.
-func parseProve(body []byte) (nonce []byte, ref spindle.Ref, err error) {
+func parseProve(body []byte) (nonce [blocks.NonceSize]byte, ref spindle.Ref, err error) {
 	if len(body) < blocks.NonceSize {
-		return nil, "", spindle.E(spindle.Invalid, fmt.Sprintf("prove request of %d bytes is shorter than its %d-byte nonce", len(body), blocks.NonceSize))
+		return nonce, "", spindle.E(spindle.Invalid, fmt.Sprintf("prove request of %d bytes is shorter than its %d-byte nonce", len(body), blocks.NonceSize))
 	}
 	ref = spindle.Ref(body[blocks.NonceSize:])
 	if _, err := blocks.ParseRef(ref); err != nil {
-		return nil, "", err
+		return nonce, "", err
 	}
-	return body[:blocks.NonceSize], ref, nil
+	copy(nonce[:], body)
+	return nonce, ref, nil
 }
 
 // ErrNoProofs is wrapped in the error, of kind Invalid, of
@@ -407,23 +407,22 @@ func (r *RemoteStore) Has(ctx context.Context, ref spindle.Ref) (bool, error) {
 }
 
 // Prove challenges the peer to show that it holds the block ref itself:
-// it sends a fresh random nonce and checks the answer against
-// [blocks.HoldProof] of the peer's ID, the nonce and data, which must be
-// the block (the caller's own checked copy). It returns nil if the peer
-// proved it holds the block; an Integrity error wrapping
+// it sends the challenge's nonce, which must be fresh for this peer, and
+// checks the answer against the challenge's answer for the peer's ID. The
+// challenge is made from the block (see [blocks.NewChallenge]) by the
+// caller, which may ask several holders with one challenge. Prove returns
+// nil if the peer proved it holds the block; an Integrity error wrapping
 // [ErrProofFailed] if it answered wrongly; an Invalid error wrapping
 // [ErrNoProofs] if it speaks only [BlockProtocolV1]; otherwise the
 // peer's error (NotExist if it holds no copy, Integrity without
 // ErrProofFailed if its copy is damaged) or IO if it cannot be reached.
-func (r *RemoteStore) Prove(ctx context.Context, ref spindle.Ref, data []byte) error {
+func (r *RemoteStore) Prove(ctx context.Context, ref spindle.Ref, c blocks.Challenge) error {
 	const op spindle.Op = "p2p.RemoteStore.Prove"
 	if _, err := blocks.ParseRef(ref); err != nil {
 		return spindle.E(op, err)
 	}
-	req := make([]byte, blocks.NonceSize, blocks.NonceSize+len(ref))
-	rand.Read(req)
-	nonce := req[:blocks.NonceSize:blocks.NonceSize]
-	req = append(req, ref...)
+	req := make([]byte, 0, blocks.NonceSize+len(ref))
+	req = append(append(req, c.Nonce[:]...), ref...)
 	res, err := r.call(ctx, blockProve, req)
 	if err != nil {
 		return spindle.E(op, err)
@@ -431,7 +430,7 @@ func (r *RemoteStore) Prove(ctx context.Context, ref spindle.Ref, data []byte) e
 	if len(res) != blocks.ProofSize {
 		return spindle.E(op, spindle.Invalid, fmt.Sprintf("peer %s answered a prove request with %d bytes, not %d", r.peer, len(res), blocks.ProofSize))
 	}
-	want := blocks.HoldProof(string(r.peer), nonce, data)
+	want := c.Answer(string(r.peer))
 	if subtle.ConstantTimeCompare(res, want[:]) != 1 {
 		return spindle.E(op, spindle.Integrity, fmt.Errorf("peer %s, block %s: %w", r.peer, ref, ErrProofFailed))
 	}

@@ -25,19 +25,19 @@ func TestProveHolding(t *testing.T) {
 		net := p2ptest.NewNet(t, 2)
 		serve(t, net.Hosts[0], p2p.BlockServerConfig{CanPut: allowAll})
 		r := remote(t, net.Hosts[1], net.Hosts[0].ID())
-		if err := r.Prove(ctx, ref, data); !errors.Is(err, spindle.NotExist) {
+		if err := r.Prove(ctx, ref, blocks.NewChallenge(data)); !errors.Is(err, spindle.NotExist) {
 			t.Fatalf("Prove of a block not held: %v, want NotExist", err)
 		}
 		if _, err := r.Put(ctx, data); err != nil {
 			t.Fatal(err)
 		}
 		for range 3 { // A fresh nonce each time.
-			if err := r.Prove(ctx, ref, data); err != nil {
+			if err := r.Prove(ctx, ref, blocks.NewChallenge(data)); err != nil {
 				t.Fatalf("Prove by a holder: %v", err)
 			}
 		}
 		// The challenger's own copy decides: other bytes fail.
-		if err := r.Prove(ctx, ref, []byte("another block")); !errors.Is(err, p2p.ErrProofFailed) || !errors.Is(err, spindle.Integrity) {
+		if err := r.Prove(ctx, ref, blocks.NewChallenge([]byte("another block"))); !errors.Is(err, p2p.ErrProofFailed) || !errors.Is(err, spindle.Integrity) {
 			t.Fatalf("Prove against other bytes: %v, want Integrity, ErrProofFailed", err)
 		}
 	})
@@ -55,7 +55,7 @@ func TestProveHolding(t *testing.T) {
 		if _, err := r.Put(ctx, data); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Prove(ctx, ref, data); !errors.Is(err, spindle.NotExist) {
+		if err := r.Prove(ctx, ref, blocks.NewChallenge(data)); !errors.Is(err, spindle.NotExist) {
 			t.Fatalf("Prove with Held saying no copy: %v, want NotExist", err)
 		}
 	})
@@ -72,13 +72,13 @@ func TestProveHolding(t *testing.T) {
 		// back an answer bound to the honest holder's ID.
 		"relayed answer": func(_, honest []byte) func(op byte, id, body []byte) []byte {
 			return func(op byte, id, body []byte) []byte {
-				p := blocks.HoldProof(string(honest), body[:blocks.NonceSize], data)
+				p := blocks.ChallengeWith([blocks.NonceSize]byte(body), data).Answer(string(honest))
 				return frame([]byte{0}, id, p[:])
 			}
 		},
 		"answer without the nonce": func(self, _ []byte) func(op byte, id, body []byte) []byte {
 			return func(op byte, id, body []byte) []byte {
-				p := blocks.HoldProof(string(self), make([]byte, blocks.NonceSize), data)
+				p := blocks.ChallengeWith([blocks.NonceSize]byte{}, data).Answer(string(self))
 				return frame([]byte{0}, id, p[:])
 			}
 		},
@@ -90,7 +90,7 @@ func TestProveHolding(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			net := p2ptest.NewNet(t, 3)
 			hostileServer(net.Hosts[0], liar([]byte(net.Hosts[0].ID()), []byte(net.Hosts[2].ID())))
-			err := remote(t, net.Hosts[1], net.Hosts[0].ID()).Prove(ctx, ref, data)
+			err := remote(t, net.Hosts[1], net.Hosts[0].ID()).Prove(ctx, ref, blocks.NewChallenge(data))
 			if err == nil {
 				t.Fatal("Prove passed a peer that does not hold the block")
 			}
@@ -125,7 +125,7 @@ func TestProveOldPeer(t *testing.T) {
 	if got, err := r.Get(ctx, ref); err != nil || string(got) != string(data) {
 		t.Fatalf("Get from a version 1 peer = %q, %v", got, err)
 	}
-	err := r.Prove(ctx, ref, data)
+	err := r.Prove(ctx, ref, blocks.NewChallenge(data))
 	if !errors.Is(err, p2p.ErrNoProofs) || !errors.Is(err, spindle.Invalid) {
 		t.Fatalf("Prove of a version 1 peer: %v, want Invalid, ErrNoProofs", err)
 	}
@@ -153,7 +153,7 @@ func TestProveRequestChecked(t *testing.T) {
 	s.Close()
 
 	r := remote(t, evil, srv.ID())
-	if err := r.Prove(ctx, "bafkqaaa", nil); !errors.Is(err, spindle.Invalid) {
+	if err := r.Prove(ctx, "bafkqaaa", blocks.NewChallenge(nil)); !errors.Is(err, spindle.Invalid) {
 		t.Fatalf("Prove of a malformed ref: %v, want Invalid", err)
 	}
 }

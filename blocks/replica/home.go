@@ -174,7 +174,10 @@ func (s *Store) homecoming(ctx context.Context, peers []peer.ID) {
 			return
 		}
 		home := s.home(k, members...)
-		var data []byte
+		var (
+			data []byte
+			ch   blocks.Challenge
+		)
 		for _, p := range members {
 			if !slices.Contains(home, p) || !pushesHome(home, self, p) {
 				continue
@@ -183,11 +186,12 @@ func (s *Store) homecoming(ctx context.Context, peers []peer.ID) {
 				if data, err = s.localCopy(ctx, ref); err != nil {
 					return
 				}
+				ch = blocks.NewChallenge(data)
 			}
-			if live.proves(ctx, p, ref, data) || live.down(p) {
+			if live.proves(ctx, p, ref, ch) || live.down(p) {
 				continue
 			}
-			if done, _ := s.push(ctx, ref, data, []peer.ID{p}, 1); len(done) > 0 {
+			if done, _ := s.push(ctx, ref, data, blocks.NewChallenge(data), []peer.ID{p}, 1); len(done) > 0 {
 				s.notePush(ref, done)
 				s.rmu.Lock()
 				s.repair.homed++
@@ -233,12 +237,12 @@ func (s *Store) notePush(ref spindle.Ref, to []peer.ID) {
 	s.repair.recent[ref] = r
 }
 
-// trim deletes the copy of ref (whose bytes are data) held here if it is
-// beyond the block's home: every home node proves that it holds the block
+// trim deletes the copy of ref held here if it is beyond the block's
+// home: every home node proves that it holds the block, answering ch
 // (holders are those known to), this node is not one of them, Config.Keep does not
 // keep the block, and it has been so since at least Config.TrimGrace
 // ago. It reports whether it deleted the copy.
-func (s *Store) trim(ctx context.Context, ref spindle.Ref, k mh.Multihash, data []byte, holders map[peer.ID]bool, live *liveness) bool {
+func (s *Store) trim(ctx context.Context, ref spindle.Ref, k mh.Multihash, ch blocks.Challenge, holders map[peer.ID]bool, live *liveness) bool {
 	if s.cfg.TrimGrace < 0 || s.cfg.Keep != nil && s.cfg.Keep(ref) {
 		s.notExtra(ref)
 		return false
@@ -249,7 +253,7 @@ func (s *Store) trim(ctx context.Context, ref spindle.Ref, k mh.Multihash, data 
 		return false
 	}
 	for _, p := range home {
-		if !holders[p] && !live.proves(ctx, p, ref, data) {
+		if !holders[p] && !live.proves(ctx, p, ref, ch) {
 			s.notExtra(ref)
 			return false
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
+	"spindle.dev/blocks"
 	"spindle.dev/p2p"
 )
 
@@ -18,11 +19,13 @@ import (
 // keeps nothing. So every copy this Store counts, whether Put makes it
 // or repair, drain and the homecoming scan find it, is of a node that
 // has just answered a challenge ([p2p.RemoteStore.Prove]): a fresh random
-// nonce, answered with a hash of the node's ID, the nonce and the whole
-// block, which the challenger works out from its own copy. Put pushes and
-// then challenges; repair reads its own copy of each block it checks and
-// challenges each provider in place of asking whether it holds the
-// block. The proof shows that the node could read the block's bytes when
+// nonce, answered with a hash of the node's ID and of the nonce and the
+// whole block, which the challenger works out from its own copy
+// ([blocks.Challenge]). Put pushes and then challenges; repair reads its
+// own copy of each block it checks and challenges each provider in place
+// of asking whether it holds the block. One challenge serves every node
+// asked about a block in one put or one check (each answers for its own
+// ID), so the challenger hashes the block once. The proof shows that the node could read the block's bytes when
 // asked, within the time allowed, which is what a copy is for.
 //
 // A node that answers wrongly, or speaks only version 1 of the block
@@ -81,10 +84,10 @@ func (s *Store) withoutUnproven(peers []peer.ID) []peer.ID {
 }
 
 // proves reports whether p proves, within BaseTimeout, that it holds
-// ref, whose bytes are data. A peer that does not answer at all is down
+// ref, answering the challenge ch made from the block. A peer that does not answer at all is down
 // for the rest of the round; one that was found down, or is unproven, is
 // not asked.
-func (l *liveness) proves(ctx context.Context, p peer.ID, ref spindle.Ref, data []byte) bool {
+func (l *liveness) proves(ctx context.Context, p peer.ID, ref spindle.Ref, ch blocks.Challenge) bool {
 	if l.down(p) || l.s.isUnproven(p) {
 		return false
 	}
@@ -93,7 +96,7 @@ func (l *liveness) proves(ctx context.Context, p peer.ID, ref spindle.Ref, data 
 		return false
 	}
 	pctx, cancel := context.WithTimeout(ctx, l.s.cfg.BaseTimeout)
-	err = r.Prove(pctx, ref, data)
+	err = r.Prove(pctx, ref, ch)
 	cancel()
 	switch {
 	case err == nil:

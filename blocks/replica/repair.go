@@ -12,6 +12,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	mh "github.com/multiformats/go-multihash"
 
+	"spindle.dev/blocks"
+
 	"spindle.dev"
 )
 
@@ -344,17 +346,18 @@ func (s *Store) repairOne(ctx context.Context, ref spindle.Ref, live *liveness, 
 		}
 		return outcome{state: stateUnknown}
 	}
-	holders, complete := s.liveHolders(ctx, ref, k, data, live, s.cfg.Replicas-1)
+	ch := blocks.NewChallenge(data)
+	holders, complete := s.liveHolders(ctx, ref, k, ch, live, s.cfg.Replicas-1)
 	// A copy pushed lately counts even if its holder's announcement has
 	// not landed yet, so that it is not pushed again.
 	for _, p := range s.recentlyPushed(ref) {
-		if !holders[p] && live.proves(ctx, p, ref, data) {
+		if !holders[p] && live.proves(ctx, p, ref, ch) {
 			holders[p] = true
 		}
 	}
 	have := 1 + len(holders) // With this node's copy.
 	if have >= s.cfg.Replicas {
-		if s.trim(ctx, ref, k, data, holders, live) {
+		if s.trim(ctx, ref, k, ch, holders, live) {
 			return outcome{state: stateTrimmed}
 		}
 		return outcome{state: stateOK}
@@ -392,14 +395,14 @@ func (s *Store) localCopy(ctx context.Context, ref spindle.Ref) ([]byte, error) 
 	return data, nil
 }
 
-// liveHolders returns the other nodes that provide ref (whose key is k
-// and bytes data) and prove that they hold it, stopping at enough of
+// liveHolders returns the other nodes that provide ref (whose key is k)
+// and prove that they hold it, answering ch, stopping at enough of
 // them: a provider record outlives the copy it announced by up to 48
 // hours, so a holder that lost its copy, or kept a damaged one, must not
 // be counted, nor one that announces blocks it does not keep. complete is
 // false if the lookup ran out of time before finding enough, in which
 // case the holders found may not be all there are.
-func (s *Store) liveHolders(ctx context.Context, ref spindle.Ref, k mh.Multihash, data []byte, live *liveness, enough int) (holders map[peer.ID]bool, complete bool) {
+func (s *Store) liveHolders(ctx context.Context, ref spindle.Ref, k mh.Multihash, ch blocks.Challenge, live *liveness, enough int) (holders map[peer.ID]bool, complete bool) {
 	// Ask for every provider (count 0) and stop once enough answer: a
 	// bound on the providers asked for would count the provider records
 	// of nodes that are offline, which outlive them, against the bound,
@@ -418,7 +421,7 @@ func (s *Store) liveHolders(ctx context.Context, ref spindle.Ref, k mh.Multihash
 		if len(ai.Addrs) > 0 {
 			s.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
 		}
-		if live.proves(ctx, ai.ID, ref, data) {
+		if live.proves(ctx, ai.ID, ref, ch) {
 			holders[ai.ID] = true
 			if len(holders) >= enough {
 				return holders, true
@@ -443,7 +446,7 @@ func (s *Store) handOn(ctx context.Context, ref spindle.Ref, k mh.Multihash, dat
 			candidates = append(candidates, p)
 		}
 	}
-	done, _ := s.push(ctx, ref, data, candidates, need)
+	done, _ := s.push(ctx, ref, data, blocks.NewChallenge(data), candidates, need)
 	if len(done) > 0 {
 		s.notePush(ref, done)
 	}
@@ -574,9 +577,10 @@ func (s *Store) drainOne(ctx context.Context, ref spindle.Ref, live *liveness) (
 		return false, 0, false
 	}
 	// Look for r others, not r−1: this node's copy is leaving.
-	holders, _ := s.liveHolders(ctx, ref, k, data, live, s.cfg.Replicas)
+	ch := blocks.NewChallenge(data)
+	holders, _ := s.liveHolders(ctx, ref, k, ch, live, s.cfg.Replicas)
 	for _, p := range s.recentlyPushed(ref) {
-		if !holders[p] && live.proves(ctx, p, ref, data) {
+		if !holders[p] && live.proves(ctx, p, ref, ch) {
 			holders[p] = true
 		}
 	}

@@ -398,7 +398,7 @@ func (s *Store) put(ctx context.Context, data []byte) (spindle.Ref, int, []error
 		// No other node known: one copy, here.
 		return ref, 1, []error{err}, nil
 	}
-	done, problems := s.push(ctx, ref, data, candidates, need)
+	done, problems := s.push(ctx, ref, data, blocks.NewChallenge(data), candidates, need)
 	return ref, 1 + len(done), problems, nil
 }
 
@@ -425,8 +425,9 @@ func (s *Store) closestPeers(ctx context.Context, k mh.Multihash) ([]peer.ID, er
 // once its node proves it holds the block (see proof.go); nodes that
 // lately failed to are not pushed to. A node that lately refused a push
 // for its hold limit ([spindle.Full]) is tried only after all the
-// others. It returns the nodes that took a copy and the failures.
-func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, candidates []peer.ID, need int) ([]peer.ID, []error) {
+// others. The nodes are challenged with ch, made from data, each once. It
+// returns the nodes that took a copy and the failures.
+func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, ch blocks.Challenge, candidates []peer.ID, need int) ([]peer.ID, []error) {
 	candidates = s.fullLast(s.withoutUnproven(candidates))
 	var done []peer.ID
 	var problems []error
@@ -437,7 +438,7 @@ func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, candidat
 		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for i, p := range batch {
-			wg.Go(func() { errs[i] = s.pushTo(ctx, p, ref, data) })
+			wg.Go(func() { errs[i] = s.pushTo(ctx, p, ref, data, ch) })
 		}
 		wg.Wait()
 		for i, err := range errs {
@@ -457,9 +458,9 @@ func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, candidat
 }
 
 // pushTo stores the block on peer p, allowing time in proportion to its
-// size, and then challenges p to prove that it holds it: a node's word
-// that it stored a copy is not a copy.
-func (s *Store) pushTo(ctx context.Context, p peer.ID, ref spindle.Ref, data []byte) error {
+// size, and then challenges p with ch to prove that it holds it: a
+// node's word that it stored a copy is not a copy.
+func (s *Store) pushTo(ctx context.Context, p peer.ID, ref spindle.Ref, data []byte, ch blocks.Challenge) error {
 	r, err := s.remote(p)
 	if err != nil {
 		return err
@@ -469,7 +470,7 @@ func (s *Store) pushTo(ctx context.Context, p peer.ID, ref spindle.Ref, data []b
 	if err := r.PutRef(ctx, ref, data); err != nil {
 		return err
 	}
-	if err := r.Prove(ctx, ref, data); err != nil {
+	if err := r.Prove(ctx, ref, ch); err != nil {
 		s.noteProofFailure(p, err)
 		return fmt.Errorf("node %s took block %s but does not prove it holds it: %w", p, ref, err)
 	}

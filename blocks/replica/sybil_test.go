@@ -195,7 +195,7 @@ func challenge(nodes []*node, holder peer.ID, ref spindle.Ref, data []byte) erro
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return r.Prove(ctx, ref, data)
+	return r.Prove(ctx, ref, blocks.NewChallenge(data))
 }
 
 // Ten sybil sinks join a network of five honest nodes. Every copy a put

@@ -146,39 +146,44 @@ func waitRoutingTables(t *testing.T, nodes []*node, want int) {
 	}
 }
 
-// honestNearBlocks returns n random blocks of size bytes for each of
-// which at least want of the honest nodes are among the 2r+2 nodes
-// nearest to its key, where a node takes pushed copies: with sybils
-// nearer, which nodes take copies at all is a question of membership,
-// not of proofs (issue 27, item 1).
-func honestNearBlocks(t *testing.T, rnd *rand.Rand, honest, all []peer.ID, n, size, want int) [][]byte {
+// pickBlocks returns n random blocks of size bytes for each of which ok
+// holds of all the nodes sorted by distance to its key, nearest first.
+func pickBlocks(t *testing.T, rnd *rand.Rand, all []peer.ID, n, size int, ok func(byDistance []peer.ID) bool) [][]byte {
 	t.Helper()
-	isHonest := make(map[peer.ID]bool)
-	for _, p := range honest {
-		isHonest[p] = true
-	}
 	var out [][]byte
 	for try := 0; len(out) < n; try++ {
 		if try == 100000 {
-			t.Fatalf("found %d of %d blocks with %d honest nodes near their keys", len(out), n, want)
+			t.Fatalf("found %d of %d blocks to test with", len(out), n)
 		}
 		data := randomBlock(rnd, size)
 		d, err := blocks.ParseRef(blocks.RefOf(data))
 		if err != nil {
 			t.Fatal(err)
 		}
-		near := kb.SortClosestPeers(all, kb.ConvertKey(string(d.Multihash())))[:2*3+2]
-		count := 0
-		for _, p := range near {
-			if isHonest[p] {
-				count++
-			}
-		}
-		if count >= want {
+		if ok(kb.SortClosestPeers(all, kb.ConvertKey(string(d.Multihash())))) {
 			out = append(out, data)
 		}
 	}
 	return out
+}
+
+// sybilNet starts nHonest nodes configured by cfg, on disk stores, and
+// nSinks sinks that join through the first, and waits until every honest
+// node knows every other node. It returns the honest nodes, the sinks,
+// and the IDs of all.
+func sybilNet(t *testing.T, nHonest, nSinks int, cfg replica.Config) ([]*node, []*sink, []peer.ID) {
+	t.Helper()
+	nodes := newNetEach(t, nHonest, func(int) replica.Config { return cfg }, diskStores(t))
+	sinks := startSinks(t, nSinks, p2p.Addrs(nodes[0].h)[0])
+	waitRoutingTables(t, nodes, nHonest+nSinks-1)
+	var all []peer.ID
+	for _, s := range sinks {
+		all = append(all, s.id)
+	}
+	for _, nd := range nodes {
+		all = append(all, nd.h.ID())
+	}
+	return nodes, sinks, all
 }
 
 // challenge asks holder to prove it holds the block, from the first
@@ -213,24 +218,25 @@ func TestSybilSinksCaught(t *testing.T) {
 		nBlocks = 6
 		size    = 64 << 10
 	)
-	cfg := repairConfig()
-	nodes := newNetEach(t, nHonest, func(int) replica.Config { return cfg }, diskStores(t))
-	sinks := startSinks(t, nSinks, p2p.Addrs(nodes[0].h)[0])
-	waitRoutingTables(t, nodes, nHonest+nSinks-1)
-
-	var honest, all []peer.ID
-	isSink := make(map[peer.ID]bool)
-	for _, nd := range nodes {
-		honest = append(honest, nd.h.ID())
+	nodes, sinks, all := sybilNet(t, nHonest, nSinks, repairConfig())
+	// Three honest nodes other than the writer among the 2r+2 nodes
+	// nearest to each block, where a node takes pushed copies: two for
+	// the put, one more for repair once the writer is gone. (With sybils
+	// nearer, which nodes take copies at all is a question of
+	// membership, not of proofs: issue 27, item 1.)
+	isHonest := make(map[peer.ID]bool)
+	for _, nd := range nodes[1:] {
+		isHonest[nd.h.ID()] = true
 	}
-	for _, s := range sinks {
-		isSink[s.id] = true
-		all = append(all, s.id)
-	}
-	all = append(all, honest...)
-	// Three honest nodes other than the writer near each block: two for
-	// the put, one more for repair once the writer is gone.
-	datas := honestNearBlocks(t, rand.New(rand.NewPCG(27, 2)), honest[1:], all, nBlocks, size, 3)
+	datas := pickBlocks(t, rand.New(rand.NewPCG(27, 2)), all, nBlocks, size, func(near []peer.ID) bool {
+		n := 0
+		for _, p := range near[:2*3+2] {
+			if isHonest[p] {
+				n++
+			}
+		}
+		return n >= 3
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
@@ -312,5 +318,61 @@ func TestSybilSinksCaught(t *testing.T) {
 				t.Errorf("block %d: honest holder %d fails a challenge after repair: %v", i, h, err)
 			}
 		}
+	}
+}
+
+// Sybil sinks nearest to a block's key cannot talk its honest holders
+// out of their copies: a holder beyond a block's home trims its copy only
+// when every home node proves it holds the block, and sinks that say yes
+// prove nothing.
+func TestSybilSinksCannotTrimCopies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 10 sink processes; skipped with -short")
+	}
+	cfg := repairConfig()
+	cfg.TrimGrace = time.Nanosecond
+	nodes, sinks, all := sybilNet(t, 3, 10, cfg)
+	isSink := make(map[peer.ID]bool)
+	for _, s := range sinks {
+		isSink[s.id] = true
+	}
+	// The block's home, its 3 nearest nodes, is all sinks.
+	data := pickBlocks(t, rand.New(rand.NewPCG(27, 3)), all, 1, 20000, func(near []peer.ID) bool {
+		return isSink[near[0]] && isSink[near[1]] && isSink[near[2]]
+	})[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	ref := blocks.RefOf(data)
+	for _, nd := range nodes {
+		if _, err := nd.local.Put(ctx, data); err != nil {
+			t.Fatal(err)
+		}
+		if err := nd.store.Announce(ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range sinks {
+		s.provide(t, []spindle.Ref{ref})
+	}
+	waitProviders(t, nodes[0], ref, len(sinks)+len(nodes)-1)
+
+	// Two rounds on each holder: the first finds the copy beyond the
+	// home, the second would trim it after the grace.
+	var res replica.RepairResult
+	for range 2 {
+		for _, nd := range nodes {
+			r, err := nd.store.Repair(ctx)
+			if err != nil {
+				t.Fatalf("Repair: %v", err)
+			}
+			res.Checked += r.Checked
+			res.Trimmed += r.Trimmed
+		}
+	}
+	if res.Checked != 2*len(nodes) {
+		t.Fatalf("repair rounds checked %d blocks, want %d", res.Checked, 2*len(nodes))
+	}
+	if got := holders(nodes, ref); res.Trimmed != 0 || len(got) != len(nodes) {
+		t.Fatalf("after repair with the block's home all sinks, honest nodes %v hold it and %d copies were trimmed; want all %d holding it", got, res.Trimmed, len(nodes))
 	}
 }

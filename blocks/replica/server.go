@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p-kad-dht/provider/stats"
@@ -33,7 +34,9 @@ import (
 //     bucket cannot all hold),
 //   - this node is among the 2r+2 nodes of its routing table nearest to
 //     the block's key, where Put places copies (so that a peer cannot
-//     choose which node it fills without grinding block contents), and
+//     choose which node it fills without grinding block contents), not
+//     counting nodes that cannot prove they hold the blocks they take
+//     (see responsible), and
 //   - the blocks held here, counted from the local store, stay within
 //     Config.HoldLimit with it (a block held already is always taken).
 //
@@ -110,7 +113,7 @@ func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	if err != nil {
 		return "", spindle.E(op, err)
 	}
-	if !srv.s.responsible(string(k)) {
+	if !srv.s.responsible(ctx, string(k), ref, data) {
 		srv.s.refuse()
 		return "", spindle.E(op, spindle.Permission, fmt.Sprintf("block %s: this node is not among the nearest to its key", ref))
 	}
@@ -142,17 +145,56 @@ func (s *Store) isMember(p peer.ID) bool {
 }
 
 // responsible reports whether this node is among the 2r+2 nodes of its
-// routing table nearest to key, not counting nodes that lately failed to
-// prove they hold a block (see proof.go): a node that takes copies and
-// keeps none does not push this one out of a block's home.
-func (s *Store) responsible(key string) bool {
+// routing table nearest to key, not counting nodes that take copies and
+// keep none: those that lately failed to prove they hold a block (see
+// proof.go), and, when this node is not among the nearest otherwise, those
+// of the nodes nearer than it that fail a challenge with the block data
+// being pushed (whose ref is ref). Sybils nearest to a key thus cannot
+// keep honest nodes from taking its copies. A node nearer than this one
+// that does not hold the block says so and still counts, so a pusher still
+// cannot choose which honest node it fills.
+func (s *Store) responsible(ctx context.Context, key string, ref spindle.Ref, data []byte) bool {
 	slack := 2*s.cfg.Replicas + 2
 	target := kb.ConvertKey(key)
-	nearest := s.withoutUnproven(s.dht.RoutingTable().NearestPeers(target, slack+s.unprovenCount()))
-	if len(nearest) < slack {
+	nearest := s.withoutUnproven(s.dht.RoutingTable().NearestPeers(target, 2*slack+s.unprovenCount()))
+	self := s.h.ID()
+	var nearer []peer.ID
+	for _, p := range nearest {
+		if !kb.Closer(self, p, key) {
+			nearer = append(nearer, p)
+		}
+	}
+	if len(nearer) < slack {
 		return true
 	}
-	return kb.Closer(s.h.ID(), nearest[slack-1], key)
+	if len(nearer) >= 2*slack {
+		return false // Too far out to be worth challenging the nodes nearer.
+	}
+	ch := blocks.NewChallenge(data)
+	failed := make([]bool, len(nearer))
+	var wg sync.WaitGroup
+	for i, p := range nearer {
+		wg.Go(func() {
+			r, err := s.remote(p)
+			if err != nil {
+				return
+			}
+			pctx, cancel := context.WithTimeout(ctx, s.cfg.BaseTimeout)
+			defer cancel()
+			if err := r.Prove(pctx, ref, ch); errors.Is(err, p2p.ErrProofFailed) || errors.Is(err, p2p.ErrNoProofs) {
+				s.noteProofFailure(p, err)
+				failed[i] = true
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	for _, f := range failed {
+		if !f {
+			n++
+		}
+	}
+	return n < slack
 }
 
 func (s *Store) refuse() {

@@ -219,24 +219,28 @@ func TestSybilSinksCaught(t *testing.T) {
 		size    = 64 << 10
 	)
 	nodes, sinks, all := sybilNet(t, nHonest, nSinks, repairConfig())
-	// Three honest nodes other than the writer among the 2r+2 nodes
-	// nearest to each block, where a node takes pushed copies: two for
-	// the put, one more for repair once the writer is gone. (With sybils
-	// nearer, which nodes take copies at all is a question of
-	// membership, not of proofs: issue 27, item 1.)
+	// Half the blocks have random keys, of which the sinks are most of
+	// the nearest nodes; for the other half at most one honest node other
+	// than the writer is among the 2r+2 nodes nearest to the key, where a
+	// node takes copies. Honest nodes that the sinks push out of those
+	// still take copies once the sinks fail their challenge.
 	isHonest := make(map[peer.ID]bool)
 	for _, nd := range nodes[1:] {
 		isHonest[nd.h.ID()] = true
 	}
-	datas := pickBlocks(t, rand.New(rand.NewPCG(27, 2)), all, nBlocks, size, func(near []peer.ID) bool {
+	rnd := rand.New(rand.NewPCG(27, 2))
+	datas := pickBlocks(t, rnd, all, nBlocks/2, size, func(near []peer.ID) bool {
 		n := 0
 		for _, p := range near[:2*3+2] {
 			if isHonest[p] {
 				n++
 			}
 		}
-		return n >= 3
+		return n <= 1
 	})
+	for range nBlocks - len(datas) {
+		datas = append(datas, randomBlock(rnd, size))
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
@@ -252,8 +256,8 @@ func TestSybilSinksCaught(t *testing.T) {
 		if copies > len(have) {
 			t.Errorf("block %d: put counted %d copies; honest nodes %v hold %d", i, copies, have, len(have))
 		}
-		if copies < 2 {
-			t.Errorf("block %d: put counted %d copies, want at least 2 (honest nodes near it take copies)", i, copies)
+		if copies != 3 {
+			t.Errorf("block %d: put counted %d copies, want 3 (on honest nodes)", i, copies)
 		}
 		for _, h := range have[1:] {
 			if err := challenge(nodes, nodes[h].h.ID(), ref, data); err != nil {
@@ -374,5 +378,41 @@ func TestSybilSinksCannotTrimCopies(t *testing.T) {
 	}
 	if got := holders(nodes, ref); res.Trimmed != 0 || len(got) != len(nodes) {
 		t.Fatalf("after repair with the block's home all sinks, honest nodes %v hold it and %d copies were trimmed; want all %d holding it", got, res.Trimmed, len(nodes))
+	}
+}
+
+// A node far from a block's key refuses a push of it even after
+// challenging the nodes nearer to the key: they answer honestly that they
+// do not hold it, and so still count, and a pusher cannot choose which
+// honest node it fills.
+func TestFarNodeRefusesPush(t *testing.T) {
+	nodes := newNet(t, 12, repairConfig())
+	var ids []peer.ID
+	byID := make(map[peer.ID]*node)
+	for _, nd := range nodes {
+		ids = append(ids, nd.h.ID())
+		byID[nd.h.ID()] = nd
+	}
+	// The farthest of the nodes from the key is the 12th, with 11 nodes
+	// nearer: more than the 2r+2 = 8 that make it not responsible, fewer
+	// than the 16 beyond which it does not challenge them.
+	data := pickBlocks(t, rand.New(rand.NewPCG(27, 4)), ids, 1, 5000, func(byDistance []peer.ID) bool {
+		return byDistance[len(byDistance)-1] != nodes[0].h.ID()
+	})[0]
+	d, err := blocks.ParseRef(blocks.RefOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := kb.SortClosestPeers(ids, kb.ConvertKey(string(d.Multihash())))
+	far := byID[all[len(all)-1]]
+	r := p2p.NewRemoteStore(nodes[0].h, far.h.ID())
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := r.Put(ctx, data); !errors.Is(err, spindle.Permission) {
+		t.Fatalf("push to the node farthest from the block's key: %v, want Permission", err)
+	}
+	if far.has(blocks.RefOf(data)) {
+		t.Fatal("the farthest node took the block")
 	}
 }

@@ -64,6 +64,17 @@ func (s *Store) isUnproven(p peer.ID) bool {
 	return ok
 }
 
+// forgetUnproven drops the nodes unproven for longer than unprovenTTL.
+func (s *Store) forgetUnproven() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p, at := range s.unproven {
+		if time.Since(at) > unprovenTTL {
+			delete(s.unproven, p)
+		}
+	}
+}
+
 // unprovenCount returns the number of nodes lately unproven (some may
 // have served their time).
 func (s *Store) unprovenCount() int {

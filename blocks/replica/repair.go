@@ -155,6 +155,7 @@ func (s *Store) Repair(ctx context.Context) (RepairResult, error) {
 		return RepairResult{}, spindle.E(op, err)
 	}
 	s.forgetOldPushes()
+	s.forgetUnproven()
 	refs, err := s.nextRound(ctx)
 	if err != nil {
 		s.endRound(RepairResult{}, err)

@@ -203,9 +203,10 @@ func challenge(nodes []*node, holder peer.ID, ref spindle.Ref, data []byte) erro
 	return r.Prove(ctx, ref, blocks.NewChallenge(data))
 }
 
-// Ten sybil sinks join a network of five honest nodes. Every copy a put
-// counts is held by a node that proves it holds the block, and by no
-// sink; after the writer's node stops, every block reads; and repair
+// Ten sybil sinks join a network of five honest nodes. An honest node
+// the sinks crowd out of a block's nearest nodes still takes its copy;
+// every copy a put counts is held by a node that proves it holds the
+// block, and by no sink; after the writer's node stops, every block reads; and repair
 // does not believe the sinks' yes and their provider records, but makes
 // the missing copies on honest nodes.
 func TestSybilSinksCaught(t *testing.T) {
@@ -219,27 +220,42 @@ func TestSybilSinksCaught(t *testing.T) {
 		size    = 64 << 10
 	)
 	nodes, sinks, all := sybilNet(t, nHonest, nSinks, repairConfig())
-	// Half the blocks have random keys, of which the sinks are most of
-	// the nearest nodes; for the other half at most one honest node other
-	// than the writer is among the 2r+2 nodes nearest to the key, where a
-	// node takes copies. Honest nodes that the sinks push out of those
-	// still take copies once the sinks fail their challenge.
-	isHonest := make(map[peer.ID]bool)
+	// An honest node that the sinks push out of the 2r+2 nodes nearest
+	// to a block's key, where a node takes pushed copies, takes one once
+	// the sinks nearer than it fail its challenge: so every honest node
+	// takes the copies of blocks near it, however many sinks are nearer.
+	// Here a push goes straight to an honest node with at least 8 nodes
+	// nearer to the block than itself (a key far from a node's ID always
+	// has one).
+	isHonest := make(map[peer.ID]*node)
 	for _, nd := range nodes[1:] {
-		isHonest[nd.h.ID()] = true
+		isHonest[nd.h.ID()] = nd
 	}
 	rnd := rand.New(rand.NewPCG(27, 2))
-	datas := pickBlocks(t, rnd, all, nBlocks/2, size, func(near []peer.ID) bool {
-		n := 0
-		for _, p := range near[:2*3+2] {
-			if isHonest[p] {
-				n++
+	var far *node
+	extra := pickBlocks(t, rnd, all, 1, 5000, func(byDistance []peer.ID) bool {
+		for _, p := range byDistance[2*3+2:] {
+			if nd := isHonest[p]; nd != nil {
+				far = nd
+				return true
 			}
 		}
-		return n <= 1
-	})
-	for range nBlocks - len(datas) {
-		datas = append(datas, randomBlock(rnd, size))
+		return false
+	})[0]
+	{
+		r := p2p.NewRemoteStore(nodes[0].h, far.h.ID())
+		pctx, pcancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := r.Put(pctx, extra)
+		pcancel()
+		r.Close()
+		if err != nil || !far.has(blocks.RefOf(extra)) {
+			t.Fatalf("push to an honest node with sinks nearest the block: %v; want it taken", err)
+		}
+	}
+
+	datas := make([][]byte, nBlocks)
+	for i := range datas {
+		datas[i] = randomBlock(rnd, size)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)

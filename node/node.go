@@ -611,7 +611,7 @@ func (n *Node) Close() error {
 	var errs []error
 	if n.host != nil {
 		for _, h := range n.hosts() {
-			for _, p := range []string{wire.ClientProtocol, wire.WatchProtocol, string(p2p.BlockProtocol)} {
+			for _, p := range []string{wire.ClientProtocol, wire.WatchProtocol, string(p2p.BlockProtocol), string(p2p.BlockProtocolV1)} {
 				h.RemoveStreamHandler(protocolID(p))
 			}
 		}

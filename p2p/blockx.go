@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,24 +19,43 @@ import (
 	"spindle.dev/blocks"
 )
 
-// BlockProtocol is the block exchange protocol.
+// BlockProtocol is the block exchange protocol, version 2.
 //
 // A client opens one stream and sends requests on it without waiting for
 // answers; the server answers each as soon as it is done, in any order.
 // Every message is one frame (see [Conn]):
 //
-//	request:  op (1 byte: 1 get, 2 put, 3 has) | id (8 bytes, big-endian) | ref (get, has) or block (put)
-//	response: status (1 byte: 0 ok, 1 error) | id | block (get) or ref (put) or held (has: 1 byte, 1 or 0) or a spindle.Error
+//	request:  op (1 byte: 1 get, 2 put, 3 has, 4 prove) | id (8 bytes, big-endian) |
+//	          ref (get, has) or block (put) or nonce ([blocks.NonceSize] bytes) and ref (prove)
+//	response: status (1 byte: 0 ok, 1 error) | id |
+//	          block (get) or ref (put) or held (has: 1 byte, 1 or 0) or proof (prove) or a spindle.Error
 //
 // A has request asks whether the server holds the block itself (not
 // whether it could fetch it), as a holder checking the copies of a block
-// asks; a server with a damaged copy answers 0.
-const BlockProtocol protocol.ID = "/spindle/blocks/1"
+// asks; a server with a damaged copy answers 0. A has answer is only the
+// server's word: a node that counts copies asks for proof instead.
+//
+// A prove request challenges the server to show that it holds the block
+// itself: it answers with [blocks.Challenge.Answer] for its own peer ID,
+// of the nonce and the block as it holds it, which only the block's bytes
+// give and no earlier answer helps with, or with the error of reading its copy
+// (NotExist if it holds none, Integrity if its copy is damaged). See
+// [RemoteStore.Prove].
+//
+// Version 1 ([BlockProtocolV1]) is version 2 without prove. A server
+// speaks both; a client asks for version 2 and takes version 1 from a
+// peer that speaks only that.
+const BlockProtocol protocol.ID = "/spindle/blocks/2"
+
+// BlockProtocolV1 is version 1 of the block exchange protocol: get, put
+// and has, without proofs of holding.
+const BlockProtocolV1 protocol.ID = "/spindle/blocks/1"
 
 const (
-	blockGet byte = 1
-	blockPut byte = 2
-	blockHas byte = 3
+	blockGet   byte = 1
+	blockPut   byte = 2
+	blockHas   byte = 3
+	blockProve byte = 4 // Version 2 only.
 
 	statusOK  byte = 0
 	statusErr byte = 1
@@ -65,6 +85,10 @@ type BlockServerConfig struct {
 	// If nil, the store's Get is asked, and held means it returned the
 	// block.
 	Has func(ctx context.Context, ref spindle.Ref) (bool, error)
+	// Held returns the block as held here, for a prove request: the
+	// copy kept here, not one cached or fetched from elsewhere. If nil,
+	// the store's Get is asked.
+	Held func(ctx context.Context, ref spindle.Ref) ([]byte, error)
 	// InFlight bounds the requests handled at once on one stream
 	// (DefaultInFlight if zero), and ServerInFlight those on all streams
 	// together (DefaultServerInFlight if zero). Requests beyond them wait
@@ -79,9 +103,9 @@ type BlockServerConfig struct {
 	SendTimeout time.Duration
 }
 
-// ServeBlocks serves store to other peers over [BlockProtocol] on h,
-// until ctx is done. Every Put and Get goes through store, which checks
-// the hashes.
+// ServeBlocks serves store to other peers over [BlockProtocol] and
+// [BlockProtocolV1] on h, until ctx is done. Every Put and Get goes
+// through store, which checks the hashes.
 func ServeBlocks(ctx context.Context, h host.Host, store spindle.BlockStore, cfg BlockServerConfig) {
 	if cfg.InFlight <= 0 {
 		cfg.InFlight = DefaultInFlight
@@ -92,12 +116,14 @@ func ServeBlocks(ctx context.Context, h host.Host, store spindle.BlockStore, cfg
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = DefaultSendTimeout
 	}
-	srv := &blockServer{store: store, cfg: cfg, all: make(chan struct{}, cfg.ServerInFlight)}
+	srv := &blockServer{self: h.ID(), store: store, cfg: cfg, all: make(chan struct{}, cfg.ServerInFlight)}
 	srv.recycle, _ = store.(blocks.Recycler)
 	HandleStream(ctx, h, BlockProtocol, blockMaxFrame, srv.serve)
+	HandleStream(ctx, h, BlockProtocolV1, blockMaxFrame, srv.serve)
 }
 
 type blockServer struct {
+	self    peer.ID // The server's own ID, which its proofs of holding name.
 	store   spindle.BlockStore
 	recycle blocks.Recycler // The store's, if it lends its Get buffers.
 	cfg     BlockServerConfig
@@ -106,6 +132,7 @@ type blockServer struct {
 
 func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 	remote := c.RemotePeer()
+	v2 := c.Stream().Protocol() == BlockProtocol
 	sem := make(chan struct{}, srv.cfg.InFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -118,7 +145,7 @@ func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 		if err != nil {
 			return err
 		}
-		if hdr[0] != blockGet && hdr[0] != blockPut && hdr[0] != blockHas {
+		if hdr[0] != blockGet && hdr[0] != blockPut && hdr[0] != blockHas && (hdr[0] != blockProve || !v2) {
 			c.Reset()
 			return spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Invalid, fmt.Sprintf("peer %s sent a malformed block request", remote))
 		}
@@ -194,6 +221,12 @@ func (srv *blockServer) handle(ctx context.Context, remote peer.ID, op byte, bod
 		if held {
 			result[0] = 1
 		}
+	case blockProve:
+		if srv.cfg.CanGet != nil && !srv.cfg.CanGet(remote) {
+			err = spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Permission, fmt.Sprintf("peer %s may not ask for blocks here", remote))
+			break
+		}
+		result, err = srv.prove(ctx, body)
 	}
 	if err != nil {
 		return statusErr, marshalError(err)
@@ -211,6 +244,52 @@ func (srv *blockServer) has(ctx context.Context, ref spindle.Ref) (bool, error) 
 	}
 	return blocks.Holds(ctx, srv.store, ref)
 }
+
+// prove answers a prove request, whose body is a nonce and a ref.
+func (srv *blockServer) prove(ctx context.Context, body []byte) ([]byte, error) {
+	const op spindle.Op = "p2p.ServeBlocks"
+	nonce, ref, err := parseProve(body)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	var data []byte
+	if srv.cfg.Held != nil {
+		data, err = srv.cfg.Held(ctx, ref)
+	} else {
+		data, err = srv.store.Get(ctx, ref)
+		if err == nil && srv.recycle != nil {
+			defer srv.recycle.Recycle(data)
+		}
+	}
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	proof := blocks.ChallengeWith(nonce, data).Answer(string(srv.self))
+	return proof[:], nil
+}
+
+// parseProve splits the body of a prove request into its nonce and the
+// ref of the block, which it checks.
+func parseProve(body []byte) (nonce [blocks.NonceSize]byte, ref spindle.Ref, err error) {
+	if len(body) < blocks.NonceSize {
+		return nonce, "", spindle.E(spindle.Invalid, fmt.Sprintf("prove request of %d bytes is shorter than its %d-byte nonce", len(body), blocks.NonceSize))
+	}
+	ref = spindle.Ref(body[blocks.NonceSize:])
+	if _, err := blocks.ParseRef(ref); err != nil {
+		return nonce, "", err
+	}
+	copy(nonce[:], body)
+	return nonce, ref, nil
+}
+
+// ErrNoProofs is wrapped in the error, of kind Invalid, of
+// [RemoteStore.Prove] with a peer that speaks only [BlockProtocolV1].
+var ErrNoProofs = errors.New("peer speaks block protocol 1, which has no proofs of holding; it is not counted as a holder until it is upgraded")
+
+// ErrProofFailed is wrapped in the error, of kind Integrity, of
+// [RemoteStore.Prove] when the peer's answer is not the one the block
+// gives: the peer does not hold the block it says it holds.
+var ErrProofFailed = errors.New("wrong proof of holding")
 
 // A RemoteStore is a [spindle.BlockStore] held by another peer, reached
 // over [BlockProtocol]. Concurrent calls share one stream with many
@@ -327,6 +406,37 @@ func (r *RemoteStore) Has(ctx context.Context, ref spindle.Ref) (bool, error) {
 	return res[0] == 1, nil
 }
 
+// Prove challenges the peer to show that it holds the block ref itself:
+// it sends the challenge's nonce, which must be fresh for this peer, and
+// checks the answer against the challenge's answer for the peer's ID. The
+// challenge is made from the block (see [blocks.NewChallenge]) by the
+// caller, which may ask several holders with one challenge. Prove returns
+// nil if the peer proved it holds the block; an Integrity error wrapping
+// [ErrProofFailed] if it answered wrongly; an Invalid error wrapping
+// [ErrNoProofs] if it speaks only [BlockProtocolV1]; otherwise the
+// peer's error (NotExist if it holds no copy, Integrity without
+// ErrProofFailed if its copy is damaged) or IO if it cannot be reached.
+func (r *RemoteStore) Prove(ctx context.Context, ref spindle.Ref, c blocks.Challenge) error {
+	const op spindle.Op = "p2p.RemoteStore.Prove"
+	if _, err := blocks.ParseRef(ref); err != nil {
+		return spindle.E(op, err)
+	}
+	req := make([]byte, 0, blocks.NonceSize+len(ref))
+	req = append(append(req, c.Nonce[:]...), ref...)
+	res, err := r.call(ctx, blockProve, req)
+	if err != nil {
+		return spindle.E(op, err)
+	}
+	if len(res) != blocks.ProofSize {
+		return spindle.E(op, spindle.Invalid, fmt.Sprintf("peer %s answered a prove request with %d bytes, not %d", r.peer, len(res), blocks.ProofSize))
+	}
+	want := c.Answer(string(r.peer))
+	if subtle.ConstantTimeCompare(res, want[:]) != 1 {
+		return spindle.E(op, spindle.Integrity, fmt.Errorf("peer %s, block %s: %w", r.peer, ref, ErrProofFailed))
+	}
+	return nil
+}
+
 // Fetch is Get without the hash check, for a caller that checks every
 // block itself (pack.Reader does, together with its GCM tag), so that a
 // block is hashed once on its way in. Fetch never returns more than a
@@ -405,6 +515,9 @@ func (r *RemoteStore) call(ctx context.Context, op byte, body []byte) ([]byte, e
 		if err != nil {
 			return nil, err
 		}
+		if op == blockProve && sess.v1 {
+			return nil, spindle.E(spindle.Invalid, fmt.Errorf("peer %s: %w", r.peer, ErrNoProofs))
+		}
 		resp, err := sess.call(ctx, op, body)
 		if err != nil && errors.Is(err, errSessionBroken) && attempt == 0 && ctx.Err() == nil {
 			continue
@@ -423,17 +536,19 @@ func (r *RemoteStore) session(ctx context.Context) (*blockSession, error) {
 	if r.sess != nil && !r.sess.broken() {
 		return r.sess, nil
 	}
-	c, err := Open(ctx, r.h, r.peer, BlockProtocol, blockMaxFrame)
+	// Version 2 if the peer speaks it, else version 1.
+	st, err := r.h.NewStream(ctx, r.peer, BlockProtocol, BlockProtocolV1)
 	if err != nil {
-		return nil, err
+		return nil, spindle.E(spindle.Op("p2p.Open"), streamErrKind(ctx), fmt.Errorf("peer %s, protocol %s: %w", r.peer, BlockProtocol, err))
 	}
-	r.sess = newBlockSession(c)
+	r.sess = newBlockSession(NewConn(st, blockMaxFrame), st.Protocol() == BlockProtocolV1)
 	return r.sess, nil
 }
 
 // A blockSession is one stream with many requests in flight.
 type blockSession struct {
-	c *Conn
+	c  *Conn
+	v1 bool // The peer speaks only BlockProtocolV1.
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -446,8 +561,8 @@ type blockResult struct {
 	err  error
 }
 
-func newBlockSession(c *Conn) *blockSession {
-	s := &blockSession{c: c, pending: make(map[uint64]chan blockResult)}
+func newBlockSession(c *Conn, v1 bool) *blockSession {
+	s := &blockSession{c: c, v1: v1, pending: make(map[uint64]chan blockResult)}
 	go s.readLoop()
 	return s
 }

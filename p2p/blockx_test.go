@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"spindle.dev"
 	"spindle.dev/blocks"
@@ -150,7 +151,12 @@ func TestPutAdmission(t *testing.T) {
 // hostileServer answers BlockProtocol on h with respond, which gets each
 // request's op, id and body and returns the raw frame bytes to send.
 func hostileServer(h host.Host, respond func(op byte, id []byte, body []byte) []byte) {
-	h.SetStreamHandler(p2p.BlockProtocol, func(s network.Stream) {
+	hostileServerOn(h, p2p.BlockProtocol, respond)
+}
+
+// hostileServerOn is hostileServer for the protocol proto.
+func hostileServerOn(h host.Host, proto protocol.ID, respond func(op byte, id []byte, body []byte) []byte) {
+	h.SetStreamHandler(proto, func(s network.Stream) {
 		defer s.Close()
 		for {
 			var hdr [5]byte

@@ -41,7 +41,11 @@
 // The block exchange protocol ([BlockProtocol]) serves a local
 // [spindle.BlockStore] ([ServeBlocks]) and reaches another peer's as a
 // [spindle.BlockStore] ([RemoteStore]), with many blocks in flight on one
-// stream and every fetched block checked against its address.
+// stream and every fetched block checked against its address. Its
+// version 2 adds proofs of holding: [RemoteStore.Prove] challenges a peer
+// to show it holds a block's bytes, with a fresh nonce that only those
+// bytes answer (see [blocks.Challenge]); a peer that speaks only version
+// 1 ([BlockProtocolV1]) still serves blocks but proves nothing.
 //
 // [Listen] and [Dial] hand out streams of a protocol as net.Listener and
 // net.Conn, the seam for Raft's stream layer.

@@ -127,3 +127,40 @@ func BenchmarkPut(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRepairRound measures one repair round over 32 blocks of 1 MiB
+// that each have their r=3 live holders, on a network of 10 loopback
+// nodes with memory stores: for each block, a provider lookup and a check
+// of each holder it finds. The bytes are those of the blocks checked.
+func BenchmarkRepairRound(b *testing.B) {
+	cfg := replica.Config{Replicas: 3, RepairInterval: -1, RepairBlocks: 32}
+	nodes := newNet(b, 10, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const n = 32
+	rnd := rand.NewChaCha8([32]byte{3})
+	refs := make([]spindle.Ref, n)
+	for i := range refs {
+		data := make([]byte, spindle.MaxBlockSize)
+		rnd.Read(data)
+		ref, err := nodes[0].store.Put(ctx, data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		refs[i] = ref
+	}
+	for _, ref := range refs {
+		waitProviders(b, nodes[len(nodes)-1], ref, 3)
+	}
+	b.SetBytes(n * spindle.MaxBlockSize)
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := nodes[0].store.Repair(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Checked != n || res.Short != 0 {
+			b.Fatalf("repair round: %+v, want %d blocks checked and none short", res, n)
+		}
+	}
+}

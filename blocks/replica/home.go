@@ -25,18 +25,20 @@ import (
 // started), every node that holds such a copy hands it over:
 // for each block held here whose home includes the returning node, a
 // holder outside the home (or, if none is, the home's nearest other
-// member) asks the node whether it holds the block and pushes it if not
+// member) challenges the node to prove it holds the block and pushes it if not
 // ([Store.homecoming]). The scan starts homeDelay after the connection,
 // so that the nodes returning at once are handled in one pass.
 //
 // A copy held outside its home is trimmed by a repair round once each of
-// the r home nodes has answered, in that round, that it holds the block,
+// the r home nodes has proved, in that round, that it holds the block,
 // and has been so for Config.TrimGrace: the copy is deleted and no longer
 // announced. A node never trims a block that Config.Keep keeps (the
 // blocks its own dir host leases), nor one of whose home it is part, so
 // a block never goes below r copies that answered for themselves, even
 // when several holders trim at once: each trims only on the word of r
 // nodes nearer than itself, and the nearest of them trims nothing.
+// (Their word is a proof: a sybil near a block's key that kept nothing
+// would otherwise talk every holder out of its copy.)
 
 // Defaults for the home settings of Config.
 const (
@@ -172,18 +174,24 @@ func (s *Store) homecoming(ctx context.Context, peers []peer.ID) {
 			return
 		}
 		home := s.home(k, members...)
+		var (
+			data []byte
+			ch   blocks.Challenge
+		)
 		for _, p := range members {
 			if !slices.Contains(home, p) || !pushesHome(home, self, p) {
 				continue
 			}
-			if live.holds(ctx, p, ref) || live.down(p) {
+			if data == nil {
+				if data, err = s.localCopy(ctx, ref); err != nil {
+					return
+				}
+				ch = blocks.NewChallenge(data)
+			}
+			if live.proves(ctx, p, ref, ch) || live.down(p) {
 				continue
 			}
-			data, err := s.localCopy(ctx, ref)
-			if err != nil {
-				return
-			}
-			if done, _ := s.push(ctx, ref, data, []peer.ID{p}, 1); len(done) > 0 {
+			if done, _ := s.push(ctx, ref, data, blocks.NewChallenge(data), []peer.ID{p}, 1); len(done) > 0 {
 				s.notePush(ref, done)
 				s.rmu.Lock()
 				s.repair.homed++
@@ -230,11 +238,11 @@ func (s *Store) notePush(ref spindle.Ref, to []peer.ID) {
 }
 
 // trim deletes the copy of ref held here if it is beyond the block's
-// home: every home node answers that it holds the block (holders are
-// those known to), this node is not one of them, Config.Keep does not
+// home: every home node proves that it holds the block, answering ch
+// (holders are those known to), this node is not one of them, Config.Keep does not
 // keep the block, and it has been so since at least Config.TrimGrace
 // ago. It reports whether it deleted the copy.
-func (s *Store) trim(ctx context.Context, ref spindle.Ref, k mh.Multihash, holders map[peer.ID]bool, live *liveness) bool {
+func (s *Store) trim(ctx context.Context, ref spindle.Ref, k mh.Multihash, ch blocks.Challenge, holders map[peer.ID]bool, live *liveness) bool {
 	if s.cfg.TrimGrace < 0 || s.cfg.Keep != nil && s.cfg.Keep(ref) {
 		s.notExtra(ref)
 		return false
@@ -245,7 +253,7 @@ func (s *Store) trim(ctx context.Context, ref spindle.Ref, k mh.Multihash, holde
 		return false
 	}
 	for _, p := range home {
-		if !holders[p] && !live.holds(ctx, p, ref) {
+		if !holders[p] && !live.proves(ctx, p, ref, ch) {
 			s.notExtra(ref)
 			return false
 		}

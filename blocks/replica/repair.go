@@ -12,6 +12,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	mh "github.com/multiformats/go-multihash"
 
+	"spindle.dev/blocks"
+
 	"spindle.dev"
 )
 
@@ -25,14 +27,16 @@ const (
 
 // Repair and drain keep every block r-fold as nodes come and go.
 //
-// Each holder of a block checks it from time to time: it asks the DHT for
-// the block's providers, asks each whether it holds the block (a has
-// request of the block protocol: one round trip, whatever the block's
-// size, answered no by a node that lost its copy or holds a damaged one;
-// a peer that does not answer is taken for dead for the rest of the
-// round, so a dead peer costs about one failed dial per round however
-// many blocks it held), and when fewer than r nodes hold it, reads its copy and
-// pushes it to the nodes nearest to the block's key that do not hold it.
+// Each holder of a block checks it from time to time: it reads its own
+// copy, asks the DHT for the block's providers, challenges each to prove
+// that it holds the block (a prove request of the block protocol: one
+// round trip and a hash of the block on each side, failed by a node that
+// lost its copy, holds a damaged one or never kept it, see proof.go; a
+// peer that does not answer is taken for dead for the rest of the round,
+// so a dead peer costs about one failed dial per round however many
+// blocks it held), and when fewer than r nodes prove they hold it,
+// pushes its copy to the nodes nearest to the block's key that do not
+// hold it, passing over those that failed a challenge.
 // Every holder picks the same targets, nearest first, and a push of a
 // block already held changes nothing, so holders that find the same
 // shortfall at once make one copy, not one each. A copy this node pushed
@@ -54,10 +58,14 @@ const (
 // With the defaults, a node holding 10^5 blocks goes round them all in
 // about 17 hours (100 rounds of 1000 blocks, 10 minutes apart), well
 // within the 48 hours a provider record lives, at about 1.7 provider
-// lookups a second, eight at a time, with a has request to each
-// provider found, and pushes at most 256 MiB every 10 minutes (about 440 KiB/s)
-// however many blocks a dead node leaves short. The next round starts an
-// interval after the last one ends, so rounds never pile up on a slow
+// lookups a second, eight at a time, with a read of the block here and a
+// challenge to each provider found, and pushes at most 256 MiB every 10
+// minutes (about 440 KiB/s) however many blocks a dead node leaves short.
+// With blocks of 1 MiB, the challenges cost a node about 1.7 MB/s read and
+// hashed for its own rounds and, with r = 3, about twice that answering
+// the rounds of the other holders of its blocks: a small part of what a
+// disk and SHA-256 (about 1.5 GB/s a core) can do. The next round starts
+// an interval after the last one ends, so rounds never pile up on a slow
 // network.
 
 // repairProgress is the progress of repair: the sweep under way, the
@@ -147,6 +155,7 @@ func (s *Store) Repair(ctx context.Context) (RepairResult, error) {
 		return RepairResult{}, spindle.E(op, err)
 	}
 	s.forgetOldPushes()
+	s.forgetUnproven()
 	refs, err := s.nextRound(ctx)
 	if err != nil {
 		s.endRound(RepairResult{}, err)
@@ -327,36 +336,39 @@ type outcome struct {
 	missing int // Copies short of r after the check (stateShort, stateDeferred).
 }
 
-// repairOne checks one block held here and restores its r copies.
+// repairOne checks one block held here and restores its r copies. It
+// reads its own copy first: the other holders must prove they hold the
+// same bytes.
 func (s *Store) repairOne(ctx context.Context, ref spindle.Ref, live *liveness, budget func(int64) bool) outcome {
 	k, err := keyOf(ref)
 	if err != nil {
 		return outcome{state: stateGone}
-	}
-	holders, complete := s.liveHolders(ctx, ref, k, live, s.cfg.Replicas-1)
-	// A copy pushed lately counts even if its holder's announcement has
-	// not landed yet, so that it is not pushed again.
-	for _, p := range s.recentlyPushed(ref) {
-		if !holders[p] && live.holds(ctx, p, ref) {
-			holders[p] = true
-		}
-	}
-	have := 1 + len(holders) // With this node's copy.
-	if have >= s.cfg.Replicas {
-		if s.trim(ctx, ref, k, holders, live) {
-			return outcome{state: stateTrimmed}
-		}
-		return outcome{state: stateOK}
-	}
-	if !complete {
-		return outcome{state: stateUnknown}
 	}
 	data, err := s.localCopy(ctx, ref)
 	if err != nil {
 		if errors.Is(err, spindle.NotExist) {
 			return outcome{state: stateGone}
 		}
-		return outcome{state: stateShort, missing: s.cfg.Replicas - have}
+		return outcome{state: stateUnknown}
+	}
+	ch := blocks.NewChallenge(data)
+	holders, complete := s.liveHolders(ctx, ref, k, ch, live, s.cfg.Replicas-1)
+	// A copy pushed lately counts even if its holder's announcement has
+	// not landed yet, so that it is not pushed again.
+	for _, p := range s.recentlyPushed(ref) {
+		if !holders[p] && live.proves(ctx, p, ref, ch) {
+			holders[p] = true
+		}
+	}
+	have := 1 + len(holders) // With this node's copy.
+	if have >= s.cfg.Replicas {
+		if s.trim(ctx, ref, k, ch, holders, live) {
+			return outcome{state: stateTrimmed}
+		}
+		return outcome{state: stateOK}
+	}
+	if !complete {
+		return outcome{state: stateUnknown}
 	}
 	need := s.cfg.Replicas - have
 	if !budget(int64(need * len(data))) {
@@ -389,12 +401,13 @@ func (s *Store) localCopy(ctx context.Context, ref spindle.Ref) ([]byte, error) 
 }
 
 // liveHolders returns the other nodes that provide ref (whose key is k)
-// and answer that they hold it, stopping at enough of them: a provider
-// record outlives the copy it announced by up to 48 hours, so a holder
-// that lost its copy, or kept a damaged one, must not be counted. complete is false if the lookup ran
-// out of time before finding enough, in which case the holders found may
-// not be all there are.
-func (s *Store) liveHolders(ctx context.Context, ref spindle.Ref, k mh.Multihash, live *liveness, enough int) (holders map[peer.ID]bool, complete bool) {
+// and prove that they hold it, answering ch, stopping at enough of
+// them: a provider record outlives the copy it announced by up to 48
+// hours, so a holder that lost its copy, or kept a damaged one, must not
+// be counted, nor one that announces blocks it does not keep. complete is
+// false if the lookup ran out of time before finding enough, in which
+// case the holders found may not be all there are.
+func (s *Store) liveHolders(ctx context.Context, ref spindle.Ref, k mh.Multihash, ch blocks.Challenge, live *liveness, enough int) (holders map[peer.ID]bool, complete bool) {
 	// Ask for every provider (count 0) and stop once enough answer: a
 	// bound on the providers asked for would count the provider records
 	// of nodes that are offline, which outlive them, against the bound,
@@ -413,7 +426,7 @@ func (s *Store) liveHolders(ctx context.Context, ref spindle.Ref, k mh.Multihash
 		if len(ai.Addrs) > 0 {
 			s.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
 		}
-		if live.holds(ctx, ai.ID, ref) {
+		if live.proves(ctx, ai.ID, ref, ch) {
 			holders[ai.ID] = true
 			if len(holders) >= enough {
 				return holders, true
@@ -434,11 +447,11 @@ func (s *Store) handOn(ctx context.Context, ref spindle.Ref, k mh.Multihash, dat
 	}
 	var candidates []peer.ID
 	for _, p := range near {
-		if !holders[p] && !live.down(p) {
+		if !holders[p] && !live.down(p) && !s.isUnproven(p) {
 			candidates = append(candidates, p)
 		}
 	}
-	done, _ := s.push(ctx, ref, data, candidates, need)
+	done, _ := s.push(ctx, ref, data, blocks.NewChallenge(data), candidates, need)
 	if len(done) > 0 {
 		s.notePush(ref, done)
 	}
@@ -480,7 +493,7 @@ func (s *Store) forgetOldPushes() {
 }
 
 // liveness remembers, for one round or drain, which peers answered a
-// has request and which did not answer at all.
+// challenge and which did not answer at all.
 type liveness struct {
 	s  *Store
 	mu sync.Mutex
@@ -489,30 +502,6 @@ type liveness struct {
 
 func newLiveness(s *Store) *liveness {
 	return &liveness{s: s, up: make(map[peer.ID]bool)}
-}
-
-// holds reports whether p answers, within BaseTimeout, that it holds
-// ref. A peer that does not answer at all is down for the rest of the
-// round; one that was found down is not asked again.
-func (l *liveness) holds(ctx context.Context, p peer.ID, ref spindle.Ref) bool {
-	if l.down(p) {
-		return false
-	}
-	r, err := l.s.remote(p)
-	if err != nil {
-		return false
-	}
-	hctx, cancel := context.WithTimeout(ctx, l.s.cfg.BaseTimeout)
-	held, err := r.Has(hctx, ref)
-	cancel()
-	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, spindle.Invalid) && !errors.Is(err, spindle.Permission) {
-			l.mark(p, false)
-		}
-		return false
-	}
-	l.mark(p, true)
-	return held
 }
 
 // mark records whether p answered, unless that is known already.
@@ -588,20 +577,21 @@ func (s *Store) drainOne(ctx context.Context, ref spindle.Ref, live *liveness) (
 	if err != nil {
 		return false, 0, false
 	}
+	data, err := s.localCopy(ctx, ref)
+	if err != nil {
+		return false, 0, false
+	}
 	// Look for r others, not r−1: this node's copy is leaving.
-	holders, _ := s.liveHolders(ctx, ref, k, live, s.cfg.Replicas)
+	ch := blocks.NewChallenge(data)
+	holders, _ := s.liveHolders(ctx, ref, k, ch, live, s.cfg.Replicas)
 	for _, p := range s.recentlyPushed(ref) {
-		if !holders[p] && live.holds(ctx, p, ref) {
+		if !holders[p] && live.proves(ctx, p, ref, ch) {
 			holders[p] = true
 		}
 	}
 	need := s.cfg.Replicas - len(holders)
 	if need <= 0 {
 		return false, 0, true
-	}
-	data, err := s.localCopy(ctx, ref)
-	if err != nil {
-		return false, 0, false
 	}
 	pushed = s.handOn(ctx, ref, k, data, holders, live, need)
 	return true, pushed, pushed == need

@@ -3,7 +3,8 @@
 // A [Store] is a [spindle.BlockStore] in front of a node's local store. Put
 // stores a block locally and pushes it, over the block exchange protocol,
 // to the r−1 other nodes nearest to the block's key by XOR distance, and
-// returns once r copies are durable (or says how many it got). Every
+// returns once r copies are durable (or says how many it got); a copy
+// counts only once its node proves it holds the block (proof.go). Every
 // holder announces itself as a provider of the blocks it holds through
 // go-libp2p-kad-dht's sweeping provider, which batches announcements by
 // keyspace region and reprovides them before the records expire. Get reads
@@ -175,6 +176,8 @@ type Store struct {
 	full     int64                 // Replica pushes refused for Config.HoldLimit.
 	fullPeer map[peer.ID]time.Time // Nodes that refused a push as full, and when.
 	pushFull int64                 // Pushes to other nodes that they refused as full.
+	unproven map[peer.ID]time.Time // Nodes that could not prove they hold a block, and when (see proof.go).
+	failed   int64                 // Challenges other nodes failed or could not answer.
 	closed   bool
 
 	countMu sync.Mutex // Held while the local store is counted; taken before mu.
@@ -222,6 +225,7 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 		remotes:  make(map[peer.ID]*p2p.RemoteStore),
 		inflight: make(map[peer.ID]int),
 		fullPeer: make(map[peer.ID]time.Time),
+		unproven: make(map[peer.ID]time.Time),
 		repair:   repairProgress{backlog: make(map[spindle.Ref]int), recent: make(map[spindle.Ref]recentPush), extra: make(map[spindle.Ref]time.Time)},
 	}
 	if err := s.recount(ctx); err != nil {
@@ -394,7 +398,7 @@ func (s *Store) put(ctx context.Context, data []byte) (spindle.Ref, int, []error
 		// No other node known: one copy, here.
 		return ref, 1, []error{err}, nil
 	}
-	done, problems := s.push(ctx, ref, data, candidates, need)
+	done, problems := s.push(ctx, ref, data, blocks.NewChallenge(data), candidates, need)
 	return ref, 1 + len(done), problems, nil
 }
 
@@ -417,11 +421,14 @@ func (s *Store) closestPeers(ctx context.Context, k mh.Multihash) ([]peer.ID, er
 }
 
 // push stores the block on need of the candidates, nearest first, moving
-// on to the next candidate for each push that fails. A node that lately
-// refused a push for its hold limit ([spindle.Full]) is tried only after
-// all the others. It returns the nodes that took a copy and the failures.
-func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, candidates []peer.ID, need int) ([]peer.ID, []error) {
-	candidates = s.fullLast(candidates)
+// on to the next candidate for each push that fails. A copy counts only
+// once its node proves it holds the block (see proof.go); nodes that
+// lately failed to are not pushed to. A node that lately refused a push
+// for its hold limit ([spindle.Full]) is tried only after all the
+// others. The nodes are challenged with ch, made from data, each once. It
+// returns the nodes that took a copy and the failures.
+func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, ch blocks.Challenge, candidates []peer.ID, need int) ([]peer.ID, []error) {
+	candidates = s.fullLast(s.withoutUnproven(candidates))
 	var done []peer.ID
 	var problems []error
 	for need > 0 && len(candidates) > 0 {
@@ -431,7 +438,7 @@ func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, candidat
 		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for i, p := range batch {
-			wg.Go(func() { errs[i] = s.pushTo(ctx, p, ref, data) })
+			wg.Go(func() { errs[i] = s.pushTo(ctx, p, ref, data, ch) })
 		}
 		wg.Wait()
 		for i, err := range errs {
@@ -451,15 +458,23 @@ func (s *Store) push(ctx context.Context, ref spindle.Ref, data []byte, candidat
 }
 
 // pushTo stores the block on peer p, allowing time in proportion to its
-// size.
-func (s *Store) pushTo(ctx context.Context, p peer.ID, ref spindle.Ref, data []byte) error {
+// size, and then challenges p with ch to prove that it holds it: a
+// node's word that it stored a copy is not a copy.
+func (s *Store) pushTo(ctx context.Context, p peer.ID, ref spindle.Ref, data []byte, ch blocks.Challenge) error {
 	r, err := s.remote(p)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout(int64(len(data))))
 	defer cancel()
-	return r.PutRef(ctx, ref, data)
+	if err := r.PutRef(ctx, ref, data); err != nil {
+		return err
+	}
+	if err := r.Prove(ctx, ref, ch); err != nil {
+		s.noteProofFailure(p, err)
+		return fmt.Errorf("node %s took block %s but does not prove it holds it: %w", p, ref, err)
+	}
+	return nil
 }
 
 // Get implements [spindle.BlockStore]: it returns the block from the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p-kad-dht/provider/stats"
@@ -33,7 +34,9 @@ import (
 //     bucket cannot all hold),
 //   - this node is among the 2r+2 nodes of its routing table nearest to
 //     the block's key, where Put places copies (so that a peer cannot
-//     choose which node it fills without grinding block contents), and
+//     choose which node it fills without grinding block contents), not
+//     counting nodes that cannot prove they hold the blocks they take
+//     (see responsible), and
 //   - the blocks held here, counted from the local store, stay within
 //     Config.HoldLimit with it (a block held already is always taken).
 //
@@ -44,12 +47,16 @@ import (
 // the second rule bounds which blocks they can place, and a block no dir
 // host leases is collected after the lease grace.
 //
+// A has request is answered from the local store, and so is a prove
+// request: a block in the cache is neither kept nor announced, so it is
+// not held.
+//
 // A pushed block is held and announced like one put here. Once
 // [Store.Drain] has started, pushes from other nodes are refused (as
 // Transient), so that they go to a node that stays.
 func (s *Store) Server(isUser, isReader func(peer.ID) bool) (spindle.BlockStore, p2p.BlockServerConfig) {
 	srv := &server{s: s, isUser: isUser, isReader: isReader}
-	return srv, p2p.BlockServerConfig{CanPut: func(p peer.ID) bool { return isUser(p) || s.isMember(p) }, Has: s.holds}
+	return srv, p2p.BlockServerConfig{CanPut: func(p peer.ID) bool { return isUser(p) || s.isMember(p) }, Has: s.holds, Held: s.local.Get}
 }
 
 // holds reports whether the local store holds ref intact: the answer to
@@ -106,7 +113,7 @@ func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	if err != nil {
 		return "", spindle.E(op, err)
 	}
-	if !srv.s.responsible(string(k)) {
+	if !srv.s.responsible(ctx, string(k), ref, data) {
 		srv.s.refuse()
 		return "", spindle.E(op, spindle.Permission, fmt.Sprintf("block %s: this node is not among the nearest to its key", ref))
 	}
@@ -138,15 +145,56 @@ func (s *Store) isMember(p peer.ID) bool {
 }
 
 // responsible reports whether this node is among the 2r+2 nodes of its
-// routing table nearest to key.
-func (s *Store) responsible(key string) bool {
+// routing table nearest to key, not counting nodes that take copies and
+// keep none: those that lately failed to prove they hold a block (see
+// proof.go), and, when this node is not among the nearest otherwise, those
+// of the nodes nearer than it that fail a challenge with the block data
+// being pushed (whose ref is ref). Sybils nearest to a key thus cannot
+// keep honest nodes from taking its copies. A node nearer than this one
+// that does not hold the block says so and still counts, so a pusher still
+// cannot choose which honest node it fills.
+func (s *Store) responsible(ctx context.Context, key string, ref spindle.Ref, data []byte) bool {
 	slack := 2*s.cfg.Replicas + 2
 	target := kb.ConvertKey(key)
-	nearest := s.dht.RoutingTable().NearestPeers(target, slack)
-	if len(nearest) < slack {
+	nearest := s.withoutUnproven(s.dht.RoutingTable().NearestPeers(target, 2*slack+s.unprovenCount()))
+	self := s.h.ID()
+	var nearer []peer.ID
+	for _, p := range nearest {
+		if !kb.Closer(self, p, key) {
+			nearer = append(nearer, p)
+		}
+	}
+	if len(nearer) < slack {
 		return true
 	}
-	return kb.Closer(s.h.ID(), nearest[len(nearest)-1], key)
+	if len(nearer) >= 2*slack {
+		return false // Too far out to be worth challenging the nodes nearer.
+	}
+	ch := blocks.NewChallenge(data)
+	failed := make([]bool, len(nearer))
+	var wg sync.WaitGroup
+	for i, p := range nearer {
+		wg.Go(func() {
+			r, err := s.remote(p)
+			if err != nil {
+				return
+			}
+			pctx, cancel := context.WithTimeout(ctx, s.cfg.BaseTimeout)
+			defer cancel()
+			if err := r.Prove(pctx, ref, ch); errors.Is(err, p2p.ErrProofFailed) || errors.Is(err, p2p.ErrNoProofs) {
+				s.noteProofFailure(p, err)
+				failed[i] = true
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	for _, f := range failed {
+		if !f {
+			n++
+		}
+	}
+	return n < slack
 }
 
 func (s *Store) refuse() {
@@ -164,6 +212,8 @@ type Stats struct {
 	ReplicaRefused int64 // Pushes from other nodes refused, for any reason.
 	ReplicaFull    int64 // Of those, the pushes refused for the hold limit.
 	PushedFull     int64 // Pushes to other nodes that they refused as full.
+	ProofsFailed   int64 // Challenges other nodes failed or could not answer (see proof.go).
+	Unproven       int   // Nodes not counted as holders for now, having failed one.
 
 	// Repair (see [Store.Repair]).
 	RepairBacklog   int       // Blocks found short of r live copies and not yet fixed.
@@ -194,6 +244,7 @@ func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	st.HeldBytes, st.HoldLimit = s.held, s.cfg.HoldLimit
 	st.ReplicaRefused, st.ReplicaFull, st.PushedFull = s.refused, s.full, s.pushFull
+	st.ProofsFailed, st.Unproven = s.failed, len(s.unproven)
 	s.mu.Unlock()
 	s.repairStats(&st)
 	return st

@@ -227,6 +227,7 @@ type RemoteStore struct {
 	mu     sync.Mutex
 	sess   *blockSession
 	closed bool
+	past   int64 // Bytes received on the streams before sess.
 }
 
 var _ spindle.BlockStore = (*RemoteStore)(nil)
@@ -239,6 +240,20 @@ func NewRemoteStore(h host.Host, p peer.ID) *RemoteStore {
 
 // Peer returns the peer holding the store.
 func (r *RemoteStore) Peer() peer.ID { return r.peer }
+
+// Received returns the bytes received from the peer so far, on every
+// stream the store has had, partial responses included. A caller waiting
+// for a block tells a peer that is sending it slowly from one that sends
+// nothing by how this grows.
+func (r *RemoteStore) Received() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.past
+	if r.sess != nil {
+		n += r.sess.c.Received()
+	}
+	return n
+}
 
 // Close ends the store's stream; calls in progress fail. The store must
 // not be used after.
@@ -426,6 +441,9 @@ func (r *RemoteStore) session(ctx context.Context) (*blockSession, error) {
 	c, err := Open(ctx, r.h, r.peer, BlockProtocol, blockMaxFrame)
 	if err != nil {
 		return nil, err
+	}
+	if r.sess != nil {
+		r.past += r.sess.c.Received()
 	}
 	r.sess = newBlockSession(c)
 	return r.sess, nil

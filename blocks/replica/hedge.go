@@ -27,18 +27,21 @@ import (
 //   - asks the first provider the DHT names (the best of those found
 //     within providerGrace), and while the lookup goes on, asks another
 //     each time a hedge delay passes without an answer while no peer it
-//     is waiting for sends at a fair rate, up to maxRace at once: the
-//     delay is a multiple of the time a block has taken lately (the time
-//     of a fetch over the fetches from its peer in progress when it
-//     started, so that a block queued behind others at a busy peer does
-//     not count as slow), and at least hedgeFloor; a fair rate is a
-//     behindFactor-th of the rate blocks have arrived at lately
-//     (Config.MinRate before any has);
+//     is waiting for sends at even a hedgeSlack-th of a fair rate (so
+//     that a busy holder's pauses do not double its load), up to
+//     maxRace at once. The delay is a multiple of the time a block has
+//     taken lately (its bytes over the rate its peer sent at, blocks
+//     for others included, so that a block queued behind others at a
+//     busy peer does not count as slow), and at least hedgeFloor; a
+//     fair rate is a behindFactor-th of the rate peers have sent at
+//     lately (Config.MinRate before any has);
 //   - cuts an attempt that falls far behind: one that has run for
-//     cutMul times the usual block time (at least cutFloor) while its
-//     peer did not send at a fair rate, when another provider is left
-//     to ask in its place (the last hope is given the whole timeout of
-//     Config.MinRate);
+//     cutMul times the usual block time (within cutFloor and cutMax)
+//     while its peer did not send at a fair rate, when another provider
+//     is left to ask in its place (the last hope is given the whole
+//     timeout of Config.MinRate); and when maxRace attempts run and a
+//     peer that served well waits, one whose peer has sent next to
+//     nothing for a hedge delay (within hedgeFloor and hedgeMax);
 //   - remembers, per peer, how its fetches went (a score that decays
 //     with a half-life of scoreHalfLife, for at most maxScores peers),
 //     and asks first the peers whose last block hashed right, then
@@ -50,10 +53,13 @@ import (
 // time, and waits for all of them before it returns.
 const (
 	hedgeFloor    = 40 * time.Millisecond
+	hedgeMax      = 250 * time.Millisecond
 	hedgeMul      = 2
 	cutFloor      = 250 * time.Millisecond
+	cutMax        = time.Second
 	cutMul        = 4
 	behindFactor  = 8
+	hedgeSlack    = 8
 	maxRace       = 4
 	maxProviders  = 64
 	maxScores     = 4096
@@ -81,9 +87,8 @@ const (
 // mu.
 type seen struct {
 	mu     sync.Mutex
-	srtt   time.Duration // Smoothed time of a block (zero: none seen).
-	rttvar time.Duration // Its mean deviation.
-	rate   float64       // Smoothed bytes per second from a peer.
+	srtt   time.Duration // Smoothed time of a block's bytes at its peer's rate (zero: none seen).
+	rate   float64       // Smoothed bytes per second a peer sends while fetches from it are in progress.
 	peers  map[peer.ID]peerScore
 	hedged int64 // Attempts made while others were running.
 	cut    int64 // Attempts cut for falling behind.
@@ -114,23 +119,18 @@ func (ps peerScore) decayed(now time.Time) float64 {
 	return ps.v * math.Exp2(-float64(now.Sub(ps.at))/float64(scoreHalfLife))
 }
 
-// observe records a block of n bytes that arrived in d, from a peer
-// that had queued fetches in progress (this one included) when it
-// started.
-func (sn *seen) observe(d time.Duration, n int, queued int64) {
-	d = max(d/time.Duration(max(queued, 1)), time.Microsecond)
+// observe records a block of n bytes that arrived in d, while its peer
+// sent sent bytes in all (this block's and others').
+func (sn *seen) observe(d time.Duration, n int, sent int64) {
+	d = max(d, time.Microsecond)
+	rate := float64(max(sent, int64(n))) / d.Seconds() // The peer's rate.
+	d = max(time.Duration(float64(n)/rate*float64(time.Second)), time.Microsecond)
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
-	rate := float64(n) / d.Seconds()
 	if sn.srtt == 0 {
-		sn.srtt, sn.rttvar, sn.rate = d, d/2, rate
+		sn.srtt, sn.rate = d, rate
 		return
 	}
-	dev := sn.srtt - d
-	if dev < 0 {
-		dev = -dev
-	}
-	sn.rttvar = (3*sn.rttvar + dev) / 4
 	sn.srtt = (7*sn.srtt + d) / 8
 	sn.rate = (7*sn.rate + rate) / 8
 }
@@ -140,7 +140,7 @@ func (sn *seen) observe(d time.Duration, n int, queued int64) {
 func (sn *seen) hedgeDelay() time.Duration {
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
-	return max(hedgeFloor, hedgeMul*sn.srtt, sn.srtt+4*sn.rttvar)
+	return min(max(hedgeFloor, hedgeMul*sn.srtt), hedgeMax)
 }
 
 // cutAfter returns how long an attempt runs before it may be cut, and
@@ -152,7 +152,7 @@ func (sn *seen) cutAfter(minRate int64) (time.Duration, float64) {
 	if sn.rate > 0 {
 		rate = sn.rate / behindFactor
 	}
-	return max(cutFloor, cutMul*(sn.srtt+4*sn.rttvar)), rate
+	return min(max(cutFloor, cutMul*sn.srtt), cutMax), rate
 }
 
 // score returns peer p's score now.
@@ -242,24 +242,24 @@ type attempt struct {
 }
 
 type answer struct {
-	a      *attempt
-	data   []byte
-	queued int64 // Fetches from the peer in progress at the start.
-	err    error
+	a    *attempt
+	data []byte
+	sent int64 // Bytes the peer sent during the attempt.
+	err  error
 }
 
 // behind reports whether a has fallen far behind by now: it has run
 // long enough to be cut, and its peer sends at less than a fair rate.
 func (s *Store) behind(a *attempt, now time.Time) bool {
 	after, _ := s.seen.cutAfter(s.cfg.MinRate)
-	return now.Sub(a.start) >= after && !s.sending(a, now)
+	return now.Sub(a.start) >= after && !s.sending(a, now, 1)
 }
 
-// sending reports whether a's peer has sent at a fair rate since a
-// started.
-func (s *Store) sending(a *attempt, now time.Time) bool {
+// sending reports whether a's peer has sent at a fair rate, divided by
+// slack, since a started.
+func (s *Store) sending(a *attempt, now time.Time, slack float64) bool {
 	_, rate := s.seen.cutAfter(s.cfg.MinRate)
-	return float64(a.r.Received()-a.recv0) >= rate*now.Sub(a.start).Seconds()
+	return float64(a.r.Received()-a.recv0) >= rate/slack*now.Sub(a.start).Seconds()
 }
 
 // fetch gets the block from its providers, racing them as described
@@ -316,10 +316,11 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 		started = true
 		hedgeAt = now.Add(s.seen.hedgeDelay())
 		wg.Go(func() {
-			data, queued, err := s.fetchFrom(actx, r, ref)
+			data, err := s.fetchFrom(actx, r, ref)
+			sent := r.Received() - a.recv0
 			acancel()
 			select {
-			case done <- answer{a, data, queued, err}:
+			case done <- answer{a, data, sent, err}:
 			case <-ctx.Done():
 				if err == nil {
 					p2p.RecycleBlock(data)
@@ -341,13 +342,16 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 	for {
 		now := time.Now()
 		// Cut the attempts that fall far behind, if there is someone
-		// else to ask.
+		// else to ask; and when every slot is taken, one whose peer
+		// sends next to nothing if a peer that served well waits.
+		preempt := len(live) == maxRace && s.anyServed(pool, now)
 		for i := 0; i < len(live) && len(pool) > 0; {
 			a := live[i]
-			if !s.behind(a, now) {
+			if !s.behind(a, now) && !(preempt && s.silent(a, now)) {
 				i++
 				continue
 			}
+			preempt = false
 			a.cut = true
 			a.cancel()
 			drop(a)
@@ -367,9 +371,10 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 			}
 			launch(now)
 		}
-		if len(pool) == 0 && len(live) == 0 && lookupDone {
+		if len(pool) == 0 && lookupDone && (len(live) == 0 || !nearDone && s.allBehind(live, now)) {
 			if !nearDone && ctx.Err() == nil {
-				// No provider is left: ask the nodes nearest to the key.
+				// No provider is left, or none but those falling
+				// behind: ask the nodes nearest to the key too.
 				nearDone = true
 				near, err := s.closestPeers(ctx, k)
 				if err != nil {
@@ -381,13 +386,16 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 				graceEnd = now // No grace: these are all there are.
 				continue
 			}
-			if pending == 0 {
+			if len(live) == 0 && pending == 0 {
 				break
 			}
 		}
 		// Sleep until the next hedge, or the end of the grace, or the
 		// next check of the attempts running.
 		wake := time.Hour
+		if len(pool) == 0 && lookupDone && !nearDone && len(live) > 0 {
+			wake = s.seen.hedgeDelay() // To see whether they fall behind.
+		}
 		if len(pool) > 0 {
 			switch {
 			case !started:
@@ -419,7 +427,7 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 			drop(o.a)
 			p := o.a.r.Peer()
 			if o.err == nil {
-				s.seen.observe(time.Since(o.a.start), len(o.data), o.queued)
+				s.seen.observe(time.Since(o.a.start), len(o.data), o.sent)
 				s.seen.add(p, scoreServed)
 				return o.data, nil
 			}
@@ -452,11 +460,27 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 	return nil, spindle.E(kind, fmt.Sprintf("block %s: %d nodes tried", ref, asked), errors.Join(problems...))
 }
 
+// silent reports whether a has run for a hedge delay while its peer sent
+// next to nothing.
+func (s *Store) silent(a *attempt, now time.Time) bool {
+	return now.Sub(a.start) >= s.seen.hedgeDelay() && !s.sending(a, now, hedgeSlack)
+}
+
+// allBehind reports whether every one of attempts has fallen far behind.
+func (s *Store) allBehind(attempts []*attempt, now time.Time) bool {
+	for _, a := range attempts {
+		if !s.behind(a, now) {
+			return false
+		}
+	}
+	return true
+}
+
 // anySending reports whether the peer of one of attempts sends at a fair
 // rate.
 func (s *Store) anySending(attempts []*attempt, now time.Time) bool {
 	for _, a := range attempts {
-		if s.sending(a, now) {
+		if s.sending(a, now, hedgeSlack) {
 			return true
 		}
 	}

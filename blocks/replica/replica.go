@@ -610,11 +610,10 @@ func (s *Store) get(ctx context.Context, ref spindle.Ref, f *fetch) ([]byte, err
 	return data, nil
 }
 
-// fetchFrom gets the block from peer p, through r, its store, and says
-// how many fetches from p were in progress when it started (itself
-// included). It is given time for a largest block, and for those already
-// queued on the same stream.
-func (s *Store) fetchFrom(ctx context.Context, r *p2p.RemoteStore, ref spindle.Ref) ([]byte, int64, error) {
+// fetchFrom gets the block from peer p, through r, its store. It is
+// given time for a largest block, and for those already queued on the
+// same stream.
+func (s *Store) fetchFrom(ctx context.Context, r *p2p.RemoteStore, ref spindle.Ref) ([]byte, error) {
 	p := r.Peer()
 	s.mu.Lock()
 	s.inflight[p]++
@@ -629,8 +628,7 @@ func (s *Store) fetchFrom(ctx context.Context, r *p2p.RemoteStore, ref spindle.R
 	}()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout(queued*spindle.MaxStoredBlockSize))
 	defer cancel()
-	data, err := r.Get(ctx, ref) // Checks the hash: wrong bytes are Integrity.
-	return data, queued, err
+	return r.Get(ctx, ref) // Checks the hash: wrong bytes are Integrity.
 }
 
 // Forget stops announcing the blocks refs, which the local store no

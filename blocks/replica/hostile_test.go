@@ -362,3 +362,44 @@ func TestSilentHolderHedged(t *testing.T) {
 	}
 	t.Fatal("the reader never asked the silent holder: the test did not exercise the hedge")
 }
+
+// When every provider of a block falls behind and none is left to ask,
+// a reader asks the nodes nearest to its key as well, where Put places
+// copies, rather than wait out the providers: a holder whose
+// announcement has not landed still serves the block in time.
+func TestBehindProvidersThenNearest(t *testing.T) {
+	const base = 5 * time.Second
+	nodes := newNet(t, 6, replica.Config{Replicas: 3, Parallel: 1, CacheBytes: -1, BaseTimeout: base, RepairInterval: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	reader, quiet := nodes[5], nodes[2]
+	x := randomBlock(rand.New(rand.NewPCG(16, 17)), 50000)
+	ref := blocks.RefOf(x)
+	for _, nd := range nodes[:2] {
+		if _, err := nd.local.Put(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+		if err := nd.store.Announce(ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := quiet.local.Put(ctx, x); err != nil { // Held, not announced.
+		t.Fatal(err)
+	}
+	waitProviders(t, reader, ref, 2)
+	nodes[0].hang.Store(true)
+	nodes[1].hang.Store(true)
+	xctx, xcancel := context.WithTimeout(ctx, base*3/5)
+	defer xcancel()
+	start := time.Now()
+	got, err := reader.store.Get(xctx, ref)
+	if err != nil || !bytes.Equal(got, x) {
+		t.Fatalf("Get with both providers silent, after %v: %v", time.Since(start), err)
+	}
+	if nodes[0].hung.Load()+nodes[1].hung.Load() == 0 {
+		t.Fatal("the silent providers were never asked: the test did not exercise the fallback")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Get with both providers silent took %v", d)
+	}
+}

@@ -275,10 +275,10 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 	done := make(chan answer)
 
 	var (
-		seen     = map[peer.ID]bool{s.h.ID(): true}
-		pool     []peer.ID  // Candidates not yet asked.
-		live     []*attempt // Attempts running and not cut.
-		pending  int        // Attempts whose answer has not arrived.
+		known    = map[peer.ID]bool{s.h.ID(): true} // Peers found, asked or not.
+		pool     []peer.ID                          // Candidates not yet asked.
+		live     []*attempt                         // Attempts running and not cut.
+		pending  int                                // Attempts whose answer has not arrived.
 		problems []error
 		started  bool // An attempt has been made.
 		nearDone bool // The nearest nodes have been added to the pool.
@@ -287,10 +287,10 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 	)
 	graceEnd := time.Time{}
 	add := func(p peer.ID) {
-		if seen[p] || f.isBad(p) {
+		if known[p] || f.isBad(p) {
 			return
 		}
-		seen[p] = true
+		known[p] = true
 		pool = append(pool, p)
 		if graceEnd.IsZero() {
 			graceEnd = time.Now().Add(providerGrace)

@@ -306,6 +306,7 @@ type RemoteStore struct {
 	mu     sync.Mutex
 	sess   *blockSession
 	closed bool
+	past   int64 // Bytes received on the streams before sess.
 }
 
 var _ spindle.BlockStore = (*RemoteStore)(nil)
@@ -318,6 +319,20 @@ func NewRemoteStore(h host.Host, p peer.ID) *RemoteStore {
 
 // Peer returns the peer holding the store.
 func (r *RemoteStore) Peer() peer.ID { return r.peer }
+
+// Received returns the bytes received from the peer so far, on every
+// stream the store has had, partial responses included. A caller waiting
+// for a block tells a peer that is sending it slowly from one that sends
+// nothing by how this grows.
+func (r *RemoteStore) Received() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.past
+	if r.sess != nil {
+		n += r.sess.c.Received()
+	}
+	return n
+}
 
 // Close ends the store's stream; calls in progress fail. The store must
 // not be used after.
@@ -540,6 +555,9 @@ func (r *RemoteStore) session(ctx context.Context) (*blockSession, error) {
 	st, err := r.h.NewStream(ctx, r.peer, BlockProtocol, BlockProtocolV1)
 	if err != nil {
 		return nil, spindle.E(spindle.Op("p2p.Open"), streamErrKind(ctx), fmt.Errorf("peer %s, protocol %s: %w", r.peer, BlockProtocol, err))
+	}
+	if r.sess != nil {
+		r.past += r.sess.c.Received()
 	}
 	r.sess = newBlockSession(NewConn(st, blockMaxFrame), st.Protocol() == BlockProtocolV1)
 	return r.sess, nil

@@ -587,3 +587,38 @@ func TestHostileHasAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A remote store counts the bytes its peer sent, over every stream it
+// has had.
+func TestRemoteStoreReceived(t *testing.T) {
+	ctx := context.Background()
+	net := p2ptest.NewNet(t, 2)
+	srv, cli := net.Hosts[0], net.Hosts[1]
+	serve(t, srv, p2p.BlockServerConfig{CanPut: allowAll})
+	r := remote(t, cli, srv.ID())
+	if n := r.Received(); n != 0 {
+		t.Fatalf("Received before any call = %d", n)
+	}
+	block := bytes.Repeat([]byte("r"), 100000)
+	ref, err := r.Put(ctx, block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	first := r.Received()
+	if first < int64(len(block)) {
+		t.Fatalf("Received after a get of %d bytes = %d", len(block), first)
+	}
+	if err := net.Mock.DisconnectPeers(srv.ID(), cli.ID()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the disconnect", func() bool { return cli.Network().Connectedness(srv.ID()) != network.Connected })
+	if _, err := r.Get(ctx, ref); err != nil {
+		t.Fatalf("Get after a disconnect: %v", err)
+	}
+	if n := r.Received(); n < first+int64(len(block)) {
+		t.Fatalf("Received after a second get on a new stream = %d, want at least %d", n, first+int64(len(block)))
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -50,6 +51,7 @@ type Conn struct {
 	s        network.Stream
 	r        *bufio.Reader
 	maxFrame int
+	read     *countReader // Under r: counts what arrives.
 
 	wmu  sync.Mutex
 	hdr  [headerLen]byte
@@ -62,8 +64,26 @@ func NewConn(s network.Stream, maxFrame int) *Conn {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
-	return &Conn{s: s, r: bufio.NewReaderSize(s, 4<<10), maxFrame: maxFrame}
+	cr := &countReader{r: s}
+	return &Conn{s: s, r: bufio.NewReaderSize(cr, 4<<10), maxFrame: maxFrame, read: cr}
 }
+
+// A countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// Received returns the bytes that have arrived on the stream so far,
+// frames cut short included: a measure of the peer's progress while a
+// large message arrives.
+func (c *Conn) Received() int64 { return c.read.n.Load() }
 
 // Stream returns the underlying stream.
 func (c *Conn) Stream() network.Stream { return c.s }

@@ -11,7 +11,10 @@
 // the local store, then a bounded cache of fetched blocks, then asks the
 // DHT for providers and fetches from them, checking the hash of what
 // arrives: a provider that sends wrong bytes is dropped for that fetch and
-// the block is fetched elsewhere.
+// the block is fetched elsewhere. Anyone can announce a block whose
+// address it can compute, so a fetch races the providers: it asks another
+// when the ones it waits for send nothing for a while, cuts those that
+// fall far behind, and asks first those that served it well (hedge.go).
 //
 // Every holder also checks, in bounded background rounds, that each block
 // it holds still has r live holders, and pushes a copy to the nearest node
@@ -40,8 +43,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sort"
 	"sync"
 	"time"
 
@@ -170,6 +171,7 @@ type Store struct {
 	mu       sync.Mutex
 	remotes  map[peer.ID]*p2p.RemoteStore
 	inflight map[peer.ID]int       // Fetches in progress, per peer, to spread load.
+	seen     seen                  // How fetches went, per peer and in all.
 	held     int64                 // Bytes held in the local store, as last counted plus those put since.
 	putSince int64                 // Bytes put since the count in progress started.
 	refused  int64                 // Replica pushes refused.
@@ -224,6 +226,7 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 		cancel:   cancel,
 		remotes:  make(map[peer.ID]*p2p.RemoteStore),
 		inflight: make(map[peer.ID]int),
+		seen:     seen{peers: make(map[peer.ID]peerScore)},
 		fullPeer: make(map[peer.ID]time.Time),
 		unproven: make(map[peer.ID]time.Time),
 		repair:   repairProgress{backlog: make(map[spindle.Ref]int), recent: make(map[spindle.Ref]recentPush), extra: make(map[spindle.Ref]time.Time)},
@@ -479,8 +482,8 @@ func (s *Store) pushTo(ctx context.Context, p peer.ID, ref spindle.Ref, data []b
 
 // Get implements [spindle.BlockStore]: it returns the block from the
 // local store, else from the cache, else from a provider found through
-// the DHT. A provider that sends bytes other than the block is dropped
-// for this fetch and the next one is asked.
+// the DHT, racing them (see hedge.go). A provider that sends bytes other
+// than the block is dropped for this fetch and asked last after it.
 func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	const op spindle.Op = "replica.Get"
 	data, err := s.get(ctx, ref, newFetch())
@@ -622,121 +625,11 @@ func (s *Store) get(ctx context.Context, ref spindle.Ref, f *fetch) ([]byte, err
 	return data, nil
 }
 
-// fetch gets the block from a provider, trying them in turn, least busy
-// first. If no provider has it, it asks the nodes nearest to its key,
-// where Put places copies, in case their announcements have not landed.
-func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *fetch) ([]byte, error) {
-	tried := map[peer.ID]bool{s.h.ID(): true}
-	var problems []error
-	try := func(peers []peer.ID) []byte {
-		for _, p := range s.byLoad(peers) {
-			if tried[p] || f.isBad(p) {
-				continue
-			}
-			tried[p] = true
-			data, err := s.fetchFrom(ctx, p, ref)
-			if err == nil {
-				return data
-			}
-			if errors.Is(err, spindle.Integrity) {
-				f.drop(p)
-			}
-			problems = append(problems, err)
-			if ctx.Err() != nil {
-				return nil
-			}
-		}
-		return nil
-	}
-	if data := try(s.providers(ctx, k)); data != nil {
-		return data, nil
-	}
-	if ctx.Err() == nil {
-		if near, err := s.closestPeers(ctx, k); err == nil {
-			if data := try(near); data != nil {
-				return data, nil
-			}
-		} else {
-			problems = append(problems, err)
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, spindle.E(spindle.Transient, err)
-	}
-	if len(problems) == 0 {
-		return nil, spindle.E(spindle.NotExist, fmt.Sprintf("block %s: no node provides it", ref))
-	}
-	kind := spindle.NotExist
-	for _, p := range problems {
-		if !errors.Is(p, spindle.NotExist) && !errors.Is(p, spindle.Integrity) {
-			kind = spindle.IO // Some node may hold it but could not be reached.
-		}
-	}
-	return nil, spindle.E(kind, fmt.Sprintf("block %s: %d nodes tried", ref, len(tried)-1), errors.Join(problems...))
-}
-
-// providerGrace is how long a lookup waits for more providers after the
-// first, so that the blocks of a file are spread over all their holders
-// rather than all fetched from whichever answered first.
-const providerGrace = 20 * time.Millisecond
-
-// providers returns the providers of key k that the DHT finds: up to r of
-// them, waiting at most providerGrace after the first.
-func (s *Store) providers(ctx context.Context, k mh.Multihash) []peer.ID {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.BaseTimeout)
-	defer cancel()
-	ch := s.dht.FindProvidersAsync(ctx, cid.NewCidV1(cid.Raw, k), s.cfg.Replicas)
-	var out []peer.ID
-	var grace <-chan time.Time
-	for {
-		select {
-		case ai, ok := <-ch:
-			if !ok {
-				return out
-			}
-			if ai.ID == s.h.ID() {
-				continue
-			}
-			if len(ai.Addrs) > 0 {
-				s.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
-			}
-			out = append(out, ai.ID)
-			if len(out) >= s.cfg.Replicas {
-				return out
-			}
-			if grace == nil {
-				grace = time.After(providerGrace)
-			}
-		case <-grace:
-			return out
-		case <-ctx.Done():
-			return out
-		}
-	}
-}
-
-// byLoad orders peers by the fetches in progress from each, fewest
-// first, ties in random order.
-func (s *Store) byLoad(peers []peer.ID) []peer.ID {
-	out := append([]peer.ID(nil), peers...)
-	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	s.mu.Lock()
-	load := make(map[peer.ID]int, len(out))
-	for _, p := range out {
-		load[p] = s.inflight[p]
-	}
-	s.mu.Unlock()
-	sort.SliceStable(out, func(i, j int) bool { return load[out[i]] < load[out[j]] })
-	return out
-}
-
-// fetchFrom gets the block from peer p. It is given time for a largest
-// block, and for those already queued on the same stream.
-func (s *Store) fetchFrom(ctx context.Context, p peer.ID, ref spindle.Ref) ([]byte, error) {
-	r, err := s.remote(p)
-	if err != nil {
-		return nil, err
-	}
+// fetchFrom gets the block from peer p, through r, its store. It is
+// given time for a largest block, and for those already queued on the
+// same stream.
+func (s *Store) fetchFrom(ctx context.Context, r *p2p.RemoteStore, ref spindle.Ref) ([]byte, error) {
+	p := r.Peer()
 	s.mu.Lock()
 	s.inflight[p]++
 	queued := int64(s.inflight[p])

@@ -234,6 +234,11 @@ type Stats struct {
 	Trimmed    int64 // Copies deleted here because the r nodes nearest to their blocks hold them.
 	HomeScans  int64 // Scans of the blocks held here for nodes that connected.
 	HomePushed int64 // Copies those scans pushed to the nodes.
+
+	// Fetches from providers (see hedge.go).
+	FetchHedged int64 // Providers asked while waiting for others.
+	FetchCut    int64 // Fetches from a provider cut for falling far behind.
+	FetchPeers  int   // Peers whose fetches are remembered.
 }
 
 // Stats returns the Store's figures. The announcements are described by
@@ -247,6 +252,7 @@ func (s *Store) Stats() Stats {
 	st.ProofsFailed, st.Unproven = s.failed, len(s.unproven)
 	s.mu.Unlock()
 	s.repairStats(&st)
+	s.seen.stats(&st)
 	return st
 }
 

@@ -121,6 +121,10 @@ type Config struct {
 	// zero; see replica.Config.HoldLimit). Blocks the Writers put count
 	// towards it but are never refused.
 	HoldLimit int64
+	// PeerHoldLimit bounds the bytes of the copies one other node may
+	// have pushed here and that are still held, counted across restarts
+	// in Home/replica-quotas (replica.DefaultPeerHoldLimit if zero).
+	PeerHoldLimit int64
 	// LeaseTerm, LeaseRenew, LeaseGrace and CollectInterval set how
 	// blocks no tree references are collected (see node/lease.go and
 	// package blocks/lease): the term of the leases this node renews as
@@ -356,7 +360,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.openLeases(); err != nil {
 		return nil, spindle.E(op, err)
 	}
-	n.replica, err = replica.New(n.host, n.DHT(), n.leases.coll.Guard(), replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes, HoldLimit: cfg.HoldLimit, Keep: n.leasesOwn})
+	// Charges of the copies other nodes push here, per node, are kept
+	// beside the store.
+	var quotaFile string
+	if cfg.Home != "" {
+		quotaFile = filepath.Join(cfg.Home, "replica-quotas")
+	}
+	n.replica, err = replica.New(n.host, n.DHT(), n.leases.coll.Guard(), replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes, HoldLimit: cfg.HoldLimit, PeerHoldLimit: cfg.PeerHoldLimit, QuotaFile: quotaFile, Keep: n.leasesOwn})
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}

@@ -264,6 +264,7 @@ func (s *Store) trim(ctx context.Context, ref spindle.Ref, k mh.Multihash, holde
 		return false
 	}
 	s.notExtra(ref)
+	s.quota.release(ref)
 	s.prov.StopProviding(k)
 	return true
 }

@@ -157,6 +157,16 @@ func TestConnLimiterCapsAndEvicts(t *testing.T) {
 			accepted <- c
 		}
 	}()
+	next := func() net.Conn {
+		t.Helper()
+		select {
+		case c := <-accepted:
+			return c
+		case <-time.After(5 * time.Second):
+			t.Fatal("a connection within the caps was not accepted")
+			return nil
+		}
+	}
 	var clients []net.Conn
 	dial := func() {
 		c, err := net.Dial("tcp", ln.Addr().String())
@@ -171,13 +181,13 @@ func TestConnLimiterCapsAndEvicts(t *testing.T) {
 		}
 	}()
 	dial()
-	a := <-accepted
+	a := next()
 	dial()
-	b := <-accepted
+	b := next()
 	l.connState(a, http.StateActive)
 	// A third from the address: b, idle, gives way.
 	dial()
-	c := <-accepted
+	c := next()
 	if open, refused, evicted := l.stats(); open != 2 || refused != 0 || evicted != 1 {
 		t.Fatalf("after a third connection: %d open, %d refused, %d evicted; want 2, 0, 1", open, refused, evicted)
 	}

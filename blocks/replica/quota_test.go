@@ -13,6 +13,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"spindle.dev"
+
 	"spindle.dev/blocks/disk"
 	"spindle.dev/blocks/replica"
 	"spindle.dev/p2p"
@@ -125,5 +127,25 @@ func TestReplicaFloodBoundedAcrossRestart(t *testing.T) {
 	want := fmt.Sprintf("takes up to %d from one node", peerLimit)
 	if f.stored != 0 || !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(f.out) {
 		t.Errorf("after a restart the identity that used its quota stored %d more bytes, want 0 and %q:\n%s", f.stored, want, f.out)
+	}
+
+	// Once its blocks are collected, the identity has its quota again.
+	ctx := context.Background()
+	l := nd.local.(spindle.BlockLister)
+	var refs []spindle.Ref
+	if err := l.List(ctx, func(ref spindle.Ref) error { refs = append(refs, ref); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range refs {
+		if err := l.Delete(ctx, ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nd.store.Forget(refs...); err != nil {
+		t.Fatal(err)
+	}
+	f = runReplicaFlood(t, bin, nd, "-ids", "1", "-blocks", "8", "-size", fmt.Sprint(size), "-seed", "7")
+	if f.stored != peerLimit {
+		t.Errorf("after its %d blocks were collected the identity stored %d bytes, want its quota %d:\n%s", len(refs), f.stored, peerLimit, f.out)
 	}
 }

@@ -121,6 +121,8 @@ type deadlineBody struct {
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	b.rc.SetReadDeadline(time.Now().Add(b.d))
+	// Once the body is read to its end, net/http clears the deadline
+	// itself as it reads on in the background.
 	return b.ReadCloser.Read(p)
 }
 

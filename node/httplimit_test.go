@@ -43,6 +43,15 @@ func TestHTTPLimitsCutIdleSlowAndStalledClients(t *testing.T) {
 			mu.Lock()
 			readErr = err
 			mu.Unlock()
+		case "/work":
+			// Reads its body, then works longer than the read timeout.
+			io.Copy(io.Discard, r.Body)
+			time.Sleep(3 * d)
+			if err := r.Context().Err(); err != nil {
+				io.WriteString(w, "ended: "+err.Error())
+				return
+			}
+			io.WriteString(w, "done")
 		case "/big":
 			chunk := make([]byte, 64<<10)
 			var err error
@@ -104,6 +113,18 @@ func TestHTTPLimitsCutIdleSlowAndStalledClients(t *testing.T) {
 	}
 	mu.Unlock()
 
+	// A handler that works on after reading its body is not cut off.
+	c = dial("POST /work HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody")
+	resp, err = http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "done" {
+		t.Errorf("a handler working on after reading its body: %q, want done", body)
+	}
+
 	// An answer nobody reads.
 	c = dial("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
 	c.(*net.TCPConn).SetReadBuffer(4 << 10)
@@ -129,7 +150,7 @@ func TestHTTPLimitsCutIdleSlowAndStalledClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if string(body) != "ok" {
 		t.Errorf("after the timeouts: %q", body)

@@ -143,6 +143,9 @@ func newSignupLimits(perAddr, perPrefix, all int) *signupLimits {
 // Transient naming the limit reached.
 func (l *signupLimits) allow(src string, now time.Time) error {
 	addr, prefix := src, src
+	if src == "" {
+		addr, prefix = "the node's socket", "the node's socket"
+	}
 	if a, err := netip.ParseAddr(src); err == nil {
 		bits := 24
 		if !a.Unmap().Is4() {

@@ -240,3 +240,33 @@ func TestGatewayLimitsAreSet(t *testing.T) {
 		t.Errorf("GatewayLimits() caps: %d per address, %d in all, %d header bytes", lim.PerAddr, lim.Conns, lim.MaxHeaderBytes)
 	}
 }
+
+// Beyond the cap in all, a connection from a new address takes the
+// place of the longest idle one of any address, and is refused if every
+// one is busy.
+func TestConnLimiterTotalCap(t *testing.T) {
+	l := newConnLimiter(nil, 2, 3)
+	conns := make([]*limitedConn, 0, 5)
+	at := time.Unix(1e9, 0)
+	for i, ip := range []string{"a", "b", "c"} {
+		c := &limitedConn{l: l, ip: ip, idle: true, since: at.Add(time.Duration(i) * time.Second)}
+		if victim, ok := l.admit(c); !ok || victim != nil {
+			t.Fatalf("connection %d within the caps: admitted %v, victim %v", i, ok, victim)
+		}
+		conns = append(conns, c)
+	}
+	d := &limitedConn{l: l, ip: "d", idle: true, since: at.Add(time.Hour)}
+	victim, ok := l.admit(d)
+	if !ok || victim != conns[0] {
+		t.Fatalf("a fourth connection in all: admitted %v, victim %v; want the longest idle (a)", ok, victim)
+	}
+	for _, c := range append(conns[1:], d) {
+		c.idle = false
+	}
+	if victim, ok := l.admit(&limitedConn{l: l, ip: "e"}); ok || victim != nil {
+		t.Fatalf("a connection while every one is busy: admitted %v, victim %v", ok, victim)
+	}
+	if open, _, _ := l.stats(); open != 3 {
+		t.Fatalf("%d connections counted, cap 3", open)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -79,5 +80,24 @@ func TestQuotaJournal(t *testing.T) {
 	os.WriteFile(path, []byte("+ "+a.String()+" r1 60\njunk\n"), 0o600)
 	if _, err := openQuotas(path, 100); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("a damaged journal: %v, want an error naming the line", err)
+	}
+}
+
+// BenchmarkQuotaCharge times charging one pushed block to its peer: a
+// line appended to the journal and fsynced, what each copy another node
+// pushes costs besides its own store.
+func BenchmarkQuotaCharge(b *testing.B) {
+	q, err := openQuotas(filepath.Join(b.TempDir(), "quotas"), 1<<62)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.close()
+	p := tpeer.RandPeerIDFatal(b)
+	i := 0
+	for b.Loop() {
+		i++
+		if err := q.charge(p, spindle.Ref("bafkrei"+strconv.Itoa(i)), 1<<20); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -43,7 +44,17 @@ type AnonConfig struct {
 	Verifier string
 	// Logger receives the reader's diagnostics; nil means slog.Default().
 	Logger *slog.Logger
+	// ReadAhead is the number of blocks an open file fetches ahead of a
+	// sequential reader (DefaultAnonReadAhead if zero, none if
+	// negative). Each costs a block of memory for as long as the file is
+	// read, however slowly.
+	ReadAhead int
 }
+
+// DefaultAnonReadAhead is the default AnonConfig.ReadAhead: a gateway
+// sends many files to strangers at once, at their pace, and holds
+// ReadAhead+1 blocks for each.
+const DefaultAnonReadAhead = 1
 
 // An Anonymous reads what all may read, with no keys, checking every
 // answer as a Client does. It is safe for concurrent use.
@@ -53,7 +64,7 @@ type Anonymous struct {
 
 // NewAnonymous returns an anonymous reader.
 func NewAnonymous(cfg AnonConfig) (*Anonymous, error) {
-	c := &Client{log: cfg.Logger, get: cfg.Get, userKeys: map[spindle.UserName]cachedUser{}}
+	c := &Client{log: cfg.Logger, get: cfg.Get, ahead: cmp.Or(cfg.ReadAhead, DefaultAnonReadAhead), userKeys: map[spindle.UserName]cachedUser{}}
 	if c.log == nil {
 		c.log = slog.Default()
 	}

@@ -11,6 +11,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -89,6 +90,7 @@ type Client struct {
 	dir     *serialDir
 	blocks  *p2p.RemoteStore // Nil for the anonymous reader.
 	get     pack.GetFunc     // Fetches blocks: blocks.Fetch, or the anonymous reader's own.
+	ahead   int              // Blocks an open file reads ahead; zero means readAhead.
 	keyLog  *keyLog          // Nil if the client trusts its node's key records.
 	heads   *dirHeads        // Nil if the client does not check for rollbacks.
 
@@ -880,7 +882,7 @@ func (c *Client) openFile(ctx context.Context, e *spindle.DirEntry) (*pack.Reade
 			WriterKeys: wkeys,
 			Get:        c.fetcher(), // pack.Reader checks each block's hash and tag itself.
 			Release:    p2p.RecycleBlock,
-			ReadAhead:  readAhead,
+			ReadAhead:  cmp.Or(c.ahead, readAhead),
 		})
 		return err
 	})

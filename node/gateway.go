@@ -1,13 +1,17 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/textproto"
 	"slices"
+	"strconv"
 	"strings"
-	"time"
+	"sync"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -44,10 +48,14 @@ type PublicReader interface {
 }
 
 // GatewayHandler returns the HTTP handler of the gateway (see
-// ServeGateway), which reads with rd.
+// ServeGateway), which reads with rd. It answers at most
+// gatewayBodiesPerAddr requests for a file's contents from one address at
+// once and gatewayBodies in all (a reader holds a few blocks while it
+// sends them), and at most maxRanges parts of a file in one request.
 func (n *Node) GatewayHandler(rd PublicReader) http.Handler {
+	b := newBodySlots(gatewayBodiesPerAddr, gatewayBodies)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.serveGateway(w, r, rd)
+		n.serveGateway(w, r, rd, b)
 	})
 }
 
@@ -70,11 +78,8 @@ func (n *Node) GetBlock(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 // ServeGateway serves the gateway on ln, reading with rd, until ctx is
 // cancelled or the node closes. It returns nil when stopped that way.
 func (n *Node) ServeGateway(ctx context.Context, ln net.Listener, rd PublicReader) error {
-	srv := &http.Server{
-		Handler:           n.GatewayHandler(rd),
-		ReadHeaderTimeout: 30 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return n.ctx },
-	}
+	srv, ln := NewHTTPServer(ln, n.GatewayHandler(rd), GatewayLimits())
+	srv.BaseContext = func(net.Listener) context.Context { return n.ctx }
 	// Stop with ctx or the node; neither waiter outlives Serve.
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
@@ -97,7 +102,7 @@ func gatewayNotFound(w http.ResponseWriter) {
 	w.Write([]byte("404 not found\n"))
 }
 
-func (n *Node) serveGateway(w http.ResponseWriter, r *http.Request, rd PublicReader) {
+func (n *Node) serveGateway(w http.ResponseWriter, r *http.Request, rd PublicReader, bodies *bodySlots) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "only GET and HEAD", http.StatusMethodNotAllowed)
@@ -123,7 +128,172 @@ func (n *Node) serveGateway(w http.ResponseWriter, r *http.Request, rd PublicRea
 	// running scripts in the gateway's origin.
 	h.Set("Content-Security-Policy", "sandbox; default-src 'none'; img-src 'self'; media-src 'self'; style-src 'unsafe-inline'")
 	h.Set("Cache-Control", "no-cache")
+	if rh := r.Header.Get("Range"); rh != "" {
+		merged, err := mergeRanges(rh, e.Size)
+		if err != nil {
+			h.Set("Content-Range", fmt.Sprintf("bytes */%d", e.Size))
+			http.Error(w, err.Error(), http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
+		r.Header.Set("Range", merged)
+	}
+	if r.Method == http.MethodGet {
+		release, err := bodies.take(remoteIP(r.RemoteAddr))
+		if err != nil {
+			h.Set("Retry-After", "10")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		defer release()
+	}
 	http.ServeContent(w, r, "", e.Time.Go(), f)
+}
+
+// remoteIP returns the host part of an HTTP request's RemoteAddr.
+func remoteIP(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+// Answers with a file's contents hold a reader and the blocks it reads
+// ahead (client.AnonConfig.ReadAhead), whatever the client takes of them:
+// at most gatewayBodiesPerAddr from one address at once, gatewayBodies in
+// all. A client that stops reading is cut after the gateway's write
+// timeout, which frees its place.
+const (
+	gatewayBodiesPerAddr = 8
+	gatewayBodies        = 32
+)
+
+// bodySlots counts the answers with contents in progress.
+type bodySlots struct {
+	perAddr, max int
+
+	mu    sync.Mutex // Guards n and perIP.
+	n     int
+	perIP map[string]int
+}
+
+func newBodySlots(perAddr, max int) *bodySlots {
+	return &bodySlots{perAddr: perAddr, max: max, perIP: make(map[string]int)}
+}
+
+// take takes a place for an answer to ip, and returns the function that
+// gives it back, or an error saying which bound is reached.
+func (b *bodySlots) take(ip string) (release func(), err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.perIP[ip] >= b.perAddr:
+		return nil, fmt.Errorf("busy: this gateway sends at most %d files at once to one address", b.perAddr)
+	case b.n >= b.max:
+		return nil, fmt.Errorf("busy: this gateway sends at most %d files at once", b.max)
+	}
+	b.n++
+	b.perIP[ip]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.n--
+			if b.perIP[ip]--; b.perIP[ip] <= 0 {
+				delete(b.perIP, ip)
+			}
+		})
+	}, nil
+}
+
+// maxRanges bounds the parts of a file one request may ask for, once
+// overlapping and adjacent parts are merged; maxRangeSpecs bounds the
+// parts written in its Range header.
+const (
+	maxRanges     = 16
+	maxRangeSpecs = 1024
+)
+
+// mergeRanges returns the Range header h, of a file of size bytes, with
+// its parts sorted and those that overlap or touch merged into one, so
+// that each block of the file is read once, in order. It refuses a header
+// of more than maxRanges parts so merged, or of more than maxRangeSpecs
+// parts before merging. A header it cannot parse is returned as it is,
+// for http.ServeContent to answer as it answers any (it refuses them).
+func mergeRanges(h string, size int64) (string, error) {
+	const prefix = "bytes="
+	if !strings.HasPrefix(h, prefix) {
+		return h, nil
+	}
+	type part struct{ start, end int64 } // end exclusive
+	var parts []part
+	specs := 0
+	for spec := range strings.SplitSeq(h[len(prefix):], ",") {
+		spec = textproto.TrimString(spec)
+		if spec == "" {
+			continue
+		}
+		if specs++; specs > maxRangeSpecs {
+			return "", fmt.Errorf("range: more than %d parts asked for; this gateway serves at most %d, once overlapping and adjacent parts are merged", maxRangeSpecs, maxRanges)
+		}
+		first, last, ok := strings.Cut(spec, "-")
+		if !ok {
+			return h, nil
+		}
+		first, last = textproto.TrimString(first), textproto.TrimString(last)
+		var p part
+		if first == "" {
+			if last == "" || last[0] == '-' {
+				return h, nil
+			}
+			n, err := strconv.ParseInt(last, 10, 64)
+			if err != nil || n < 0 {
+				return h, nil
+			}
+			p = part{max(size-n, 0), size}
+		} else {
+			i, err := strconv.ParseInt(first, 10, 64)
+			if err != nil || i < 0 {
+				return h, nil
+			}
+			p = part{i, size}
+			if last != "" {
+				j, err := strconv.ParseInt(last, 10, 64)
+				if err != nil || j < i {
+					return h, nil
+				}
+				p.end = min(j+1, size)
+			}
+		}
+		if p.start >= size || p.start >= p.end {
+			continue // Outside the file: ServeContent skips it too.
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return h, nil
+	}
+	slices.SortFunc(parts, func(a, b part) int { return cmp.Compare(a.start, b.start) })
+	merged := parts[:1]
+	for _, p := range parts[1:] {
+		if last := &merged[len(merged)-1]; p.start <= last.end {
+			last.end = max(last.end, p.end)
+			continue
+		}
+		merged = append(merged, p)
+	}
+	if len(merged) > maxRanges {
+		return "", fmt.Errorf("range: %d parts once overlapping and adjacent ones are merged; this gateway serves at most %d", len(merged), maxRanges)
+	}
+	var b strings.Builder
+	b.WriteString(prefix)
+	for i, p := range merged {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%d-%d", p.start, p.end-1)
+	}
+	return b.String(), nil
 }
 
 // anonReader is the user an anonymous read acts as (see forward.go). It

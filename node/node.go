@@ -88,6 +88,13 @@ type Config struct {
 	// KeyPutLimit bounds the key.put requests one peer may make in a
 	// minute; zero means DefaultKeyPutLimit.
 	KeyPutLimit int
+	// SignupsPerAddr, SignupsPerPrefix and Signups bound the new names
+	// registered through this node in an hour: from one source address,
+	// from one network prefix (/24 of IPv4, /48 of IPv6), and in all
+	// (DefaultSignupsPerAddr, DefaultSignupsPerPrefix and DefaultSignups
+	// if zero). Names carried by a member of the key cluster were
+	// counted where they arrived.
+	SignupsPerAddr, SignupsPerPrefix, Signups int
 	// Bootstrap names peers of a network to join: multiaddrs ending in
 	// /p2p/<peer ID> (see ParseBootstrap). The node remembers the peers
 	// it meets in Home/peers and rejoins through them when it restarts,
@@ -114,6 +121,10 @@ type Config struct {
 	// zero; see replica.Config.HoldLimit). Blocks the Writers put count
 	// towards it but are never refused.
 	HoldLimit int64
+	// PeerHoldLimit bounds the bytes of the copies one other node may
+	// have pushed here and that are still held, counted across restarts
+	// in Home/replica-quotas (replica.DefaultPeerHoldLimit if zero).
+	PeerHoldLimit int64
 	// LeaseTerm, LeaseRenew, LeaseGrace and CollectInterval set how
 	// blocks no tree references are collected (see node/lease.go and
 	// package blocks/lease): the term of the leases this node renews as
@@ -183,7 +194,8 @@ type Node struct {
 	mu       sync.Mutex
 	sessions map[peer.ID]session // Authenticated client peers.
 
-	keyPuts *peerLimiter // key.put requests per peer.
+	keyPuts *peerLimiter  // key.put requests per peer.
+	signups *signupLimits // New names, per address, prefix and in all.
 
 	signedSeen seenSigned // Signed requests taken (forward.go).
 	// answers signs the answers to requests signed for this node
@@ -218,8 +230,18 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.KeyPutLimit <= 0 {
 		cfg.KeyPutLimit = DefaultKeyPutLimit
 	}
+	if cfg.SignupsPerAddr <= 0 {
+		cfg.SignupsPerAddr = DefaultSignupsPerAddr
+	}
+	if cfg.SignupsPerPrefix <= 0 {
+		cfg.SignupsPerPrefix = DefaultSignupsPerPrefix
+	}
+	if cfg.Signups <= 0 {
+		cfg.Signups = DefaultSignups
+	}
 	n := &Node{cfg: cfg, log: log, writers: writers, started: time.Now(), sessions: make(map[peer.ID]session),
-		keyPuts: newPeerLimiter(cfg.KeyPutLimit, time.Minute, maxLimitedPeers)}
+		keyPuts: newPeerLimiter(cfg.KeyPutLimit, time.Minute, maxLimitedPeers),
+		signups: newSignupLimits(cfg.SignupsPerAddr, cfg.SignupsPerPrefix, cfg.Signups)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.heads.kick = make(chan struct{}, 1)
 	n.dirHosts = newDirHostCache()
@@ -338,7 +360,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.openLeases(); err != nil {
 		return nil, spindle.E(op, err)
 	}
-	n.replica, err = replica.New(n.host, n.DHT(), n.leases.coll.Guard(), replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes, HoldLimit: cfg.HoldLimit, Keep: n.leasesOwn})
+	// Charges of the copies other nodes push here, per node, are kept
+	// beside the store.
+	var quotaFile string
+	if cfg.Home != "" {
+		quotaFile = filepath.Join(cfg.Home, "replica-quotas")
+	}
+	n.replica, err = replica.New(n.host, n.DHT(), n.leases.coll.Guard(), replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes, HoldLimit: cfg.HoldLimit, PeerHoldLimit: cfg.PeerHoldLimit, QuotaFile: quotaFile, Keep: n.leasesOwn})
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
@@ -753,12 +781,18 @@ func (n *Node) checkPossession(p peer.ID, a *wire.AuthMsg, user spindle.UserName
 // bulk. The cluster itself checks the record's signature and policy.
 func (n *Node) putKey(ctx context.Context, p peer.ID, env *wire.Request, req *wire.KeyPutRequest) error {
 	const op spindle.Op = "node.KeyPut"
-	if !n.isMember(ctx, p) && !n.keyPuts.allow(p, time.Now()) { // A member forwarding has counted it.
+	member := n.isMember(ctx, p) // A member forwarding has counted it.
+	if !member && !n.keyPuts.allow(p, time.Now()) {
 		return spindle.E(op, spindle.Transient, fmt.Sprintf("too many key changes from this peer: at most %d a minute", n.cfg.KeyPutLimit))
 	}
 	u, err := keylog.DecodeRecord(req.Record)
 	if err != nil {
 		return spindle.E(op, err)
+	}
+	if !member && u.Version <= 1 {
+		if err := n.signups.allow(n.sourceAddr(p), time.Now()); err != nil {
+			return spindle.E(op, u.Name, err)
+		}
 	}
 	if err := n.checkPossession(p, env.Auth, u.Name, u.PublicKey); err != nil {
 		// Or a client's proof carried by its node, or by a member.

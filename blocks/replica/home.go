@@ -272,6 +272,7 @@ func (s *Store) trim(ctx context.Context, ref spindle.Ref, k mh.Multihash, ch bl
 		return false
 	}
 	s.notExtra(ref)
+	s.quota.release(ref)
 	s.prov.StopProviding(k)
 	return true
 }

@@ -100,6 +100,14 @@ type Config struct {
 	// blocks are collected ([Store.Forget]) or trimmed, so it goes down
 	// as blocks go. See [Store.Server].
 	HoldLimit int64
+	// PeerHoldLimit bounds the bytes of the copies that one other node
+	// may have pushed here and that are still held (DefaultPeerHoldLimit
+	// if zero); a push beyond it is refused as [spindle.Full]. QuotaFile
+	// names the journal in which these charges are kept across restarts
+	// (the node puts it beside its store); if empty they are kept in
+	// memory only. See quota.go.
+	PeerHoldLimit int64
+	QuotaFile     string
 	// ReprovideInterval is how often the sweeping provider announces
 	// every held block again (go-libp2p-kad-dht's default, 22 h, if
 	// zero). Provider records live 48 h.
@@ -141,6 +149,9 @@ func (c *Config) setDefaults() {
 	if c.HoldLimit <= 0 {
 		c.HoldLimit = DefaultHoldLimit
 	}
+	if c.PeerHoldLimit <= 0 {
+		c.PeerHoldLimit = DefaultPeerHoldLimit
+	}
 	if c.RepairInterval == 0 {
 		c.RepairInterval = DefaultRepairInterval
 	}
@@ -163,6 +174,7 @@ type Store struct {
 	cfg   Config
 	prov  *provider.SweepingProvider
 	cache *cache
+	quota *quotas // Charges of the copies other nodes pushed here.
 
 	ctx    context.Context // Ends when the Store is closed.
 	cancel context.CancelFunc
@@ -218,9 +230,14 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 	if err != nil {
 		return nil, spindle.E(op, spindle.Invalid, err)
 	}
+	quota, err := openQuotas(cfg.QuotaFile, cfg.PeerHoldLimit)
+	if err != nil {
+		prov.Close()
+		return nil, spindle.E(op, spindle.IO, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
-		h: h, dht: d, local: local, cfg: cfg, prov: prov,
+		h: h, dht: d, local: local, cfg: cfg, prov: prov, quota: quota,
 		cache:    newCache(cfg.CacheBytes),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -234,6 +251,7 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 	if err := s.recount(ctx); err != nil {
 		cancel()
 		prov.Close()
+		quota.close()
 		return nil, spindle.E(op, err)
 	}
 	if l, ok := local.(spindle.BlockLister); ok {
@@ -261,6 +279,7 @@ func (s *Store) Close() error {
 	for _, r := range remotes {
 		r.Close()
 	}
+	s.quota.close()
 	return s.prov.Close()
 }
 
@@ -648,7 +667,8 @@ func (s *Store) fetchFrom(ctx context.Context, r *p2p.RemoteStore, ref spindle.R
 
 // Forget stops announcing the blocks refs, which the local store no
 // longer holds (garbage collection deleted them), and counts the bytes
-// the local store holds again, for Config.HoldLimit.
+// the local store holds again, for Config.HoldLimit, and the bytes
+// charged to the nodes that pushed them, for Config.PeerHoldLimit.
 func (s *Store) Forget(refs ...spindle.Ref) error {
 	const op spindle.Op = "replica.Forget"
 	keys := make([]mh.Multihash, 0, len(refs))
@@ -658,6 +678,9 @@ func (s *Store) Forget(refs ...spindle.Ref) error {
 			return spindle.E(op, err)
 		}
 		keys = append(keys, k)
+	}
+	if err := s.quota.release(refs...); err != nil {
+		return spindle.E(op, err)
 	}
 	if err := s.prov.StopProviding(keys...); err != nil {
 		return spindle.E(op, spindle.Transient, err)

@@ -38,7 +38,9 @@ import (
 //     counting nodes that cannot prove they hold the blocks they take
 //     (see responsible), and
 //   - the blocks held here, counted from the local store, stay within
-//     Config.HoldLimit with it (a block held already is always taken).
+//     Config.HoldLimit with it (a block held already is always taken),
+//     and the copies this peer pushed that are still held stay within
+//     Config.PeerHoldLimit (counted across restarts; see quota.go).
 //
 // A push refused for the limit fails with [spindle.Full], which the
 // pushing node's Store takes as a cue to place the copy on the next
@@ -118,12 +120,19 @@ func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 		return "", spindle.E(op, spindle.Permission, fmt.Sprintf("block %s: this node is not among the nearest to its key", ref))
 	}
 	n := int64(len(data))
+	p, _ := p2p.BlockPeer(ctx)
+	if err := srv.s.quota.charge(p, ref, n); err != nil {
+		srv.s.refuseFull(errors.Is(err, spindle.Full))
+		return "", spindle.E(op, err)
+	}
 	if err := srv.s.admit(ctx, ref, n); err != nil {
+		srv.s.quota.release(ref)
 		return "", spindle.E(op, err)
 	}
 	got, err := srv.s.local.Put(ctx, data)
 	if err != nil {
 		srv.s.unadmit(n)
+		srv.s.quota.release(ref)
 		return "", spindle.E(op, err)
 	}
 	srv.s.announce(k)
@@ -202,6 +211,20 @@ func (s *Store) refuse() {
 	s.refused++
 	s.mu.Unlock()
 }
+
+// refuseFull counts a push refused for a quota (full) or another reason.
+func (s *Store) refuseFull(full bool) {
+	s.mu.Lock()
+	s.refused++
+	if full {
+		s.full++
+	}
+	s.mu.Unlock()
+}
+
+// PeerHeld returns the bytes of the copies peer p pushed here that are
+// still held: what counts against Config.PeerHoldLimit.
+func (s *Store) PeerHeld(p peer.ID) int64 { return s.quota.held(p) }
 
 // Stats describes a Store, for a node's status report.
 type Stats struct {

@@ -13,6 +13,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/client/ui"
+	"spindle.dev/node"
 )
 
 const uiUsage = `Usage:
@@ -98,7 +99,7 @@ func runUI(ctx context.Context, st *State, args []string) error {
 		st.hint("another program listens there; give spin ui another port, e.g. -listen 127.0.0.1:0")
 		return errFailed
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	hs, ln := node.NewHTTPServer(ln, srv.Handler(), uiLimits())
 	fmt.Fprintln(st.Stdout, srv.URL(ln.Addr().String()))
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
@@ -114,5 +115,23 @@ func runUI(ctx context.Context, st *State, args []string) error {
 		}
 		st.errorf("%v", err)
 		return errFailed
+	}
+}
+
+// uiLimits returns the limits of spin ui's server. It listens on loopback
+// and answers only its secret, but any program on the machine can open
+// connections to it: each phase of a connection has a timeout, and the
+// connections are capped. A browser sends its requests at once and
+// reopens a connection closed while idle; an upload or a download may
+// take as long as it keeps moving.
+func uiLimits() node.HTTPLimits {
+	return node.HTTPLimits{
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       20 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		PerAddr:           128,
+		Conns:             256,
 	}
 }

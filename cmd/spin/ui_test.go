@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -125,5 +128,79 @@ func TestUIListensOnLoopbackOnly(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errs, "loopback only") {
 			t.Errorf("spin ui -listen %s: exit %d, stderr %q; want a usage error about loopback", addr, code, errs)
 		}
+	}
+}
+
+// TestUIIdleConnectionsAreCut holds two thousand idle connections to spin
+// ui: it keeps at most its cap from one address, closes every one that
+// sends no request within its header timeout, and answers its user
+// meanwhile.
+func TestUIIdleConnectionsAreCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds two thousand connections")
+	}
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.ctx = ctx
+	out := &lockedBuffer{}
+	e.stdout = out
+	done := make(chan int, 1)
+	go func() {
+		_, _, code := e.run("ui", "-listen", "127.0.0.1:0")
+		done <- code
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(30 * time.Second); !strings.HasSuffix(out.String(), "\n"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("spin ui printed no URL in 30 s")
+		}
+	}
+	url := strings.TrimSpace(out.String())
+	host, _, _ := strings.Cut(strings.TrimPrefix(url, "http://"), "/")
+
+	const idle = 2000
+	conns := make([]net.Conn, 0, idle)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	start := time.Now()
+	for i := range idle {
+		c, err := net.DialTimeout("tcp", host, 10*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+	}
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("the user's request among %d idle connections: %v", idle, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the user's request among %d idle connections: status %d", idle, resp.StatusCode)
+	}
+	// Each idle connection is closed by the header timeout at the latest,
+	// which is a few seconds.
+	const limit = 8 * time.Second
+	var wg sync.WaitGroup
+	var open atomic.Int64
+	for _, c := range conns {
+		wg.Go(func() {
+			c.SetReadDeadline(start.Add(limit))
+			if _, err := io.Copy(io.Discard, c); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					open.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := open.Load(); n > 0 {
+		t.Errorf("%d of %d idle connections still open after %v (header timeout %v)", n, idle, limit, uiLimits().ReadHeaderTimeout)
 	}
 }

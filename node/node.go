@@ -40,6 +40,7 @@ import (
 	dirhost "spindle.dev/dirlog/host"
 	"spindle.dev/keyraft"
 	"spindle.dev/keyraft/keylog"
+	"spindle.dev/keyraft/witness"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 	"spindle.dev/pack"
@@ -140,6 +141,9 @@ type Config struct {
 	// as Bootstrap peers. The node carries key requests to them (see
 	// forward.go).
 	KeyServers []spindle.PeerAddr
+	// Witness makes the node a witness of its key cluster's log (see
+	// witness.go), with its state in Home/witness.
+	Witness bool
 }
 
 // DefaultSessionTTL is the default Config.SessionTTL. A session also ends
@@ -202,8 +206,9 @@ type Node struct {
 	// (forward.go, signAnswer); set before the client protocol is served.
 	answers *p2p.PeerSigner
 
-	heads    headPub       // Heads to publish (headpub.go).
-	dirHosts *dirHostCache // For the validator of published heads.
+	heads    headPub          // Heads to publish (headpub.go).
+	witness  *witness.Witness // If Config.Witness (witness.go).
+	dirHosts *dirHostCache    // For the validator of published heads.
 }
 
 // A session is a client peer signed in as a user.
@@ -313,6 +318,12 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			log.Warn("key replica not restored yet; directory logs that need it wait", "err", err)
 		}
 		cancel()
+	}
+
+	if cfg.Witness {
+		if err := n.openWitness(); err != nil {
+			return nil, spindle.E(op, err)
+		}
 	}
 
 	// The directory logs.

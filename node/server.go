@@ -175,6 +175,8 @@ var clientMethods = map[string]method{
 	wire.DirMirror:       {serve: handle((*Node).serveMirror), who: anyone},
 	wire.DirNudge:        {serve: handle((*Node).nudged), who: anyone},
 	wire.DirPublished:    {serve: handle((*Node).servePublished), who: signedIn},
+	wire.WitnessCosign:   {serve: handle((*Node).serveWitnessCosign), who: anyone},
+	wire.WitnessHead:     {serve: handle((*Node).serveWitnessHead), who: anyone},
 	wire.DirHead:         {serve: handle((*Node).serveDirHead), who: signedIn, dir: true},
 	wire.DirStep:         {serve: handle((*Node).serveDirStep), who: signedIn, dir: true},
 	wire.DirMapStep:      {serve: handle((*Node).serveDirMapStep), who: signedIn, dir: true},

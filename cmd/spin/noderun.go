@@ -29,7 +29,7 @@ const nodeUsage = `Usage:
               [-holepunch=false] [-relayclient=false] [-portmap=false]
               [-replicas N] [-cache MIB] [-holdlimit MIB] [-drain]
               [-gateway ADDR]
-              [-keyserver MULTIADDR,...] [-compact K]
+              [-keyserver MULTIADDR,...] [-compact K] [-witness]
     spin node status [-home DIR]
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key
@@ -154,6 +154,12 @@ Options:
                      ending in /p2p/<peer ID> as spin node prints them; they
                      are joined as -bootstrap peers too (default: none, the
                      node runs its own key cluster)
+    -witness         cosign heads of the key cluster's log for its members:
+                     each head only if a majority of its members signed it
+                     and it extends the last one this node cosigned, which
+                     it keeps in DIR/witness (never restore that from an
+                     older backup); refused heads are kept there as
+                     evidence (default false)
     -h, -help        print this text
 
 Example:
@@ -260,6 +266,7 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		CacheBytes:    cacheBytes(*f.cache),
 		HoldLimit:     *f.holdlimit << 20,
 		KeyServers:    keyservers,
+		Witness:       *f.witness,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "spin: node: %s\n", oneLineMsg(err.Error()))
@@ -340,6 +347,7 @@ type nodeFlags struct {
 	drain                                           *bool
 	gateway                                         *string
 	keyserver                                       *string
+	witness                                         *bool
 }
 
 // newNodeFlags returns the flag set of spin node and its values.
@@ -364,6 +372,7 @@ func newNodeFlags() (*flag.FlagSet, *nodeFlags) {
 		drain:       fs.Bool("drain", false, ""),
 		gateway:     fs.String("gateway", "", ""),
 		keyserver:   fs.String("keyserver", "", ""),
+		witness:     fs.Bool("witness", false, ""),
 	}
 }
 

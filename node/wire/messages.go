@@ -150,6 +150,43 @@ type KeyCosignResponse struct {
 	Signed []byte `cbor:"4,keyasint,omitempty"`
 }
 
+// A WitnessCosignRequest asks a witness (spin node -witness) to cosign
+// Head, a tree head of the key cluster's log, with what the witness needs
+// to check it (see package keyraft/witness): OldSize, the size of the
+// tree the requester believes the witness cosigned last, and Proof
+// (keylog.MarshalTreeProof) from it to Head's; the configuration changes
+// after the first ConfigAfter up to the one Head names, each with its
+// proof in Head's tree (keylog.MarshalProofs), if the witness lacks them.
+type WitnessCosignRequest struct {
+	Head        []byte   `cbor:"6,keyasint,omitempty"`
+	OldSize     int64    `cbor:"1,keyasint,omitempty"`
+	Proof       []byte   `cbor:"2,keyasint,omitempty"`
+	ConfigAfter int64    `cbor:"3,keyasint,omitempty"`
+	Config      [][]byte `cbor:"4,keyasint,omitempty"`
+}
+
+// A WitnessCosignResponse carries the witness's cosignature, one note
+// signature line to add to the head. With an error of kind Stale, Head
+// and Config say what the witness has: the newest head it cosigned and
+// the configuration changes it knows; the requester asks again from them.
+type WitnessCosignResponse struct {
+	Sig    []byte `cbor:"1,keyasint,omitempty"`
+	Head   []byte `cbor:"6,keyasint,omitempty"`
+	Config int64  `cbor:"3,keyasint,omitempty"`
+}
+
+// A WitnessHeadRequest asks a witness what it has cosigned.
+type WitnessHeadRequest struct{}
+
+// A WitnessHeadResponse carries the newest head the witness cosigned (nil
+// for none), the configuration changes it knows, and the note verifier
+// key of its cosignatures.
+type WitnessHeadResponse struct {
+	Head     []byte `cbor:"6,keyasint,omitempty"`
+	Config   int64  `cbor:"3,keyasint,omitempty"`
+	Verifier []byte `cbor:"5,keyasint,omitempty"`
+}
+
 // A KeyStatusRequest asks for the key cluster as the member that answers
 // sees it. A node that is no member carries it to a member.
 type KeyStatusRequest struct{}

@@ -70,6 +70,8 @@ const (
 	DirNudge        = "dir.nudge"
 	DirCheckpoint   = "dir.checkpoint"
 	DirPublished    = "dir.published"
+	WitnessCosign   = "witness.cosign"
+	WitnessHead     = "witness.head"
 	// NodeStatus is a method of both protocols: on ClientProtocol for
 	// the writers a node admits, on OperatorProtocol with the logs it
 	// hosts.

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/mod/sumdb/note"
+
+	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
+	"spindle.dev/keyraft/witness"
+	"spindle.dev/node/wire"
+	"spindle.dev/p2p"
+	"spindle.dev/pack"
+)
+
+// callAs sends a request of method with body to the peer pid and decodes
+// the answer as a T.
+func callAs[Req, T any](ctx context.Context, h host.Host, pid peer.ID, method string, body *Req) (*T, error) {
+	req, err := wire.NewRequest(method, body)
+	if err != nil {
+		return nil, err
+	}
+	data, err := wire.Encode(req)
+	if err != nil {
+		return nil, err
+	}
+	out, err := p2p.Call(ctx, h, pid, wire.ClientProtocol, data, wire.MaxMessage)
+	if err != nil {
+		return nil, err
+	}
+	return wire.DecodeAnswer[T](out)
+}
+
+// A witness killed with SIGKILL after it answered still refuses, once
+// restarted, the older head its last cosignature rules out: it stored the
+// head before it answered. The node witnesses its own key cluster's log,
+// which grows by a registration between the two heads.
+func TestWitnessRemembersAfterKill(t *testing.T) {
+	u := newSpinUser(t)
+	home := filepath.Join(t.TempDir(), "node")
+	start := func() (*os.Process, string) {
+		os.Remove(filepath.Join(home, "addr"))
+		cmd := u.command("node", "-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-witness")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		deadline := time.Now().Add(time.Minute)
+		for {
+			b, _ := os.ReadFile(filepath.Join(home, "addr"))
+			for _, a := range strings.Fields(string(b)) {
+				if strings.Contains(a, "/tcp/") {
+					return cmd.Process, a
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the node did not start within a minute")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+
+	proc, addr := start()
+	pid, err := p2p.Connect(ctx, h, spindle.PeerAddr(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	register := func(name spindle.UserName) {
+		keys, _, err := pack.Generate(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &spindle.User{Name: name, PublicKey: keys.PublicKey(), Version: 1}
+		if err := keylog.Sign(rec, keys); err != nil {
+			t.Fatal(err)
+		}
+		a := &wire.AuthMsg{User: name, Time: spindle.Now(), ClientPeer: h.ID().String(), NodePeer: pid.String()}
+		if a.Sig, err = keys.Sign(a.Digest()); err != nil {
+			t.Fatal(err)
+		}
+		req, _ := wire.NewRequest(wire.KeyPut, &wire.KeyPutRequest{Record: keylog.EncodeRecord(rec)})
+		req.Auth = a
+		data, _ := wire.Encode(req)
+		out, err := p2p.Call(ctx, h, pid, wire.ClientProtocol, data, wire.MaxMessage)
+		if err == nil {
+			_, err = wire.DecodeResponse(out)
+		}
+		if err != nil {
+			t.Fatalf("registering %s: %v", name, err)
+		}
+	}
+	head := func() ([]byte, keylog.HeadInfo) {
+		resp, err := callAs[wire.KeyHeadRequest, wire.KeyHeadResponse](ctx, h, pid, wire.KeyHead, &wire.KeyHeadRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hi, err := keylog.ParseHead(resp.Head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Head, hi
+	}
+	cosign := func(req *wire.WitnessCosignRequest) (*wire.WitnessCosignResponse, error) {
+		return callAs[wire.WitnessCosignRequest, wire.WitnessCosignResponse](ctx, h, pid, wire.WitnessCosign, req)
+	}
+
+	register("wit1@example.com")
+	older, oi := head()
+	if _, err := cosign(&wire.WitnessCosignRequest{Head: older}); err != nil {
+		t.Fatal(err)
+	}
+	register("wit2@example.com")
+	newer, ni := head()
+	if ni.N <= oi.N {
+		t.Fatalf("the log did not grow: %d, then %d records", oi.N, ni.N)
+	}
+	proof, err := callAs[wire.KeyConsistencyRequest, wire.KeyConsistencyResponse](ctx, h, pid, wire.KeyConsistency, &wire.KeyConsistencyRequest{Old: oi.N, New: ni.N})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cosign(&wire.WitnessCosignRequest{Head: newer, OldSize: oi.N, Proof: proof.Proof})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc.Signal(syscall.SIGKILL)
+	proc.Wait()
+
+	proc, addr = start()
+	defer proc.Kill()
+	if pid, err = p2p.Connect(ctx, h, spindle.PeerAddr(addr)); err != nil {
+		t.Fatal(err)
+	}
+	wh, err := callAs[wire.WitnessHeadRequest, wire.WitnessHeadResponse](ctx, h, pid, wire.WitnessHead, &wire.WitnessHeadRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(wh.Head) != string(newer) {
+		t.Fatalf("restarted, the witness has cosigned\n%s\nwant\n%s", wh.Head, newer)
+	}
+	v, err := note.NewVerifier(string(wh.Verifier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, err := witness.AddCosignature(newer, resp.Sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := note.Open(signed, note.VerifierList(v)); err != nil {
+		t.Fatalf("the cosignature does not verify with the witness's key after its restart: %v", err)
+	}
+	stale, err := cosign(&wire.WitnessCosignRequest{Head: older})
+	if !errors.Is(err, spindle.Stale) || stale == nil || string(stale.Head) != string(newer) || len(stale.Sig) > 0 {
+		t.Fatalf("the older head after a restart: %v, want Stale naming the newer head", err)
+	}
+}

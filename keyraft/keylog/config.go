@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -72,7 +73,37 @@ const (
 	// by an operator or by the key that vouched for the member, and names
 	// no Key. See [spindle.dev/keyraft.Cluster.Leave].
 	ChangeRemoveMember = "remove-member"
+	// ChangeAddWitness records a witness of the log (see package
+	// spindle.dev/keyraft/witness): Arg is its note verifier key, named
+	// WitnessKeyName of its ID. ChangeRemoveWitness removes the witness
+	// whose ID is Arg. ChangeWitnessQuorum sets to Arg, a decimal number
+	// no larger than the number of witnesses, how many of them must
+	// cosign a head for it to count. None names a Key.
+	ChangeAddWitness    = "add-witness"
+	ChangeRemoveWitness = "remove-witness"
+	ChangeWitnessQuorum = "witness-quorum"
 )
+
+// WitnessKeyName returns the name of the note key of the witness with the
+// given ID, a node's peer ID.
+func WitnessKeyName(id string) string { return "spindle-witness/" + id }
+
+// WitnessOfVerifierKey returns the ID of the witness whose note verifier
+// key vkey is, or an Invalid error if vkey is not a witness's.
+func WitnessOfVerifierKey(vkey string) (string, error) {
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		return "", spindle.E(spindle.Invalid, fmt.Errorf("witness verifier key %q: %v", vkey, err))
+	}
+	id, ok := strings.CutPrefix(v.Name(), WitnessKeyName(""))
+	if !ok {
+		return "", spindle.E(spindle.Invalid, fmt.Sprintf("witness verifier key is named %q, not %s<witness ID>", v.Name(), WitnessKeyName("")))
+	}
+	if err := checkMemberID(id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
 
 // A Change is a change of the cluster's configuration, signed by one of
 // its operators. Seq is the configuration's sequence number after the
@@ -228,6 +259,18 @@ func checkChangeForm(ch *Change) error {
 		if ch.Key != "" {
 			return spindle.E(spindle.Invalid, "a policy change names no key")
 		}
+	case ChangeAddWitness:
+		if _, err := WitnessOfVerifierKey(ch.Arg); err != nil {
+			return err
+		}
+	case ChangeRemoveWitness:
+		if err := checkMemberID(ch.Arg); err != nil {
+			return err
+		}
+	case ChangeWitnessQuorum:
+		if k, err := strconv.Atoi(ch.Arg); err != nil || k < 0 || strconv.Itoa(k) != ch.Arg {
+			return spindle.E(spindle.Invalid, fmt.Sprintf("witness quorum %q is not a number of witnesses", ch.Arg))
+		}
 	case ChangeDomain, ChangeUndomain:
 		if _, err := cleanDomain(ch.Arg); err != nil {
 			return err
@@ -238,7 +281,10 @@ func checkChangeForm(ch *Change) error {
 	default:
 		return spindle.E(spindle.Invalid, fmt.Sprintf("unknown config change %q", ch.Kind))
 	}
-	if ch.Kind != ChangePolicy && ch.Kind != ChangeRemoveMember && ch.Kind != ChangeUndomain {
+	if witnessChange(ch.Kind) && ch.Key != "" {
+		return spindle.E(spindle.Invalid, fmt.Sprintf("config change %s names no key", ch.Kind))
+	}
+	if ch.Kind != ChangePolicy && ch.Kind != ChangeRemoveMember && ch.Kind != ChangeUndomain && !witnessChange(ch.Kind) {
 		if err := checkKey("config change key", ch.Key); err != nil {
 			return err
 		}
@@ -253,6 +299,11 @@ func checkChangeForm(ch *Change) error {
 		return spindle.E(spindle.Invalid, fmt.Sprintf("config change signature of %d bytes, more than %d", len(ch.Signature), MaxSignatureLen))
 	}
 	return nil
+}
+
+// witnessChange reports whether kind is a change of the witnesses.
+func witnessChange(kind string) bool {
+	return kind == ChangeAddWitness || kind == ChangeRemoveWitness || kind == ChangeWitnessQuorum
 }
 
 // cleanDomain returns the canonical form of a domain, which must be
@@ -312,6 +363,8 @@ type ConfigState struct {
 	admitted  map[spindle.PublicKey]bool
 	policy    string
 	domains   map[string]spindle.PublicKey
+	witnesses map[string]string // Note verifier keys by witness ID.
+	quorum    int               // Witnesses that must cosign a head.
 }
 
 // Clone returns a deep copy of cfg.
@@ -324,7 +377,15 @@ func (cfg *ConfigState) Clone() ConfigState {
 		admitted:  maps.Clone(cfg.admitted),
 		policy:    cfg.policy,
 		domains:   maps.Clone(cfg.domains),
+		witnesses: maps.Clone(cfg.witnesses),
+		quorum:    cfg.quorum,
 	}
+}
+
+// Witnesses returns the witnesses' note verifier keys, by ID (a new map,
+// which the caller owns), and how many of them must cosign a head.
+func (cfg *ConfigState) Witnesses() (map[string]string, int) {
+	return maps.Clone(cfg.witnesses), cfg.quorum
 }
 
 // Members returns the recorded members' note verifier keys, by ID: a new
@@ -346,6 +407,7 @@ func NewConfigState() ConfigState {
 		admitted:  make(map[spindle.PublicKey]bool),
 		policy:    PolicyOpen,
 		domains:   make(map[string]spindle.PublicKey),
+		witnesses: make(map[string]string),
 	}
 }
 
@@ -411,6 +473,24 @@ func (cfg *ConfigState) Check(ch *Change, verify bool) (dup bool, err error) {
 			return false, spindle.E(spindle.Permission, fmt.Sprintf("config change %s signed by a key that is not an operator's", ch.Kind))
 		}
 	}
+	switch ch.Kind {
+	case ChangeAddWitness:
+		id, _ := WitnessOfVerifierKey(ch.Arg)
+		if _, ok := cfg.witnesses[id]; ok {
+			return false, spindle.E(spindle.Exist, fmt.Sprintf("witness %s is recorded already", id))
+		}
+	case ChangeRemoveWitness:
+		if _, ok := cfg.witnesses[ch.Arg]; !ok {
+			return false, spindle.E(spindle.NotExist, fmt.Sprintf("witness %s is not recorded", ch.Arg))
+		}
+		if len(cfg.witnesses)-1 < cfg.quorum {
+			return false, spindle.E(spindle.Invalid, fmt.Sprintf("removing witness %s would leave %d witnesses, fewer than the %d that must cosign: lower the quorum first", ch.Arg, len(cfg.witnesses)-1, cfg.quorum))
+		}
+	case ChangeWitnessQuorum:
+		if k, _ := strconv.Atoi(ch.Arg); k > len(cfg.witnesses) {
+			return false, spindle.E(spindle.Invalid, fmt.Sprintf("a quorum of %d witnesses, of the %d recorded", k, len(cfg.witnesses)))
+		}
+	}
 	if ch.Kind == ChangeUndomain {
 		if _, ok := cfg.domains[ch.Arg]; !ok {
 			return false, spindle.E(spindle.NotExist, fmt.Sprintf("domain %s has no admin key registered", ch.Arg))
@@ -461,6 +541,13 @@ func (cfg *ConfigState) Apply(ch *Change, enc []byte) {
 		cfg.domains[ch.Arg] = ch.Key
 	case ChangeUndomain:
 		delete(cfg.domains, ch.Arg)
+	case ChangeAddWitness:
+		id, _ := WitnessOfVerifierKey(ch.Arg)
+		cfg.witnesses[id] = ch.Arg
+	case ChangeRemoveWitness:
+		delete(cfg.witnesses, ch.Arg)
+	case ChangeWitnessQuorum:
+		cfg.quorum, _ = strconv.Atoi(ch.Arg)
 	}
 	cfg.seq = ch.Seq
 	cfg.last = enc

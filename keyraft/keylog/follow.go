@@ -165,6 +165,18 @@ func NewFollowingChecker(cl *ConfigLog, boot string) (*Checker, error) {
 	return c, nil
 }
 
+// NewWitnessChecker returns the following checker of a witness, which
+// checks heads as [NewFollowingChecker]'s does except for the witnesses'
+// cosignatures: it is asked for one before the others cosign.
+func NewWitnessChecker(cl *ConfigLog, boot string) (*Checker, error) {
+	c, err := NewFollowingChecker(cl, boot)
+	if err != nil {
+		return nil, err
+	}
+	c.witness = true
+	return c, nil
+}
+
 // ConfigEntries returns the configuration changes a following checker
 // knows, for the client to store with its newest head.
 func (c *Checker) ConfigEntries() []ConfigEntry {
@@ -256,6 +268,14 @@ func (c *Checker) verifyFollowing(ctx context.Context, head []byte, prover TreeP
 	}
 	if _, _, err := VerifyQuorum(head, members); err != nil {
 		return tlog.Tree{}, nil, err
+	}
+	// The witnesses of the newest configuration known, the head's or
+	// the client's own: a head naming an older configuration is of a
+	// log the witnesses saw then, or of a fork they did not see.
+	if ws, k := cl.cfg.Witnesses(); k > 0 && !c.witness {
+		if _, err := VerifyWitnesses(head, ws, k); err != nil {
+			return tlog.Tree{}, nil, err
+		}
 	}
 	return hi.Tree, cl, nil
 }

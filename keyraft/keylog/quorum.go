@@ -94,3 +94,50 @@ func listOr(ids []string) string {
 	}
 	return strings.Join(ids, ", ")
 }
+
+// VerifyWitnesses checks that head carries valid cosignatures of at least
+// quorum of the witnesses (note verifier keys by witness ID) and returns
+// the IDs of those whose cosignatures verified. A head short of the
+// quorum, or with a bad cosignature by a witness, is Integrity. The
+// members' signatures are VerifyQuorum's to check.
+func VerifyWitnesses(head []byte, witnesses map[string]string, quorum int) ([]string, error) {
+	const op spindle.Op = "keylog.VerifyWitnesses"
+	if quorum <= 0 {
+		return nil, nil
+	}
+	hi, err := ParseHead(head)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	ids := slices.Sorted(maps.Keys(witnesses))
+	var list []note.Verifier
+	byName := make(map[string]string, len(witnesses))
+	for _, id := range ids {
+		v, err := note.NewVerifier(witnesses[id])
+		if err != nil {
+			return nil, spindle.E(op, spindle.Invalid, fmt.Errorf("verifier key of witness %s: %v", id, err))
+		}
+		list = append(list, v)
+		byName[v.Name()] = id
+	}
+	var signers []string
+	n, err := note.Open(head, note.VerifierList(list...))
+	var unverified *note.UnverifiedNoteError
+	switch {
+	case err == nil:
+		for _, s := range n.Sigs {
+			if id, ok := byName[s.Name]; ok && !slices.Contains(signers, id) {
+				signers = append(signers, id)
+			}
+		}
+	case !errors.As(err, &unverified):
+		return nil, spindle.E(op, spindle.Integrity, fmt.Errorf("tree head of %d leaves: %v", hi.N, err))
+	}
+	slices.Sort(signers)
+	if len(signers) < quorum {
+		return nil, spindle.E(op, spindle.Integrity, fmt.Sprintf(
+			"tree head of %d leaves is cosigned by %d of the %d witnesses, and needs %d (cosigned by: %s; witnesses: %s): a head no witness saw may be of a fork",
+			hi.N, len(signers), len(witnesses), quorum, listOr(signers), strings.Join(ids, ", ")))
+	}
+	return signers, nil
+}

@@ -333,6 +333,7 @@ type Checker struct {
 	verifiers note.Verifiers    // For a checker of fixed keys (NewChecker).
 	cfg       *ConfigLog        // For a following checker (NewFollowingChecker); guarded by mu, replaced under upd.
 	boot      map[string]string // For a following checker: the member first trusted, by ID, or nil.
+	witness   bool              // A witness's checker, which needs no witnesses' cosignatures (NewWitnessChecker).
 
 	upd  sync.Mutex // Held across an update, so each is checked against the newest head.
 	mu   sync.Mutex // Guards tree and head.

@@ -52,7 +52,7 @@ import (
 
 // KeyName returns the name of the note key of the witness with the given
 // ID (a node's peer ID).
-func KeyName(id string) string { return "spindle-witness/" + id }
+func KeyName(id string) string { return keylog.WitnessKeyName(id) }
 
 // Config configures a witness.
 type Config struct {
@@ -115,7 +115,7 @@ func Open(cfg Config) (*Witness, error) {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		if w.chk, err = keylog.NewFollowingChecker(nil, w.boot); err != nil {
+		if w.chk, err = keylog.NewWitnessChecker(nil, w.boot); err != nil {
 			return nil, spindle.E(op, err)
 		}
 	case err != nil:
@@ -248,7 +248,7 @@ func (w *Witness) Cosign(ctx context.Context, req *Request) ([]byte, error) {
 	if cur.N == 0 {
 		// The first head: checked on a checker of its own, kept only if
 		// it is of the cluster the witness follows.
-		if chk, err = keylog.NewFollowingChecker(nil, w.boot); err != nil {
+		if chk, err = keylog.NewWitnessChecker(nil, w.boot); err != nil {
 			return nil, spindle.E(op, err)
 		}
 	}
@@ -396,7 +396,7 @@ func (w *Witness) parseState(data []byte) (*keylog.Checker, error) {
 			if err != nil {
 				return nil, err
 			}
-			chk, err := keylog.NewFollowingChecker(cl, boot)
+			chk, err := keylog.NewWitnessChecker(cl, boot)
 			if err != nil {
 				return nil, err
 			}

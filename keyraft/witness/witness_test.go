@@ -26,6 +26,7 @@ type testLog struct {
 	signer note.Signer
 	vkey   string
 	hashes []tlog.Hash // Stored hashes, as tlog.StoredHashes makes them.
+	leaves [][]byte
 	n      int64
 	config int64 // The configuration its heads name.
 }
@@ -59,6 +60,7 @@ func (l *testLog) add(data string) {
 		l.t.Fatal(err)
 	}
 	l.hashes = append(l.hashes, hs...)
+	l.leaves = append(l.leaves, []byte(data))
 	l.n++
 }
 

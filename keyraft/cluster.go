@@ -26,6 +26,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/keyraft/keylog"
+	"spindle.dev/keyraft/witness"
 )
 
 // ErrNotLeader is the cause of the Transient error that Put returns on a
@@ -88,6 +89,12 @@ type Config struct {
 	// member's alone, which is enough only for a member that is the whole
 	// cluster (and for tests).
 	Cosign func(ctx context.Context, id string, text []byte) ([]byte, error)
+	// Witness asks the witness with the given ID to cosign a head (see
+	// witnesses.go and package keyraft/witness) and returns its
+	// cosignature line, or a *witness.StaleError saying what it has.
+	// Node passes a call over libp2p. Without it a member cannot gather
+	// the cosignatures a configuration with witnesses needs.
+	Witness func(ctx context.Context, id string, req *witness.Request) ([]byte, error)
 
 	// For tests in this package: a transport to use instead of Listener
 	// and Dial (raft's in-memory one), a hook to tune Raft's timing, and
@@ -119,6 +126,9 @@ type Cluster struct {
 	cosNext    *cosignRound    // The round that starts next, if any caller waits for one.
 	cosRunning bool            // A goroutine runs rounds.
 	cosAt      time.Time       // When the last round made a head.
+
+	witMu    sync.Mutex
+	witViews map[string]witnessView // What each witness cosigned, as last learnt.
 
 	putq        chan *putReq   // Checked records waiting for the batcher.
 	quit        chan struct{}  // Closed by Close: the batcher stops.
@@ -168,7 +178,7 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	c := &Cluster{
 		cfg: cfg, log: cfg.Logger.With("member", cfg.ID), fsm: newFSM(),
 		putq: make(chan *putReq, putQueueLen), quit: make(chan struct{}), batcherDone: make(chan struct{}),
-		inflight: make(chan struct{}, maxInFlight),
+		inflight: make(chan struct{}, maxInFlight), witViews: map[string]witnessView{},
 	}
 	hl := newHCLogger(c.log, "raft")
 	defer func() {

@@ -17,6 +17,8 @@ type ClusterConfig struct {
 	Admitted  []spindle.PublicKey          // Node operator keys that may join; sorted.
 	Policy    string                       // keylog.PolicyOpen or keylog.PolicyDomain.
 	Domains   map[string]spindle.PublicKey // Domain admin keys.
+	Witnesses map[string]string            // Witnesses' note verifier keys, by ID.
+	Quorum    int                          // Witnesses that must cosign a head.
 }
 
 // Config returns this member's view of the cluster's configuration.
@@ -24,8 +26,11 @@ func (c *Cluster) Config() ClusterConfig {
 	c.fsm.mu.RLock()
 	defer c.fsm.mu.RUnlock()
 	cfg := &c.fsm.st.cfg
+	ws, k := cfg.Witnesses()
 	return ClusterConfig{
 		Seq:       cfg.Seq(),
+		Witnesses: ws,
+		Quorum:    k,
 		Members:   cfg.Members(),
 		Operators: cfg.Operators(),
 		Admitted:  cfg.Admitted(),

@@ -175,7 +175,8 @@ func (c *Cluster) soloHead() (hi keylog.HeadInfo, head []byte, ok bool, err erro
 	c.fsm.mu.RLock()
 	st := c.fsm.st
 	self, nm := st.cfg.IsMember(c.cfg.ID), st.cfg.NumMembers()
-	if c.cfg.Cosign != nil && nm > 0 && !(self && nm == 1) {
+	_, witnesses := st.cfg.Witnesses()
+	if c.cfg.Cosign != nil && nm > 0 && !(self && nm == 1) || witnesses > 0 {
 		c.fsm.mu.RUnlock()
 		return keylog.HeadInfo{}, nil, false, nil
 	}
@@ -249,7 +250,12 @@ func (c *Cluster) cosignOnce() error {
 	text := keylog.FormatHead(hi)
 	_, self := members[c.cfg.ID]
 	if len(members) == 0 || c.cfg.Cosign == nil || (self && len(members) == 1) {
-		c.setCosigned(hi, own) // See soloHead.
+		// See soloHead.
+		head, err := c.witnessed(ctx, hi, own)
+		if err != nil {
+			return err
+		}
+		c.setCosigned(hi, head)
 		return nil
 	}
 	need := len(members)/2 + 1
@@ -314,6 +320,9 @@ func (c *Cluster) cosignOnce() error {
 	head := append(bytes.Clone(text), '\n')
 	for _, l := range lines {
 		head = append(head, l...)
+	}
+	if head, err = c.witnessed(ctx, hi, head); err != nil {
+		return err
 	}
 	c.setCosigned(hi, head)
 	return nil

@@ -87,6 +87,7 @@ func (n *Node) openCluster(ctx context.Context, bootstrap bool) (*keyraft.Cluste
 		HeartbeatTimeout: 250 * time.Millisecond,
 		Logger:           n.log.With("part", "keyraft"),
 		Cosign:           n.cosign,
+		Witness:          n.askWitness,
 	})
 	if err != nil {
 		ln.Close()
@@ -134,6 +135,8 @@ func clusterStatus(s *keyraft.Status) *wire.ClusterStatus {
 		Admitted:  s.Config.Admitted,
 		Policy:    s.Config.Policy,
 		Domains:   s.Config.Domains,
+		Witnesses: s.Config.Witnesses,
+		Quorum:    s.Config.Quorum,
 	}
 }
 

@@ -206,9 +206,9 @@ type Node struct {
 	// (forward.go, signAnswer); set before the client protocol is served.
 	answers *p2p.PeerSigner
 
-	heads    headPub          // Heads to publish (headpub.go).
-	witness  *witness.Witness // If Config.Witness (witness.go).
-	dirHosts *dirHostCache    // For the validator of published heads.
+	heads    headPub                         // Heads to publish (headpub.go).
+	witness  atomic.Pointer[witness.Witness] // If Config.Witness (witness.go).
+	dirHosts *dirHostCache                   // For the validator of published heads.
 }
 
 // A session is a client peer signed in as a user.

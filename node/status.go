@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 )
 
@@ -91,6 +92,18 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 		st.LogsDamaged = append(st.LogsDamaged, oneLine(d.Error()))
 	}
 	slices.Sort(st.LogsWaiting)
+	if w := n.witness.Load(); w != nil {
+		st.WitnessKey = w.VerifierKey()
+		head, _ := w.Head()
+		size := int64(0)
+		if hi, err := keylog.ParseHead(head); err == nil {
+			size = hi.N
+		}
+		st.WitnessSize = &size
+		if at := w.Advanced(); !at.IsZero() {
+			st.WitnessAdvanced = wireTime(at)
+		}
+	}
 	if n.mirrors != nil {
 		st.Logs = n.logStatus(ctx)
 	}

@@ -3,7 +3,10 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
 	"spindle.dev/keyraft/keylog"
@@ -27,12 +30,13 @@ func (n *Node) openWitness() error {
 	if err != nil {
 		return err
 	}
-	n.witness = w
+	n.witness.Store(w)
 	return nil
 }
 
 func (n *Node) serveWitnessCosign(ctx context.Context, _ *caller, req *wire.WitnessCosignRequest) (*wire.WitnessCosignResponse, error) {
-	if n.witness == nil {
+	w := n.witness.Load()
+	if w == nil {
 		return nil, spindle.E(spindle.NotExist, "this node is not a witness (spin node -witness)")
 	}
 	wreq := &witness.Request{Head: req.Head, OldSize: req.OldSize, ConfigAfter: req.ConfigAfter}
@@ -47,7 +51,7 @@ func (n *Node) serveWitnessCosign(ctx context.Context, _ *caller, req *wire.Witn
 			return nil, err
 		}
 	}
-	sig, err := n.witness.Cosign(ctx, wreq)
+	sig, err := w.Cosign(ctx, wreq)
 	var se *witness.StaleError
 	if errors.As(err, &se) {
 		return &wire.WitnessCosignResponse{Head: se.Head, Config: se.Config}, err
@@ -56,9 +60,45 @@ func (n *Node) serveWitnessCosign(ctx context.Context, _ *caller, req *wire.Witn
 }
 
 func (n *Node) serveWitnessHead(_ context.Context, _ *caller, _ *wire.WitnessHeadRequest) (*wire.WitnessHeadResponse, error) {
-	if n.witness == nil {
+	w := n.witness.Load()
+	if w == nil {
 		return nil, spindle.E(spindle.NotExist, "this node is not a witness (spin node -witness)")
 	}
-	head, cfg := n.witness.Head()
-	return &wire.WitnessHeadResponse{Head: head, Config: cfg, Verifier: []byte(n.witness.VerifierKey())}, nil
+	head, cfg := w.Head()
+	return &wire.WitnessHeadResponse{Head: head, Config: cfg, Verifier: []byte(w.VerifierKey())}, nil
+}
+
+// askWitness asks the witness id, a peer ID, to cosign a head of the key
+// cluster's log (keyraft.Config.Witness); this node's own witness is
+// asked directly.
+func (n *Node) askWitness(ctx context.Context, id string, req *witness.Request) ([]byte, error) {
+	pid, err := peer.Decode(id)
+	if err != nil {
+		return nil, spindle.E(spindle.Invalid, fmt.Sprintf("witness ID %q is not a peer ID: %v", id, err))
+	}
+	if pid == n.host.ID() {
+		w := n.witness.Load()
+		if w == nil {
+			return nil, spindle.E(spindle.NotExist, "this node is named a witness but does not run one (spin node -witness)")
+		}
+		return w.Cosign(ctx, req)
+	}
+	wreq := &wire.WitnessCosignRequest{Head: req.Head, OldSize: req.OldSize, ConfigAfter: req.ConfigAfter}
+	if len(req.Proof) > 0 {
+		wreq.Proof = keylog.MarshalTreeProof(req.Proof)
+	}
+	if len(req.Config) > 0 {
+		if wreq.Config, err = keylog.MarshalProofs(req.Config); err != nil {
+			return nil, err
+		}
+	}
+	n.findAddrs(ctx, pid)
+	resp, err := callNode[wire.WitnessCosignRequest, wire.WitnessCosignResponse](ctx, n, peer.AddrInfo{ID: pid}, wire.WitnessCosign, wreq)
+	if errors.Is(err, spindle.Stale) && resp != nil {
+		return nil, spindle.E(spindle.Stale, &witness.StaleError{Head: resp.Head, Config: resp.Config})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp.Sig, nil
 }

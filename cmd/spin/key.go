@@ -33,6 +33,7 @@ func keySubcommands() []*subcommand {
 		{"policy", "open|domain", keyPolicyText, keyPolicyExample, runKeyPolicy},
 		{"domain", "add DOMAIN PUBKEY | remove DOMAIN", "", "", runKeyDomain},
 		{"grant", "REQUEST", keyGrantText, keyGrantExample, runKeyGrant},
+		{"witness", "add VERIFIERKEY | remove ID | quorum K", keyWitnessText, keyWitnessExample, runKeyWitness},
 	}
 }
 

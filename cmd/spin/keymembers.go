@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -72,6 +73,21 @@ is granted only with the countersignature of the domain's admin key, which
 spin key domain add DOMAIN PUBKEY registers (replacing any before it) and
 spin key domain remove DOMAIN removes: then no new name under the domain is
 granted until another key is added.
+`
+
+const keyWitnessText = `spin key witness add VERIFIERKEY records a witness of the key cluster's log:
+a node run with spin node -witness, whose verifier key spin node status
+prints. spin key witness quorum K sets how many witnesses must cosign each
+tree head: clients then take a head only with K witnesses' cosignatures,
+so that not even a majority of members (or of old members whose keys were
+stolen) can show them a log the witnesses did not see. spin key witness
+remove ID removes one (lower the quorum first if it needs it). Set the
+quorum below the number of witnesses, so that one witness down stops
+nothing.
+`
+
+const keyWitnessExample = `    $ spin key witness add spindle-witness/12D3KooW...+8c3a1f2e+AQ...
+    $ spin key witness quorum 1
 `
 
 const keyGrantText = `spin key grant REQUEST countersigns, with your key as a domain's admin, the
@@ -236,6 +252,13 @@ func printClusterStatus(st *State, cs *wire.ClusterStatus) {
 	}) {
 		line("domain", "%s %s", d, cs.Domains[d])
 	}
+	for _, id := range slices.Sorted(maps.Keys(cs.Witnesses)) {
+		line("witness", "%s", id)
+		line("verifier", "%s", cs.Witnesses[id])
+	}
+	if len(cs.Witnesses) > 0 {
+		line("quorum", "%d of %d witnesses cosign each head", cs.Quorum, len(cs.Witnesses))
+	}
 }
 
 // change signs a configuration change and sends it to the cluster.
@@ -353,6 +376,26 @@ func runKeyDomain(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	return st.change(ctx, keylog.ChangeDomain, ops[1], k)
+}
+
+func runKeyWitness(ctx context.Context, st *State, args []string) error {
+	flags := st.flags()
+	if err := st.parse(flags, args); err != nil {
+		return err
+	}
+	ops := flags.Args()
+	switch {
+	case len(ops) == 2 && ops[0] == "add":
+		if _, err := keylog.WitnessOfVerifierKey(ops[1]); err != nil {
+			return usagef("%s: want the verifier key a witness node prints (spin node status)", oneLineMsg(err.Error()))
+		}
+		return st.change(ctx, keylog.ChangeAddWitness, ops[1], "")
+	case len(ops) == 2 && ops[0] == "remove":
+		return st.change(ctx, keylog.ChangeRemoveWitness, ops[1], "")
+	case len(ops) == 2 && ops[0] == "quorum":
+		return st.change(ctx, keylog.ChangeWitnessQuorum, ops[1], "")
+	}
+	return usagef("usage: spin key witness add VERIFIERKEY | remove ID | quorum K")
 }
 
 // localNode returns the socket of the node in ~/spin/node, which join

@@ -140,6 +140,14 @@ func printStatus(w io.Writer, s *wire.Status, now time.Time) {
 		}
 		line("hold limit", "%s: copies from other nodes are refused past it%s", formatBytes(*s.HoldLimit), refused)
 	}
+	if s.WitnessKey != "" {
+		line("witness key", "%s", s.WitnessKey)
+		advanced := "not since the node started"
+		if s.WitnessAdvanced != nil {
+			advanced = fmt.Sprintf("advanced %s ago", now.Sub(s.WitnessAdvanced.Go()).Round(time.Second))
+		}
+		line("witnessed", "the key log up to %d records (%s)", *s.WitnessSize, advanced)
+	}
 	if s.Relay {
 		line("relay service", "on (offered while AutoNAT finds this node reachable from outside)")
 	} else {

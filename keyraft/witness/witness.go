@@ -42,6 +42,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -81,8 +82,9 @@ type Witness struct {
 	signer note.Signer
 	vkey   string
 
-	mu  sync.Mutex // Held across a cosigning: the check, the store, the signature.
-	chk *keylog.Checker
+	mu       sync.Mutex // Held across a cosigning: the check, the store, the signature.
+	chk      *keylog.Checker
+	advanced time.Time // When a newer head was last stored.
 }
 
 const (
@@ -185,6 +187,14 @@ func (w *Witness) Head() ([]byte, int64) {
 	return w.chk.Head(), int64(len(w.chk.ConfigEntries()))
 }
 
+// Advanced returns when the witness last stored a newer head, or the
+// zero time if it has not since it was opened.
+func (w *Witness) Advanced() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.advanced
+}
+
 // A Request asks a witness to cosign Head.
 type Request struct {
 	Head []byte // A tree head, signed by the members.
@@ -273,6 +283,7 @@ func (w *Witness) Cosign(ctx context.Context, req *Request) ([]byte, error) {
 			// restart forgets: it was signed by no witness.
 			return nil, spindle.E(op, spindle.IO, fmt.Errorf("storing the head before cosigning it: %w", err))
 		}
+		w.advanced = time.Now()
 	}
 	return w.sign(req.Head)
 }

@@ -229,6 +229,8 @@ type ClusterStatus struct {
 	Admitted  []spindle.PublicKey          `cbor:"10,keyasint,omitempty"`
 	Policy    string                       `cbor:"11,keyasint,omitempty"`
 	Domains   map[string]spindle.PublicKey `cbor:"12,keyasint,omitempty"`
+	Witnesses map[string]string            `cbor:"20,keyasint,omitempty"` // Witnesses' verifier keys, by ID.
+	Quorum    int                          `cbor:"21,keyasint,omitempty"` // Witnesses that must cosign a head.
 }
 
 // A Status is what node.status reports: a node's place in the network
@@ -268,6 +270,13 @@ type Status struct {
 	// "user: why".
 	LogsWaiting []string `cbor:"50,keyasint,omitempty"` // Waiting for the key cluster to tell their keys.
 	LogsDamaged []string `cbor:"51,keyasint,omitempty"` // Damaged: not served until the operator repairs them.
+
+	// A witness (spin node -witness): the verifier key of its
+	// cosignatures, the size of the key log's tree it cosigned last, and
+	// when that last grew (nil if not since the node started).
+	WitnessKey      string        `cbor:"60,keyasint,omitempty"`
+	WitnessSize     *int64        `cbor:"61,keyasint,omitempty"`
+	WitnessAdvanced *spindle.Time `cbor:"62,keyasint,omitempty"`
 
 	// Logs are the directory logs the node holds or mirrors, by user
 	// name. Who hosts whose tree is its users' business: a node tells it

@@ -169,3 +169,93 @@ func TestWitnessRemembersAfterKill(t *testing.T) {
 		t.Fatalf("the older head after a restart: %v, want Stale naming the newer head", err)
 	}
 }
+
+// Three spin node processes: A runs the key cluster, W witnesses it, B is
+// where bob signs up. Once A's operator names W and a quorum of one, bob's
+// client takes only heads W cosigned, and W cosigns the true heads; a
+// head forged with A's stolen note key, of another tree of the size W
+// cosigned, is refused with evidence that spin audit -evidence proves.
+func TestWitnessProcesses(t *testing.T) {
+	opA, opW, opB := newSpinUser(t), newSpinUser(t), newSpinUser(t)
+	a := &clusterNode{op: opA}
+	a.start(t)
+	w := &clusterNode{op: opW, args: []string{"-keyserver", a.addr, "-witness"}}
+	b := &clusterNode{op: opB, args: []string{"-keyserver", a.addr}}
+	w.start(t)
+	b.start(t)
+	opA.run("init", "-node", a.addr, "opa@example.com")
+	opA.run("signup")
+	opA.run("key", "init")
+
+	status := opW.out("node", "status")
+	var vkey string
+	for line := range strings.Lines(status) {
+		if v, ok := strings.CutPrefix(line, "witness key:"); ok {
+			vkey = strings.TrimSpace(v)
+		}
+	}
+	if vkey == "" {
+		t.Fatalf("spin node status on a witness names no witness key:\n%s", status)
+	}
+	opA.run("key", "witness", "add", vkey)
+	opA.run("key", "witness", "quorum", "1")
+	if out := opA.out("key", "members"); !strings.Contains(out, "quorum:    1 of 1 witnesses cosign each head") {
+		t.Fatalf("spin key members does not show the witness policy:\n%s", out)
+	}
+
+	opB.run("init", "-node", b.addr, "bob@example.com")
+	opB.run("signup")
+	opB.run("key", "audit")
+	if out := opW.out("node", "status"); !strings.Contains(out, "witnessed:") || strings.Contains(out, "up to 0 records") {
+		t.Fatalf("the witness cosigned nothing for bob's sign-up:\n%s", out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	wpid, err := p2p.Connect(ctx, h, spindle.PeerAddr(w.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, err := callAs[wire.WitnessHeadRequest, wire.WitnessHeadResponse](ctx, h, wpid, wire.WitnessHead, &wire.WitnessHeadRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hi, err := keylog.ParseHead(wh.Head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skey, err := os.ReadFile(filepath.Join(a.home(), "raft", "notekey"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolen, err := note.NewSigner(strings.TrimSpace(string(skey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := hi
+	fake.Hash[0] ^= 1
+	forged, err := note.Sign(&note.Note{Text: string(keylog.FormatHead(fake))}, stolen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = callAs[wire.WitnessCosignRequest, wire.WitnessCosignResponse](ctx, h, wpid, wire.WitnessCosign, &wire.WitnessCosignRequest{Head: forged, OldSize: hi.N, ConfigAfter: wh.Config})
+	if !errors.Is(err, spindle.Integrity) {
+		t.Fatalf("a forged head of the size the witness cosigned: %v, want Integrity", err)
+	}
+	files, _ := filepath.Glob(filepath.Join(w.home(), "witness", "evidence", "key-fork-*"))
+	if len(files) != 1 {
+		t.Fatalf("%d evidence files after the forged head, want 1 (%v)", len(files), err)
+	}
+	if out := opB.out("audit", "-evidence", files[0]); !strings.Contains(out, "proved") {
+		t.Fatalf("spin audit -evidence on the witness's evidence:\n%s", out)
+	}
+	// The true head is cosigned still.
+	if _, err := callAs[wire.WitnessCosignRequest, wire.WitnessCosignResponse](ctx, h, wpid, wire.WitnessCosign, &wire.WitnessCosignRequest{Head: wh.Head, OldSize: hi.N}); err != nil {
+		t.Fatalf("the true head after the forged one: %v", err)
+	}
+}

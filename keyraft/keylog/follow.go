@@ -215,7 +215,7 @@ func (c *Checker) signers(cl *ConfigLog, seq int64) map[string]string {
 // head names the configuration its tree has, and that a majority of that
 // configuration's members signed it. It returns the head's tree and the
 // extended log. The caller holds c.upd.
-func (c *Checker) verifyFollowing(ctx context.Context, head []byte, prover TreeProver) (tlog.Tree, *ConfigLog, error) {
+func (c *Checker) verifyFollowing(ctx context.Context, head []byte, prover TreeProver, witnesses bool) (tlog.Tree, *ConfigLog, error) {
 	hi, err := ParseHead(head)
 	if err != nil {
 		return tlog.Tree{}, nil, err
@@ -272,7 +272,7 @@ func (c *Checker) verifyFollowing(ctx context.Context, head []byte, prover TreeP
 	// The witnesses of the newest configuration known, the head's or
 	// the client's own: a head naming an older configuration is of a
 	// log the witnesses saw then, or of a fork they did not see.
-	if ws, k := cl.cfg.Witnesses(); k > 0 && !c.witness {
+	if ws, k := cl.cfg.Witnesses(); k > 0 && witnesses {
 		if _, err := VerifyWitnesses(head, ws, k); err != nil {
 			return tlog.Tree{}, nil, err
 		}

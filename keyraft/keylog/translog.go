@@ -367,8 +367,14 @@ func (c *Checker) Verifiers() note.Verifiers {
 // returns its tree and, for a following checker, the config log extended
 // up to the head's configuration. The caller holds c.upd.
 func (c *Checker) verify(ctx context.Context, head []byte, prover TreeProver) (tlog.Tree, *ConfigLog, error) {
+	return c.verifyWith(ctx, head, prover, !c.witness)
+}
+
+// verifyWith is verify, checking the witnesses' cosignatures the
+// configuration needs only if witnesses is set.
+func (c *Checker) verifyWith(ctx context.Context, head []byte, prover TreeProver, witnesses bool) (tlog.Tree, *ConfigLog, error) {
 	if c.cfg != nil {
-		return c.verifyFollowing(ctx, head, prover)
+		return c.verifyFollowing(ctx, head, prover, witnesses)
 	}
 	t, err := VerifyHead(head, c.verifiers)
 	return t, nil, err

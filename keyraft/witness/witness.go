@@ -266,7 +266,7 @@ func (w *Witness) Cosign(ctx context.Context, req *Request) ([]byte, error) {
 		var fe *keylog.ForkError
 		if errors.As(err, &fe) {
 			if file, serr := w.keepFork(fe); serr == nil {
-				err = fmt.Errorf("%w (evidence saved in %s)", err, file)
+				return nil, spindle.E(op, spindle.Integrity, fmt.Errorf("%w (evidence saved in %s)", err, file))
 			}
 		}
 		return nil, spindle.E(op, err)

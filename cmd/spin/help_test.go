@@ -368,6 +368,7 @@ var exampleSkip = map[string]string{
 	"spin node status -home ~/spinnode2": "it needs the node of the example before it running; testdata/nodestatus.txt runs it",
 	"spin mount ~/spindle":               "it runs until unmounted; node/client/fsys's tests mount in their own process",
 	"spin key join":                      "the example node is a member already; TestKeyClusterProcesses runs it",
+	"spin key witness quorum 1":          "it needs the witness of the example before it; TestWitnessProcesses runs both",
 }
 
 // exampleAnyOutput names the examples whose output depends on the build.

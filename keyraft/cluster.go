@@ -129,6 +129,7 @@ type Cluster struct {
 
 	witMu    sync.Mutex
 	witViews map[string]witnessView // What each witness cosigned, as last learnt.
+	witSeen  map[string]WitnessSeen // What each witness last answered, for Status.
 
 	putq        chan *putReq   // Checked records waiting for the batcher.
 	quit        chan struct{}  // Closed by Close: the batcher stops.
@@ -178,7 +179,7 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	c := &Cluster{
 		cfg: cfg, log: cfg.Logger.With("member", cfg.ID), fsm: newFSM(),
 		putq: make(chan *putReq, putQueueLen), quit: make(chan struct{}), batcherDone: make(chan struct{}),
-		inflight: make(chan struct{}, maxInFlight), witViews: map[string]witnessView{},
+		inflight: make(chan struct{}, maxInFlight), witViews: map[string]witnessView{}, witSeen: map[string]WitnessSeen{},
 	}
 	hl := newHCLogger(c.log, "raft")
 	defer func() {

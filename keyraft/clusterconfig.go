@@ -137,6 +137,7 @@ type Status struct {
 	LastIndex   uint64   // The last Raft log index this member holds.
 	Applied     uint64   // The last Raft log index applied to its state.
 	Config      ClusterConfig
+	Witnessed   map[string]WitnessSeen // What this member last heard from each witness.
 }
 
 // Status returns this member's view of the cluster. Error kinds:
@@ -158,5 +159,6 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 		LastIndex:   c.raft.LastIndex(),
 		Applied:     c.raft.AppliedIndex(),
 		Config:      c.Config(),
+		Witnessed:   c.WitnessesSeen(),
 	}, nil
 }

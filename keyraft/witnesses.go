@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -28,6 +29,36 @@ type witnessView struct {
 	size, config int64
 }
 
+// A WitnessSeen is what a member last heard from a witness: the size of
+// the tree it cosigned for this member last, and when; the error of the
+// last request, if it failed.
+type WitnessSeen struct {
+	Size int64
+	At   time.Time
+	Err  string
+}
+
+// seen records the outcome of a request to witness id.
+func (c *Cluster) seen(id string, size int64, err error) {
+	c.witMu.Lock()
+	defer c.witMu.Unlock()
+	ws := c.witSeen[id]
+	if err != nil {
+		ws.Err = err.Error()
+	} else {
+		ws = WitnessSeen{Size: size, At: time.Now()}
+	}
+	c.witSeen[id] = ws
+}
+
+// WitnessesSeen returns what this member last heard from each witness,
+// by ID.
+func (c *Cluster) WitnessesSeen() map[string]WitnessSeen {
+	c.witMu.Lock()
+	defer c.witMu.Unlock()
+	return maps.Clone(c.witSeen)
+}
+
 // witnessed returns head, the members' cosigned head of tree hi, with
 // the cosignatures of a quorum of the witnesses the configuration names
 // added; head itself if it names none.
@@ -50,6 +81,7 @@ func (c *Cluster) witnessed(ctx context.Context, hi keylog.HeadInfo, head []byte
 	for id, vkey := range ws {
 		go func() {
 			line, err := c.askWitness(ctx, id, vkey, hi, head)
+			c.seen(id, hi.N, err)
 			answers <- answer{id, line, err}
 		}()
 	}

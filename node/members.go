@@ -122,6 +122,22 @@ func (n *Node) cosign(ctx context.Context, id string, text []byte) ([]byte, erro
 
 // clusterStatus returns the wire form of a member's status.
 func clusterStatus(s *keyraft.Status) *wire.ClusterStatus {
+	cs := clusterConfigStatus(s)
+	for id, ws := range s.Witnessed {
+		if cs.WitnessSize == nil {
+			cs.WitnessSize, cs.WitnessAt, cs.WitnessErr = map[string]int64{}, map[string]spindle.Time{}, map[string]string{}
+		}
+		if !ws.At.IsZero() {
+			cs.WitnessSize[id], cs.WitnessAt[id] = ws.Size, spindle.Time(ws.At.UnixNano())
+		}
+		if ws.Err != "" {
+			cs.WitnessErr[id] = ws.Err
+		}
+	}
+	return cs
+}
+
+func clusterConfigStatus(s *keyraft.Status) *wire.ClusterStatus {
 	return &wire.ClusterStatus{
 		ID:        s.ID,
 		Leader:    s.Leader,

@@ -34,6 +34,7 @@ func keySubcommands() []*subcommand {
 		{"domain", "add DOMAIN PUBKEY | remove DOMAIN", "", "", runKeyDomain},
 		{"grant", "REQUEST", keyGrantText, keyGrantExample, runKeyGrant},
 		{"witness", "add VERIFIERKEY | remove ID | quorum K", keyWitnessText, keyWitnessExample, runKeyWitness},
+		{"witnesses", "", keyWitnessesText, "", runKeyWitnesses},
 	}
 }
 

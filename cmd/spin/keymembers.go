@@ -90,6 +90,11 @@ const keyWitnessExample = `    $ spin key witness add spindle-witness/12D3KooW..
     $ spin key witness quorum 1
 `
 
+const keyWitnessesText = `spin key witnesses lists the witnesses of the key cluster's log, each with
+the tree it last cosigned for the member that answers and when, or why its
+last request failed, and how many must cosign each head.
+`
+
 const keyGrantText = `spin key grant REQUEST countersigns, with your key as a domain's admin, the
 first record of a new user (REQUEST, as spin signup -request printed it)
 and prints the grant, which the user gives to spin signup -grant. Check
@@ -252,13 +257,46 @@ func printClusterStatus(st *State, cs *wire.ClusterStatus) {
 	}) {
 		line("domain", "%s %s", d, cs.Domains[d])
 	}
+	printWitnesses(st, cs, time.Now())
+}
+
+// printWitnesses prints the witnesses the configuration names, with what
+// the answering member last heard from each, and the quorum.
+func printWitnesses(st *State, cs *wire.ClusterStatus, now time.Time) {
+	line := func(name, format string, args ...any) {
+		fmt.Fprintf(st.Stdout, "%-10s %s\n", name+":", fmt.Sprintf(format, args...))
+	}
 	for _, id := range slices.Sorted(maps.Keys(cs.Witnesses)) {
 		line("witness", "%s", id)
 		line("verifier", "%s", cs.Witnesses[id])
+		if at, ok := cs.WitnessAt[id]; ok {
+			line("cosigned", "%d records for %s, %s ago", cs.WitnessSize[id], cs.ID, now.Sub(at.Go()).Round(time.Second))
+		} else if cs.Quorum > 0 {
+			line("cosigned", "nothing for %s since it started", cs.ID)
+		}
+		if e := cs.WitnessErr[id]; e != "" {
+			line("failed", "%s", oneLineMsg(e))
+		}
 	}
 	if len(cs.Witnesses) > 0 {
 		line("quorum", "%d of %d witnesses cosign each head", cs.Quorum, len(cs.Witnesses))
 	}
+}
+
+func runKeyWitnesses(ctx context.Context, st *State, args []string) error {
+	if _, err := st.keyArgs(args, 0, ""); err != nil {
+		return err
+	}
+	cs, err := st.keyStatus(ctx)
+	if err != nil {
+		return st.fail("", err)
+	}
+	if len(cs.Witnesses) == 0 {
+		fmt.Fprintln(st.Stdout, "no witnesses: heads count with the members' signatures alone (spin key witness add names one)")
+		return nil
+	}
+	printWitnesses(st, cs, time.Now())
+	return nil
 }
 
 // change signs a configuration change and sends it to the cluster.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -208,6 +209,9 @@ func TestWitnessProcesses(t *testing.T) {
 	opB.run("key", "audit")
 	if out := opW.out("node", "status"); !strings.Contains(out, "witnessed:") || strings.Contains(out, "up to 0 records") {
 		t.Fatalf("the witness cosigned nothing for bob's sign-up:\n%s", out)
+	}
+	if out := opA.out("key", "witnesses"); !regexp.MustCompile(`(?m)^cosigned: +[1-9][0-9]* records for 12D3KooW`).MatchString(out) {
+		t.Fatalf("spin key witnesses does not show what the witness cosigned:\n%s", out)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -231,6 +231,12 @@ type ClusterStatus struct {
 	Domains   map[string]spindle.PublicKey `cbor:"12,keyasint,omitempty"`
 	Witnesses map[string]string            `cbor:"20,keyasint,omitempty"` // Witnesses' verifier keys, by ID.
 	Quorum    int                          `cbor:"21,keyasint,omitempty"` // Witnesses that must cosign a head.
+	// What the answering member last heard from each witness, by ID:
+	// the size of the tree it cosigned last, when, and the error of the
+	// last request if it failed.
+	WitnessSize map[string]int64        `cbor:"22,keyasint,omitempty"`
+	WitnessAt   map[string]spindle.Time `cbor:"23,keyasint,omitempty"`
+	WitnessErr  map[string]string       `cbor:"24,keyasint,omitempty"`
 }
 
 // A Status is what node.status reports: a node's place in the network

@@ -3,6 +3,7 @@ package keyraft
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -84,5 +85,62 @@ func TestMemberGathersWitness(t *testing.T) {
 	}
 	if _, err := c.Head(ctx); !errors.Is(err, spindle.Transient) {
 		t.Fatalf("a head with a cosignature that does not verify: %v, want Transient", err)
+	}
+}
+
+// BenchmarkWitnessedHead is a registration and a head that covers it, on
+// a cluster of one, without witnesses and with one (in the same process:
+// the witness's checks and its fsync, not a network round trip).
+func BenchmarkWitnessedHead(b *testing.B) {
+	for _, witnessed := range []bool{false, true} {
+		name := "members"
+		if witnessed {
+			name = "witness"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := ctxT(b)
+			var wit atomic.Pointer[witness.Witness]
+			ask := func(ctx context.Context, id string, req *witness.Request) ([]byte, error) {
+				return wit.Load().Cosign(ctx, req)
+			}
+			_, trans := raft.NewInmemTransport(raft.ServerAddress("m0"))
+			c, err := Open(ctx, Config{ID: "m0", Bootstrap: true, Logger: testLogger(b), transport: trans, tune: fast, Witness: ask})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { c.Close(); trans.Close() })
+			op := newSigner(b, "op@example.com")
+			change := func(ch *keylog.Change) {
+				if err := keylog.SignChange(ch, op); err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Change(ctx, ch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			change(&keylog.Change{Seq: 1, Kind: keylog.ChangeInit, Key: op.pub, Arg: c.VerifierKey()})
+			if witnessed {
+				w, err := witness.Open(witness.Config{Dir: b.TempDir(), ID: "w1", Boot: c.VerifierKey()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				wit.Store(w)
+				change(&keylog.Change{Seq: 2, Kind: keylog.ChangeAddWitness, Arg: w.VerifierKey()})
+				change(&keylog.Change{Seq: 3, Kind: keylog.ChangeWitnessQuorum, Arg: "1"})
+			}
+			users := make([]*spindle.User, b.N)
+			for i := range users {
+				users[i] = register(b, newSigner(b, spindle.UserName(fmt.Sprintf("u%d@example.com", i))))
+			}
+			b.ResetTimer()
+			for _, u := range users {
+				if err := c.Put(ctx, u); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.Head(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

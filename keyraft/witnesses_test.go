@@ -30,7 +30,13 @@ func TestMemberGathersWitness(t *testing.T) {
 		}
 		sig, err := w.Cosign(ctx, req)
 		if err == nil && lie.Load() > 0 {
-			sig[len(sig)-3] ^= 1
+			// Another signature: a character in the middle of its base64
+			// (the last one's low bits may be padding).
+			if i := len(sig) - 20; sig[i] == 'A' {
+				sig[i] = 'B'
+			} else {
+				sig[i] = 'A'
+			}
 		}
 		return sig, err
 	}

@@ -3,9 +3,7 @@ package keyraft
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -320,7 +318,7 @@ func (c *Cluster) loadNoteKey() error {
 	if s.Name() != name {
 		return damagedKey(where, fmt.Errorf("it is named %q, want %q", s.Name(), name))
 	}
-	vkey, err := vkeyOf(name, skey)
+	vkey, err := keylog.VerifierKeyOf(skey)
 	if err != nil {
 		return damagedKey(where, err)
 	}
@@ -331,21 +329,6 @@ func (c *Cluster) loadNoteKey() error {
 // damagedKey is the error for a note key that cannot be used.
 func damagedKey(where string, err error) error {
 	return spindle.E(spindle.Invalid, fmt.Errorf("%s: %v; restore it from a backup of the node's home: tree heads signed with another key do not verify for clients that know this member", where, err))
-}
-
-// vkeyOf derives the verifier key of a note signer key, which has the form
-// "PRIVATE+KEY+<name>+<hash>+<base64 of 0x01 and the Ed25519 seed>".
-func vkeyOf(name, skey string) (string, error) {
-	parts := strings.SplitN(skey, "+", 5)
-	if len(parts) != 5 {
-		return "", errors.New("malformed signer key")
-	}
-	key, err := base64.StdEncoding.DecodeString(parts[4])
-	if err != nil || len(key) != 1+ed25519.SeedSize || key[0] != 1 {
-		return "", errors.New("signer key is not an Ed25519 key")
-	}
-	pub := ed25519.NewKeyFromSeed(key[1:]).Public().(ed25519.PublicKey)
-	return note.NewEd25519VerifierKey(name, pub)
 }
 
 // VerifierKey returns the note verifier key of this member's tree-head

@@ -46,29 +46,8 @@ func callAs[Req, T any](ctx context.Context, h host.Host, pid peer.ID, method st
 // head before it answered. The node witnesses its own key cluster's log,
 // which grows by a registration between the two heads.
 func TestWitnessRemembersAfterKill(t *testing.T) {
-	u := newSpinUser(t)
-	home := filepath.Join(t.TempDir(), "node")
-	start := func() (*os.Process, string) {
-		os.Remove(filepath.Join(home, "addr"))
-		cmd := u.command("node", "-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-witness")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		deadline := time.Now().Add(time.Minute)
-		for {
-			b, _ := os.ReadFile(filepath.Join(home, "addr"))
-			for _, a := range strings.Fields(string(b)) {
-				if strings.Contains(a, "/tcp/") {
-					return cmd.Process, a
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the node did not start within a minute")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	w := &clusterNode{op: newSpinUser(t), args: []string{"-witness"}}
+	w.start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	h, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
@@ -77,8 +56,7 @@ func TestWitnessRemembersAfterKill(t *testing.T) {
 	}
 	defer h.Close()
 
-	proc, addr := start()
-	pid, err := p2p.Connect(ctx, h, spindle.PeerAddr(addr))
+	pid, err := p2p.Connect(ctx, h, spindle.PeerAddr(w.addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,12 +117,11 @@ func TestWitnessRemembersAfterKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc.Signal(syscall.SIGKILL)
-	proc.Wait()
+	w.cmd.Process.Signal(syscall.SIGKILL)
+	w.wait()
 
-	proc, addr = start()
-	defer proc.Kill()
-	if pid, err = p2p.Connect(ctx, h, spindle.PeerAddr(addr)); err != nil {
+	w.start(t)
+	if pid, err = p2p.Connect(ctx, h, spindle.PeerAddr(w.addr)); err != nil {
 		t.Fatal(err)
 	}
 	wh, err := callAs[wire.WitnessHeadRequest, wire.WitnessHeadResponse](ctx, h, pid, wire.WitnessHead, &wire.WitnessHeadRequest{})

@@ -3,6 +3,8 @@ package keylog
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -582,6 +584,21 @@ func VerifyHistory(proofs []*Proof, name spindle.UserName, verifiers note.Verifi
 		out = append(out, u)
 	}
 	return out, nil
+}
+
+// VerifierKeyOf returns the note verifier key of a note signer key, which
+// has the form "PRIVATE+KEY+<name>+<hash>+<base64 of 0x01 and the Ed25519
+// seed>" (as note.GenerateKey makes it).
+func VerifierKeyOf(skey string) (string, error) {
+	parts := strings.SplitN(skey, "+", 5)
+	if len(parts) != 5 {
+		return "", errors.New("malformed signer key")
+	}
+	key, err := base64.StdEncoding.DecodeString(parts[4])
+	if err != nil || len(key) != 1+ed25519.SeedSize || key[0] != 1 {
+		return "", errors.New("signer key is not an Ed25519 key")
+	}
+	return note.NewEd25519VerifierKey(parts[2], ed25519.NewKeyFromSeed(key[1:]).Public().(ed25519.PublicKey))
 }
 
 // MemberKeyName returns the name of the note key with which member id

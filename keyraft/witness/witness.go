@@ -32,7 +32,6 @@ package witness
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -153,26 +152,12 @@ func (w *Witness) loadKey(name string) error {
 	if s.Name() != name {
 		return spindle.E(spindle.Invalid, fmt.Sprintf("note key %s is named %q, want %q: the witness's ID changed", path, s.Name(), name))
 	}
-	vkey, err := verifierKey(skey)
+	vkey, err := keylog.VerifierKeyOf(skey)
 	if err != nil {
 		return spindle.E(spindle.Damaged, fmt.Errorf("note key %s: %v", path, err))
 	}
 	w.signer, w.vkey = s, vkey
 	return nil
-}
-
-// verifierKey derives the verifier key of a note signer key,
-// "PRIVATE+KEY+<name>+<hash>+<base64 of 0x01 and the Ed25519 seed>".
-func verifierKey(skey string) (string, error) {
-	parts := strings.SplitN(skey, "+", 5)
-	if len(parts) != 5 {
-		return "", errors.New("malformed signer key")
-	}
-	key, err := base64.StdEncoding.DecodeString(parts[4])
-	if err != nil || len(key) != 1+32 || key[0] != 1 {
-		return "", errors.New("signer key is not an Ed25519 key")
-	}
-	return note.NewEd25519VerifierKey(parts[2], ed25519.NewKeyFromSeed(key[1:]).Public().(ed25519.PublicKey))
 }
 
 // VerifierKey returns the note verifier key that checks the witness's

@@ -3,10 +3,12 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/client"
 	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/node/wire/wiretest"
@@ -110,4 +112,55 @@ func newKeys(t testing.TB, user spindle.UserName) *pack.Keys {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// BenchmarkKeyPutWitnessed is a sign-up and a lookup of its key from a
+// client that follows the cluster, on a member alone, without witnesses
+// and with one witness node over loopback TCP: the cost of a round of
+// cosigning that asks a witness across the network.
+func BenchmarkKeyPutWitnessed(b *testing.B) {
+	for _, witnessed := range []bool{false, true} {
+		name := "members"
+		if witnessed {
+			name = "witness"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			const many = 1 << 20 // No sign-up limits: every client is on 127.0.0.1.
+			l, err := New(ctx, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Writers: []string{"all"}, Logger: testLogger(b), SignupsPerAddr: many, SignupsPerPrefix: many, Signups: many})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { l.Close() })
+			op := newKeys(b, "op@example.com")
+			apply := func(kind, arg string, key spindle.PublicKey) {
+				if _, err := call(b, l, false, &wiretest.Request{Method: wire.KeyChange, Data: change(b, op, status(b, l), kind, arg, key)}); err != nil {
+					b.Fatalf("%s: %v", kind, err)
+				}
+			}
+			apply(keylog.ChangeInit, l.VerifierKey(), op.PublicKey())
+			if witnessed {
+				w := witnessNode(b, p2p.Addrs(l.Host())[0])
+				apply(keylog.ChangeAddWitness, w.witness.Load().VerifierKey(), "")
+				apply(keylog.ChangeWitnessQuorum, "1", "")
+			}
+			reader := fwdDial(b, l, newKeys(b, "reader@example.com"))
+			if err := reader.Signup(ctx); err != nil {
+				b.Fatal(err)
+			}
+			users := make([]*client.Client, b.N)
+			for i := range users {
+				users[i] = fwdDial(b, l, newKeys(b, spindle.UserName(fmt.Sprintf("u%d@example.com", i))))
+			}
+			b.ResetTimer()
+			for i, u := range users {
+				if err := u.Signup(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := reader.LookupUser(ctx, spindle.UserName(fmt.Sprintf("u%d@example.com", i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -464,6 +464,10 @@ func (n *Node) forwardDir(ctx context.Context, remote peer.ID, req *wire.Request
 	if err != nil {
 		return nil, spindle.E(op, user, spindle.IO, fmt.Errorf("dir host %s did not answer through node %s: %w", to, n.host.ID(), err))
 	}
+	if tap := n.tap(); tap != nil {
+		tap(data)
+		tap(out)
+	}
 	return out, nil
 }
 

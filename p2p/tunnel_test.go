@@ -154,6 +154,31 @@ func TestTunnelRefusesImpersonator(t *testing.T) {
 	if stolen.Load() != 0 {
 		t.Errorf("the impostor got %d requests", stolen.Load())
 	}
+
+	// The relay itself plays the end, with its own key.
+	var played atomic.Int64
+	r.SetStreamHandler(p2p.TunnelProtocol, func(s network.Stream) {
+		if _, err := p2p.ReadTunnelHeader(s); err != nil {
+			s.Reset()
+			return
+		}
+		s.Write(p2p.TunnelReady())
+		p2p.ServeTunnelEnd(ctx, r, s, 1<<16, time.Minute, func(_ context.Context, _ peer.ID, req []byte) ([]byte, error) {
+			played.Add(1)
+			return req, nil
+		})
+	})
+	tn, err = p2p.OpenTunnel(ctx, c, r.ID(), e.ID(), 1<<16)
+	if err == nil {
+		tn.Close()
+		t.Fatal("the relay played the end")
+	}
+	if !errors.Is(err, p2p.ErrTunnelPeer) || !errors.Is(err, spindle.Integrity) {
+		t.Fatalf("relay playing the end: got %v; want an Integrity error wrapping ErrTunnelPeer", err)
+	}
+	if played.Load() != 0 {
+		t.Errorf("the relay got %d requests", played.Load())
+	}
 }
 
 // A relay cannot move a client to plain text: one that does not carry

@@ -207,6 +207,10 @@ func TestTunnelRules(t *testing.T) {
 	if err := call(&wiretest.Request{Method: wire.KeyLookup, User: "ann@example.com"}); !errors.Is(err, spindle.Permission) {
 		t.Errorf("a key lookup in a tunnel: %v, want Permission", err)
 	}
+	keyLookup := wiretest.Request{Method: wire.KeyLookup, User: "ann@example.com"}
+	if err := call(signedReqFrom(t, w.annKeys, keyLookup, bid, h.ID().String())); !errors.Is(err, spindle.Permission) {
+		t.Errorf("a signed key lookup in a tunnel: %v, want Permission", err)
+	}
 	if err := call(&lookup); !errors.Is(err, spindle.Permission) {
 		t.Errorf("an unsigned lookup in a tunnel: %v, want Permission", err)
 	}

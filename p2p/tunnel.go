@@ -115,17 +115,17 @@ func appendFrame(b []byte, tag byte, p []byte) []byte {
 	return append(b, p...)
 }
 
-// Splice copies bytes between the streams a and b, both ways, until
-// either side closes or resets or nothing moves for idle; then it resets
-// both. tap, if set, is given every chunk copied (for tests that play a
-// relay that records what it can). It returns when both copies end.
+// Splice copies bytes between the streams a and b, both ways: the end of
+// one way is passed on (CloseWrite) and the other goes on; a reset, an
+// error, or nothing moving one way for idle resets both. tap, if set, is
+// given every chunk copied (for tests that play a relay that records
+// what it can). It returns when both ways end, and closes both streams.
 func Splice(a, b network.Stream, idle time.Duration, tap func([]byte)) {
 	var wg sync.WaitGroup
 	var once sync.Once
 	stop := func() { once.Do(func() { a.Reset(); b.Reset() }) }
 	cp := func(dst, src network.Stream) {
 		defer wg.Done()
-		defer stop()
 		buf := make([]byte, 16<<10)
 		for {
 			src.SetReadDeadline(time.Now().Add(idle))
@@ -136,15 +136,16 @@ func Splice(a, b network.Stream, idle time.Duration, tap func([]byte)) {
 				}
 				dst.SetWriteDeadline(time.Now().Add(idle))
 				if _, werr := dst.Write(buf[:n]); werr != nil {
+					stop()
 					return
 				}
 			}
 			if err == io.EOF {
 				dst.CloseWrite()
-				// The other way may still carry an answer.
 				return
 			}
 			if err != nil {
+				stop()
 				return
 			}
 		}
@@ -153,6 +154,8 @@ func Splice(a, b network.Stream, idle time.Duration, tap func([]byte)) {
 	go cp(a, b)
 	cp(b, a)
 	wg.Wait()
+	a.Close()
+	b.Close()
 }
 
 // noiseOf returns a Noise transport for h's identity.

@@ -38,14 +38,23 @@ const tunnelIdle = 60 * time.Second
 // opened while calls overlap, and closed after.
 const maxIdleTunnels = 2
 
+// maxOpenTunnels bounds the tunnels a client holds open at once, idle or
+// in calls, to all dir hosts: below what a node carries for one client
+// (node's maxTunnelsPerPeer), so that a client with many reads at once
+// waits for a tunnel instead of being refused one.
+const maxOpenTunnels = 24
+
 // A tunnels opens and keeps tunnels through the client's node.
 type tunnels struct {
 	h   host.Host
 	via peer.ID
 
-	mu     sync.Mutex
-	idle   map[peer.ID][]idleTunnel
-	closed bool
+	mu      sync.Mutex
+	open    int // Tunnels open, idle or in calls; at most maxOpenTunnels.
+	idle    map[peer.ID][]idleTunnel
+	waiting int           // Calls waiting for a tunnel.
+	changed chan struct{} // Closed when a tunnel is put back or closed.
+	closed  bool
 }
 
 // An idleTunnel is a tunnel waiting for a call, and since when.
@@ -55,7 +64,7 @@ type idleTunnel struct {
 }
 
 func newTunnels(h host.Host, via peer.ID) *tunnels {
-	return &tunnels{h: h, via: via, idle: make(map[peer.ID][]idleTunnel)}
+	return &tunnels{h: h, via: via, idle: make(map[peer.ID][]idleTunnel), changed: make(chan struct{})}
 }
 
 // errStaleTunnel marks the failure of a call on a tunnel kept from an
@@ -73,7 +82,9 @@ func (ts *tunnels) call(ctx context.Context, to peer.ID, data []byte) ([]byte, e
 	}
 	out, err := t.Call(ctx, data)
 	if err != nil && !t.Alive() {
-		t.Close()
+		ts.mu.Lock()
+		ts.dropLocked(t)
+		ts.mu.Unlock()
 		err = spindle.E(fmt.Errorf("dir host %s, through node %s: %w", to, ts.via, err))
 		if kept && ctx.Err() == nil {
 			err = spindle.E(spindle.IO, fmt.Errorf("%w: %w", errStaleTunnel, err))
@@ -84,25 +95,83 @@ func (ts *tunnels) call(ctx context.Context, to peer.ID, data []byte) ([]byte, e
 	return out, err
 }
 
-// get returns an idle tunnel to to, and true, or opens one.
+// get returns an idle tunnel to to, and true, or opens one: while
+// maxOpenTunnels are open, in place of the oldest idle tunnel to another
+// host, or, if none is idle, once one is put back or closed.
 func (ts *tunnels) get(ctx context.Context, to peer.ID) (*p2p.Tunnel, bool, error) {
 	ts.mu.Lock()
-	for l := ts.idle[to]; len(l) > 0; l = ts.idle[to] {
-		it := l[len(l)-1]
-		ts.idle[to] = l[:len(l)-1]
-		if time.Since(it.since) < tunnelIdle && it.t.Alive() {
-			ts.mu.Unlock()
-			return it.t, true, nil
+	for {
+		for l := ts.idle[to]; len(l) > 0; l = ts.idle[to] {
+			it := l[len(l)-1]
+			ts.idle[to] = l[:len(l)-1]
+			if time.Since(it.since) < tunnelIdle && it.t.Alive() {
+				ts.mu.Unlock()
+				return it.t, true, nil
+			}
+			ts.dropLocked(it.t)
 		}
-		it.t.Close()
+		if ts.open >= maxOpenTunnels {
+			ts.dropOldestLocked()
+		}
+		if ts.open < maxOpenTunnels {
+			ts.open++
+			ts.mu.Unlock()
+			t, err := ts.dial(ctx, to)
+			if err != nil {
+				ts.mu.Lock()
+				ts.open--
+				ts.signalLocked()
+				ts.mu.Unlock()
+			}
+			return t, false, err
+		}
+		ts.waiting++
+		ch := ts.changed
+		ts.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		ts.mu.Lock()
+		ts.waiting--
+		if ctx.Err() != nil {
+			ts.mu.Unlock()
+			return nil, false, spindle.E(spindle.Op("client.Tunnel"), spindle.Transient, fmt.Errorf("no tunnel free through node %s (%d open): %w", ts.via, maxOpenTunnels, ctx.Err()))
+		}
 	}
-	ts.mu.Unlock()
-	t, err := ts.open(ctx, to)
-	return t, false, err
 }
 
-// open opens a tunnel to to.
-func (ts *tunnels) open(ctx context.Context, to peer.ID) (*p2p.Tunnel, error) {
+// dropOldestLocked closes the oldest idle tunnel, if any.
+func (ts *tunnels) dropOldestLocked() {
+	var from peer.ID
+	var oldest time.Time
+	for p, l := range ts.idle {
+		if len(l) > 0 && (from == "" || l[0].since.Before(oldest)) {
+			from, oldest = p, l[0].since
+		}
+	}
+	if from != "" {
+		t := ts.idle[from][0].t
+		ts.idle[from] = ts.idle[from][1:]
+		ts.dropLocked(t)
+	}
+}
+
+// dropLocked closes t, an open tunnel no longer idle.
+func (ts *tunnels) dropLocked(t *p2p.Tunnel) {
+	t.Close()
+	ts.open--
+	ts.signalLocked()
+}
+
+// signalLocked wakes the calls waiting for a tunnel.
+func (ts *tunnels) signalLocked() {
+	close(ts.changed)
+	ts.changed = make(chan struct{})
+}
+
+// dial opens a tunnel to to.
+func (ts *tunnels) dial(ctx context.Context, to peer.ID) (*p2p.Tunnel, error) {
 	t, err := p2p.OpenTunnel(ctx, ts.h, ts.via, to, wire.MaxMessage)
 	if errors.Is(err, p2p.ErrNoTunnels) {
 		return nil, spindle.E(spindle.Op("client.Tunnel"), fmt.Errorf("dir host %s: %w; requests are not sent through it in plain unless the client is configured to (PlainForwarding), which lets the node read them", to, err))
@@ -118,15 +187,22 @@ func (ts *tunnels) open(ctx context.Context, to peer.ID) (*p2p.Tunnel, error) {
 	return t, nil
 }
 
-// put keeps t, a tunnel to to, for the next call.
+// put keeps t, a tunnel to to, for the next call: for a call waiting, or
+// up to maxIdleTunnels per host.
 func (ts *tunnels) put(to peer.ID, t *p2p.Tunnel) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if ts.closed || len(ts.idle[to]) >= maxIdleTunnels {
-		t.Close()
+	if ts.closed {
+		ts.dropLocked(t)
 		return
 	}
 	ts.idle[to] = append(ts.idle[to], idleTunnel{t, time.Now()})
+	for ts.waiting == 0 && len(ts.idle[to]) > maxIdleTunnels {
+		old := ts.idle[to][0].t
+		ts.idle[to] = ts.idle[to][1:]
+		ts.dropLocked(old)
+	}
+	ts.signalLocked()
 }
 
 // close closes the idle tunnels; those in calls close after them.
@@ -136,7 +212,7 @@ func (ts *tunnels) close() {
 	ts.closed = true
 	for to, l := range ts.idle {
 		for _, it := range l {
-			it.t.Close()
+			ts.dropLocked(it.t)
 		}
 		delete(ts.idle, to)
 	}

@@ -37,11 +37,15 @@ import (
 
 // Bounds of the tunnels a node carries and ends.
 const (
-	maxTunnelsPerPeer = 16   // Carried for one client peer at once.
+	// Carried for one client peer at once: below the streams of one
+	// protocol libp2p's resource manager takes from one peer (64), and
+	// above what a client opens (client.maxOpenTunnels).
+	maxTunnelsPerPeer = 32
 	maxTunnels        = 1024 // Carried, or ended, in all at once.
-	maxTunnelEnds     = 256  // Ended for one relay at once.
-	tunnelIdle        = 2 * time.Minute
-	tunnelLife        = 30 * time.Minute
+	maxTunnelEnds     = 64   // Ended for one relay at once.
+
+	tunnelIdle = 2 * time.Minute
+	tunnelLife = 30 * time.Minute
 )
 
 // A tunnelCount counts the tunnels open, per peer and in all.

@@ -224,3 +224,40 @@ func TestTunnelRules(t *testing.T) {
 
 // maxIdleTunnelsOfClient is client.maxIdleTunnels.
 const maxIdleTunnelsOfClient = 2
+
+// Many reads at once through one relay: the client opens no more tunnels
+// than the relay carries for it, and every read is answered.
+func TestTunnelManyReadsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four networked nodes")
+	}
+	w := newFwdWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ann := fwdDial(t, w.a, w.annKeys)
+	const name = "ann@example.com/f"
+	if _, err := ann.Put(ctx, name, strings.NewReader("x"), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*maxTunnelsPerPeer)
+	for range cap(errs) {
+		wg.Go(func() {
+			_, err := ann.Lookup(ctx, name, false)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.a.tunnels.mu.Lock()
+	n := w.a.tunnels.all
+	w.a.tunnels.mu.Unlock()
+	if n > maxTunnelsPerPeer {
+		t.Errorf("A carries %d tunnels for one client", n)
+	}
+}

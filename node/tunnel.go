@@ -23,12 +23,15 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	msmux "github.com/multiformats/go-multistream"
 
 	"spindle.dev"
 	"spindle.dev/node/wire"
@@ -114,6 +117,10 @@ func (n *Node) serveTunnel(s network.Stream) {
 	ctx, cancel := context.WithTimeout(n.ctx, forwardTimeout)
 	end, err := n.openTunnelEnd(ctx, to)
 	cancel()
+	if errors.Is(err, msmux.ErrNotSupported[protocol.ID]{}) {
+		refuse(spindle.E(op, user, spindle.IO, fmt.Sprintf("dir host %s ends no tunnels (it predates them): it must be upgraded, or reached in plain by a client configured to (PlainForwarding)", to)))
+		return
+	}
 	if err != nil {
 		refuse(spindle.E(op, user, spindle.IO, fmt.Errorf("dir host %s cannot be reached through node %s: %w", to, n.host.ID(), err)))
 		return

@@ -129,6 +129,21 @@ func TestRelayWithoutTunnelsRefused(t *testing.T) {
 	if _, err := w.b.dir.Lookup(ctx, "ann@example.com", "ann@example.com/secret-plans.txt"); err == nil {
 		t.Error("the put reached B")
 	}
+
+	// A dir host older than tunnels: the error says so, and nothing goes
+	// in plain.
+	for _, h := range w.a.hosts() {
+		h.SetStreamHandler(p2p.TunnelProtocol, w.a.serveTunnel)
+	}
+	w.b.Host().RemoveStreamHandler(p2p.TunnelEndProtocol)
+	_, err = ann.Put(ctx, "ann@example.com/secret-plans.txt", strings.NewReader("meet at dawn"), spindle.EEPack, nil)
+	if err == nil || !strings.Contains(err.Error(), "predates") {
+		t.Fatalf("put to a dir host without tunnels: %v, want an error that says it predates them", err)
+	}
+	t.Logf("refused: %v", err)
+	if seen := relay.take(); len(seen) > 0 {
+		t.Errorf("the node carried %d bytes", len(seen))
+	}
 }
 
 // A node carries tunnels only for clients signed in to it, a bounded

@@ -81,7 +81,14 @@ func (ts *tunnels) call(ctx context.Context, to peer.ID, data []byte) ([]byte, e
 		return nil, err
 	}
 	out, err := t.Call(ctx, data)
-	if err != nil && !t.Alive() {
+	if err != nil && t.Alive() {
+		// An error frame from the host, unsigned: no more than a
+		// dropped request, as in plain forwarding (checkAnswer), so that
+		// it cannot stand for a proved answer such as NotExist.
+		ts.put(to, t)
+		return nil, spindle.E(spindle.IO, fmt.Sprintf("dir host %s refused the request unsigned: %v", to, err))
+	}
+	if err != nil {
 		ts.mu.Lock()
 		ts.dropLocked(t)
 		ts.mu.Unlock()
@@ -92,7 +99,7 @@ func (ts *tunnels) call(ctx context.Context, to peer.ID, data []byte) ([]byte, e
 		return nil, err
 	}
 	ts.put(to, t)
-	return out, err
+	return out, nil
 }
 
 // get returns an idle tunnel to to, and true, or opens one: while
@@ -175,6 +182,15 @@ func (ts *tunnels) dial(ctx context.Context, to peer.ID) (*p2p.Tunnel, error) {
 	t, err := p2p.OpenTunnel(ctx, ts.h, ts.via, to, wire.MaxMessage)
 	if errors.Is(err, p2p.ErrNoTunnels) {
 		return nil, spindle.E(spindle.Op("client.Tunnel"), fmt.Errorf("dir host %s: %w; requests are not sent through it in plain unless the client is configured to (PlainForwarding), which lets the node read them", to, err))
+	}
+	var refused *p2p.RefusedError
+	if errors.As(err, &refused) {
+		// The node's own word: a demand to sign in again is acted on
+		// (remote.callFor), anything else is a dropped request.
+		var e *spindle.Error
+		if errors.As(refused.Err, &e) && e.Op == wire.SessionOp {
+			return nil, e
+		}
 	}
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -117,7 +118,7 @@ func (n *Node) serveTunnel(s network.Stream) {
 	ctx, cancel := context.WithTimeout(n.ctx, forwardTimeout)
 	end, err := n.openTunnelEnd(ctx, to)
 	cancel()
-	if errors.Is(err, msmux.ErrNotSupported[protocol.ID]{}) {
+	if errors.Is(err, errNoTunnelEnd) || errors.Is(err, msmux.ErrNotSupported[protocol.ID]{}) {
 		refuse(spindle.E(op, user, spindle.IO, fmt.Sprintf("dir host %s ends no tunnels (it predates them): it must be upgraded, or reached in plain by a client configured to (PlainForwarding)", to)))
 		return
 	}
@@ -139,14 +140,22 @@ func (n *Node) serveTunnel(s network.Stream) {
 	p2p.Splice(s, end, tunnelIdle, n.tap())
 }
 
+// errNoTunnelEnd says that a peer does not serve p2p.TunnelEndProtocol.
+var errNoTunnelEnd = errors.New("the peer ends no tunnels")
+
 // openTunnelEnd opens a stream of p2p.TunnelEndProtocol to the peer to,
-// connecting first as callPeer does.
+// connecting first as callPeer does. A peer whose protocols, as it told
+// them (identify), do not include it is not asked: libp2p would open
+// the stream and fail only at its first bytes, the client's handshake.
 func (n *Node) openTunnelEnd(ctx context.Context, to peer.ID) (network.Stream, error) {
 	if n.host.Network().Connectedness(to) != network.Connected {
 		n.findAddrs(ctx, to)
 		if err := n.host.Connect(ctx, peer.AddrInfo{ID: to}); err != nil {
 			return nil, err
 		}
+	}
+	if protos, err := n.host.Peerstore().GetProtocols(to); err == nil && len(protos) > 0 && !slices.Contains(protos, p2p.TunnelEndProtocol) {
+		return nil, errNoTunnelEnd
 	}
 	return n.host.NewStream(ctx, to, p2p.TunnelEndProtocol)
 }

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"spindle.dev"
 	"spindle.dev/client"
 	"spindle.dev/node/wire"
@@ -136,6 +139,10 @@ func TestRelayWithoutTunnelsRefused(t *testing.T) {
 		h.SetStreamHandler(p2p.TunnelProtocol, w.a.serveTunnel)
 	}
 	w.b.Host().RemoveStreamHandler(p2p.TunnelEndProtocol)
+	waitFor(t, 10*time.Second, func() string { return "A learns that B dropped the protocol" }, func() bool {
+		protos, err := w.a.Host().Peerstore().SupportsProtocols(w.b.Host().ID(), p2p.TunnelEndProtocol)
+		return err == nil && len(protos) == 0
+	})
 	_, err = ann.Put(ctx, "ann@example.com/secret-plans.txt", strings.NewReader("meet at dawn"), spindle.EEPack, nil)
 	if err == nil || !strings.Contains(err.Error(), "predates") {
 		t.Fatalf("put to a dir host without tunnels: %v, want an error that says it predates them", err)
@@ -163,8 +170,9 @@ func TestTunnelRules(t *testing.T) {
 	if err := stranger.Connect(ctx, w.a.Host().Peerstore().PeerInfo(w.a.Host().ID())); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p2p.OpenTunnel(ctx, stranger, w.a.Host().ID(), bid, wire.MaxMessage); !errors.Is(err, spindle.Permission) {
-		t.Fatalf("a tunnel for a peer not signed in: %v, want Permission", err)
+	var refused *p2p.RefusedError
+	if _, err := p2p.OpenTunnel(ctx, stranger, w.a.Host().ID(), bid, wire.MaxMessage); !errors.As(err, &refused) || !errors.Is(refused.Err, spindle.Permission) {
+		t.Fatalf("a tunnel for a peer not signed in: %v, want a refusal with Permission", err)
 	}
 
 	// A signed-in client: up to maxTunnelsPerPeer at once.
@@ -275,4 +283,33 @@ func TestTunnelManyReadsAtOnce(t *testing.T) {
 	if n > maxTunnelsPerPeer {
 		t.Errorf("A carries %d tunnels for one client", n)
 	}
+}
+
+// An error the dir host sends in a tunnel without signing an answer
+// stands for no answer: a host cannot say that a file does not exist
+// without the proof a signed answer carries.
+func TestTunnelUnsignedErrorIsNoAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four networked nodes")
+	}
+	w := newFwdWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ann := fwdDial(t, w.a, w.annKeys)
+	const name = "ann@example.com/f"
+	if _, err := ann.Put(ctx, name, strings.NewReader("x"), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := w.b.Host()
+	b.SetStreamHandler(p2p.TunnelEndProtocol, func(s network.Stream) {
+		p2p.ServeTunnelEnd(ctx, b, s, wire.MaxMessage, time.Minute, func(context.Context, peer.ID, []byte) ([]byte, error) {
+			return nil, spindle.E(spindle.NotExist, spindle.PathName(name))
+		})
+	})
+	fresh := fwdDial(t, w.a, w.annKeys)
+	_, err := fresh.Lookup(ctx, name, false)
+	if err == nil || errors.Is(err, spindle.NotExist) {
+		t.Fatalf("lookup answered with an unsigned NotExist: %v; want an error that is not NotExist", err)
+	}
+	t.Logf("lookup: %v", err)
 }

@@ -62,6 +62,21 @@ const maxTunnelHeader = 128
 // another way silently: a relay that says it has no tunnels is refused.
 var ErrNoTunnels = errors.New("the node does not carry tunnels (" + string(TunnelProtocol) + "); upgrade it")
 
+// A RefusedError is a relay's refusal of a tunnel. It is the relay's own
+// word, unsigned, and says no more than a dropped stream: it is IO (or
+// Transient, if the relay said so), and Err, what the relay said, is not
+// unwrapped, so that no errors.Is finds in it a NotExist or Permission
+// the relay made up. (A caller may look at Err for a demand to sign in
+// again, which it may act on safely.)
+type RefusedError struct {
+	Via, To peer.ID
+	Err     error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("node %s refused a tunnel to %s: %v", e.Via, e.To, e.Err)
+}
+
 // ErrTunnelPeer is the error (wrapped) of a tunnel whose far side did not
 // prove that it holds the named end's peer key: the relay, or someone it
 // handed the stream to, played the end.
@@ -243,11 +258,13 @@ func OpenTunnel(ctx context.Context, h host.Host, via, to peer.ID, maxFrame int)
 	}
 	tag, b, err := readFrame(s, DefaultMaxFrame)
 	if err == nil && tag == tagError {
-		// The relay's own word, as its errors in plain forwarding: it
-		// can always refuse. (A refusal asking to sign in again is
-		// acted on by the caller.)
 		s.Reset()
-		return nil, spindle.UnmarshalError(b)
+		refusal := spindle.UnmarshalError(b)
+		kind := spindle.IO
+		if spindle.KindOf(refusal) == spindle.Transient {
+			kind = spindle.Transient
+		}
+		return nil, spindle.E(op, kind, &RefusedError{Via: via, To: to, Err: refusal})
 	}
 	if err == nil && len(b) != 0 {
 		err = spindle.E(spindle.Invalid, "the relay's answer to a tunnel is not empty")

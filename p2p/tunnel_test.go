@@ -228,8 +228,20 @@ func TestTunnelNoDowngrade(t *testing.T) {
 		s.Close()
 	})
 	_, err = p2p.OpenTunnel(ctx, c, r.ID(), e.ID(), 1<<16)
-	if !errors.Is(err, spindle.Permission) {
-		t.Fatalf("relay refusing: got %v, want its Permission error", err)
+	var refused *p2p.RefusedError
+	if !errors.As(err, &refused) || !errors.Is(refused.Err, spindle.Permission) || !errors.Is(err, spindle.IO) || errors.Is(err, spindle.Permission) {
+		t.Fatalf("relay refusing: got %v, want an IO error holding the relay's Permission error out of errors.Is's reach", err)
+	}
+
+	// A relay that makes up an answer in its refusal: still only IO.
+	r.SetStreamHandler(p2p.TunnelProtocol, func(s network.Stream) {
+		p2p.ReadTunnelHeader(s)
+		s.Write(p2p.TunnelRefused(spindle.E(spindle.NotExist, spindle.PathName("ann@example.com/f"))))
+		s.Close()
+	})
+	_, err = p2p.OpenTunnel(ctx, c, r.ID(), e.ID(), 1<<16)
+	if errors.Is(err, spindle.NotExist) || !errors.Is(err, spindle.IO) {
+		t.Fatalf("relay refusing with NotExist: got %v, want IO and not NotExist", err)
 	}
 }
 

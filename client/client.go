@@ -71,6 +71,13 @@ type Config struct {
 	// user's directory log the client has seen (see dirheads.go). Every
 	// answer is then checked not to come from an older state of the log.
 	DirHeads string
+	// PlainForwarding sends the requests for dir hosts other than the
+	// client's node through the node in plain, as clients did before
+	// tunnels (see tunnel.go): the node then reads the names, sizes,
+	// writers, listings and Access files asked for and answered, though
+	// it still cannot forge or replay them. Only for a node too old to
+	// carry tunnels; without it such a node is refused.
+	PlainForwarding bool
 	// Evidence, if set, is the directory in which the client saves the
 	// evidence of a dir host's rollback, fork or bad entry (see
 	// evidence.go).
@@ -190,6 +197,9 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 		},
 	})
 	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead, ownStep: c.checkOwnStep, log: c.log, route: c.dirHostsOf, routeFresh: c.dirHostsFresh, hostAddrs: c.dirHostAddrs, sign: c.signRequest}
+	if !cfg.PlainForwarding {
+		c.svc.tunnels = newTunnels(c.h, pid)
+	}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.dir.FollowKeyLog(c.keyLogSize, c.catchUpKeyLog)
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
@@ -318,6 +328,9 @@ func (c *Client) Close() error {
 	}
 	if c.blocks != nil {
 		errs = append(errs, c.blocks.Close())
+	}
+	if c.svc != nil && c.svc.tunnels != nil {
+		c.svc.tunnels.close()
 	}
 	if c.ownHost && c.h != nil {
 		errs = append(errs, c.h.Close())

@@ -17,7 +17,8 @@ import (
 // Any peer for directories. The client reaches every tree through its own
 // node: a request about a tree that another node hosts (a dir host the
 // owner's key record names) it signs for that host, and its node carries
-// it there and the answer back (see package node, forward.go). The host
+// it there and the answer back, in a tunnel to the host that the node
+// cannot read (tunnel.go; package node, tunnel.go and forward.go). The host
 // acts for the user who signed, so the node in the middle cannot act as
 // the user; the answer carries the host's signed head and proofs, checked
 // as always, so it cannot forge one either. Writes go to the first dir

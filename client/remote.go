@@ -60,6 +60,10 @@ type remote struct {
 	// place of a stream of h: the anonymous reader's way (see anon.go),
 	// whose requests about a tree go unsigned to each dir host itself.
 	direct func(ctx context.Context, to peer.ID, data []byte) ([]byte, error)
+	// tunnels, if set, carries the requests for dir hosts other than
+	// the client's node, end to end through it (see tunnel.go); if nil
+	// the node carries them in plain.
+	tunnels *tunnels
 	// evidence is the directory in which evidence of a host's
 	// misbehaviour is saved (see evidence.go), or "".
 	evidence string
@@ -296,7 +300,8 @@ func (r *remote) callSequencer(ctx context.Context, req *wire.Request, owner spi
 }
 
 // callTo sends req to the dir host to: to the client's node itself, or
-// signed for to and carried by the client's node; for the anonymous
+// signed for to and carried by the client's node, in a tunnel to to
+// (tunnel.go) unless the client forwards in plain; for the anonymous
 // reader, unsigned and straight to to, which answers what all may read.
 func (r *remote) callTo(ctx context.Context, req *wire.Request, to peer.ID, dec decoder) (any, error) {
 	if r.direct != nil {
@@ -311,9 +316,24 @@ func (r *remote) callTo(ctx context.Context, req *wire.Request, to peer.ID, dec 
 	if err := r.sign(&fwd, to); err != nil {
 		return nil, err
 	}
-	return r.callChecked(ctx, r.peer, &fwd, dec, func(resp *wire.Response, err error) error {
+	check := func(resp *wire.Response, err error) error {
 		return checkAnswer(to, r.peer, &fwd, resp, err)
-	})
+	}
+	if r.tunnels != nil {
+		resp, err := r.callChecked(ctx, to, &fwd, dec, check)
+		if errors.Is(err, errStaleTunnel) && req.Method != wire.DirAppend && req.Method != wire.DirBatch {
+			// A read, on a tunnel that broke while kept: again, on a
+			// new one (signed afresh: the host takes a request once).
+			// A write is not sent twice; the writer learns it failed.
+			fwd = *req
+			if err := r.sign(&fwd, to); err != nil {
+				return nil, err
+			}
+			return r.callChecked(ctx, to, &fwd, dec, check)
+		}
+		return resp, err
+	}
+	return r.callChecked(ctx, r.peer, &fwd, dec, check)
 }
 
 // call1 sends req to the client's node.
@@ -338,9 +358,12 @@ func (r *remote) callChecked(ctx context.Context, to peer.ID, req *wire.Request,
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	var out []byte
-	if r.direct != nil {
+	switch {
+	case r.direct != nil:
 		out, err = r.direct(cctx, to, data)
-	} else {
+	case to != r.peer && r.tunnels != nil:
+		out, err = r.tunnels.call(cctx, to, data)
+	default:
 		proto := r.proto
 		if proto == "" {
 			proto = wire.ClientProtocol

@@ -175,7 +175,7 @@ func TestRelayReplaysAnswer(t *testing.T) {
 			r.mu.Lock()
 			r.record, r.rec = true, make(map[string][]*wire.Response)
 			r.mu.Unlock()
-			carol := fwdDial(t, w.a, carolKeys)
+			carol := fwdDialPlain(t, w.a, carolKeys)
 			if _, err := carol.Put(ctx, name, strings.NewReader("for the readers of shared"), spindle.EEPack, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +215,7 @@ func TestRelayReplaysAnswer(t *testing.T) {
 				r.lie = nil
 				r.mu.Unlock()
 			}()
-			carol2 := fwdDial(t, w.a, carolKeys)
+			carol2 := fwdDialPlain(t, w.a, carolKeys)
 			_, err = carol2.Put(ctx, name, strings.NewReader("not for mallory"), spindle.EEPack, nil)
 			r.mu.Lock()
 			replayed := r.replayed - before
@@ -268,7 +268,9 @@ func malloryKeyOf(t *testing.T, c *client.Client) spindle.PublicKey {
 // A lookup of ann's file, whose tree is on B, by a client of node A,
 // which carries it: the round trip through A to B and back, with B's
 // signature of the answer and the client's check of it (see
-// client.BenchmarkAnswerSignature for those alone).
+// client.BenchmarkAnswerSignature for those alone); carried in plain,
+// and through a tunnel (tunnel.go), whose handshake the first lookup
+// pays and the others reuse.
 func BenchmarkForwardedLookup(b *testing.B) {
 	k := netNode(b, "", nil)
 	b.Cleanup(func() { k.Close() })
@@ -278,14 +280,21 @@ func BenchmarkForwardedLookup(b *testing.B) {
 		func() bool { return via.DHT().RoutingTable().Size() >= 2 && host.DHT().RoutingTable().Size() >= 2 })
 	_, keys := dialWithKeys(b, host, "ann@example.com")
 	ctx := context.Background()
-	c := fwdDial(b, via, keys)
 	const name = "ann@example.com/f"
-	if _, err := c.Put(ctx, name, strings.NewReader("x"), spindle.EEPack, nil); err != nil {
+	if _, err := fwdDial(b, via, keys).Put(ctx, name, strings.NewReader("x"), spindle.EEPack, nil); err != nil {
 		b.Fatal(err)
 	}
-	for b.Loop() {
-		if _, err := c.Lookup(ctx, name, false); err != nil {
-			b.Fatal(err)
-		}
+	for _, bc := range []struct {
+		name  string
+		plain bool
+	}{{"plain", true}, {"tunnel", false}} {
+		c := fwdDialWith(b, via, keys, bc.plain)
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.Lookup(ctx, name, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -24,7 +24,10 @@ package node
 //     the client checks as it does for its own node, and B's signature
 //     of the answer with the request (signAnswer), so that A cannot hand
 //     the client an answer B gave to another request, such as an older
-//     one from before the owner changed an Access file.
+//     one from before the owner changed an Access file. A client sends
+//     such requests in a tunnel to B (tunnel.go), so that A learns which
+//     host is asked, not what; in plain, as here (forwardDir), only if
+//     it is configured to (client.Config.PlainForwarding).
 //   - Blocks, as before: a put stores them through A's replica store (here
 //     and on the r−1 nodes nearest to each block), a get finds their
 //     holders through the DHT.
@@ -463,6 +466,10 @@ func (n *Node) forwardDir(ctx context.Context, remote peer.ID, req *wire.Request
 	out, err := n.callPeer(ctx, peer.AddrInfo{ID: to}, data)
 	if err != nil {
 		return nil, spindle.E(op, user, spindle.IO, fmt.Errorf("dir host %s did not answer through node %s: %w", to, n.host.ID(), err))
+	}
+	if tap := n.tap(); tap != nil {
+		tap(data)
+		tap(out)
 	}
 	return out, nil
 }

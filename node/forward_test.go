@@ -42,7 +42,21 @@ func keyNode(t testing.TB, keys spindle.PeerAddr) *Node {
 // fwdDial dials n with keys, with a key log of its own.
 func fwdDial(t testing.TB, n *Node, keys *pack.Keys) *client.Client {
 	t.Helper()
-	c, err := client.Dial(context.Background(), client.Config{Keys: keys, Node: n.DialAddr(), Logger: testLogger(t), KeyLog: filepath.Join(t.TempDir(), "keylog")})
+	return fwdDialWith(t, n, keys, false)
+}
+
+// fwdDialPlain is fwdDial for a client that has n carry its requests to
+// other dir hosts in plain (client.Config.PlainForwarding), as clients
+// did before tunnels: the tests of what a node in the middle can do with
+// requests and answers it reads.
+func fwdDialPlain(t testing.TB, n *Node, keys *pack.Keys) *client.Client {
+	t.Helper()
+	return fwdDialWith(t, n, keys, true)
+}
+
+func fwdDialWith(t testing.TB, n *Node, keys *pack.Keys, plain bool) *client.Client {
+	t.Helper()
+	c, err := client.Dial(context.Background(), client.Config{Keys: keys, Node: n.DialAddr(), Logger: testLogger(t), KeyLog: filepath.Join(t.TempDir(), "keylog"), PlainForwarding: plain})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +154,12 @@ func TestKeyLookupLeader(t *testing.T) {
 // signedReq returns req signed by keys for the node to.
 func signedReq(t *testing.T, keys *pack.Keys, req wiretest.Request, to peer.ID) *wiretest.Request {
 	t.Helper()
+	return signedReqFrom(t, keys, req, to, "client")
+}
+
+// signedReqFrom is signedReq for the client peer client.
+func signedReqFrom(t *testing.T, keys *pack.Keys, req wiretest.Request, to peer.ID, client string) *wiretest.Request {
+	t.Helper()
 	req.To = to.String()
 	req.Auth = nil
 	d, err := wiretest.SignedDigest(&req)
@@ -148,7 +168,7 @@ func signedReq(t *testing.T, keys *pack.Keys, req wiretest.Request, to peer.ID) 
 	}
 	nonce := make([]byte, 12)
 	rand.Read(nonce)
-	a := &wire.AuthMsg{User: keys.UserName(), ClientPeer: "client", NodePeer: to.String(), Time: spindle.Now(), Req: d, Nonce: nonce}
+	a := &wire.AuthMsg{User: keys.UserName(), ClientPeer: client, NodePeer: to.String(), Time: spindle.Now(), Req: d, Nonce: nonce}
 	if a.Sig, err = keys.Sign(a.Digest()); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +350,7 @@ func TestLyingForwarder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tell(nil)
-			c := fwdDial(t, w.a, bobKeys)
+			c := fwdDialPlain(t, w.a, bobKeys)
 			tell(tc.fn)
 			defer tell(nil)
 			if err := tc.do(c); !errors.Is(err, spindle.Integrity) {
@@ -433,7 +453,8 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 
 // Small put and get latency through a node that forwards to the dir host,
 // against the same through the dir host itself: ann's tree is on B; the
-// direct client talks to B, the forwarded one to A.
+// direct client talks to B, the forwarded ones to A, which carries
+// their requests to B in a tunnel (tunnel.go), or in plain.
 func BenchmarkForwardedSmall(b *testing.B) {
 	k := netNode(b, "", nil)
 	b.Cleanup(func() { k.Close() })
@@ -446,10 +467,11 @@ func BenchmarkForwardedSmall(b *testing.B) {
 	rand.Read(data)
 	ctx := context.Background()
 	for _, bc := range []struct {
-		name string
-		n    *Node
-	}{{"direct", host}, {"forwarded", via}} {
-		c := fwdDial(b, bc.n, keys)
+		name  string
+		n     *Node
+		plain bool
+	}{{"direct", host, false}, {"forwarded", via, false}, {"forwarded-plain", via, true}} {
+		c := fwdDialWith(b, bc.n, keys, bc.plain)
 		b.Run("put/"+bc.name, func(b *testing.B) {
 			i := 0
 			for b.Loop() {

@@ -206,6 +206,14 @@ type Node struct {
 	// (forward.go, signAnswer); set before the client protocol is served.
 	answers *p2p.PeerSigner
 
+	// tunnels counts the tunnels carried for clients, tunnelEnds those
+	// ended here (tunnel.go).
+	tunnels, tunnelEnds tunnelCount
+	// relayTap, if set, is given every byte the node carries for a
+	// client to another dir host, in plain (forwardDir) or in a tunnel:
+	// tests play with it a relay that records what it can.
+	relayTap atomic.Pointer[func([]byte)]
+
 	heads    headPub                         // Heads to publish (headpub.go).
 	witness  atomic.Pointer[witness.Witness] // If Config.Witness (witness.go).
 	dirHosts *dirHostCache                   // For the validator of published heads.
@@ -401,6 +409,10 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		p2p.ServeBlocks(n.ctx, h, blockSrv, blockCfg)
 		p2p.Handle(n.ctx, h, wire.ClientProtocol, wire.MaxMessage, n.ServeClient)
 		p2p.HandleStream(n.ctx, h, wire.WatchProtocol, wire.MaxMessage, n.serveWatch)
+		h.SetStreamHandler(p2p.TunnelProtocol, n.serveTunnel)
+		if h == n.host {
+			h.SetStreamHandler(p2p.TunnelEndProtocol, n.serveTunnelEnd)
+		}
 		if h == n.local {
 			// Only the operator reaches the socket (see p2p/local.go).
 			p2p.Handle(n.ctx, h, wire.OperatorProtocol, wire.MaxMessage, n.ServeOperator)
@@ -650,7 +662,7 @@ func (n *Node) Close() error {
 	var errs []error
 	if n.host != nil {
 		for _, h := range n.hosts() {
-			for _, p := range []string{wire.ClientProtocol, wire.WatchProtocol, string(p2p.BlockProtocol), string(p2p.BlockProtocolV1)} {
+			for _, p := range []string{wire.ClientProtocol, wire.WatchProtocol, string(p2p.BlockProtocol), string(p2p.BlockProtocolV1), string(p2p.TunnelProtocol), string(p2p.TunnelEndProtocol)} {
 				h.RemoveStreamHandler(protocolID(p))
 			}
 		}

@@ -47,6 +47,12 @@
 // bytes answer (see [blocks.Challenge]); a peer that speaks only version
 // 1 ([BlockProtocolV1]) still serves blocks but proves nothing.
 //
+// Tunnels ([TunnelProtocol], [OpenTunnel], [Splice], [ServeTunnelEnd])
+// carry a client's requests through its node to another peer in a
+// channel secured end to end with that peer's key: a Noise handshake
+// inside the spliced streams, so the node in the middle sees which peer
+// is asked, not what ([ErrTunnelPeer], [ErrNoTunnels]).
+//
 // [Listen] and [Dial] hand out streams of a protocol as net.Listener and
 // net.Conn, the seam for Raft's stream layer.
 //

@@ -42,6 +42,10 @@ type Config struct {
 	// -verifier): the client trusts no other, and starts a lost key log
 	// again with it.
 	Verifier string `yaml:"verifier,omitempty"`
+	// PlainForwarding lets the node carry requests for other nodes' trees
+	// in plain, reading them, as before tunnels: only for a node or dir
+	// host too old to carry them (see client.Config.PlainForwarding).
+	PlainForwarding bool `yaml:"plainforwarding,omitempty"`
 
 	// File is the file the configuration was read from.
 	File string `yaml:"-"`

@@ -43,6 +43,8 @@ var dialClient = func(ctx context.Context, cfg *Config) (spindle.Client, error) 
 		RequireKeyLog: !cfg.NewKeyLog,
 		DirHeads:      stateFile(cfg.File, "dirheads"),
 		Evidence:      stateFile(cfg.File, "evidence"),
+
+		PlainForwarding: cfg.PlainForwarding,
 	})
 	var km *client.KeyMismatchError
 	if errors.As(err, &km) {

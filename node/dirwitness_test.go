@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +140,46 @@ func TestDirQuorumHostDown(t *testing.T) {
 	}
 	if resp.Head == nil || resp.Head.VerifyCosigs(listedHostsOf(h1, h2, h3), 1) != nil {
 		t.Fatalf("H1 served the head %+v with H3 down, want one cosigned by H2", resp.Head)
+	}
+}
+
+// BenchmarkDirQuorumReadAfterWrite times a reader's lookup (bob, through
+// the sequencer H1, the mirror H2 listed after it) of a file ann has just
+// written, with ann's dir quorum at 0 and at 1; the writes are not timed.
+// At 1, each read waits for H2 to pull the entry and cosign the head.
+func BenchmarkDirQuorumReadAfterWrite(b *testing.B) {
+	for _, q := range []int{0, 1} {
+		b.Run(fmt.Sprintf("quorum=%d", q), func(b *testing.B) {
+			k := netNode(b, "", nil)
+			b.Cleanup(func() { k.Close() })
+			kaddr := p2p.Addrs(k.Host())[0]
+			h1, h2 := keyNode(b, kaddr), keyNode(b, kaddr)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			const annU = spindle.UserName("ann@example.com")
+			annC, _ := dialWithKeys(b, h1, annU)
+			bob, _ := dialWithKeys(b, h1, "bob@example.com")
+			if err := annC.SetDirHosts(ctx, hostAddrs(h1, h2)); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := annC.Put(ctx, ann("Access"), strings.NewReader("read, list: bob@example.com\n*: ann@example.com\n"), spindle.PlainPack, nil); err != nil {
+				b.Fatal(err)
+			}
+			if err := annC.SetDirQuorum(ctx, q); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				name := ann(fmt.Sprintf("f%d", i))
+				if _, err := annC.Put(ctx, name, strings.NewReader("x"), spindle.EEPack, nil); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if _, err := bob.Lookup(ctx, name, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -83,44 +83,58 @@ func (n *Node) witnessed(ctx context.Context, hp **dirlog.Head) error {
 // kept or gathered now. Concurrent calls for one head share one gathering.
 func (w *cosignedHeads) get(ctx context.Context, n *Node, h *dirlog.Head, quorum int, hosts []peer.AddrInfo, me int) (*dirlog.Head, error) {
 	digest := string(h.Digest())
-	w.mu.Lock()
-	c := w.heads[h.User]
-	if c == nil || c.digest != digest {
-		if w.heads == nil || len(w.heads) >= maxMirrored {
-			w.heads = make(map[spindle.UserName]*cosignedHead)
+	// A second round only if the head kept has fewer cosignatures than
+	// asked for: gathered under a record that asked for fewer.
+	for range 2 {
+		c := w.start(n, h, digest, quorum, hosts, me)
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, spindle.E(spindle.Op("node.Cosign"), h.User, spindle.IO, ctx.Err())
 		}
-		c = &cosignedHead{digest: digest, done: make(chan struct{})}
-		w.heads[h.User] = c
-		n.bg.Go(func() {
-			head, err := n.gatherCosigs(h, quorum, hosts, me)
+		if c.err != nil {
+			return nil, c.err
+		}
+		if len(c.head.Cosigs) >= quorum {
+			out := *c.head
+			out.Cosigs = append([]dirlog.Cosig(nil), c.head.Cosigs...)
+			return &out, nil
+		}
+		w.mu.Lock()
+		if w.heads[h.User] == c {
+			delete(w.heads, h.User)
+		}
+		w.mu.Unlock()
+	}
+	return nil, spindle.E(spindle.Op("node.Cosign"), h.User, spindle.Transient, "the dir quorum of the key record changed while the head's cosignatures were gathered")
+}
+
+// start returns the gathering of the cosignatures of the head whose
+// digest is digest, under way or done, starting it if there is none.
+// c.head and c.err are set before c.done is closed.
+func (w *cosignedHeads) start(n *Node, h *dirlog.Head, digest string, quorum int, hosts []peer.AddrInfo, me int) *cosignedHead {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c := w.heads[h.User]; c != nil && c.digest == digest {
+		return c
+	}
+	if w.heads == nil || len(w.heads) >= maxMirrored {
+		w.heads = make(map[spindle.UserName]*cosignedHead)
+	}
+	c := &cosignedHead{digest: digest, done: make(chan struct{})}
+	w.heads[h.User] = c
+	n.bg.Go(func() {
+		c.head, c.err = n.gatherCosigs(h, quorum, hosts, me)
+		if c.err != nil {
 			w.mu.Lock()
-			c.head, c.err = head, err
-			if err != nil && w.heads[h.User] == c {
+			if w.heads[h.User] == c {
 				delete(w.heads, h.User) // The next read asks again.
 			}
 			w.mu.Unlock()
-			close(c.done)
-		})
-	}
-	w.mu.Unlock()
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		return nil, spindle.E(spindle.Op("node.Cosign"), h.User, spindle.IO, ctx.Err())
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if c.err != nil {
-		return nil, c.err
-	}
-	if len(c.head.Cosigs) < quorum {
-		// Kept from a record that asked for fewer.
-		delete(w.heads, h.User)
-		return nil, spindle.E(spindle.Op("node.Cosign"), h.User, spindle.Transient, fmt.Sprintf("the head has %d cosignatures, the key record now asks for %d", len(c.head.Cosigs), quorum))
-	}
-	out := *c.head
-	out.Cosigs = append([]dirlog.Cosig(nil), c.head.Cosigs...)
-	return &out, nil
+		}
+		close(c.done)
+	})
+	return c
 }
 
 // gatherCosigs asks every dir host but hosts[me] at once to cosign h, and

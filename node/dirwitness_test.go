@@ -62,6 +62,10 @@ func TestDirQuorumCosignedReads(t *testing.T) {
 		t.Errorf("a second read with no write between gathered again: %v", err)
 	}
 
+	if hr, err := nodeCall(t, h2, h1.Host().ID(), signedReq(t, bobKeys, wiretest.Request{Method: wire.DirHead, User: annU}, h1.Host().ID())); err != nil || hr.Head == nil || hr.Head.VerifyCosigs(listedHostsOf(h1, h2), 1) != nil {
+		t.Errorf("dir.head under a dir quorum of 1: %v, want a cosigned head", err)
+	}
+
 	// H2 checks against its own replay.
 	signer, err := p2p.NewPeerSigner(h1.Host())
 	if err != nil {

@@ -384,6 +384,11 @@ func (n *Node) serveDirHead(ctx context.Context, c *caller, req *wire.DirHeadReq
 		// rather than vouch for an empty log.
 		return nil, spindle.E(wire.NotHostedOp, spindle.PathName(req.User+"/"), c.user, spindle.Permission, "this node does not host the tree of "+string(req.User)+": it does not admit the user as a writer")
 	}
+	// Clients check this head as they check an answer's: it becomes
+	// their floor, and a writer's next entry follows it.
+	if werr := n.witnessed(ctx, &h); err == nil && werr != nil {
+		return nil, werr
+	}
 	return &wire.DirHeadResponse{Head: h}, err
 }
 

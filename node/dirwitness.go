@@ -10,7 +10,7 @@ package node
 // root and log root are the ones its log gives. They already hold the
 // tree's metadata; a witness from outside would learn its names.
 //
-// The node that answers a lookup, glob or which-access asks the user's
+// The node that answers a lookup, glob, which-access or dir.head asks the user's
 // other dir hosts, all at once, to cosign the answer's head (dir.cosign),
 // and serves the head once DirQuorum of them have; a host that is down
 // costs nothing while the others make the quorum, and the wait is bounded

@@ -153,7 +153,14 @@ type User struct {
 	// replaced. Entries of that tree signed with an earlier key are valid
 	// only up to it, so a stolen key its owner rotated away signs nothing
 	// a reader accepts. Later versions carry it over; 0 before any rotation.
-	DirSeq    int64
+	DirSeq int64
+	// DirQuorum is how many of the user's dir hosts other than a head's
+	// signer must cosign a head of the user's tree for a reader to
+	// accept it (see dirlog.Head.Cosigs): each replayed the log itself,
+	// so a host that signs a head over a map its log does not give is
+	// caught by a reader that has never seen the tree. 0, the default,
+	// asks for none; it is below len(DirHosts).
+	DirQuorum int
 	SignedBy  UserName  // Whose key signed the change: Name itself or its base user.
 	Signature Signature // Signature by SignedBy's current key over the record.
 }

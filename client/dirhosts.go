@@ -52,3 +52,34 @@ func (c *Client) SetDirHosts(ctx context.Context, hosts []spindle.PeerAddr) erro
 	}
 	return nil
 }
+
+// SetDirQuorum sets, in the user's key record, how many of the user's dir
+// hosts other than a head's signer must cosign each head that proves an
+// answer from the user's tree (spindle.User.DirQuorum); readers refuse a
+// head with fewer. It must be below the number of dir hosts; 0 asks for
+// none. Each of the other hosts replayed the log, so a quorum of 1 makes a
+// lie about the tree map need two dishonest hosts, at the cost of a round
+// trip to a mirror for the first read after each write.
+func (c *Client) SetDirQuorum(ctx context.Context, quorum int) error {
+	const op spindle.Op = "client.SetDirQuorum"
+	cur, err := c.lookupUser(ctx, c.user, true)
+	if err != nil {
+		return spindle.E(op, c.user, err)
+	}
+	if quorum < 0 || quorum > 0 && quorum >= len(cur.DirHosts) {
+		return spindle.E(op, c.user, spindle.Invalid, fmt.Sprintf("dir quorum %d with %d dir hosts: it counts the hosts other than the one that signs a head", quorum, len(cur.DirHosts)))
+	}
+	if quorum == cur.DirQuorum {
+		return nil
+	}
+	next := keylog.Next(cur)
+	next.DirQuorum = quorum
+	if err := c.putUser(ctx, next); err != nil {
+		return spindle.E(op, c.user, err)
+	}
+	// As in SetDirHosts: a new version ends the old sessions.
+	if err := c.auth(ctx); err != nil {
+		return spindle.E(op, c.user, err)
+	}
+	return nil
+}

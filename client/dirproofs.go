@@ -46,21 +46,27 @@ import (
 // maxHeadsVerified bounds the cache of verified head signatures.
 const maxHeadsVerified = 1024
 
-// verifyHead checks that h is signed by one of its user's dir hosts.
-// Signatures verified in the last verifyTTL are not verified again.
-func (c *Client) verifyHead(ctx context.Context, h *dirlog.Head) error {
+// verifyHead checks that h is signed by one of its user's dir hosts and,
+// if witnessed is set (a head that proves an answer), that as many of the
+// user's other dir hosts as its key record asks (spindle.User.DirQuorum)
+// cosigned it. Heads verified in the last verifyTTL are not verified
+// again.
+func (c *Client) verifyHead(ctx context.Context, h *dirlog.Head, witnessed bool) error {
 	d := sha256.Sum256(h.Marshal())
+	if witnessed {
+		d[0] ^= 1 // Checked for a quorum, not only for the signature.
+	}
 	c.mu.Lock()
 	at, ok := c.headsOK[d]
 	c.mu.Unlock()
 	if ok && time.Since(at) < verifyTTL {
 		return nil
 	}
-	err := c.verifyHeadWith(ctx, h, false)
+	err := c.verifyHeadWith(ctx, h, false, witnessed)
 	if err != nil {
 		// The record may have changed since it was cached: a dir host
 		// was added. Look again once.
-		err = c.verifyHeadWith(ctx, h, true)
+		err = c.verifyHeadWith(ctx, h, true, witnessed)
 	}
 	if err != nil {
 		return err
@@ -75,8 +81,8 @@ func (c *Client) verifyHead(ctx context.Context, h *dirlog.Head) error {
 }
 
 // verifyHeadWith checks h against its user's key record, looked up again
-// if fresh is set.
-func (c *Client) verifyHeadWith(ctx context.Context, h *dirlog.Head, fresh bool) error {
+// if fresh is set, and its cosignatures too if witnessed is set.
+func (c *Client) verifyHeadWith(ctx context.Context, h *dirlog.Head, fresh, witnessed bool) error {
 	u, err := c.lookupUser(ctx, h.User, fresh)
 	if err != nil {
 		return spindle.E(h.User, spindle.Integrity, fmt.Errorf("cannot check the head of the log: %w", err))
@@ -86,7 +92,16 @@ func (c *Client) verifyHeadWith(ctx context.Context, h *dirlog.Head, fresh bool)
 		// says about it.
 		return spindle.E(spindle.PathName(h.User+"/"), spindle.NotExist, ErrNoDirHost)
 	}
-	return h.Verify(dirHosts(u.DirHosts))
+	if err := h.Verify(dirHosts(u.DirHosts)); err != nil {
+		return err
+	}
+	if witnessed {
+		// A head signed over a map its log does not give is caught by
+		// the hosts that replayed the log, even for a reader that has
+		// never seen the tree.
+		return h.VerifyCosigs(dirHosts(u.DirHosts), u.DirQuorum)
+	}
+	return nil
 }
 
 // dirHosts is a dirlog.HeadVerifier that accepts heads signed by the

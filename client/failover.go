@@ -118,7 +118,8 @@ func (r *remote) headOf(ctx context.Context, owner spindle.UserName, to peer.ID)
 		return nil, spindle.E(spindle.Integrity, fmt.Sprintf("dir host %s answered with the head of %s's log", to, h.User))
 	}
 	if r.verifyHead != nil {
-		if err := r.verifyHead(ctx, h); err != nil {
+		// A host's head here proves no answer: it needs no cosignatures.
+		if err := r.verifyHead(ctx, h, false); err != nil {
 			return nil, err
 		}
 	}

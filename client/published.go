@@ -96,7 +96,7 @@ func (c *Client) PublishedHead(ctx context.Context, owner spindle.UserName) (*di
 	if h.User != owner {
 		return nil, spindle.E(op, spindle.Integrity, owner, "node answered with the published head of "+string(h.User))
 	}
-	if err := c.verifyHead(ctx, h); err != nil {
+	if err := c.verifyHead(ctx, h, false); err != nil {
 		return nil, spindle.E(op, spindle.Integrity, owner, fmt.Errorf("published head of sequence %d: %w", h.Seq, err))
 	}
 	return h, nil
@@ -127,7 +127,7 @@ func (c *Client) saved(err error, ev *Evidence) error {
 func (c *Client) VerifyEvidence(ctx context.Context, e *Evidence) (string, error) {
 	const op spindle.Op = "client.VerifyEvidence"
 	for i, h := range e.Heads {
-		if err := c.verifyHeadWith(ctx, h, true); err != nil {
+		if err := c.verifyHeadWith(ctx, h, true, false); err != nil {
 			return "", spindle.E(op, spindle.Integrity, e.User, fmt.Errorf("head %d of the evidence: %w", i+1, err))
 		}
 	}

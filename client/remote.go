@@ -41,8 +41,9 @@ type remote struct {
 	// ownStep, if set, checks the entries of a step of the client's
 	// own log (see checkOwnStep).
 	ownStep func(ctx context.Context, floor, through, got *dirlog.Head) error
-	// verifyHead, if set, checks a head's signature.
-	verifyHead func(ctx context.Context, h *dirlog.Head) error
+	// verifyHead, if set, checks a head's signature and, if witnessed,
+	// its cosignatures.
+	verifyHead func(ctx context.Context, h *dirlog.Head, witnessed bool) error
 	// log takes a line per call at debug level (see trace.go).
 	log *slog.Logger
 	// route, if set, returns the dir hosts of owner's tree, in the order
@@ -115,7 +116,7 @@ func callDir[Req any, Resp any, PResp interface {
 			return nil, spindle.E(spindle.PathName(owner+"/"), spindle.Integrity, "node answered with the head of "+string(h.User)+"'s log")
 		}
 		if r.verifyHead != nil {
-			if herr := r.verifyHead(ctx, h); herr != nil {
+			if herr := r.verifyHead(ctx, h, true); herr != nil {
 				r.log.Debug("directory log head refused", "user", h.User, "seq", h.Seq, "err", herr.Error())
 				return nil, herr
 			}

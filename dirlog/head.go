@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"spindle.dev"
 )
@@ -41,6 +42,12 @@ type Head struct {
 	Host    string
 	HostKey []byte
 	Sig     spindle.Signature
+	// Cosigs are the cosignatures of other dir hosts of the user, each
+	// of which replayed the log and found this head's sequence, hash,
+	// map root and log root (see [Head.Cosign]); a key record's
+	// DirQuorum says how many a reader needs ([Head.VerifyCosigs]).
+	// Digest does not cover them: they are added after signing.
+	Cosigs []Cosig
 	// v2 marks a head decoded from the version 2 encoding, which has no
 	// log root; it verifies and re-encodes as version 2.
 	v2 bool
@@ -52,6 +59,19 @@ type Head struct {
 // a checkpoint that carries no log tree), whose LogRoot is zero. The
 // empty log's root is zero.
 func (h *Head) HasLogRoot() bool { return !h.v2 && (h.Seq == 0 || !h.LogRoot.IsZero()) }
+
+// A Cosig is one dir host's cosignature of a head: Host and HostKey name
+// the cosigner as [Head.Host] and [Head.HostKey] name the signer, and Sig
+// is its signature of [Head.CosignDigest].
+type Cosig struct {
+	Host    string
+	HostKey []byte
+	Sig     spindle.Signature
+}
+
+// maxCosigs bounds the cosignatures of one head: a key record lists at
+// most 16 dir hosts.
+const maxCosigs = 16
 
 // A HeadSigner signs heads as a dir host.
 type HeadSigner interface {
@@ -90,6 +110,67 @@ func (h *Head) Digest() []byte {
 	b = appendString(b, string(h.Host))
 	sum := sha256.Sum256(b)
 	return sum[:]
+}
+
+// cosigContext begins the digest a cosigner signs, so that a cosignature
+// is never a head's signature nor the other way round.
+const cosigContext = "spindle.dev/dirlog head cosignature v1\n"
+
+// CosignDigest returns the digest host signs to cosign the head: the
+// SHA-256 of a context string of its own, the head's [Head.Digest] and
+// the cosigning host.
+func (h *Head) CosignDigest(host string) []byte {
+	b := append([]byte(cosigContext), h.Digest()...)
+	b = appendString(b, host)
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// Cosign returns s's cosignature of the head, which the caller adds to
+// Cosigs. The cosigner must first have checked the head against its own
+// replay of the log: the cosignature says it did.
+func (h *Head) Cosign(s HeadSigner) (Cosig, error) {
+	c := Cosig{Host: s.HostID(), HostKey: s.HostKey()}
+	sig, err := s.Sign(h.CosignDigest(c.Host))
+	if err != nil {
+		return Cosig{}, spindle.E(spindle.Op("dirlog.Head.Cosign"), h.User, err)
+	}
+	c.Sig = sig
+	return c, nil
+}
+
+// VerifyCosigs checks that at least quorum of h's cosignatures are valid
+// ones, by distinct hosts other than h's signer that v accepts as the
+// user's dir hosts. It does not check h's own signature ([Head.Verify]).
+// A quorum of 0 or less needs none. Every failure is Integrity.
+func (h *Head) VerifyCosigs(v HeadVerifier, quorum int) error {
+	const op spindle.Op = "dirlog.Head.VerifyCosigs"
+	if quorum <= 0 {
+		return nil
+	}
+	if len(h.Cosigs) > maxCosigs {
+		return spindle.E(op, spindle.Integrity, h.User, fmt.Sprintf("head of sequence %d has %d cosignatures, more than %d", h.Seq, len(h.Cosigs), maxCosigs))
+	}
+	var good []string
+	var bad error
+	for _, c := range h.Cosigs {
+		if c.Host == h.Host || slices.Contains(good, c.Host) {
+			continue
+		}
+		if err := v.VerifyHead(h.User, c.Host, c.HostKey, h.CosignDigest(c.Host), c.Sig); err != nil {
+			bad = fmt.Errorf("cosignature by %s: %w", c.Host, err)
+			continue
+		}
+		good = append(good, c.Host)
+	}
+	if len(good) >= quorum {
+		return nil
+	}
+	msg := fmt.Sprintf("head of sequence %d signed by %s has %d valid cosignatures by the user's other dir hosts; the key record asks for %d", h.Seq, from(h), len(good), quorum)
+	if bad != nil {
+		return spindle.E(op, spindle.Integrity, h.User, fmt.Errorf("%s: %w", msg, bad))
+	}
+	return spindle.E(op, spindle.Integrity, h.User, msg)
 }
 
 // Sign signs the head as host s.
@@ -162,17 +243,25 @@ func from(h *Head) string {
 const maxHostLen = 1 << 10
 
 const (
+	headMagicV4 = "SPDLH4" // Version 3 followed by cosignatures.
 	headMagic   = "SPDLH3"
 	headMagicV2 = "SPDLH2" // Before log roots; read as a floor.
 	headMagicV1 = "SPDLH1" // Before map roots; refused.
 )
 
 // Marshal returns the canonical encoding of the head, signature included,
-// for travel between peers and for publishing.
+// for travel between peers and for publishing. A head with cosignatures
+// is encoded as version 4, which is version 3 followed by their count and
+// each one's host, host key and signature; a head without keeps the
+// version 3 encoding. A version 2 head carries no cosignatures.
 func (h *Head) Marshal() []byte {
 	magic := headMagic
-	if h.v2 {
+	cosigs := len(h.Cosigs) > 0 && !h.v2
+	switch {
+	case h.v2:
 		magic = headMagicV2
+	case cosigs:
+		magic = headMagicV4
 	}
 	b := append([]byte(nil), magic...)
 	b = appendString(b, string(h.User))
@@ -185,7 +274,16 @@ func (h *Head) Marshal() []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(h.Time))
 	b = appendString(b, string(h.Host))
 	b = appendString(b, string(h.HostKey))
-	return appendBytes(b, h.Sig)
+	b = appendBytes(b, h.Sig)
+	if cosigs {
+		b = append(b, byte(len(h.Cosigs)))
+		for _, c := range h.Cosigs {
+			b = appendString(b, c.Host)
+			b = appendString(b, string(c.HostKey))
+			b = appendBytes(b, c.Sig)
+		}
+	}
+	return b
 }
 
 // UnmarshalHead decodes a head encoded by [Head.Marshal]. It checks the
@@ -193,12 +291,16 @@ func (h *Head) Marshal() []byte {
 // a head in the encoding of version 1, which did not commit to the tree,
 // is refused as such. A head in the encoding of version 2 decodes with no
 // log root ([Head.HasLogRoot] is false): a reader's stored floor, which
-// [CheckStep] refuses to step from; an answer's head must be of version 3.
+// [CheckStep] refuses to step from; an answer's head must be of version 3
+// or 4 (version 3 with cosignatures, at least one).
 func UnmarshalHead(data []byte) (*Head, error) {
 	const op spindle.Op = "dirlog.UnmarshalHead"
 	d := decoder{b: data}
 	h := &Head{}
+	var cosigs bool
 	switch magic := string(d.take(len(headMagic), "magic")); magic {
+	case headMagicV4:
+		cosigs = true
 	case headMagic:
 	case headMagicV2:
 		h.v2 = true
@@ -218,6 +320,19 @@ func UnmarshalHead(data []byte) (*Head, error) {
 	h.Host = d.string(maxHostLen, "host")
 	h.HostKey = []byte(d.string(maxKeyLen, "host key"))
 	h.Sig = d.bytes(MaxSignature, "signature")
+	if cosigs {
+		n := int(d.u8("cosignatures"))
+		if d.err == nil && (n == 0 || n > maxCosigs) {
+			d.fail("%d cosignatures in version 4, want 1 to %d", n, maxCosigs)
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			var c Cosig
+			c.Host = d.string(maxHostLen, "cosigner")
+			c.HostKey = []byte(d.string(maxKeyLen, "cosigner key"))
+			c.Sig = d.bytes(MaxSignature, "cosignature")
+			h.Cosigs = append(h.Cosigs, c)
+		}
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}

@@ -117,6 +117,10 @@ const (
 type mirrors struct {
 	n    *Node
 	kick chan struct{}
+	// pullMu is held by each pull, so that a pull to check a head for
+	// cosigning (dirwitness.go) and the background one do not both
+	// append the same entries.
+	pullMu sync.Mutex
 
 	mu      sync.Mutex
 	users   map[spindle.UserName]*mirrorState
@@ -565,6 +569,8 @@ func (m *mirrors) pullSeq(ctx context.Context, owner spindle.UserName, from peer
 func (m *mirrors) pullPages(ctx context.Context, owner spindle.UserName, from peer.AddrInfo, seen func(*dirlog.Head)) error {
 	const op spindle.Op = "node.Mirror"
 	n := m.n
+	m.pullMu.Lock()
+	defer m.pullMu.Unlock()
 	for {
 		mine, err := n.dir.Head(ctx, owner)
 		if err != nil {

@@ -178,7 +178,8 @@ type Node struct {
 	joinMu   sync.Mutex       // Held while joining or leaving.
 	joining  *keyraft.Cluster // Opened to join and not a member yet, or nil.
 	dir      *dirhost.Server
-	mirrors  *mirrors // The logs of other dir hosts copied here (mirror.go).
+	mirrors  *mirrors      // The logs of other dir hosts copied here (mirror.go).
+	cosigned cosignedHeads // Heads served with cosignatures (dirwitness.go).
 	writers  writerSet
 	started  time.Time
 

@@ -174,6 +174,7 @@ var clientMethods = map[string]method{
 	wire.NodeStatus:      {serve: handle((*Node).serveWriterStatus), who: writer},
 	wire.DirMirror:       {serve: handle((*Node).serveMirror), who: anyone},
 	wire.DirNudge:        {serve: handle((*Node).nudged), who: anyone},
+	wire.DirCosign:       {serve: handle((*Node).serveDirCosign), who: anyone},
 	wire.DirPublished:    {serve: handle((*Node).servePublished), who: signedIn},
 	wire.WitnessCosign:   {serve: handle((*Node).serveWitnessCosign), who: anyone},
 	wire.WitnessHead:     {serve: handle((*Node).serveWitnessHead), who: anyone},
@@ -383,6 +384,11 @@ func (n *Node) serveDirHead(ctx context.Context, c *caller, req *wire.DirHeadReq
 		// rather than vouch for an empty log.
 		return nil, spindle.E(wire.NotHostedOp, spindle.PathName(req.User+"/"), c.user, spindle.Permission, "this node does not host the tree of "+string(req.User)+": it does not admit the user as a writer")
 	}
+	// Clients check this head as they check an answer's: it becomes
+	// their floor, and a writer's next entry follows it.
+	if werr := n.witnessed(ctx, &h); err == nil && werr != nil {
+		return nil, werr
+	}
 	return &wire.DirHeadResponse{Head: h}, err
 }
 
@@ -474,6 +480,9 @@ func (n *Node) serveDirLookup(ctx context.Context, c *caller, req *wire.DirLooku
 			resp.Proofs = append(resp.Proofs, a.Marshal())
 		}
 	}
+	if werr := n.witnessed(ctx, &resp.Head); werr != nil {
+		return nil, werr
+	}
 	return resp, err
 }
 
@@ -482,6 +491,9 @@ func (n *Node) serveDirGlob(ctx context.Context, c *caller, req *wire.DirGlobReq
 	resp := &wire.DirGlobResponse{Entries: des, Head: h}
 	for _, pr := range prs {
 		resp.Proofs = append(resp.Proofs, pr.Marshal())
+	}
+	if werr := n.witnessed(ctx, &resp.Head); werr != nil {
+		return nil, werr
 	}
 	return resp, err
 }
@@ -498,6 +510,9 @@ func (n *Node) serveDirWhich(ctx context.Context, c *caller, req *wire.DirWhichR
 		for _, pr := range ap.Absent {
 			resp.Proofs = append(resp.Proofs, pr.Marshal())
 		}
+	}
+	if werr := n.witnessed(ctx, &resp.Head); werr != nil {
+		return nil, werr
 	}
 	return resp, err
 }

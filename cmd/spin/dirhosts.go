@@ -15,6 +15,28 @@ type dirHostSetter interface {
 	SetDirHosts(ctx context.Context, hosts []spindle.PeerAddr) error
 }
 
+// dirQuorumSetter is a client that can set how many of the user's dir
+// hosts cosign a head (see client.SetDirQuorum).
+type dirQuorumSetter interface {
+	SetDirQuorum(ctx context.Context, quorum int) error
+}
+
+// setDirQuorum sets the user's dir quorum through c.
+func setDirQuorum(ctx context.Context, st *State, c spindle.Client, quorum int) error {
+	s, ok := c.(dirQuorumSetter)
+	if !ok {
+		return st.fail(string(c.User()), errors.New("this client cannot change the dir quorum"))
+	}
+	if err := s.SetDirQuorum(ctx, quorum); err != nil {
+		st.fail(string(c.User()), err)
+		if errors.Is(err, spindle.Invalid) {
+			st.hint("name more dir hosts first: %s", commandLine(st.Config, "user", "-dirs", "ADDR,..."))
+		}
+		return errFailed
+	}
+	return nil
+}
+
 // parseDirHosts parses a comma-separated list of node addresses, each a
 // multiaddr ending in /p2p/ID or a bare peer ID.
 func parseDirHosts(list string) ([]spindle.PeerAddr, error) {

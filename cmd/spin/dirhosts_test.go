@@ -21,6 +21,37 @@ func (c *fakeClient) SetDirHosts(ctx context.Context, hosts []spindle.PeerAddr) 
 	return nil
 }
 
+// SetDirQuorum makes the fake client a dirQuorumSetter.
+func (c *fakeClient) SetDirQuorum(ctx context.Context, quorum int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u := *c.users[c.me]
+	if quorum >= len(u.DirHosts) && quorum > 0 {
+		return spindle.E(spindle.Invalid, "dir quorum too large")
+	}
+	u.DirQuorum = quorum
+	c.users[c.me] = &u
+	return nil
+}
+
+// spin user -quorum sets the dir quorum and prints it; one the dir hosts
+// cannot make fails with a hint to name more.
+func TestUserQuorum(t *testing.T) {
+	e := newEnv(t)
+	a, b := testPeerID(t), testPeerID(t)
+	got := e.ok("user", "-dirs", a+","+b, "-quorum", "1")
+	if !strings.HasSuffix(got, "quorum:    1\n") {
+		t.Errorf("user -quorum 1 printed\n%s", got)
+	}
+	if _, errs, code := e.run("user", "-quorum", "2"); code != exitFailure || !strings.Contains(errs, "hint: name more dir hosts") {
+		t.Errorf("user -quorum 2 with two dir hosts: exit %d, stderr:\n%s", code, errs)
+	}
+	e.failsWith("want no NAME", "user", "-quorum", "1", "bob@example.com")
+	if got := e.ok("user", "-quorum", "0"); strings.Contains(got, "quorum:") {
+		t.Errorf("user -quorum 0 printed\n%s", got)
+	}
+}
+
 func testPeerID(t *testing.T) string {
 	t.Helper()
 	_, pub, err := crypto.GenerateEd25519Key(nil)

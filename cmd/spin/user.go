@@ -12,6 +12,7 @@ import (
 const userUsage = `Usage:
     spin user [NAME]
     spin user -dirs ADDR,...
+    spin user -quorum N
     spin user -failover
 
 Prints the key record of the user NAME, or your own: the public key and the
@@ -24,6 +25,15 @@ the sequencing to a mirror (its node is gone), list it first; do this when
 its head matches the old sequencer's, or the entries it lacks are lost and
 the hosts that hold them report a fork.
 
+With -quorum, asks readers of your tree to take a head of it only when N
+of your dir hosts other than the one that signed it have cosigned it:
+each replayed your log, so a host that signs a head over a tree map its
+log does not give is caught even by a reader that never saw your tree.
+N must be below the number of your dir hosts; 0, the default, asks for
+none. The first read after each write then waits for a mirror's
+cosignature (a round trip); a mirror that is down costs nothing while the
+others make the quorum.
+
 With -failover, does that safely while your sequencer cannot be reached:
 it asks every dir host for its head of your log, and lists first the
 first mirror that holds the newest head this client has seen, the others
@@ -33,6 +43,7 @@ lacks would be lost): start the sequencer again and wait for the mirrors.
 
 Options:
     -dirs ADDR,...  set your dir hosts (node multiaddrs or peer IDs)
+    -quorum N       how many of your other dir hosts must cosign a head
     -failover       make a caught-up mirror your sequencer, while the
                     sequencer cannot be reached
     -h, -help       print this text
@@ -48,17 +59,24 @@ func runUser(ctx context.Context, st *State, args []string) error {
 	flags := st.flags()
 	dirs := flags.String("dirs", "", "")
 	failover := flags.Bool("failover", false, "")
+	quorum := flags.Int("quorum", -1, "")
 	if err := st.parse(flags, args); err != nil {
 		return err
+	}
+	if *quorum < -1 {
+		return usagef("-quorum %d: want 0 or more", *quorum)
 	}
 	if flags.NArg() > 1 {
 		return usagef("want at most one NAME, %s", gotArgs(flags.NArg()))
 	}
 	if *failover {
-		if *dirs != "" || flags.NArg() > 0 {
+		if *dirs != "" || *quorum >= 0 || flags.NArg() > 0 {
 			return usagef("-failover moves your own sequencing: want no -dirs and no NAME")
 		}
 		return runFailover(ctx, st)
+	}
+	if *quorum >= 0 && flags.NArg() > 0 {
+		return usagef("-quorum sets your own dir quorum: want no NAME")
 	}
 	var hosts []spindle.PeerAddr
 	if *dirs != "" {
@@ -76,6 +94,11 @@ func runUser(ctx context.Context, st *State, args []string) error {
 	}
 	if len(hosts) > 0 {
 		if err := setDirHosts(ctx, st, c, hosts); err != nil {
+			return err
+		}
+	}
+	if *quorum >= 0 {
+		if err := setDirQuorum(ctx, st, c, *quorum); err != nil {
 			return err
 		}
 	}
@@ -134,5 +157,8 @@ func printUser(w io.Writer, u *spindle.User) {
 	}
 	for _, h := range u.DirHosts {
 		fmt.Fprintf(w, "dir host:  %s\n", printName(h))
+	}
+	if u.DirQuorum > 0 {
+		fmt.Fprintf(w, "quorum:    %d\n", u.DirQuorum)
 	}
 }

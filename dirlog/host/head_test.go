@@ -67,7 +67,7 @@ func TestHeadCommitsToMap(t *testing.T) {
 }
 
 // FuzzUnmarshalHead checks that the decoder of heads from untrusted peers
-// refuses with Invalid or returns a head whose encoding is the input, and
+// (versions 2, 3 and 4, the last with cosignatures) refuses with Invalid or returns a head whose encoding is the input, and
 // never panics.
 func FuzzUnmarshalHead(f *testing.F) {
 	e := newEnv(f, &MemStore{})
@@ -77,6 +77,13 @@ func FuzzUnmarshalHead(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(h.Marshal())
+	cs, err := h.Cosign(newSigner(f, "mirror@example.com"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	cosigned := *h
+	cosigned.Cosigs = []dirlog.Cosig{cs}
+	f.Add(cosigned.Marshal())
 	f.Add((&dirlog.Head{User: ann}).Marshal())
 	f.Add([]byte("SPDLH1"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -19,6 +19,7 @@ import (
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte(recordMagic))
 	f.Add([]byte(recordMagicDirSeq))
+	f.Add([]byte(recordMagicDirQuorum))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		u, err := DecodeRecord(data)
 		if err != nil {

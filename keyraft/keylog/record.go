@@ -32,25 +32,38 @@ const signingDomain = "spindle.dev/keyraft signed record v1\n"
 // recordMagic starts an encoded record; recordMagicDirSeq starts one
 // with a DirSeq, which follows SignedBy as 8 bytes big-endian. A record
 // with DirSeq 0 keeps the first form, so records made before DirSeq
-// existed keep their encoding, hash and signature.
+// existed keep their encoding, hash and signature. recordMagicDirQuorum
+// starts one with a DirQuorum: DirSeq (which may then be 0) and DirQuorum
+// follow SignedBy, 8 bytes big-endian each, so records made before
+// DirQuorum existed keep theirs too.
 const (
-	recordMagic       = "SPKR\x01"
-	recordMagicDirSeq = "SPKR\x02"
+	recordMagic          = "SPKR\x01"
+	recordMagicDirSeq    = "SPKR\x02"
+	recordMagicDirQuorum = "SPKR\x03"
 )
 
-// signingDomainDirSeq is signingDomain for records with a DirSeq.
-const signingDomainDirSeq = "spindle.dev/keyraft signed record v2\n"
+// signingDomainDirSeq is signingDomain for records with a DirSeq, and
+// signingDomainDirQuorum for records with a DirQuorum.
+const (
+	signingDomainDirSeq    = "spindle.dev/keyraft signed record v2\n"
+	signingDomainDirQuorum = "spindle.dev/keyraft signed record v3\n"
+)
 
 // SigningDigest returns the SHA-256 digest that a key record's signer signs:
 // a domain-separation string followed by the record's Name, PublicKey,
 // DirHosts, Version, Prev and SignedBy, each string or byte field prefixed by
 // its length as a uvarint, the dir host list by its count, and the version as
 // 8 bytes big-endian; a record with a DirSeq has its own domain string and
-// DirSeq follows, 8 bytes big-endian. The signature itself is not covered.
+// DirSeq follows, 8 bytes big-endian; a record with a DirQuorum has a third
+// domain string, and DirSeq and DirQuorum follow, 8 bytes big-endian each.
+// The signature itself is not covered.
 // Verify the result with spindle.Verify(key, SigningDigest(u), u.Signature).
 func SigningDigest(u *spindle.User) []byte {
 	domain := signingDomain
-	if u.DirSeq != 0 {
+	switch {
+	case u.DirQuorum != 0:
+		domain = signingDomainDirQuorum
+	case u.DirSeq != 0:
 		domain = signingDomainDirSeq
 	}
 	b := appendBody(append(make([]byte, 0, len(domain)+encodedLen(u)), domain...), u)
@@ -68,8 +81,11 @@ func appendBody(b []byte, u *spindle.User) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(u.Version))
 	b = appendString(b, string(u.Prev))
 	b = appendString(b, string(u.SignedBy))
-	if u.DirSeq != 0 {
+	if u.DirSeq != 0 || u.DirQuorum != 0 {
 		b = binary.BigEndian.AppendUint64(b, uint64(u.DirSeq))
+	}
+	if u.DirQuorum != 0 {
+		b = binary.BigEndian.AppendUint64(b, uint64(u.DirQuorum))
 	}
 	return b
 }
@@ -82,7 +98,10 @@ func encodedLen(u *spindle.User) int {
 	for _, h := range u.DirHosts {
 		n += stringLen(len(h))
 	}
-	if u.DirSeq != 0 {
+	if u.DirSeq != 0 || u.DirQuorum != 0 {
+		n += 8
+	}
+	if u.DirQuorum != 0 {
 		n += 8
 	}
 	return n
@@ -109,7 +128,10 @@ func appendString(b []byte, s string) []byte {
 // appended to the transparency log. [DecodeRecord] reverses it.
 func EncodeRecord(u *spindle.User) []byte {
 	magic := recordMagic
-	if u.DirSeq != 0 {
+	switch {
+	case u.DirQuorum != 0:
+		magic = recordMagicDirQuorum
+	case u.DirSeq != 0:
 		magic = recordMagicDirSeq
 	}
 	b := appendBody(append(make([]byte, 0, encodedLen(u)), magic...), u)
@@ -143,11 +165,13 @@ func decodeRecord(data []byte) (*spindle.User, error) {
 	if len(data) > MaxRecordSize {
 		return nil, fmt.Errorf("%d bytes, more than %d", len(data), MaxRecordSize)
 	}
-	var withDirSeq bool
+	var withDirSeq, withDirQuorum bool
 	switch {
 	case bytes.HasPrefix(data, []byte(recordMagic)):
 	case bytes.HasPrefix(data, []byte(recordMagicDirSeq)):
 		withDirSeq = true
+	case bytes.HasPrefix(data, []byte(recordMagicDirQuorum)):
+		withDirQuorum = true
 	default:
 		return nil, errors.New("bad magic")
 	}
@@ -178,6 +202,18 @@ func decodeRecord(data []byte) (*spindle.User, error) {
 		}
 		u.DirSeq = int64(v)
 	}
+	if withDirQuorum {
+		v := d.uint64()
+		if v > math.MaxInt64 {
+			return nil, errors.New("dir sequence out of range")
+		}
+		u.DirSeq = int64(v)
+		if q := d.uint64(); q == 0 || q > MaxDirHosts {
+			return nil, errors.New("dir quorum out of range")
+		} else {
+			u.DirQuorum = int(q)
+		}
+	}
 	if s := d.string(MaxSignatureLen); s != "" {
 		u.Signature = spindle.Signature(s)
 	}
@@ -198,7 +234,7 @@ func decodeRecord(data []byte) (*spindle.User, error) {
 // spindle.AllUsers, a canonical P-256 public key, at most MaxDirHosts
 // distinct dir hosts of at most MaxPeerAddrLen printable bytes each, a
 // positive version, a Prev of HashSize bytes exactly when the version is
-// above 1, a signer that is the user or (for a +suffix user) its base user,
+// above 1, a DirQuorum of at least 0 and fewer than the dir hosts, a signer that is the user or (for a +suffix user) its base user,
 // and a non-empty signature of at most MaxSignatureLen bytes. Every failure
 // is Invalid.
 func CheckRecord(u *spindle.User) error {
@@ -252,6 +288,8 @@ func checkRecord(u *spindle.User) error {
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("previous-record hash has %d bytes, want %d", len(u.Prev), HashSize))
 	case u.DirSeq < 0 || u.Version == 1 && u.DirSeq != 0:
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("dir sequence %d in version %d", u.DirSeq, u.Version))
+	case u.DirQuorum < 0 || u.DirQuorum > 0 && u.DirQuorum >= len(u.DirHosts):
+		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("dir quorum %d with %d dir hosts; it counts the hosts other than a head's signer", u.DirQuorum, len(u.DirHosts)))
 	}
 	if u.SignedBy != u.Name && u.SignedBy != spindle.BaseUser(u.Name) {
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("signer %q is neither the user nor its base user", u.SignedBy))

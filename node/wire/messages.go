@@ -408,6 +408,21 @@ type DirNudgeRequest struct {
 // A DirNudgeResponse carries nothing.
 type DirNudgeResponse struct{}
 
+// A DirCosignRequest asks another dir host of Head's user to cosign Head
+// (see dirlog.Head.Cosign): the host that signed it asks, so that the
+// heads it serves carry as many cosignatures as the user's key record
+// asks for (spindle.User.DirQuorum). A node cosigns only for a peer the
+// record names as a dir host, and only a head whose sequence, hash, map
+// root and log root are those of its own replay of the log.
+type DirCosignRequest struct {
+	Head *dirlog.Head `cbor:"3,keyasint,omitempty"`
+}
+
+// A DirCosignResponse carries the cosignature.
+type DirCosignResponse struct {
+	Cosig *dirlog.Cosig `cbor:"1,keyasint,omitempty"`
+}
+
 // A DirCheckpointRequest asks for the checkpoint User's log starts with
 // once compacted; its entries follow it from its Seq+1 (see
 // DirEntriesRequest).

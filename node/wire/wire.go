@@ -68,6 +68,7 @@ const (
 	DirEntries      = "dir.entries"
 	DirMirror       = "dir.mirror"
 	DirNudge        = "dir.nudge"
+	DirCosign       = "dir.cosign"
 	DirCheckpoint   = "dir.checkpoint"
 	DirPublished    = "dir.published"
 	WitnessCosign   = "witness.cosign"

@@ -133,8 +133,8 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, through, got *dirlog.H
 	for seq < got.Seq {
 		resp, err := call[wire.DirEntriesRequest, wire.DirEntriesResponse](ctx, c.svc, wire.DirEntries, c.user, &wire.DirEntriesRequest{User: c.user, From: seq + 1, Max: got.Seq - seq})
 		if err != nil {
-			if errors.Is(err, spindle.Transient) || ctx.Err() != nil {
-				return err
+			if errors.Is(err, spindle.Transient) || errors.Is(err, spindle.IO) || ctx.Err() != nil {
+				return err // The host or the way to it failed: no answer, not a lie.
 			}
 			if errors.Is(err, spindle.NotExist) {
 				// The log was compacted past the floor: the entries

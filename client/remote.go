@@ -123,6 +123,11 @@ func callDir[Req any, Resp any, PResp interface {
 		}
 		if herr := r.checkStep(ctx, floor, anchor, h); herr != nil {
 			r.log.Debug("directory log step refused", "user", h.User, "seq", h.Seq, "err", herr.Error())
+			if k := spindle.KindOf(herr); k == spindle.IO || k == spindle.Transient {
+				// The step could not be checked (the host went away
+				// meanwhile): the answer is not taken, and not a lie.
+				return nil, herr
+			}
 			return nil, spindle.E(spindle.Integrity, h.User, fmt.Errorf("served through %s: %w", r.peer, herr))
 		}
 		if herr := r.heads.check(floor, h); herr != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -286,7 +287,7 @@ func OpenTunnel(ctx context.Context, h host.Host, via, to peer.ID, maxFrame int)
 		if errors.As(err, &mismatch) {
 			return nil, spindle.E(op, spindle.Integrity, fmt.Errorf("tunnel to %s through node %s: %w: the handshake was signed by %s (%v)", to, via, ErrTunnelPeer, mismatch.Actual, err))
 		}
-		if ctx.Err() == nil && !isStreamEnd(err) {
+		if ctx.Err() == nil && !isStreamEnd(err) && !isTimeout(err) {
 			// Anything else that comes back instead of the end's
 			// handshake is not the end either.
 			return nil, spindle.E(op, spindle.Integrity, fmt.Errorf("tunnel to %s through node %s: %w: %v", to, via, ErrTunnelPeer, err))
@@ -294,6 +295,13 @@ func OpenTunnel(ctx context.Context, h host.Host, via, to peer.ID, maxFrame int)
 		return nil, spindle.E(op, streamErrKind(ctx), fmt.Errorf("tunnel to %s through node %s: handshake: %w", to, via, err))
 	}
 	return newTunnel(sc, s, maxFrame), nil
+}
+
+// isTimeout reports whether err is a deadline that passed: an end that
+// does not answer (hung, or stopped) is slow, not someone else.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // isStreamEnd reports whether err is the end of the stream, which a relay

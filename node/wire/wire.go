@@ -230,6 +230,8 @@ type ClusterStatus struct {
 	Admitted  []spindle.PublicKey          `cbor:"10,keyasint,omitempty"`
 	Policy    string                       `cbor:"11,keyasint,omitempty"`
 	Domains   map[string]spindle.PublicKey `cbor:"12,keyasint,omitempty"`
+	Network   string                       `cbor:"13,keyasint,omitempty"` // "open" or "members"; "" (from older members) is open.
+	Nodes     []string                     `cbor:"14,keyasint,omitempty"` // The network's member nodes' peer IDs: admitted nodes and key cluster members; sorted.
 	Witnesses map[string]string            `cbor:"20,keyasint,omitempty"` // Witnesses' verifier keys, by ID.
 	Quorum    int                          `cbor:"21,keyasint,omitempty"` // Witnesses that must cosign a head.
 	// What the answering member last heard from each witness, by ID:

@@ -31,7 +31,8 @@ import (
 //
 //   - it is a server of the private DHT (in this node's routing table,
 //     or speaking the DHT protocol, which a routing table of k peers a
-//     bucket cannot all hold),
+//     bucket cannot all hold) and, in a network that admits only its
+//     members, one of them (Config.Member),
 //   - this node is among the 2r+2 nodes of its routing table nearest to
 //     the block's key, where Put places copies (so that a peer cannot
 //     choose which node it fills without grinding block contents), not
@@ -139,13 +140,24 @@ func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	return got, nil
 }
 
-// isMember reports whether p is a server of the private DHT: one in this
+// admitted reports whether p may hold replicas and be a provider: any
+// peer in an open network, a member node in one that admits only its
+// members (Config.Member).
+func (s *Store) admitted(p peer.ID) bool {
+	return s.cfg.Member == nil || s.cfg.Member(p)
+}
+
+// isMember reports whether p is a server of the private DHT, and, in a
+// network that admits only its members, one of them: one in this
 // node's routing table, or one that said so when it connected (libp2p's
 // identify protocol lists the DHT protocol). A routing table holds only
 // k = 20 peers a bucket, so in a network of more than about a hundred
 // nodes most writers are not in it, and pushes from them were refused:
 // writers got fewer than r copies, and r = 3 did worse than r = 2.
 func (s *Store) isMember(p peer.ID) bool {
+	if !s.admitted(p) {
+		return false
+	}
 	if s.dht.RoutingTable().Find(p) != "" {
 		return true
 	}

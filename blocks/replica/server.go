@@ -101,6 +101,9 @@ func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	const op spindle.Op = "replica.Serve"
 	_, isUser := srv.user(ctx)
 	if isUser {
+		if !srv.s.admitted(srv.s.h.ID()) {
+			return "", spindle.E(op, spindle.Permission, fmt.Sprintf("node %s is not a member of its network, which admits only its members, so no other node would keep or find the blocks put here; put through a member node, or have an operator admit this one (spin key node add %s)", srv.s.h.ID(), srv.s.h.ID()))
+		}
 		ref, _, err := srv.s.PutCopies(ctx, data)
 		return ref, err
 	}

@@ -287,6 +287,13 @@ type Status struct {
 	WitnessSize     *int64        `cbor:"61,keyasint,omitempty"`
 	WitnessAdvanced *spindle.Time `cbor:"62,keyasint,omitempty"`
 
+	// The network's policy as the node last learnt it from its key
+	// cluster ("open" or "members"; "" before it learnt any), how many
+	// member nodes it names, and whether this node is one of them.
+	Network        string `cbor:"70,keyasint,omitempty"`
+	NetworkMembers int    `cbor:"71,keyasint,omitempty"`
+	NetworkMember  bool   `cbor:"72,keyasint,omitempty"`
+
 	// Logs are the directory logs the node holds or mirrors, by user
 	// name. Who hosts whose tree is its users' business: a node tells it
 	// only through its socket, to its operator.

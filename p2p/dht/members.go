@@ -24,9 +24,14 @@ const refusedType = pb.Message_MessageType(-1)
 //   - adds no other peer to its routing table, so it never names one as
 //     near a key or as a server to other peers;
 //   - asks no other peer in a lookup, so what one says is never heard;
-//   - answers no request of another peer, so no other peer's provider
-//     record or value is stored here, and no other peer learns the
-//     network's nodes from here.
+//   - stores nothing another peer sends: its provider records and values
+//     (ADD_PROVIDER, PUT_VALUE) are dropped unanswered.
+//
+// It still answers another peer's lookups (FIND_NODE, GET_PROVIDERS,
+// GET_VALUE, PING), so that a node outside the network can find the
+// members that hold a block and read it through them, as a client can;
+// what it learns is what it could learn by asking a member's clients'
+// protocol anyway: which members hold which block addresses.
 //
 // A member that member stops reporting stays in the routing table until
 // [Restrict] is called. Pass the options to [New].
@@ -35,11 +40,21 @@ func MembersOnly(member func(peer.ID) bool) []kad.Option {
 		kad.RoutingTableFilter(func(_ any, p peer.ID) bool { return member(p) }),
 		kad.QueryFilter(func(_ any, ai peer.AddrInfo) bool { return member(ai.ID) }),
 		kad.OnRequestHook(func(_ context.Context, s network.Stream, req *pb.Message) {
-			if !member(s.Conn().RemotePeer()) {
+			if storesFromPeer(req.GetType()) && !member(s.Conn().RemotePeer()) {
 				req.Type = refusedType
 			}
 		}),
 	}
+}
+
+// storesFromPeer reports whether a DHT request of type t would store what
+// the asking peer sent.
+func storesFromPeer(t pb.Message_MessageType) bool {
+	switch t {
+	case pb.Message_FIND_NODE, pb.Message_GET_PROVIDERS, pb.Message_GET_VALUE, pb.Message_PING:
+		return false
+	}
+	return true
 }
 
 // Restrict brings d's routing table in line with member after the list

@@ -125,7 +125,7 @@ func (n *Node) setNetView(v *netView) {
 	}
 	n.log.Info("network members", "network", v.Network, "members", len(v.Nodes), "config", v.Seq, "dropped", dropped, "added", added)
 	if v.Network == keylog.NetworkMembers && !v.members[n.host.ID()] {
-		n.log.Warn("this node is not a member of its network, which admits only its members: it holds no blocks for others and serves no user's puts; an operator admits it with: spin key node add "+n.host.ID().String())
+		n.log.Warn("this node is not a member of its network, which admits only its members: it holds no blocks for others and serves no user's puts; an operator admits it with: spin key node add " + n.host.ID().String())
 	}
 }
 

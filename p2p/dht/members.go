@@ -40,7 +40,7 @@ func MembersOnly(member func(peer.ID) bool) []kad.Option {
 		kad.RoutingTableFilter(func(_ any, p peer.ID) bool { return member(p) }),
 		kad.QueryFilter(func(_ any, ai peer.AddrInfo) bool { return member(ai.ID) }),
 		kad.OnRequestHook(func(_ context.Context, s network.Stream, req *pb.Message) {
-			if !member(s.Conn().RemotePeer()) {
+			if storesFromPeer(req.GetType()) && !member(s.Conn().RemotePeer()) {
 				req.Type = refusedType
 			}
 		}),

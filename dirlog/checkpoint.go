@@ -5,9 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"golang.org/x/mod/sumdb/tlog"
 	"sort"
 	"strings"
+
+	"golang.org/x/mod/sumdb/tlog"
 
 	"spindle.dev"
 	"spindle.dev/access"

@@ -19,6 +19,8 @@ type ClusterConfig struct {
 	Domains   map[string]spindle.PublicKey // Domain admin keys.
 	Witnesses map[string]string            // Witnesses' note verifier keys, by ID.
 	Quorum    int                          // Witnesses that must cosign a head.
+	Network   string                       // keylog.NetworkOpen or keylog.NetworkMembers.
+	Nodes     []string                     // Peer IDs of the network's member nodes (keylog.ConfigState.NetworkMembers); sorted.
 }
 
 // Config returns this member's view of the cluster's configuration.
@@ -36,6 +38,8 @@ func (c *Cluster) Config() ClusterConfig {
 		Admitted:  cfg.Admitted(),
 		Policy:    cfg.Policy(),
 		Domains:   cfg.Domains(),
+		Network:   cfg.Network(),
+		Nodes:     cfg.NetworkMembers(),
 	}
 }
 

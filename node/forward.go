@@ -357,6 +357,7 @@ func (r *remoteKeys) refreshMembers(ctx context.Context) error {
 		return err
 	}
 	st := resp.Status
+	r.n.learnNetworkStatus(st)
 	if st == nil || len(st.Members) == 0 {
 		return nil
 	}

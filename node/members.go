@@ -153,6 +153,8 @@ func clusterConfigStatus(s *keyraft.Status) *wire.ClusterStatus {
 		Domains:   s.Config.Domains,
 		Witnesses: s.Config.Witnesses,
 		Quorum:    s.Config.Quorum,
+		Network:   s.Config.Network,
+		Nodes:     s.Config.Nodes,
 	}
 }
 

@@ -218,6 +218,12 @@ type Node struct {
 	heads    headPub                         // Heads to publish (headpub.go).
 	witness  atomic.Pointer[witness.Witness] // If Config.Witness (witness.go).
 	dirHosts *dirHostCache                   // For the validator of published heads.
+
+	// netView is what the node knows of which nodes are the network's
+	// members (network.go); nil until it first looks. netMu serializes
+	// changes of it.
+	netView atomic.Pointer[netView]
+	netMu   sync.Mutex
 }
 
 // A session is a client peer signed in as a user.
@@ -286,7 +292,10 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 	// The DHT, through which the node joins the network. Key servers
 	// double as bootstrap peers.
+	// What the node knew of the network's members when it stopped
+	// holds until its key cluster tells it more (network.go).
 	n.cfg.Bootstrap = append(slices.Clone(cfg.Bootstrap), cfg.KeyServers...)
+	n.loadNetView()
 	if err := n.startDHT(ctx); err != nil {
 		return nil, spindle.E(op, err)
 	}
@@ -328,6 +337,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		cancel()
 	}
+
+	n.startNetwork(ctx)
 
 	if cfg.Witness {
 		if err := n.openWitness(); err != nil {
@@ -386,7 +397,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.Home != "" {
 		quotaFile = filepath.Join(cfg.Home, "replica-quotas")
 	}
-	n.replica, err = replica.New(n.host, n.DHT(), n.leases.coll.Guard(), replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes, HoldLimit: cfg.HoldLimit, PeerHoldLimit: cfg.PeerHoldLimit, QuotaFile: quotaFile, Keep: n.leasesOwn})
+	n.replica, err = replica.New(n.host, n.DHT(), n.leases.coll.Guard(), replica.Config{Replicas: cfg.Replicas, CacheBytes: cfg.CacheBytes, HoldLimit: cfg.HoldLimit, PeerHoldLimit: cfg.PeerHoldLimit, QuotaFile: quotaFile, Keep: n.leasesOwn, Member: n.isNetMember})
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}

@@ -104,6 +104,9 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 			st.WitnessAdvanced = wireTime(at)
 		}
 	}
+	if v := n.netView.Load(); v != nil {
+		st.Network, st.NetworkMembers, st.NetworkMember = v.Network, len(v.Nodes), v.Network == keylog.NetworkOpen || v.members[n.host.ID()]
+	}
 	if n.mirrors != nil {
 		st.Logs = n.logStatus(ctx)
 	}

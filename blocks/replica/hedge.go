@@ -505,7 +505,7 @@ func (s *Store) lookup(ctx context.Context, k mh.Multihash, out chan<- peer.ID) 
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BaseTimeout)
 	defer cancel()
 	for ai := range s.dht.FindProvidersAsync(ctx, cid.NewCidV1(cid.Raw, k), maxProviders) {
-		if ai.ID == s.h.ID() {
+		if ai.ID == s.h.ID() || !s.admitted(ai.ID) {
 			continue
 		}
 		if len(ai.Addrs) > 0 {

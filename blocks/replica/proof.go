@@ -97,9 +97,10 @@ func (s *Store) withoutUnproven(peers []peer.ID) []peer.ID {
 // proves reports whether p proves, within BaseTimeout, that it holds
 // ref, answering the challenge ch made from the block. A peer that does not answer at all is down
 // for the rest of the round; one that was found down, or is unproven, is
-// not asked.
+// not asked, and one that is not a member of a network that admits only
+// its members is never counted.
 func (l *liveness) proves(ctx context.Context, p peer.ID, ref spindle.Ref, ch blocks.Challenge) bool {
-	if l.down(p) || l.s.isUnproven(p) {
+	if l.down(p) || l.s.isUnproven(p) || !l.s.admitted(p) {
 		return false
 	}
 	r, err := l.s.remote(p)

@@ -128,6 +128,15 @@ type Config struct {
 	// a node keeps those its own dir host leases. See [Store.Repair].
 	TrimGrace time.Duration
 	Keep      func(spindle.Ref) bool
+	// Member, if set, reports whether a peer is one of the network's
+	// member nodes, in a network that admits only its members (see
+	// [spindle.dev/p2p/dht.MembersOnly]): then a push from any other
+	// peer that is not a signed-in user is refused, no copy is pushed to
+	// another, and another is never counted as a holder or asked as a
+	// provider, whatever the DHT says. Nil means an open network: every
+	// server of the DHT may be all of these. It must be safe for
+	// concurrent use and fast.
+	Member func(peer.ID) bool
 }
 
 func (c *Config) setDefaults() {
@@ -424,7 +433,8 @@ func (s *Store) put(ctx context.Context, data []byte) (spindle.Ref, int, []error
 	return ref, 1 + len(done), problems, nil
 }
 
-// closestPeers returns the other nodes nearest to key k, nearest first.
+// closestPeers returns the other nodes nearest to key k, nearest first;
+// in a network of members, only members.
 func (s *Store) closestPeers(ctx context.Context, k mh.Multihash) ([]peer.ID, error) {
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.BaseTimeout)
 	defer cancel()
@@ -435,7 +445,7 @@ func (s *Store) closestPeers(ctx context.Context, k mh.Multihash) ([]peer.ID, er
 	self := s.h.ID()
 	out := peers[:0]
 	for _, p := range peers {
-		if p != self {
+		if p != self && s.admitted(p) {
 			out = append(out, p)
 		}
 	}

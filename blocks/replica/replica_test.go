@@ -101,6 +101,13 @@ func newNetWith(t testing.TB, n int, cfg replica.Config, newStore func() spindle
 // its blocks in storeOf(i).
 func newNetEach(t testing.TB, n int, cfgOf func(i int) replica.Config, storeOf func(i int) spindle.BlockStore) []*node {
 	t.Helper()
+	return newNetMembers(t, n, cfgOf, storeOf, nil)
+}
+
+// newNetMembers is newNetEach; if members is not nil, the network admits
+// only its members, and each node is made one as it starts.
+func newNetMembers(t testing.TB, n int, cfgOf func(i int) replica.Config, storeOf func(i int) spindle.BlockStore, members *memberSet) []*node {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var nodes []*node
@@ -113,13 +120,20 @@ func newNetEach(t testing.TB, n int, cfgOf func(i int) replica.Config, storeOf f
 		if i == 0 {
 			boot = p2p.Addrs(h)
 		}
-		d, err := dht.New(ctx, h, boot)
+		var opts []kad.Option
+		cfg := cfgOf(i)
+		if members != nil {
+			members.add(h.ID())
+			opts = dht.MembersOnly(members.has)
+			cfg.Member = members.has
+		}
+		d, err := dht.New(ctx, h, boot, opts...)
 		if err != nil {
 			h.Close()
 			t.Fatal(err)
 		}
 		local := storeOf(i)
-		s, err := replica.New(h, d, local, cfgOf(i))
+		s, err := replica.New(h, d, local, cfg)
 		if err != nil {
 			d.Close()
 			h.Close()

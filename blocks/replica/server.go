@@ -31,7 +31,8 @@ import (
 //
 //   - it is a server of the private DHT (in this node's routing table,
 //     or speaking the DHT protocol, which a routing table of k peers a
-//     bucket cannot all hold),
+//     bucket cannot all hold) and, in a network that admits only its
+//     members, one of them (Config.Member),
 //   - this node is among the 2r+2 nodes of its routing table nearest to
 //     the block's key, where Put places copies (so that a peer cannot
 //     choose which node it fills without grinding block contents), not
@@ -100,6 +101,9 @@ func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	const op spindle.Op = "replica.Serve"
 	_, isUser := srv.user(ctx)
 	if isUser {
+		if !srv.s.admitted(srv.s.h.ID()) {
+			return "", spindle.E(op, spindle.Permission, fmt.Sprintf("node %s is not a member of its network, which admits only its members, so no other node would keep or find the blocks put here; put through a member node, or have an operator admit this one (spin key node add %s)", srv.s.h.ID(), srv.s.h.ID()))
+		}
 		ref, _, err := srv.s.PutCopies(ctx, data)
 		return ref, err
 	}
@@ -139,13 +143,24 @@ func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	return got, nil
 }
 
-// isMember reports whether p is a server of the private DHT: one in this
+// admitted reports whether p may hold replicas and be a provider: any
+// peer in an open network, a member node in one that admits only its
+// members (Config.Member).
+func (s *Store) admitted(p peer.ID) bool {
+	return s.cfg.Member == nil || s.cfg.Member(p)
+}
+
+// isMember reports whether p is a server of the private DHT, and, in a
+// network that admits only its members, one of them: one in this
 // node's routing table, or one that said so when it connected (libp2p's
 // identify protocol lists the DHT protocol). A routing table holds only
 // k = 20 peers a bucket, so in a network of more than about a hundred
 // nodes most writers are not in it, and pushes from them were refused:
 // writers got fewer than r copies, and r = 3 did worse than r = 2.
 func (s *Store) isMember(p peer.ID) bool {
+	if !s.admitted(p) {
+		return false
+	}
 	if s.dht.RoutingTable().Find(p) != "" {
 		return true
 	}

@@ -32,6 +32,8 @@ func keySubcommands() []*subcommand {
 		{"leave", "", "", "", runKeyLeave},
 		{"policy", "open|domain", keyPolicyText, keyPolicyExample, runKeyPolicy},
 		{"domain", "add DOMAIN PUBKEY | remove DOMAIN", "", "", runKeyDomain},
+		{"network", "open|members", keyNetworkText, keyNetworkExample, runKeyNetwork},
+		{"node", "add|remove PEERID", "", "", runKeyNode},
 		{"grant", "REQUEST", keyGrantText, keyGrantExample, runKeyGrant},
 		{"witness", "add VERIFIERKEY | remove ID | quorum K", keyWitnessText, keyWitnessExample, runKeyWitness},
 		{"witnesses", "", keyWitnessesText, "", runKeyWitnesses},

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"spindle.dev"
 	"spindle.dev/client"
 	"spindle.dev/keyraft/keylog"
@@ -73,6 +75,21 @@ is granted only with the countersignature of the domain's admin key, which
 spin key domain add DOMAIN PUBKEY registers (replacing any before it) and
 spin key domain remove DOMAIN removes: then no new name under the domain is
 granted until another key is added.
+`
+
+const keyNetworkText = `spin key network open|members sets which nodes may store blocks for others,
+be asked in the network's DHT and announce what they hold. Under open (the
+default), any node that joins may; challenges of holding, hedged reads and
+quotas bound what strangers' nodes cost. Under members, only the key
+cluster's members and the nodes an operator admits with spin key node add
+PEERID may: every node refuses the others' copies, provider records and
+places in its routing table, and their users put through a member. spin key
+node remove PEERID takes a node out; its copies are made again elsewhere.
+A family or a small group whose nodes are all known should choose members.
+`
+
+const keyNetworkExample = `    $ spin key node add 12D3KooWJx...
+    $ spin key network members
 `
 
 const keyWitnessText = `spin key witness add VERIFIERKEY records a witness of the key cluster's log:
@@ -257,6 +274,20 @@ func printClusterStatus(st *State, cs *wire.ClusterStatus) {
 	}) {
 		line("domain", "%s %s", d, cs.Domains[d])
 	}
+	network := cs.Network
+	if network == "" {
+		network = keylog.NetworkOpen
+	}
+	if network == keylog.NetworkMembers {
+		line("network", "members only: %d %s (the key cluster's members and the nodes admitted)", len(cs.Nodes), plural(len(cs.Nodes), "node"))
+	} else {
+		line("network", "open")
+	}
+	for _, id := range cs.Nodes {
+		if _, ok := cs.Members[id]; !ok {
+			line("node", "%s", id)
+		}
+	}
 	printWitnesses(st, cs, time.Now())
 }
 
@@ -414,6 +445,36 @@ func runKeyDomain(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	return st.change(ctx, keylog.ChangeDomain, ops[1], k)
+}
+
+func runKeyNetwork(ctx context.Context, st *State, args []string) error {
+	ops, err := st.keyArgs(args, 1, "open|members")
+	if err != nil {
+		return err
+	}
+	if ops[0] != keylog.NetworkOpen && ops[0] != keylog.NetworkMembers {
+		return usagef("want open or members, not %q", ops[0])
+	}
+	return st.change(ctx, keylog.ChangeNetwork, ops[0], "")
+}
+
+func runKeyNode(ctx context.Context, st *State, args []string) error {
+	flags := st.flags()
+	if err := st.parse(flags, args); err != nil {
+		return err
+	}
+	ops := flags.Args()
+	if len(ops) != 2 || ops[0] != "add" && ops[0] != "remove" {
+		return usagef("usage: spin key node add|remove PEERID (the peer a node's spin node status prints)")
+	}
+	if _, err := peer.Decode(ops[1]); err != nil {
+		return usagef("%q is not a node's peer ID (spin node status prints it): %v", ops[1], err)
+	}
+	kind := keylog.ChangeAddNode
+	if ops[0] == "remove" {
+		kind = keylog.ChangeRemoveNode
+	}
+	return st.change(ctx, kind, ops[1], "")
 }
 
 func runKeyWitness(ctx context.Context, st *State, args []string) error {

@@ -13,6 +13,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/client"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
@@ -139,6 +140,14 @@ func printStatus(w io.Writer, s *wire.Status, now time.Time) {
 			refused = fmt.Sprintf("; copies refused for it since the start: %d", *s.ReplicaFull)
 		}
 		line("hold limit", "%s: copies from other nodes are refused past it%s", formatBytes(*s.HoldLimit), refused)
+	}
+	switch {
+	case s.Network == keylog.NetworkMembers && s.NetworkMember:
+		line("network", "members only (%d); this node is one", s.NetworkMembers)
+	case s.Network == keylog.NetworkMembers:
+		line("network", "members only (%d); this node is NOT one: it holds no blocks for others and takes no puts (an operator admits it: spin key node add %s)", s.NetworkMembers, s.Peer)
+	case s.Network == keylog.NetworkOpen:
+		line("network", "open")
 	}
 	if s.WitnessKey != "" {
 		line("witness key", "%s", s.WitnessKey)

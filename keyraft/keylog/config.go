@@ -39,6 +39,22 @@ const (
 	PolicyDomain = "domain"
 )
 
+// Network policies: which nodes may be servers of the network's DHT, hold
+// replicas and be providers of blocks.
+const (
+	// NetworkOpen lets any node be one. The network relies on challenges
+	// of holding, hedged reads and quotas to bound what sybils do. It is
+	// the policy of a cluster whose log sets none, so that a network
+	// started before network policies existed keeps working unchanged.
+	NetworkOpen = "open"
+	// NetworkMembers lets only the network's member nodes be one: the
+	// members of the key cluster and the nodes the operators admitted
+	// with a ChangeAddNode. Every node refuses DHT and replica traffic
+	// from any other; clients and other nodes read and write through a
+	// member.
+	NetworkMembers = "members"
+)
+
 // Kinds of configuration change.
 const (
 	// ChangeInit makes Key the first operator of a cluster that has none.
@@ -82,6 +98,14 @@ const (
 	ChangeAddWitness    = "add-witness"
 	ChangeRemoveWitness = "remove-witness"
 	ChangeWitnessQuorum = "witness-quorum"
+	// ChangeAddNode admits the node whose libp2p peer ID is Arg to the
+	// network, and ChangeRemoveNode takes it out; see [NetworkMembers].
+	// Both are signed by an operator and name no Key.
+	ChangeAddNode    = "add-node"
+	ChangeRemoveNode = "remove-node"
+	// ChangeNetwork sets the network policy to Arg, [NetworkOpen] or
+	// [NetworkMembers]. It is signed by an operator and names no Key.
+	ChangeNetwork = "network"
 )
 
 // WitnessKeyName returns the name of the note key of the witness with the
@@ -271,6 +295,20 @@ func checkChangeForm(ch *Change) error {
 		if k, err := strconv.Atoi(ch.Arg); err != nil || k < 0 || strconv.Itoa(k) != ch.Arg {
 			return spindle.E(spindle.Invalid, fmt.Sprintf("witness quorum %q is not a number of witnesses", ch.Arg))
 		}
+	case ChangeAddNode, ChangeRemoveNode:
+		if err := checkNodeID(ch.Arg); err != nil {
+			return err
+		}
+		if ch.Key != "" {
+			return spindle.E(spindle.Invalid, "a node admission names no key")
+		}
+	case ChangeNetwork:
+		if ch.Arg != NetworkOpen && ch.Arg != NetworkMembers {
+			return spindle.E(spindle.Invalid, fmt.Sprintf("unknown network policy %q; want %q or %q", ch.Arg, NetworkOpen, NetworkMembers))
+		}
+		if ch.Key != "" {
+			return spindle.E(spindle.Invalid, "a network policy change names no key")
+		}
 	case ChangeDomain, ChangeUndomain:
 		if _, err := cleanDomain(ch.Arg); err != nil {
 			return err
@@ -284,7 +322,7 @@ func checkChangeForm(ch *Change) error {
 	if witnessChange(ch.Kind) && ch.Key != "" {
 		return spindle.E(spindle.Invalid, fmt.Sprintf("config change %s names no key", ch.Kind))
 	}
-	if ch.Kind != ChangePolicy && ch.Kind != ChangeRemoveMember && ch.Kind != ChangeUndomain && !witnessChange(ch.Kind) {
+	if !witnessChange(ch.Kind) && !slices.Contains([]string{ChangePolicy, ChangeRemoveMember, ChangeUndomain, ChangeAddNode, ChangeRemoveNode, ChangeNetwork}, ch.Kind) {
 		if err := checkKey("config change key", ch.Key); err != nil {
 			return err
 		}
@@ -320,6 +358,19 @@ func cleanDomain(dom string) (string, error) {
 func checkMemberID(id string) error {
 	if id == "" || strings.ContainsFunc(id, func(r rune) bool { return r == '+' || unicode.IsSpace(r) || !unicode.IsPrint(r) }) {
 		return spindle.E(spindle.Invalid, fmt.Sprintf("bad member ID %q", id))
+	}
+	return nil
+}
+
+// maxNodeIDLen bounds the text of a node's peer ID.
+const maxNodeIDLen = 128
+
+// checkNodeID checks the form of a node's peer ID as far as this package,
+// which links no libp2p, can: text without spaces, bounded. Nodes decode
+// it as a peer ID, and skip one that is not.
+func checkNodeID(id string) error {
+	if len(id) > maxNodeIDLen || checkMemberID(id) != nil {
+		return spindle.E(spindle.Invalid, fmt.Sprintf("bad node peer ID %q", id))
 	}
 	return nil
 }
@@ -365,6 +416,8 @@ type ConfigState struct {
 	domains   map[string]spindle.PublicKey
 	witnesses map[string]string // Note verifier keys by witness ID.
 	quorum    int               // Witnesses that must cosign a head.
+	nodes     map[string]bool   // Admitted nodes, by peer ID (ChangeAddNode).
+	network   string            // NetworkOpen or NetworkMembers.
 }
 
 // Clone returns a deep copy of cfg.
@@ -379,6 +432,8 @@ func (cfg *ConfigState) Clone() ConfigState {
 		domains:   maps.Clone(cfg.domains),
 		witnesses: maps.Clone(cfg.witnesses),
 		quorum:    cfg.quorum,
+		nodes:     maps.Clone(cfg.nodes),
+		network:   cfg.network,
 	}
 }
 
@@ -399,7 +454,8 @@ func (cfg *ConfigState) Members() map[string]string {
 }
 
 // NewConfigState returns the configuration of a cluster that has applied
-// no change: no members, no operators, the open policy.
+// no change: no members, no operators, the open namespace policy and the
+// open network.
 func NewConfigState() ConfigState {
 	return ConfigState{
 		members:   make(map[string]memberInfo),
@@ -408,6 +464,8 @@ func NewConfigState() ConfigState {
 		policy:    PolicyOpen,
 		domains:   make(map[string]spindle.PublicKey),
 		witnesses: make(map[string]string),
+		nodes:     make(map[string]bool),
+		network:   NetworkOpen,
 	}
 }
 
@@ -496,6 +554,9 @@ func (cfg *ConfigState) Check(ch *Change, verify bool) (dup bool, err error) {
 			return false, spindle.E(spindle.NotExist, fmt.Sprintf("domain %s has no admin key registered", ch.Arg))
 		}
 	}
+	if ch.Kind == ChangeRemoveNode && !cfg.nodes[ch.Arg] {
+		return false, spindle.E(spindle.NotExist, fmt.Sprintf("node %s is not admitted", ch.Arg))
+	}
 	if ch.Kind == ChangeRemoveOperator {
 		if !cfg.operators[ch.Key] {
 			return false, spindle.E(spindle.NotExist, "the key to remove is not an operator's")
@@ -548,6 +609,12 @@ func (cfg *ConfigState) Apply(ch *Change, enc []byte) {
 		delete(cfg.witnesses, ch.Arg)
 	case ChangeWitnessQuorum:
 		cfg.quorum, _ = strconv.Atoi(ch.Arg)
+	case ChangeAddNode:
+		cfg.nodes[ch.Arg] = true
+	case ChangeRemoveNode:
+		delete(cfg.nodes, ch.Arg)
+	case ChangeNetwork:
+		cfg.network = ch.Arg
 	}
 	cfg.seq = ch.Seq
 	cfg.last = enc
@@ -604,6 +671,26 @@ func (cfg *ConfigState) Seq() int64 { return cfg.seq }
 func (cfg *ConfigState) IsMember(id string) bool {
 	_, ok := cfg.members[id]
 	return ok
+}
+
+// Network returns the network policy, [NetworkOpen] or [NetworkMembers].
+func (cfg *ConfigState) Network() string { return cfg.network }
+
+// Nodes returns the peer IDs of the nodes admitted to the network with
+// ChangeAddNode, sorted. The members of the key cluster, whose IDs are
+// their peer IDs, are the network's members too: see [ConfigState.NetworkMembers].
+func (cfg *ConfigState) Nodes() []string { return slices.Sorted(maps.Keys(cfg.nodes)) }
+
+// NetworkMembers returns the peer IDs of the network's member nodes, sorted:
+// the nodes admitted with ChangeAddNode and the key cluster's members. A
+// member of the key cluster was vouched for by an admitted node operator
+// already, and a network whose operators close it keeps its key cluster.
+func (cfg *ConfigState) NetworkMembers() []string {
+	all := maps.Clone(cfg.nodes)
+	for id := range cfg.members {
+		all[id] = true
+	}
+	return slices.Sorted(maps.Keys(all))
 }
 
 // NumMembers returns the number of members the configuration records.

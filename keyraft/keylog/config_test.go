@@ -117,3 +117,75 @@ func renamed(t *testing.T, vkey, name string) string {
 	h := sha256.Sum256(append([]byte(name+"\n"), key...))
 	return fmt.Sprintf("%s+%08x+%s", name, binary.BigEndian.Uint32(h[:4]), parts[2])
 }
+
+// The network's member nodes are the key cluster's members and the nodes
+// operators admit; only an operator admits or removes a node or closes
+// the network, and a follower of the log refuses a log where anyone else
+// did. A log that never sets the network policy stays open.
+func TestNetworkMembers(t *testing.T) {
+	op, nodeOp := newSigner(t, "op@example.com"), newSigner(t, "mallory@example.com")
+	first := memberKey(t, "12D3KooWFirst")
+	cfg := NewConfigState()
+	apply := func(ch *Change) {
+		t.Helper()
+		if _, err := cfg.Check(ch, true); err != nil {
+			t.Fatalf("change %d (%s %s): %v", ch.Seq, ch.Kind, ch.Arg, err)
+		}
+		cfg.Apply(ch, EncodeChange(ch))
+	}
+	apply(signed(t, op, &Change{Seq: 1, Kind: ChangeInit, Key: op.PublicKey(), Arg: first}))
+	apply(signed(t, op, &Change{Seq: 2, Kind: ChangeAdmit, Key: nodeOp.PublicKey()}))
+	if cfg.Network() != NetworkOpen {
+		t.Fatalf("a log that sets no network policy: %q, want %q", cfg.Network(), NetworkOpen)
+	}
+	apply(signed(t, op, &Change{Seq: 3, Kind: ChangeAddNode, Arg: "12D3KooWNode"}))
+	apply(signed(t, op, &Change{Seq: 4, Kind: ChangeNetwork, Arg: NetworkMembers}))
+	if got := strings.Join(cfg.NetworkMembers(), " "); cfg.Network() != NetworkMembers || got != "12D3KooWFirst 12D3KooWNode" {
+		t.Fatalf("network %q of %q, want %q of the key member and the admitted node", cfg.Network(), got, NetworkMembers)
+	}
+	// An admitted node operator is no operator: it admits no node, and
+	// opens no network.
+	for _, ch := range []*Change{
+		{Seq: 5, Kind: ChangeAddNode, Arg: "12D3KooWSybil"},
+		{Seq: 5, Kind: ChangeRemoveNode, Arg: "12D3KooWNode"},
+		{Seq: 5, Kind: ChangeNetwork, Arg: NetworkOpen},
+	} {
+		bad := signed(t, nodeOp, ch)
+		if _, err := cfg.Check(bad, true); !errors.Is(err, spindle.Permission) {
+			t.Errorf("%s %s signed by a node operator: %v, want Permission", ch.Kind, ch.Arg, err)
+		}
+		early := signed(t, nodeOp, &Change{Seq: 3, Kind: ch.Kind, Arg: ch.Arg})
+		l := NewConfigLog()
+		for i, e := range append(logOf(t, op, first), early) {
+			err := l.add(int64(i), EncodeChange(e))
+			if e == early && !errors.Is(err, spindle.Permission) {
+				t.Errorf("a follower given %s signed by a node operator: %v, want Permission", ch.Kind, err)
+			}
+		}
+	}
+	if _, err := cfg.Check(signed(t, op, &Change{Seq: 5, Kind: ChangeRemoveNode, Arg: "12D3KooWOther"}), true); !errors.Is(err, spindle.NotExist) {
+		t.Errorf("removing a node never admitted: %v, want NotExist", err)
+	}
+	apply(signed(t, op, &Change{Seq: 5, Kind: ChangeRemoveNode, Arg: "12D3KooWNode"}))
+	if got := cfg.NetworkMembers(); len(got) != 1 || got[0] != "12D3KooWFirst" {
+		t.Fatalf("after removing the node: %v, want the key member only", got)
+	}
+	for _, ch := range []*Change{
+		{Seq: 6, Kind: ChangeAddNode, Arg: "two words"},
+		{Seq: 6, Kind: ChangeAddNode, Arg: strings.Repeat("x", 200)},
+		{Seq: 6, Kind: ChangeAddNode, Arg: "12D3KooWNode", Key: op.PublicKey()},
+		{Seq: 6, Kind: ChangeNetwork, Arg: "closed"},
+	} {
+		if _, err := cfg.Check(signed(t, op, ch), true); !errors.Is(err, spindle.Invalid) {
+			t.Errorf("malformed %s %q: %v, want Invalid", ch.Kind, ch.Arg, err)
+		}
+	}
+}
+
+// logOf returns the first two changes of TestNetworkMembers' log.
+func logOf(t *testing.T, op spindle.Signer, first string) []*Change {
+	return []*Change{
+		signed(t, op, &Change{Seq: 1, Kind: ChangeInit, Key: op.PublicKey(), Arg: first}),
+		signed(t, op, &Change{Seq: 2, Kind: ChangeAdmit, Key: newSigner(t, "mallory@example.com").PublicKey()}),
+	}
+}

@@ -230,6 +230,8 @@ type ClusterStatus struct {
 	Admitted  []spindle.PublicKey          `cbor:"10,keyasint,omitempty"`
 	Policy    string                       `cbor:"11,keyasint,omitempty"`
 	Domains   map[string]spindle.PublicKey `cbor:"12,keyasint,omitempty"`
+	Network   string                       `cbor:"13,keyasint,omitempty"` // "open" or "members"; "" (from older members) is open.
+	Nodes     []string                     `cbor:"14,keyasint,omitempty"` // The network's member nodes' peer IDs: admitted nodes and key cluster members; sorted.
 	Witnesses map[string]string            `cbor:"20,keyasint,omitempty"` // Witnesses' verifier keys, by ID.
 	Quorum    int                          `cbor:"21,keyasint,omitempty"` // Witnesses that must cosign a head.
 	// What the answering member last heard from each witness, by ID:
@@ -284,6 +286,13 @@ type Status struct {
 	WitnessKey      string        `cbor:"60,keyasint,omitempty"`
 	WitnessSize     *int64        `cbor:"61,keyasint,omitempty"`
 	WitnessAdvanced *spindle.Time `cbor:"62,keyasint,omitempty"`
+
+	// The network's policy as the node last learnt it from its key
+	// cluster ("open" or "members"; "" before it learnt any), how many
+	// member nodes it names, and whether this node is one of them.
+	Network        string `cbor:"70,keyasint,omitempty"`
+	NetworkMembers int    `cbor:"71,keyasint,omitempty"`
+	NetworkMember  bool   `cbor:"72,keyasint,omitempty"`
 
 	// Logs are the directory logs the node holds or mirrors, by user
 	// name. Who hosts whose tree is its users' business: a node tells it

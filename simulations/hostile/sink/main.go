@@ -14,7 +14,8 @@
 //   - a get is answered NotExist.
 //
 // It prints "addr ADDRESS" for each of its addresses and then "ready"
-// once it knows another peer. Each line "provide REF" on its standard
+// once it knows another peer (in a network that admits only its members,
+// once it is connected to the bootstrap node, which serves the DHT). Each line "provide REF" on its standard
 // input makes it announce itself as a provider of REF, as a sybil that
 // learned a block's address from the DHT's traffic would; it exits when
 // its standard input ends.
@@ -33,6 +34,8 @@ import (
 	"time"
 
 	kad "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
 	"spindle.dev/blocks"
@@ -79,7 +82,19 @@ func run(listen string, boot spindle.PeerAddr) error {
 	for _, a := range p2p.Addrs(h) {
 		fmt.Printf("addr %s\n", a)
 	}
-	for i := 0; d.RoutingTable().Size() == 0; i++ {
+	bootID := bootPeer(boot)
+	// Joined: a peer is in the routing table, or (in a network that
+	// admits only its members, whose nodes answer none of the sink's DHT
+	// requests and so never enter its table) the bootstrap node is
+	// connected and known to serve the DHT.
+	joined := func() bool {
+		if d.RoutingTable().Size() > 0 {
+			return true
+		}
+		ok, err := h.Peerstore().SupportsProtocols(bootID, p2p.DHTProtocol)
+		return err == nil && len(ok) > 0 && h.Network().Connectedness(bootID) == network.Connected
+	}
+	for i := 0; !joined(); i++ {
 		if i == 300 {
 			return fmt.Errorf("no peer of the network found in 30 s")
 		}
@@ -97,6 +112,13 @@ func run(listen string, boot spindle.PeerAddr) error {
 		}
 	}
 	return nil
+}
+
+// bootPeer returns the peer ID of the bootstrap address, which run has
+// parsed already.
+func bootPeer(boot spindle.PeerAddr) peer.ID {
+	ai, _ := p2p.ParsePeerAddr(boot)
+	return ai.ID
 }
 
 // lie answers the block requests on one stream.

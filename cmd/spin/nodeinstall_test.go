@@ -20,7 +20,9 @@ func fakeSystemd(t *testing.T, running bool, exe string) *[]string {
 		calls []string
 	)
 	savedRunning, savedCtl, savedExe, savedDir := systemdRunning, systemctl, spinExecutable, systemUnitDir
-	t.Cleanup(func() { systemdRunning, systemctl, spinExecutable, systemUnitDir = savedRunning, savedCtl, savedExe, savedDir })
+	t.Cleanup(func() {
+		systemdRunning, systemctl, spinExecutable, systemUnitDir = savedRunning, savedCtl, savedExe, savedDir
+	})
 	systemUnitDir = t.TempDir() // Never the machine's own.
 	systemdRunning = func() bool { return running }
 	systemctl = func(_ context.Context, args ...string) ([]byte, error) {

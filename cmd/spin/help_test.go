@@ -43,6 +43,7 @@ func helpTexts(t *testing.T) []helpText {
 		flags := func() *flag.FlagSet {
 			if c.name == "node" {
 				fs, _ := newNodeFlags()
+				installFlags(fs) // spin node install and uninstall take these too.
 				return fs
 			}
 			// A command makes its flag set before it parses; -help
@@ -298,8 +299,8 @@ func TestHelpFlags(t *testing.T) {
 				continue
 			}
 			e.st = &State{cmd: cmd}
-			if cmd == "node" && len(args) > 0 && args[0] == "status" {
-				args = args[1:] // spin node status takes the node's -home.
+			if cmd == "node" && len(args) > 0 && (args[0] == "status" || args[0] == "install") {
+				args = args[1:] // spin node status and install take the node's flags.
 			}
 			if err := e.st.parse(c.flags(), args); err != nil && err != errHelp {
 				t.Errorf("spin help %s: example %q: %v", h.name, ex.line, err)
@@ -434,6 +435,11 @@ env HOME=$WORK
 			var quoted []string
 			for _, a := range ex.args {
 				quoted = append(quoted, "'"+strings.ReplaceAll(a, "'", "''")+"'")
+			}
+			if cmd == "node" && len(ex.args) > 1 && ex.args[1] == "install" {
+				// spin node install -print prints a unit and returns.
+				fmt.Fprintf(&b, "exec spin %s\nstdout 'ExecStart=.*\"-writers=ann@example.com\"'\n", strings.Join(quoted, " "))
+				continue
 			}
 			if cmd == "node" {
 				// A second node: on a free port, not the default one

@@ -24,8 +24,15 @@ func runNodeCmd(ctx context.Context, st *State, args []string) error {
 	if wantsHelp(args) {
 		return errHelp
 	}
-	if len(args) > 0 && args[0] == "status" {
-		return runNodeStatus(ctx, st, args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case "status":
+			return runNodeStatus(ctx, st, args[1:])
+		case "install":
+			return runNodeInstall(ctx, st, args[1:])
+		case "uninstall":
+			return runNodeUninstall(ctx, st, args[1:])
+		}
 	}
 	if runNode == nil {
 		return errors.New("spin node is not built in")

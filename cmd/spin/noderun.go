@@ -31,6 +31,8 @@ const nodeUsage = `Usage:
               [-gateway ADDR]
               [-keyserver MULTIADDR,...] [-compact K] [-witness]
     spin node status [-home DIR]
+    spin node install [-user | -system -as USER] [-print] [NODE FLAGS]
+    spin node uninstall [-user | -system]
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key
 cluster of one, unless -keyserver names another. When it is ready it
@@ -77,6 +79,14 @@ its role (sequencer, or mirror), the head it holds, its lag behind the
 dir host it copies from, and the last pull's error; a sequencer lists
 where each mirror stood when it last asked. Over the network a node
 tells its status, without the logs, only to the writers it admits.
+
+"spin node install" makes the node a systemd service: it starts at your
+login (with -system, at boot), restarts if it fails, stops cleanly on
+SIGTERM and logs to the journal. It takes the node's flags and checks
+them first; -home is made absolute, ~/spin/node if not given. It prints
+how to read the log and, for a unit of your own, how to keep the node
+running while you are logged out. "spin node uninstall" stops the service
+and removes the unit; the node's home stays.
 
 Limits, sized for moving large files: the node keeps 256 to 512
 connections (above 512 it closes the least used down to 256, sparing
@@ -160,9 +170,18 @@ Options:
                      it keeps in DIR/witness (never restore that from an
                      older backup); refused heads are kept there as
                      evidence (default false)
+    -user            (install, uninstall) a unit of your own, in
+                     ~/.config/systemd/user (default true)
+    -system          (install, uninstall) a unit for the whole machine, in
+                     /etc/systemd/system; needs root (default false)
+    -as USER         (install -system) the user the node runs as, never root
+                     (default: the user behind sudo)
+    -print           (install) print the unit instead of installing it
+                     (default false)
     -h, -help        print this text
 
 Example:
+    $ spin node install -print -home ~/spinnode -writers ann@example.com
     $ spin node -home ~/spinnode -writers ann@example.com,bob@example.com
     $ spin node -home ~/spinnode2 -bootstrap /ip4/192.168.1.20/tcp/7447/p2p/12D3KooW...
     $ spin node status -home ~/spinnode2

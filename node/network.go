@@ -110,7 +110,7 @@ func (n *Node) setNetView(v *netView) {
 		return
 	}
 	n.netView.Store(v)
-	if false {
+	if n.cfg.Home != "" && v.Seq >= 0 {
 		data, err := json.Marshal(v)
 		if err == nil {
 			err = spindle.ReplaceFile(filepath.Join(n.cfg.Home, networkFile), data, 0o600, true)

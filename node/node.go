@@ -144,6 +144,9 @@ type Config struct {
 	// Witness makes the node a witness of its key cluster's log (see
 	// witness.go), with its state in Home/witness.
 	Witness bool
+	// Metrics keeps Prometheus metrics of the node and of its libp2p
+	// host, served by MetricsHandler (see metrics.go).
+	Metrics bool
 }
 
 // DefaultSessionTTL is the default Config.SessionTTL. A session also ends
@@ -224,6 +227,8 @@ type Node struct {
 	// changes of it.
 	netView atomic.Pointer[netView]
 	netMu   sync.Mutex
+
+	metrics *metrics // If Config.Metrics.
 }
 
 // A session is a client peer signed in as a user.
@@ -263,6 +268,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		keyPuts: newPeerLimiter(cfg.KeyPutLimit, time.Minute, maxLimitedPeers),
 		signups: newSignupLimits(cfg.SignupsPerAddr, cfg.SignupsPerPrefix, cfg.Signups)}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if cfg.Metrics {
+		n.metrics = newMetrics(n)
+	}
 	n.heads.kick = make(chan struct{}, 1)
 	n.dirHosts = newDirHostCache()
 	defer func() {
@@ -280,7 +288,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.Host != nil {
 		n.host = cfg.Host
 	} else {
-		h, err := p2p.NewHost(ctx, p2p.Config{Home: cfg.Home, ListenAddrs: cfg.Listen, NAT: n.natConfig()})
+		h, err := p2p.NewHost(ctx, p2p.Config{Home: cfg.Home, ListenAddrs: cfg.Listen, NAT: n.natConfig(), Metrics: n.metricsRegisterer()})
 		if err != nil {
 			return nil, spindle.E(op, err)
 		}
@@ -403,6 +411,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.startLeases()
 	blockSrv, blockCfg := n.replica.Server(n.canStore, func(p peer.ID) bool { return n.session(p) != "" })
+	if n.metrics != nil {
+		blockSrv = countingBlocks{BlockStore: blockSrv, m: n.metrics, user: func(p peer.ID) bool { return n.session(p) != "" }}
+	}
 
 	n.startMirrors()
 	// The logs the operator asked to repair first, before clients come:

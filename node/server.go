@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -32,7 +33,7 @@ func (n *Node) ServeClient(ctx context.Context, remote peer.ID, data []byte) ([]
 	if out, ok := n.forward(ctx, remote, &req, data); ok {
 		return out, nil
 	}
-	return n.serve(ctx, clientTable, remote, &req)
+	return n.serve(ctx, "client", clientTable, remote, &req)
 }
 
 // ServeOperator answers one request of the operator protocol
@@ -44,14 +45,16 @@ func (n *Node) ServeOperator(ctx context.Context, remote peer.ID, data []byte) (
 	if err := wire.Decode(data, &req); err != nil {
 		return nil, err
 	}
-	return n.serve(ctx, operatorTable, remote, &req)
+	return n.serve(ctx, "operator", operatorTable, remote, &req)
 }
 
 // serve answers req with the method of table it names, and encodes the
 // answer; the answer to a request signed for this node is signed with it
 // (see signAnswer).
-func (n *Node) serve(ctx context.Context, table *methodTable, remote peer.ID, req *wire.Request) ([]byte, error) {
+func (n *Node) serve(ctx context.Context, protocol string, table *methodTable, remote peer.ID, req *wire.Request) ([]byte, error) {
+	start := time.Now()
 	body, err := n.dispatch(ctx, table, remote, req)
+	n.metrics.observe(protocol, table, req.Method, start, err)
 	resp, rerr := wire.NewResponse(body, err, errors.Is(err, keyraft.ErrNotLeader))
 	if rerr != nil {
 		return nil, rerr

@@ -191,7 +191,7 @@ func (n *Node) serveTunneled(ctx context.Context, client peer.ID, data []byte) (
 	}
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
-	return n.serve(ctx, clientTable, client, &req)
+	return n.serve(ctx, "tunnel", clientTable, client, &req)
 }
 
 // tap returns the relay tap, if a test set one (Node.relayTap).

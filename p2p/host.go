@@ -35,6 +35,7 @@ import (
 	"github.com/libp2p/go-libp2p/x/rate"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"spindle.dev"
 )
@@ -79,6 +80,10 @@ type Config struct {
 	// NAT says which of libp2p's services for machines behind NAT the
 	// host runs. The zero value runs none, as a client's host needs.
 	NAT NATConfig
+	// Metrics, if set, is where libp2p keeps its own Prometheus metrics
+	// (its swarm, identify, relay and resource manager); nil turns them
+	// off.
+	Metrics prometheus.Registerer
 }
 
 // NATConfig says which of libp2p's NAT traversal services a host runs.
@@ -194,7 +199,6 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 		libp2p.Security(libp2ptls.ID, libp2ptls.New),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.ResourceManager(rm),
-		libp2p.DisableMetrics(),
 		libp2p.SwarmOpts(swarm.WithDialRanker(tcpFirst)),
 	}
 	cm, err := connmgr.NewConnManager(ConnsLow, ConnsHigh, connmgr.WithGracePeriod(ConnGrace))
@@ -203,6 +207,11 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 		return nil, spindle.E(op, spindle.Internal, err)
 	}
 	opts = append(opts, libp2p.ConnectionManager(cm))
+	if cfg.Metrics != nil {
+		opts = append(opts, libp2p.PrometheusRegisterer(cfg.Metrics))
+	} else {
+		opts = append(opts, libp2p.DisableMetrics())
+	}
 	acl := new(spindleOnly)
 	opts = append(opts, natOptions(cfg.NAT, acl)...)
 	h, err := libp2p.New(opts...)

@@ -8,12 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"spindle.dev"
 	"spindle.dev/blocks/replica"
@@ -30,6 +32,7 @@ const nodeUsage = `Usage:
               [-replicas N] [-cache MIB] [-holdlimit MIB] [-drain]
               [-gateway ADDR]
               [-keyserver MULTIADDR,...] [-compact K] [-witness]
+              [-metrics ADDR]
     spin node status [-home DIR]
     spin node install [-user | -system -as USER] [-print] [NODE FLAGS]
     spin node uninstall [-user | -system]
@@ -178,6 +181,11 @@ Options:
                      (default: the user behind sudo)
     -print           (install) print the unit instead of installing it
                      (default false)
+    -metrics ADDR    serve Prometheus metrics of the node and its libp2p host
+                     over plain HTTP at http://ADDR/metrics (host:port; they
+                     name the users whose logs it hosts, so listen where only
+                     you can reach; default: none). docs/operating.md lists
+                     them
     -h, -help        print this text
 
 Example:
@@ -286,6 +294,7 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		HoldLimit:     *f.holdlimit << 20,
 		KeyServers:    keyservers,
 		Witness:       *f.witness,
+		Metrics:       *f.metrics != "",
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "spin: node: %s\n", oneLineMsg(err.Error()))
@@ -325,6 +334,20 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 				log.Error("gateway stopped", "err", err)
 			}
 		})
+	}
+	if *f.metrics != "" {
+		ln, err := net.Listen("tcp", *f.metrics)
+		if err != nil {
+			fmt.Fprintf(stderr, "spin: node: -metrics: %v\n", err)
+			n.Close()
+			return 1
+		}
+		fmt.Fprintf(stderr, "spin: node: metrics for Prometheus at http://%s/metrics\n", ln.Addr())
+		mctx, mcancel := context.WithCancel(ctx)
+		var ms sync.WaitGroup
+		defer ms.Wait()
+		defer mcancel() // Before the Wait: on every return, not only ctx's end.
+		ms.Go(func() { serveMetrics(mctx, ln, n.MetricsHandler(), log) })
 	}
 	if err := spindle.ReplaceFile(filepath.Join(*home, "addr"), []byte(b.String()), 0o644, true); err != nil {
 		fmt.Fprintf(stderr, "spin: node: %v\n", err)
@@ -367,6 +390,7 @@ type nodeFlags struct {
 	gateway                                         *string
 	keyserver                                       *string
 	witness                                         *bool
+	metrics                                         *string
 }
 
 // newNodeFlags returns the flag set of spin node and its values.
@@ -392,6 +416,7 @@ func newNodeFlags() (*flag.FlagSet, *nodeFlags) {
 		gateway:     fs.String("gateway", "", ""),
 		keyserver:   fs.String("keyserver", "", ""),
 		witness:     fs.Bool("witness", false, ""),
+		metrics:     fs.String("metrics", "", ""),
 	}
 }
 
@@ -423,4 +448,19 @@ func oneLineMsg(s string) string {
 // splitList splits a list given as a flag, at commas or spaces.
 func splitList(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
+}
+
+// serveMetrics serves the node's metrics on ln at /metrics until ctx
+// ends, with timeouts so that a scraper that stalls holds nothing.
+func serveMetrics(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("metrics stopped", "err", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -246,5 +247,58 @@ func TestNodeUsage(t *testing.T) {
 	}
 	if p2p.ConnGrace != time.Minute {
 		t.Errorf("nodeUsage says a minute of grace; the host gives %v", p2p.ConnGrace)
+	}
+}
+
+// spin node -metrics serves the node's metrics at /metrics where told,
+// and stops serving them when the node stops.
+func TestNodeCommandMetrics(t *testing.T) {
+	home := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- runNodeCommand(ctx, []string{"-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "ann@example.com", "-metrics", "127.0.0.1:0"}, &stdout, &stderr, testLogger(t), nil)
+	}()
+	var url string
+	for deadline := time.Now().Add(time.Minute); url == ""; {
+		if _, err := os.Stat(filepath.Join(home, "addr")); err == nil {
+			_, rest, ok := strings.Cut(stderr.String(), "metrics for Prometheus at ")
+			if !ok {
+				t.Fatalf("the node is ready and says nothing of its metrics: %s", stderr.String())
+			}
+			url, _, _ = strings.Cut(rest, "\n")
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("spin node exited with %d: %s", c, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the node was not ready after a minute")
+		}
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "spindle_raft_leader 1") || !strings.Contains(string(body), "libp2p_") {
+		t.Fatalf("GET %s: %d\n%.2000s", url, resp.StatusCode, body)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Errorf("spin node exited %d: %s", c, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("spin node did not stop")
+	}
+	if resp, err := http.Get(url); err == nil {
+		resp.Body.Close()
+		t.Error("metrics still served after the node stopped")
 	}
 }

@@ -657,6 +657,8 @@ func TestDemo(t *testing.T) {
 	// A stand-in for spin node: it writes an address and runs until
 	// cancelled, as the real one does.
 	var nodeArgs []string
+	saved := runNode
+	t.Cleanup(func() { runNode = saved })
 	runNode = func(ctx context.Context, st *State, args []string) int {
 		nodeArgs = args
 		home := args[1]
@@ -666,8 +668,6 @@ func TestDemo(t *testing.T) {
 		<-ctx.Done()
 		return exitOK
 	}
-	saved := runNode
-	t.Cleanup(func() { runNode = saved })
 	world := newFakeClient(ann)
 	var out, errs strings.Builder
 	st := &State{Stdout: &out, Stderr: &errs,

@@ -15,7 +15,7 @@ import (
 )
 
 const demoUsage = `Usage:
-    spin demo [-keep]
+    spin demo [-keep] [-network]
 
 Shows Spindle at work on one machine: starts a node in a temporary
 directory, makes two users, ann and bob, each with a home of their own,
@@ -24,8 +24,15 @@ an Access file, and reads it as bob. Each step is printed as the spin
 command that does it, followed by its output. Everything is removed at the
 end unless -keep is given.
 
+With -network it shows the peer-to-peer part: three nodes, A, B and C,
+whose operators ann, cat and bob make them a key cluster; ann's tree is
+sequenced on A and mirrored on B; she shares a file with bob, who reads it
+through C; A is switched off; bob still reads, and ann moves her writes
+to B.
+
 Options:
     -keep       keep the temporary directory, to look at or to go on with
+    -network    three nodes, one switched off (default false)
     -h, -help   print this text
 
 Example:
@@ -40,6 +47,7 @@ const demoNodeWait = 2 * time.Minute
 func runDemoCmd(ctx context.Context, st *State, args []string) error {
 	flags := st.flags()
 	keep := flags.Bool("keep", false, "")
+	network := flags.Bool("network", false, "")
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
@@ -57,6 +65,9 @@ func runDemoCmd(ctx context.Context, st *State, args []string) error {
 		defer fmt.Fprint(st.Stdout, carryOn(dir))
 	} else {
 		defer os.RemoveAll(dir)
+	}
+	if *network {
+		return runDemoNetwork(ctx, st, dir)
 	}
 	d := &demo{st: st, dir: dir}
 	fmt.Fprintf(st.Stdout, "Spindle demo: one node and two users, in %s.\n\n", dir)
@@ -82,9 +93,10 @@ func runDemoCmd(ctx context.Context, st *State, args []string) error {
 type demo struct {
 	st      *State
 	dir     string
-	node    string       // The node's address.
-	nodeLog syncBuffer   // What the node printed.
-	out     bytes.Buffer // Output of the step running.
+	node    string            // The node's address.
+	nodeLog syncBuffer        // What the node printed.
+	out     bytes.Buffer      // Output of the step running.
+	vars    map[string]string // $NAME in a step's arguments, and its value (demonet.go).
 }
 
 // startNode runs spin node in the demo's directory until stop is called,
@@ -154,6 +166,12 @@ type demoStep struct {
 	args  []string
 	stdin string
 	code  int // The exit code the step must have.
+
+	// For spin demo -network:
+	quiet   bool   // Print the output only if the step fails.
+	retry   bool   // Try again for up to demoRetry, as the network settles.
+	want    string // Text the output must have.
+	capture string // Set this variable to the key in spin user's output.
 }
 
 // steps runs the demonstration.
@@ -201,31 +219,53 @@ func (d *demo) step(ctx context.Context, s demoStep) error {
 	args := make([]string, len(s.args))
 	for i, a := range s.args {
 		args[i] = strings.ReplaceAll(a, "$NODE", d.node)
+		for _, v := range d.varNames() {
+			args[i] = strings.ReplaceAll(args[i], "$"+v, d.vars[v])
+		}
 	}
-	if s.stdin != "" {
-		fmt.Fprintf(out, "%s$ echo %q | spin %s\n", s.user, strings.TrimSuffix(s.stdin, "\n"), shown)
+	if in := strings.TrimSuffix(s.stdin, "\n"); strings.Contains(in, "\n") {
+		fmt.Fprintf(out, "%s$ printf '%s\\n' | spin %s\n", s.user, strings.ReplaceAll(in, "\n", `\n`), shown)
+	} else if s.stdin != "" {
+		fmt.Fprintf(out, "%s$ echo %q | spin %s\n", s.user, in, shown)
 	} else {
 		fmt.Fprintf(out, "%s$ spin %s\n", s.user, shown)
 	}
-	d.out.Reset()
-	st := &State{
-		Stdin:      strings.NewReader(s.stdin),
-		Stdout:     &d.out,
-		Stderr:     &d.out,
-		Context:    ctx,
-		Home:       filepath.Join(d.dir, s.user),
-		Log:        d.st.Log,
-		NewClient:  d.st.NewClient,
-		Trust:      d.st.Trust,
-		isTerminal: func(io.Writer) bool { return false },
+	deadline := time.Now().Add(demoRetry)
+	for {
+		d.out.Reset()
+		st := &State{
+			Stdin:      strings.NewReader(s.stdin),
+			Stdout:     &d.out,
+			Stderr:     &d.out,
+			Context:    ctx,
+			Home:       filepath.Join(d.dir, s.user),
+			Log:        d.st.Log,
+			NewClient:  d.st.NewClient,
+			Trust:      d.st.Trust,
+			isTerminal: func(io.Writer) bool { return false },
+		}
+		code := run(args, st)
+		ok := code == s.code && strings.Contains(d.out.String(), s.want)
+		if !ok && s.retry && time.Now().Before(deadline) && ctx.Err() == nil {
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
+		if !s.quiet || !ok {
+			io.WriteString(out, indent(d.out.String()))
+		}
+		if !ok {
+			if code != s.code {
+				d.st.errorf("step %q exited with status %d, want %d", "spin "+shown, code, s.code)
+			} else {
+				d.st.errorf("step %q did not print %q", "spin "+shown, s.want)
+			}
+			return errFailed
+		}
+		if s.capture != "" {
+			return d.capture(s.capture, d.out.String())
+		}
+		return nil
 	}
-	code := run(args, st)
-	io.WriteString(out, indent(d.out.String()))
-	if code != s.code {
-		d.st.errorf("step %q exited with status %d, want %d", "spin "+shown, code, s.code)
-		return errFailed
-	}
-	return nil
 }
 
 // carryOn says where spin demo -keep left everything and how to go on

@@ -603,6 +603,7 @@ func (cp *Checkpoint) Fold() (*Tree, error) {
 			t.Access[name] = n.Access
 			t.accessAt[name] = last
 		}
+		t.Bytes += n.Entry.Size
 		t.mapSet(name, val)
 	}
 	for _, g := range cp.Groups {

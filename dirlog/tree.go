@@ -62,6 +62,9 @@ type Tree struct {
 	Log *LogTree
 	// steps are the map changes of the latest entries, for map steps.
 	steps mapSteps
+	// Bytes is the sum of the sizes of the files in the tree: what its
+	// owner stores, as a node's quota counts it.
+	Bytes int64
 }
 
 // NewTree returns the empty tree of user's log.
@@ -620,6 +623,10 @@ func (t *Tree) Apply(e *Entry) ([]Change, error) {
 			n.Kids = make(map[string]*Node)
 		}
 		old, _ := t.Find(p)
+		if old != nil {
+			t.Bytes -= old.Entry.Size
+		}
+		t.Bytes += n.Entry.Size
 		n.Entry.Signed = signedRecords(e, old)
 		parseControl(n)
 		if p.IsRoot() {
@@ -635,6 +642,7 @@ func (t *Tree) Apply(e *Entry) ([]Change, error) {
 		parent, _ := t.Find(p.Dir())
 		n := parent.Kids[p.Last()]
 		gone(n)
+		t.Bytes -= n.Entry.Size
 		delete(parent.Kids, p.Last())
 		t.noteControl(n.Entry.Name, nil, seq)
 		t.mapDelete(n.Entry.Name)

@@ -144,6 +144,16 @@ type Config struct {
 	// Witness makes the node a witness of its key cluster's log (see
 	// witness.go), with its state in Home/witness.
 	Witness bool
+	// Quotas bound, by writer, the bytes of their files on this node,
+	// and DefaultQuota those of writers it does not name; zero or less
+	// means none (see quota.go).
+	Quotas       map[spindle.UserName]int64
+	DefaultQuota int64
+	// RateUp and RateDown bound the bytes a second of blocks the node
+	// sends to peers over the network and takes from them (served,
+	// pushed, put); zero means no limit. Clients on the node's socket
+	// are not limited.
+	RateUp, RateDown int64
 	// Metrics keeps Prometheus metrics of the node and of its libp2p
 	// host, served by MetricsHandler (see metrics.go).
 	Metrics bool
@@ -229,6 +239,7 @@ type Node struct {
 	netMu   sync.Mutex
 
 	metrics *metrics // If Config.Metrics.
+	quota   quotas   // Blocks writers put that their trees do not count yet (quota.go).
 }
 
 // A session is a client peer signed in as a user.
@@ -428,8 +439,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.bg.Go(n.refillLoop)
 
 	// Serve.
+	up, down := newRateLimiter(cfg.RateUp), newRateLimiter(cfg.RateDown)
 	for _, h := range n.hosts() {
-		p2p.ServeBlocks(n.ctx, h, blockSrv, blockCfg)
+		lb := limitedBlocks{BlockStore: blockSrv, n: n, up: up, down: down}
+		if h == n.local {
+			lb.up, lb.down = nil, nil // No network between the node and its socket.
+		}
+		p2p.ServeBlocks(n.ctx, h, lb, blockCfg)
 		p2p.Handle(n.ctx, h, wire.ClientProtocol, wire.MaxMessage, n.ServeClient)
 		p2p.HandleStream(n.ctx, h, wire.WatchProtocol, wire.MaxMessage, n.serveWatch)
 		h.SetStreamHandler(p2p.TunnelProtocol, n.serveTunnel)

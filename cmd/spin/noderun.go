@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,7 +34,7 @@ const nodeUsage = `Usage:
               [-replicas N] [-cache MIB] [-holdlimit MIB] [-drain]
               [-gateway ADDR]
               [-keyserver MULTIADDR,...] [-compact K] [-witness]
-              [-metrics ADDR]
+              [-metrics ADDR] [-quota USER=SIZE,...] [-rate SIZE|up=SIZE,down=SIZE]
     spin node status [-home DIR]
     spin node install [-user | -system -as USER] [-print] [NODE FLAGS]
     spin node uninstall [-user | -system]
@@ -181,6 +183,14 @@ Options:
                      (default: the user behind sudo)
     -print           (install) print the unit instead of installing it
                      (default false)
+    -quota LIST      comma-separated USER=SIZE: the most the files in each
+                     writer's tree on this node may take (*=SIZE for the
+                     writers not named); a put past it is refused, storing
+                     nothing, and says so (SIZE as 500M or 5G; default: none)
+    -rate LIMIT      the bytes a second of blocks this node sends to peers
+                     over the network and takes from them: SIZE for both, or
+                     up=SIZE,down=SIZE (as 2M; clients on its socket are not
+                     limited; default: none)
     -metrics ADDR    serve Prometheus metrics of the node and its libp2p host
                      over plain HTTP at http://ADDR/metrics (host:port; they
                      name the users whose logs it hosts, so listen where only
@@ -267,6 +277,16 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "spin: node: -gateway: this program was built without a reader for the gateway\n")
 		return 2
 	}
+	quotas, defaultQuota, err := parseQuotas(*f.quota)
+	if err != nil {
+		fmt.Fprintf(stderr, "spin: node: -quota: %v\n", err)
+		return 2
+	}
+	rateUp, rateDown, err := parseRate(*f.rate)
+	if err != nil {
+		fmt.Fprintf(stderr, "spin: node: -rate: %v\n", err)
+		return 2
+	}
 	var users []spindle.UserName
 	for _, u := range splitList(*repair) {
 		cu, err := spindle.CleanUser(spindle.UserName(u))
@@ -295,6 +315,10 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		KeyServers:    keyservers,
 		Witness:       *f.witness,
 		Metrics:       *f.metrics != "",
+		Quotas:        quotas,
+		DefaultQuota:  defaultQuota,
+		RateUp:        rateUp,
+		RateDown:      rateDown,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "spin: node: %s\n", oneLineMsg(err.Error()))
@@ -391,6 +415,7 @@ type nodeFlags struct {
 	keyserver                                       *string
 	witness                                         *bool
 	metrics                                         *string
+	quota, rate                                     *string
 }
 
 // newNodeFlags returns the flag set of spin node and its values.
@@ -417,6 +442,8 @@ func newNodeFlags() (*flag.FlagSet, *nodeFlags) {
 		keyserver:   fs.String("keyserver", "", ""),
 		witness:     fs.Bool("witness", false, ""),
 		metrics:     fs.String("metrics", "", ""),
+		quota:       fs.String("quota", "", ""),
+		rate:        fs.String("rate", "", ""),
 	}
 }
 
@@ -463,4 +490,76 @@ func serveMetrics(ctx context.Context, ln net.Listener, h http.Handler, log *slo
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error("metrics stopped", "err", err)
 	}
+}
+
+// parseSize reads a size as 500M, 5G, 1.5T or 4096 (bytes; K, M, G, T are
+// powers of 1024, with an optional B or iB after them).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	t = strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(t), "B"), "I")
+	mult := int64(1)
+	if t != "" {
+		if i := strings.IndexByte("KMGT", t[len(t)-1]); i >= 0 {
+			mult = 1 << (10 * (i + 1))
+			t = t[:len(t)-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 || math.IsInf(v, 0) || v*float64(mult) >= math.MaxInt64 {
+		return 0, fmt.Errorf("%q is not a size (want a number of bytes, or one with K, M, G or T after it, as 500M)", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+// parseQuotas reads -quota: USER=SIZE,... with *=SIZE for the default.
+func parseQuotas(s string) (map[spindle.UserName]int64, int64, error) {
+	var def int64
+	q := make(map[spindle.UserName]int64)
+	for _, item := range splitList(s) {
+		name, size, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, 0, fmt.Errorf("%q: want USER=SIZE, or *=SIZE for every other writer", item)
+		}
+		n, err := parseSize(size)
+		if err != nil {
+			return nil, 0, err
+		}
+		if name == "*" {
+			def = n
+			continue
+		}
+		u, err := spindle.CleanUser(spindle.UserName(name))
+		if err != nil {
+			return nil, 0, err
+		}
+		q[u] = n
+	}
+	return q, def, nil
+}
+
+// parseRate reads -rate: SIZE for both directions, or up=SIZE,down=SIZE.
+func parseRate(s string) (up, down int64, err error) {
+	if strings.TrimSpace(s) == "" {
+		return 0, 0, nil
+	}
+	if !strings.Contains(s, "=") {
+		n, err := parseSize(s)
+		return n, n, err
+	}
+	for _, item := range splitList(s) {
+		dir, size, _ := strings.Cut(item, "=")
+		n, err := parseSize(size)
+		if err != nil {
+			return 0, 0, err
+		}
+		switch dir {
+		case "up":
+			up = n
+		case "down":
+			down = n
+		default:
+			return 0, 0, fmt.Errorf("%q: want up=SIZE or down=SIZE", item)
+		}
+	}
+	return up, down, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -300,5 +301,35 @@ func TestNodeCommandMetrics(t *testing.T) {
 	if resp, err := http.Get(url); err == nil {
 		resp.Body.Close()
 		t.Error("metrics still served after the node stopped")
+	}
+}
+
+// -quota and -rate read sizes as people write them, and refuse what they
+// cannot read, saying what they want.
+func TestParseQuotaAndRate(t *testing.T) {
+	q, def, err := parseQuotas("ann@example.com=5G, *=500M,bob@example.com=1.5g")
+	if err != nil || def != 500<<20 || q["ann@example.com"] != 5<<30 || q["bob@example.com"] != 3<<29 {
+		t.Errorf("parseQuotas: %v, default %d, %v", q, def, err)
+	}
+	up, down, err := parseRate("up=2M,down=10MiB")
+	if err != nil || up != 2<<20 || down != 10<<20 {
+		t.Errorf("parseRate up, down: %d %d %v", up, down, err)
+	}
+	if up, down, err := parseRate("4096"); err != nil || up != 4096 || down != 4096 {
+		t.Errorf("parseRate of one size: %d %d %v", up, down, err)
+	}
+	for _, bad := range []string{"ann@example.com", "ann@example.com=lots", "ann=5G", "*=-1M", "*=0"} {
+		if _, _, err := parseQuotas(bad); err == nil {
+			t.Errorf("parseQuotas(%q) took it", bad)
+		}
+	}
+	for _, bad := range []string{"sideways=2M", "up=fast", "2X"} {
+		if _, _, err := parseRate(bad); err == nil {
+			t.Errorf("parseRate(%q) took it", bad)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runNodeCommand(context.Background(), []string{"-home", t.TempDir(), "-quota", "ann@example.com=lots"}, &stdout, &stderr, testLogger(t), nil); code != 2 || !strings.Contains(stderr.String(), "-quota: \"lots\" is not a size") {
+		t.Errorf("spin node -quota with a bad size: exit %d, %s", code, stderr.String())
 	}
 }

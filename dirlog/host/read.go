@@ -591,3 +591,15 @@ func (s *Server) MapStepFor(ctx context.Context, user, owner spindle.UserName, f
 	}
 	return st.Marshal(), nil
 }
+
+// Usage returns the bytes of the files in owner's tree and the sequence
+// number of its last entry, and whether this server serves the tree.
+func (s *Server) Usage(owner spindle.UserName) (bytes, seq int64, ok bool) {
+	v := s.view()
+	defer v.release()
+	l := v.served(owner)
+	if l == nil {
+		return 0, 0, false
+	}
+	return l.t.Bytes, l.t.Seq, true
+}

@@ -114,6 +114,7 @@ type Cluster struct {
 	raft   *raft.Raft
 	fsm    *fsm
 	trans  raft.Transport
+	snaps  raft.SnapshotStore // Nil for a cluster in memory.
 	stores []io.Closer
 	signer note.Signer
 	vkey   string
@@ -213,6 +214,7 @@ func Open(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, spindle.E(op, err)
 		}
 		snaps = fss
+		c.snaps = fss
 	}
 	if err := c.loadNoteKey(); err != nil {
 		return nil, spindle.E(op, err)

@@ -125,7 +125,7 @@ func TestMethodTables(t *testing.T) {
 			t.Errorf("method %s is answered for the anonymous reader but not by a dir host", name)
 		}
 	}
-	for _, name := range []string{wire.KeyJoin, wire.KeyLeave} {
+	for _, name := range []string{wire.KeyJoin, wire.KeyLeave, wire.NodeBackup} {
 		if _, ok := clientMethods[name]; ok {
 			t.Errorf("client protocol has operator method %s", name)
 		}

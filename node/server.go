@@ -198,6 +198,7 @@ var operatorMethods = map[string]method{
 	wire.NodeStatus: {serve: handle((*Node).serveOperatorStatus), who: operator},
 	wire.KeyJoin:    {serve: handle((*Node).serveKeyJoin), who: operator},
 	wire.KeyLeave:   {serve: handle((*Node).serveKeyLeave), who: operator},
+	wire.NodeBackup: {serve: handle((*Node).serveBackup), who: operator},
 }
 
 // dispatch finds req's method in table, checks that the peer may call

@@ -32,6 +32,10 @@ func runNodeCmd(ctx context.Context, st *State, args []string) error {
 			return runNodeInstall(ctx, st, args[1:])
 		case "uninstall":
 			return runNodeUninstall(ctx, st, args[1:])
+		case "backup":
+			return runNodeBackup(ctx, st, args[1:])
+		case "restore":
+			return runNodeRestore(ctx, st, args[1:])
 		}
 	}
 	if runNode == nil {

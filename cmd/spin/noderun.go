@@ -38,6 +38,8 @@ const nodeUsage = `Usage:
     spin node status [-home DIR]
     spin node install [-user | -system -as USER] [-print] [NODE FLAGS]
     spin node uninstall [-user | -system]
+    spin node backup [-home DIR] DEST
+    spin node restore [-home DIR] SRC
 
 Runs a Spindle peer on this machine. On a fresh home it starts a key
 cluster of one, unless -keyserver names another. When it is ready it
@@ -84,6 +86,15 @@ its role (sequencer, or mirror), the head it holds, its lag behind the
 dir host it copies from, and the last pull's error; a sequencer lists
 where each mirror stood when it last asked. Over the network a node
 tells its status, without the logs, only to the writers it admits.
+
+"spin node backup DEST" has the node running in DIR write what makes it
+this node to DEST, a new directory, while it serves: its peer identity, its
+key cluster replica (a snapshot), its directory logs and the peers it
+knows. Blocks are not copied: the network holds their copies. "spin node
+restore SRC" copies such a backup into DIR, a new home, on this or
+another machine; the node started there is the node that was backed up,
+as it was then (docs/operating.md says what that means for what was
+written after).
 
 "spin node install" makes the node a systemd service: it starts at your
 login (with -system, at boot), restarts if it fails, stops cleanly on

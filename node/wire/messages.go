@@ -465,3 +465,20 @@ func (r *DirGlobResponse) LogHead() *dirlog.Head { return r.Head }
 
 // LogHead returns r.Head.
 func (r *DirWhichResponse) LogHead() *dirlog.Head { return r.Head }
+
+// A NodeBackupRequest, of the operator protocol, asks the node to write a
+// backup of its state to Dest, an absolute path on its machine that does
+// not exist yet.
+type NodeBackupRequest struct {
+	Dest string `cbor:"1,keyasint"`
+}
+
+// A NodeBackupResponse says what the backup holds: the node's peer ID,
+// whether its key cluster replica, and the directory logs it copied and
+// those it left out as damaged.
+type NodeBackupResponse struct {
+	Peer       string             `cbor:"1,keyasint"`
+	KeyCluster bool               `cbor:"2,keyasint,omitempty"`
+	Logs       []spindle.UserName `cbor:"3,keyasint,omitempty"`
+	Damaged    []spindle.UserName `cbor:"4,keyasint,omitempty"`
+}

@@ -26,7 +26,7 @@ const (
 	// WatchProtocol carries one Watch: a request, then a stream of events.
 	WatchProtocol = "/spindle/watch/2"
 	// OperatorProtocol carries the requests a node answers only to its
-	// operator: KeyJoin, KeyLeave, and NodeStatus with the logs the node
+	// operator: KeyJoin, KeyLeave, NodeBackup, and NodeStatus with the logs the node
 	// hosts. A node serves it only on its Unix socket, which only its
 	// operator can reach, and never over the network, whose protocols
 	// have no operator methods at all.
@@ -81,6 +81,9 @@ const (
 	// node serves through its socket, to its operator.
 	KeyJoin  = "key.join"
 	KeyLeave = "key.leave"
+	// NodeBackup, of OperatorProtocol only, has the node write a backup
+	// of its state to a directory on its machine.
+	NodeBackup = "node.backup"
 )
 
 // Ops of the errors by which a node tells a client about the protocol

@@ -11,6 +11,17 @@ import (
 // registered. Upspin spelled it all@upspin.io.
 const AllUsers UserName = "all@spindle.dev"
 
+// ReservedUser reports whether u is a name nobody may register: AllUsers,
+// and every name in the top-level domain "invalid" (RFC 2606), which
+// Spindle uses for readers that are no user, such as a gateway's.
+func ReservedUser(u UserName) bool {
+	if u == AllUsers {
+		return true
+	}
+	_, domain, ok := strings.Cut(string(u), "@")
+	return ok && (domain == "invalid" || strings.HasSuffix(domain, ".invalid"))
+}
+
 // MaxUserNameLen bounds the length of a user name in bytes: every user name
 // is shorter than this.
 const MaxUserNameLen = 254

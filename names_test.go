@@ -394,3 +394,20 @@ func TestGlobEscape(t *testing.T) {
 		}
 	}
 }
+
+// Nobody may register "all", nor any name in the domain invalid, which
+// stands for readers that are no user (the gateway's).
+func TestReservedUser(t *testing.T) {
+	for u, want := range map[spindle.UserName]bool{
+		spindle.AllUsers:          true,
+		"gateway@gateway.invalid": true,
+		"x@invalid":               true,
+		"ann@example.com":         false,
+		"ann@invalid.example.com": false,
+		"ann@notinvalid":          false,
+	} {
+		if got := spindle.ReservedUser(u); got != want {
+			t.Errorf("ReservedUser(%s) = %v, want %v", u, got, want)
+		}
+	}
+}

@@ -509,6 +509,10 @@ func (c *Client) putUser(ctx context.Context, u *spindle.User) error {
 	return c.putSigned(ctx, u, nil)
 }
 
+// keyPutRetry bounds how long a record is put again while the key
+// cluster answers Transient (a leader change).
+const keyPutRetry = 10 * time.Second
+
 // putSigned registers a signed record, with a domain admin's grant if
 // not nil.
 func (c *Client) putSigned(ctx context.Context, u *spindle.User, grant spindle.Signature) error {
@@ -516,7 +520,22 @@ func (c *Client) putSigned(ctx context.Context, u *spindle.User, grant spindle.S
 	if err != nil {
 		return err
 	}
-	_, err = callAuth[wire.KeyPutRequest, wire.KeyPutResponse](ctx, c.svc, wire.KeyPut, a, &wire.KeyPutRequest{Record: keylog.EncodeRecord(u), Grant: grant})
+	// A change of the key cluster's leader answers Transient; the same
+	// signed record put again is no second change, so it is put again
+	// for a few seconds, as an election takes.
+	for deadline := time.Now().Add(keyPutRetry); ; {
+		_, err = callAuth[wire.KeyPutRequest, wire.KeyPutResponse](ctx, c.svc, wire.KeyPut, a, &wire.KeyPutRequest{Record: keylog.EncodeRecord(u), Grant: grant})
+		// A node's limit on key changes ("too many key changes") is
+		// Transient too, but trying again only spends the limit.
+		if !errors.Is(err, spindle.Transient) || strings.Contains(err.Error(), "too many key changes") || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		c.log.Debug("key cluster busy; putting the record again", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 	c.mu.Lock()
 	delete(c.userKeys, u.Name)
 	c.mu.Unlock()

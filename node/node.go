@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,8 +239,9 @@ type Node struct {
 	netView atomic.Pointer[netView]
 	netMu   sync.Mutex
 
-	metrics *metrics // If Config.Metrics.
-	quota   quotas   // Blocks writers put that their trees do not count yet (quota.go).
+	metrics  *metrics          // If Config.Metrics.
+	homeLock *spindle.FileLock // Held on HOME/node.lock while the node runs.
+	quota    quotas            // Blocks writers put that their trees do not count yet (quota.go).
 }
 
 // A session is a client peer signed in as a user.
@@ -291,6 +293,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}()
 	if cfg.Home != "" {
 		if err := privateHome(cfg.Home, log); err != nil {
+			return nil, spindle.E(op, err)
+		}
+		if n.homeLock, err = lockHome(cfg.Home); err != nil {
 			return nil, spindle.E(op, err)
 		}
 	}
@@ -740,6 +745,9 @@ func (n *Node) Close() error {
 	if n.ownHost && n.host != nil {
 		errs = append(errs, n.host.Close())
 	}
+	if n.homeLock != nil {
+		errs = append(errs, n.homeLock.Unlock())
+	}
 	return errors.Join(errs...)
 }
 
@@ -851,6 +859,9 @@ func (n *Node) putKey(ctx context.Context, p peer.ID, env *wire.Request, req *wi
 	if err != nil {
 		return spindle.E(op, err)
 	}
+	if spindle.ReservedUser(u.Name) {
+		return spindle.E(op, spindle.Invalid, u.Name, "the name is reserved: names in the domain invalid stand for no one (the gateway reads as gateway@gateway.invalid), and cannot be registered")
+	}
 	if !member && u.Version <= 1 {
 		if err := n.signups.allow(n.sourceAddr(p), time.Now()); err != nil {
 			return spindle.E(op, u.Name, err)
@@ -961,4 +972,33 @@ func orderAddrs(addrs []spindle.PeerAddr) []spindle.PeerAddr {
 // oneLine joins the lines of a message, so that a log line is one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
+
+// homeLockFile, in a node's home, is locked while a node runs there, and
+// holds its process ID.
+const homeLockFile = "node.lock"
+
+// lockHome locks home for this process, or says which process runs a
+// node there: two nodes on one home would each take the other's files.
+func lockHome(home string) (*spindle.FileLock, error) {
+	name := filepath.Join(home, homeLockFile)
+	l, err := spindle.LockFile(name, false)
+	if errors.Is(err, spindle.Exist) {
+		who := "another process"
+		if data, rerr := os.ReadFile(name); rerr == nil {
+			if pid, perr := strconv.Atoi(strings.TrimSpace(string(data))); perr == nil && pid > 0 {
+				who = fmt.Sprintf("process %d", pid)
+			}
+		}
+		return nil, spindle.E(spindle.Exist, fmt.Sprintf("a node runs on home %s already (%s): stop it first, or give this node another home (-home DIR)", home, who))
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The lock is on the file: writing the process ID into it keeps it.
+	if err := os.WriteFile(name, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		l.Unlock()
+		return nil, spindle.E(spindle.IO, err)
+	}
+	return l, nil
 }

@@ -104,6 +104,7 @@ func (n *Node) Status(ctx context.Context) (*wire.Status, error) {
 			st.WitnessAdvanced = wireTime(at)
 		}
 	}
+	n.keyRole(ctx, st)
 	if v := n.netView.Load(); v != nil {
 		st.Network, st.NetworkMembers, st.NetworkMember = v.Network, len(v.Nodes), v.Network == keylog.NetworkOpen || v.members[n.host.ID()]
 	}
@@ -152,4 +153,36 @@ func wireTime(t time.Time) *spindle.Time {
 	}
 	st := spindle.Time(t.UnixNano())
 	return &st
+}
+
+// keyRole fills in the node's place in its key cluster.
+func (n *Node) keyRole(ctx context.Context, st *wire.Status) {
+	n.joinMu.Lock()
+	joining := n.joining != nil
+	n.joinMu.Unlock()
+	ks := n.kst()
+	switch {
+	case ks.keys != nil:
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		s, err := ks.keys.Status(sctx)
+		cancel()
+		if err != nil {
+			st.KeyRole = "member"
+			return
+		}
+		st.KeyRole, st.KeyLeader, st.KeyLast, st.KeyApplied = "follower", s.Leader, s.LastIndex, s.Applied
+		if s.Leader == s.ID {
+			st.KeyRole = "leader"
+		}
+	case joining:
+		st.KeyRole = "joining"
+	case ks.rkeys != nil:
+		st.KeyRole = "client"
+		r := ks.rkeys
+		r.mu.Lock()
+		if r.good >= 0 && r.good < len(r.members) {
+			st.KeyMember = r.members[r.good].ID.String()
+		}
+		r.mu.Unlock()
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"spindle.dev"
 	"spindle.dev/access"
@@ -271,6 +272,8 @@ type copier struct {
 	failed      bool
 	interrupted bool      // An interruption has been seen; it is reported at the end.
 	copied      int       // Files copied.
+	bytes       int64     // Their bytes.
+	began       time.Time // When the files started to be copied.
 	skipped     int       // Files found already copied (-u).
 	streak      int       // I/O failures since the last file copied.
 	started     int64     // Jobs started so far, each stamped with the count (see begin).
@@ -434,6 +437,9 @@ func (cp *copier) report() {
 	case cp.interrupted:
 		cp.st.errorf("interrupted: %s", done)
 		cp.st.hint("to finish the copy, sending only what is missing, use: spin %s", resume)
+	case cp.pb == nil && len(cp.jobs) > 0:
+		// No progress line (not a terminal): one line for scripts.
+		fmt.Fprintf(cp.st.Stdout, "%s, %s, in %s\n", done, formatBytes(cp.bytes), time.Since(cp.began).Round(time.Millisecond))
 	}
 }
 
@@ -638,6 +644,7 @@ func (cp *copier) run(ctx context.Context) {
 	}
 	pb := cp.st.progressFiles(total, len(cp.jobs), "cp")
 	cp.pb = pb
+	cp.began = time.Now()
 	jobs := make(chan *copyJob)
 	var wg sync.WaitGroup
 	for range min(cp.workers, len(cp.jobs)) {
@@ -657,6 +664,9 @@ func (cp *copier) run(ctx context.Context) {
 					pb.fileSkipped(j.size)
 				default:
 					pb.fileDone()
+					cp.mu.Lock()
+					cp.bytes += j.size
+					cp.mu.Unlock()
 				}
 				cp.finished(false, skipped, stamp, path, err)
 			}

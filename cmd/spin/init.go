@@ -12,9 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/sec"
 	"golang.org/x/term"
 
 	"spindle.dev"
+	"spindle.dev/p2p"
 	"spindle.dev/pack"
 )
 
@@ -48,7 +51,7 @@ Options:
     -k, -keyserver LIST   comma-separated addresses of key-cluster members
                           (default: the node's network address)
     -v, -verifier KEY     trust only this key-cluster verifier key, as its
-                          operator gives it (spin node logs it), instead of
+                          operator gives it (spin node prints it as it starts), instead of
                           the one the node gives on first use
     -p, -packing P        default packing of new files: ee, eeintegrity or plain (default ee)
     -s, -secrets DIR      keep the keys in DIR instead
@@ -179,6 +182,10 @@ func runInit(ctx context.Context, st *State, args []string) error {
 		Verifier:  strings.TrimSpace(*verifier),
 		File:      file,
 		Log:       st.Log,
+	}
+
+	if err := st.checkNodePeer(ctx, cfg.Node); err != nil {
+		return err
 	}
 
 	var keys *pack.Keys
@@ -511,4 +518,39 @@ func asideName(path string) string {
 func fileExists(name string) bool {
 	_, err := os.Lstat(name)
 	return err == nil
+}
+
+// nodeCheckWait bounds spin init's look at the node it is given.
+const nodeCheckWait = 5 * time.Second
+
+// checkNodePeer connects to the node at addr, if it answers, and refuses
+// an address whose peer ID is not the node's before anything is written:
+// a mistyped or stale address would otherwise be written into the config
+// and found only at the next command. A node that does not answer is let
+// pass: one may init before starting it.
+func (st *State) checkNodePeer(ctx context.Context, addr spindle.PeerAddr) error {
+	if addr == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, nodeCheckWait)
+	defer cancel()
+	var h host.Host
+	var err error
+	if p2p.IsLocalAddr(addr) {
+		h, err = p2p.NewLocalHost(ctx, p2p.LocalConfig{})
+	} else {
+		h, err = p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
+	}
+	if err != nil {
+		return nil // The commands after will say what is wrong.
+	}
+	defer h.Close()
+	_, err = p2p.Connect(ctx, h, addr)
+	var mismatch sec.ErrPeerIDMismatch
+	if !errors.As(err, &mismatch) {
+		return nil
+	}
+	st.errorf("-node %s: the node there is peer %s, not %s, which the address names; nothing was written", addr, mismatch.Actual, mismatch.Expected)
+	st.hint("copy the address again as the node prints it (spin node status, or the addr file in its home)")
+	return errFailed
 }

@@ -28,8 +28,8 @@ func keySubcommands() []*subcommand {
 		{"admit", "PUBKEY", keyAdmitText, keyAdmitExample, keyChangeCmd(keylog.ChangeAdmit)},
 		{"unadmit", "PUBKEY", "", "", keyChangeCmd(keylog.ChangeUnadmit)},
 		{"operator", "add|remove PUBKEY", "", "", runKeyOperator},
-		{"join", "", keyJoinText, keyJoinExample, runKeyJoin},
-		{"leave", "", "", "", runKeyLeave},
+		{"join", "[-home DIR]", keyJoinText, keyJoinExample, runKeyJoin},
+		{"leave", "[-home DIR]", "", "", runKeyLeave},
 		{"policy", "open|domain", keyPolicyText, keyPolicyExample, runKeyPolicy},
 		{"domain", "add DOMAIN PUBKEY | remove DOMAIN", "", "", runKeyDomain},
 		{"network", "open|members", keyNetworkText, keyNetworkExample, runKeyNetwork},
@@ -58,7 +58,7 @@ func keyUsage() string {
 			b.WriteString("\n" + s.text)
 		}
 	}
-	b.WriteString("\nOptions:\n    -h, -help   print this text\n\nExample:\n")
+	b.WriteString("\nOptions:\n    -home DIR   (join, leave) the home of the node to act on (default ~/spin/node)\n    -h, -help   print this text\n\nExample:\n")
 	for _, s := range keySubcommands() {
 		b.WriteString(s.example)
 	}
@@ -69,6 +69,7 @@ func keyUsage() string {
 func runKey(ctx context.Context, st *State, args []string) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		flags := st.flags()
+		flags.String("home", "", "") // Of join and leave; documented with spin key's options.
 		if err := st.parse(flags, args); err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,7 +58,7 @@ operator. Each is signed by your key, which must be an operator's.
 const keyAdmitExample = `    $ spin key admit p256:B...
 `
 
-const keyJoinText = `spin key join makes the node in ~/spin/node a voting member of the key
+const keyJoinText = `spin key join makes the node in ~/spin/node (or -home DIR) a voting member of the key
 cluster it was started with (spin node -keyserver ADDR), vouched for by
 your key, which an operator must have admitted (spin key admit). The node
 stays a member when it restarts. spin key leave takes it out again;
@@ -238,6 +239,9 @@ func printClusterStatus(st *State, cs *wire.ClusterStatus) {
 		if id == cs.Leader {
 			notes = append(notes, "leader")
 		}
+		if id == cs.ID {
+			notes = append(notes, "answered this")
+		}
 		if !slices.Contains(cs.Voters, id) {
 			notes = append(notes, "recorded, not a voter")
 		} else if cs.Members[id] == "" {
@@ -340,21 +344,126 @@ func (st *State) change(ctx context.Context, kind, arg string, key spindle.Publi
 	if err != nil {
 		return st.fail("", err)
 	}
+	// A setting that holds already is said to, not changed again (a
+	// change that adds or removes something is left to the cluster,
+	// which says why it cannot be made).
+	setting := kind == keylog.ChangePolicy || kind == keylog.ChangeNetwork || kind == keylog.ChangeWitnessQuorum || kind == keylog.ChangeDomain
+	if setting && changeHolds(cs, kind, arg, key) {
+		fmt.Fprintf(st.Stdout, "no change: %s (configuration %d has it already)\n", changeText(kind, arg, key), cs.Seq)
+		return nil
+	}
 	data, err := signChange(keys, cs, kind, arg, key)
 	if err != nil {
 		return st.fail("", err)
 	}
 	// The same change again is no change: one cut short by a leader
 	// change is tried again, for up to a minute.
+	resigned := false
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		_, err := keyNodeCall[wire.KeyChangeRequest, wire.KeyChangeResponse](ctx, st, wire.KeyChange, &wire.KeyChangeRequest{Change: data})
 		if err == nil {
+			if kind != keylog.ChangeInit {
+				fmt.Fprintf(st.Stdout, "done:      %s (configuration change %d)\n", changeText(kind, arg, key), cs.Seq+1)
+			}
 			return nil
+		}
+		if errors.Is(err, spindle.Invalid) && strings.Contains(err.Error(), "does not follow the current configuration") {
+			// The configuration moved on while this change was signed or
+			// on its way: another operator's change, or this one's own
+			// first try, taken before its answer was lost. Say which.
+			now, serr := st.keyStatus(ctx)
+			if serr == nil && changeHolds(now, kind, arg, key) {
+				fmt.Fprintf(st.Stdout, "done:      %s (configuration %d has it: an earlier try was taken before its answer was lost)\n", changeText(kind, arg, key), now.Seq)
+				return nil
+			}
+			if serr == nil && !resigned {
+				// Signed for a configuration that another change has
+				// followed since: sign it again for the current one.
+				resigned, cs = true, now
+				if data, err = signChange(keys, cs, kind, arg, key); err != nil {
+					return st.fail("", err)
+				}
+				continue
+			}
+			st.fail("", err)
+			st.hint("the configuration changed while this change was made (another operator?); look at it with spin key members and run the command again")
+			return errFailed
 		}
 		if !errors.Is(err, spindle.Transient) || time.Now().After(deadline) {
 			return st.fail("", err)
 		}
 	}
+}
+
+// changeHolds reports whether the configuration cs already has what a
+// change of kind with arg and key would make it have.
+func changeHolds(cs *wire.ClusterStatus, kind, arg string, key spindle.PublicKey) bool {
+	switch kind {
+	case keylog.ChangeInit:
+		return slices.Contains(cs.Operators, key)
+	case keylog.ChangePolicy:
+		return cs.Policy == arg
+	case keylog.ChangeAddOperator:
+		return slices.Contains(cs.Operators, key)
+	case keylog.ChangeRemoveOperator:
+		return !slices.Contains(cs.Operators, key)
+	case keylog.ChangeAdmit:
+		return slices.Contains(cs.Admitted, key)
+	case keylog.ChangeUnadmit:
+		return !slices.Contains(cs.Admitted, key)
+	case keylog.ChangeDomain:
+		return cs.Domains[arg] == key
+	case keylog.ChangeUndomain:
+		_, ok := cs.Domains[arg]
+		return !ok
+	case keylog.ChangeNetwork:
+		return cs.Network == arg || cs.Network == "" && arg == keylog.NetworkOpen
+	case keylog.ChangeAddNode:
+		return slices.Contains(cs.Nodes, arg)
+	case keylog.ChangeRemoveNode:
+		return !slices.Contains(cs.Nodes, arg)
+	case keylog.ChangeAddWitness:
+		return slices.Contains(slices.Collect(maps.Values(cs.Witnesses)), arg)
+	case keylog.ChangeRemoveWitness:
+		_, ok := cs.Witnesses[arg]
+		return !ok
+	case keylog.ChangeWitnessQuorum:
+		return strconv.Itoa(cs.Quorum) == arg
+	}
+	return false
+}
+
+// changeText says what a configuration change does, for people.
+func changeText(kind, arg string, key spindle.PublicKey) string {
+	switch kind {
+	case keylog.ChangePolicy:
+		return "namespace policy " + arg
+	case keylog.ChangeAddOperator:
+		return "operator " + string(key) + " added"
+	case keylog.ChangeRemoveOperator:
+		return "operator " + string(key) + " removed"
+	case keylog.ChangeAdmit:
+		return "node operator " + string(key) + " admitted"
+	case keylog.ChangeUnadmit:
+		return "node operator " + string(key) + " no longer admitted"
+	case keylog.ChangeDomain:
+		return "admin key of " + arg + " set to " + string(key)
+	case keylog.ChangeUndomain:
+		return "admin key of " + arg + " removed"
+	case keylog.ChangeNetwork:
+		return "network " + arg
+	case keylog.ChangeAddNode:
+		return "node " + arg + " admitted to the network"
+	case keylog.ChangeRemoveNode:
+		return "node " + arg + " taken out of the network"
+	case keylog.ChangeAddWitness:
+		return "witness added"
+	case keylog.ChangeRemoveWitness:
+		return "witness " + arg + " removed"
+	case keylog.ChangeWitnessQuorum:
+		return "witness quorum " + arg
+	}
+	return kind + " " + arg
 }
 
 func runKeyInit(ctx context.Context, st *State, args []string) error {
@@ -499,30 +608,48 @@ func runKeyWitness(ctx context.Context, st *State, args []string) error {
 
 // localNode returns the socket of the node in ~/spin/node, which join
 // and leave act on.
-func (st *State) localNode() (spindle.PeerAddr, error) {
-	h, err := st.home()
-	if err != nil {
-		return "", err
+// With home "", the node is the one in ~/spin/node.
+func (st *State) localNode(home string) (spindle.PeerAddr, error) {
+	if home == "" {
+		h, err := st.home()
+		if err != nil {
+			return "", err
+		}
+		home = filepath.Join(h, "spin", "node")
 	}
-	home := filepath.Join(h, "spin", "node")
 	addr, err := nodeSocket(home)
 	if err != nil {
 		st.errorf("%v", err)
-		st.hint("start the node there first: spin node -keyserver ADDR")
+		st.hint("start the node there first: spin node -home %s -keyserver ADDR", home)
 		return "", errFailed
 	}
 	return addr, nil
 }
 
+// joinArgs parses the arguments of spin key join and leave: none, and
+// -home, the home of the node to act on.
+func (st *State) joinArgs(args []string) (home string, err error) {
+	flags := st.flags()
+	h := flags.String("home", "", "")
+	if err := st.parse(flags, args); err != nil {
+		return "", err
+	}
+	if flags.NArg() != 0 {
+		return "", usagef("usage: spin %s [-home DIR]", st.cmd)
+	}
+	return *h, nil
+}
+
 func runKeyJoin(ctx context.Context, st *State, args []string) error {
-	if _, err := st.keyArgs(args, 0, ""); err != nil {
+	home, err := st.joinArgs(args)
+	if err != nil {
 		return err
 	}
 	keys, err := st.operatorKeys()
 	if err != nil {
 		return err
 	}
-	addr, err := st.localNode()
+	addr, err := st.localNode(home)
 	if err != nil {
 		return err
 	}
@@ -551,14 +678,15 @@ func runKeyJoin(ctx context.Context, st *State, args []string) error {
 }
 
 func runKeyLeave(ctx context.Context, st *State, args []string) error {
-	if _, err := st.keyArgs(args, 0, ""); err != nil {
+	home, err := st.joinArgs(args)
+	if err != nil {
 		return err
 	}
 	keys, err := st.operatorKeys()
 	if err != nil {
 		return err
 	}
-	addr, err := st.localNode()
+	addr, err := st.localNode(home)
 	if err != nil {
 		return err
 	}

@@ -152,6 +152,26 @@ func printStatus(w io.Writer, s *wire.Status, now time.Time) {
 		}
 		line("hold limit", "%s: copies from other nodes are refused past it%s", formatBytes(*s.HoldLimit), refused)
 	}
+	switch s.KeyRole {
+	case "leader":
+		line("key cluster", "member, the leader (log index %d, applied %d)", s.KeyLast, s.KeyApplied)
+	case "follower":
+		leader := s.KeyLeader
+		if leader == "" {
+			leader = "none known"
+		}
+		line("key cluster", "member, following leader %s (log index %d, applied %d)", leader, s.KeyLast, s.KeyApplied)
+	case "joining":
+		line("key cluster", "joining")
+	case "client":
+		member := s.KeyMember
+		if member == "" {
+			member = "none has answered yet"
+		}
+		line("key cluster", "runs none: carries key requests to member %s (spin node -keyserver)", member)
+	case "member":
+		line("key cluster", "member")
+	}
 	switch {
 	case s.Network == keylog.NetworkMembers && s.NetworkMember:
 		line("network", "members only (%d); this node is one", s.NetworkMembers)

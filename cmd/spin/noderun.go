@@ -21,6 +21,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/blocks/replica"
+	"spindle.dev/client"
 	"spindle.dev/node"
 	"spindle.dev/p2p"
 )
@@ -391,8 +392,9 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	fmt.Fprint(stdout, b.String())
 	// Users pin this key with spin init -verifier, or compare its
-	// fingerprint with the one spin init shows.
-	log.Info("key cluster verifier key", "key", n.VerifierKey())
+	// fingerprint with the one spin init shows: say it whatever the log
+	// level.
+	fmt.Fprintf(stderr, "spin: node: key cluster verifier key: %s (fingerprint %s)\n", n.VerifierKey(), client.VerifierFingerprint(n.VerifierKey()))
 	<-ctx.Done()
 	if *f.drain {
 		// Hand every block on before leaving, so that r copies remain

@@ -490,6 +490,12 @@ func (st *State) hintFor(path string, err error) {
 	}
 	switch spindle.KindOf(err) {
 	case spindle.Permission, spindle.Private:
+		if hasOp(err, wire.SessionOp) {
+			// The node would not sign this client in: its user has no
+			// key record yet. Access files are not the matter.
+			st.hint("you are not signed up, so no node will sign you in: %s", commandLine(st.Config, "signup"))
+			break
+		}
 		if st.accessHint(path, err, me) {
 			break
 		}

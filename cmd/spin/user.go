@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"spindle.dev"
+	"spindle.dev/pack"
 )
 
 const userUsage = `Usage:
@@ -112,6 +113,17 @@ func runUser(ctx context.Context, st *State, args []string) error {
 		}
 	}
 	u, err := c.LookupUser(ctx, name)
+	if errors.Is(err, spindle.NotExist) && flags.NArg() == 0 && len(hosts) == 0 && *quorum < 0 {
+		// Not signed up yet: what an operator who admits you needs is
+		// your key, which is here.
+		if keys, kerr := pack.Load(st.Config.Secrets); kerr == nil && keys.UserName() == name {
+			fmt.Fprintf(st.Stdout, "name:      %s\n", printName(name))
+			fmt.Fprintf(st.Stdout, "key:       %s\n", printName(keys.PublicKey()))
+			fmt.Fprintf(st.Stdout, "signed up: no\n")
+			st.hint("the key cluster has no record of you yet: %s", commandLine(st.Config, "signup"))
+			return nil
+		}
+	}
 	if err != nil {
 		return st.fail(string(name), err)
 	}

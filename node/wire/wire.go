@@ -290,6 +290,16 @@ type Status struct {
 	WitnessSize     *int64        `cbor:"61,keyasint,omitempty"`
 	WitnessAdvanced *spindle.Time `cbor:"62,keyasint,omitempty"`
 
+	// KeyRole is the node's place in its key cluster: "leader",
+	// "follower" (of KeyLeader, with KeyApplied of KeyLast log entries
+	// applied), "joining", or "client" (it runs none, and carries key
+	// requests to KeyMember, the member that answered it last).
+	KeyRole    string `cbor:"73,keyasint,omitempty"`
+	KeyLeader  string `cbor:"74,keyasint,omitempty"`
+	KeyMember  string `cbor:"75,keyasint,omitempty"`
+	KeyLast    uint64 `cbor:"76,keyasint,omitempty"`
+	KeyApplied uint64 `cbor:"77,keyasint,omitempty"`
+
 	// The network's policy as the node last learnt it from its key
 	// cluster ("open" or "members"; "" before it learnt any), how many
 	// member nodes it names, and whether this node is one of them.

@@ -509,6 +509,12 @@ func (c *Client) putUser(ctx context.Context, u *spindle.User) error {
 	return c.putSigned(ctx, u, nil)
 }
 
+// leaderChange reports whether err is the key cluster's answer while its
+// leader changes.
+func leaderChange(err error) bool {
+	return errors.Is(err, spindle.Transient) && strings.Contains(err.Error(), "leader")
+}
+
 // keyPutRetry bounds how long a record is put again while the key
 // cluster answers Transient (a leader change).
 const keyPutRetry = 10 * time.Second
@@ -522,12 +528,12 @@ func (c *Client) putSigned(ctx context.Context, u *spindle.User, grant spindle.S
 	}
 	// A change of the key cluster's leader answers Transient; the same
 	// signed record put again is no second change, so it is put again
-	// for a few seconds, as an election takes.
+	// for a few seconds, as an election takes. (Other Transient answers,
+	// a node's limits on key changes and sign-ups, are not: trying again
+	// would only spend the limit.)
 	for deadline := time.Now().Add(keyPutRetry); ; {
 		_, err = callAuth[wire.KeyPutRequest, wire.KeyPutResponse](ctx, c.svc, wire.KeyPut, a, &wire.KeyPutRequest{Record: keylog.EncodeRecord(u), Grant: grant})
-		// A node's limit on key changes ("too many key changes") is
-		// Transient too, but trying again only spends the limit.
-		if !errors.Is(err, spindle.Transient) || strings.Contains(err.Error(), "too many key changes") || time.Now().After(deadline) || ctx.Err() != nil {
+		if !leaderChange(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		c.log.Debug("key cluster busy; putting the record again", "err", err)

@@ -197,6 +197,63 @@ func TestDomainPolicy(t *testing.T) {
 	}
 }
 
+// Under the invite policy, a new name under any domain needs an
+// invitation: an operator's countersignature over its first record (or
+// the domain admin's, for a domain that has one). An invitation is for
+// one name and one key; updates and +suffix users need none; another
+// key, a stranger's or a removed operator's, invites no one.
+func TestInvitePolicy(t *testing.T) {
+	c := memCluster(t)
+	ctx := ctxT(t)
+	op, op2, admin, stranger := newSigner(t, "op@example.com"), newSigner(t, "op2@example.com"), newSigner(t, "admin@example.com"), newSigner(t, "x@example.com")
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 1, Kind: keylog.ChangeInit, Key: op.pub}))
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 2, Kind: keylog.ChangePolicy, Arg: keylog.PolicyInvite}))
+	if p := c.Config().Policy; p != keylog.PolicyInvite {
+		t.Fatalf("policy %q", p)
+	}
+	annKey := newSigner(t, ann)
+	annRec := register(t, annKey)
+	refusedPut := func(what string, err error, rec *spindle.User) {
+		t.Helper()
+		if !errors.Is(err, spindle.Permission) {
+			t.Errorf("%s: %v, want Permission", what, err)
+		}
+		if _, err := c.Lookup(ctx, rec.Name); !errors.Is(err, spindle.NotExist) {
+			t.Errorf("%s: %s is registered: %v", what, rec.Name, err)
+		}
+	}
+	refusedPut("no invitation", c.Put(ctx, annRec), annRec)
+	refusedPut("a stranger's invitation", c.PutGranted(ctx, annRec, grantFor(t, stranger, annRec)), annRec)
+	thief := register(t, newSigner(t, ann))
+	refusedPut("the invitation of another record", c.PutGranted(ctx, thief, grantFor(t, op, annRec)), thief)
+	if err := c.PutGranted(ctx, annRec, grantFor(t, op, annRec)); err != nil {
+		t.Fatalf("an operator's invitation: %v", err)
+	}
+	mustPut(t, c, update(t, annRec, annKey.pub, annKey, "12D3KooWHost"))
+	cam := &spindle.User{Name: annCam, PublicKey: newSigner(t, annCam).pub, Version: 1}
+	if err := keylog.Sign(cam, annKey); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, c, cam)
+
+	// A domain's admin invites under the domain; a second operator
+	// invites; one removed does not any more.
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 3, Kind: keylog.ChangeDomain, Arg: "example.com", Key: admin.pub}))
+	bea := register(t, newSigner(t, "bea@example.com"))
+	if err := c.PutGranted(ctx, bea, grantFor(t, admin, bea)); err != nil {
+		t.Errorf("the domain admin's invitation: %v", err)
+	}
+	carl := register(t, newSigner(t, "carl@other.org"))
+	refusedPut("example.com's admin inviting under other.org", c.PutGranted(ctx, carl, grantFor(t, admin, carl)), carl)
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 4, Kind: keylog.ChangeAddOperator, Key: op2.pub}))
+	if err := c.PutGranted(ctx, carl, grantFor(t, op2, carl)); err != nil {
+		t.Errorf("a second operator's invitation: %v", err)
+	}
+	mustChange(t, c, signedChange(t, op, &keylog.Change{Seq: 5, Kind: keylog.ChangeRemoveOperator, Key: op2.pub}))
+	dora := register(t, newSigner(t, "dora@other.org"))
+	refusedPut("a removed operator's invitation", c.PutGranted(ctx, dora, grantFor(t, op2, dora)), dora)
+}
+
 func TestConfigSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	c := diskCluster(t, dir, true)

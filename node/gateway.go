@@ -78,7 +78,14 @@ func (n *Node) GetBlock(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 // ServeGateway serves the gateway on ln, reading with rd, until ctx is
 // cancelled or the node closes. It returns nil when stopped that way.
 func (n *Node) ServeGateway(ctx context.Context, ln net.Listener, rd PublicReader) error {
-	srv, ln := NewHTTPServer(ln, n.GatewayHandler(rd), GatewayLimits())
+	lim := GatewayLimits()
+	if n.cfg.GatewayPerAddr > 0 {
+		lim.PerAddr = n.cfg.GatewayPerAddr
+	}
+	if n.cfg.GatewayConns > 0 {
+		lim.Conns = n.cfg.GatewayConns
+	}
+	srv, ln := NewHTTPServer(ln, n.GatewayHandler(rd), lim)
 	srv.BaseContext = func(net.Listener) context.Context { return n.ctx }
 	// Stop with ctx or the node; neither waiter outlives Serve.
 	stop := context.AfterFunc(ctx, func() { srv.Close() })

@@ -435,3 +435,32 @@ func TestGatewayBodySlots(t *testing.T) {
 		t.Fatal("a place given back twice counted twice")
 	}
 }
+
+// Config.GatewayPerAddr, set by spin node -gatewayconns, takes the place
+// of the default cap on one address's connections.
+func TestGatewayPerAddrConfigured(t *testing.T) {
+	const perAddr, idle = 4, 40
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := New(ctx, Config{Home: t.TempDir(), NoSocket: true, Writers: []string{"all"}, Logger: testLogger(t), GatewayPerAddr: perAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, gstop := context.WithCancel(context.Background())
+	defer gstop()
+	go n.ServeGateway(gctx, ln, newGatewayReader(t, n))
+	before := openFiles(t)
+	dialMany(t, ln.Addr().String(), idle)
+	// The server takes the connections from its backlog within moments;
+	// then count its ends (the idle ones are not cut for 10 s).
+	time.Sleep(time.Second)
+	held := openFiles(t) - before - idle
+	if held > perAddr+2 {
+		t.Fatalf("after %d idle connections the gateway holds %d open; configured cap %d from one address", idle, held, perAddr)
+	}
+}

@@ -145,6 +145,9 @@ type Config struct {
 	// Witness makes the node a witness of its key cluster's log (see
 	// witness.go), with its state in Home/witness.
 	Witness bool
+	// GatewayPerAddr and GatewayConns bound the gateway's connections
+	// from one address and in all (GatewayLimits' if zero).
+	GatewayPerAddr, GatewayConns int
 	// Quotas bound, by writer, the bytes of their files on this node,
 	// and DefaultQuota those of writers it does not name; zero or less
 	// means none (see quota.go).

@@ -9,6 +9,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
+	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
 )
 
 // buildSignupFlood builds the hostile client
@@ -51,15 +56,17 @@ func TestSignupFloodFromFreshIdentitiesIsBounded(t *testing.T) {
 	}
 	bin := buildSignupFlood(t)
 	for _, tc := range []struct {
-		name  string
-		cfg   Config
-		tries int
-		want  int
-		why   string
+		name   string
+		cfg    Config
+		invite bool // The cluster runs the invite policy.
+		tries  int
+		want   int
+		why    string
 	}{
-		{"per address", Config{}, 100, DefaultSignupsPerAddr, "too many sign-ups from address 127.0.0.1: at most 20 an hour"},
-		{"per prefix", Config{SignupsPerAddr: 1000, SignupsPerPrefix: 30}, 50, 30, "too many sign-ups from network 127.0.0.0/24: at most 30 an hour"},
-		{"in all", Config{SignupsPerAddr: 1000, SignupsPerPrefix: 1000, Signups: 25}, 40, 25, "too many sign-ups through this node: at most 25 an hour in all"},
+		{"per address", Config{}, false, 100, DefaultSignupsPerAddr, "too many sign-ups from address 127.0.0.1: at most 20 an hour"},
+		{"per prefix", Config{SignupsPerAddr: 1000, SignupsPerPrefix: 30}, false, 50, 30, "too many sign-ups from network 127.0.0.0/24: at most 30 an hour"},
+		{"in all", Config{SignupsPerAddr: 1000, SignupsPerPrefix: 1000, Signups: 25}, false, 40, 25, "too many sign-ups through this node: at most 25 an hour in all"},
+		{"by invitation", Config{SignupsPerAddr: 1000, SignupsPerPrefix: 1000, Signups: 1000}, true, 100, 0, "the cluster admits new names by invitation"},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "-"), func(t *testing.T) {
 			cfg := tc.cfg
@@ -72,6 +79,18 @@ func TestSignupFloodFromFreshIdentitiesIsBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { n.Close() })
+			if tc.invite {
+				op := newKeys(t, "op@example.com")
+				for _, ch := range [][2]string{{keylog.ChangeInit, n.VerifierKey()}, {keylog.ChangePolicy, keylog.PolicyInvite}} {
+					key := spindle.PublicKey("")
+					if ch[0] == keylog.ChangeInit {
+						key = op.PublicKey()
+					}
+					if resp, err := call(t, n, false, &wiretest.Request{Method: wire.KeyChange, Data: change(t, op, status(t, n), ch[0], ch[1], key)}); err != nil || resp.Err != nil {
+						t.Fatalf("%s: %v %v", ch[0], err, resp)
+					}
+				}
+			}
 			start := time.Now()
 			got, out := runSignupFlood(t, bin, n, "flood", tc.tries)
 			if got != tc.want {

@@ -30,7 +30,7 @@ func keySubcommands() []*subcommand {
 		{"operator", "add|remove PUBKEY", "", "", runKeyOperator},
 		{"join", "[-home DIR]", keyJoinText, keyJoinExample, runKeyJoin},
 		{"leave", "[-home DIR]", "", "", runKeyLeave},
-		{"policy", "open|domain", keyPolicyText, keyPolicyExample, runKeyPolicy},
+		{"policy", "open|domain|invite", keyPolicyText, keyPolicyExample, runKeyPolicy},
 		{"domain", "add DOMAIN PUBKEY | remove DOMAIN", "", "", runKeyDomain},
 		{"network", "open|members", keyNetworkText, keyNetworkExample, runKeyNetwork},
 		{"node", "add|remove PEERID", "", "", runKeyNode},

@@ -70,12 +70,15 @@ const keyJoinExample = `    $ spin key join
     ...
 `
 
-const keyPolicyText = `spin key policy open|domain sets the namespace policy. Under open, the
-first to register a name holds it. Under domain, a new name under a domain
-is granted only with the countersignature of the domain's admin key, which
-spin key domain add DOMAIN PUBKEY registers (replacing any before it) and
-spin key domain remove DOMAIN removes: then no new name under the domain is
-granted until another key is added.
+const keyPolicyText = `spin key policy open|domain|invite sets the namespace policy. Under open,
+the first to register a name holds it. Under domain, a new name under a
+domain is granted only with the countersignature of the domain's admin key,
+which spin key domain add DOMAIN PUBKEY registers (replacing any before it)
+and spin key domain remove DOMAIN removes: then no new name under the
+domain is granted until another key is added. Under invite, a new name
+under any domain needs an invitation: the countersignature of an
+operator's key (or of the domain's admin key) by spin key grant, so that
+strangers who make identities for free cannot register names in bulk.
 `
 
 const keyNetworkText = `spin key network open|members sets which nodes may store blocks for others,
@@ -113,8 +116,8 @@ the tree it last cosigned for the member that answers and when, or why its
 last request failed, and how many must cosign each head.
 `
 
-const keyGrantText = `spin key grant REQUEST countersigns, with your key as a domain's admin, the
-first record of a new user (REQUEST, as spin signup -request printed it)
+const keyGrantText = `spin key grant REQUEST countersigns, with your key as a domain's admin (or,
+under the invite policy, as an operator), the first record of a new user (REQUEST, as spin signup -request printed it)
 and prints the grant, which the user gives to spin signup -grant. Check
 out of band that the request comes from the user it names.
 `
@@ -527,12 +530,12 @@ func runKeyOperator(ctx context.Context, st *State, args []string) error {
 }
 
 func runKeyPolicy(ctx context.Context, st *State, args []string) error {
-	ops, err := st.keyArgs(args, 1, "open|domain")
+	ops, err := st.keyArgs(args, 1, "open|domain|invite")
 	if err != nil {
 		return err
 	}
-	if ops[0] != keylog.PolicyOpen && ops[0] != keylog.PolicyDomain {
-		return usagef("want open or domain, not %q", ops[0])
+	if ops[0] != keylog.PolicyOpen && ops[0] != keylog.PolicyDomain && ops[0] != keylog.PolicyInvite {
+		return usagef("want open, domain or invite, not %q", ops[0])
 	}
 	return st.change(ctx, keylog.ChangePolicy, ops[0], "")
 }

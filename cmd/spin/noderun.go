@@ -36,6 +36,7 @@ const nodeUsage = `Usage:
               [-gateway ADDR]
               [-keyserver MULTIADDR,...] [-compact K] [-witness]
               [-metrics ADDR] [-quota USER=SIZE,...] [-rate SIZE|up=SIZE,down=SIZE]
+              [-signups N,N,N] [-gatewayconns N,N]
     spin node status [-home DIR]
     spin node install [-user | -system -as USER] [-print] [NODE FLAGS]
     spin node uninstall [-user | -system]
@@ -203,6 +204,12 @@ Options:
                      over the network and takes from them: SIZE for both, or
                      up=SIZE,down=SIZE (as 2M; clients on its socket are not
                      limited; default: none)
+    -signups LIMITS  the new names registered through this node in an hour:
+                     PERADDR,PERNETWORK,TOTAL, from one address, from one
+                     /24 (IPv4) or /48 (IPv6), and in all (default: 20,50,200;
+                     0 keeps a default)
+    -gatewayconns LIMITS the gateway's connections: PERADDR,TOTAL (default:
+                     64,1024; 0 keeps a default)
     -metrics ADDR    serve Prometheus metrics of the node and its libp2p host
                      over plain HTTP at http://ADDR/metrics (host:port; they
                      name the users whose logs it hosts, so listen where only
@@ -299,6 +306,16 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "spin: node: -rate: %v\n", err)
 		return 2
 	}
+	signups, err := parseCounts(*f.signups, 3)
+	if err != nil {
+		fmt.Fprintf(stderr, "spin: node: -signups: %v: want PERADDR,PERNETWORK,TOTAL new names an hour, as 20,50,200\n", err)
+		return 2
+	}
+	gwConns, err := parseCounts(*f.gatewayConns, 2)
+	if err != nil {
+		fmt.Fprintf(stderr, "spin: node: -gatewayconns: %v: want PERADDR,TOTAL connections, as 64,1024\n", err)
+		return 2
+	}
 	var users []spindle.UserName
 	for _, u := range splitList(*repair) {
 		cu, err := spindle.CleanUser(spindle.UserName(u))
@@ -309,28 +326,33 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		users = append(users, cu)
 	}
 	n, err := newRecovering(ctx, node.Config{
-		Home:          *home,
-		Listen:        splitList(*listen),
-		Writers:       splitList(*writers),
-		Logger:        log,
-		Repair:        users,
-		CompactAfter:  *f.compact,
-		Bootstrap:     boot,
-		Relay:         *f.relay,
-		NoAutoNAT:     !*f.autonat,
-		NoHolePunch:   !*f.holepunch,
-		NoRelayClient: !*f.relayclient,
-		NoPortMap:     !*f.portmap,
-		Replicas:      *f.replicas,
-		CacheBytes:    cacheBytes(*f.cache),
-		HoldLimit:     *f.holdlimit << 20,
-		KeyServers:    keyservers,
-		Witness:       *f.witness,
-		Metrics:       *f.metrics != "",
-		Quotas:        quotas,
-		DefaultQuota:  defaultQuota,
-		RateUp:        rateUp,
-		RateDown:      rateDown,
+		Home:             *home,
+		Listen:           splitList(*listen),
+		Writers:          splitList(*writers),
+		Logger:           log,
+		Repair:           users,
+		CompactAfter:     *f.compact,
+		Bootstrap:        boot,
+		Relay:            *f.relay,
+		NoAutoNAT:        !*f.autonat,
+		NoHolePunch:      !*f.holepunch,
+		NoRelayClient:    !*f.relayclient,
+		NoPortMap:        !*f.portmap,
+		Replicas:         *f.replicas,
+		CacheBytes:       cacheBytes(*f.cache),
+		HoldLimit:        *f.holdlimit << 20,
+		KeyServers:       keyservers,
+		Witness:          *f.witness,
+		Metrics:          *f.metrics != "",
+		Quotas:           quotas,
+		DefaultQuota:     defaultQuota,
+		RateUp:           rateUp,
+		RateDown:         rateDown,
+		SignupsPerAddr:   signups[0],
+		SignupsPerPrefix: signups[1],
+		Signups:          signups[2],
+		GatewayPerAddr:   gwConns[0],
+		GatewayConns:     gwConns[1],
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "spin: node: %s\n", oneLineMsg(err.Error()))
@@ -429,6 +451,7 @@ type nodeFlags struct {
 	witness                                         *bool
 	metrics                                         *string
 	quota, rate                                     *string
+	signups, gatewayConns                           *string
 }
 
 // newNodeFlags returns the flag set of spin node and its values.
@@ -436,27 +459,29 @@ func newNodeFlags() (*flag.FlagSet, *nodeFlags) {
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs, &nodeFlags{
-		home:        fs.String("home", "", ""),
-		listen:      fs.String("listen", strings.Join(defaultListen, ","), ""),
-		writers:     fs.String("writers", "", ""),
-		repair:      fs.String("repair", "", ""),
-		bootstrap:   fs.String("bootstrap", "", ""),
-		relay:       fs.Bool("relay", false, ""),
-		autonat:     fs.Bool("autonat", true, ""),
-		holepunch:   fs.Bool("holepunch", true, ""),
-		relayclient: fs.Bool("relayclient", true, ""),
-		portmap:     fs.Bool("portmap", true, ""),
-		replicas:    fs.Int("replicas", replica.DefaultReplicas, ""),
-		compact:     fs.Int("compact", 0, ""),
-		cache:       fs.Int64("cache", replica.DefaultCacheBytes>>20, ""),
-		holdlimit:   fs.Int64("holdlimit", replica.DefaultHoldLimit>>20, ""),
-		drain:       fs.Bool("drain", false, ""),
-		gateway:     fs.String("gateway", "", ""),
-		keyserver:   fs.String("keyserver", "", ""),
-		witness:     fs.Bool("witness", false, ""),
-		metrics:     fs.String("metrics", "", ""),
-		quota:       fs.String("quota", "", ""),
-		rate:        fs.String("rate", "", ""),
+		home:         fs.String("home", "", ""),
+		listen:       fs.String("listen", strings.Join(defaultListen, ","), ""),
+		writers:      fs.String("writers", "", ""),
+		repair:       fs.String("repair", "", ""),
+		bootstrap:    fs.String("bootstrap", "", ""),
+		relay:        fs.Bool("relay", false, ""),
+		autonat:      fs.Bool("autonat", true, ""),
+		holepunch:    fs.Bool("holepunch", true, ""),
+		relayclient:  fs.Bool("relayclient", true, ""),
+		portmap:      fs.Bool("portmap", true, ""),
+		replicas:     fs.Int("replicas", replica.DefaultReplicas, ""),
+		compact:      fs.Int("compact", 0, ""),
+		cache:        fs.Int64("cache", replica.DefaultCacheBytes>>20, ""),
+		holdlimit:    fs.Int64("holdlimit", replica.DefaultHoldLimit>>20, ""),
+		drain:        fs.Bool("drain", false, ""),
+		gateway:      fs.String("gateway", "", ""),
+		keyserver:    fs.String("keyserver", "", ""),
+		witness:      fs.Bool("witness", false, ""),
+		metrics:      fs.String("metrics", "", ""),
+		quota:        fs.String("quota", "", ""),
+		rate:         fs.String("rate", "", ""),
+		signups:      fs.String("signups", "", ""),
+		gatewayConns: fs.String("gatewayconns", "", ""),
 	}
 }
 
@@ -575,4 +600,25 @@ func parseRate(s string) (up, down int64, err error) {
 		}
 	}
 	return up, down, nil
+}
+
+// parseCounts reads n comma-separated counts, each 0 (the default) or
+// more; an empty list is all defaults.
+func parseCounts(s string, n int) ([]int, error) {
+	out := make([]int, n)
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) != n {
+		return nil, fmt.Errorf("%q has %d numbers, not %d", s, len(parts), n)
+	}
+	for i, p := range parts {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("%q is not a count", p)
+		}
+		out[i] = v
+	}
+	return out, nil
 }

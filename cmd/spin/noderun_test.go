@@ -328,6 +328,14 @@ func TestParseQuotaAndRate(t *testing.T) {
 			t.Errorf("parseRate(%q) took it", bad)
 		}
 	}
+	if c, err := parseCounts("20, 50,0", 3); err != nil || c[0] != 20 || c[1] != 50 || c[2] != 0 {
+		t.Errorf("parseCounts: %v %v", c, err)
+	}
+	for _, bad := range []string{"1,2", "1,2,x", "1,-2,3"} {
+		if _, err := parseCounts(bad, 3); err == nil {
+			t.Errorf("parseCounts(%q) took it", bad)
+		}
+	}
 	var stdout, stderr bytes.Buffer
 	if code := runNodeCommand(context.Background(), []string{"-home", t.TempDir(), "-quota", "ann@example.com=lots"}, &stdout, &stderr, testLogger(t), nil); code != 2 || !strings.Contains(stderr.String(), "-quota: \"lots\" is not a size") {
 		t.Errorf("spin node -quota with a bad size: exit %d, %s", code, stderr.String())

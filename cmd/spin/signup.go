@@ -51,10 +51,11 @@ sequences your writes, the others mirror it and serve reads while it is
 down (see spin user -dirs to change them later).
 
 If the key cluster runs the domain policy (spin key policy), a new name
-needs the countersignature of its domain's admin: spin signup -request
-prints your signed record and keeps it next to your config; the admin
-runs spin key grant with it and gives you the grant it prints; spin signup
--grant GRANT then registers the kept record with it.
+needs the countersignature of its domain's admin, and under the invite
+policy that of an operator: spin signup -request prints your signed record
+and keeps it next to your config; the admin or operator runs spin key
+grant with it and gives you the grant it prints; spin signup -grant GRANT
+then registers the kept record with it.
 
 Options:
     -dir ADDR,...  the nodes that hold your directory, first the sequencer

@@ -37,6 +37,13 @@ const (
 	// countersignature of the domain's admin key (see [GrantDigest]),
 	// which operators register with a ChangeDomain.
 	PolicyDomain = "domain"
+	// PolicyInvite grants a new name under any domain only with an
+	// invitation: the countersignature of an operator's key over
+	// [GrantDigest] of its first record (or, for a domain with an admin
+	// key registered, of that key). It is the open network's answer to
+	// strangers who make identities for free: each name costs an
+	// operator's word.
+	PolicyInvite = "invite"
 )
 
 // Network policies: which nodes may be servers of the network's DHT, hold
@@ -277,8 +284,8 @@ func checkChangeForm(ch *Change) error {
 			return spindle.E(spindle.Invalid, fmt.Sprintf("config change %s takes no argument, got %q", ch.Kind, ch.Arg))
 		}
 	case ChangePolicy:
-		if ch.Arg != PolicyOpen && ch.Arg != PolicyDomain {
-			return spindle.E(spindle.Invalid, fmt.Sprintf("unknown namespace policy %q; want %q or %q", ch.Arg, PolicyOpen, PolicyDomain))
+		if ch.Arg != PolicyOpen && ch.Arg != PolicyDomain && ch.Arg != PolicyInvite {
+			return spindle.E(spindle.Invalid, fmt.Sprintf("unknown namespace policy %q; want %q, %q or %q", ch.Arg, PolicyOpen, PolicyDomain, PolicyInvite))
 		}
 		if ch.Key != "" {
 			return spindle.E(spindle.Invalid, "a policy change names no key")
@@ -643,6 +650,9 @@ func GrantDigest(u *spindle.User) []byte {
 // u; under [PolicyOpen] anything passes. Failures are Permission, or
 // Invalid for a malformed name.
 func (cfg *ConfigState) CheckGrant(u *spindle.User, grant spindle.Signature) error {
+	if cfg.policy == PolicyInvite {
+		return cfg.checkInvitation(u, grant)
+	}
 	if cfg.policy != PolicyDomain {
 		return nil
 	}
@@ -661,6 +671,29 @@ func (cfg *ConfigState) CheckGrant(u *spindle.User, grant spindle.Signature) err
 		return spindle.E(spindle.Permission, u.Name, fmt.Errorf("countersignature is not by the admin key of %s: %w", dom, errors.Unwrap(err)))
 	}
 	return nil
+}
+
+// checkInvitation applies [PolicyInvite]: grant must be the
+// countersignature over [GrantDigest] of u of an operator's key, or of the
+// admin key of u's domain if one is registered. It binds the name and its
+// key, so an invitation cannot serve another name or another key.
+func (cfg *ConfigState) checkInvitation(u *spindle.User, grant spindle.Signature) error {
+	if len(grant) == 0 {
+		return spindle.E(spindle.Permission, u.Name, "the cluster admits new names by invitation: a new name needs the countersignature of an operator's key (spin signup -request, then an operator runs spin key grant)")
+	}
+	keys := slices.Sorted(maps.Keys(cfg.operators))
+	if _, _, _, dom, err := spindle.ParseUser(u.Name); err == nil {
+		if k, ok := cfg.domains[dom]; ok {
+			keys = append(keys, k)
+		}
+	}
+	digest := GrantDigest(u)
+	for _, k := range keys {
+		if spindle.Verify(k, digest, grant) == nil {
+			return nil
+		}
+	}
+	return spindle.E(spindle.Permission, u.Name, "the invitation is not signed by an operator's key (nor by the domain's admin key) for this name and key")
 }
 
 // Seq returns the configuration's sequence number: the number of changes

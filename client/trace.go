@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -82,10 +83,29 @@ func (p loggedPutter) PutRef(ctx context.Context, ref spindle.Ref, data []byte) 
 
 // putter returns the store a put sends its blocks to.
 func (c *Client) putter() refPutter {
+	var p refPutter = signingInPutter{c}
 	if debugOn(c.log) {
-		return loggedPutter{c.blocks, c.log}
+		return loggedPutter{p, c.log}
 	}
-	return c.blocks
+	return p
+}
+
+// A signingInPutter puts blocks through the client's node, signing in
+// again once if the node refuses one: a node ends a session when its
+// user's key record changes (a rotation, or dir hosts named), and the
+// block protocol has no sign-in of its own to ask for one, as the
+// client protocol does (wire.SessionOp).
+type signingInPutter struct{ c *Client }
+
+func (p signingInPutter) PutRef(ctx context.Context, ref spindle.Ref, data []byte) error {
+	err := p.c.blocks.PutRef(ctx, ref, data)
+	if !errors.Is(err, spindle.Permission) || p.c.keys == nil {
+		return err
+	}
+	if aerr := p.c.auth(ctx); aerr != nil {
+		return err
+	}
+	return p.c.blocks.PutRef(ctx, ref, data)
 }
 
 // fetcher returns the function an open file fetches its blocks with.

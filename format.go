@@ -72,7 +72,9 @@ func (f HomeFormat) OpenHome(home string) error {
 		}
 	}
 	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
-		return E(op, writeFormat(file, v))
+		if err := writeFormat(file, v); err != nil {
+			return E(op, err)
+		}
 	}
 	return nil
 }

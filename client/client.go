@@ -82,6 +82,24 @@ type Config struct {
 	// evidence of a dir host's rollback, fork or bad entry (see
 	// evidence.go).
 	Evidence string
+	// Home, if set, is the client's home (spin's config directory), whose
+	// format version is checked, and migrated, before anything in it is
+	// read (see OpenHome).
+	Home string
+}
+
+// homeFormat is the version of a client home's on-disk formats (see
+// spindle.HomeFormat): config, keys/, keylog, dirheads and evidence.
+// A change to any of them adds a version and a migration step here; see
+// "Upgrades" in docs/operating.md.
+func homeFormat() spindle.HomeFormat {
+	return spindle.HomeFormat{Kind: "client home", Version: 1}
+}
+
+// OpenHome checks the format of the client home dir, migrates an older
+// one and refuses one written by a newer spin.
+func OpenHome(dir string) error {
+	return homeFormat().OpenHome(dir)
 }
 
 // A Client implements spindle.Client: it packs, signs and verifies with the
@@ -157,6 +175,11 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 	const op spindle.Op = "client.Dial"
 	if cfg.Keys == nil {
 		return nil, spindle.E(op, spindle.Invalid, "no keys")
+	}
+	if cfg.Home != "" {
+		if err := OpenHome(cfg.Home); err != nil {
+			return nil, spindle.E(op, err)
+		}
 	}
 	c := &Client{cfg: cfg, user: cfg.Keys.UserName(), keys: cfg.Keys, log: cfg.Logger, userKeys: map[spindle.UserName]cachedUser{}, putSlots: make(chan struct{}, clientPutInFlight)}
 	if c.log == nil {

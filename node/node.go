@@ -161,6 +161,8 @@ type Config struct {
 	// Metrics keeps Prometheus metrics of the node and of its libp2p
 	// host, served by MetricsHandler (see metrics.go).
 	Metrics bool
+	// format replaces the node home's format, for tests of migrations.
+	format *spindle.HomeFormat
 }
 
 // DefaultSessionTTL is the default Config.SessionTTL. A session also ends
@@ -298,7 +300,16 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if err := privateHome(cfg.Home, log); err != nil {
 			return nil, spindle.E(op, err)
 		}
+		// The lock first: two nodes must not migrate one home at once.
 		if n.homeLock, err = lockHome(cfg.Home); err != nil {
+			return nil, spindle.E(op, err)
+		}
+		f := homeFormat()
+		if cfg.format != nil {
+			f = *cfg.format
+		}
+		f.Ignore = append(f.Ignore, homeLockFile) // Taken before the format is read.
+		if err := f.OpenHome(cfg.Home); err != nil {
 			return nil, spindle.E(op, err)
 		}
 	}
@@ -494,6 +505,14 @@ func (n *Node) resumeLoop() {
 			n.log.Info("directory log served, now that the key cluster tells its keys", "user", u)
 		}
 	}
+}
+
+// homeFormat is the version of a node home's on-disk formats (see
+// spindle.HomeFormat): blocks/, dirlogs/, raft/, peerkey, peers, leases,
+// witness and replica-quotas. A change to any of them adds a version and a
+// migration step here; see "Upgrades" in docs/operating.md.
+func homeFormat() spindle.HomeFormat {
+	return spindle.HomeFormat{Kind: "node home", Version: 1}
 }
 
 // resumeEvery is how often a node tries again to serve the directory

@@ -13,6 +13,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"spindle.dev/client"
+
 	"spindle.dev"
 )
 
@@ -193,6 +195,14 @@ func (st *State) loadConfig() (*Config, error) {
 			st.hint("fix the file, or run: %s init -force USER to make a new one", spin)
 		}
 		return nil, errFailed
+	}
+	// The config's directory is the client's home when the config is
+	// the default one's name (spin init's): check its format before any
+	// other state in it is read.
+	if filepath.Base(file) == "config" {
+		if err := client.OpenHome(filepath.Dir(file)); err != nil {
+			return nil, st.fail("", err)
+		}
 	}
 	cfg.Log = st.Log
 	st.Config = cfg

@@ -88,8 +88,8 @@ func decodeKeyGossip(key string, value []byte) ([][]byte, error) {
 }
 
 // GossipKeyHead returns the heads of the key log of head's size published
-// in the DHT, other than head, and publishes head among them if there is
-// room. It checks no signature: the caller does. Each DHT step is bounded
+// in the DHT (head among them if it was), and publishes head among them
+// if it is not and there is room. It checks no signature: the caller does. Each DHT step is bounded
 // by gossipTimeout; a node without a DHT, or a DHT that finds nothing,
 // returns no heads.
 func (n *Node) GossipKeyHead(ctx context.Context, head []byte) ([][]byte, error) {
@@ -121,20 +121,19 @@ func (n *Node) GossipKeyHead(ctx context.Context, head []byte) ([][]byte, error)
 	default:
 		n.log.Debug("cannot read key gossip", "key", key, "err", oneLine(err.Error()))
 	}
-	others := slices.DeleteFunc(slices.Clone(found), func(h []byte) bool { return bytes.Equal(h, head) })
-	if len(others) < len(found) || len(found) >= keylog.MaxGossipHeads {
-		return others, nil // Published already, or no room.
+	if slices.ContainsFunc(found, func(h []byte) bool { return bytes.Equal(h, head) }) || len(found) >= keylog.MaxGossipHeads {
+		return found, nil // Published already, or no room.
 	}
-	rec, err := keylog.EncodeGossip(hi.N, append(found, head))
+	rec, err := keylog.EncodeGossip(hi.N, append(slices.Clone(found), head))
 	if err != nil {
-		return others, spindle.E(op, err)
+		return found, spindle.E(op, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, gossipTimeout)
 	defer cancel()
 	if err := d.PutValue(pctx, key, rec); err != nil {
 		n.log.Debug("cannot publish key gossip", "key", key, "err", oneLine(err.Error()))
 	}
-	return others, nil
+	return found, nil
 }
 
 func (n *Node) serveKeyGossip(ctx context.Context, _ *caller, req *wire.KeyGossipRequest) (*wire.KeyGossipResponse, error) {

@@ -129,9 +129,9 @@ type KeyGossipRequest struct {
 	Head []byte `cbor:"4,keyasint,omitempty"`
 }
 
-// A KeyGossipResponse carries the heads of Head's size that others
-// published, as the DHT held them before Head joined them; the client
-// checks their signatures.
+// A KeyGossipResponse carries the heads of Head's size published, as the
+// DHT held them before Head joined them; the client checks their
+// signatures.
 type KeyGossipResponse struct {
 	Heads [][]byte `cbor:"5,keyasint,omitempty"`
 }

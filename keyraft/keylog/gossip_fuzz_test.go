@@ -100,3 +100,37 @@ func TestGossipRecordRoundTrip(t *testing.T) {
 		t.Errorf("a record with heads out of order decoded")
 	}
 }
+
+// BenchmarkCompare measures the client's check of one published head of
+// its own size: the note's signature by the one member (Ed25519) and the
+// comparison of the trees.
+func BenchmarkCompare(b *testing.B) {
+	skey, vkey, err := note.GenerateKey(rand.Reader, MemberKeyName("m"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := note.NewSigner(skey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sign := func(seed string) []byte {
+		h, err := note.Sign(&note.Note{Text: string(FormatHead(HeadInfo{Tree: tlog.Tree{N: 9, Hash: tlog.RecordHash([]byte(seed))}}))}, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return h
+	}
+	c, err := NewChecker(vkey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Trust(sign("own")); err != nil {
+		b.Fatal(err)
+	}
+	other := sign("own")
+	for b.Loop() {
+		if _, err := c.Compare(other); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

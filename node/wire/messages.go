@@ -126,14 +126,14 @@ type KeyHeadResponse struct {
 // the client has verified, in the node's DHT among the heads of its size
 // others published (see keylog.DecodeGossip), and asks for those.
 type KeyGossipRequest struct {
-	Head []byte `cbor:"4,keyasint,omitempty"`
+	Head []byte `cbor:"6,keyasint,omitempty"`
 }
 
 // A KeyGossipResponse carries the heads of Head's size published, as the
 // DHT held them before Head joined them; the client checks their
 // signatures.
 type KeyGossipResponse struct {
-	Heads [][]byte `cbor:"5,keyasint,omitempty"`
+	Heads [][]byte `cbor:"12,keyasint,omitempty"`
 }
 
 // A KeyConfigRequest asks for the key cluster's configuration changes

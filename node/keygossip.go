@@ -19,7 +19,8 @@ import (
 
 // Gossip of the key log's heads.
 //
-// Clients publish through their node the newest head of the key log they
+// A witness node publishes each head it cosigned the same way (after its
+// dir heads, in publishLoop), and clients publish through their node the newest head of the key log they
 // have verified, in the DHT under KeyGossipKey of the head's tree size,
 // and get back the heads of that size others published there: a client
 // shown one log and a client shown another of the same size find each
@@ -139,4 +140,36 @@ func (n *Node) GossipKeyHead(ctx context.Context, head []byte) ([][]byte, error)
 func (n *Node) serveKeyGossip(ctx context.Context, _ *caller, req *wire.KeyGossipRequest) (*wire.KeyGossipResponse, error) {
 	hs, err := n.GossipKeyHead(ctx, req.Head)
 	return &wire.KeyGossipResponse{Heads: hs}, err
+}
+
+// witnessAdvanced notes that the node's witness cosigned a head, for the
+// publish loop to gossip it (gossipWitnessHead).
+func (n *Node) witnessAdvanced() {
+	select {
+	case n.heads.kick <- struct{}{}:
+	default:
+	}
+}
+
+// gossipWitnessHead publishes the newest head the node's witness cosigned,
+// if the node is a witness and that head is of a size it has not
+// published: a head a witness checked, which clients compare theirs with.
+func (n *Node) gossipWitnessHead() {
+	w := n.witness.Load()
+	if w == nil {
+		return
+	}
+	head, _ := w.Head()
+	hi, err := keylog.ParseHead(head)
+	if err != nil || hi.N < 1 || hi.N <= n.gossiped.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 2*gossipTimeout)
+	defer cancel()
+	if _, err := n.GossipKeyHead(ctx, head); err != nil {
+		n.log.Debug("cannot gossip the witness's head", "n", hi.N, "err", oneLine(err.Error()))
+		return
+	}
+	n.gossiped.Store(hi.N)
+	n.log.Debug("gossiped the witness's head", "n", hi.N)
 }

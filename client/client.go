@@ -123,6 +123,10 @@ type Client struct {
 	// as the node last told it, at which its entries are anchored.
 	nodeKeyLog atomic.Int64
 
+	// gossiped is the size of the key log whose head the client last
+	// gossiped (see keygossip.go).
+	gossiped atomic.Int64
+
 	bufs     sync.Pool     // Block buffers for putPipe.
 	putSlots chan struct{} // Blocks on their way to the node, from all puts together.
 

@@ -198,6 +198,7 @@ func (n *Node) publishLoop() {
 		for u := range users {
 			n.publishHead(u)
 		}
+		n.gossipWitnessHead()
 		t := time.NewTimer(publishEvery)
 		select {
 		case <-n.ctx.Done():

@@ -128,7 +128,7 @@ func (n *Node) startDHT(ctx context.Context) error {
 		n.book.file = filepath.Join(n.cfg.Home, PeersFile)
 		n.book.load()
 	}
-	d, err := dht.New(ctx, n.host, nil, append(dht.MembersOnly(n.isNetMember), kad.BootstrapPeersFunc(n.bootstrapPeers), kad.NamespacedValidator(HeadNamespace, headValidator{hosts: n.dirHosts.get}))...)
+	d, err := dht.New(ctx, n.host, nil, append(dht.MembersOnly(n.isNetMember), kad.BootstrapPeersFunc(n.bootstrapPeers), kad.NamespacedValidator(HeadNamespace, headValidator{hosts: n.dirHosts.get}), kad.NamespacedValidator(KeyGossipNamespace, keyGossipValidator{}))...)
 	if err != nil {
 		return err
 	}

@@ -235,6 +235,7 @@ type Node struct {
 	relayTap atomic.Pointer[func([]byte)]
 
 	heads    headPub                         // Heads to publish (headpub.go).
+	gossiped atomic.Int64                    // Size of the witness head last gossiped (keygossip.go).
 	witness  atomic.Pointer[witness.Witness] // If Config.Witness (witness.go).
 	dirHosts *dirHostCache                   // For the validator of published heads.
 

@@ -170,6 +170,7 @@ var clientMethods = map[string]method{
 	wire.KeyConsistency:  {serve: handle((*Node).serveKeyConsistency), who: anyone, key: true},
 	wire.KeyVerifier:     {serve: handle((*Node).serveKeyVerifier), who: anyone, key: true},
 	wire.KeyHead:         {serve: handle((*Node).serveKeyHead), who: anyone, key: true},
+	wire.KeyGossip:       {serve: handle((*Node).serveKeyGossip), who: signedIn},
 	wire.KeyConfig:       {serve: handle((*Node).serveKeyConfig), who: anyone, key: true},
 	wire.KeyCosign:       {serve: handle((*Node).serveKeyCosign), who: anyone},
 	wire.KeyStatus:       {serve: handle((*Node).serveKeyStatus), who: anyone, key: true},

@@ -52,6 +52,9 @@ func (n *Node) serveWitnessCosign(ctx context.Context, _ *caller, req *wire.Witn
 		}
 	}
 	sig, err := w.Cosign(ctx, wreq)
+	if err == nil {
+		n.witnessAdvanced()
+	}
 	var se *witness.StaleError
 	if errors.As(err, &se) {
 		return &wire.WitnessCosignResponse{Head: se.Head, Config: se.Config}, err
@@ -81,7 +84,11 @@ func (n *Node) askWitness(ctx context.Context, id string, req *witness.Request) 
 		if w == nil {
 			return nil, spindle.E(spindle.NotExist, "this node is named a witness but does not run one (spin node -witness)")
 		}
-		return w.Cosign(ctx, req)
+		sig, err := w.Cosign(ctx, req)
+		if err == nil {
+			n.witnessAdvanced()
+		}
+		return sig, err
 	}
 	wreq := &wire.WitnessCosignRequest{Head: req.Head, OldSize: req.OldSize, ConfigAfter: req.ConfigAfter}
 	if len(req.Proof) > 0 {

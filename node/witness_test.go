@@ -1,9 +1,11 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -79,6 +81,22 @@ func TestKeyClusterGathersWitnesses(t *testing.T) {
 		}
 	}
 	witnessed("both witnesses up")
+	// Each witness gossips the head it cosigned, for clients to compare.
+	head, _ := w1.witness.Load().Head()
+	hi, err := keylog.ParseHead(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		v, err := w1.DHT().GetValue(ctx, KeyGossipKey(hi.N))
+		hs, derr := keylog.DecodeGossip(hi.N, v)
+		if err == nil && derr == nil && slices.ContainsFunc(hs, func(h []byte) bool { return bytes.Equal(h, head) }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the witness's head of %d records is not in the DHT: %v, %v", hi.N, err, derr)
+		}
+	}
 	if _, err := ann.LookupUser(ctx, "ann@example.com"); err != nil {
 		t.Fatal(err)
 	}

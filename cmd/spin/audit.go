@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -20,6 +21,12 @@ and recomputes the tree map that the node's signed head commits to. Every
 answer your client gets about your tree is proved against such a head; an
 audit shows that the head itself is true. A node that dropped, reverted or
 invented an entry fails it with an integrity error showing both values.
+
+For the key cluster's log: publishes the newest head your client has
+verified and compares it with the heads of that size others published
+(gossip). Another head of that size signed by the members is a fork of
+the key log, shown to you and to someone else: an integrity error, with
+the two heads saved as evidence.
 
 For every tree (yours, or USER's): compares the head its dir host serves
 with the newest head published in the DHT and the newest your client has
@@ -47,6 +54,7 @@ Example:
     ann@example.com: ... entries by ...; map root ...
     signed by 12D3KooW... at ...: true to the log
     published head: sequence ..., by 12D3KooW...
+    key log: ... records; heads of that size published: ... agree, 0 not valid (ignored)
     $ spin audit -evidence ~/spin/evidence/fork-ann@example.com-...
     proved: fork of ann@example.com's log at sequence ...
 `
@@ -136,5 +144,23 @@ func runAudit(ctx context.Context, st *State, args []string) error {
 	} else {
 		fmt.Fprintln(st.Stdout, "published head: none found in the DHT")
 	}
+	if g, ok := c.(keyGossiper); ok {
+		rep, err := g.GossipKeyHead(ctx)
+		switch {
+		case errors.Is(err, spindle.Integrity):
+			return st.fail("key log", err)
+		case err != nil:
+			fmt.Fprintf(st.Stdout, "key log: not compared with others: %v\n", err)
+		default:
+			fmt.Fprintf(st.Stdout, "key log: %d %s; heads of that size published: %d agree, %d not valid (ignored)\n",
+				rep.Size, plural(int(rep.Size), "record"), rep.Agree, len(rep.Ignored))
+		}
+	}
 	return nil
+}
+
+// keyGossiper is a client that compares its key log's head with the heads
+// others published.
+type keyGossiper interface {
+	GossipKeyHead(ctx context.Context) (*client.GossipReport, error)
 }

@@ -91,3 +91,53 @@ func TestAuditCommand(t *testing.T) {
 		})
 	}
 }
+
+// gossipAuditClient is a fake client whose key-log gossip finds what the
+// test sets.
+type gossipAuditClient struct {
+	dirAuditClient
+	rep *client.GossipReport
+	err error
+}
+
+func (c gossipAuditClient) GossipKeyHead(ctx context.Context) (*client.GossipReport, error) {
+	return c.rep, c.err
+}
+
+// spin audit reports the key log's gossip: the heads that agree, and a
+// fork found as a failure that names the evidence.
+func TestAuditGossipsKeyHead(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rep    *client.GossipReport
+		err    error
+		code   int
+		out    string
+		stderr string
+	}{
+		{"agree", &client.GossipReport{Size: 7, Agree: 2}, nil, exitOK, "key log: 7 records; heads of that size published: 2 agree, 0 not valid (ignored)", ""},
+		{"fork", &client.GossipReport{Size: 7}, spindle.E(spindle.Integrity, "transparency log rewritten (evidence saved in key-fork-cluster-7-ab)"), exitFailure, "", "evidence saved in key-fork-cluster-7-ab"},
+		{"no dht", nil, spindle.E(spindle.IO, "node unreachable"), exitOK, "key log: not compared with others: ", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			audited := false
+			st := &State{
+				Stdout: &out, Stderr: &errb, Home: t.TempDir(), Log: slog.New(slog.DiscardHandler),
+				Config: &Config{Username: ann},
+				NewClient: func(ctx context.Context, cfg *Config) (spindle.Client, error) {
+					return gossipAuditClient{dirAuditClient{newFakeClient(ann), &client.HeadsReport{User: ann}, nil, &audited}, tc.rep, tc.err}, nil
+				},
+			}
+			if code := run([]string{"audit"}, st); code != tc.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.code, &errb)
+			}
+			if !strings.Contains(out.String(), tc.out) {
+				t.Errorf("stdout lacks %q:\n%s", tc.out, &out)
+			}
+			if !strings.Contains(errb.String(), tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, &errb)
+			}
+		})
+	}
+}

@@ -122,6 +122,20 @@ type KeyHeadResponse struct {
 	Head []byte `cbor:"4,keyasint,omitempty"`
 }
 
+// A KeyGossipRequest publishes Head, a signed tree head of the key log
+// the client has verified, in the node's DHT among the heads of its size
+// others published (see keylog.DecodeGossip), and asks for those.
+type KeyGossipRequest struct {
+	Head []byte `cbor:"6,keyasint,omitempty"`
+}
+
+// A KeyGossipResponse carries the heads of Head's size published, as the
+// DHT held them before Head joined them; the client checks their
+// signatures.
+type KeyGossipResponse struct {
+	Heads [][]byte `cbor:"12,keyasint,omitempty"`
+}
+
 // A KeyConfigRequest asks for the key cluster's configuration changes
 // after the first After, up to the configuration the signed tree head
 // Head names.

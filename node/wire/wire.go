@@ -52,6 +52,7 @@ const (
 	KeyConsistency  = "key.consistency"
 	KeyVerifier     = "key.verifier"
 	KeyHead         = "key.head"
+	KeyGossip       = "key.gossip"
 	KeyConfig       = "key.config"
 	KeyCosign       = "key.cosign"
 	KeyStatus       = "key.status"

@@ -107,17 +107,8 @@ func treeAt(op spindle.Op, user spindle.UserName, cp *dirlog.Checkpoint, tail []
 	return t, nil
 }
 
-// SeqAt returns the sequence of the client's own tree at time when: that
-// of the last entry made at or before it, 0 if none was.
-func (c *Client) SeqAt(ctx context.Context, when time.Time) (int64, error) {
-	const op spindle.Op = "client.SeqAt"
-	cp, tail, _, err := c.provedLog(ctx)
-	if err != nil {
-		return 0, spindle.E(op, err)
-	}
-	return seqAt(cp, tail, when), nil
-}
-
+// seqAt returns the sequence of the tree at time when: that of the last
+// entry made at or before it, 0 if none was.
 func seqAt(cp *dirlog.Checkpoint, tail []*dirlog.Entry, when time.Time) int64 {
 	var seq int64
 	if cp != nil {
@@ -132,40 +123,64 @@ func seqAt(cp *dirlog.Checkpoint, tail []*dirlog.Entry, when time.Time) int64 {
 	return seq
 }
 
-// LookupAt returns the entry of name as it was after entry seq of the
-// client's own tree, proved against the current signed head.
-func (c *Client) LookupAt(ctx context.Context, name spindle.PathName, seq int64) (*spindle.DirEntry, error) {
-	const op spindle.Op = "client.LookupAt"
-	p, err := c.ownPast(op, name)
+// A Past is the client's own tree as it was at one sequence, proved
+// against the signed head current when it was made (see [Client.PastAt]).
+// Its reads need no further round trip but the blocks of the files read.
+type Past struct {
+	c *Client
+	t *dirlog.Tree
+}
+
+// PastAt returns the client's own tree as it was after entry seq or, if
+// when is not zero, as it was at time when (after the last entry made at
+// or before it); seq 0 with a zero when is the current head.
+func (c *Client) PastAt(ctx context.Context, seq int64, when time.Time) (*Past, error) {
+	const op spindle.Op = "client.PastAt"
+	cp, tail, h, err := c.provedLog(ctx)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if !when.IsZero() {
+		seq = seqAt(cp, tail, when)
+		if seq == 0 {
+			return nil, spindle.E(op, spindle.NotExist, spindle.PathName(c.user+"/"), fmt.Sprintf("the tree has no entry at or before %s", when.UTC().Format(time.RFC3339)))
+		}
+	}
+	t, err := treeAt(op, c.user, cp, tail, h, seq)
 	if err != nil {
 		return nil, err
 	}
-	t, err := c.TreeAt(ctx, seq)
+	return &Past{c: c, t: t}, nil
+}
+
+// Seq returns the sequence the Past is of.
+func (p *Past) Seq() int64 { return p.t.Seq }
+
+// Lookup returns the entry of name as it was.
+func (p *Past) Lookup(name spindle.PathName) (*spindle.DirEntry, error) {
+	const op spindle.Op = "client.Past.Lookup"
+	q, err := p.c.ownPast(op, name)
 	if err != nil {
-		return nil, spindle.E(op, p.Path(), err)
+		return nil, err
 	}
-	n := t.Lookup(p.Path())
+	n := p.t.Lookup(q.Path())
 	if n == nil {
-		return nil, spindle.E(op, p.Path(), spindle.NotExist, fmt.Sprintf("not in the tree at sequence %d", t.Seq))
+		return nil, spindle.E(op, q.Path(), spindle.NotExist, fmt.Sprintf("not in the tree at sequence %d", p.t.Seq))
 	}
 	return dirlog.CloneEntry(&n.Entry), nil
 }
 
-// GlobAt lists the directory dir as it was after entry seq of the
-// client's own tree.
-func (c *Client) GlobAt(ctx context.Context, dir spindle.PathName, seq int64) ([]*spindle.DirEntry, error) {
-	const op spindle.Op = "client.GlobAt"
-	p, err := c.ownPast(op, dir)
+// List returns the entries of the directory dir as it was, sorted by
+// name; for a file, its own entry.
+func (p *Past) List(dir spindle.PathName) ([]*spindle.DirEntry, error) {
+	const op spindle.Op = "client.Past.List"
+	q, err := p.c.ownPast(op, dir)
 	if err != nil {
 		return nil, err
 	}
-	t, err := c.TreeAt(ctx, seq)
-	if err != nil {
-		return nil, spindle.E(op, p.Path(), err)
-	}
-	n := t.Lookup(p.Path())
+	n := p.t.Lookup(q.Path())
 	if n == nil {
-		return nil, spindle.E(op, p.Path(), spindle.NotExist, fmt.Sprintf("not in the tree at sequence %d", t.Seq))
+		return nil, spindle.E(op, q.Path(), spindle.NotExist, fmt.Sprintf("not in the tree at sequence %d", p.t.Seq))
 	}
 	if !n.Entry.Attr.IsDir() {
 		return []*spindle.DirEntry{dirlog.CloneEntry(&n.Entry)}, nil
@@ -178,12 +193,12 @@ func (c *Client) GlobAt(ctx context.Context, dir spindle.PathName, seq int64) ([
 	return out, nil
 }
 
-// OpenAt opens the file name as it was after entry seq of the client's
-// own tree. Its blocks are checked as Open checks them; a block the
-// stores no longer hold is NotExist.
-func (c *Client) OpenAt(ctx context.Context, name spindle.PathName, seq int64) (spindle.File, error) {
-	const op spindle.Op = "client.OpenAt"
-	e, err := c.LookupAt(ctx, name, seq)
+// Open opens the file name as it was. Its blocks are checked as
+// [Client.Open] checks them; a block no store holds any longer is
+// NotExist.
+func (p *Past) Open(ctx context.Context, name spindle.PathName) (spindle.File, error) {
+	const op spindle.Op = "client.Past.Open"
+	e, err := p.Lookup(name)
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
@@ -193,7 +208,7 @@ func (c *Client) OpenAt(ctx context.Context, name spindle.PathName, seq int64) (
 	if isRules(e.Name) {
 		return newInlineFile(e), nil
 	}
-	r, err := c.openFile(ctx, e)
+	r, err := p.c.openFile(ctx, e)
 	if err != nil {
 		return nil, spindle.E(op, e.Name, err)
 	}

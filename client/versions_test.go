@@ -42,7 +42,11 @@ func TestVersionsReadBack(t *testing.T) {
 	}
 	s4 := seqNow()
 	read := func(name spindle.PathName, seq int64) (string, error) {
-		f, err := w.ann.OpenAt(ctx, name, seq)
+		past, err := w.ann.PastAt(ctx, seq, time.Time{})
+		if err != nil {
+			return "", err
+		}
+		f, err := past.Open(ctx, name)
 		if err != nil {
 			return "", err
 		}
@@ -83,8 +87,15 @@ func TestVersionsReadBack(t *testing.T) {
 	if got := seqAt(cp, tail, t1); got != s1 {
 		t.Errorf("seqAt(time of %d) = %d", s1, got)
 	}
-	if got, err := w.ann.SeqAt(ctx, t1.Add(-time.Hour)); err != nil || got != 0 {
-		t.Errorf("SeqAt an hour before = %d, %v; want 0", got, err)
+	if p, err := w.ann.PastAt(ctx, 0, t1); err != nil || p.Seq() != s1 {
+		t.Errorf("PastAt(time of %d): %v", s1, err)
+	} else if f, err := p.Open(ctx, x); err != nil {
+		t.Errorf("open at time of %d: %v", s1, err)
+	} else if b, err := io.ReadAll(f); err != nil || string(b) != "version one" {
+		t.Errorf("read at time of %d: %q, %v", s1, b, err)
+	}
+	if _, err := w.ann.PastAt(ctx, 0, t1.Add(-time.Hour)); !errors.Is(err, spindle.NotExist) {
+		t.Errorf("PastAt an hour before the first entry: %v, want NotExist", err)
 	}
 	// History of the old name: put, put, rename; of the new: rename, delete.
 	hx, err := w.ann.History(ctx, x)
@@ -98,7 +109,11 @@ func TestVersionsReadBack(t *testing.T) {
 	if err != nil || len(hy) != 2 || hy[0].Seq != s3 || hy[1].Seq != s4 || hy[1].Op != "delete" {
 		t.Errorf("history of %s: %+v, %v", y, hy, err)
 	}
-	ls, err := w.ann.GlobAt(ctx, "ann@example.com/docs", s2)
+	p2, err := w.ann.PastAt(ctx, s2, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := p2.List("ann@example.com/docs")
 	if err != nil || len(ls) != 4 || ls[3].Name != x {
 		t.Errorf("docs at %d: %v, %v", s2, ls, err)
 	}
@@ -127,7 +142,11 @@ func TestVersionsReadBack(t *testing.T) {
 	wantIntegrity(t, err, "version one served as sequence s2")
 
 	// Others get Private, for the past as for the log.
-	if _, err := w.mallory.OpenAt(ctx, x, s1); !errors.Is(err, spindle.Private) {
+	mp, err := w.mallory.PastAt(ctx, 0, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mp.Open(ctx, x); !errors.Is(err, spindle.Private) {
 		t.Errorf("mallory reading ann's past: %v, want Private", err)
 	}
 	if _, err := w.mallory.History(ctx, x); !errors.Is(err, spindle.Private) {

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -131,14 +132,21 @@ type Past struct {
 	t *dirlog.Tree
 }
 
-// PastAt returns the client's own tree as it was after entry seq or, if
-// when is not zero, as it was at time when (after the last entry made at
-// or before it); seq 0 with a zero when is the current head.
+// PastAt returns the client's own tree as it was after entry seq, -seq
+// entries before the current head if seq is negative, or, if when is not
+// zero, as it was at time when (after the last entry made at or before
+// it); seq 0 with a zero when is the current head.
 func (c *Client) PastAt(ctx context.Context, seq int64, when time.Time) (*Past, error) {
 	const op spindle.Op = "client.PastAt"
 	cp, tail, h, err := c.provedLog(ctx)
 	if err != nil {
 		return nil, spindle.E(op, err)
+	}
+	if seq < 0 {
+		seq = max(h.Seq+seq, 0)
+		if seq == 0 {
+			return nil, spindle.E(op, spindle.NotExist, spindle.PathName(c.user+"/"), fmt.Sprintf("the log has only %d entries", h.Seq))
+		}
 	}
 	if !when.IsZero() {
 		seq = seqAt(cp, tail, when)
@@ -188,6 +196,40 @@ func (p *Past) List(dir spindle.PathName) ([]*spindle.DirEntry, error) {
 	var out []*spindle.DirEntry
 	for _, k := range n.Kids {
 		out = append(out, dirlog.CloneEntry(&k.Entry))
+	}
+	slices.SortFunc(out, func(a, b *spindle.DirEntry) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	return out, nil
+}
+
+// Glob returns the entries whose names match pattern (path.Match, one
+// element at a time), as they were, sorted by name.
+func (p *Past) Glob(pattern string) ([]*spindle.DirEntry, error) {
+	const op spindle.Op = "client.Past.Glob"
+	pat := strings.Split(strings.TrimSuffix(string(p.c.expand(spindle.PathName(pattern))), "/"), "/")
+	if len(pat) == 0 || spindle.UserName(pat[0]) != p.c.user {
+		return nil, spindle.E(op, spindle.PathName(pattern), spindle.Private, "only the owner may read a tree's past")
+	}
+	nodes := []*dirlog.Node{p.t.Root}
+	if p.t.Root == nil {
+		nodes = nil
+	}
+	for _, el := range pat[1:] {
+		if _, err := path.Match(el, ""); err != nil {
+			return nil, spindle.E(op, spindle.PathName(pattern), spindle.Invalid, err)
+		}
+		var next []*dirlog.Node
+		for _, n := range nodes {
+			for name, k := range n.Kids {
+				if ok, _ := path.Match(el, name); ok {
+					next = append(next, k)
+				}
+			}
+		}
+		nodes = next
+	}
+	out := make([]*spindle.DirEntry, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, dirlog.CloneEntry(&n.Entry))
 	}
 	slices.SortFunc(out, func(a, b *spindle.DirEntry) int { return strings.Compare(string(a.Name), string(b.Name)) })
 	return out, nil

@@ -117,6 +117,9 @@ func TestVersionsReadBack(t *testing.T) {
 	if err != nil || len(ls) != 4 || ls[3].Name != x {
 		t.Errorf("docs at %d: %v, %v", s2, ls, err)
 	}
+	if g, err := p2.Glob("ann@example.com/docs/*.txt"); err != nil || len(g) != 3 || g[2].Name != x {
+		t.Errorf("glob at %d: %v, %v", s2, g, err)
+	}
 
 	// A node that serves version one's entry under sequence s2 is caught.
 	w.l.tell(func(req *wiretest.Request, resp *wiretest.Response) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"spindle.dev"
@@ -58,32 +59,60 @@ func (st *State) pastClient(ctx context.Context, c spindle.Client, at string) (s
 	if !ok {
 		return nil, st.fail("-at", spindle.E(spindle.Invalid, "this client cannot read the past"))
 	}
-	p, err := pr.PastAt(ctx, seq, when)
-	if err != nil {
-		return nil, st.fail(at, err)
-	}
-	return &pastClient{Client: c, p: p}, nil
+	return &pastClient{Client: c, pr: pr, seq: seq, when: when}, nil
 }
 
-// A pastClient reads one proved past state of its user's tree; it writes
-// nothing. Links in the past are not followed.
+// A pastClient reads one proved past state of its user's tree, read when
+// first needed; it writes nothing. Links in the past are not followed.
 type pastClient struct {
 	spindle.Client
-	p *client.Past
+	pr   pastReader
+	seq  int64
+	when time.Time
+
+	mu  sync.Mutex
+	p   *client.Past
+	err error
+}
+
+// past returns the past state, reading it on first use; a name of
+// another user's tree is Private without a read.
+func (c *pastClient) past(ctx context.Context, name spindle.PathName) (*client.Past, error) {
+	if p, err := spindle.Parse(name); err == nil && p.User() != c.User() {
+		return nil, spindle.E(name, spindle.Private, "only the owner may read a tree's past")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.p == nil && c.err == nil {
+		c.p, c.err = c.pr.PastAt(ctx, c.seq, c.when)
+	}
+	return c.p, c.err
 }
 
 var errPastReadOnly = errors.New("the past is read-only: to write an old version back, use spin restore")
 
 func (c *pastClient) Open(ctx context.Context, name spindle.PathName) (spindle.File, error) {
-	return c.p.Open(ctx, name)
+	p, err := c.past(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return p.Open(ctx, name)
 }
 
 func (c *pastClient) Lookup(ctx context.Context, name spindle.PathName, follow bool) (*spindle.DirEntry, error) {
-	return c.p.Lookup(name)
+	p, err := c.past(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return p.Lookup(name)
 }
 
 func (c *pastClient) Glob(ctx context.Context, pattern string) ([]*spindle.DirEntry, error) {
-	return c.p.Glob(pattern)
+	p, err := c.past(ctx, spindle.PathName(pattern))
+	if err != nil {
+		return nil, err
+	}
+	return p.Glob(pattern)
 }
 
 func (c *pastClient) Put(ctx context.Context, name spindle.PathName, r io.Reader, packing spindle.Packing, progress func(int64)) (*spindle.DirEntry, error) {
@@ -220,7 +249,10 @@ func runRestore(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return err
 	}
-	past := pc.(*pastClient).p
+	past, err := pc.(*pastClient).past(ctx, from)
+	if err != nil {
+		return st.fail(string(from), err)
+	}
 	top, err := past.Lookup(from)
 	if err != nil {
 		return st.fail(string(from), err)

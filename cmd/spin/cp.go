@@ -51,6 +51,11 @@ Options:
     -p, -packing P   packing of files written to spin: ee, eeintegrity or
                      plain; default: the config's packing, or ee
     -j, -jobs N      copy N files at once (default 16)
+    -at WHEN         read spin sources (of your tree) as they were at
+                     WHEN: a sequence number, a negative number for
+                     entries back, a time
+                     (2026-12-04T15:04:05Z) or a date (2026-12-04,
+                     the end of that day, UTC); see spin history
     -h, -help        print this text
 
 cp stops, saying how far it got, once 5 files in a row have failed with
@@ -82,6 +87,7 @@ func runCp(ctx context.Context, st *State, args []string) error {
 	flags.StringVar(packingName, "p", "", "")
 	jobs := flags.Int("jobs", cpWorkers, "")
 	flags.IntVar(jobs, "j", cpWorkers, "")
+	at := atFlag(flags)
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
@@ -106,6 +112,9 @@ func runCp(ctx context.Context, st *State, args []string) error {
 	}
 	c, err := st.Client(ctx)
 	if err != nil {
+		return err
+	}
+	if c, err = st.pastClient(ctx, c, *at); err != nil {
 		return err
 	}
 	cp := &copier{st: st, c: c, recursive: *recursive, update: *update, packing: packing, workers: *jobs}

@@ -14,7 +14,7 @@ import (
 )
 
 const getUsage = `Usage:
-    spin get PATH [DEST]
+    spin get [-at WHEN] PATH [DEST]
 
 Reads the spin file PATH, following links, and writes it to the local file
 DEST, or to stdout if DEST is missing or -. DEST is written in full before
@@ -22,6 +22,10 @@ it replaces any file of that name; if DEST is a directory the file is
 written into it. Binary data is not written to a terminal.
 
 Options:
+    -at WHEN    read your own PATH as it was at WHEN: a sequence
+                number, a negative number for entries back, a time
+                (2026-12-04T15:04:05Z) or a date (2026-12-04, the
+                end of that day, UTC); see spin history
     -h, -help   print this text
 
 Example:
@@ -32,6 +36,7 @@ Example:
 
 func runGet(ctx context.Context, st *State, args []string) error {
 	flags := st.flags()
+	at := atFlag(flags)
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
@@ -40,6 +45,9 @@ func runGet(ctx context.Context, st *State, args []string) error {
 	}
 	c, err := st.Client(ctx)
 	if err != nil {
+		return err
+	}
+	if c, err = st.pastClient(ctx, c, *at); err != nil {
 		return err
 	}
 	name, err := st.spinPath(c, flags.Arg(0))

@@ -352,9 +352,11 @@ func TestHelpParsers(t *testing.T) {
 // exampleGiven is what must exist before an example that the examples
 // before it do not make: testscript lines run, as ann, just before it.
 var exampleGiven = map[string]string{
-	"spin rm @/docs/draft.txt":     "exec spin put report.pdf @/docs/draft.txt",
-	"spin rm -R @/tmp":             "exec spin mkdir -p @/tmp/old",
-	"spin mv @/drafts @/docs/2026": "exec spin mkdir @/drafts",
+	"spin rm @/docs/draft.txt":       "exec spin put report.pdf @/docs/draft.txt",
+	"spin rm -R @/tmp":               "exec spin mkdir -p @/tmp/old",
+	"spin mv @/drafts @/docs/2026":   "exec spin mkdir @/drafts",
+	"spin history @/docs/report.txt": "exec spin put report.pdf @/docs/report.txt\nexec spin rm @/docs/report.txt",
+	"spin rm -R @/album":             "exec spin mkdir @/album\nexec spin put report.pdf @/album/a.jpg",
 	// The watch runs until interrupted: watchexample puts the file it
 	// shows while it runs (see cmdWatchexample).
 	"spin watch -new @/inbox": "exec spin mkdir @/inbox",

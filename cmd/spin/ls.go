@@ -12,7 +12,7 @@ import (
 )
 
 const lsUsage = `Usage:
-    spin ls [-l] [-R] [PATH...]
+    spin ls [-l] [-R] [-at WHEN] [PATH...]
 
 Lists the spin paths given, @ (your root) if none is. A directory is listed
 by its contents; a path holding *, ? or [ is a pattern matched element by
@@ -27,6 +27,10 @@ Options:
     -l, -long        also print kind (d directory, l link, - file), packing,
                      size, time of last change and writer; links show their target
     -R, -recursive   list directories below, too
+    -at WHEN         read your tree as it was at WHEN: a sequence number,
+                     a negative number for entries back, a time
+                     (2026-12-04T15:04:05Z) or a date (2026-12-04,
+                     the end of that day, UTC); see spin history
     -h, -help        print this text
 
 Example:
@@ -43,6 +47,7 @@ func runLs(ctx context.Context, st *State, args []string) error {
 	flags.BoolVar(long, "l", false, "")
 	recursive := flags.Bool("recursive", false, "")
 	flags.BoolVar(recursive, "R", false, "")
+	at := atFlag(flags)
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
@@ -52,6 +57,9 @@ func runLs(ctx context.Context, st *State, args []string) error {
 	}
 	c, err := st.Client(ctx)
 	if err != nil {
+		return err
+	}
+	if c, err = st.pastClient(ctx, c, *at); err != nil {
 		return err
 	}
 	l := &lister{st: st, c: c, w: st.Stdout, long: *long, recursive: *recursive}

@@ -73,6 +73,8 @@ func commands() []*command {
 		{"rm", "remove files and directories", rmUsage, runRm},
 		{"link", "make a link", linkUsage, runLink},
 		{"mv", "rename a file or directory", mvUsage, runMv},
+		{"history", "list the versions of a path of your tree", historyUsage, runHistory},
+		{"restore", "write an old version of a path back", restoreUsage, runRestore},
 		{"whichaccess", "name the Access file that governs a path", whichaccessUsage, runWhichaccess},
 		{"info", "describe a file in detail", infoUsage, runInfo},
 		{"share", "check or repair who holds keys to files", shareUsage, runShare},

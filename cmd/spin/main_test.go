@@ -43,8 +43,20 @@ func TestMain(m *testing.M) {
 // true when spin mount can mount (/dev/fuse, as root). HOME is the
 // script's work directory.
 func TestScript(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir: "testdata",
+	testscript.Run(t, scriptParams("testdata"))
+}
+
+// TestVersionsProcesses runs testdata/versions (issue 29) on its own, so
+// that .ci/mutations can name it: ann deletes a folder of 50 photos and
+// restores it with one command, and bob reads them again.
+func TestVersionsProcesses(t *testing.T) {
+	testscript.Run(t, scriptParams("testdata/versions"))
+}
+
+// scriptParams returns the testscript parameters of the scripts in dir.
+func scriptParams(dir string) testscript.Params {
+	return testscript.Params{
+		Dir: dir,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("HOME", env.WorkDir)
 			return nil
@@ -65,7 +77,7 @@ func TestScript(t *testing.T) {
 			"envfile":  cmdEnvfile,
 			"extract":  cmdExtract,
 		},
-	})
+	}
 }
 
 func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {

@@ -398,6 +398,17 @@ func loadGroup(name spindle.PathName, load GroupLoader) (*Group, error) {
 	return g, nil
 }
 
+// Names returns, sorted and unique, the users the Access file names
+// directly for any right: not the owner, groups, wildcards or all.
+func (a *Access) Names() []spindle.UserName {
+	var users []spindle.UserName
+	for _, g := range a.rights {
+		users = append(users, g.users...)
+	}
+	slices.Sort(users)
+	return slices.Compact(users)
+}
+
 // Users returns, sorted, every user granted right by the Access file, with
 // groups expanded recursively (each group's owner included). The owner of
 // the tree is included for Read, List and AnyRight, which the owner always

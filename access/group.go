@@ -60,5 +60,9 @@ func (g *Group) Path() spindle.PathName { return g.path }
 // Owner returns the group's owner, who is always a member.
 func (g *Group) Owner() spindle.UserName { return g.owner }
 
+// Names returns, sorted and unique, the users the group names directly
+// as members.
+func (g *Group) Names() []spindle.UserName { return slices.Clone(g.members.users) }
+
 // Groups returns the groups the group names directly as members, sorted.
 func (g *Group) Groups() []spindle.PathName { return slices.Clone(g.members.groups) }

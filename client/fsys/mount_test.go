@@ -340,3 +340,20 @@ func (w tlog) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
 }
+
+// Listing another user's root that may not be listed is refused with
+// EACCES, not shown as an empty directory.
+func TestListPrivateRootIsRefused(t *testing.T) {
+	env := inproc(t, ann, bob)
+	r := nodetest.NewRunner(context.Background(), env)
+	r.As(bob)
+	r.Put("bob@example.com/secret.txt", "not for ann")
+	if r.Failed() {
+		t.Fatal(r.Diag())
+	}
+	top, _ := mount(t, env, ann, 10*time.Second)
+	ents, err := os.ReadDir(filepath.Join(top, string(bob)))
+	if !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("ls of bob's root: %v, %v; want EACCES", ents, err)
+	}
+}

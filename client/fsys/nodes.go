@@ -280,8 +280,20 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		return nil, syscall.ENOENT
 	}
 	es, err := d.fs.meta.list(ctx, dir)
+	if errors.Is(err, spindle.Private) {
+		// The directory is entered, so that it exists is known: it is
+		// one that may not be listed (another user's root, say).
+		return nil, syscall.EACCES
+	}
 	if err != nil {
 		return nil, errno(err)
+	}
+	if len(es) == 0 {
+		// A pattern finds nothing in a directory that may not be
+		// listed: say so rather than show it empty.
+		if _, err := d.fs.meta.lookup(ctx, dir); errors.Is(err, spindle.Private) || errors.Is(err, spindle.Permission) {
+			return nil, syscall.EACCES
+		}
 	}
 	list := make([]fuse.DirEntry, 0, len(es))
 	seen := make(map[string]bool, len(es))

@@ -334,3 +334,29 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("carol's screen shows %d pixels of ann's picture", n)
 	}
 }
+
+// folderColor is the fill of the folder icon, a color the page uses
+// nowhere else.
+var folderColor = color.RGBA{232, 163, 61, 255}
+
+// TestFolderIconRenders checks that a folder's icon is drawn (an emoji
+// shows as an empty box where no emoji font is installed) and that the
+// header names the user once.
+func TestFolderIconRenders(t *testing.T) {
+	browser := newBrowser(t)
+	env := newEnv(t)
+	a := newApp(t, env, ann)
+	if _, err := a.c.MakeDirectory(ctxT(t), "ann@example.com/docs"); err != nil {
+		t.Fatal(err)
+	}
+	tab := newTab(t, browser)
+	step(t, tab, "ann opens the app", chromedp.Navigate(a.srv.URL(strings.TrimPrefix(a.origin, "http://"))))
+	waitFor(t, tab, "the folder is listed", `!!document.querySelector('tr[data-name="docs"] a')`)
+	if n := colored(screenshot(t, tab, "folder-icon"), folderColor); n < 150 {
+		t.Errorf("%d pixels of the folder icon's color on screen, want an icon's worth (150 or more)", n)
+	}
+	header := run(t, tab, "read the header", chromedp.Evaluate[string](`document.querySelector('header').textContent`))
+	if n := strings.Count(header, string(ann)); n != 1 {
+		t.Errorf("the header names %s %d times, want once: %q", ann, n, header)
+	}
+}

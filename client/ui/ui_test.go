@@ -210,7 +210,7 @@ func TestBrowseAndManage(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("browse: %d", code)
 	}
-	order := []string{">📁 day1<", ">📁 zfolder<", ">A.txt<", ">b.txt<"}
+	order := []string{"</svg> day1<", "</svg> zfolder<", ">A.txt<", ">b.txt<"}
 	last := -1
 	for _, s := range order {
 		i := strings.Index(page, s)
@@ -219,7 +219,7 @@ func TestBrowseAndManage(t *testing.T) {
 		}
 		last = i
 	}
-	crumbs := `href="/` + a.srv.Secret() + `/b/ann@example.com/">ann@example.com</a><span class="sep">/</span><a href="/` + a.srv.Secret() + `/b/ann@example.com/trip">trip</a>`
+	crumbs := `href="/` + a.srv.Secret() + `/b/ann@example.com/">My files</a><span class="sep">/</span><a href="/` + a.srv.Secret() + `/b/ann@example.com/trip">trip</a>`
 	if !strings.Contains(page, crumbs) {
 		t.Errorf("breadcrumbs missing:\n%s", page)
 	}

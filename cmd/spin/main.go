@@ -202,6 +202,13 @@ func run(args []string, st *State) int {
 	case errors.Is(err, errHelp):
 		fmt.Fprint(st.Stdout, cmd.usage)
 		return exitOK
+	case errors.As(err, &ue) && ue.flags:
+		st.errorf("%s", ue.msg)
+		if ue.near != "" {
+			st.hint("did you mean %s?", ue.near)
+		}
+		st.hint("for the flags of %s, run: spin help %s", st.cmd, st.cmd)
+		return exitUsage
 	case errors.As(err, &ue):
 		st.errorf("%s", ue.msg)
 		fmt.Fprint(st.Stderr, cmd.usage)

@@ -247,7 +247,7 @@ func TestHelp(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	e := newEnv(t)
 	e.fails(exitUsage, "spin: put: want SRC and PATH, or a spin PATH alone to read stdin; got 1 argument\n"+putUsage, "put", "x")
-	e.fails(exitUsage, "spin: ls: flag provided but not defined: -z\n"+lsUsage, "ls", "-z", "@")
+	e.fails(exitUsage, "spin: ls: flag provided but not defined: -z\nspin: hint: for the flags of ls, run: spin help ls\n", "ls", "-z", "@")
 	e.fails(exitUsage, "spin: put: -packing: unknown packing \"zip\" (want ee, eeintegrity or plain)\n"+putUsage, "put", "-packing", "zip", "a", "@/a")
 	e.fails(exitUsage, "spin: unknown command \"frob\"\nspin: hint: run: spin help\n", "frob")
 	e.fails(exitUsage, "spin: -log: unknown level \"loud\" (want trace, debug, info, warn or error)\n", "-log", "loud", "ls")

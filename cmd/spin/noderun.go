@@ -240,7 +240,10 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 			return 0
 		}
 		fmt.Fprintf(stderr, "spin: node: %v\n", err)
-		fmt.Fprintf(stderr, "spin: hint: run: spin help node\n")
+		if near := nearestFlag(fs, err); near != "" {
+			fmt.Fprintf(stderr, "spin: hint: did you mean %s?\n", near)
+		}
+		fmt.Fprintf(stderr, "spin: hint: for the flags of node, run: spin help node\n")
 		return 2
 	}
 	if fs.NArg() > 0 {

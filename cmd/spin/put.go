@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 
 	"spindle.dev"
+	"spindle.dev/access"
 )
 
 const putUsage = `Usage:
@@ -77,6 +80,7 @@ func runPut(ctx context.Context, st *State, args []string) error {
 		if err != nil {
 			return st.putFailed(name, err)
 		}
+		st.warnKeyless(ctx, c, name)
 		return nil
 	}
 	return st.putFile(ctx, c, src, name, packing, true)
@@ -124,7 +128,59 @@ func (st *State) putFile(ctx context.Context, c spindle.Client, src string, name
 	if err != nil {
 		return st.putFailed(name, err)
 	}
+	st.warnKeyless(ctx, c, name)
 	return nil
+}
+
+// warnKeyless warns, after an Access or Group file is put as name, about
+// the users it names who have no key record: a misspelled name passes
+// parsing, and such a user gets keys only after signing up.
+func (st *State) warnKeyless(ctx context.Context, c spindle.Client, name spindle.PathName) {
+	var parse func([]byte) ([]spindle.UserName, error)
+	switch {
+	case access.IsAccessFile(name):
+		parse = func(b []byte) ([]spindle.UserName, error) {
+			a, err := access.Parse(name, b)
+			if err != nil {
+				return nil, err
+			}
+			return a.Names(), nil
+		}
+	case access.IsGroupFile(name):
+		parse = func(b []byte) ([]spindle.UserName, error) {
+			g, err := access.ParseGroup(name, b)
+			if err != nil {
+				return nil, err
+			}
+			return g.Names(), nil
+		}
+	default:
+		return
+	}
+	f, err := c.Open(ctx, name)
+	if err != nil {
+		return
+	}
+	data, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		return
+	}
+	names, err := parse(data)
+	if err != nil {
+		return
+	}
+	var keyless []string
+	for _, u := range names {
+		if _, err := c.LookupUser(ctx, u); errors.Is(err, spindle.NotExist) {
+			keyless = append(keyless, string(u))
+		}
+	}
+	if len(keyless) == 0 {
+		return
+	}
+	st.errorf("warning: %s: no key record for %s", name, strings.Join(keyless, ", "))
+	st.hint("check the spelling; a user who has not signed up yet gets keys when they sign up")
 }
 
 // putFailed reports a failed put to name.

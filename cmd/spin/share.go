@@ -49,11 +49,12 @@ func runShare(ctx context.Context, st *State, args []string) error {
 		return err
 	}
 	unfixed := 0
+	hasKey := make(map[spindle.UserName]bool)
 	err := st.eachPath(ctx, flags.Args(), func(c spindle.Client, _ int, name spindle.PathName) error {
 		reports, err := c.Share(ctx, name, *recursive, *fix)
 		failed := false
 		for _, r := range reports {
-			fmt.Fprintln(st.Stdout, shareLine(r))
+			fmt.Fprintln(st.Stdout, shareLine(r, keyless(ctx, c, r.Readers, hasKey)))
 			if r.Err != nil {
 				st.fail(string(r.Name), r.Err)
 				failed = true
@@ -78,8 +79,30 @@ func runShare(ctx context.Context, st *State, args []string) error {
 	return err
 }
 
-// shareLine describes one share report on one line.
-func shareLine(r spindle.ShareReport) string {
+// keyless returns the readers that have no key record (a misspelled name,
+// or a user not signed up yet), looking each up once in hasKey.
+func keyless(ctx context.Context, c spindle.Client, readers []spindle.UserName, hasKey map[spindle.UserName]bool) []spindle.UserName {
+	var none []spindle.UserName
+	for _, u := range readers {
+		if u == spindle.AllUsers || strings.HasPrefix(string(u), "*@") {
+			continue
+		}
+		has, ok := hasKey[u]
+		if !ok {
+			_, err := c.LookupUser(ctx, u)
+			has = !errors.Is(err, spindle.NotExist)
+			hasKey[u] = has
+		}
+		if !has {
+			none = append(none, u)
+		}
+	}
+	return none
+}
+
+// shareLine describes one share report on one line; keyless are the
+// readers that have no key record.
+func shareLine(r spindle.ShareReport, keyless []spindle.UserName) string {
 	var parts []string
 	if len(r.Missing) > 0 {
 		verb := "missing keys"
@@ -108,6 +131,9 @@ func shareLine(r spindle.ShareReport) string {
 	}
 	for _, g := range r.Groups {
 		parts = append(parts, "group "+describeAll(g))
+	}
+	if len(keyless) > 0 {
+		parts = append(parts, "no key record: "+joinUsers(keyless))
 	}
 	if kept := len(r.Unsure) + len(r.Unknowns); kept > 0 && unsure(r) {
 		holders := joinUsers(r.Unsure)

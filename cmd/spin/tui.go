@@ -128,7 +128,11 @@ var errHelp = errors.New("help requested")
 
 // A usageError is a mistake in the command line. run prints it followed by
 // the command's usage text and exits with status 2.
-type usageError struct{ msg string }
+type usageError struct {
+	msg   string
+	flags bool // A flag the command does not take: run prints hints, not the whole usage.
+	near  string
+}
 
 func (e *usageError) Error() string { return e.msg }
 
@@ -158,7 +162,7 @@ func (st *State) parse(fs *flag.FlagSet, args []string) error {
 	case errors.Is(err, flag.ErrHelp):
 		return errHelp
 	case err != nil:
-		return &usageError{msg: err.Error()}
+		return &usageError{msg: err.Error(), flags: true, near: nearestFlag(fs, err)}
 	}
 	rest := fs.Args()
 	if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
@@ -171,6 +175,59 @@ func (st *State) parse(fs *flag.FlagSet, args []string) error {
 		}
 	}
 	return nil
+}
+
+// nearestFlag returns the flag of fs nearest to the undefined one that err,
+// from fs.Parse, names ("-R" for "-r", "-l" for "-la"), or "" if err names
+// none or no flag is near.
+func nearestFlag(fs *flag.FlagSet, err error) string {
+	bad, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	bad = strings.TrimPrefix(bad, "-")
+	best, bestD := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		d := editDistance(bad, f.Name)
+		if strings.EqualFold(bad, f.Name) {
+			d = 0
+		} else if len(f.Name) == 1 && len(bad) > 1 && strings.EqualFold(bad[:1], f.Name) {
+			d = min(d, 1) // -la: the first letter of combined short flags.
+		} else if len(bad) > 1 && strings.HasPrefix(f.Name, bad) {
+			d = min(d, 1)
+		}
+		if d < bestD || d == bestD && best != "" && len(f.Name) < len(best) {
+			best, bestD = f.Name, d
+		}
+	})
+	switch {
+	case best == "",
+		bestD == 1 && len(bad) < 2, // -z is as near -l as any one letter.
+		bestD == 2 && len(bad) < 6:
+		return ""
+	}
+	return "-" + best
+}
+
+// editDistance returns the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // expandShortFlags splits combined one-letter flags, as other tools take

@@ -1,7 +1,6 @@
 package replica_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -189,21 +188,7 @@ func testSinksAgainstNetwork(t *testing.T, membersOnly bool, flood string) {
 	}
 
 	writer.stop()
-	for i, ref := range refs {
-		reader := nodes[nHonest-1]
-		for _, nd := range nodes[1:] {
-			if !nd.has(ref) {
-				reader = nd
-				break
-			}
-		}
-		gctx, gcancel := context.WithTimeout(ctx, 20*time.Second)
-		got, err := reader.store.Get(gctx, ref)
-		gcancel()
-		if err != nil || !bytes.Equal(got, datas[i]) {
-			t.Errorf("block %d after the writer stopped: %d bytes, %v", i, len(got), err)
-		}
-	}
+	readAfterWriterStopped(ctx, t, nodes, nHonest, refs, datas)
 	t.Logf("%s network: strangers stored %d bytes; %s", map[bool]string{true: "members", false: "open"}[membersOnly], f.stored, fmt.Sprint(routingSinks(nodes[1:], sinksIn)))
 }
 

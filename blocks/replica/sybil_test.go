@@ -300,21 +300,7 @@ func TestSybilSinksCaught(t *testing.T) {
 	}
 
 	writer.stop()
-	for i, ref := range refs {
-		reader := nodes[nHonest-1]
-		for _, nd := range nodes[1:] {
-			if !nd.has(ref) {
-				reader = nd
-				break
-			}
-		}
-		gctx, gcancel := context.WithTimeout(ctx, 20*time.Second)
-		got, err := reader.store.Get(gctx, ref)
-		gcancel()
-		if err != nil || !bytes.Equal(got, datas[i]) {
-			t.Errorf("block %d after the writer stopped: %d bytes, %v", i, len(got), err)
-		}
-	}
+	readAfterWriterStopped(ctx, t, nodes, nHonest, refs, datas)
 
 	var res replica.RepairResult
 	for _, nd := range nodes[1:] {
@@ -430,5 +416,27 @@ func TestFarNodeRefusesPush(t *testing.T) {
 	}
 	if far.has(blocks.RefOf(data)) {
 		t.Fatal("the farthest node took the block")
+	}
+}
+
+// readAfterWriterStopped reads every block, once the writer (nodes[0])
+// has stopped, through a node that holds no copy of it if there is one
+// (else the last honest node), and checks its bytes.
+func readAfterWriterStopped(ctx context.Context, t *testing.T, nodes []*node, nHonest int, refs []spindle.Ref, datas [][]byte) {
+	t.Helper()
+	for i, ref := range refs {
+		reader := nodes[nHonest-1]
+		for _, nd := range nodes[1:] {
+			if !nd.has(ref) {
+				reader = nd
+				break
+			}
+		}
+		gctx, gcancel := context.WithTimeout(ctx, 20*time.Second)
+		got, err := reader.store.Get(gctx, ref)
+		gcancel()
+		if err != nil || !bytes.Equal(got, datas[i]) {
+			t.Errorf("block %d after the writer stopped: %d bytes, %v", i, len(got), err)
+		}
 	}
 }

@@ -166,32 +166,7 @@ func TestBadBootstrapCommand(t *testing.T) {
 // TestNodeCommandGateway starts spin node with -gateway: the gateway
 // listens by the time the node says it is ready, and answers.
 func TestNodeCommandGateway(t *testing.T) {
-	home := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr syncBuffer
-	code := make(chan int, 1)
-	go func() {
-		code <- runNodeCommand(ctx, []string{"-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "ann@example.com", "-gateway", "127.0.0.1:0"}, &stdout, &stderr, testLogger(t), gatewayReader(t))
-	}()
-	var base string
-	for deadline := time.Now().Add(time.Minute); base == ""; {
-		if _, err := os.Stat(filepath.Join(home, "addr")); err == nil {
-			_, rest, ok := strings.Cut(stderr.String(), "gateway serving files all may read at ")
-			if !ok {
-				t.Fatalf("the node is ready and says nothing of its gateway: %s", stderr.String())
-			}
-			base, _, _ = strings.Cut(rest, "\n")
-		}
-		select {
-		case c := <-code:
-			t.Fatalf("spin node exited with %d: %s", c, stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the node was not ready after a minute")
-		}
-	}
+	n, base := startNodeCommand(t, t.TempDir(), []string{"-gateway", "127.0.0.1:0"}, gatewayReader(t), "gateway serving files all may read at ")
 	resp, err := http.Get(base + "ann@example.com/nosuch.jpg")
 	if err != nil {
 		t.Fatal(err)
@@ -200,15 +175,7 @@ func TestNodeCommandGateway(t *testing.T) {
 	if resp.StatusCode != 404 {
 		t.Errorf("gateway: status %d for a missing file, want 404", resp.StatusCode)
 	}
-	cancel()
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Errorf("spin node exited %d: %s", c, stderr.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("spin node did not stop")
-	}
+	n.stop(t)
 	// The gateway closes with the node (at once, or very soon after).
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		resp, err := http.Get(base + "ann@example.com/nosuch.jpg")
@@ -254,32 +221,7 @@ func TestNodeUsage(t *testing.T) {
 // spin node -metrics serves the node's metrics at /metrics where told,
 // and stops serving them when the node stops.
 func TestNodeCommandMetrics(t *testing.T) {
-	home := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr syncBuffer
-	code := make(chan int, 1)
-	go func() {
-		code <- runNodeCommand(ctx, []string{"-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "ann@example.com", "-metrics", "127.0.0.1:0"}, &stdout, &stderr, testLogger(t), nil)
-	}()
-	var url string
-	for deadline := time.Now().Add(time.Minute); url == ""; {
-		if _, err := os.Stat(filepath.Join(home, "addr")); err == nil {
-			_, rest, ok := strings.Cut(stderr.String(), "metrics for Prometheus at ")
-			if !ok {
-				t.Fatalf("the node is ready and says nothing of its metrics: %s", stderr.String())
-			}
-			url, _, _ = strings.Cut(rest, "\n")
-		}
-		select {
-		case c := <-code:
-			t.Fatalf("spin node exited with %d: %s", c, stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the node was not ready after a minute")
-		}
-	}
+	n, url := startNodeCommand(t, t.TempDir(), []string{"-metrics", "127.0.0.1:0"}, nil, "metrics for Prometheus at ")
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
@@ -289,15 +231,7 @@ func TestNodeCommandMetrics(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "spindle_raft_leader 1") || !strings.Contains(string(body), "libp2p_") {
 		t.Fatalf("GET %s: %d\n%.2000s", url, resp.StatusCode, body)
 	}
-	cancel()
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Errorf("spin node exited %d: %s", c, stderr.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("spin node did not stop")
-	}
+	n.stop(t)
 	if resp, err := http.Get(url); err == nil {
 		resp.Body.Close()
 		t.Error("metrics still served after the node stopped")
@@ -339,5 +273,58 @@ func TestParseQuotaAndRate(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := runNodeCommand(context.Background(), []string{"-home", t.TempDir(), "-quota", "ann@example.com=lots"}, &stdout, &stderr, testLogger(t), nil); code != 2 || !strings.Contains(stderr.String(), "-quota: \"lots\" is not a size") {
 		t.Errorf("spin node -quota with a bad size: exit %d, %s", code, stderr.String())
+	}
+}
+
+// A runningNode is spin node run in this process by runNodeCommand.
+type runningNode struct {
+	cancel context.CancelFunc
+	code   chan int
+	stderr *syncBuffer
+}
+
+// startNodeCommand runs spin node with args in home until the test ends
+// or stop is called, waits until it is ready, and returns what its
+// standard error says after the text said.
+func startNodeCommand(t *testing.T, home string, args []string, gateway func(*node.Node) (node.PublicReader, error), said string) (*runningNode, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var stdout syncBuffer
+	n := &runningNode{cancel: cancel, code: make(chan int, 1), stderr: new(syncBuffer)}
+	go func() {
+		n.code <- runNodeCommand(ctx, append([]string{"-home", home, "-listen", "/ip4/127.0.0.1/tcp/0", "-writers", "ann@example.com"}, args...), &stdout, n.stderr, testLogger(t), gateway)
+	}()
+	for deadline := time.Now().Add(time.Minute); ; {
+		if _, err := os.Stat(filepath.Join(home, "addr")); err == nil {
+			_, rest, ok := strings.Cut(n.stderr.String(), said)
+			if !ok {
+				t.Fatalf("the node is ready and does not say %q: %s", said, n.stderr.String())
+			}
+			v, _, _ := strings.Cut(rest, "\n")
+			return n, v
+		}
+		select {
+		case c := <-n.code:
+			t.Fatalf("spin node exited with %d: %s", c, n.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the node was not ready after a minute")
+		}
+	}
+}
+
+// stop stops the node and checks that it exited cleanly.
+func (n *runningNode) stop(t *testing.T) {
+	t.Helper()
+	n.cancel()
+	select {
+	case c := <-n.code:
+		if c != 0 {
+			t.Errorf("spin node exited %d: %s", c, n.stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("spin node did not stop")
 	}
 }

@@ -177,9 +177,22 @@ func (ts *tunnels) signalLocked() {
 	ts.changed = make(chan struct{})
 }
 
+// tunnelBusyWait bounds how long a dial waits, trying again, while the
+// node refuses a tunnel for now (Transient: it still counts tunnels this
+// client has closed, until it sees them end).
+const tunnelBusyWait = 2 * time.Second
+
 // dial opens a tunnel to to.
 func (ts *tunnels) dial(ctx context.Context, to peer.ID) (*p2p.Tunnel, error) {
 	t, err := p2p.OpenTunnel(ctx, ts.h, ts.via, to, wire.MaxMessage)
+	for wait, deadline := 20*time.Millisecond, time.Now().Add(tunnelBusyWait); tunnelBusy(err) && time.Now().Before(deadline); wait *= 2 {
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		t, err = p2p.OpenTunnel(ctx, ts.h, ts.via, to, wire.MaxMessage)
+	}
 	if errors.Is(err, p2p.ErrNoTunnels) {
 		return nil, spindle.E(spindle.Op("client.Tunnel"), fmt.Errorf("dir host %s: %w; requests are not sent through it in plain unless the client is configured to (PlainForwarding), which lets the node read them", to, err))
 	}
@@ -232,4 +245,11 @@ func (ts *tunnels) close() {
 		}
 		delete(ts.idle, to)
 	}
+}
+
+// tunnelBusy reports whether err is the node's refusal of a tunnel for
+// now: it carries as many for this client, or in all, as it will.
+func tunnelBusy(err error) bool {
+	var refused *p2p.RefusedError
+	return errors.As(err, &refused) && errors.Is(refused.Err, spindle.Transient)
 }

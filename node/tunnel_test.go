@@ -313,3 +313,49 @@ func TestTunnelUnsignedErrorIsNoAnswer(t *testing.T) {
 	}
 	t.Logf("lookup: %v", err)
 }
+
+// A relay that carries as many tunnels for a client as it will refuses
+// another for now; a client that meets that (the relay still counts
+// tunnels the client closed, until it sees them end) waits and tries
+// again, and its read is answered once the relay has room.
+func TestTunnelBusyRelayWaitedFor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four networked nodes")
+	}
+	w := newFwdWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const name = "ann@example.com/f"
+	if _, err := fwdDial(t, w.a, w.annKeys).Put(ctx, name, strings.NewReader("x"), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	sessions := func() map[peer.ID]bool {
+		w.a.mu.Lock()
+		defer w.a.mu.Unlock()
+		out := make(map[peer.ID]bool)
+		for p := range w.a.sessions {
+			out[p] = true
+		}
+		return out
+	}
+	before := sessions()
+	reader := fwdDial(t, w.a, w.annKeys) // No tunnel yet.
+	var pid peer.ID
+	for p := range sessions() {
+		if !before[p] {
+			pid = p
+		}
+	}
+	if pid == "" {
+		t.Fatal("the new client has no session at A")
+	}
+	for range maxTunnelsPerPeer {
+		if !w.a.tunnels.take(pid, maxTunnelsPerPeer) {
+			t.Fatal("A refused a tunnel below its cap")
+		}
+	}
+	time.AfterFunc(300*time.Millisecond, func() { w.a.tunnels.done(pid) })
+	if _, err := reader.Lookup(ctx, name, false); err != nil {
+		t.Fatalf("a read while A was busy for a moment: %v", err)
+	}
+}

@@ -129,3 +129,24 @@ func LockFile(name string, wait bool) (*FileLock, error) {
 
 // Unlock releases the lock.
 func (l *FileLock) Unlock() error { return l.f.Close() }
+
+// FormatBytes says n bytes in IEC units with one decimal, for people:
+// 512 B, 34.0 MiB, 1.2 GiB.
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v := float64(n)
+	suffix := "KMGTPE"
+	i := -1
+	for v >= unit && i+1 < len(suffix) {
+		v /= unit
+		i++
+	}
+	if v >= 999.95 && i+1 < len(suffix) { // 1023.99 KiB would print as 1024.0 KiB.
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, suffix[i])
+}

@@ -96,24 +96,11 @@ func (n *Node) chargeQuota(user spindle.UserName, ref spindle.Ref, size int64) e
 		}
 		return spindle.E(spindle.Op("node.Quota"), spindle.Full, user, fmt.Errorf(
 			"this node's quota for %s is %s, and %s take %s: a %s block does not fit; delete files (spin rm) or ask the node's operator for more (spin node -quota %s=SIZE)",
-			user, sizeText(limit), where, sizeText(used), sizeText(size), user))
+			user, spindle.FormatBytes(limit), where, spindle.FormatBytes(used), spindle.FormatBytes(size), user))
 	}
 	p.refs[ref] = true
 	p.bytes += size
 	return nil
-}
-
-// sizeText prints a byte count for people.
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // limitedBlocks is the block store the node serves over the block
@@ -160,7 +147,9 @@ func (l limitedBlocks) Put(ctx context.Context, data []byte) (spindle.Ref, error
 		return "", err
 	}
 	if p, ok := p2p.BlockPeer(ctx); ok {
-		if user := l.n.session(p); user != "" && l.n.writers.admits(user) {
+		// Only a writer with a quota pays for the block's hash here (the
+		// store hashes it again): this is every put's path.
+		if user := l.n.session(p); user != "" && l.n.quotaOf(user) > 0 && l.n.writers.admits(user) {
 			ref := blocks.RefOf(data)
 			if err := l.n.chargeQuota(user, ref, int64(len(data))); err != nil {
 				return "", err

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"spindle.dev"
 )
 
 // progressMin is the smallest transfer that gets a progress line.
@@ -300,24 +302,7 @@ func (m *meter) line(now time.Time) string {
 
 // formatBytes says n bytes in IEC units with one decimal: 512 B,
 // 34.0 MiB, 1.2 GiB.
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v := float64(n)
-	suffix := "KMGTPE"
-	i := -1
-	for v >= unit && i+1 < len(suffix) {
-		v /= unit
-		i++
-	}
-	if v >= 999.95 && i+1 < len(suffix) { // 1023.99 KiB would print as 1024.0 KiB.
-		v /= unit
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, suffix[i])
-}
+func formatBytes(n int64) string { return spindle.FormatBytes(n) }
 
 // formatDuration says d to the second, as 45s, 1m38s or 2h05m.
 func formatDuration(d time.Duration) string {

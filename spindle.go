@@ -161,9 +161,19 @@ type User struct {
 	// caught by a reader that has never seen the tree. 0, the default,
 	// asks for none; it is below len(DirHosts).
 	DirQuorum int
+	// Keep is how long, in seconds, the user's dir hosts keep every
+	// earlier state of the user's tree readable (see dirlog/host's
+	// Config.Keep): the log entries of that window are not compacted and
+	// the blocks they reach stay leased. 0 leaves it to each host's
+	// default; KeepNone keeps only the current state.
+	Keep      int64
 	SignedBy  UserName  // Whose key signed the change: Name itself or its base user.
 	Signature Signature // Signature by SignedBy's current key over the record.
 }
+
+// KeepNone, as a key record's Keep, asks dir hosts to keep no earlier
+// state of the user's tree.
+const KeepNone int64 = -1
 
 // A BlockStore stores and retrieves blocks by their content address. Every
 // implementation verifies the hash on Put, and Get never returns bytes

@@ -20,6 +20,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte(recordMagic))
 	f.Add([]byte(recordMagicDirSeq))
 	f.Add([]byte(recordMagicDirQuorum))
+	f.Add([]byte(recordMagicKeep))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		u, err := DecodeRecord(data)
 		if err != nil {

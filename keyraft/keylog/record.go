@@ -35,11 +35,14 @@ const signingDomain = "spindle.dev/keyraft signed record v1\n"
 // existed keep their encoding, hash and signature. recordMagicDirQuorum
 // starts one with a DirQuorum: DirSeq (which may then be 0) and DirQuorum
 // follow SignedBy, 8 bytes big-endian each, so records made before
-// DirQuorum existed keep theirs too.
+// DirQuorum existed keep theirs too. recordMagicKeep starts one with a
+// Keep: DirSeq, DirQuorum (either may be 0) and Keep follow, 8 bytes
+// big-endian each.
 const (
 	recordMagic          = "SPKR\x01"
 	recordMagicDirSeq    = "SPKR\x02"
 	recordMagicDirQuorum = "SPKR\x03"
+	recordMagicKeep      = "SPKR\x04"
 )
 
 // signingDomainDirSeq is signingDomain for records with a DirSeq, and
@@ -47,6 +50,7 @@ const (
 const (
 	signingDomainDirSeq    = "spindle.dev/keyraft signed record v2\n"
 	signingDomainDirQuorum = "spindle.dev/keyraft signed record v3\n"
+	signingDomainKeep      = "spindle.dev/keyraft signed record v4\n"
 )
 
 // SigningDigest returns the SHA-256 digest that a key record's signer signs:
@@ -55,12 +59,15 @@ const (
 // its length as a uvarint, the dir host list by its count, and the version as
 // 8 bytes big-endian; a record with a DirSeq has its own domain string and
 // DirSeq follows, 8 bytes big-endian; a record with a DirQuorum has a third
-// domain string, and DirSeq and DirQuorum follow, 8 bytes big-endian each.
+// domain string, and DirSeq and DirQuorum follow, 8 bytes big-endian each;
+// a record with a Keep has a fourth, and DirSeq, DirQuorum and Keep follow.
 // The signature itself is not covered.
 // Verify the result with spindle.Verify(key, SigningDigest(u), u.Signature).
 func SigningDigest(u *spindle.User) []byte {
 	domain := signingDomain
 	switch {
+	case u.Keep != 0:
+		domain = signingDomainKeep
 	case u.DirQuorum != 0:
 		domain = signingDomainDirQuorum
 	case u.DirSeq != 0:
@@ -81,11 +88,14 @@ func appendBody(b []byte, u *spindle.User) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(u.Version))
 	b = appendString(b, string(u.Prev))
 	b = appendString(b, string(u.SignedBy))
-	if u.DirSeq != 0 || u.DirQuorum != 0 {
+	if u.DirSeq != 0 || u.DirQuorum != 0 || u.Keep != 0 {
 		b = binary.BigEndian.AppendUint64(b, uint64(u.DirSeq))
 	}
-	if u.DirQuorum != 0 {
+	if u.DirQuorum != 0 || u.Keep != 0 {
 		b = binary.BigEndian.AppendUint64(b, uint64(u.DirQuorum))
+	}
+	if u.Keep != 0 {
+		b = binary.BigEndian.AppendUint64(b, uint64(u.Keep))
 	}
 	return b
 }
@@ -98,10 +108,13 @@ func encodedLen(u *spindle.User) int {
 	for _, h := range u.DirHosts {
 		n += stringLen(len(h))
 	}
-	if u.DirSeq != 0 || u.DirQuorum != 0 {
+	if u.DirSeq != 0 || u.DirQuorum != 0 || u.Keep != 0 {
 		n += 8
 	}
-	if u.DirQuorum != 0 {
+	if u.DirQuorum != 0 || u.Keep != 0 {
+		n += 8
+	}
+	if u.Keep != 0 {
 		n += 8
 	}
 	return n
@@ -129,6 +142,8 @@ func appendString(b []byte, s string) []byte {
 func EncodeRecord(u *spindle.User) []byte {
 	magic := recordMagic
 	switch {
+	case u.Keep != 0:
+		magic = recordMagicKeep
 	case u.DirQuorum != 0:
 		magic = recordMagicDirQuorum
 	case u.DirSeq != 0:
@@ -165,13 +180,15 @@ func decodeRecord(data []byte) (*spindle.User, error) {
 	if len(data) > MaxRecordSize {
 		return nil, fmt.Errorf("%d bytes, more than %d", len(data), MaxRecordSize)
 	}
-	var withDirSeq, withDirQuorum bool
+	var withDirSeq, withDirQuorum, withKeep bool
 	switch {
 	case bytes.HasPrefix(data, []byte(recordMagic)):
 	case bytes.HasPrefix(data, []byte(recordMagicDirSeq)):
 		withDirSeq = true
 	case bytes.HasPrefix(data, []byte(recordMagicDirQuorum)):
 		withDirQuorum = true
+	case bytes.HasPrefix(data, []byte(recordMagicKeep)):
+		withKeep = true
 	default:
 		return nil, errors.New("bad magic")
 	}
@@ -213,6 +230,19 @@ func decodeRecord(data []byte) (*spindle.User, error) {
 		} else {
 			u.DirQuorum = int(q)
 		}
+	}
+	if withKeep {
+		s, q, k := d.uint64(), d.uint64(), int64(d.uint64())
+		if s > math.MaxInt64 {
+			return nil, errors.New("dir sequence out of range")
+		}
+		if q > MaxDirHosts {
+			return nil, errors.New("dir quorum out of range")
+		}
+		if k == 0 || k < spindle.KeepNone {
+			return nil, errors.New("keep out of range")
+		}
+		u.DirSeq, u.DirQuorum, u.Keep = int64(s), int(q), k
 	}
 	if s := d.string(MaxSignatureLen); s != "" {
 		u.Signature = spindle.Signature(s)
@@ -290,6 +320,8 @@ func checkRecord(u *spindle.User) error {
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("dir sequence %d in version %d", u.DirSeq, u.Version))
 	case u.DirQuorum < 0 || u.DirQuorum > 0 && u.DirQuorum >= len(u.DirHosts):
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("dir quorum %d with %d dir hosts; it counts the hosts other than a head's signer", u.DirQuorum, len(u.DirHosts)))
+	case u.Keep < spindle.KeepNone:
+		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("keep %d: a number of seconds, 0 for the hosts' default or -1 for none", u.Keep))
 	}
 	if u.SignedBy != u.Name && u.SignedBy != spindle.BaseUser(u.Name) {
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("signer %q is neither the user nor its base user", u.SignedBy))

@@ -9,15 +9,18 @@ import (
 	"spindle.dev"
 )
 
-// Compact replaces owner's log with a checkpoint of its tree now, signed
+// Compact replaces owner's log with a checkpoint of its tree now (or, if
+// Config.Keep keeps a window of earlier states, of its tree at the start
+// of the window; see keep.go), signed
 // by the host if the server has a Host signer (see [dirlog.Checkpoint]): entries
 // 1 to the head are dropped, and the entries appended after are kept
 // after the checkpoint. Every item's signed entries stay in the
 // checkpoint, so every signature a reader checks still verifies. The
 // replacement is durable and atomic: a crash leaves the old log or the
 // new one. It returns the checkpoint. Appends to the log wait while it
-// runs. A log with no entries, or none since its checkpoint, is left
-// alone and its checkpoint, if any, returned.
+// runs. A log with no entries, or none since its checkpoint, or none
+// since it outside its retention window, is left alone and its
+// checkpoint, if any, returned.
 func (s *Server) Compact(ctx context.Context, owner spindle.UserName) (*dirlog.Checkpoint, error) {
 	const op spindle.Op = "dirlog.Compact"
 	if err := dirlog.CheckUser(owner); err != nil {
@@ -35,7 +38,7 @@ func (s *Server) Compact(ctx context.Context, owner spindle.UserName) (*dirlog.C
 	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	return s.compact(ctx, op, l)
+	return s.compactTo(ctx, op, l, s.keepOf(ctx, owner))
 }
 
 // compact is Compact with l's appendMu held.
@@ -161,7 +164,7 @@ func (s *Server) compactDueLog(ctx context.Context, user spindle.UserName) {
 	if !s.due(l) {
 		return
 	}
-	if _, err := s.compact(ctx, spindle.Op("dirlog.Compact"), l); err != nil {
+	if _, err := s.compactTo(ctx, spindle.Op("dirlog.Compact"), l, s.keepOf(ctx, user)); err != nil {
 		s.cfg.Logger.Error("dirlog: compaction failed; the log is whole", "user", string(l.user), "err", err)
 	}
 }
@@ -172,6 +175,9 @@ func (s *Server) due(l *hosted) bool {
 	k := s.cfg.CompactAfter
 	if k <= 0 || l.log == nil {
 		return false
+	}
+	if !l.holdUntil.IsZero() && s.now().Before(l.holdUntil) {
+		return false // Every entry past the threshold is inside the retention window.
 	}
 	var since int64
 	if l.cp != nil {

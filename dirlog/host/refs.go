@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"slices"
+	"time"
 
 	"spindle.dev/dirlog"
 
@@ -10,11 +11,10 @@ import (
 )
 
 // Refs calls fn, one user at a time, with the blocks that the current
-// tree of each user whose log this server holds references: the blocks
-// of every file, each once per user. This is what the server, as those
-// users' dir host, keeps leased (see package blocks/lease). A tree holds
-// only the current version of each file, so these are all the blocks
-// any entry still reaches. fn must not keep refs after it returns.
+// tree of each user whose log this server holds references, and of every
+// earlier state inside the user's retention window (Config.Keep): the
+// blocks of every file, each once per user. This is what the server, as
+// those users' dir host, keeps leased (see package blocks/lease). fn must not keep refs after it returns.
 //
 // Refs also returns the users whose logs are damaged and not served: the
 // blocks their trees reference are not known until the operator repairs
@@ -59,6 +59,18 @@ func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs [
 			visit(l.t.Root)
 		}
 		v.release()
+		if keep := s.keepOf(ctx, u); keep > 0 {
+			kept, err := s.keptOf(ctx, u, keep)
+			if err != nil {
+				s.cfg.Logger.Warn("dirlog: the blocks of earlier versions are not known; only the current tree's are leased", "user", string(u), "err", err)
+			}
+			for _, r := range kept {
+				if !seen[r] {
+					seen[r] = true
+					refs = append(refs, r)
+				}
+			}
+		}
 		if len(refs) == 0 {
 			continue
 		}
@@ -67,4 +79,18 @@ func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs [
 		}
 	}
 	return damaged, nil
+}
+
+// keptOf returns the blocks of the states of user's tree inside a window
+// of keep, beyond the current tree's.
+func (s *Server) keptOf(ctx context.Context, user spindle.UserName, keep time.Duration) ([]spindle.Ref, error) {
+	s.mu.RLock()
+	l := s.served(user)
+	s.mu.RUnlock()
+	if l == nil {
+		return nil, nil
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	return s.keptRefs(ctx, l, keep)
 }

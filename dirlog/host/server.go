@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"spindle.dev/dirlog"
 
@@ -57,6 +58,14 @@ type Config struct {
 	// threshold does not wait for it, though later appends to that log
 	// wait while it replaces the log.
 	CompactAfter int
+	// Keep, if set, returns how long every earlier state of user's tree
+	// is kept readable (a node reads it from the user's key record,
+	// spindle.User.Keep, or uses its own default): compaction keeps the
+	// entries of that window and Refs the blocks its files reach. 0 or
+	// less keeps only the current state, as a nil Keep does.
+	Keep func(ctx context.Context, user spindle.UserName) time.Duration
+	// Now, if set, is the clock retention is measured by; tests set it.
+	Now func() time.Time
 }
 
 // A Server holds the logs of many users on one dir host: it checks and
@@ -103,6 +112,9 @@ type hosted struct {
 	cp       *dirlog.Checkpoint // The checkpoint the log starts with, if any.
 	cpRecs   int                // Records of the log holding it.
 	replaced atomic.Int64       // Times the log was replaced (compacted, started anew); changed with appendMu held.
+	// holdUntil is when compacting within the retention window would
+	// next drop an entry; zero if unknown. Guarded by appendMu.
+	holdUntil time.Time
 
 	// Why the log is not served, if it is not (t is nil).
 	damaged   *Damage // Not served until repaired or refilled.

@@ -1,0 +1,207 @@
+package host
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/dirlog"
+)
+
+// version returns a file entry whose one block is named ref.
+func version(name spindle.PathName, ref string) *spindle.DirEntry {
+	d := file(name, 10)
+	d.Blocks[0].Ref = spindle.Ref(ref)
+	return d
+}
+
+// TestKeepWindow checks retention: the blocks of every state inside the
+// window are leased, and only those; compaction folds only what is older
+// than the window, so every state inside it stays readable and provable,
+// also after the host restarts; once the window has passed, both behave
+// as they do without one.
+func TestKeepWindow(t *testing.T) {
+	st := &MemStore{}
+	e := newEnv(t, st)
+	e.s.Close()
+	const keep = time.Hour
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
+	open := func() {
+		s, err := New(e.ctx, st, Config{Keys: e.keys, Host: e.host, Logger: slog.New(slog.DiscardHandler),
+			Keep: func(_ context.Context, u spindle.UserName) time.Duration {
+				if u == ann {
+					return keep
+				}
+				return 0
+			},
+			Now: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		e.s = s
+	}
+	open()
+	c := e.as(ann)
+	e.do(c.MakeDirectory(e.ctx, "ann@example.com/"))
+	e.do(c.Put(e.ctx, version("ann@example.com/x", "X1")))
+	e.do(c.Put(e.ctx, version("ann@example.com/x", "X2")))
+	e.do(c.Put(e.ctx, version("ann@example.com/y", "Y1")))
+	time.Sleep(20 * time.Millisecond)
+	endA := time.Now()
+	floor := e.do(c.Lookup(e.ctx, "ann@example.com/y")).Sequence
+	time.Sleep(20 * time.Millisecond)
+	e.do(c.Put(e.ctx, version("ann@example.com/x", "X3")))
+	e.do(c.Delete(e.ctx, "ann@example.com/y"))
+	e.do(c.Rename(e.ctx, "ann@example.com/x", "ann@example.com/z"))
+	// Bob's tree keeps no versions: his overwritten file goes.
+	b := e.as(bob)
+	e.do(b.MakeDirectory(e.ctx, "bob@example.com/"))
+	e.do(b.Put(e.ctx, version("bob@example.com/f", "B1")))
+	e.do(b.Put(e.ctx, version("bob@example.com/f", "B2")))
+
+	refs := func() map[spindle.UserName][]string {
+		t.Helper()
+		out := make(map[spindle.UserName][]string)
+		if _, err := e.s.Refs(e.ctx, func(u spindle.UserName, refs []spindle.Ref) error {
+			for _, r := range refs {
+				out[u] = append(out[u], string(r))
+			}
+			slices.Sort(out[u])
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := func(what string, got map[spindle.UserName][]string, a, b []string) {
+		t.Helper()
+		if !slices.Equal(got[ann], a) || !slices.Equal(got[bob], b) {
+			t.Fatalf("%s: leased ann %v, bob %v; want ann %v, bob %v", what, got[ann], got[bob], a, b)
+		}
+	}
+
+	// Everything is inside the window.
+	want("all inside the window", refs(), []string{"X1", "X2", "X3", "Y1"}, []string{"B2"})
+	head, err := e.s.Head(e.ctx, ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := e.s.Compact(e.ctx, ann)
+	if err != nil || cp != nil {
+		t.Fatalf("compacting a log wholly inside its window: checkpoint %v, %v; want none", cp, err)
+	}
+	if es, err := e.s.Entries(e.ctx, ann, ann, 1, 100); err != nil || int64(len(es)) != head.Seq {
+		t.Fatalf("entries after a compaction inside the window: %d, %v; want %d", len(es), err, head.Seq)
+	}
+
+	// The window starts after the first group: X1, overwritten before
+	// it, goes; X2 and Y1, in the tree at its start, stay.
+	set(endA.Add(keep))
+	want("window from the first group's end", refs(), []string{"X2", "X3", "Y1"}, []string{"B2"})
+	cp, err = e.s.Compact(e.ctx, ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp == nil || cp.Seq != floor {
+		t.Fatalf("checkpoint at %v, want at the window's start, %d", cp, floor)
+	}
+	check := func(what string) {
+		t.Helper()
+		got, err := e.s.Checkpoint(e.ctx, ann, ann)
+		if err != nil || got == nil || got.Seq != floor {
+			t.Fatalf("%s: checkpoint %v, %v", what, got, err)
+		}
+		tail, err := e.s.Entries(e.ctx, ann, ann, floor+1, 100)
+		if err != nil || int64(len(tail)) != head.Seq-floor {
+			t.Fatalf("%s: %d entries after the checkpoint, %v; want %d", what, len(tail), err, head.Seq-floor)
+		}
+		h, err := e.s.Head(e.ctx, ann)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Seq != head.Seq || h.Root != head.Root {
+			t.Fatalf("%s: head %d %s, want %d %s", what, h.Seq, h.Root, head.Seq, head.Root)
+		}
+		if err := got.Verify(e.ctx, e.keys, nil, e.host); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if err := dirlog.CheckLogFrom(got, tail, h); err != nil {
+			t.Fatalf("%s: CheckLogFrom: %v", what, err)
+		}
+		// The state at the window's start folds from the checkpoint.
+		tr, err := got.Fold()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := tr.Lookup("ann@example.com/y"); n == nil || n.Entry.Blocks[0].Ref != "Y1" {
+			t.Fatalf("%s: y at the window's start: %v", what, n)
+		}
+	}
+	check("after compaction")
+	e.s.Close()
+	open()
+	check("after a restart")
+	want("after a restart", refs(), []string{"X2", "X3", "Y1"}, []string{"B2"})
+
+	// The window has passed: only the current tree is kept, and the
+	// whole log compacts.
+	set(time.Now().Add(2 * keep))
+	want("window passed", refs(), []string{"X3"}, []string{"B2"})
+	if cp, err = e.s.Compact(e.ctx, ann); err != nil || cp == nil || cp.Seq != head.Seq {
+		t.Fatalf("compaction after the window: %v, %v; want a checkpoint at %d", cp, err, head.Seq)
+	}
+}
+
+// TestKeepHoldsCompactAfter checks that a log whose entries are all
+// inside its window is not rewritten on every append once it passes
+// CompactAfter, and is compacted when they leave it.
+func TestKeepHoldsCompactAfter(t *testing.T) {
+	st := &MemStore{}
+	e := newEnv(t, st)
+	e.s.Close()
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s, err := New(e.ctx, st, Config{Keys: e.keys, Host: e.host, Logger: slog.New(slog.DiscardHandler), CompactAfter: 3,
+		Keep: func(context.Context, spindle.UserName) time.Duration { return time.Hour }, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e.s = s
+	c := e.as(ann)
+	e.do(c.MakeDirectory(e.ctx, "ann@example.com/"))
+	for i := range 8 {
+		e.do(c.Put(e.ctx, file("ann@example.com/f", int64(i+1))))
+		s.compactions()
+	}
+	if cp, _ := s.Checkpoint(e.ctx, ann, ann); cp != nil {
+		t.Fatalf("checkpoint at %d with every entry inside the window", cp.Seq)
+	}
+	s.mu.RLock()
+	l := s.logs[ann]
+	s.mu.RUnlock()
+	l.appendMu.Lock()
+	held := s.due(l)
+	l.appendMu.Unlock()
+	if held {
+		t.Fatal("a log wholly inside its window is due for compaction again at once")
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	e.do(c.Put(e.ctx, file("ann@example.com/g", 1)))
+	s.compactions()
+	cp, err := s.Checkpoint(e.ctx, ann, ann)
+	if err != nil || cp == nil || cp.Seq != 10 {
+		t.Fatalf("after the window passed: checkpoint %v, %v; want at 10", cp, err)
+	}
+}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"spindle.dev"
 	"spindle.dev/keyraft/keylog"
@@ -74,6 +75,37 @@ func (c *Client) SetDirQuorum(ctx context.Context, quorum int) error {
 	}
 	next := keylog.Next(cur)
 	next.DirQuorum = quorum
+	if err := c.putUser(ctx, next); err != nil {
+		return spindle.E(op, c.user, err)
+	}
+	// As in SetDirHosts: a new version ends the old sessions.
+	if err := c.auth(ctx); err != nil {
+		return spindle.E(op, c.user, err)
+	}
+	return nil
+}
+
+// SetKeep sets, in the user's key record, how long the user's dir hosts
+// keep every earlier state of the user's tree readable (spindle.User.Keep):
+// a window of d, rounded up to a whole second; 0 leaves it to each dir
+// host's default, and spindle.KeepNone as d (in seconds, -1) keeps none.
+func (c *Client) SetKeep(ctx context.Context, d time.Duration) error {
+	const op spindle.Op = "client.SetKeep"
+	keep := int64(-1)
+	if d >= 0 {
+		keep = int64((d + time.Second - 1) / time.Second)
+	} else if d != -time.Second {
+		return spindle.E(op, c.user, spindle.Invalid, fmt.Sprintf("a window of %v: want 0 or more, or none", d))
+	}
+	cur, err := c.lookupUser(ctx, c.user, true)
+	if err != nil {
+		return spindle.E(op, c.user, err)
+	}
+	if keep == cur.Keep {
+		return nil
+	}
+	next := keylog.Next(cur)
+	next.Keep = keep
 	if err := c.putUser(ctx, next); err != nil {
 		return spindle.E(op, c.user, err)
 	}

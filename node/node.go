@@ -84,6 +84,11 @@ type Config struct {
 	// checkpoint once more than CompactAfter entries follow its last one
 	// (see dirhost.Config.CompactAfter).
 	CompactAfter int
+	// Keep is how long the earlier states of a tree this node hosts stay
+	// readable, for users whose key records set no window of their own
+	// (spindle.User.Keep): its log entries are not compacted and the
+	// blocks of its files stay leased. Zero keeps only the current state.
+	Keep time.Duration
 	// SessionTTL is how long a client stays signed in before it must sign
 	// in again (clients do so by themselves); zero means DefaultSessionTTL.
 	SessionTTL time.Duration
@@ -393,7 +398,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, spindle.E(op, err)
 	}
 	n.answers = signer
-	dcfg := dirhost.Config{Keys: n.userKey, KeyHistory: n.keyHistory, KeyLogSize: n.keyLogSize, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter}
+	dcfg := dirhost.Config{Keys: n.userKey, KeyHistory: n.keyHistory, KeyLogSize: n.keyLogSize, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter, Keep: n.keepOf, Now: cfg.now}
 	if cfg.Home == "" {
 		n.dir, err = dirhost.New(ctx, new(dirhost.MemStore), dcfg)
 	} else {
@@ -591,6 +596,23 @@ func (n *Node) userKey(ctx context.Context, user spindle.UserName) (spindle.Publ
 		return "", err
 	}
 	return u.PublicKey, nil
+}
+
+// keepOf returns how long the earlier states of user's tree are kept:
+// the window the user's key record sets, or the node's default.
+func (n *Node) keepOf(ctx context.Context, user spindle.UserName) time.Duration {
+	u, err := n.kst().ks.Lookup(ctx, user)
+	switch {
+	case err != nil:
+		// Not known now: keep what the node keeps by default, so that a
+		// key cluster out of reach drops nothing it should keep.
+		return n.cfg.Keep
+	case u.Keep == spindle.KeepNone:
+		return 0
+	case u.Keep > 0:
+		return time.Duration(u.Keep) * time.Second
+	}
+	return n.cfg.Keep
 }
 
 // checkPut verifies the writer's signature in the packdata of a file

@@ -75,6 +75,7 @@ func commands() []*command {
 		{"mv", "rename a file or directory", mvUsage, runMv},
 		{"history", "list the versions of a path of your tree", historyUsage, runHistory},
 		{"restore", "write an old version of a path back", restoreUsage, runRestore},
+		{"snapshot", "say or set how long earlier states of your tree are kept", snapshotUsage, runSnapshot},
 		{"whichaccess", "name the Access file that governs a path", whichaccessUsage, runWhichaccess},
 		{"info", "describe a file in detail", infoUsage, runInfo},
 		{"share", "check or repair who holds keys to files", shareUsage, runShare},

@@ -36,7 +36,7 @@ const nodeUsage = `Usage:
               [-gateway ADDR]
               [-keyserver MULTIADDR,...] [-compact K] [-witness]
               [-metrics ADDR] [-quota USER=SIZE,...] [-rate SIZE|up=SIZE,down=SIZE]
-              [-signups N,N,N] [-gatewayconns N,N]
+              [-signups N,N,N] [-gatewayconns N,N] [-keep WINDOW]
     spin node status [-home DIR]
     spin node install [-user | -system -as USER] [-print] [NODE FLAGS]
     spin node uninstall [-user | -system]
@@ -210,6 +210,11 @@ Options:
                      0 keeps a default)
     -gatewayconns LIMITS the gateway's connections: PERADDR,TOTAL (default:
                      64,1024; 0 keeps a default)
+    -keep WINDOW     how long the earlier states of the trees this node
+                     hosts stay readable, for users who set no window of
+                     their own (spin snapshot -keep): their log entries are
+                     not compacted and their files' blocks stay leased
+                     (30d, 12h, or none; default 30d)
     -metrics ADDR    serve Prometheus metrics of the node and its libp2p host
                      over plain HTTP at http://ADDR/metrics (host:port; they
                      name the users whose logs it hosts, so listen where only
@@ -319,6 +324,12 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "spin: node: -gatewayconns: %v: want PERADDR,TOTAL connections, as 64,1024\n", err)
 		return 2
 	}
+	keep, err := parseKeep(*f.keep)
+	keep = max(keep, 0) // none
+	if err != nil || *f.keep == "default" {
+		fmt.Fprintf(stderr, "spin: node: -keep %q: want a window as 30d, 12h, 90m or 3600s, or none\n", *f.keep)
+		return 2
+	}
 	var users []spindle.UserName
 	for _, u := range splitList(*repair) {
 		cu, err := spindle.CleanUser(spindle.UserName(u))
@@ -335,6 +346,7 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		Logger:           log,
 		Repair:           users,
 		CompactAfter:     *f.compact,
+		Keep:             keep,
 		Bootstrap:        boot,
 		Relay:            *f.relay,
 		NoAutoNAT:        !*f.autonat,
@@ -455,6 +467,7 @@ type nodeFlags struct {
 	metrics                                         *string
 	quota, rate                                     *string
 	signups, gatewayConns                           *string
+	keep                                            *string
 }
 
 // newNodeFlags returns the flag set of spin node and its values.
@@ -485,6 +498,7 @@ func newNodeFlags() (*flag.FlagSet, *nodeFlags) {
 		rate:         fs.String("rate", "", ""),
 		signups:      fs.String("signups", "", ""),
 		gatewayConns: fs.String("gatewayconns", "", ""),
+		keep:         fs.String("keep", "30d", ""),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"spindle.dev"
 	"spindle.dev/pack"
@@ -172,5 +173,11 @@ func printUser(w io.Writer, u *spindle.User) {
 	}
 	if u.DirQuorum > 0 {
 		fmt.Fprintf(w, "quorum:    %d\n", u.DirQuorum)
+	}
+	switch {
+	case u.Keep == spindle.KeepNone:
+		fmt.Fprintf(w, "keep:      none\n")
+	case u.Keep > 0:
+		fmt.Fprintf(w, "keep:      %s\n", strings.TrimPrefix(formatKeep(u.Keep), "earlier states kept "))
 	}
 }

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/client"
+)
+
+// Retention of one's own tree's earlier states (issue 29; see
+// dirlog/host/keep.go and client.SetKeep).
+
+// keeper is a client that can set and report its tree's retention.
+type keeper interface {
+	SetKeep(ctx context.Context, d time.Duration) error
+	Retained(ctx context.Context) (client.Retention, error)
+}
+
+const snapshotUsage = `Usage:
+    spin snapshot [-keep WINDOW]
+
+Says which earlier states of your tree can be read (with spin ls, get and
+cp -at, spin history and spin restore) and how long they are kept. With
+-keep, sets that window in your key record, for every dir host of your
+tree: each keeps every state of the last WINDOW, that is the log entries
+of the window (it compacts only older ones) and the blocks of every file
+those states hold, and lets older ones go. WINDOW is a number of days
+(30d), hours (12h), minutes (90m) or seconds (3600s); none, to keep only
+the current state; or default, for each dir host's own default (spin
+node -keep, 30 days unless its operator set another).
+
+A longer window costs the disk of every file overwritten or deleted in
+it, until it leaves the window.
+
+Options:
+    -keep WINDOW   set how long earlier states are kept
+    -h, -help      print this text
+
+Example:
+    $ spin snapshot -keep 90d
+    ann@example.com: earlier states kept 90 days
+    states readable: from sequence 1 (...) to ...
+`
+
+// parseKeep parses a retention window: a number with a unit of d, h, m
+// or s, none (-1 s, spindle.KeepNone) or default (0).
+func parseKeep(s string) (time.Duration, error) {
+	switch s {
+	case "none":
+		return time.Duration(spindle.KeepNone) * time.Second, nil
+	case "default", "0":
+		return 0, nil
+	}
+	units := map[string]time.Duration{"d": 24 * time.Hour, "h": time.Hour, "m": time.Minute, "s": time.Second}
+	if len(s) > 1 {
+		if u, ok := units[s[len(s)-1:]]; ok {
+			n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
+			if err == nil && n > 0 && n <= int64(1<<62)/int64(u) {
+				return time.Duration(n) * u, nil
+			}
+		}
+	}
+	return 0, usagef("-keep %q: want a number of days, hours, minutes or seconds (30d, 12h, 90m, 3600s), none or default", s)
+}
+
+// formatKeep describes a key record's window.
+func formatKeep(keep int64) string {
+	switch {
+	case keep == spindle.KeepNone:
+		return "only the current state kept"
+	case keep == 0:
+		return "earlier states kept as long as each dir host keeps them by default"
+	case keep%86400 == 0:
+		return fmt.Sprintf("earlier states kept %d %s", keep/86400, plural(int(keep/86400), "day"))
+	case keep%3600 == 0:
+		return fmt.Sprintf("earlier states kept %d %s", keep/3600, plural(int(keep/3600), "hour"))
+	}
+	return fmt.Sprintf("earlier states kept %v", time.Duration(keep)*time.Second)
+}
+
+func runSnapshot(ctx context.Context, st *State, args []string) error {
+	flags := st.flags()
+	keep := flags.String("keep", "", "")
+	if err := st.parse(flags, args); err != nil {
+		return err
+	}
+	if flags.NArg() != 0 {
+		return usagef("want no arguments, %s (named snapshots are not made yet: read a state with -at WHEN)", gotArgs(flags.NArg()))
+	}
+	var d time.Duration
+	if *keep != "" {
+		var err error
+		if d, err = parseKeep(*keep); err != nil {
+			return err
+		}
+	}
+	c, err := st.Client(ctx)
+	if err != nil {
+		return err
+	}
+	k, ok := c.(keeper)
+	if !ok {
+		return st.fail("snapshot", errors.New("this client cannot set how long versions are kept"))
+	}
+	if *keep != "" {
+		if err := k.SetKeep(ctx, d); err != nil {
+			return st.fail(string(c.User()), err)
+		}
+	}
+	r, err := k.Retained(ctx)
+	if err != nil {
+		return st.fail(string(c.User()), err)
+	}
+	fmt.Fprintf(st.Stdout, "%s: %s\n", printName(string(c.User())), formatKeep(r.Keep))
+	if r.To == 0 {
+		fmt.Fprintf(st.Stdout, "states readable: none yet (the tree is empty)\n")
+		return nil
+	}
+	when := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return formatTime(spindle.Time(t.UnixNano()))
+	}
+	from := r.From
+	if from == 0 {
+		from = 1
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "states readable: from sequence %d (%s) to %d (%s)", from, when(r.FromTime), r.To, when(r.ToTime))
+	fmt.Fprintln(st.Stdout, b.String())
+	return nil
+}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +27,43 @@ func BenchmarkPastAt(b *testing.B) {
 					b.Fatal(err)
 				}
 				if _, err := p.Lookup("ann@example.com/docs/d0050"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPastAtDeep is BenchmarkPastAt in a log of 100,100 entries,
+// read 10, 1,000 and 100,000 entries back. Making the log takes minutes.
+func BenchmarkPastAtDeep(b *testing.B) {
+	w := newLieWorld(b)
+	const n, workers = 100_100, 8
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for k := range workers {
+		wg.Go(func() {
+			for i := k; i < n; i += workers {
+				if _, err := w.ann.MakeDirectory(w.ctx, spindle.PathName(fmt.Sprintf("ann@example.com/docs/d%06d", i))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	for _, back := range []int64{10, 1000, 100_000} {
+		b.Run(fmt.Sprintf("back=%d", back), func(b *testing.B) {
+			for b.Loop() {
+				p, err := w.ann.PastAt(w.ctx, -back, time.Time{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := p.Lookup("ann@example.com/docs/d000050"); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -203,5 +204,79 @@ func TestKeepHoldsCompactAfter(t *testing.T) {
 	cp, err := s.Checkpoint(e.ctx, ann, ann)
 	if err != nil || cp == nil || cp.Seq != 10 {
 		t.Fatalf("after the window passed: checkpoint %v, %v; want at 10", cp, err)
+	}
+}
+
+// TestKeepWindowStorage measures what a window costs: a tree of 200
+// files, of which 2 (1%) are replaced every day for 60 days, keeps the
+// blocks of the 200 current files and of the 60 replaced in the last 30
+// days, 1.3 times the tree (docs/performance.md). A day is 20 ms of the
+// real clock, which entries' times follow.
+func TestKeepWindowStorage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sixty simulated days take over a second")
+	}
+	const (
+		files, perDay, days, window = 200, 2, 60, 30
+		day                         = 20 * time.Millisecond
+	)
+	st := &MemStore{}
+	e := newEnv(t, st)
+	e.s.Close()
+	s, err := New(e.ctx, st, Config{Keys: e.keys, Host: e.host, Logger: slog.New(slog.DiscardHandler), CompactAfter: 50,
+		Keep: func(context.Context, spindle.UserName) time.Duration { return window * day }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e.s = s
+	c := e.as(ann)
+	e.do(c.MakeDirectory(e.ctx, "ann@example.com/"))
+	name := func(i int) spindle.PathName { return spindle.PathName(fmt.Sprintf("ann@example.com/p%03d", i)) }
+	for i := range files {
+		e.do(c.Put(e.ctx, version(name(i), fmt.Sprintf("p%03d.0", i))))
+	}
+	next := 0
+	var before, after []time.Time // Around each replacement.
+	for d := 1; d <= days; d++ {
+		time.Sleep(day)
+		for range perDay {
+			before = append(before, time.Now())
+			e.do(c.Put(e.ctx, version(name(next%files), fmt.Sprintf("p%03d.%d", next%files, d))))
+			after = append(after, time.Now())
+			next++
+		}
+		s.compactions()
+	}
+	// The window starts window days before Refs runs, between start
+	// and end; a replacement is inside it if its entry's time is after.
+	start := time.Now().Add(-window * day)
+	n := 0
+	if _, err := s.Refs(e.ctx, func(u spindle.UserName, refs []spindle.Ref) error { n += len(refs); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(-window * day)
+	// Each replacement inside the window keeps the version it replaced;
+	// those before it keep nothing. On a busy machine a day lasts longer
+	// than its sleep, so fewer fall inside.
+	lo, hi := 0, 0
+	for i := range before {
+		if before[i].After(end) {
+			lo++
+		}
+		if after[i].After(start) {
+			hi++
+		}
+	}
+	if n < files+lo || n > files+hi {
+		t.Fatalf("%d blocks leased for a tree of %d files with %d to %d replacements inside the window; want that many more than the tree", n, files, lo, hi)
+	}
+	t.Logf("a %d-day window over a tree of %d files replacing %d a day: %d blocks leased, %.2f times the tree", window, files, perDay, n, float64(n)/files)
+	cp, err := s.Checkpoint(e.ctx, ann, ann)
+	if err != nil || cp == nil {
+		t.Fatalf("no compaction in %d days: %v", days, err)
+	}
+	if age := time.Since(cp.Entries[len(cp.Entries)-1].Time.Go()); age < window*day {
+		t.Fatalf("the checkpoint's last entry is %v old, inside the %v window", age, window*day)
 	}
 }

@@ -97,8 +97,12 @@ func hostOf(h *dirlog.Head) string {
 
 // maxStepEntries bounds the entries an owner's client fetches to check a
 // step of her own log; a longer step fails (a clear error, not a silent
-// acceptance): audit the log (spin audit) to move past it.
-const maxStepEntries = 1 << 14
+// acceptance): audit the log (spin audit) to move past it. It is far
+// above what one client writes between two reads: a bulk import of a
+// photo library of 100,000 files is one step, checked in some seconds.
+// A step longer than a host keeps map steps of (dirlog.MapStepWindow) has
+// its entries checked as they come, not kept.
+const maxStepEntries = 1 << 22
 
 // checkOwnStep checks, for the owner of got's log, who may read every
 // entry, the entries of the step from floor to got: numbered and chained
@@ -118,7 +122,8 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, through, got *dirlog.H
 		return spindle.E(spindle.Integrity, got.User, fmt.Sprintf("the head at sequence %d (%s) from %s does not extend the head at %d (%s) the client saw: ", got.Seq, got.Hash, hostOf(got), floor.Seq, floor.Hash)+fmt.Sprintf(format, args...))
 	}
 	var mapStep chan mapStepAnswer
-	if !floor.Root.IsZero() {
+	long := got.Seq-floor.Seq > dirlog.MapStepWindow // No host keeps a map step this long.
+	if !floor.Root.IsZero() && !long {
 		// Fetched while the entries are.
 		ctx2, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -129,7 +134,10 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, through, got *dirlog.H
 		}()
 	}
 	prev, seq := floor.Hash, floor.Seq
-	entries := make([]*dirlog.Entry, 0, got.Seq-floor.Seq)
+	var entries []*dirlog.Entry
+	if !long {
+		entries = make([]*dirlog.Entry, 0, got.Seq-floor.Seq)
+	}
 	for seq < got.Seq {
 		resp, err := call[wire.DirEntriesRequest, wire.DirEntriesResponse](ctx, c.svc, wire.DirEntries, c.user, &wire.DirEntriesRequest{User: c.user, From: seq + 1, Max: got.Seq - seq})
 		if err != nil {
@@ -169,14 +177,18 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, through, got *dirlog.H
 				return bad("entry %d (%s of %s by %s): %v", e.Seq, e.Op, e.Entry.Name, e.Writer, err)
 			}
 			prev, seq = e.Hash(), e.Seq
-			entries = append(entries, e)
+			if !long {
+				entries = append(entries, e)
+			}
 		}
 	}
 	if prev != got.Hash {
 		return bad("the log's entry %d is %s", seq, prev)
 	}
 	if mapStep == nil {
-		return nil // A floor without a map root: nothing to undo to.
+		// A floor without a map root: nothing to undo to; or a step
+		// longer than a host keeps map steps of.
+		return nil
 	}
 	a := <-mapStep
 	return c.checkMapStep(floor, got, entries, a.resp, a.err)

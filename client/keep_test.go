@@ -3,8 +3,10 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,5 +109,49 @@ func TestKeepWindowCompaction(t *testing.T) {
 	}
 	if _, err := read(before, "ann@example.com/doc"); !errors.Is(err, spindle.NotExist) || !strings.Contains(err.Error(), "compacted") {
 		t.Errorf("doc at %d, before the window: %v; want NotExist saying it was compacted", before, err)
+	}
+}
+
+// TestBulkImportThenRead: an owner who writes more entries than a step
+// used to be checked for (16,384) without a read between, as a bulk
+// import of a photo library does, reads her tree after: the step from the
+// last signed head she saw is checked entry by entry, not refused.
+func TestBulkImportThenRead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 16,500 entries")
+	}
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx := context.Background()
+	ann := dialAs(t, n, "ann@example.com")
+	if _, err := ann.MakeDirectory(ctx, "ann@example.com/import"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ann.Lookup(ctx, "ann@example.com/import", false); err != nil {
+		t.Fatal(err) // A signed head: the anchor the step starts from.
+	}
+	const count, workers = 16_500, 8
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for k := range workers {
+		wg.Go(func() {
+			for i := k; i < count; i += workers {
+				if _, err := ann.MakeDirectory(ctx, spindle.PathName(fmt.Sprintf("ann@example.com/import/d%05d", i))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ann.Lookup(ctx, "ann@example.com/import/d16499", false); err != nil {
+		t.Fatalf("lookup after a bulk import of %d entries: %v", count, err)
+	}
+	if _, err := ann.PastAt(ctx, -count, time.Time{}); err != nil {
+		t.Fatalf("the state before the import: %v", err)
 	}
 }

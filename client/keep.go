@@ -17,11 +17,11 @@ type Retention struct {
 	ToTime   time.Time
 }
 
-// Retained returns the states of the client's own tree that its dir host
+// Retention returns the states of the client's own tree that its dir host
 // can still give, proved against the current signed head as
 // [Client.PastAt] proves them.
-func (c *Client) Retained(ctx context.Context) (Retention, error) {
-	const op spindle.Op = "client.Retained"
+func (c *Client) Retention(ctx context.Context) (Retention, error) {
+	const op spindle.Op = "client.Retention"
 	u, err := c.lookupUser(ctx, c.user, true)
 	if err != nil {
 		return Retention{}, spindle.E(op, c.user, err)

@@ -70,7 +70,7 @@ func TestKeepWindowCompaction(t *testing.T) {
 	var r Retention
 	deadline := time.Now().Add(30 * time.Second)
 	for r.From == 0 && time.Now().Before(deadline) {
-		if r, err = ann.Retained(ctx); err != nil {
+		if r, err = ann.Retention(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if r.From == 0 {

@@ -18,7 +18,7 @@ import (
 // keeper is a client that can set and report its tree's retention.
 type keeper interface {
 	SetKeep(ctx context.Context, d time.Duration) error
-	Retained(ctx context.Context) (client.Retention, error)
+	Retention(ctx context.Context) (client.Retention, error)
 }
 
 const snapshotUsage = `Usage:
@@ -112,7 +112,7 @@ func runSnapshot(ctx context.Context, st *State, args []string) error {
 			return st.fail(string(c.User()), err)
 		}
 	}
-	r, err := k.Retained(ctx)
+	r, err := k.Retention(ctx)
 	if err != nil {
 		return st.fail(string(c.User()), err)
 	}

@@ -53,7 +53,6 @@ type versionsData struct {
 	Name     spindle.PathName
 	Versions []version // Newest first.
 	Restored int64     // The sequence just restored, or 0.
-	Files    int
 }
 
 func (s *Server) versionsPage(w http.ResponseWriter, r *http.Request) {
@@ -78,7 +77,6 @@ func (s *Server) versionsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d := &versionsData{Name: p.Path()}
 	d.Restored, _ = strconv.ParseInt(r.URL.Query().Get("restored"), 10, 64)
-	d.Files, _ = strconv.Atoi(r.URL.Query().Get("files"))
 	for i := len(vs) - 1; i >= 0; i-- {
 		v := vs[i]
 		rw := version{Version: v}
@@ -163,13 +161,13 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, p, err)
 		return
 	}
-	q := url.Values{"files": {strconv.Itoa(res.Files)}}
+	var q url.Values
 	var to string
 	if r.PostFormValue("then") == "deleted" {
-		q.Set("restored", string(p.Path()))
+		q = url.Values{"restored": {string(p.Path())}, "files": {strconv.Itoa(res.Files)}}
 		to = "/deleted/" + escapePath(p.Dir().Path())
 	} else {
-		q.Set("restored", strconv.FormatInt(seq, 10))
+		q = url.Values{"restored": {strconv.FormatInt(seq, 10)}}
 		to = "/versions/" + escapePath(p.Path())
 	}
 	http.Redirect(w, r, s.base+to+"?"+q.Encode(), http.StatusSeeOther)

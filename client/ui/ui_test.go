@@ -493,16 +493,27 @@ func TestVersionsAndDeleted(t *testing.T) {
 			t.Fatal(code, body)
 		}
 	}
+	up("ann@example.com/trip/c.txt", "moved away")
+	if code, body := a.post("/api/rename", url.Values{"old": {"ann@example.com/trip/c.txt"}, "new": {"ann@example.com/c.txt"}}); code != 200 {
+		t.Fatal(code, body)
+	}
 	code, page = a.do("GET", "/deleted/ann@example.com/trip", nil, nil)
 	if code != 200 || !strings.Contains(page, `data-path="ann@example.com/trip/sub"`) || strings.Contains(page, `data-path="ann@example.com/trip/sub/b.txt"`) {
 		t.Fatalf("recently deleted: %d:\n%s", code, page)
 	}
+	if !strings.Contains(page, "moved to ann@example.com/c.txt") {
+		t.Errorf("recently deleted does not say where c.txt went:\n%s", page)
+	}
+	code, page = a.do("GET", "/versions/ann@example.com/trip/c.txt", nil, nil)
+	if code != 200 || !strings.Contains(page, "moved to ann@example.com/c.txt") || !strings.Contains(page, "<td>written</td>") {
+		t.Errorf("versions of c.txt: %d:\n%s", code, page)
+	}
 	rs, err := a.c.(*client.Client).Deleted(ctx, "ann@example.com/trip")
-	if err != nil || len(rs) != 1 {
+	if err != nil || len(rs) != 2 || rs[1].Name != "ann@example.com/trip/sub" {
 		t.Fatalf("deleted: %v, %v", rs, err)
 	}
-	code, page = a.post("/api/restore", url.Values{"name": {"ann@example.com/trip/sub"}, "at": {strconv.FormatInt(rs[0].Seq, 10)}, "then": {"deleted"}})
-	if code != 200 || !strings.Contains(page, `id="restored"`) || !strings.Contains(page, "Nothing was deleted here") {
+	code, page = a.post("/api/restore", url.Values{"name": {"ann@example.com/trip/sub"}, "at": {strconv.FormatInt(rs[1].Seq, 10)}, "then": {"deleted"}})
+	if code != 200 || !strings.Contains(page, `id="restored"`) || strings.Contains(page, `data-path="ann@example.com/trip/sub"`) {
 		t.Fatalf("restoring the folder: %d:\n%s", code, page)
 	}
 	if got := read("ann@example.com/trip/sub/b.txt"); got != "in the sub folder" {

@@ -199,7 +199,8 @@ const restoreUsage = `Usage:
 
 Writes PATH of your own tree, as it was at WHEN, back as new entries: at
 PATH, or at NEWPATH if given. A directory is restored with everything
-that was under it. WHEN is a sequence number (see spin history), a
+that was under it; the folders above NEWPATH that are missing are made.
+WHEN is a sequence number (see spin history), a
 negative number for that many entries before the current head, a time (2026-12-04T15:04:05Z) or a
 date (2026-12-04: the end of that day, UTC).
 The old version is read from the log, checked against the current signed

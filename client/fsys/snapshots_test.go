@@ -95,8 +95,16 @@ func TestSnapshots(t *testing.T) {
 
 	// Read-only, all of it.
 	a := filepath.Join(snaps, first, "docs/a.txt")
+	openRW := func() error {
+		f, err := os.OpenFile(a, os.O_RDWR, 0)
+		if err == nil {
+			f.Close()
+		}
+		return err
+	}
 	for what, err := range map[string]error{
 		"write a file":       os.WriteFile(a, []byte("x"), 0o644),
+		"open for writing":   openRW(),
 		"create a file":      os.WriteFile(filepath.Join(snaps, first, "docs/new.txt"), []byte("x"), 0o644),
 		"remove a file":      os.Remove(a),
 		"make a folder":      os.Mkdir(filepath.Join(snaps, first, "new"), 0o755),

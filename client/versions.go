@@ -279,13 +279,42 @@ func (c *Client) History(ctx context.Context, name spindle.PathName) ([]Version,
 		if !touches(p, e.Entry.Name) && !touches(p, e.NewName) {
 			continue
 		}
-		v := Version{Seq: e.Seq, Time: e.Time, Writer: e.Writer, Op: e.Op.String(), Name: e.Entry.Name, NewName: e.NewName}
-		if e.Op == dirlog.OpPut {
-			v.Size = e.Entry.Size
-		}
-		out = append(out, v)
+		out = append(out, versionOf(e))
 	}
 	return out, nil
+}
+
+// Retained lists the entries of the client's own log whose states can
+// still be read with [Client.PastAt] (those from the checkpoint on, if
+// the log has one), oldest first, from the proved log.
+func (c *Client) Retained(ctx context.Context) ([]Version, error) {
+	const op spindle.Op = "client.Retained"
+	cp, tail, _, err := c.provedLog(ctx)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	var es []*dirlog.Entry
+	if cp != nil {
+		for _, e := range cp.Entries {
+			if e.Seq == cp.Seq {
+				es = append(es, e)
+			}
+		}
+	}
+	es = append(es, tail...)
+	out := make([]Version, 0, len(es))
+	for _, e := range es {
+		out = append(out, versionOf(e))
+	}
+	return out, nil
+}
+
+func versionOf(e *dirlog.Entry) Version {
+	v := Version{Seq: e.Seq, Time: e.Time, Writer: e.Writer, Op: e.Op.String(), Name: e.Entry.Name, NewName: e.NewName}
+	if e.Op == dirlog.OpPut {
+		v.Size = e.Entry.Size
+	}
+	return v
 }
 
 // touches reports whether name is p or under it.

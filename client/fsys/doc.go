@@ -45,6 +45,17 @@
 // Modes, owners and times cannot be changed; such requests succeed and
 // change nothing.
 //
+// # Snapshots
+//
+// The root of the client's own tree has a read-only directory,
+// .snapshots, of the tree's past states (see [client.Past]): one
+// directory per day, YYYY-MM-DD, that has entries in the retained log,
+// holding the tree at the end of that day, UTC; and seq-N, the tree
+// after entry N, found by name but not listed. .snapshots itself is not
+// listed either, so that a walk of the tree does not walk every state.
+// Every change under it is EROFS. It is the mount's own: the tree holds
+// no such item, and an item of that name stored there is hidden.
+//
 // # Errors
 //
 // Each error kind of package spindle becomes one errno:

@@ -406,6 +406,9 @@ func (f *filesys) readAll(ctx context.Context, e *spindle.DirEntry) ([]byte, err
 type handle struct {
 	n  *fileNode
 	fs *filesys // For a handle without a node.
+	// open, if not nil, opens the file instead of the client's Open: a
+	// file of a snapshot opens as it was.
+	open func(ctx context.Context) (spindle.File, error)
 
 	mu     sync.Mutex // Guards the fields below.
 	entry  *spindle.DirEntry
@@ -513,6 +516,9 @@ func (h *handle) block(ctx context.Context, i int) ([]byte, error) {
 		rd, err := bounded(ctx, f.timeout, func(context.Context) (spindle.File, error) {
 			// The reader lives as long as the handle, so its
 			// context is not the bounded one.
+			if h.open != nil {
+				return h.open(rctx)
+			}
 			return f.client.Open(rctx, h.entry.Name)
 		})
 		if err != nil {

@@ -61,6 +61,7 @@ type filesys struct {
 	ctx      context.Context // Ends when the mount does.
 	cancel   context.CancelFunc
 	meta     *meta
+	snaps    *snapshots
 	blocks   *blockCache
 	staging  string // Directory of staging files.
 	mountDir string // Where the file system is mounted.
@@ -125,6 +126,7 @@ func Mount(dir string, cfg Config) (*FS, error) {
 		mountDir: abs,
 	}
 	f.meta = newMeta(f)
+	f.snaps = &snapshots{f: f}
 	go blocks.writer(ctx)
 	ttl := kernelTTL
 	neg := time.Duration(0)

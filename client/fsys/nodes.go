@@ -262,6 +262,9 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if !ok {
 		return nil, syscall.ENOENT
 	}
+	if d.fs.isSnapshots(dir, name) {
+		return d.fs.snapshotsChild(ctx, &d.Inode, out)
+	}
 	if ch := d.GetChild(name); ch != nil {
 		if fn, ok := ch.Operations().(*fileNode); ok && fn.staged(&out.Attr) {
 			return ch, 0
@@ -299,6 +302,9 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	seen := make(map[string]bool, len(es))
 	for _, e := range es {
 		name := path.Base(string(e.Name))
+		if d.fs.isSnapshots(dir, name) {
+			continue // Hidden by the mount's own.
+		}
 		seen[name] = true
 		list = append(list, fuse.DirEntry{Name: name, Mode: modeOf(e)})
 	}
@@ -339,6 +345,9 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if !ok {
 		return nil, syscall.ENOENT
 	}
+	if d.fs.isSnapshots(dir, name) {
+		return nil, syscall.EROFS
+	}
 	full := childName(dir, name)
 	e, err := bounded(ctx, d.fs.timeout, func(ctx context.Context) (*spindle.DirEntry, error) {
 		return d.fs.client.MakeDirectory(ctx, full)
@@ -354,6 +363,9 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	dir, ok := spinName(&d.Inode)
 	if !ok {
 		return syscall.ENOENT
+	}
+	if d.fs.isSnapshots(dir, name) {
+		return syscall.EROFS
 	}
 	full := childName(dir, name)
 	if e, err := d.fs.meta.lookup(ctx, full); err == nil && !e.Attr.IsDir() {
@@ -375,6 +387,9 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	dir, ok := spinName(&d.Inode)
 	if !ok {
 		return syscall.ENOENT
+	}
+	if d.fs.isSnapshots(dir, name) {
+		return syscall.EROFS
 	}
 	full := childName(dir, name)
 	if e, err := d.fs.meta.lookup(ctx, full); err == nil && e.Attr.IsDir() {
@@ -400,6 +415,9 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	if !ok {
 		return nil, nil, 0, syscall.ENOENT
 	}
+	if d.fs.isSnapshots(dir, name) {
+		return nil, nil, 0, syscall.EROFS
+	}
 	full := childName(dir, name)
 	if err := spindle.CheckName(full); err != nil {
 		return nil, nil, 0, errno(err)
@@ -419,6 +437,9 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 	dir, ok := spinName(&d.Inode)
 	if !ok {
 		return nil, syscall.ENOENT
+	}
+	if d.fs.isSnapshots(dir, name) {
+		return nil, syscall.EROFS
 	}
 	full := childName(dir, name)
 	mountDir := ""
@@ -446,11 +467,17 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmb
 	}
 	np, ok := newParent.(*dirNode)
 	if !ok {
-		return syscall.EPERM
+		if _, ok := newParent.(*rootNode); ok {
+			return syscall.EPERM
+		}
+		return syscall.EROFS // Into a snapshot.
 	}
 	ndir, ok := spinName(&np.Inode)
 	if !ok {
 		return syscall.ENOENT
+	}
+	if d.fs.isSnapshots(dir, name) || d.fs.isSnapshots(ndir, newName) {
+		return syscall.EROFS
 	}
 	if flags&^renameNoReplace != 0 {
 		return syscall.EINVAL

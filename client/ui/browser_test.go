@@ -11,6 +11,7 @@ import (
 	"image/jpeg"
 	"image/png"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,8 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+
+	"spindle.dev"
 )
 
 // The browser test drives Debian's chromium through the app as ann, bob
@@ -358,5 +361,74 @@ func TestFolderIconRenders(t *testing.T) {
 	header := run(t, tab, "read the header", chromedp.Evaluate[string](`document.querySelector('header').textContent`))
 	if n := strings.Count(header, string(ann)); n != 1 {
 		t.Errorf("the header names %s %d times, want once: %q", ann, n, header)
+	}
+}
+
+// TestBrowserRestoreDeleted is issue 29 item 5 in a browser: ann deletes
+// a folder, finds it under Recently deleted, presses Restore, and the
+// folder and its files are listed again and read back the same.
+func TestBrowserRestoreDeleted(t *testing.T) {
+	browser := newBrowser(t)
+	env := newEnv(t)
+	a := newApp(t, env, ann)
+	ctx := ctxT(t)
+	files := map[string]string{
+		"ann@example.com/album/note.txt":    "a note kept in the album",
+		"ann@example.com/album/day1/a.txt":  "the first day",
+		"ann@example.com/album/day1/b.text": strings.Repeat("b", 5000),
+	}
+	for name, data := range files {
+		code, body := a.do("POST", "/api/put?parents=1&name="+url.QueryEscape(name), strings.NewReader(data), map[string]string{"Origin": a.origin})
+		if code != 200 {
+			t.Fatalf("upload %s: %d %s", name, code, body)
+		}
+	}
+	for _, n := range []spindle.PathName{"ann@example.com/album/day1/a.txt", "ann@example.com/album/day1/b.text", "ann@example.com/album/day1", "ann@example.com/album/note.txt", "ann@example.com/album"} {
+		if err := a.c.Delete(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tab := newTab(t, browser)
+	step(t, tab, "ann opens the app", chromedp.Navigate(a.srv.URL(strings.TrimPrefix(a.origin, "http://"))))
+	waitFor(t, tab, "her files are listed", `!!document.getElementById('recently-deleted')`)
+	if n := run(t, tab, "look for the album", chromedp.Evaluate[int](`document.querySelectorAll('tr[data-name="album"]').length`)); n != 0 {
+		t.Fatalf("the deleted album is listed %d times", n)
+	}
+	step(t, tab, "ann opens Recently deleted", chromedp.Click(chromedp.ID("recently-deleted")))
+	waitFor(t, tab, "the album is listed as deleted", `!!document.querySelector('#deleted tr[data-name="album"] button.restore')`)
+	rows := run(t, tab, "count the deleted rows", chromedp.Evaluate[int](`document.querySelectorAll('#deleted tr[data-path]').length`))
+	if rows != 1 {
+		t.Errorf("Recently deleted lists %d rows, want the album once", rows)
+	}
+	screenshot(t, tab, "deleted-1-listed")
+	step(t, tab, "ann presses Restore", chromedp.Click(chromedp.CSS(`#deleted tr[data-name="album"] button.restore`)))
+	waitFor(t, tab, "the page says it is back", `!!document.getElementById('restored')`)
+	screenshot(t, tab, "deleted-2-restored")
+	step(t, tab, "ann opens her files", chromedp.Navigate(a.base+"/b/ann@example.com/"))
+	waitFor(t, tab, "the album is listed again", `!!document.querySelector('tr[data-name="album"] a')`)
+	step(t, tab, "ann opens the album", chromedp.Click(chromedp.CSS(`tr[data-name="album"] a`)))
+	waitFor(t, tab, "its files are listed again", `!!document.querySelector('tr[data-name="note.txt"]') && !!document.querySelector('tr[data-name="day1"] a')`)
+	sum := run(t, tab, "download note.txt", chromedp.Evaluate[string](`
+		fetch(document.querySelector('tr[data-name="note.txt"] a.download').href)
+			.then(r => { if (!r.ok) throw new Error('status ' + r.status); return r.arrayBuffer(); })
+			.then(b => crypto.subtle.digest('SHA-256', b))
+			.then(d => Array.from(new Uint8Array(d), x => x.toString(16).padStart(2, '0')).join(''))`,
+		chromedp.EvalAwaitPromise))
+	if want := sha256.Sum256([]byte(files["ann@example.com/album/note.txt"])); sum != hex.EncodeToString(want[:]) {
+		t.Errorf("note.txt downloaded after the restore has SHA-256 %s, want %x", sum, want)
+	}
+	step(t, tab, "ann opens day1", chromedp.Click(chromedp.CSS(`tr[data-name="day1"] a`)))
+	waitFor(t, tab, "day1's files are listed again", `!!document.querySelector('tr[data-name="a.txt"]') && !!document.querySelector('tr[data-name="b.text"]')`)
+	for name, data := range files {
+		f, err := a.c.Open(ctx, spindle.PathName(name))
+		if err != nil {
+			t.Errorf("after the restore: %v", err)
+			continue
+		}
+		got, _ := io.ReadAll(f)
+		f.Close()
+		if string(got) != data {
+			t.Errorf("%s holds %d bytes after the restore, want the %d it held", name, len(got), len(data))
+		}
 	}
 }

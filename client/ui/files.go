@@ -14,14 +14,20 @@ import (
 
 // file serves a file's bytes, with range requests, straight from the
 // client's File: blocks are fetched, verified and decrypted as they are
-// sent, so a file of any size streams.
+// sent, so a file of any size streams. With ?at=SEQ it serves the file
+// as it was after that entry of the owner's log.
 func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	p, err := s.pathValue(r)
 	if err != nil {
 		s.badName(w, r, err)
 		return
 	}
-	f, err := s.c.Open(r.Context(), p.Path())
+	var f spindle.File
+	if r.URL.Query().Has("at") {
+		f, err = s.pastFile(r, p)
+	} else {
+		f, err = s.c.Open(r.Context(), p.Path())
+	}
 	if err != nil {
 		s.fail(w, r, p, err)
 		return

@@ -16,14 +16,22 @@ import (
 // with base.
 func funcs(base string) template.FuncMap {
 	return template.FuncMap{
-		"base":      func() string { return base },
-		"browseURL": func(n spindle.PathName) string { return base + browseURL(n) },
-		"fileURL":   func(n spindle.PathName) string { return base + "/f/" + escapePath(n) },
-		"thumbURL":  func(n spindle.PathName) string { return base + "/t/" + escapePath(n) },
-		"viewURL":   func(n spindle.PathName) string { return base + "/v/" + escapePath(n) },
-		"shareURL":  func(n spindle.PathName) string { return base + "/share/" + escapePath(n) },
-		"size":      humanSize,
-		"when":      func(t spindle.Time) string { return t.Go().Local().Format("2006-01-02 15:04") },
+		"base":        func() string { return base },
+		"browseURL":   func(n spindle.PathName) string { return base + browseURL(n) },
+		"fileURL":     func(n spindle.PathName) string { return base + "/f/" + escapePath(n) },
+		"thumbURL":    func(n spindle.PathName) string { return base + "/t/" + escapePath(n) },
+		"viewURL":     func(n spindle.PathName) string { return base + "/v/" + escapePath(n) },
+		"shareURL":    func(n spindle.PathName) string { return base + "/share/" + escapePath(n) },
+		"versionsURL": func(n spindle.PathName) string { return base + "/versions/" + escapePath(n) },
+		"deletedURL":  func(n spindle.PathName) string { return base + "/deleted/" + escapePath(n) },
+		"relName":     relName,
+		"baseName":    baseName,
+		"owner": func(n spindle.PathName) spindle.UserName {
+			u, _, _ := strings.Cut(string(n), "/")
+			return spindle.UserName(u)
+		},
+		"size": humanSize,
+		"when": func(t spindle.Time) string { return t.Go().Local().Format("2006-01-02 15:04") },
 	}
 }
 

@@ -130,6 +130,8 @@ func New(cfg Config) (*Server, error) {
 	m.HandleFunc("GET /f/{name...}", s.file)
 	m.HandleFunc("GET /t/{name...}", s.thumb)
 	m.HandleFunc("GET /share/{name...}", s.sharePage)
+	m.HandleFunc("GET /versions/{name...}", s.versionsPage)
+	m.HandleFunc("GET /deleted/{name...}", s.deletedPage)
 	m.HandleFunc("GET /go", s.goTo)
 	m.HandleFunc("POST /api/put", s.put)
 	m.HandleFunc("POST /api/mkdir", s.mkdir)
@@ -138,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 	m.HandleFunc("POST /api/link", s.link)
 	m.HandleFunc("POST /api/share", s.share)
 	m.HandleFunc("POST /api/fix", s.fix)
+	m.HandleFunc("POST /api/restore", s.restore)
 	s.mux = m
 	return s, nil
 }

@@ -13,11 +13,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"spindle.dev"
+	"spindle.dev/client"
 	"spindle.dev/client/ui"
 	"spindle.dev/node/nodetest"
 )
@@ -425,5 +427,125 @@ func TestThumbnail(t *testing.T) {
 	code, _ := a.do("GET", "/t/ann@example.com/nosuch.jpg", nil, nil)
 	if code != http.StatusNotFound {
 		t.Errorf("thumbnail of a missing file: %d", code)
+	}
+}
+
+// TestVersionsAndDeleted lists a file's versions, downloads and restores
+// an old one, lists a folder deleted whole once under Recently deleted
+// and restores it; a restore from another origin changes nothing, and
+// another user gets the Private page for each, not a crash.
+func TestVersionsAndDeleted(t *testing.T) {
+	env := newEnv(t)
+	a := newApp(t, env, ann)
+	ctx := ctxT(t)
+	up := func(name, data string) {
+		t.Helper()
+		code, body := a.do("POST", "/api/put?parents=1&name="+url.QueryEscape(name), strings.NewReader(data), map[string]string{"Origin": a.origin})
+		if code != 200 {
+			t.Fatalf("upload %s: %d %s", name, code, body)
+		}
+	}
+	read := func(name spindle.PathName) string {
+		t.Helper()
+		f, err := a.c.Open(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		b, _ := io.ReadAll(f)
+		return string(b)
+	}
+	up("ann@example.com/trip/a.txt", "first draft")
+	up("ann@example.com/trip/a.txt", "second draft")
+	up("ann@example.com/trip/sub/b.txt", "in the sub folder")
+	hs, err := a.c.(*client.Client).History(ctx, "ann@example.com/trip/a.txt")
+	if err != nil || len(hs) != 2 {
+		t.Fatalf("history: %v, %v", hs, err)
+	}
+	first := strconv.FormatInt(hs[0].Seq, 10)
+
+	code, page := a.do("GET", "/versions/ann@example.com/trip/a.txt", nil, nil)
+	if code != 200 || strings.Count(page, `<tr class="version"`) != 2 || strings.Count(page, ">Restore</button>") != 2 {
+		t.Fatalf("versions page: %d:\n%s", code, page)
+	}
+	if i, j := strings.Index(page, `data-seq="`+strconv.FormatInt(hs[1].Seq, 10)+`"`), strings.Index(page, `data-seq="`+first+`"`); i < 0 || j < i {
+		t.Errorf("versions page: not newest first:\n%s", page)
+	}
+	if code, body := a.do("GET", "/f/ann@example.com/trip/a.txt?dl=1&at="+first, nil, nil); code != 200 || body != "first draft" {
+		t.Errorf("download of version %s: %d %q", first, code, body)
+	}
+	restore := url.Values{"name": {"ann@example.com/trip/a.txt"}, "at": {first}, "then": {"versions"}}
+	hdr := map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "http://evil.example"}
+	if code, _ := a.do("POST", "/api/restore", strings.NewReader(restore.Encode()), hdr); code != http.StatusForbidden || read("ann@example.com/trip/a.txt") != "second draft" {
+		t.Errorf("restore from another origin: %d, and the file holds %q", code, read("ann@example.com/trip/a.txt"))
+	}
+	code, page = a.post("/api/restore", restore)
+	if code != 200 || !strings.Contains(page, `id="restored"`) {
+		t.Fatalf("restore: %d:\n%s", code, page)
+	}
+	if got := read("ann@example.com/trip/a.txt"); got != "first draft" {
+		t.Errorf("after restoring version %s the file holds %q", first, got)
+	}
+
+	// A folder deleted whole is listed once, and comes back whole.
+	for _, n := range []string{"ann@example.com/trip/sub/b.txt", "ann@example.com/trip/sub"} {
+		if code, body := a.post("/api/delete", url.Values{"name": {n}}); code != 200 {
+			t.Fatal(code, body)
+		}
+	}
+	up("ann@example.com/trip/c.txt", "moved away")
+	if code, body := a.post("/api/rename", url.Values{"old": {"ann@example.com/trip/c.txt"}, "new": {"ann@example.com/c.txt"}}); code != 200 {
+		t.Fatal(code, body)
+	}
+	code, page = a.do("GET", "/deleted/ann@example.com/trip", nil, nil)
+	if code != 200 || !strings.Contains(page, `data-path="ann@example.com/trip/sub"`) || strings.Contains(page, `data-path="ann@example.com/trip/sub/b.txt"`) {
+		t.Fatalf("recently deleted: %d:\n%s", code, page)
+	}
+	if !strings.Contains(page, "moved to ann@example.com/c.txt") {
+		t.Errorf("recently deleted does not say where c.txt went:\n%s", page)
+	}
+	code, page = a.do("GET", "/versions/ann@example.com/trip/c.txt", nil, nil)
+	if code != 200 || !strings.Contains(page, "moved to ann@example.com/c.txt") || !strings.Contains(page, "<td>written</td>") {
+		t.Errorf("versions of c.txt: %d:\n%s", code, page)
+	}
+	rs, err := a.c.(*client.Client).Deleted(ctx, "ann@example.com/trip")
+	if err != nil || len(rs) != 2 || rs[1].Name != "ann@example.com/trip/sub" {
+		t.Fatalf("deleted: %v, %v", rs, err)
+	}
+	code, page = a.post("/api/restore", url.Values{"name": {"ann@example.com/trip/sub"}, "at": {strconv.FormatInt(rs[1].Seq, 10)}, "then": {"deleted"}})
+	if code != 200 || !strings.Contains(page, `id="restored"`) || strings.Contains(page, `data-path="ann@example.com/trip/sub"`) {
+		t.Fatalf("restoring the folder: %d:\n%s", code, page)
+	}
+	if got := read("ann@example.com/trip/sub/b.txt"); got != "in the sub folder" {
+		t.Errorf("restored b.txt holds %q", got)
+	}
+	if code, page := a.do("GET", "/versions/ann@example.com/trip/nosuch.txt", nil, nil); code != http.StatusNotFound || !strings.Contains(page, "<h1>Not found</h1>") {
+		t.Errorf("versions of a name never there: %d:\n%s", code, page)
+	}
+	if code, _ := a.post("/api/restore", url.Values{"name": {"ann@example.com/trip/a.txt"}, "at": {"x"}}); code != http.StatusBadRequest {
+		t.Errorf("restore with no sequence: %d, want 400", code)
+	}
+
+	// Bob reads no one's past but his own.
+	b := newApp(t, env, bob)
+	for _, tc := range []struct {
+		method, path string
+		form         url.Values
+	}{
+		{"GET", "/versions/ann@example.com/trip/a.txt", nil},
+		{"GET", "/deleted/ann@example.com/trip", nil},
+		{"GET", "/f/ann@example.com/trip/a.txt?at=" + first, nil},
+		{"POST", "/api/restore", url.Values{"name": {"ann@example.com/trip/a.txt"}, "at": {first}}},
+	} {
+		var code int
+		var page string
+		if tc.method == "POST" {
+			code, page = b.post(tc.path, tc.form)
+		} else {
+			code, page = b.do("GET", tc.path, nil, nil)
+		}
+		if code != http.StatusForbidden || !strings.Contains(page, "<h1>Private</h1>") {
+			t.Errorf("bob: %s %s: %d:\n%s", tc.method, tc.path, code, page)
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"spindle.dev"
-	"spindle.dev/access"
 	"spindle.dev/client"
 )
 
@@ -200,7 +199,8 @@ const restoreUsage = `Usage:
 
 Writes PATH of your own tree, as it was at WHEN, back as new entries: at
 PATH, or at NEWPATH if given. A directory is restored with everything
-that was under it. WHEN is a sequence number (see spin history), a
+that was under it; the folders above NEWPATH that are missing are made.
+WHEN is a sequence number (see spin history), a
 negative number for that many entries before the current head, a time (2026-12-04T15:04:05Z) or a
 date (2026-12-04: the end of that day, UTC).
 The old version is read from the log, checked against the current signed
@@ -253,68 +253,22 @@ func runRestore(ctx context.Context, st *State, args []string) error {
 	if err != nil {
 		return st.fail(string(from), err)
 	}
-	top, err := past.Lookup(from)
-	if err != nil {
-		return st.fail(string(from), err)
+	rs, ok := c.(restoreWriter)
+	if !ok {
+		return st.fail("restore", spindle.E(spindle.Invalid, "this client cannot restore"))
 	}
-	r := &restorer{c: c, p: past, from: from, to: to}
-	if err := r.restore(ctx, top); err != nil {
-		return st.fail(string(from), err)
-	}
-	for _, n := range r.skipped {
+	res, err := rs.Restore(ctx, past, from, to)
+	for _, n := range res.Skipped {
 		st.errorf("%s: an Access or Group file, not restored", printName(string(n)))
 	}
-	fmt.Fprintf(st.Stdout, "restored %d %s to %s from sequence %d\n", r.files, plural(r.files, "file"), printName(string(to)), past.Seq())
-	return nil
-}
-
-// A restorer writes a past state back, from under from to under to.
-type restorer struct {
-	c        spindle.Client
-	p        *client.Past
-	from, to spindle.PathName
-	files    int
-	skipped  []spindle.PathName
-}
-
-func (r *restorer) restore(ctx context.Context, e *spindle.DirEntry) error {
-	dst := r.to + e.Name[len(r.from):]
-	switch {
-	case e.Attr.IsDir():
-		if _, err := r.c.MakeDirectory(ctx, dst); err != nil && !errors.Is(err, spindle.Exist) {
-			return err
-		}
-		kids, err := r.p.List(e.Name)
-		if err != nil {
-			return err
-		}
-		for _, k := range kids {
-			if err := r.restore(ctx, k); err != nil {
-				return err
-			}
-		}
-		return nil
-	case e.Attr.IsLink():
-		if cur, err := r.c.Lookup(ctx, dst, false); err == nil && cur.Attr.IsLink() && cur.Link == e.Link {
-			return nil
-		}
-		_, err := r.c.PutLink(ctx, e.Link, dst)
-		return err
-	case access.IsAccessFile(e.Name) || access.IsGroupFile(e.Name):
-		r.skipped = append(r.skipped, e.Name)
-		return nil
-	}
-	f, err := r.p.Open(ctx, e.Name)
 	if err != nil {
-		return err
+		return st.fail(string(from), err)
 	}
-	defer f.Close()
-	if _, err := r.c.Put(ctx, dst, f, e.Packing, nil); err != nil {
-		var w *spindle.Warning
-		if !errors.As(err, &w) {
-			return err
-		}
-	}
-	r.files++
+	fmt.Fprintf(st.Stdout, "restored %d %s to %s from sequence %d\n", res.Files, plural(res.Files, "file"), printName(string(to)), past.Seq())
 	return nil
+}
+
+// restoreWriter is a client that can write a past state back.
+type restoreWriter interface {
+	Restore(ctx context.Context, past *client.Past, from, to spindle.PathName) (client.RestoreResult, error)
 }

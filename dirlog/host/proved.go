@@ -144,7 +144,11 @@ func (s *Server) lookupProved(user spindle.UserName, p spindle.Parsed) (*spindle
 	if err := s.damageFor(p.User(), user); err != nil {
 		return nil, nil, position{}, err
 	}
-	r := v.readerFor(p.User(), user)
+	return lookupProvedBy(v.readerFor(p.User(), user), p)
+}
+
+// lookupProvedBy is lookupProved by reader r.
+func lookupProvedBy(r *reader, p spindle.Parsed) (*spindle.DirEntry, *dirlog.Proved, position, error) {
 	d, err := r.lookup(p)
 	seq := r.at()
 	if r.t.Map == nil {

@@ -388,7 +388,11 @@ func (s *Server) globAt(user spindle.UserName, p spindle.Parsed, prove bool) ([]
 	if err := s.damageFor(p.User(), user); err != nil {
 		return nil, nil, position{}, err
 	}
-	r := v.readerFor(p.User(), user)
+	return globBy(v.readerFor(p.User(), user), p, prove)
+}
+
+// globBy is globAt by reader r.
+func globBy(r *reader, p spindle.Parsed, prove bool) ([]*spindle.DirEntry, []*dirlog.Proved, position, error) {
 	out, err := r.glob(p.First(0), p.Elems())
 	if spindle.KindOf(err) == spindle.NotExist && prove && r.t.Map != nil {
 		return nil, r.proveGlobBase(p), r.at(), err

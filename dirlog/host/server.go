@@ -90,6 +90,7 @@ type Server struct {
 	// The compactor (see compact.go): a goroutine New starts if
 	// Config.CompactAfter is positive, ended by Close.
 	compactMu   sync.Mutex
+	past        pastTrees                 // States of trees folded for reads of the past.
 	compactDue  map[spindle.UserName]bool // Logs to compact, once each.
 	compactWake chan struct{}             // Signalled when compactDue grows.
 	compactWG   sync.WaitGroup            // One per log in compactDue, until it is compacted.

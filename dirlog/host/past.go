@@ -1,0 +1,249 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/access"
+	"spindle.dev/dirlog"
+)
+
+// Reads of the past by others than the owner (issue 29). The owner reads
+// the whole log and folds it (client.PastAt); a reader who may not read
+// the log asks the host for a state after entry seq, which the host folds
+// from the log and answers from as it answers from the current tree: each
+// answer proved against a head of that state, signed now, whose log root
+// the reader checks against the newest head it holds with a consistency
+// proof (dir.step). A reader gets what the Access files of then and of now
+// both allow: of then, because a file's key was wrapped only for the
+// readers of then; of now, because a reader the owner removed must not
+// read through the past what the owner took from them.
+
+// maxPastTrees bounds the past states a server keeps folded.
+const maxPastTrees = 4
+
+// A pastKey names a folded state: the log's owner, the sequence, and how
+// many times the log had been replaced, so that a state folded from a log
+// since refilled is not served.
+type pastKey struct {
+	owner spindle.UserName
+	seq   int64
+	gen   int64
+}
+
+// pastTrees caches folded states, the newest last.
+type pastTrees struct {
+	mu    sync.Mutex
+	keys  []pastKey
+	trees map[pastKey]*dirlog.Tree
+}
+
+func (c *pastTrees) get(k pastKey) *dirlog.Tree {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.trees[k]
+}
+
+func (c *pastTrees) put(k pastKey, t *dirlog.Tree) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.trees == nil {
+		c.trees = make(map[pastKey]*dirlog.Tree)
+	}
+	if _, ok := c.trees[k]; ok {
+		return
+	}
+	if len(c.keys) == maxPastTrees {
+		delete(c.trees, c.keys[0])
+		c.keys = c.keys[1:]
+	}
+	c.keys = append(c.keys, k)
+	c.trees[k] = t
+}
+
+// pastTree returns owner's tree after entry seq or, if when is not zero,
+// as it was at when (after the last entry made at or before it). A state
+// before the log's checkpoint, or past its head, is NotExist.
+func (s *Server) pastTree(ctx context.Context, owner spindle.UserName, seq int64, when time.Time) (*dirlog.Tree, error) {
+	s.mu.RLock()
+	l := s.served(owner)
+	s.mu.RUnlock()
+	if l == nil {
+		return nil, spindle.E(spindle.NotExist, spindle.PathName(owner+"/"), "no tree of the user on this dir host")
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	head := l.pos().seq
+	gen := l.replaced.Load()
+	if when.IsZero() {
+		if seq < 0 {
+			seq += head
+		}
+		if t := s.past.get(pastKey{owner, seq, gen}); t != nil {
+			return t, nil
+		}
+	}
+	w, err := s.scanWindow(ctx, l, 0, s.now())
+	if err != nil {
+		return nil, err
+	}
+	var since int64
+	if w.cp != nil {
+		since = w.cp.Seq
+	}
+	if !when.IsZero() {
+		seq = 0
+		if w.cp != nil {
+			for _, e := range w.cp.Entries {
+				if e.Seq == since && !e.Time.Go().After(when) {
+					seq = since
+				}
+			}
+		}
+		for _, e := range w.entries {
+			if e.Time.Go().After(when) {
+				break
+			}
+			seq = e.Seq
+		}
+		if seq == 0 {
+			if w.cp != nil {
+				return nil, spindle.E(spindle.NotExist, spindle.PathName(owner+"/"), fmt.Sprintf("the tree at %s was compacted into the checkpoint at %d", when.UTC().Format(time.RFC3339), since))
+			}
+			return nil, spindle.E(spindle.NotExist, spindle.PathName(owner+"/"), fmt.Sprintf("the tree has no entry at or before %s", when.UTC().Format(time.RFC3339)))
+		}
+	}
+	switch {
+	case seq <= 0 || seq > head:
+		return nil, spindle.E(spindle.NotExist, spindle.PathName(owner+"/"), fmt.Sprintf("no sequence %d: the log ends at %d", seq, head))
+	case seq < since:
+		return nil, spindle.E(spindle.NotExist, spindle.PathName(owner+"/"), fmt.Sprintf("sequence %d was compacted into the checkpoint at %d", seq, since))
+	}
+	k := pastKey{owner, seq, gen}
+	if t := s.past.get(k); t != nil {
+		return t, nil
+	}
+	t, err := w.treeAt(owner, seq)
+	if err != nil {
+		return nil, err
+	}
+	s.past.put(k, t)
+	return t, nil
+}
+
+// pastReaderFor returns a reader of past, a state of owner's tree, for
+// user, part of v, with the rights of then and of now both required.
+func (v *view) pastReaderFor(owner, user spindle.UserName, past *dirlog.Tree) *reader {
+	now := v.readerFor(owner, user)
+	load := v.groupsFor(user, v.currentGroups(past))
+	then := past.Rights(load)
+	can := func(u spindle.UserName, right access.Right, name spindle.PathName) (bool, error) {
+		ok, err := then(u, right, name)
+		if err != nil || !ok {
+			return ok, err
+		}
+		return now.can(u, right, name)
+	}
+	return &reader{s: v.s, v: v, t: past, user: user, load: load, can: can}
+}
+
+// pastHead returns the head of past, a state of owner's tree, signed now.
+func (s *Server) pastHead(owner spindle.UserName, past *dirlog.Tree) (*dirlog.Head, error) {
+	h := &dirlog.Head{User: owner, Seq: past.Seq, Hash: past.Head, Root: past.MapRoot(), Time: spindle.Now()}
+	s.mu.RLock()
+	l := s.served(owner)
+	s.mu.RUnlock()
+	if l != nil {
+		l.mu.RLock()
+		h.LogRoot = l.logRootAt(past.Seq)
+		l.mu.RUnlock()
+	}
+	if s.cfg.Host != nil {
+		if err := h.Sign(s.cfg.Host); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// pastFor returns the state of owner's tree user asks for, after checking
+// that user may know of the log at all (see knowsLog).
+func (s *Server) pastFor(ctx context.Context, user, owner spindle.UserName, seq int64, when time.Time) (*dirlog.Tree, error) {
+	v := s.view()
+	err := s.damageFor(owner, user)
+	if err == nil && !v.knowsLog(user, owner) {
+		err = spindle.E(spindle.Private, spindle.PathName(owner+"/"), user)
+	}
+	v.release()
+	if err != nil {
+		return nil, err
+	}
+	return s.pastTree(ctx, owner, seq, when)
+}
+
+// LookupProvedAt is [Server.LookupProved] in the state of the tree after
+// entry seq (-seq entries before the head if negative) or, if when is not
+// zero, at time when; its proof is against a head of that state. The
+// Access files of that state and of now must both allow the read.
+func (s *Server) LookupProvedAt(ctx context.Context, user spindle.UserName, name spindle.PathName, seq int64, when time.Time) (*spindle.DirEntry, *dirlog.Proved, error) {
+	const op spindle.Op = "dirlog.LookupProvedAt"
+	if err := dirlog.CheckUser(user); err != nil {
+		return nil, nil, spindle.E(op, name, err)
+	}
+	p, err := spindle.Parse(name)
+	if err != nil {
+		return nil, nil, spindle.E(op, user, err)
+	}
+	past, err := s.pastFor(ctx, user, p.User(), seq, when)
+	if err != nil {
+		return nil, nil, spindle.E(op, p.Path(), user, err)
+	}
+	v := s.view()
+	d, pr, _, err := lookupProvedBy(v.pastReaderFor(p.User(), user, past), p)
+	v.release()
+	if pr != nil {
+		h, herr := s.pastHead(p.User(), past)
+		if herr != nil {
+			return nil, nil, spindle.E(op, p.Path(), herr)
+		}
+		pr.Head = h
+	}
+	if err != nil {
+		err = spindle.E(op, p.Path(), user, err)
+	}
+	return d, pr, err
+}
+
+// GlobProvedAt is [Server.GlobProved] in a state of the tree, as
+// [Server.LookupProvedAt] reads it.
+func (s *Server) GlobProvedAt(ctx context.Context, user spindle.UserName, pattern string, seq int64, when time.Time) ([]*spindle.DirEntry, []*dirlog.Proved, *dirlog.Head, error) {
+	const op spindle.Op = "dirlog.GlobProvedAt"
+	if err := dirlog.CheckUser(user); err != nil {
+		return nil, nil, nil, spindle.E(op, spindle.PathName(pattern), err)
+	}
+	p, err := parsePattern(pattern)
+	if err != nil {
+		return nil, nil, nil, spindle.E(op, user, err)
+	}
+	past, err := s.pastFor(ctx, user, p.User(), seq, when)
+	if err != nil {
+		return nil, nil, nil, spindle.E(op, p.Path(), user, err)
+	}
+	v := s.view()
+	out, prs, _, err := globBy(v.pastReaderFor(p.User(), user, past), p, true)
+	v.release()
+	var head *dirlog.Head
+	if err == nil || len(prs) > 0 {
+		var herr error
+		if head, herr = s.pastHead(p.User(), past); herr != nil {
+			return nil, nil, nil, spindle.E(op, p.Path(), herr)
+		}
+	}
+	if err != nil {
+		return nil, prs, head, spindle.E(op, p.Path(), user, err)
+	}
+	return out, prs, head, nil
+}

@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"spindle.dev"
@@ -127,9 +128,19 @@ func seqAt(cp *dirlog.Checkpoint, tail []*dirlog.Entry, when time.Time) int64 {
 // A Past is the client's own tree as it was at one sequence, proved
 // against the signed head current when it was made (see [Client.PastAt]).
 // Its reads need no further round trip but the blocks of the files read.
+//
+// A Past of another user's tree (see [Client.PastOf]) holds no tree: each
+// read asks its dir host, bounded by pastCallTimeout.
 type Past struct {
 	c *Client
-	t *dirlog.Tree
+	t *dirlog.Tree // Nil for another user's tree.
+	// owner names another user's tree; at and when the state asked
+	// for (see PastOf), and seq the state, once an answer told it.
+	owner spindle.UserName
+	at    int64
+	when  time.Time
+	mu    sync.Mutex
+	seq   int64
 }
 
 // PastAt returns the client's own tree as it was after entry seq, -seq
@@ -162,11 +173,21 @@ func (c *Client) PastAt(ctx context.Context, seq int64, when time.Time) (*Past, 
 }
 
 // Seq returns the sequence the Past is of.
-func (p *Past) Seq() int64 { return p.t.Seq }
+func (p *Past) Seq() int64 {
+	if p.t == nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.seq
+	}
+	return p.t.Seq
+}
 
 // Lookup returns the entry of name as it was.
 func (p *Past) Lookup(name spindle.PathName) (*spindle.DirEntry, error) {
 	const op spindle.Op = "client.Past.Lookup"
+	if p.t == nil {
+		return p.remoteLookup(op, name)
+	}
 	q, err := p.c.ownPast(op, name)
 	if err != nil {
 		return nil, err
@@ -182,6 +203,16 @@ func (p *Past) Lookup(name spindle.PathName) (*spindle.DirEntry, error) {
 // name; for a file, its own entry.
 func (p *Past) List(dir spindle.PathName) ([]*spindle.DirEntry, error) {
 	const op spindle.Op = "client.Past.List"
+	if p.t == nil {
+		d, err := p.remoteLookup(op, dir)
+		if err != nil || !d.Attr.IsDir() {
+			if err != nil {
+				return nil, err
+			}
+			return []*spindle.DirEntry{d}, nil
+		}
+		return p.remoteGlob(op, strings.TrimSuffix(string(d.Name), "/")+"/*")
+	}
 	q, err := p.c.ownPast(op, dir)
 	if err != nil {
 		return nil, err
@@ -205,6 +236,9 @@ func (p *Past) List(dir spindle.PathName) ([]*spindle.DirEntry, error) {
 // element at a time), as they were, sorted by name.
 func (p *Past) Glob(pattern string) ([]*spindle.DirEntry, error) {
 	const op spindle.Op = "client.Past.Glob"
+	if p.t == nil {
+		return p.remoteGlob(op, string(p.c.expand(spindle.PathName(pattern))))
+	}
 	pat := strings.Split(strings.TrimSuffix(string(p.c.expand(spindle.PathName(pattern))), "/"), "/")
 	if len(pat) == 0 || spindle.UserName(pat[0]) != p.c.user {
 		return nil, spindle.E(op, spindle.PathName(pattern), spindle.Private, "only the owner may read a tree's past")

@@ -477,7 +477,14 @@ func (n *Node) serveDirBatch(ctx context.Context, c *caller, req *wire.DirBatchR
 }
 
 func (n *Node) serveDirLookup(ctx context.Context, c *caller, req *wire.DirLookupRequest) (*wire.DirLookupResponse, error) {
-	de, pr, err := n.dir.LookupProved(ctx, c.user, req.Name)
+	var de *spindle.DirEntry
+	var pr *dirlog.Proved
+	var err error
+	if req.At != 0 || req.AtTime != 0 {
+		de, pr, err = n.dir.LookupProvedAt(ctx, c.user, req.Name, req.At, atTime(req.AtTime))
+	} else {
+		de, pr, err = n.dir.LookupProved(ctx, c.user, req.Name)
+	}
 	resp := &wire.DirLookupResponse{Entry: de}
 	if pr != nil {
 		resp.Head, resp.Proofs = pr.Head, [][]byte{pr.Marshal()}
@@ -492,7 +499,15 @@ func (n *Node) serveDirLookup(ctx context.Context, c *caller, req *wire.DirLooku
 }
 
 func (n *Node) serveDirGlob(ctx context.Context, c *caller, req *wire.DirGlobRequest) (*wire.DirGlobResponse, error) {
-	des, prs, h, err := n.dir.GlobProved(ctx, c.user, req.Pattern)
+	var des []*spindle.DirEntry
+	var prs []*dirlog.Proved
+	var h *dirlog.Head
+	var err error
+	if req.At != 0 || req.AtTime != 0 {
+		des, prs, h, err = n.dir.GlobProvedAt(ctx, c.user, req.Pattern, req.At, atTime(req.AtTime))
+	} else {
+		des, prs, h, err = n.dir.GlobProved(ctx, c.user, req.Pattern)
+	}
 	resp := &wire.DirGlobResponse{Entries: des, Head: h}
 	for _, pr := range prs {
 		resp.Proofs = append(resp.Proofs, pr.Marshal())
@@ -501,6 +516,14 @@ func (n *Node) serveDirGlob(ctx context.Context, c *caller, req *wire.DirGlobReq
 		return nil, werr
 	}
 	return resp, err
+}
+
+// atTime is the time of a request's AtTime, zero if it is 0.
+func atTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 func (n *Node) serveDirWhich(ctx context.Context, c *caller, req *wire.DirWhichRequest) (*wire.DirWhichResponse, error) {

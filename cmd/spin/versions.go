@@ -20,6 +20,7 @@ import (
 // pastReader is a client that can read its own tree's past.
 type pastReader interface {
 	PastAt(ctx context.Context, seq int64, when time.Time) (*client.Past, error)
+	PastOf(ctx context.Context, owner spindle.UserName, seq int64, when time.Time) (*client.Past, error)
 	History(ctx context.Context, name spindle.PathName) ([]client.Version, error)
 }
 
@@ -69,23 +70,34 @@ type pastClient struct {
 	seq  int64
 	when time.Time
 
-	mu  sync.Mutex
+	mu    sync.Mutex
+	pasts map[spindle.UserName]pastOrErr
+}
+
+type pastOrErr struct {
 	p   *client.Past
 	err error
 }
 
-// past returns the past state, reading it on first use; a name of
-// another user's tree is Private without a read.
+// past returns the past state of name's tree, reading it on first use:
+// the client's own tree from its log, another's through its dir host,
+// with the rights of then and of now.
 func (c *pastClient) past(ctx context.Context, name spindle.PathName) (*client.Past, error) {
-	if p, err := spindle.Parse(name); err == nil && p.User() != c.User() {
-		return nil, spindle.E(name, spindle.Private, "only the owner may read a tree's past")
+	owner := c.User()
+	if p, err := spindle.Parse(name); err == nil {
+		owner = p.User()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.p == nil && c.err == nil {
-		c.p, c.err = c.pr.PastAt(ctx, c.seq, c.when)
+	if c.pasts == nil {
+		c.pasts = make(map[spindle.UserName]pastOrErr)
 	}
-	return c.p, c.err
+	pe, ok := c.pasts[owner]
+	if !ok {
+		pe.p, pe.err = c.pr.PastOf(ctx, owner, c.seq, c.when)
+		c.pasts[owner] = pe
+	}
+	return pe.p, pe.err
 }
 
 var errPastReadOnly = errors.New("the past is read-only: to write an old version back, use spin restore")

@@ -322,9 +322,16 @@ type DirBatchResponse struct {
 	Entries []*spindle.DirEntry `cbor:"2,keyasint,omitempty"`
 }
 
-// A DirLookupRequest asks for the entry of Name.
+// A DirLookupRequest asks for the entry of Name: in the tree's current
+// state, or, if At or AtTime is set, in the state after entry At (At
+// entries before the head if negative) or at AtTime (Unix nanoseconds),
+// proved against a head of that state (see dirlog/host's LookupProvedAt).
+// A node that predates them answers with the current state, under a head
+// of another sequence, which the client refuses.
 type DirLookupRequest struct {
-	Name spindle.PathName `cbor:"3,keyasint,omitempty"`
+	Name   spindle.PathName `cbor:"3,keyasint,omitempty"`
+	At     int64            `cbor:"20,keyasint,omitempty"`
+	AtTime int64            `cbor:"21,keyasint,omitempty"`
 }
 
 // A DirLookupResponse carries the entry, with Head and Proofs: the proof
@@ -337,9 +344,12 @@ type DirLookupResponse struct {
 	Proofs [][]byte          `cbor:"10,keyasint,omitempty"`
 }
 
-// A DirGlobRequest asks for the entries that match Pattern.
+// A DirGlobRequest asks for the entries that match Pattern, in the
+// current state or one before, as a DirLookupRequest names it.
 type DirGlobRequest struct {
 	Pattern string `cbor:"4,keyasint,omitempty"`
+	At      int64  `cbor:"20,keyasint,omitempty"`
+	AtTime  int64  `cbor:"21,keyasint,omitempty"`
 }
 
 // A DirGlobResponse carries the entries with Head and a proof of each

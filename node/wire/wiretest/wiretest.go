@@ -29,6 +29,7 @@ type Request struct {
 	Batch   [][]byte
 	Size    int64
 	Grant   []byte
+	At      int64 // A read of the past (DirLookupRequest.At).
 }
 
 // body is the union of the request bodies' fields.
@@ -41,11 +42,12 @@ type body struct {
 	Batch   [][]byte         `cbor:"8,keyasint,omitempty"`
 	Size    int64            `cbor:"9,keyasint,omitempty"`
 	Grant   []byte           `cbor:"11,keyasint,omitempty"`
+	At      int64            `cbor:"20,keyasint,omitempty"`
 }
 
 // Envelope returns r as the wire.Request it encodes as.
 func (r Request) Envelope() *wire.Request {
-	b, err := wire.Encode(&body{r.User, r.Name, r.Pattern, r.Seq, r.Data, r.Batch, r.Size, r.Grant})
+	b, err := wire.Encode(&body{r.User, r.Name, r.Pattern, r.Seq, r.Data, r.Batch, r.Size, r.Grant, r.At})
 	if err != nil {
 		panic(err)
 	}
@@ -67,7 +69,7 @@ func (r *Request) UnmarshalCBOR(data []byte) error {
 			return err
 		}
 	}
-	*r = Request{env.Method, env.Auth, env.To, b.User, b.Name, b.Pattern, b.Seq, b.Data, b.Batch, b.Size, b.Grant}
+	*r = Request{env.Method, env.Auth, env.To, b.User, b.Name, b.Pattern, b.Seq, b.Data, b.Batch, b.Size, b.Grant, b.At}
 	return nil
 }
 

@@ -76,8 +76,8 @@ func TestPastOfOthers(t *testing.T) {
 	}{
 		{s1, "ann@example.com/open/y", "version one", 0},
 		{s2, "ann@example.com/open/y", "version two", 0},
-		{s3, "ann@example.com/shared/x", "", spindle.Private},  // Readable then, not now.
-		{s4, "ann@example.com/later/f", "", spindle.Private},   // Readable now, not then.
+		{s3, "ann@example.com/shared/x", "", spindle.Private},   // Readable then, not now.
+		{s4, "ann@example.com/later/f", "", spindle.Private},    // Readable now, not then.
 		{s1, "ann@example.com/open/gone", "", spindle.NotExist}, // Proved absent.
 	} {
 		got, err := read(tc.seq, spindle.PathName(tc.name))

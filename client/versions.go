@@ -23,14 +23,13 @@ import (
 // version under a past sequence changes the log and fails the check with
 // Integrity.
 //
-// Rights: only the owner reads the past of a tree for now, because only
-// the owner may read a tree's log (host.Server.Entries). The owner holds
-// every right now and then, so the question of whose rights apply does
-// not arise; others get Private, for the past as for the log. When
-// readers get past reads, the rule to keep is that the rights of now
-// and of then must both allow it: then, because a key was wrapped only
-// for the readers of then; now, because a reader the owner removed must
-// not read through the past what the owner took from them.
+// Rights: only the owner may read a tree's log (host.Server.Entries), so
+// only the owner reads the past this way, holding every right now and
+// then. Others read a tree's past through its dir host (see
+// pastremote.go and [Client.PastOf]), where the rights of now and of
+// then must both allow it: then, because a key was wrapped only for the
+// readers of then; now, because a reader the owner removed must not read
+// through the past what the owner took from them.
 
 // A Version is one entry of a tree's log that touched a name.
 type Version struct {

@@ -51,7 +51,7 @@ Options:
     -p, -packing P   packing of files written to spin: ee, eeintegrity or
                      plain; default: the config's packing, or ee
     -j, -jobs N      copy N files at once (default 16)
-    -at WHEN         read spin sources (of your tree) as they were at
+    -at WHEN         read spin sources as they were at
                      WHEN: a sequence number, a negative number for
                      entries back, a time
                      (2026-12-04T15:04:05Z) or a date (2026-12-04,

@@ -22,10 +22,12 @@ it replaces any file of that name; if DEST is a directory the file is
 written into it. Binary data is not written to a terminal.
 
 Options:
-    -at WHEN    read your own PATH as it was at WHEN: a sequence
-                number, a negative number for entries back, a time
+    -at WHEN    read PATH as it was at WHEN: a sequence number, a
+                negative number for entries back, a time
                 (2026-12-04T15:04:05Z) or a date (2026-12-04, the
-                end of that day, UTC); see spin history
+                end of that day, UTC); see spin history. In another
+                user's tree, the Access files of then and of now
+                must both let you read it
     -h, -help   print this text
 
 Example:

@@ -27,7 +27,8 @@ Options:
     -l, -long        also print kind (d directory, l link, - file), packing,
                      size, time of last change and writer; links show their target
     -R, -recursive   list directories below, too
-    -at WHEN         read your tree as it was at WHEN: a sequence number,
+    -at WHEN         read the tree as it was at WHEN (in another user's
+                     tree, with the rights of then and of now): a sequence number,
                      a negative number for entries back, a time
                      (2026-12-04T15:04:05Z) or a date (2026-12-04,
                      the end of that day, UTC); see spin history

@@ -75,7 +75,7 @@ func runPut(ctx context.Context, st *State, args []string) error {
 			}
 		}
 		_, err := c.Put(ctx, name, pb.reader(st.Stdin), packing, nil)
-		if st.warned(err) {
+		if st.warnedIn(err, shareScope(name)) {
 			err = nil
 		}
 		pb.done(err == nil)
@@ -123,7 +123,7 @@ func (st *State) putFile(ctx context.Context, c spindle.Client, src string, name
 		pb = st.progress(info.Size(), fmt.Sprintf("put %s", base(name)))
 	}
 	_, err = c.Put(ctx, name, pb.reader(f), packing, nil)
-	if st.warned(err) {
+	if st.warnedIn(err, shareScope(name)) {
 		err = nil
 	}
 	pb.done(err == nil)
@@ -132,6 +132,21 @@ func (st *State) putFile(ctx context.Context, c spindle.Client, src string, name
 	}
 	st.warnKeyless(ctx, c, name)
 	return nil
+}
+
+// shareScope returns what a put of name re-shares: for an Access file its
+// directory, for a Group file its owner's tree, and "" for other files.
+func shareScope(name spindle.PathName) spindle.PathName {
+	p, err := spindle.Parse(name)
+	switch {
+	case err != nil:
+		return ""
+	case access.IsAccessFile(name):
+		return p.Dir().Path()
+	case access.IsGroupFile(name):
+		return p.First(0).Path()
+	}
+	return ""
 }
 
 // warnKeyless warns, after an Access or Group file is put as name, about

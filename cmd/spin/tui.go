@@ -58,6 +58,7 @@ import (
 	"golang.org/x/term"
 
 	"spindle.dev"
+	"spindle.dev/access"
 	"spindle.dev/client"
 	"spindle.dev/node/wire"
 )
@@ -459,22 +460,38 @@ func (st *State) hint(format string, args ...any) {
 // problem as "spin: <command>: warning: <path>: <reason>"; the command then
 // goes on as after success and exits 0.
 func (st *State) warned(err error) bool {
+	return st.warnedIn(err, "")
+}
+
+// warnedIn is warned for a command whose change governs the files under
+// scope (an Access file's directory, a Group file owner's tree), which
+// its hints then name.
+func (st *State) warnedIn(err error, scope spindle.PathName) bool {
 	w, ok := err.(*spindle.Warning)
 	if !ok {
 		return false
 	}
 	for _, p := range w.Problems {
 		st.errorf("warning: %s", describeAll(p))
-		st.warningHint(p)
+		st.warningHint(p, scope)
 	}
 	return true
 }
 
 // warningHint prints a hint that tells what to do about p, one of the
-// problems of a *spindle.Warning, if any.
-func (st *State) warningHint(p error) {
+// problems of a *spindle.Warning, if any; scope is as for warnedIn.
+func (st *State) warningHint(p error, scope spindle.PathName) {
 	var re *client.ReshareError
+	var se *spindle.Error
 	switch {
+	case scope != "" && errors.As(p, &se) && access.IsGroupFile(se.Path) &&
+		(errors.Is(p, spindle.Permission) || errors.Is(p, spindle.Private)):
+		// Another user's group that this user may not read: only its
+		// owner can change that.
+		if gp, err := spindle.Parse(se.Path); err == nil && st.Config != nil {
+			st.hint("ask %s to let you read it (read: %s in an Access file of %s/Group), then run: spin share -fix -R %s",
+				printName(gp.User()), printName(st.Config.Username), printName(gp.User()), scope)
+		}
 	case errors.As(p, &re) && re.Tree:
 		st.hint("to finish, run: spin share -fix -R %s", re.Path)
 	case errors.As(p, &re):

@@ -817,6 +817,20 @@ func (n *Node) canStore(p peer.ID) bool {
 	return u != "" && n.writers.admits(u)
 }
 
+// Unadmitted returns, sorted, the users whose trees this node holds a
+// directory log of but whom its writers do not admit: it neither takes
+// their writes nor keeps its copy of their logs up to date. A node
+// started again without the -writers it had shows them (issue 31).
+func (n *Node) Unadmitted() []spindle.UserName {
+	var out []spindle.UserName
+	for _, u := range n.dir.Users() {
+		if !n.writers.admits(u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 // maxClockSkew bounds the difference between a client's clock and the node's.
 const maxClockSkew = 10 * time.Minute
 

@@ -61,6 +61,7 @@ import (
 	"spindle.dev/access"
 	"spindle.dev/client"
 	"spindle.dev/node/wire"
+	"spindle.dev/p2p"
 )
 
 // The exit codes.
@@ -548,6 +549,12 @@ func (st *State) hintFor(path string, err error) {
 	}
 	if errors.Is(err, client.ErrNotAdmitted) {
 		st.hint("ask the node's operator to admit you (spin node -writers %s), or sign up through another node: %s", printName(me), commandLine(st.Config, "init", "-node", "ADDR", string(me)))
+		return
+	}
+	if errors.Is(err, spindle.Permission) && hasOp(err, p2p.BlockServerOp) {
+		// The node refused the blocks of a put: it does not admit the
+		// writer (a node started again without its -writers, issue 31).
+		st.hint("the node you reach does not admit you as a writer; its operator admits writers with spin node -writers")
 		return
 	}
 	if hasOp(err, wire.NotHostedOp) {

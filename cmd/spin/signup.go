@@ -153,10 +153,9 @@ func runSignup(ctx context.Context, st *State, args []string) error {
 	if err := signup(ctx); err != nil {
 		st.fail(string(c.User()), err)
 		if _, lerr := c.LookupUser(ctx, c.User()); lerr == nil && errors.Is(err, spindle.Permission) && st.Config != nil {
-			// The key is registered; only a node to host the tree is missing.
-			file, _ := st.configFile()
-			st.hint("ask the operator of node %s to add %s to its -writers and restart it; then run: spin signup", st.Config.Node, c.User())
-			st.hint("or sign up with a node that admits you: set node: to its address in %s; then run: spin signup", file)
+			// The key is registered; only a node to host the tree is
+			// missing. The hint above says how to get one.
+			st.hint("then run spin signup again: your key stays registered")
 		}
 		return errFailed
 	}

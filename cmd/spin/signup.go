@@ -42,8 +42,9 @@ record.
 
 A node hosts only the users its operator admits (spin node -writers). If
 yours does not, your key is registered all the same and signup says so and
-exits 1: have the operator add you and restart the node, or set node: in
-your config to a node that admits you, and run spin signup again.
+exits 1: have the operator add you and restart the node, or change to a
+node that admits you (spin init -node ADDR NAME), and run spin signup
+again.
 
 With -dir, your directory is held by several nodes, in the order given:
 the first (the node in your config, put first if the list leaves it out)

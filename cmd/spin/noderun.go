@@ -182,8 +182,9 @@ Options:
     -keyserver ADDRS comma-separated addresses of members of a key cluster
                      to use instead of starting one here, each a multiaddr
                      ending in /p2p/<peer ID> as spin node prints them; they
-                     are joined as -bootstrap peers too (default: none, the
-                     node runs its own key cluster)
+                     are joined as -bootstrap peers too; kept in
+                     DIR/keyservers, which a start without -keyserver uses
+                     (default: none, the node runs its own key cluster)
     -witness         cosign heads of the key cluster's log for its members:
                      each head only if a majority of its members signed it
                      and it extends the last one this node cosigned, which

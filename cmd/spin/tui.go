@@ -557,6 +557,13 @@ func (st *State) hintFor(path string, err error) {
 		st.hint("the node you reach does not admit you as a writer; its operator admits writers with spin node -writers")
 		return
 	}
+	var refused *p2p.RefusedError
+	if errors.As(err, &refused) && owner != "" && owner != me {
+		// The node that hosts another user's tree is down, or cut off:
+		// nothing the reader can change but the time.
+		st.hint("node %s, which hosts the tree of %s, cannot be reached now: try again later; %s can add a mirror that serves reads while it is off (spin user -dirs)", refused.To, printName(owner), printName(owner))
+		return
+	}
 	if hasOp(err, wire.NotHostedOp) {
 		st.hint("the node you reach does not host the tree of %s; its operator admits writers with spin node -writers", printName(owner))
 		return

@@ -42,9 +42,16 @@ func slogLevel(level hclog.Level) slog.Level {
 
 func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
 	lv := slogLevel(level)
-	if level == hclog.Warn && msg == "heartbeat timeout reached, starting election" && noLeaderYet(args) {
+	switch {
+	case level == hclog.Warn && msg == "heartbeat timeout reached, starting election" && noLeaderYet(args):
 		// Every member starts this way, a cluster of one at every start:
 		// news only when a leader was known and lost.
+		lv = slog.LevelInfo
+	case level == hclog.Warn && msg == "appendEntries rejected, sending older logs":
+		// How the leader brings a follower that lacks entries up to
+		// date: every member that joins or restarts meets it, and it
+		// needs nothing from the operator (issue 31). A follower it
+		// cannot reach is reported as an error of its own.
 		lv = slog.LevelInfo
 	}
 	ctx := context.Background()

@@ -24,3 +24,18 @@ func TestHCLogStartupElection(t *testing.T) {
 		t.Errorf("an election after losing a leader was not a warning: %q", buf.String())
 	}
 }
+
+// The leader sending older entries to a member that joined or restarted
+// is how Raft catches it up, not a warning to every operator.
+func TestHCLogCatchUpIsNoWarning(t *testing.T) {
+	var buf bytes.Buffer
+	h := newHCLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})), "raft")
+	h.Log(hclog.Warn, "appendEntries rejected, sending older logs", "peer", "12D3KooWJoiner", "next", 1)
+	if buf.Len() != 0 {
+		t.Errorf("catching up a member printed at warn level: %s", buf.String())
+	}
+	h.Log(hclog.Error, "failed to appendEntries to", "peer", "12D3KooWGone")
+	if !strings.Contains(buf.String(), "level=ERROR") {
+		t.Errorf("a failed append was not reported: %q", buf.String())
+	}
+}

@@ -53,7 +53,7 @@ func (n *Node) Backup(ctx context.Context, dest string) (*wire.NodeBackupRespons
 		}
 		return spindle.ReplaceFile(filepath.Join(dest, name), data, 0o600, true)
 	}
-	for _, f := range []string{spindle.FormatFile, p2p.IdentityFile, PeersFile, joinedFile} {
+	for _, f := range []string{spindle.FormatFile, p2p.IdentityFile, PeersFile, joinedFile, keyServersFile} {
 		if err := copyFile(f); err != nil {
 			return nil, spindle.E(op, spindle.IO, err)
 		}

@@ -31,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -56,6 +57,41 @@ func (n *Node) kst() *keyState { return n.keyState.Load() }
 // joinedFile, in a node's home, says that the node joined a key cluster
 // with spin key join: it opens its replica when it starts.
 const joinedFile = "keyraft-member"
+
+// keyServersFile, in a node's home, holds the -keyserver addresses the
+// node was last started with, one a line, so that a node started again
+// without them uses that key cluster still rather than starting one of
+// its own, in which none of its users is registered (issue 31).
+const keyServersFile = "keyservers"
+
+// keyServersFor returns the key servers a node on home uses: those given,
+// which it remembers, or else those it remembered; remembered reports the
+// latter.
+func keyServersFor(home string, given []spindle.PeerAddr) (servers []spindle.PeerAddr, remembered bool, err error) {
+	if home == "" {
+		return given, false, nil
+	}
+	file := filepath.Join(home, keyServersFile)
+	if len(given) > 0 {
+		var b strings.Builder
+		for _, a := range given {
+			b.WriteString(string(a))
+			b.WriteByte('\n')
+		}
+		return given, false, spindle.ReplaceFile(file, []byte(b.String()), 0o600, true)
+	}
+	data, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, spindle.E(spindle.IO, err)
+	}
+	for _, line := range strings.Fields(string(data)) {
+		servers = append(servers, spindle.PeerAddr(line))
+	}
+	return servers, len(servers) > 0, nil
+}
 
 // joinWait bounds how long a joining or leaving node waits for the
 // cluster: less than a client waits for an answer (30 s).

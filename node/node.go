@@ -338,7 +338,15 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// double as bootstrap peers.
 	// What the node knew of the network's members when it stopped
 	// holds until its key cluster tells it more (network.go).
-	n.cfg.Bootstrap = append(slices.Clone(cfg.Bootstrap), cfg.KeyServers...)
+	keyServers, remembered, err := keyServersFor(cfg.Home, cfg.KeyServers)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	if remembered && !joined(cfg.Home) {
+		log.Info("using the key cluster this node was last started with", "keyservers", keyServers, "file", filepath.Join(cfg.Home, keyServersFile))
+	}
+	n.cfg.KeyServers = keyServers
+	n.cfg.Bootstrap = append(slices.Clone(cfg.Bootstrap), keyServers...)
 	n.loadNetView()
 	if err := n.startDHT(ctx); err != nil {
 		return nil, spindle.E(op, err)
@@ -359,15 +367,15 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// The key cluster: this node's own, or a remote one. A node that
 	// joined a cluster (spin key join) is a member from then on, though
 	// it names KeyServers still.
-	if len(cfg.KeyServers) > 0 && !joined(cfg.Home) {
-		rkeys, err := n.openRemoteKeys(ctx, cfg.KeyServers)
+	if len(keyServers) > 0 && !joined(cfg.Home) {
+		rkeys, err := n.openRemoteKeys(ctx, keyServers)
 		if err != nil {
 			return nil, spindle.E(op, err)
 		}
 		n.keyState.Store(&keyState{rkeys: rkeys, ks: rkeys})
 		n.bg.Go(rkeys.followMembers)
 	} else {
-		keys, err := n.openCluster(ctx, len(cfg.KeyServers) == 0)
+		keys, err := n.openCluster(ctx, len(keyServers) == 0)
 		if err != nil {
 			return nil, spindle.E(op, err)
 		}
@@ -837,6 +845,20 @@ func (n *Node) forget(p peer.ID) {
 func (n *Node) canStore(p peer.ID) bool {
 	u := n.session(p)
 	return u != "" && n.writers.admits(u)
+}
+
+// Unadmitted returns, sorted, the users whose trees this node holds a
+// directory log of but whom its writers do not admit: it neither takes
+// their writes nor keeps its copy of their logs up to date. A node
+// started again without the -writers it had shows them (issue 31).
+func (n *Node) Unadmitted() []spindle.UserName {
+	var out []spindle.UserName
+	for _, u := range n.dir.Users() {
+		if !n.writers.admits(u) {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // maxClockSkew bounds the difference between a client's clock and the node's.

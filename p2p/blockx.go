@@ -72,6 +72,10 @@ const (
 	DefaultSendTimeout = 2 * time.Minute // Time to send one response.
 )
 
+// BlockServerOp is the Op of the errors ServeBlocks sends its peers,
+// such as the Permission error of a put the server does not allow.
+const BlockServerOp spindle.Op = "p2p.ServeBlocks"
+
 // BlockServerConfig configures ServeBlocks.
 type BlockServerConfig struct {
 	// CanPut reports whether a peer may store blocks here. If nil, no
@@ -147,7 +151,7 @@ func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 		}
 		if hdr[0] != blockGet && hdr[0] != blockPut && hdr[0] != blockHas && (hdr[0] != blockProve || !v2) {
 			c.Reset()
-			return spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Invalid, fmt.Sprintf("peer %s sent a malformed block request", remote))
+			return spindle.E(BlockServerOp, spindle.Invalid, fmt.Sprintf("peer %s sent a malformed block request", remote))
 		}
 		select {
 		case sem <- struct{}{}:
@@ -198,13 +202,13 @@ func (srv *blockServer) handle(ctx context.Context, remote peer.ID, op byte, bod
 	switch op {
 	case blockGet:
 		if srv.cfg.CanGet != nil && !srv.cfg.CanGet(remote) {
-			err = spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Permission, fmt.Sprintf("peer %s may not fetch blocks here", remote))
+			err = spindle.E(BlockServerOp, spindle.Permission, fmt.Sprintf("peer %s may not fetch blocks here", remote))
 			break
 		}
 		result, err = srv.store.Get(ctx, spindle.Ref(body))
 	case blockPut:
 		if srv.cfg.CanPut == nil || !srv.cfg.CanPut(remote) {
-			err = spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Permission, fmt.Sprintf("peer %s may not store blocks here", remote))
+			err = spindle.E(BlockServerOp, spindle.Permission, fmt.Sprintf("peer %s may not store blocks here", remote))
 			break
 		}
 		var ref spindle.Ref
@@ -212,7 +216,7 @@ func (srv *blockServer) handle(ctx context.Context, remote peer.ID, op byte, bod
 		result = []byte(ref)
 	case blockHas:
 		if srv.cfg.CanGet != nil && !srv.cfg.CanGet(remote) {
-			err = spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Permission, fmt.Sprintf("peer %s may not ask for blocks here", remote))
+			err = spindle.E(BlockServerOp, spindle.Permission, fmt.Sprintf("peer %s may not ask for blocks here", remote))
 			break
 		}
 		var held bool
@@ -223,7 +227,7 @@ func (srv *blockServer) handle(ctx context.Context, remote peer.ID, op byte, bod
 		}
 	case blockProve:
 		if srv.cfg.CanGet != nil && !srv.cfg.CanGet(remote) {
-			err = spindle.E(spindle.Op("p2p.ServeBlocks"), spindle.Permission, fmt.Sprintf("peer %s may not ask for blocks here", remote))
+			err = spindle.E(BlockServerOp, spindle.Permission, fmt.Sprintf("peer %s may not ask for blocks here", remote))
 			break
 		}
 		result, err = srv.prove(ctx, body)
@@ -237,7 +241,7 @@ func (srv *blockServer) handle(ctx context.Context, remote peer.ID, op byte, bod
 // has reports whether the block ref is held here.
 func (srv *blockServer) has(ctx context.Context, ref spindle.Ref) (bool, error) {
 	if _, err := blocks.ParseRef(ref); err != nil {
-		return false, spindle.E(spindle.Op("p2p.ServeBlocks"), err)
+		return false, spindle.E(BlockServerOp, err)
 	}
 	if srv.cfg.Has != nil {
 		return srv.cfg.Has(ctx, ref)

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"spindle.dev"
+	"spindle.dev/client"
+	"spindle.dev/dirlog"
+	"spindle.dev/node/wire"
 	"spindle.dev/p2p"
 )
 
@@ -14,6 +18,16 @@ import (
 type dirHostSetter interface {
 	SetDirHosts(ctx context.Context, hosts []spindle.PeerAddr) error
 }
+
+// dirHostAsker is a client that can ask each dir host of a tree for its
+// head (the network client; see client.DirHostHeads).
+type dirHostAsker interface {
+	DirHostHeads(ctx context.Context, owner spindle.UserName) ([]client.HostHead, *dirlog.Head, error)
+}
+
+// dirHostCheckTimeout bounds the check, after spin user -dirs, that each
+// dir host admits the user: a host that is down is not what it looks for.
+const dirHostCheckTimeout = 5 * time.Second
 
 // dirQuorumSetter is a client that can set how many of the user's dir
 // hosts cosign a head (see client.SetDirQuorum).
@@ -72,7 +86,36 @@ func setDirHosts(ctx context.Context, st *State, c spindle.Client, hosts []spind
 	if err := s.SetDirHosts(ctx, hosts); err != nil {
 		return st.fail(string(c.User()), err)
 	}
+	st.warnNotHosted(ctx, c)
 	return nil
+}
+
+// warnNotHosted warns about each of the user's dir hosts that does not
+// admit the user as a writer: such a node neither sequences nor mirrors
+// the tree, and says so only in its own node status, which the user may
+// not be able to read (issue 31).
+func (st *State) warnNotHosted(ctx context.Context, c spindle.Client) {
+	a, ok := c.(dirHostAsker)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, dirHostCheckTimeout)
+	defer cancel()
+	heads, _, err := a.DirHostHeads(ctx, c.User())
+	if err != nil {
+		return
+	}
+	for i, h := range heads {
+		if !hasOp(h.Err, wire.NotHostedOp) {
+			continue
+		}
+		role := "mirror"
+		if i == 0 {
+			role = "sequence"
+		}
+		st.errorf("warning: dir host %s does not admit %s as a writer: it will not %s your tree", peerID(h.Host), printName(c.User()), role)
+		st.hint("ask its operator to add you to its writers (spin node -writers ...,%s), or name another node", printName(c.User()))
+	}
 }
 
 // samePeer reports whether two node addresses name one peer.

@@ -336,8 +336,26 @@ func (st *State) connectHint(cfg *Config, err error) {
 		}
 	case spindle.IO, spindle.Transient, spindle.Other:
 		if cfg.Node != "" {
-			st.hint("is the node at %s running? start one with: spin node -home DIR", cfg.Node)
+			if home := socketHome(string(cfg.Node)); home != "" {
+				st.hint("is the node at %s running? start it again, with the flags it had: spin node -home %s", cfg.Node, home)
+			} else {
+				st.hint("is the node at %s running? start one with: spin node -home DIR", cfg.Node)
+			}
 			st.hint("or reach the network through another node, keeping your keys: %s", commandLine(cfg, "init", "-node", "ADDR", string(cfg.Username)))
 		}
 	}
+}
+
+// socketHome returns the home of the node whose Unix socket the address
+// names (/unix/HOME/sock/p2p/ID, as spin node prints it), or "".
+func socketHome(addr string) string {
+	rest, ok := strings.CutPrefix(addr, "/unix")
+	if !ok {
+		return ""
+	}
+	sock, _, _ := strings.Cut(rest, "/p2p/")
+	if filepath.Base(sock) != "sock" {
+		return ""
+	}
+	return filepath.Dir(sock)
 }

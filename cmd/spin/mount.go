@@ -90,7 +90,7 @@ func runMount(ctx context.Context, st *State, args []string) error {
 		return st.fail(dir, err)
 	}
 	st.Log.Info("mounted", "dir", dir, "user", c.User(), "timeout", time.Duration(timeout))
-	fmt.Fprintf(st.Stdout, "mounted %s at %s; stop with ^C or: umount %s\n", c.User(), dir, dir)
+	fmt.Fprintf(st.Stdout, "mounted the namespace at %s, your tree at %s; stop with ^C or: umount %s\n", dir, filepath.Join(dir, string(c.User())), dir)
 	done := make(chan struct{})
 	go func() {
 		m.Wait()

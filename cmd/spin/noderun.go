@@ -49,7 +49,9 @@ writes its dialable addresses, one a line, to DIR/addr and prints them.
 The first is the Unix socket DIR/sock, through which clients of the same
 system user on this machine reach it fastest; the others are for clients
 elsewhere. SIGINT or SIGTERM shuts it down cleanly; everything it
-acknowledged was on disk already.
+acknowledged was on disk already. Its flags are not kept in DIR: start
+it again with the same ones (spin node install keeps them in the
+service). Started without a writer whose tree it holds, it says so.
 
 The node checks its home as it starts. Damage to the key cluster's store,
 a snapshot, a key or a block segment stops it with one line naming the
@@ -180,8 +182,9 @@ Options:
     -keyserver ADDRS comma-separated addresses of members of a key cluster
                      to use instead of starting one here, each a multiaddr
                      ending in /p2p/<peer ID> as spin node prints them; they
-                     are joined as -bootstrap peers too (default: none, the
-                     node runs its own key cluster)
+                     are joined as -bootstrap peers too; kept in
+                     DIR/keyservers, which a start without -keyserver uses
+                     (default: none, the node runs its own key cluster)
     -witness         cosign heads of the key cluster's log for its members:
                      each head only if a majority of its members signed it
                      and it extends the last one this node cosigned, which
@@ -432,6 +435,18 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	// fingerprint with the one spin init shows: say it whatever the log
 	// level.
 	fmt.Fprintf(stderr, "spin: node: key cluster verifier key: %s (fingerprint %s)\n", n.VerifierKey(), client.VerifierFingerprint(n.VerifierKey()))
+	if users := n.Unadmitted(); len(users) > 0 {
+		names := make([]string, len(users))
+		for i, u := range users {
+			names[i] = string(u)
+		}
+		fmt.Fprintf(stderr, "spin: node: warning: this node holds the trees of %s, whom -writers does not admit: it takes none of their writes and lets their copies here fall behind\n", strings.Join(names, ", "))
+		admit := strings.Join(names, ",")
+		if w := strings.TrimSpace(*writers); w != "" {
+			admit = w + "," + admit
+		}
+		fmt.Fprintf(stderr, "spin: hint: to serve them, start it again with -writers %s\n", admit)
+	}
 	<-ctx.Done()
 	if *f.drain {
 		// Hand every block on before leaving, so that r copies remain

@@ -21,7 +21,9 @@ re-wraps the keys of the files it governs, so that new readers can read
 them at once; it is refused, and nothing changes, if a line is malformed. A
 group it names that does not exist yet, or that you cannot read, is
 allowed and reported with a warning: its members get keys once you can
-read it (spin share -fix).
+read it (spin share -fix). So is an Access file that does not give you,
+its owner, write, create and delete: you keep read and list, and may
+still change Access and Group files, but lose the rest there.
 
 Options:
     -p, -packing P   how to store the file: ee (encrypted), eeintegrity (signed
@@ -73,7 +75,7 @@ func runPut(ctx context.Context, st *State, args []string) error {
 			}
 		}
 		_, err := c.Put(ctx, name, pb.reader(st.Stdin), packing, nil)
-		if st.warned(err) {
+		if st.warnedIn(err, shareScope(name)) {
 			err = nil
 		}
 		pb.done(err == nil)
@@ -121,7 +123,7 @@ func (st *State) putFile(ctx context.Context, c spindle.Client, src string, name
 		pb = st.progress(info.Size(), fmt.Sprintf("put %s", base(name)))
 	}
 	_, err = c.Put(ctx, name, pb.reader(f), packing, nil)
-	if st.warned(err) {
+	if st.warnedIn(err, shareScope(name)) {
 		err = nil
 	}
 	pb.done(err == nil)
@@ -132,29 +134,29 @@ func (st *State) putFile(ctx context.Context, c spindle.Client, src string, name
 	return nil
 }
 
+// shareScope returns what a put of name re-shares: for an Access file its
+// directory, for a Group file its owner's tree, and "" for other files.
+func shareScope(name spindle.PathName) spindle.PathName {
+	p, err := spindle.Parse(name)
+	switch {
+	case err != nil:
+		return ""
+	case access.IsAccessFile(name):
+		return p.Dir().Path()
+	case access.IsGroupFile(name):
+		return p.First(0).Path()
+	}
+	return ""
+}
+
 // warnKeyless warns, after an Access or Group file is put as name, about
 // the users it names who have no key record: a misspelled name passes
-// parsing, and such a user gets keys only after signing up.
+// parsing, and such a user gets keys only after signing up. For an Access
+// file it also warns when the file takes rights from the owner (see
+// warnOwnerLeftOut).
 func (st *State) warnKeyless(ctx context.Context, c spindle.Client, name spindle.PathName) {
-	var parse func([]byte) ([]spindle.UserName, error)
-	switch {
-	case access.IsAccessFile(name):
-		parse = func(b []byte) ([]spindle.UserName, error) {
-			a, err := access.Parse(name, b)
-			if err != nil {
-				return nil, err
-			}
-			return a.Names(), nil
-		}
-	case access.IsGroupFile(name):
-		parse = func(b []byte) ([]spindle.UserName, error) {
-			g, err := access.ParseGroup(name, b)
-			if err != nil {
-				return nil, err
-			}
-			return g.Names(), nil
-		}
-	default:
+	isAccess := access.IsAccessFile(name)
+	if !isAccess && !access.IsGroupFile(name) {
 		return
 	}
 	f, err := c.Open(ctx, name)
@@ -166,9 +168,20 @@ func (st *State) warnKeyless(ctx context.Context, c spindle.Client, name spindle
 	if err != nil {
 		return
 	}
-	names, err := parse(data)
-	if err != nil {
-		return
+	var names []spindle.UserName
+	var a *access.Access
+	if isAccess {
+		a, err = access.Parse(name, data)
+		if err != nil {
+			return
+		}
+		names = a.Names()
+	} else {
+		g, err := access.ParseGroup(name, data)
+		if err != nil {
+			return
+		}
+		names = g.Names()
 	}
 	var keyless []string
 	for _, u := range names {
@@ -176,11 +189,68 @@ func (st *State) warnKeyless(ctx context.Context, c spindle.Client, name spindle
 			keyless = append(keyless, string(u))
 		}
 	}
-	if len(keyless) == 0 {
+	if len(keyless) > 0 {
+		st.errorf("warning: %s: no key record for %s", name, strings.Join(keyless, ", "))
+		st.hint("check the spelling; a user who has not signed up yet gets keys when they sign up")
+	}
+	if a != nil {
+		st.warnOwnerLeftOut(ctx, c, a)
+	}
+}
+
+// warnOwnerLeftOut warns when the Access file a does not grant its owner
+// write, create or delete, directly or through a wildcard, all or a group:
+// the owner keeps read and list, and may still change Access and Group
+// files, but can no longer write, create or delete other files in the
+// directory a governs. Such a file is allowed, as in Upspin, but is more
+// often a mistake than a wish (issue 31). If a group cannot be read, it
+// says nothing rather than guess.
+func (st *State) warnOwnerLeftOut(ctx context.Context, c spindle.Client, a *access.Access) {
+	p, err := spindle.Parse(a.Path())
+	if err != nil {
 		return
 	}
-	st.errorf("warning: %s: no key record for %s", name, strings.Join(keyless, ", "))
-	st.hint("check the spelling; a user who has not signed up yet gets keys when they sign up")
+	dir := p.Dir().Path()
+	load := func(g spindle.PathName) (*access.Group, error) {
+		f, err := c.Open(ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		data, err := io.ReadAll(f)
+		if err != nil {
+			return nil, err
+		}
+		return access.ParseGroup(g, data)
+	}
+	var lost []string
+	for _, r := range []access.Right{access.Write, access.Create, access.Delete} {
+		ok, err := a.Can(a.Owner(), r, dir, load)
+		if err != nil {
+			return
+		}
+		if !ok {
+			lost = append(lost, r.String())
+		}
+	}
+	if len(lost) == 0 {
+		return
+	}
+	line := fmt.Sprintf("%s: %s", strings.Join(lost, ", "), a.Owner())
+	if len(lost) == 3 {
+		line = fmt.Sprintf("*: %s", a.Owner())
+	}
+	st.errorf("warning: %s: does not list its owner %s for %s: the owner can still read and list, but can no longer %s files in %s",
+		a.Path(), a.Owner(), orList(lost), orList(lost), dir)
+	st.hint("to keep those rights, add the line %q and put the file again", line)
+}
+
+// orList joins words as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // putFailed reports a failed put to name.

@@ -42,8 +42,9 @@ record.
 
 A node hosts only the users its operator admits (spin node -writers). If
 yours does not, your key is registered all the same and signup says so and
-exits 1: have the operator add you and restart the node, or set node: in
-your config to a node that admits you, and run spin signup again.
+exits 1: have the operator add you and restart the node, or change to a
+node that admits you (spin init -node ADDR NAME), and run spin signup
+again.
 
 With -dir, your directory is held by several nodes, in the order given:
 the first (the node in your config, put first if the list leaves it out)
@@ -153,10 +154,9 @@ func runSignup(ctx context.Context, st *State, args []string) error {
 	if err := signup(ctx); err != nil {
 		st.fail(string(c.User()), err)
 		if _, lerr := c.LookupUser(ctx, c.User()); lerr == nil && errors.Is(err, spindle.Permission) && st.Config != nil {
-			// The key is registered; only a node to host the tree is missing.
-			file, _ := st.configFile()
-			st.hint("ask the operator of node %s to add %s to its -writers and restart it; then run: spin signup", st.Config.Node, c.User())
-			st.hint("or sign up with a node that admits you: set node: to its address in %s; then run: spin signup", file)
+			// The key is registered; only a node to host the tree is
+			// missing. The hint above says how to get one.
+			st.hint("then run spin signup again: your key stays registered")
 		}
 		return errFailed
 	}

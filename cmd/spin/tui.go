@@ -58,8 +58,10 @@ import (
 	"golang.org/x/term"
 
 	"spindle.dev"
+	"spindle.dev/access"
 	"spindle.dev/client"
 	"spindle.dev/node/wire"
+	"spindle.dev/p2p"
 )
 
 // The exit codes.
@@ -459,22 +461,38 @@ func (st *State) hint(format string, args ...any) {
 // problem as "spin: <command>: warning: <path>: <reason>"; the command then
 // goes on as after success and exits 0.
 func (st *State) warned(err error) bool {
+	return st.warnedIn(err, "")
+}
+
+// warnedIn is warned for a command whose change governs the files under
+// scope (an Access file's directory, a Group file owner's tree), which
+// its hints then name.
+func (st *State) warnedIn(err error, scope spindle.PathName) bool {
 	w, ok := err.(*spindle.Warning)
 	if !ok {
 		return false
 	}
 	for _, p := range w.Problems {
 		st.errorf("warning: %s", describeAll(p))
-		st.warningHint(p)
+		st.warningHint(p, scope)
 	}
 	return true
 }
 
 // warningHint prints a hint that tells what to do about p, one of the
-// problems of a *spindle.Warning, if any.
-func (st *State) warningHint(p error) {
+// problems of a *spindle.Warning, if any; scope is as for warnedIn.
+func (st *State) warningHint(p error, scope spindle.PathName) {
 	var re *client.ReshareError
+	var se *spindle.Error
 	switch {
+	case scope != "" && errors.As(p, &se) && access.IsGroupFile(se.Path) &&
+		(errors.Is(p, spindle.Permission) || errors.Is(p, spindle.Private)):
+		// Another user's group that this user may not read: only its
+		// owner can change that.
+		if gp, err := spindle.Parse(se.Path); err == nil && st.Config != nil {
+			st.hint("ask %s to let you read it (read: %s in an Access file of %s/Group), then run: spin share -fix -R %s",
+				printName(gp.User()), printName(st.Config.Username), printName(gp.User()), scope)
+		}
 	case errors.As(p, &re) && re.Tree:
 		st.hint("to finish, run: spin share -fix -R %s", re.Path)
 	case errors.As(p, &re):
@@ -531,6 +549,19 @@ func (st *State) hintFor(path string, err error) {
 	}
 	if errors.Is(err, client.ErrNotAdmitted) {
 		st.hint("ask the node's operator to admit you (spin node -writers %s), or sign up through another node: %s", printName(me), commandLine(st.Config, "init", "-node", "ADDR", string(me)))
+		return
+	}
+	if errors.Is(err, spindle.Permission) && hasOp(err, p2p.BlockServerOp) {
+		// The node refused the blocks of a put: it does not admit the
+		// writer (a node started again without its -writers, issue 31).
+		st.hint("the node you reach does not admit you as a writer; its operator admits writers with spin node -writers")
+		return
+	}
+	var refused *p2p.RefusedError
+	if errors.As(err, &refused) && owner != "" && owner != me {
+		// The node that hosts another user's tree is down, or cut off:
+		// nothing the reader can change but the time.
+		st.hint("node %s, which hosts the tree of %s, cannot be reached now: try again later; %s can add a mirror that serves reads while it is off (spin user -dirs)", refused.To, printName(owner), printName(owner))
 		return
 	}
 	if hasOp(err, wire.NotHostedOp) {

@@ -29,9 +29,9 @@ interrupted.
 The app listens on loopback only, answers only addresses that start with
 the secret, and changes things only for requests from its own pages, so
 that neither another account on this machine nor a web site open in your
-browser can use it. Thumbnails
-are made on this machine and kept beside your configuration (CONFIG.ui),
-with the secret, which stays the same from one run to the next.
+browser can use it. Thumbnails are made on this machine and kept beside
+your configuration (CONFIG.ui), with the secret, which stays the same
+from one run to the next.
 
 Options:
     -listen ADDR   loopback address and port to listen on (default

@@ -25,7 +25,9 @@ the new record: the first sequences your writes, the others mirror it and
 serve reads while it is down. A node added copies your whole log. To move
 the sequencing to a mirror (its node is gone), list it first; do this when
 its head matches the old sequencer's, or the entries it lacks are lost and
-the hosts that hold them report a fork.
+the hosts that hold them report a fork. A node named that does not admit
+you as a writer would never hold your directory: it is named with a
+warning (its operator admits you with spin node -writers).
 
 With -quorum, asks readers of your tree to take a head of it only when N
 of your dir hosts other than the one that signed it have cosigned it:

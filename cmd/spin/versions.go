@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"spindle.dev"
@@ -151,18 +152,20 @@ const historyUsage = `Usage:
 
 Lists the versions of PATH, a file or directory of your own tree, from
 its log, checked against the current signed head: for each entry that
-put, deleted or renamed PATH or an item under it, its sequence number,
-time, writer, size (of a put file) and what it did. Read a version with
-spin get -at SEQ, or write it back with spin restore -at SEQ. Only the
-owner may read a tree's log, so only your own tree has a history.
+put, deleted or renamed PATH or an item under it, a line under a header
+with its sequence number, time, writer, size (of a put file) and what it
+did. Read a version with spin get -at SEQ, or write it back with
+spin restore -at SEQ. Only the owner may read a tree's log, so only your
+own tree has a history.
 
 Options:
     -h, -help   print this text
 
 Example:
     $ spin history @/docs/report.txt
-    ...  ann@example.com  18  put     ann@example.com/docs/report.txt
-    ...  ann@example.com  -  delete  ann@example.com/docs/report.txt
+    SEQ  TIME                 WRITER           SIZE  OP      NAME
+    ...  ann@example.com  18    put     ann@example.com/docs/report.txt
+    ...  ann@example.com  -     delete  ann@example.com/docs/report.txt
 `
 
 func runHistory(ctx context.Context, st *State, args []string) error {
@@ -192,6 +195,8 @@ func runHistory(ctx context.Context, st *State, args []string) error {
 	if len(vs) == 0 {
 		return st.fail(string(name), spindle.E(name, spindle.NotExist, "no entry of the log touched it"))
 	}
+	tw := tabwriter.NewWriter(st.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tWRITER\tSIZE\tOP\tNAME")
 	for _, v := range vs {
 		size := "-"
 		if v.Op == "put" {
@@ -201,9 +206,9 @@ func runHistory(ctx context.Context, st *State, args []string) error {
 		if v.NewName != "" {
 			what += " -> " + printName(string(v.NewName))
 		}
-		fmt.Fprintf(st.Stdout, "%d  %s  %s  %s  %-6s  %s\n", v.Seq, formatTime(v.Time), printName(string(v.Writer)), size, v.Op, what)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", v.Seq, formatTime(v.Time), printName(string(v.Writer)), size, v.Op, what)
 	}
-	return nil
+	return tw.Flush()
 }
 
 const restoreUsage = `Usage:

@@ -19,7 +19,9 @@ change to them as it happens, until interrupted:
 A rename shows as the delete of each moved item and its put at the new name.
 PATH itself shows if you have any right on it; an item below it only if
 you may list its directory and every directory between, as ls would find
-it.
+it. A watch reaches only the trees your node hosts, as their sequencer
+or a mirror: another user's tree hosted elsewhere is refused, with the
+node that hosts it.
 
 Options:
     -new         print only changes made from now on

@@ -49,9 +49,7 @@ func TestPastOfOthers(t *testing.T) {
 	s4 := seq()
 	w.put(t, "@/later/Access", catReads)
 	w.put(t, "@/shared/Access", "*: ann@example.com\n") // Cat is removed.
-	if err := w.ann.Delete(ctx, "@/open/y"); err != nil {
-		t.Fatal(err)
-	}
+	w.put(t, "@/open/y", "version three")
 
 	read := func(seq int64, name spindle.PathName) (string, error) {
 		p, err := cat.PastOf(ctx, "ann@example.com", seq, time.Time{})
@@ -105,18 +103,24 @@ func TestPastOfOthers(t *testing.T) {
 		t.Errorf("mallory reading ann's past: %v, want Private", err)
 	}
 
-	// A node that answers with the present (as one that predates reads
-	// of the past does) is caught.
-	d, err := w.ann.Lookup(ctx, "@/open/Access", false)
-	if err != nil {
+	// A node that answers with the present, whole and honest (as one
+	// that predates reads of the past does), is caught.
+	var present *wiretest.Response
+	w.l.tell(func(req *wiretest.Request, resp *wiretest.Response) {
+		if req.Method == wire.DirLookup && req.At == 0 && req.Name == "ann@example.com/open/y" {
+			c := *resp
+			present = &c
+		}
+	})
+	if _, err := cat.Lookup(ctx, "ann@example.com/open/y", false); err != nil {
 		t.Fatal(err)
 	}
-	_ = d
-	present := *w.ann.svc.heads.floor(w.ann.user)
+	if present == nil || present.Head == nil {
+		t.Fatal("no present answer to replay")
+	}
 	w.l.tell(func(req *wiretest.Request, resp *wiretest.Response) {
-		if req.Method == wire.DirLookup && req.At != 0 && resp.Head != nil {
-			h := present
-			resp.Head = &h
+		if req.Method == wire.DirLookup && req.At != 0 {
+			*resp = *present
 		}
 	})
 	_, err = read(s1, "ann@example.com/open/y")

@@ -136,7 +136,8 @@ Options:
                      another dir host without -repair too)
     -compact K       compact a directory log into a checkpoint signed by
                      this node once more than K entries follow its last one:
-                     entries no item of the tree needs any more are dropped
+                     entries no item of the tree needs any more, and older
+                     than the retention window (-keep), are dropped
                      (default 0: never)
     -bootstrap ADDRS comma-separated addresses of peers of a network to join,
                      each a multiaddr ending in /p2p/<peer ID> as spin node

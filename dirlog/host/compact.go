@@ -58,27 +58,37 @@ func (s *Server) compact(ctx context.Context, op spindle.Op, l *hosted) (*dirlog
 	}
 	cp := l.t.Checkpoint()
 	s.mu.RUnlock()
+	if err := s.replaceWith(ctx, op, l, cp, nil); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// replaceWith signs cp, if the server has a Host signer, and replaces l's
+// log with it followed by tail, the stored records of the entries after
+// it. l's appendMu is held.
+func (s *Server) replaceWith(ctx context.Context, op spindle.Op, l *hosted, cp *dirlog.Checkpoint, tail [][]byte) error {
 	if s.cfg.Host != nil {
 		if err := cp.Sign(s.cfg.Host); err != nil {
-			return nil, spindle.E(op, err)
+			return spindle.E(op, err)
 		}
 	}
-	recs := cp.Chunks()
-	if err := l.log.Replace(ctx, recs...); err != nil {
+	chunks := cp.Chunks()
+	if err := l.log.Replace(ctx, append(chunks, tail...)...); err != nil {
 		// The log may or may not have been replaced: learn which.
 		var ls dirlog.LogScan
 		if serr := l.log.Scan(ctx, func(b []byte) error { ls.Add(b); return nil }); serr != nil {
-			return nil, spindle.E(op, l.user, fmt.Errorf("%w; and then the log could not be read: %v", err, serr))
+			return spindle.E(op, l.user, fmt.Errorf("%w; and then the log could not be read: %v", err, serr))
 		}
 		if got, _ := ls.Chunker.Checkpoint(); got != nil && got.Seq == cp.Seq && got.Hash == cp.Hash {
 			l.cp, l.cpRecs = got, ls.NChunks
 			l.replaced.Add(1)
 		}
-		return nil, spindle.E(op, l.user, err)
+		return spindle.E(op, l.user, err)
 	}
-	l.cp, l.cpRecs = cp, len(recs)
+	l.cp, l.cpRecs = cp, len(chunks)
 	l.replaced.Add(1)
-	return cp, nil
+	return nil
 }
 
 // startCompactor starts the goroutine that compacts logs in the

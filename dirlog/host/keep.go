@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"spindle.dev/dirlog"
@@ -167,32 +166,16 @@ func (s *Server) compactTo(ctx context.Context, op spindle.Op, l *hosted, keep t
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	cp := t.Checkpoint()
-	if s.cfg.Host != nil {
-		if err := cp.Sign(s.cfg.Host); err != nil {
-			return nil, spindle.E(op, err)
-		}
-	}
-	recs := cp.Chunks()
-	nchunks := len(recs)
+	var tail [][]byte
 	for i, e := range w.entries {
 		if e.Seq > w.floor {
-			recs = append(recs, w.recs[i])
+			tail = append(tail, w.recs[i])
 		}
 	}
-	if err := l.log.Replace(ctx, recs...); err != nil {
-		var ls dirlog.LogScan
-		if serr := l.log.Scan(ctx, func(b []byte) error { ls.Add(b); return nil }); serr != nil {
-			return nil, spindle.E(op, l.user, fmt.Errorf("%w; and then the log could not be read: %v", err, serr))
-		}
-		if got, _ := ls.Chunker.Checkpoint(); got != nil && got.Seq == cp.Seq && got.Hash == cp.Hash {
-			l.cp, l.cpRecs = got, ls.NChunks
-			l.replaced.Add(1)
-		}
-		return nil, spindle.E(op, l.user, err)
+	cp := t.Checkpoint()
+	if err := s.replaceWith(ctx, op, l, cp, tail); err != nil {
+		return nil, err
 	}
-	l.cp, l.cpRecs = cp, nchunks
-	l.replaced.Add(1)
 	l.holdUntil = holdUntil(w, w.floor+1, keep)
 	return cp, nil
 }

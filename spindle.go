@@ -166,9 +166,20 @@ type User struct {
 	// Config.Keep): the log entries of that window are not compacted and
 	// the blocks they reach stay leased. 0 leaves it to each host's
 	// default; KeepNone keeps only the current state.
-	Keep      int64
+	Keep int64
+	// Pins are the user's named snapshots, sorted by name: states of the
+	// user's tree its dir hosts keep readable, with the blocks their
+	// files reach, for as long as the record names them.
+	Pins      []Pin
 	SignedBy  UserName  // Whose key signed the change: Name itself or its base user.
 	Signature Signature // Signature by SignedBy's current key over the record.
+}
+
+// A Pin names a state of a user's tree, the one after entry Seq of its
+// log: a named snapshot (see User.Pins).
+type Pin struct {
+	Name string
+	Seq  int64
 }
 
 // KeepNone, as a key record's Keep, asks dir hosts to keep no earlier

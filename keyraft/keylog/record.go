@@ -17,6 +17,8 @@ import (
 
 // Limits on a key record. A record that exceeds one is Invalid.
 const (
+	MaxPins         = 16       // Named snapshots in one record.
+	MaxPinNameLen   = 64       // Bytes in a snapshot's name.
 	MaxDirHosts     = 16       // Dir hosts named in one record.
 	MaxPeerAddrLen  = 512      // Bytes in one dir host address.
 	MaxSignatureLen = 128      // Bytes in a signature (a P-256 DER signature is at most 72).
@@ -36,8 +38,9 @@ const signingDomain = "spindle.dev/keyraft signed record v1\n"
 // starts one with a DirQuorum: DirSeq (which may then be 0) and DirQuorum
 // follow SignedBy, 8 bytes big-endian each, so records made before
 // DirQuorum existed keep theirs too. recordMagicKeep starts one with a
-// Keep: DirSeq, DirQuorum (either may be 0) and Keep follow, 8 bytes
-// big-endian each.
+// Keep or Pins: DirSeq, DirQuorum and Keep (any may be 0) follow, 8 bytes
+// big-endian each, then the pins' count as a uvarint and each pin's name
+// (length-prefixed) and sequence (8 bytes big-endian).
 const (
 	recordMagic          = "SPKR\x01"
 	recordMagicDirSeq    = "SPKR\x02"
@@ -66,7 +69,7 @@ const (
 func SigningDigest(u *spindle.User) []byte {
 	domain := signingDomain
 	switch {
-	case u.Keep != 0:
+	case v4(u):
 		domain = signingDomainKeep
 	case u.DirQuorum != 0:
 		domain = signingDomainDirQuorum
@@ -88,14 +91,19 @@ func appendBody(b []byte, u *spindle.User) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(u.Version))
 	b = appendString(b, string(u.Prev))
 	b = appendString(b, string(u.SignedBy))
-	if u.DirSeq != 0 || u.DirQuorum != 0 || u.Keep != 0 {
+	if u.DirSeq != 0 || u.DirQuorum != 0 || v4(u) {
 		b = binary.BigEndian.AppendUint64(b, uint64(u.DirSeq))
 	}
-	if u.DirQuorum != 0 || u.Keep != 0 {
+	if u.DirQuorum != 0 || v4(u) {
 		b = binary.BigEndian.AppendUint64(b, uint64(u.DirQuorum))
 	}
-	if u.Keep != 0 {
+	if v4(u) {
 		b = binary.BigEndian.AppendUint64(b, uint64(u.Keep))
+		b = binary.AppendUvarint(b, uint64(len(u.Pins)))
+		for _, p := range u.Pins {
+			b = appendString(b, p.Name)
+			b = binary.BigEndian.AppendUint64(b, uint64(p.Seq))
+		}
 	}
 	return b
 }
@@ -108,17 +116,23 @@ func encodedLen(u *spindle.User) int {
 	for _, h := range u.DirHosts {
 		n += stringLen(len(h))
 	}
-	if u.DirSeq != 0 || u.DirQuorum != 0 || u.Keep != 0 {
+	if u.DirSeq != 0 || u.DirQuorum != 0 || v4(u) {
 		n += 8
 	}
-	if u.DirQuorum != 0 || u.Keep != 0 {
+	if u.DirQuorum != 0 || v4(u) {
 		n += 8
 	}
-	if u.Keep != 0 {
-		n += 8
+	if v4(u) {
+		n += 8 + uvarintLen(uint64(len(u.Pins)))
+		for _, p := range u.Pins {
+			n += stringLen(len(p.Name)) + 8
+		}
 	}
 	return n
 }
+
+// v4 reports whether u needs the fourth form: a Keep or Pins.
+func v4(u *spindle.User) bool { return u.Keep != 0 || len(u.Pins) > 0 }
 
 // stringLen is the length of a string of n bytes as appendString encodes it.
 func stringLen(n int) int { return uvarintLen(uint64(n)) + n }
@@ -142,7 +156,7 @@ func appendString(b []byte, s string) []byte {
 func EncodeRecord(u *spindle.User) []byte {
 	magic := recordMagic
 	switch {
-	case u.Keep != 0:
+	case v4(u):
 		magic = recordMagicKeep
 	case u.DirQuorum != 0:
 		magic = recordMagicDirQuorum
@@ -239,10 +253,22 @@ func decodeRecord(data []byte) (*spindle.User, error) {
 		if q > MaxDirHosts {
 			return nil, errors.New("dir quorum out of range")
 		}
-		if k == 0 || k < spindle.KeepNone {
+		if k < spindle.KeepNone {
 			return nil, errors.New("keep out of range")
 		}
 		u.DirSeq, u.DirQuorum, u.Keep = int64(s), int(q), k
+		n := d.uvarint()
+		if n > MaxPins {
+			return nil, fmt.Errorf("%d named snapshots, more than %d", n, MaxPins)
+		}
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			name := d.string(MaxPinNameLen)
+			seq := d.uint64()
+			if seq == 0 || seq > math.MaxInt64 {
+				return nil, errors.New("snapshot sequence out of range")
+			}
+			u.Pins = append(u.Pins, spindle.Pin{Name: name, Seq: int64(seq)})
+		}
 	}
 	if s := d.string(MaxSignatureLen); s != "" {
 		u.Signature = spindle.Signature(s)
@@ -322,6 +348,19 @@ func checkRecord(u *spindle.User) error {
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("dir quorum %d with %d dir hosts; it counts the hosts other than a head's signer", u.DirQuorum, len(u.DirHosts)))
 	case u.Keep < spindle.KeepNone:
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("keep %d: a number of seconds, 0 for the hosts' default or -1 for none", u.Keep))
+	case len(u.Pins) > MaxPins:
+		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("%d named snapshots, more than %d", len(u.Pins), MaxPins))
+	}
+	for i, p := range u.Pins {
+		if err := CheckPinName(p.Name); err != nil {
+			return spindle.E(spindle.Invalid, u.Name, err)
+		}
+		if p.Seq <= 0 {
+			return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("snapshot %q at sequence %d", p.Name, p.Seq))
+		}
+		if i > 0 && u.Pins[i-1].Name >= p.Name {
+			return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("snapshots %q and %q are not in name order, or named twice", u.Pins[i-1].Name, p.Name))
+		}
 	}
 	if u.SignedBy != u.Name && u.SignedBy != spindle.BaseUser(u.Name) {
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("signer %q is neither the user nor its base user", u.SignedBy))
@@ -334,6 +373,25 @@ func checkRecord(u *spindle.User) error {
 	}
 	if n := encodedLen(u); n > MaxRecordSize {
 		return spindle.E(spindle.Invalid, u.Name, fmt.Sprintf("record of %d bytes, more than %d", n, MaxRecordSize))
+	}
+	return nil
+}
+
+// CheckPinName reports whether name may name a snapshot: 1 to
+// MaxPinNameLen letters, digits, '.', '_' and '-', starting with a letter
+// or digit, and not a number (which -at WHEN reads as a sequence).
+func CheckPinName(name string) error {
+	if name == "" || len(name) > MaxPinNameLen {
+		return fmt.Errorf("snapshot name %q: want 1 to %d characters", name, MaxPinNameLen)
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || i > 0 && (r == '.' || r == '_' || r == '-')
+		if !ok {
+			return fmt.Errorf("snapshot name %q: want letters, digits, '.', '_' and '-', starting with a letter or digit", name)
+		}
+	}
+	if strings.Trim(name, "0123456789") == "" {
+		return fmt.Errorf("snapshot name %q is a number, which -at reads as a sequence", name)
 	}
 	return nil
 }
@@ -384,6 +442,7 @@ func clone(u *spindle.User) *spindle.User {
 	c := *u
 	c.DirHosts = append([]spindle.PeerAddr(nil), u.DirHosts...)
 	c.Prev = bytes.Clone(u.Prev)
+	c.Pins = append([]spindle.Pin(nil), u.Pins...)
 	c.Signature = bytes.Clone(u.Signature)
 	return &c
 }

@@ -2,6 +2,7 @@ package keylog
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -59,4 +60,60 @@ func TestRecordKeep(t *testing.T) {
 		t.Fatalf("DecodeRecord of Keep -2 = %v, want Invalid", err)
 	}
 
+}
+
+// TestRecordPins checks named snapshots in a record: signed, in the
+// fourth form with or without a Keep, in name order, each named as
+// CheckPinName allows.
+func TestRecordPins(t *testing.T) {
+	k := newSigner(t, "ann@example.com")
+	u := &spindle.User{Name: "ann@example.com", PublicKey: k.PublicKey(), DirHosts: []spindle.PeerAddr{"12D3KooWA"}, Version: 1,
+		Pins: []spindle.Pin{{Name: "before-move", Seq: 12}, {Name: "daily.2026-12-04", Seq: 40}}}
+	if err := Sign(u, k); err != nil {
+		t.Fatal(err)
+	}
+	enc := EncodeRecord(u)
+	if !bytes.HasPrefix(enc, []byte(recordMagicKeep)) {
+		t.Fatalf("a record with pins starts %q, want %q", enc[:5], recordMagicKeep)
+	}
+	got, err := DecodeRecord(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Pins) != 2 || got.Pins[1] != u.Pins[1] || got.Keep != 0 {
+		t.Fatalf("decoded pins %v, keep %d", got.Pins, got.Keep)
+	}
+	forged := *got
+	forged.Pins = []spindle.Pin{{Name: "before-move", Seq: 13}, u.Pins[1]}
+	if err := spindle.Verify(k.PublicKey(), SigningDigest(&forged), forged.Signature); err == nil {
+		t.Fatal("the signature does not cover the pins")
+	}
+	for _, tc := range []struct {
+		pins []spindle.Pin
+		want string
+	}{
+		{[]spindle.Pin{{"b", 1}, {"a", 2}}, "name order"},
+		{[]spindle.Pin{{"a", 1}, {"a", 2}}, "named twice"},
+		{[]spindle.Pin{{"2026", 1}}, "is a number"},
+		{[]spindle.Pin{{"-x", 1}}, "starting with a letter"},
+		{[]spindle.Pin{{"a b", 1}}, "letters, digits"},
+		{[]spindle.Pin{{"a", 0}}, "sequence 0"},
+	} {
+		bad := *got
+		bad.Pins = tc.pins
+		if err := CheckRecord(&bad); spindle.KindOf(err) != spindle.Invalid || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("pins %v: %v, want Invalid saying %q", tc.pins, err, tc.want)
+		}
+		if _, err := DecodeRecord(EncodeRecord(&bad)); spindle.KindOf(err) != spindle.Invalid {
+			t.Errorf("decoding pins %v: %v, want Invalid", tc.pins, err)
+		}
+	}
+	many := *got
+	many.Pins = nil
+	for i := range MaxPins + 1 {
+		many.Pins = append(many.Pins, spindle.Pin{Name: fmt.Sprintf("p%02d", i), Seq: 1})
+	}
+	if err := CheckRecord(&many); spindle.KindOf(err) != spindle.Invalid {
+		t.Errorf("%d pins: %v, want Invalid", len(many.Pins), err)
+	}
 }

@@ -406,7 +406,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, spindle.E(op, err)
 	}
 	n.answers = signer
-	dcfg := dirhost.Config{Keys: n.userKey, KeyHistory: n.keyHistory, KeyLogSize: n.keyLogSize, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter, Keep: n.keepOf, Now: cfg.now}
+	dcfg := dirhost.Config{Keys: n.userKey, KeyHistory: n.keyHistory, KeyLogSize: n.keyLogSize, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter, Keep: n.keepOf, Pins: n.pinsOf, Now: cfg.now}
 	if cfg.Home == "" {
 		n.dir, err = dirhost.New(ctx, new(dirhost.MemStore), dcfg)
 	} else {
@@ -621,6 +621,21 @@ func (n *Node) keepOf(ctx context.Context, user spindle.UserName) time.Duration 
 		return time.Duration(u.Keep) * time.Second
 	}
 	return n.cfg.Keep
+}
+
+// pinsOf returns the sequences of user's named snapshots, from the key
+// record; none if it cannot be read now (the blocks stay leased until
+// their leases run out, and the next renewal asks again).
+func (n *Node) pinsOf(ctx context.Context, user spindle.UserName) []int64 {
+	u, err := n.kst().ks.Lookup(ctx, user)
+	if err != nil {
+		return nil
+	}
+	var out []int64
+	for _, p := range u.Pins {
+		out = append(out, p.Seq)
+	}
+	return out
 }
 
 // checkPut verifies the writer's signature in the packdata of a file

@@ -38,7 +38,7 @@ func (s *Server) Compact(ctx context.Context, owner spindle.UserName) (*dirlog.C
 	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	return s.compactTo(ctx, op, l, s.keepOf(ctx, owner))
+	return s.compactTo(ctx, op, l, s.keepOf(ctx, owner), s.pinsOf(ctx, owner))
 }
 
 // compact is Compact with l's appendMu held.
@@ -174,7 +174,7 @@ func (s *Server) compactDueLog(ctx context.Context, user spindle.UserName) {
 	if !s.due(l) {
 		return
 	}
-	if _, err := s.compactTo(ctx, spindle.Op("dirlog.Compact"), l, s.keepOf(ctx, user)); err != nil {
+	if _, err := s.compactTo(ctx, spindle.Op("dirlog.Compact"), l, s.keepOf(ctx, user), s.pinsOf(ctx, user)); err != nil {
 		s.cfg.Logger.Error("dirlog: compaction failed; the log is whole", "user", string(l.user), "err", err)
 	}
 }

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"spindle.dev/dirlog"
@@ -16,6 +17,14 @@ import (
 // the blocks leased for the user (see [Server.Refs]) are those of the
 // tree at the floor and of every file an entry after it put: together,
 // every file of every state inside the window.
+
+// pinsOf returns the sequences of user's named snapshots.
+func (s *Server) pinsOf(ctx context.Context, user spindle.UserName) []int64 {
+	if s.cfg.Pins == nil {
+		return nil
+	}
+	return s.cfg.Pins(ctx, user)
+}
 
 // keepOf returns how long user's states are kept: 0 for only the current
 // one.
@@ -104,27 +113,60 @@ func (w *window) treeAt(user spindle.UserName, seq int64) (*dirlog.Tree, error) 
 }
 
 // keptRefs returns the blocks of the files of every state of l's tree
-// inside the window, beyond those of the current tree: the floor's tree
-// and every file put after it. l's appendMu is held.
-func (s *Server) keptRefs(ctx context.Context, l *hosted, keep time.Duration) ([]spindle.Ref, error) {
+// inside the window and of every pinned state, beyond those of the
+// current tree: the trees at the floor and at each pin, and every file
+// put after the floor. l's appendMu is held.
+func (s *Server) keptRefs(ctx context.Context, l *hosted, keep time.Duration, pins []int64) ([]spindle.Ref, error) {
 	w, err := s.scanWindow(ctx, l, keep, s.now())
 	if err != nil {
 		return nil, err
 	}
+	var since, head int64
+	if w.cp != nil {
+		since, head = w.cp.Seq, w.cp.Seq
+	}
+	if n := len(w.entries); n > 0 {
+		head = w.entries[n-1].Seq
+	}
+	// The states whose trees to walk, in order; the head's is the
+	// current tree, which the caller has.
+	var at []int64
+	if w.floor < head {
+		at = append(at, w.floor)
+	}
+	for _, p := range pins {
+		if p >= since && p < head {
+			at = append(at, p)
+		}
+	}
+	slices.Sort(at)
+	at = slices.Compact(at)
 	var refs []spindle.Ref
 	add := func(e *spindle.DirEntry) {
 		for _, b := range e.Blocks {
 			refs = append(refs, b.Ref)
 		}
 	}
-	if len(w.entries) > 0 && w.floor < w.entries[len(w.entries)-1].Seq {
-		t, err := w.treeAt(l.user, w.floor)
-		if err != nil {
-			return nil, err
+	if len(at) > 0 {
+		t := dirlog.NewTree(l.user)
+		if w.cp != nil {
+			if t, err = w.cp.Fold(); err != nil {
+				return nil, spindle.E(spindle.Integrity, l.user, err)
+			}
 		}
-		if t.Root != nil {
-			dirlog.Walk(t.Root, func(n *dirlog.Node) bool { add(&n.Entry); return true })
+		i := 0
+		for _, seq := range at {
+			for ; i < len(w.entries) && w.entries[i].Seq <= seq; i++ {
+				if _, err := t.Apply(w.entries[i]); err != nil {
+					return nil, spindle.E(spindle.Integrity, l.user, err)
+				}
+			}
+			if t.Root != nil {
+				dirlog.Walk(t.Root, func(n *dirlog.Node) bool { add(&n.Entry); return true })
+			}
 		}
+	}
+	if w.floor < head {
 		for _, e := range w.entries {
 			if e.Seq > w.floor && e.Op == dirlog.OpPut {
 				add(&e.Entry)
@@ -137,8 +179,8 @@ func (s *Server) keptRefs(ctx context.Context, l *hosted, keep time.Duration) ([
 // compactTo replaces l's log with a checkpoint of its tree at the floor
 // of its window and the entries after it; see [Server.Compact]. With no
 // window it is compaction to the head. l's appendMu is held.
-func (s *Server) compactTo(ctx context.Context, op spindle.Op, l *hosted, keep time.Duration) (*dirlog.Checkpoint, error) {
-	if keep <= 0 {
+func (s *Server) compactTo(ctx context.Context, op spindle.Op, l *hosted, keep time.Duration, pins []int64) (*dirlog.Checkpoint, error) {
+	if keep <= 0 && len(pins) == 0 {
 		return s.compact(ctx, op, l)
 	}
 	if l.log == nil {
@@ -152,6 +194,17 @@ func (s *Server) compactTo(ctx context.Context, op spindle.Op, l *hosted, keep t
 	since := int64(0)
 	if w.cp != nil {
 		since = w.cp.Seq
+	}
+	pinned := false
+	for _, p := range pins {
+		if p >= since && p < w.floor {
+			w.floor, pinned = p, true // A named snapshot stays readable.
+		}
+	}
+	if pinned && w.floor == since {
+		// Held by a snapshot, not by time: look again in an hour.
+		l.holdUntil = now.Add(time.Hour)
+		return w.cp, nil
 	}
 	if w.floor == since {
 		// Nothing is outside the window yet: try again once the entry

@@ -280,3 +280,63 @@ func TestKeepWindowStorage(t *testing.T) {
 		t.Fatalf("the checkpoint's last entry is %v old, inside the %v window", age, window*day)
 	}
 }
+
+// TestPinKept checks named snapshots: with no window, the pinned state's
+// blocks stay leased and compaction stops at it; once the pin is gone,
+// both behave as with neither.
+func TestPinKept(t *testing.T) {
+	st := &MemStore{}
+	e := newEnv(t, st)
+	e.s.Close()
+	var mu sync.Mutex
+	var pins []int64
+	s, err := New(e.ctx, st, Config{Keys: e.keys, Host: e.host, Logger: slog.New(slog.DiscardHandler),
+		Pins: func(context.Context, spindle.UserName) []int64 { mu.Lock(); defer mu.Unlock(); return pins }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e.s = s
+	c := e.as(ann)
+	e.do(c.MakeDirectory(e.ctx, "ann@example.com/"))
+	e.do(c.Put(e.ctx, version("ann@example.com/x", "X1")))
+	e.do(c.Put(e.ctx, version("ann@example.com/x", "X2")))
+	pin := e.do(c.Put(e.ctx, version("ann@example.com/y", "Y1"))).Sequence
+	e.do(c.Put(e.ctx, version("ann@example.com/x", "X3")))
+	e.do(c.Delete(e.ctx, "ann@example.com/y"))
+	leased := func() []string {
+		var out []string
+		if _, err := s.Refs(e.ctx, func(u spindle.UserName, refs []spindle.Ref) error {
+			for _, r := range refs {
+				out = append(out, string(r))
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(out)
+		return out
+	}
+	mu.Lock()
+	pins = []int64{pin}
+	mu.Unlock()
+	if got := leased(); !slices.Equal(got, []string{"X2", "X3", "Y1"}) {
+		t.Fatalf("leased with a pin at %d: %v, want X2 X3 Y1", pin, got)
+	}
+	cp, err := s.Compact(e.ctx, ann)
+	if err != nil || cp == nil || cp.Seq != pin {
+		t.Fatalf("compaction with a pin at %d: %v, %v; want a checkpoint there", pin, cp, err)
+	}
+	if d, _, err := s.LookupProvedAt(e.ctx, ann, "ann@example.com/y", pin, time.Time{}); err != nil || d.Blocks[0].Ref != "Y1" {
+		t.Fatalf("the pinned state after compaction: %v, %v", d, err)
+	}
+	mu.Lock()
+	pins = nil
+	mu.Unlock()
+	if got := leased(); !slices.Equal(got, []string{"X3"}) {
+		t.Fatalf("leased after the pin went: %v, want X3", got)
+	}
+	if cp, err := s.Compact(e.ctx, ann); err != nil || cp == nil || cp.Seq != pin+2 {
+		t.Fatalf("compaction after the pin went: %v, %v; want a checkpoint at %d", cp, err, pin+2)
+	}
+}

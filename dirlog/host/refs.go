@@ -59,8 +59,8 @@ func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs [
 			visit(l.t.Root)
 		}
 		v.release()
-		if keep := s.keepOf(ctx, u); keep > 0 {
-			kept, err := s.keptOf(ctx, u, keep)
+		if keep, pins := s.keepOf(ctx, u), s.pinsOf(ctx, u); keep > 0 || len(pins) > 0 {
+			kept, err := s.keptOf(ctx, u, keep, pins)
 			if err != nil {
 				s.cfg.Logger.Warn("dirlog: the blocks of earlier versions are not known; only the current tree's are leased", "user", string(u), "err", err)
 			}
@@ -83,7 +83,7 @@ func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs [
 
 // keptOf returns the blocks of the states of user's tree inside a window
 // of keep, beyond the current tree's.
-func (s *Server) keptOf(ctx context.Context, user spindle.UserName, keep time.Duration) ([]spindle.Ref, error) {
+func (s *Server) keptOf(ctx context.Context, user spindle.UserName, keep time.Duration, pins []int64) ([]spindle.Ref, error) {
 	s.mu.RLock()
 	l := s.served(user)
 	s.mu.RUnlock()
@@ -92,5 +92,5 @@ func (s *Server) keptOf(ctx context.Context, user spindle.UserName, keep time.Du
 	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	return s.keptRefs(ctx, l, keep)
+	return s.keptRefs(ctx, l, keep, pins)
 }

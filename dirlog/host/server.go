@@ -64,6 +64,10 @@ type Config struct {
 	// entries of that window and Refs the blocks its files reach. 0 or
 	// less keeps only the current state, as a nil Keep does.
 	Keep func(ctx context.Context, user spindle.UserName) time.Duration
+	// Pins, if set, returns the sequences of user's named snapshots
+	// (spindle.User.Pins): states kept, like those inside the window, for
+	// as long as they are named.
+	Pins func(ctx context.Context, user spindle.UserName) []int64
 	// Now, if set, is the clock retention is measured by; tests set it.
 	Now func() time.Time
 }

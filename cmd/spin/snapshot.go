@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"spindle.dev"
 	"spindle.dev/client"
+	"spindle.dev/keyraft/keylog"
 )
 
 // Retention of one's own tree's earlier states (issue 29; see
@@ -19,13 +19,21 @@ import (
 type keeper interface {
 	SetKeep(ctx context.Context, d time.Duration) error
 	Retention(ctx context.Context) (client.Retention, error)
+	Snapshot(ctx context.Context, name string) (int64, error)
+	DropSnapshot(ctx context.Context, name string) error
 }
 
 const snapshotUsage = `Usage:
     spin snapshot [-keep WINDOW]
+    spin snapshot [-rm] NAME
 
 Says which earlier states of your tree can be read (with spin ls, get and
-cp -at, spin history and spin restore) and how long they are kept. With
+cp -at, spin history and spin restore), how long they are kept, and your
+named snapshots. With NAME, names the current state of your tree: a
+snapshot your dir hosts keep, with every file in it, until you remove it
+with -rm, whatever the window; read it with spin get -at NAME (others may too,
+where the Access files of then and of now let them). A name is letters,
+digits, '.', '_' and '-', not a number; a key record holds 16. With
 -keep, sets that window in your key record, for every dir host of your
 tree: each keeps every state of the last WINDOW, that is the log entries
 of the window (it compacts only older ones) and the blocks of every file
@@ -39,12 +47,17 @@ it, until it leaves the window.
 
 Options:
     -keep WINDOW   set how long earlier states are kept
+    -rm            remove the snapshot NAME
     -h, -help      print this text
 
 Example:
     $ spin snapshot -keep 90d
     ann@example.com: earlier states kept 90 days
     states readable: from sequence 1 (...) to ...
+    $ spin snapshot before-move
+    ann@example.com: snapshot before-move is sequence ...
+    ...
+    $ spin ls -at before-move @/
 `
 
 // parseKeep parses a retention window: a number with a unit of d, h, m
@@ -86,11 +99,18 @@ func formatKeep(keep int64) string {
 func runSnapshot(ctx context.Context, st *State, args []string) error {
 	flags := st.flags()
 	keep := flags.String("keep", "", "")
+	rm := flags.Bool("rm", false, "")
 	if err := st.parse(flags, args); err != nil {
 		return err
 	}
-	if flags.NArg() != 0 {
-		return usagef("want no arguments, %s (named snapshots are not made yet: read a state with -at WHEN)", gotArgs(flags.NArg()))
+	if flags.NArg() > 1 || *rm && flags.NArg() != 1 {
+		return usagef("want at most one NAME, %s", gotArgs(flags.NArg()))
+	}
+	name := flags.Arg(0)
+	if name != "" {
+		if err := keylog.CheckPinName(name); err != nil {
+			return usagef("%v", err)
+		}
 	}
 	var d time.Duration
 	if *keep != "" {
@@ -112,6 +132,19 @@ func runSnapshot(ctx context.Context, st *State, args []string) error {
 			return st.fail(string(c.User()), err)
 		}
 	}
+	switch {
+	case name != "" && *rm:
+		if err := k.DropSnapshot(ctx, name); err != nil {
+			return st.fail(string(c.User()), err)
+		}
+		fmt.Fprintf(st.Stdout, "%s: snapshot %s removed\n", printName(string(c.User())), name)
+	case name != "":
+		seq, err := k.Snapshot(ctx, name)
+		if err != nil {
+			return st.fail(string(c.User()), err)
+		}
+		fmt.Fprintf(st.Stdout, "%s: snapshot %s is sequence %d\n", printName(string(c.User())), name, seq)
+	}
 	r, err := k.Retention(ctx)
 	if err != nil {
 		return st.fail(string(c.User()), err)
@@ -131,8 +164,9 @@ func runSnapshot(ctx context.Context, st *State, args []string) error {
 	if from == 0 {
 		from = 1
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "states readable: from sequence %d (%s) to %d (%s)", from, when(r.FromTime), r.To, when(r.ToTime))
-	fmt.Fprintln(st.Stdout, b.String())
+	fmt.Fprintf(st.Stdout, "states readable: from sequence %d (%s) to %d (%s)\n", from, when(r.FromTime), r.To, when(r.ToTime))
+	for _, p := range r.Pins {
+		fmt.Fprintf(st.Stdout, "snapshot %s: sequence %d\n", p.Name, p.Seq)
+	}
 	return nil
 }

@@ -182,4 +182,7 @@ func printUser(w io.Writer, u *spindle.User) {
 	case u.Keep > 0:
 		fmt.Fprintf(w, "keep:      %s\n", strings.TrimPrefix(formatKeep(u.Keep), "earlier states kept "))
 	}
+	for _, p := range u.Pins {
+		fmt.Fprintf(w, "snapshot:  %s (sequence %d)\n", p.Name, p.Seq)
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/client"
+	"spindle.dev/keyraft/keylog"
 )
 
 // Reading the past of one's own tree: -at WHEN on ls, get and cp, and the
@@ -22,6 +23,7 @@ import (
 type pastReader interface {
 	PastAt(ctx context.Context, seq int64, when time.Time) (*client.Past, error)
 	PastOf(ctx context.Context, owner spindle.UserName, seq int64, when time.Time) (*client.Past, error)
+	SnapshotSeq(ctx context.Context, owner spindle.UserName, name string) (int64, error)
 	History(ctx context.Context, name spindle.PathName) ([]client.Version, error)
 }
 
@@ -53,14 +55,18 @@ func (st *State) pastClient(ctx context.Context, c spindle.Client, at string) (s
 		return c, nil
 	}
 	seq, when, err := parseWhen(at)
+	snap := ""
 	if err != nil {
-		return nil, err
+		if keylog.CheckPinName(at) != nil {
+			return nil, usagef("-at %q: want a sequence number (1 on), a negative number for entries back, a time (2026-12-04T15:04:05Z), a date (2026-12-04) or a snapshot's name (spin snapshot)", at)
+		}
+		snap = at
 	}
 	pr, ok := c.(pastReader)
 	if !ok {
 		return nil, st.fail("-at", spindle.E(spindle.Invalid, "this client cannot read the past"))
 	}
-	return &pastClient{Client: c, pr: pr, seq: seq, when: when}, nil
+	return &pastClient{Client: c, pr: pr, seq: seq, when: when, snap: snap}, nil
 }
 
 // A pastClient reads one proved past state of its user's tree, read when
@@ -70,6 +76,7 @@ type pastClient struct {
 	pr   pastReader
 	seq  int64
 	when time.Time
+	snap string // A named snapshot, of the tree each name is in.
 
 	mu    sync.Mutex
 	pasts map[spindle.UserName]pastOrErr
@@ -95,7 +102,13 @@ func (c *pastClient) past(ctx context.Context, name spindle.PathName) (*client.P
 	}
 	pe, ok := c.pasts[owner]
 	if !ok {
-		pe.p, pe.err = c.pr.PastOf(ctx, owner, c.seq, c.when)
+		seq := c.seq
+		if c.snap != "" {
+			seq, pe.err = c.pr.SnapshotSeq(ctx, owner, c.snap)
+		}
+		if pe.err == nil {
+			pe.p, pe.err = c.pr.PastOf(ctx, owner, seq, c.when)
+		}
 		c.pasts[owner] = pe
 	}
 	return pe.p, pe.err

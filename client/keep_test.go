@@ -17,9 +17,9 @@ import (
 // TestKeepWindowCompaction checks retention end to end through a node:
 // the owner sets a window in the key record; the dir host compacts only
 // the entries older than it, so every state inside it reads back (a file
-// deleted after the window's start included) while one before it is
-// NotExist, saying it was compacted; and the range Retained reports is
-// the one that reads.
+// deleted after the window's start included, and restored) while one
+// before it is NotExist, saying it was compacted; and the range
+// Retention reports is the one that reads.
 func TestKeepWindowCompaction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a window of two seconds")
@@ -110,6 +110,15 @@ func TestKeepWindowCompaction(t *testing.T) {
 	if _, err := read(before, "ann@example.com/doc"); !errors.Is(err, spindle.NotExist) || !strings.Contains(err.Error(), "compacted") {
 		t.Errorf("doc at %d, before the window: %v; want NotExist saying it was compacted", before, err)
 	}
+	// The file deleted after the window's start is restored from it.
+	p, err := ann.PastAt(ctx, floor, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := ann.Restore(ctx, p, "ann@example.com/gone", "ann@example.com/gone"); err != nil || res.Files != 1 {
+		t.Fatalf("restore after compaction: %+v, %v", res, err)
+	}
+	mustRead(t, ann, "ann@example.com/gone", []byte("deleted later"))
 }
 
 // TestBulkImportThenRead: an owner who writes more entries than a step

@@ -92,12 +92,12 @@ func TestRecordPins(t *testing.T) {
 		pins []spindle.Pin
 		want string
 	}{
-		{[]spindle.Pin{{"b", 1}, {"a", 2}}, "name order"},
-		{[]spindle.Pin{{"a", 1}, {"a", 2}}, "named twice"},
-		{[]spindle.Pin{{"2026", 1}}, "is a number"},
-		{[]spindle.Pin{{"-x", 1}}, "starting with a letter"},
-		{[]spindle.Pin{{"a b", 1}}, "letters, digits"},
-		{[]spindle.Pin{{"a", 0}}, "sequence 0"},
+		{[]spindle.Pin{{Name: "b", Seq: 1}, {Name: "a", Seq: 2}}, "name order"},
+		{[]spindle.Pin{{Name: "a", Seq: 1}, {Name: "a", Seq: 2}}, "named twice"},
+		{[]spindle.Pin{{Name: "2026", Seq: 1}}, "is a number"},
+		{[]spindle.Pin{{Name: "-x", Seq: 1}}, "starting with a letter"},
+		{[]spindle.Pin{{Name: "a b", Seq: 1}}, "letters, digits"},
+		{[]spindle.Pin{{Name: "a", Seq: 0}}, "sequence 0"},
 	} {
 		bad := *got
 		bad.Pins = tc.pins

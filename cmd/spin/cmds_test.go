@@ -241,7 +241,7 @@ func TestWhichaccessInfo(t *testing.T) {
 	if got, want := e.ok("whichaccess", "@/docs/r"), "ann@example.com/docs/r: no Access file: only ann@example.com has access\n"; got != want {
 		t.Errorf("whichaccess: %q, want %q", got, want)
 	}
-	e.stdin = "read: bob@example.com\n"
+	e.stdin = "read: bob@example.com\n*: ann@example.com\n"
 	e.ok("put", "-", "@/Access")
 	if got, want := e.ok("whichaccess", "@/docs/r"), "ann@example.com/Access\n"; got != want {
 		t.Errorf("whichaccess: %q, want %q", got, want)
@@ -311,11 +311,11 @@ func TestShareAllAndGroups(t *testing.T) {
 func TestPutWarning(t *testing.T) {
 	e := newEnv(t)
 	e.client.putWarn = &spindle.Warning{Problems: []error{spindle.E(spindle.PathName("ann@example.com/Group/ghost"), spindle.NotExist, "group named by ann@example.com/Access: until it exists it grants nothing")}}
-	_, errs, code := e.run("put", e.file("acc", "r: ghost\n"), "@/Access")
+	_, errs, code := e.run("put", e.file("acc", "r: ghost\n*: ann@example.com\n"), "@/Access")
 	if code != 0 || errs != "spin: put: warning: ann@example.com/Group/ghost: does not exist: group named by ann@example.com/Access: until it exists it grants nothing\n" {
 		t.Errorf("exit %d, stderr:\n%s", code, errs)
 	}
-	if d, ok := e.data("ann@example.com/Access"); !ok || d != "r: ghost\n" {
+	if d, ok := e.data("ann@example.com/Access"); !ok || d != "r: ghost\n*: ann@example.com\n" {
 		t.Errorf("stored %q, %v", d, ok)
 	}
 }

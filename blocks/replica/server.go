@@ -277,6 +277,9 @@ type Stats struct {
 	FetchHedged int64 // Providers asked while waiting for others.
 	FetchCut    int64 // Fetches from a provider cut for falling far behind.
 	FetchPeers  int   // Peers whose fetches are remembered.
+
+	// Stripes (see stripe.go).
+	StripeMoved int64 // Bytes of shards pushed to or fetched from other nodes.
 }
 
 // Stats returns the Store's figures. The announcements are described by
@@ -288,6 +291,7 @@ func (s *Store) Stats() Stats {
 	st.HeldBytes, st.HoldLimit = s.held, s.cfg.HoldLimit
 	st.ReplicaRefused, st.ReplicaFull, st.PushedFull = s.refused, s.full, s.pushFull
 	st.ProofsFailed, st.Unproven = s.failed, len(s.unproven)
+	st.StripeMoved = s.stripeMoved
 	s.mu.Unlock()
 	s.repairStats(&st)
 	s.seen.stats(&st)

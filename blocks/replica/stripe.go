@@ -1,0 +1,392 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	kb "github.com/libp2p/go-libp2p-kbucket"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mh "github.com/multiformats/go-multihash"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
+	"spindle.dev/blocks/shard"
+)
+
+// Erasure-coded blocks: stripes of K+M shards.
+//
+// A block may be stored as a stripe instead of r whole copies (see
+// package blocks/shard): [Store.PutStripe] splits it into K data and M
+// parity shards, each a block with its own ref, and places them on K+M
+// distinct nodes: shard i on the node nearest to its own key (this node
+// among the candidates) that holds no shard of the stripe placed before
+// it, moving on to the next nearest when a push fails. Each holder
+// announces its shard and keeps it as one copy: the repair rounds of
+// [Store.Repair] pass shards over (a header in the bytes says what they
+// are), since a second copy of a shard would cost what the code saves.
+//
+// [Store.GetStripe] asks for every shard at once and decodes from the
+// first K that arrive, each checked against its ref on arrival (a holder
+// that sends other bytes only loses its shard to the count), and checks
+// the decoded block against the block's ref, which the writer signed.
+// [Store.RepairStripe] rebuilds the shards that no live node holds from
+// any K and places each on the nearest node that holds no shard of the
+// stripe. Whoever knows the stripe's refs (the writer's entry records
+// them) may run it; shard holders alone do not know their siblings.
+
+// PutStripe stores block as a stripe under scheme s and returns the refs
+// of its shards, in order. If fewer than K+M shards could be placed but
+// at least K were, the block can be read and PutStripe returns the refs
+// with a *[spindle.Warning] saying how many are held; with fewer than K,
+// it returns an error.
+func (s *Store) PutStripe(ctx context.Context, block []byte, sc shard.Scheme) ([]spindle.Ref, error) {
+	const op spindle.Op = "replica.PutStripe"
+	shards, err := shard.Split(block, sc)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	refs := make([]spindle.Ref, len(shards))
+	keys := make([]mh.Multihash, len(shards))
+	for i, sh := range shards {
+		refs[i] = blocks.RefOf(sh)
+		if keys[i], err = keyOf(refs[i]); err != nil {
+			return nil, spindle.E(op, err)
+		}
+	}
+	// The candidates for each shard, nearest to its key first, this node
+	// among them.
+	cands := make([][]peer.ID, len(shards))
+	var wg sync.WaitGroup
+	for i := range shards {
+		wg.Go(func() {
+			near, _ := s.closestPeers(ctx, keys[i])
+			cands[i] = kb.SortClosestPeers(append(near, s.h.ID()), kb.ConvertKey(string(keys[i])))
+		})
+	}
+	wg.Wait()
+	pl := &placement{used: make(map[peer.ID]bool)}
+	errs := make([]error, len(shards))
+	for i := range shards {
+		wg.Go(func() { _, errs[i] = s.place(ctx, pl, refs[i], shards[i], cands[i], nil) })
+	}
+	wg.Wait()
+	placed := 0
+	var problems []error
+	for i, err := range errs {
+		if err == nil {
+			placed++
+		} else {
+			problems = append(problems, fmt.Errorf("shard %d: %w", i, err))
+		}
+	}
+	if placed < sc.K {
+		return nil, spindle.E(op, spindle.Transient, fmt.Sprintf("%d of %d shards placed, %d needed to read the block: %v", placed, sc.N(), sc.K, errors.Join(problems...)))
+	}
+	if placed < sc.N() {
+		return refs, &spindle.Warning{Problems: []error{spindle.E(op, spindle.Transient, fmt.Sprintf("%d of %d shards placed: %v", placed, sc.N(), errors.Join(problems...)))}}
+	}
+	return refs, nil
+}
+
+// A placement is the nodes that hold a shard of one stripe, or are being
+// pushed one: no node takes two.
+type placement struct {
+	mu   sync.Mutex
+	used map[peer.ID]bool
+}
+
+// take claims the first of cands not used and not skipped.
+func (pl *placement) take(cands []peer.ID, skip func(peer.ID) bool) (peer.ID, bool) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for _, p := range cands {
+		if !pl.used[p] && (skip == nil || !skip(p)) {
+			pl.used[p] = true
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// place stores the shard on the first candidate not used by the
+// placement, nearest first, moving on to the next when a push fails, and
+// returns the node that took it. A node skip reports is passed over.
+func (s *Store) place(ctx context.Context, pl *placement, ref spindle.Ref, data []byte, cands []peer.ID, skip func(peer.ID) bool) (peer.ID, error) {
+	ch := blocks.NewChallenge(data)
+	var problems []error
+	for {
+		p, ok := pl.take(cands, skip)
+		if !ok {
+			if len(problems) == 0 {
+				return "", spindle.E(spindle.Transient, "the network has no more nodes that can hold a shard")
+			}
+			return "", errors.Join(problems...)
+		}
+		var err error
+		if p == s.h.ID() {
+			err = s.putLocal(ctx, data)
+		} else if !s.isUnproven(p) {
+			err = s.pushTo(ctx, p, ref, data, ch)
+			if errors.Is(err, spindle.Full) {
+				s.markFull(p)
+			}
+		} else {
+			err = fmt.Errorf("node %s lately failed to prove it holds a block", p)
+		}
+		if err == nil {
+			if p != s.h.ID() {
+				s.countMoved(int64(len(data)))
+			}
+			return p, nil
+		}
+		problems = append(problems, err)
+	}
+}
+
+// putLocal stores data in the local store and announces it.
+func (s *Store) putLocal(ctx context.Context, data []byte) error {
+	ref, err := s.local.Put(ctx, data)
+	if err != nil {
+		return err
+	}
+	s.addHeld(int64(len(data)))
+	k, err := keyOf(ref)
+	if err != nil {
+		return err
+	}
+	s.announce(k)
+	return nil
+}
+
+// countMoved counts bytes of shards sent to or fetched from other nodes
+// by stripe operations.
+func (s *Store) countMoved(n int64) {
+	s.mu.Lock()
+	s.stripeMoved += n
+	s.mu.Unlock()
+}
+
+// checkStripe checks that refs are the refs of a stripe of block: K+M of
+// them, within the limits of package shard.
+func checkStripe(block spindle.Ref, refs []spindle.Ref) (blocks.Digest, error) {
+	d, err := blocks.ParseRef(block)
+	if err != nil {
+		return d, err
+	}
+	if len(refs) < 2 || len(refs) > shard.MaxData+shard.MaxParity {
+		return d, spindle.E(spindle.Invalid, fmt.Sprintf("a stripe of %d shards", len(refs)))
+	}
+	return d, nil
+}
+
+// A fetched shard.
+type got struct {
+	i    int
+	data []byte
+	err  error
+}
+
+// GetStripe returns the block whose ref is block from its stripe, whose
+// shard refs are refs, in order. It fetches every shard at once and
+// decodes the block from the first K that arrive and are shards of this
+// stripe in their places, without waiting for the others. Each shard is
+// checked against its ref as it arrives, and the block against its ref.
+// Error kinds: NotExist when fewer than K shards can be had, Integrity
+// when K shards that match their refs decode to another block (refs that
+// do not belong to block).
+func (s *Store) GetStripe(ctx context.Context, block spindle.Ref, refs []spindle.Ref) ([]byte, error) {
+	const op spindle.Op = "replica.GetStripe"
+	want, err := checkStripe(block, refs)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make(chan got, len(refs))
+	f := newFetch()
+	var wg sync.WaitGroup
+	defer wg.Wait() // After cancel: the fetches still running end with ctx.
+	for i, ref := range refs {
+		wg.Go(func() {
+			data, err := s.getShard(ctx, ref, f)
+			out <- got{i, data, err}
+		})
+	}
+	shards := make([][]byte, len(refs))
+	var problems []error
+	have, k := 0, 0
+	for range refs {
+		g := <-out
+		if g.err == nil {
+			h, _, err := shard.Parse(g.data)
+			switch {
+			case err != nil:
+				g.err = err
+			case h.Index != g.i || h.N() != len(refs) || h.Block != want:
+				g.err = spindle.E(spindle.Integrity, fmt.Sprintf("shard %d is shard %d of another stripe", g.i, h.Index))
+			default:
+				k = h.K
+			}
+		}
+		if g.err != nil {
+			problems = append(problems, fmt.Errorf("shard %d (%s): %w", g.i, refs[g.i], g.err))
+			continue
+		}
+		shards[g.i] = g.data
+		have++
+		if have == k {
+			break
+		}
+	}
+	if k == 0 || have < k {
+		return nil, spindle.E(op, spindle.NotExist, fmt.Sprintf("block %s: %d of %d shards found, not enough to decode: %v", block, have, len(refs), errors.Join(problems...)))
+	}
+	cancel()
+	data, err := shard.Join(shards)
+	if err != nil {
+		return nil, spindle.E(op, fmt.Errorf("block %s: %w", block, err))
+	}
+	return data, nil
+}
+
+// getShard fetches one shard, retrying a fetch that timed out as GetMany
+// does, and counts the bytes that came from other nodes.
+func (s *Store) getShard(ctx context.Context, ref spindle.Ref, f *fetch) ([]byte, error) {
+	local, err := s.local.Get(ctx, ref)
+	if err == nil {
+		return local, nil
+	}
+	data, err := s.get(ctx, ref, f)
+	for try := 1; err != nil && try < getTries && errors.Is(err, spindle.Transient) && ctx.Err() == nil; try++ {
+		data, err = s.get(ctx, ref, f)
+	}
+	if err == nil {
+		s.countMoved(int64(len(data)))
+	}
+	return data, err
+}
+
+// StripeRepair counts what [Store.RepairStripe] did.
+type StripeRepair struct {
+	Held    int   // Shards found on live nodes.
+	Rebuilt int   // Shards rebuilt and placed on another node.
+	Failed  int   // Shards missing and not placed.
+	Fetched int64 // Bytes of shards fetched from other nodes.
+	Pushed  int64 // Bytes of shards pushed to other nodes.
+}
+
+// RepairStripe restores the stripe of block, whose shard refs are refs:
+// it finds which shards live nodes hold (each holder must prove it), and
+// rebuilds each missing shard from K that it fetches and places it on
+// the node nearest to the shard's key that holds no other shard of the
+// stripe. A rebuilt shard is the very bytes of the lost one, so its ref
+// and the writer's entry stay as they were. Fewer than K shards held is
+// NotExist: the block is lost.
+func (s *Store) RepairStripe(ctx context.Context, block spindle.Ref, refs []spindle.Ref) (StripeRepair, error) {
+	const op spindle.Op = "replica.RepairStripe"
+	var res StripeRepair
+	want, err := checkStripe(block, refs)
+	if err != nil {
+		return res, spindle.E(op, err)
+	}
+	// Fetch what can be fetched: a shard's bytes are what its holders
+	// must prove they hold.
+	type shardState struct {
+		data    []byte
+		holders map[peer.ID]bool
+	}
+	states := make([]shardState, len(refs))
+	live := newLiveness(s)
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	f := newFetch()
+	for i, ref := range refs {
+		wg.Go(func() {
+			holders := make(map[peer.ID]bool)
+			data, err := s.local.Get(ctx, ref)
+			if err == nil {
+				holders[s.h.ID()] = true
+			} else if data, err = s.get(ctx, ref, f); err == nil {
+				mu.Lock()
+				res.Fetched += int64(len(data))
+				mu.Unlock()
+			}
+			if err != nil {
+				states[i] = shardState{holders: holders}
+				return
+			}
+			if h, _, err := shard.Parse(data); err != nil || h.Index != i || h.Block != want {
+				states[i] = shardState{holders: holders}
+				return
+			}
+			k, _ := keyOf(ref)
+			ch := blocks.NewChallenge(data)
+			others, _ := s.liveHolders(ctx, ref, k, ch, live, len(refs))
+			for p := range others {
+				holders[p] = true
+			}
+			// A shard placed lately counts before its holder's
+			// announcement lands, as in Repair.
+			for _, p := range s.recentlyPushed(ref) {
+				if !holders[p] && live.proves(ctx, p, ref, ch) {
+					holders[p] = true
+				}
+			}
+			states[i] = shardState{data: data, holders: holders}
+		})
+	}
+	wg.Wait()
+	s.countMoved(res.Fetched)
+	shards := make([][]byte, len(refs))
+	pl := &placement{used: make(map[peer.ID]bool)}
+	var missing []int
+	for i, st := range states {
+		shards[i] = st.data
+		for p := range st.holders {
+			pl.used[p] = true
+		}
+		if len(st.holders) > 0 {
+			res.Held++
+		} else {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		return res, nil
+	}
+	var problems []error
+	for _, i := range missing {
+		data, err := shard.Rebuild(shards, i)
+		if err != nil {
+			res.Failed += len(missing)
+			return res, spindle.E(op, fmt.Errorf("block %s: %w", block, err))
+		}
+		k, _ := keyOf(refs[i])
+		near, err := s.closestPeers(ctx, k)
+		if err != nil {
+			res.Failed++
+			problems = append(problems, err)
+			continue
+		}
+		cands := kb.SortClosestPeers(append(near, s.h.ID()), kb.ConvertKey(string(k)))
+		p, err := s.place(ctx, pl, refs[i], data, cands, live.down)
+		if err != nil {
+			res.Failed++
+			problems = append(problems, fmt.Errorf("shard %d: %w", i, err))
+			continue
+		}
+		if p != s.h.ID() {
+			res.Pushed += int64(len(data))
+			s.notePush(refs[i], []peer.ID{p})
+		}
+		res.Rebuilt++
+	}
+	if res.Failed > 0 {
+		return res, spindle.E(op, spindle.Transient, fmt.Errorf("block %s: %w", block, errors.Join(problems...)))
+	}
+	return res, nil
+}

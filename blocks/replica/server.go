@@ -13,6 +13,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/blocks"
+	"spindle.dev/blocks/shard"
 	"spindle.dev/p2p"
 )
 
@@ -103,6 +104,11 @@ func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	if isUser {
 		if !srv.s.admitted(srv.s.h.ID()) {
 			return "", spindle.E(op, spindle.Permission, fmt.Sprintf("node %s is not a member of its network, which admits only its members, so no other node would keep or find the blocks put here; put through a member node, or have an operator admit this one (spin key node add %s)", srv.s.h.ID(), srv.s.h.ID()))
+		}
+		if shard.Is(data) {
+			// A shard of a block the client erasure-codes: one
+			// copy, on a node apart from its siblings (stripe.go).
+			return srv.s.PutShard(ctx, data)
 		}
 		ref, _, err := srv.s.PutCopies(ctx, data)
 		return ref, err

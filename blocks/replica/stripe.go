@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -95,6 +96,7 @@ func (s *Store) PutStripe(ctx context.Context, block []byte, sc shard.Scheme) ([
 type placement struct {
 	mu   sync.Mutex
 	used map[peer.ID]bool
+	at   time.Time // When the first shard was placed (PutShard).
 }
 
 // take claims the first of cands not used and not skipped.
@@ -181,70 +183,23 @@ func checkStripe(block spindle.Ref, refs []spindle.Ref) (blocks.Digest, error) {
 	return d, nil
 }
 
-// A fetched shard.
-type got struct {
-	i    int
-	data []byte
-	err  error
-}
-
 // GetStripe returns the block whose ref is block from its stripe, whose
-// shard refs are refs, in order. It fetches every shard at once and
-// decodes the block from the first K that arrive and are shards of this
-// stripe in their places, without waiting for the others. Each shard is
-// checked against its ref as it arrives, and the block against its ref.
-// Error kinds: NotExist when fewer than K shards can be had, Integrity
-// when K shards that match their refs decode to another block (refs that
-// do not belong to block).
+// shard refs are refs, in order: it fetches every shard at once and
+// decodes from the first K that arrive (see [shard.Gather]). Each shard
+// is checked against its ref as it arrives, and the block against its
+// ref. Error kinds: NotExist when fewer than K shards can be had,
+// Integrity when K shards that match their refs decode to another block
+// (refs that do not belong to block).
 func (s *Store) GetStripe(ctx context.Context, block spindle.Ref, refs []spindle.Ref) ([]byte, error) {
 	const op spindle.Op = "replica.GetStripe"
 	want, err := checkStripe(block, refs)
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	out := make(chan got, len(refs))
 	f := newFetch()
-	var wg sync.WaitGroup
-	defer wg.Wait() // After cancel: the fetches still running end with ctx.
-	for i, ref := range refs {
-		wg.Go(func() {
-			data, err := s.getShard(ctx, ref, f)
-			out <- got{i, data, err}
-		})
-	}
-	shards := make([][]byte, len(refs))
-	var problems []error
-	have, k := 0, 0
-	for range refs {
-		g := <-out
-		if g.err == nil {
-			h, _, err := shard.Parse(g.data)
-			switch {
-			case err != nil:
-				g.err = err
-			case h.Index != g.i || h.N() != len(refs) || h.Block != want:
-				g.err = spindle.E(spindle.Integrity, fmt.Sprintf("shard %d is shard %d of another stripe", g.i, h.Index))
-			default:
-				k = h.K
-			}
-		}
-		if g.err != nil {
-			problems = append(problems, fmt.Errorf("shard %d (%s): %w", g.i, refs[g.i], g.err))
-			continue
-		}
-		shards[g.i] = g.data
-		have++
-		if have == k {
-			break
-		}
-	}
-	if k == 0 || have < k {
-		return nil, spindle.E(op, spindle.NotExist, fmt.Sprintf("block %s: %d of %d shards found, not enough to decode: %v", block, have, len(refs), errors.Join(problems...)))
-	}
-	cancel()
-	data, err := shard.Join(shards)
+	data, err := shard.Gather(ctx, want, refs, func(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+		return s.getShard(ctx, ref, f)
+	})
 	if err != nil {
 		return nil, spindle.E(op, fmt.Errorf("block %s: %w", block, err))
 	}
@@ -389,4 +344,55 @@ func (s *Store) RepairStripe(ctx context.Context, block spindle.Ref, refs []spin
 		return res, spindle.E(op, spindle.Transient, fmt.Errorf("block %s: %w", block, errors.Join(problems...)))
 	}
 	return res, nil
+}
+
+// stripeTTL is how long the placement of a stripe whose shards a client
+// puts one by one is remembered: far longer than a put of one block's
+// shards takes.
+const stripeTTL = 10 * time.Minute
+
+// PutShard stores one shard, which a signed-in user's client split from
+// a block and puts through this node's server one by one: on the node
+// nearest to the shard's key that holds no other shard of its stripe put
+// through this node in the last stripeTTL, moving on to the next nearest
+// when a push fails. An error means the shard is held nowhere.
+func (s *Store) PutShard(ctx context.Context, data []byte) (spindle.Ref, error) {
+	const op spindle.Op = "replica.PutShard"
+	h, _, err := shard.Parse(data)
+	if err != nil {
+		return "", spindle.E(op, err)
+	}
+	ref := blocks.RefOf(data)
+	k, err := keyOf(ref)
+	if err != nil {
+		return "", spindle.E(op, err)
+	}
+	near, _ := s.closestPeers(ctx, k)
+	cands := kb.SortClosestPeers(append(near, s.h.ID()), kb.ConvertKey(string(k)))
+	if _, err := s.place(ctx, s.stripePlacement(h.Block), ref, data, cands, nil); err != nil {
+		return "", spindle.E(op, err)
+	}
+	return ref, nil
+}
+
+// stripePlacement returns the placement of the stripe of the block whose
+// SHA-256 is block, forgetting those older than stripeTTL.
+func (s *Store) stripePlacement(block [32]byte) *placement {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.stripes == nil {
+		s.stripes = make(map[[32]byte]*placement)
+	}
+	for b, pl := range s.stripes {
+		if now.Sub(pl.at) > stripeTTL {
+			delete(s.stripes, b)
+		}
+	}
+	pl := s.stripes[block]
+	if pl == nil {
+		pl = &placement{used: make(map[peer.ID]bool), at: now}
+		s.stripes[block] = pl
+	}
+	return pl
 }

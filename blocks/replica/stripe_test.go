@@ -3,9 +3,11 @@ package replica_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"spindle.dev/blocks"
 	"spindle.dev/blocks/replica"
 	"spindle.dev/blocks/shard"
+	"spindle.dev/p2p"
 )
 
 var fourTwo = shard.Scheme{K: 4, M: 2}
@@ -302,5 +305,62 @@ func TestStripeDiskUse(t *testing.T) {
 	t.Logf("file %d bytes, stored %d bytes on 8 nodes: %.4fx (4+2)", file, stored, ratio)
 	if ratio < 1.5*0.9 || ratio > 1.5*1.1 {
 		t.Fatalf("stored %.3fx the file, want 1.5x within 10%%", ratio)
+	}
+}
+
+// A client that splits a block itself and puts its shards one by one
+// through its node, as a signed-in user, gets each shard held once, by
+// K+M distinct nodes, and reads the block back through the node from
+// any K (shard.Gather over the node's block protocol).
+func TestUserShardsPlacedApart(t *testing.T) {
+	nodes := newNet(t, 8, stripeConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	if _, err := p2p.Connect(ctx, h, p2p.Addrs(nodes[0].h)[0]); err != nil {
+		t.Fatal(err)
+	}
+	ur := p2p.NewRemoteStore(h, nodes[0].h.ID())
+	t.Cleanup(func() { ur.Close() })
+	nodes[0].users.Store(h.ID(), true)
+
+	data := randomBlock(rand.New(rand.NewPCG(8, 8)), 700000)
+	shards, err := shard.Split(data, fourTwo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := make([]spindle.Ref, len(shards))
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for i, sh := range shards {
+		wg.Go(func() { refs[i], errs[i] = ur.Put(ctx, sh) })
+	}
+	wg.Wait()
+	var seen []int
+	for i := range shards {
+		if errs[i] != nil {
+			t.Fatalf("shard %d: %v", i, errs[i])
+		}
+		h := holders(nodes, refs[i])
+		if len(h) != 1 || slices.Contains(seen, h[0]) {
+			t.Fatalf("shard %d held by %v (earlier shards by %v), want one node of its own", i, h, seen)
+		}
+		seen = append(seen, h[0])
+	}
+	for _, h := range seen[:2] {
+		if h != 0 {
+			nodes[h].gone.Store(true)
+		}
+	}
+	for _, r := range refs {
+		waitProviders(t, nodes[0], r, 1)
+	}
+	got, err := shard.Gather(ctx, sha256.Sum256(data), refs, ur.Get)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Gather through the node: %v", err)
 	}
 }

@@ -27,11 +27,14 @@ package shard
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/reedsolomon"
 
@@ -289,4 +292,71 @@ func Rebuild(shards [][]byte, want int) ([]byte, error) {
 		return nil, spindle.E(op, err)
 	}
 	return all[want], nil
+}
+
+// A GetFunc fetches a shard by its ref and checks its bytes against it,
+// as every block store and fetch does.
+type GetFunc func(ctx context.Context, ref spindle.Ref) ([]byte, error)
+
+// Gather returns the block whose SHA-256 is block from its stripe, whose
+// shard refs are refs, in order. It asks get for every shard at once and
+// decodes from the first K that arrive and are shards of this stripe in
+// their places, cancelling the others: it never waits for the slowest M.
+// Error kinds: NotExist when fewer than K shards can be had, Integrity
+// when K shards decode to another block.
+func Gather(ctx context.Context, block [32]byte, refs []spindle.Ref, get GetFunc) ([]byte, error) {
+	const op spindle.Op = "shard.Gather"
+	if len(refs) < 2 || len(refs) > MaxData+MaxParity {
+		return nil, spindle.E(op, spindle.Invalid, fmt.Sprintf("a stripe of %d shards", len(refs)))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type got struct {
+		i    int
+		data []byte
+		err  error
+	}
+	out := make(chan got, len(refs))
+	var wg sync.WaitGroup
+	defer wg.Wait() // After cancel: the gets still running end with ctx.
+	for i, ref := range refs {
+		wg.Go(func() {
+			data, err := get(ctx, ref)
+			out <- got{i, data, err}
+		})
+	}
+	shards := make([][]byte, len(refs))
+	var problems []error
+	have, k := 0, 0
+	for range refs {
+		g := <-out
+		if g.err == nil {
+			h, _, err := Parse(g.data)
+			switch {
+			case err != nil:
+				g.err = err
+			case h.Index != g.i || h.N() != len(refs) || h.Block != block:
+				g.err = spindle.E(spindle.Integrity, fmt.Sprintf("shard %d is shard %d of another stripe", g.i, h.Index))
+			default:
+				k = h.K
+			}
+		}
+		if g.err != nil {
+			problems = append(problems, fmt.Errorf("shard %d (%s): %w", g.i, refs[g.i], g.err))
+			continue
+		}
+		shards[g.i] = g.data
+		if have++; have == k {
+			break
+		}
+	}
+	if k == 0 || have < k {
+		return nil, spindle.E(op, spindle.NotExist, fmt.Sprintf("%d of %d shards found, not enough to decode: %v", have, len(refs), errors.Join(problems...)))
+	}
+	cancel()
+	data, err := Join(shards)
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return data, nil
 }

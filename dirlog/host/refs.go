@@ -11,8 +11,9 @@ import (
 
 // Refs calls fn, one user at a time, with the blocks that the current
 // tree of each user whose log this server holds references: the blocks
-// of every file, each once per user. This is what the server, as those
-// users' dir host, keeps leased (see package blocks/lease). A tree holds
+// of every file (and those Config.MoreRefs adds), each once per user.
+// This is what the server, as those users' dir host, keeps leased (see
+// package blocks/lease). A tree holds
 // only the current version of each file, so these are all the blocks
 // any entry still reaches. fn must not keep refs after it returns.
 //
@@ -50,6 +51,14 @@ func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs [
 					if !seen[b.Ref] {
 						seen[b.Ref] = true
 						refs = append(refs, b.Ref)
+					}
+				}
+				if s.cfg.MoreRefs != nil && len(n.Entry.Blocks) > 0 {
+					for _, r := range s.cfg.MoreRefs(&n.Entry) {
+						if !seen[r] {
+							seen[r] = true
+							refs = append(refs, r)
+						}
 					}
 				}
 				for _, k := range n.Kids {

@@ -57,6 +57,11 @@ type Config struct {
 	// threshold does not wait for it, though later appends to that log
 	// wait while it replaces the log.
 	CompactAfter int
+	// MoreRefs, if set, returns the blocks an entry reaches besides those
+	// of its block list, which [Server.Refs] reports too: a node names
+	// the shards of a file whose blocks are erasure-coded, which only
+	// its packdata records (package pack). It must not keep e.
+	MoreRefs func(e *spindle.DirEntry) []spindle.Ref
 }
 
 // A Server holds the logs of many users on one dir host: it checks and

@@ -159,4 +159,28 @@ func TestErasureCodedFileThroughNodes(t *testing.T) {
 	if !bytes.Equal(read(), data) {
 		t.Fatal("after two holders went, the read through node 7 differs from the file")
 	}
+
+	// The dir host rebuilds the lost shards onto the nodes left: six
+	// live nodes, so each stripe's shards lie on all six again.
+	sr, err := nodes[0].RepairStripes(ctx)
+	if err != nil {
+		t.Fatalf("RepairStripes: %v (%+v)", err, sr)
+	}
+	t.Logf("stripe repair: %+v", sr)
+	if sr.Rebuilt != lost || sr.Files != 1 || sr.Stripes != len(stripes) {
+		t.Fatalf("RepairStripes = %+v, want %d shards rebuilt in 1 file of %d stripes", sr, lost, len(stripes))
+	}
+	for b, refs := range stripes {
+		var used []int
+		for i, r := range refs {
+			h := holderOf(r)
+			if len(h) != 1 || slices.Contains(used, h[0]) {
+				t.Fatalf("after repair, block %d shard %d held by nodes %v (siblings by %v)", b, i, h, used)
+			}
+			used = append(used, h[0])
+		}
+	}
+	if sr, err := nodes[0].RepairStripes(ctx); err != nil || sr.Short != 0 {
+		t.Fatalf("second RepairStripes = %+v, %v; want no stripe short", sr, err)
+	}
 }

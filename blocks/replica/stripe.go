@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	kb "github.com/libp2p/go-libp2p-kbucket"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mh "github.com/multiformats/go-multihash"
 
@@ -395,4 +397,62 @@ func (s *Store) stripePlacement(block [32]byte) *placement {
 		s.stripes[block] = pl
 	}
 	return pl
+}
+
+// StripeShort reports whether some shard of a stripe, whose shard refs
+// are refs, has no holder that answers: neither this node nor a provider
+// the DHT names that is connected or can be dialled. It moves no shard
+// and asks no proof, so it is cheap enough to run over every stripe a dir
+// host leases; RepairStripe, which it is the trigger for, has each
+// holder prove what it holds.
+func (s *Store) StripeShort(ctx context.Context, refs []spindle.Ref) (bool, error) {
+	const op spindle.Op = "replica.StripeShort"
+	live := make(map[peer.ID]bool)
+	for _, ref := range refs {
+		if _, err := s.local.Get(ctx, ref); err == nil {
+			continue
+		}
+		k, err := keyOf(ref)
+		if err != nil {
+			return false, spindle.E(op, err)
+		}
+		held, complete := s.anyLive(ctx, k, live)
+		if !held {
+			if !complete {
+				return false, spindle.E(op, spindle.Transient, fmt.Sprintf("the lookup of shard %s did not finish", ref))
+			}
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// anyLive reports whether a provider of key k other than this node
+// answers: connected, or dialled within BaseTimeout. live remembers the
+// answers of one call. complete is false if the lookup ran out of time.
+func (s *Store) anyLive(ctx context.Context, k mh.Multihash, live map[peer.ID]bool) (held, complete bool) {
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.BaseTimeout)
+	defer cancel()
+	for ai := range s.dht.FindProvidersAsync(lctx, cid.NewCidV1(cid.Raw, k), 0) {
+		if ai.ID == s.h.ID() || !s.admitted(ai.ID) {
+			continue
+		}
+		up, ok := live[ai.ID]
+		if !ok {
+			up = s.h.Network().Connectedness(ai.ID) == network.Connected
+			if !up {
+				if len(ai.Addrs) > 0 {
+					s.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+				}
+				dctx, dcancel := context.WithTimeout(lctx, s.cfg.BaseTimeout)
+				up = s.h.Connect(dctx, peer.AddrInfo{ID: ai.ID}) == nil
+				dcancel()
+			}
+			live[ai.ID] = up
+		}
+		if up {
+			return true, true
+		}
+	}
+	return false, lctx.Err() == nil
 }

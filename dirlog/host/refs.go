@@ -77,3 +77,50 @@ func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs [
 	}
 	return damaged, nil
 }
+
+// Files calls fn, one user at a time, with a copy of every entry of the
+// current tree of each user whose log this server holds that has blocks:
+// the files whose blocks the server keeps leased (see [Server.Refs]). An
+// error from fn, or the end of ctx, stops Files and is returned.
+func (s *Server) Files(ctx context.Context, fn func(user spindle.UserName, e *spindle.DirEntry) error) error {
+	const op spindle.Op = "dirlog.Files"
+	s.mu.RLock()
+	users := make([]spindle.UserName, 0, len(s.logs))
+	for u, l := range s.logs {
+		if l.t != nil {
+			users = append(users, u)
+		}
+	}
+	s.mu.RUnlock()
+	slices.Sort(users)
+	for _, u := range users {
+		if err := ctx.Err(); err != nil {
+			return spindle.E(op, spindle.Transient, err)
+		}
+		var files []spindle.DirEntry
+		v := s.view()
+		if l := v.served(u); l != nil && l.t.Root != nil {
+			var visit func(n *dirlog.Node)
+			visit = func(n *dirlog.Node) {
+				if len(n.Entry.Blocks) > 0 {
+					e := n.Entry
+					e.Blocks = slices.Clone(e.Blocks)
+					e.Packdata = slices.Clone(e.Packdata)
+					e.Inline, e.Signed = nil, nil
+					files = append(files, e)
+				}
+				for _, k := range n.Kids {
+					visit(k)
+				}
+			}
+			visit(l.t.Root)
+		}
+		v.release()
+		for i := range files {
+			if err := fn(u, &files[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -217,6 +217,7 @@ func TestRepairStripeAfterTwoHoldersVanish(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RepairStripe: %v (%+v)", err, res)
 	}
+	t.Logf("RepairStripe after 2 of 6 holders vanished: %+v", res)
 	shardLen := int64(shard.HeaderSize + (len(st.data)+3)/4)
 	if res.Held != 4 || res.Rebuilt != 2 || res.Failed != 0 {
 		t.Fatalf("RepairStripe = %+v, want 4 held and 2 rebuilt", res)

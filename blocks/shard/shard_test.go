@@ -151,3 +151,29 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSplit splits a 1 MiB block into 4+2 shards: the copy into
+// the shards, the parity and the headers. The bytes are the block's.
+func BenchmarkSplit(b *testing.B) {
+	data := block(1, 1<<20)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := shard.Split(data, shard.Scheme{K: 4, M: 2}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkJoin decodes a 1 MiB block from 4 of its 6 shards, two data
+// shards missing (the costliest case), and checks its SHA-256.
+func BenchmarkJoin(b *testing.B) {
+	data := block(1, 1<<20)
+	shards, _ := shard.Split(data, shard.Scheme{K: 4, M: 2})
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		have := [][]byte{nil, shards[1], nil, shards[3], shards[4], shards[5]}
+		if _, err := shard.Join(have); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

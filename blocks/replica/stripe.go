@@ -69,10 +69,17 @@ func (s *Store) PutStripe(ctx context.Context, block []byte, sc shard.Scheme) ([
 		})
 	}
 	wg.Wait()
-	pl := &placement{used: make(map[peer.ID]bool)}
+	// Each shard claims its node in order, so that shard i goes to the
+	// node nearest its key that no earlier shard took; then all are
+	// pushed at once, a failed push moving on to the next free node.
+	pl := newPlacement()
+	first := make([]peer.ID, len(shards))
+	for i := range shards {
+		first[i], _ = pl.take(i, cands[i], nil, nil)
+	}
 	errs := make([]error, len(shards))
 	for i := range shards {
-		wg.Go(func() { _, errs[i] = s.place(ctx, pl, refs[i], shards[i], cands[i], nil) })
+		wg.Go(func() { _, errs[i] = s.place(ctx, pl, i, refs[i], shards[i], cands[i], nil, first[i]) })
 	}
 	wg.Wait()
 	placed := 0
@@ -94,34 +101,55 @@ func (s *Store) PutStripe(ctx context.Context, block []byte, sc shard.Scheme) ([
 }
 
 // A placement is the nodes that hold a shard of one stripe, or are being
-// pushed one: no node takes two.
+// pushed one: no node takes two shards of a stripe, and a shard put again
+// goes where it went before.
 type placement struct {
 	mu   sync.Mutex
-	used map[peer.ID]bool
-	at   time.Time // When the first shard was placed (PutShard).
+	used map[peer.ID]bool // Nodes claimed by a shard of the stripe.
+	to   map[int]peer.ID  // The node each shard was claimed for, by index.
+	at   time.Time        // When the first shard was placed (PutShard).
 }
 
-// take claims the first of cands not used and not skipped.
-func (pl *placement) take(cands []peer.ID, skip func(peer.ID) bool) (peer.ID, bool) {
+func newPlacement() *placement {
+	return &placement{used: make(map[peer.ID]bool), to: make(map[int]peer.ID), at: time.Now()}
+}
+
+// take claims a node for shard i: the node it was claimed for before,
+// unless tried already in this placement of it, else the first of cands
+// that is neither used nor tried nor skipped.
+func (pl *placement) take(i int, cands []peer.ID, tried map[peer.ID]bool, skip func(peer.ID) bool) (peer.ID, bool) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	if p, ok := pl.to[i]; ok && !tried[p] {
+		return p, true
+	}
 	for _, p := range cands {
-		if !pl.used[p] && (skip == nil || !skip(p)) {
+		if !pl.used[p] && !tried[p] && (skip == nil || !skip(p)) {
 			pl.used[p] = true
+			pl.to[i] = p
 			return p, true
 		}
 	}
 	return "", false
 }
 
-// place stores the shard on the first candidate not used by the
-// placement, nearest first, moving on to the next when a push fails, and
-// returns the node that took it. A node skip reports is passed over.
-func (s *Store) place(ctx context.Context, pl *placement, ref spindle.Ref, data []byte, cands []peer.ID, skip func(peer.ID) bool) (peer.ID, error) {
+// place stores shard i, whose ref is ref, on first if it is set, else on
+// the node the placement claims for it (see take), moving on to the next
+// free candidate, nearest first, when a push fails, and returns the node
+// that took it. A node skip reports is passed over.
+func (s *Store) place(ctx context.Context, pl *placement, i int, ref spindle.Ref, data []byte, cands []peer.ID, skip func(peer.ID) bool, first peer.ID) (peer.ID, error) {
 	ch := blocks.NewChallenge(data)
 	var problems []error
+	tried := make(map[peer.ID]bool)
 	for {
-		p, ok := pl.take(cands, skip)
+		p, ok := first, first != ""
+		first = ""
+		if !ok {
+			p, ok = pl.take(i, cands, tried, skip)
+		}
+		if ok {
+			tried[p] = true
+		}
 		if !ok {
 			if len(problems) == 0 {
 				return "", spindle.E(spindle.Transient, "the network has no more nodes that can hold a shard")
@@ -299,7 +327,7 @@ func (s *Store) RepairStripe(ctx context.Context, block spindle.Ref, refs []spin
 	wg.Wait()
 	s.countMoved(res.Fetched)
 	shards := make([][]byte, len(refs))
-	pl := &placement{used: make(map[peer.ID]bool)}
+	pl := newPlacement()
 	var missing []int
 	for i, st := range states {
 		shards[i] = st.data
@@ -330,7 +358,7 @@ func (s *Store) RepairStripe(ctx context.Context, block spindle.Ref, refs []spin
 			continue
 		}
 		cands := kb.SortClosestPeers(append(near, s.h.ID()), kb.ConvertKey(string(k)))
-		p, err := s.place(ctx, pl, refs[i], data, cands, live.down)
+		p, err := s.place(ctx, pl, i, refs[i], data, cands, live.down, "")
 		if err != nil {
 			res.Failed++
 			problems = append(problems, fmt.Errorf("shard %d: %w", i, err))
@@ -371,7 +399,7 @@ func (s *Store) PutShard(ctx context.Context, data []byte) (spindle.Ref, error) 
 	}
 	near, _ := s.closestPeers(ctx, k)
 	cands := kb.SortClosestPeers(append(near, s.h.ID()), kb.ConvertKey(string(k)))
-	if _, err := s.place(ctx, s.stripePlacement(h.Block), ref, data, cands, nil); err != nil {
+	if _, err := s.place(ctx, s.stripePlacement(h.Block), h.Index, ref, data, cands, nil, ""); err != nil {
 		return "", spindle.E(op, err)
 	}
 	return ref, nil
@@ -393,7 +421,7 @@ func (s *Store) stripePlacement(block [32]byte) *placement {
 	}
 	pl := s.stripes[block]
 	if pl == nil {
-		pl = &placement{used: make(map[peer.ID]bool), at: now}
+		pl = newPlacement()
 		s.stripes[block] = pl
 	}
 	return pl

@@ -311,8 +311,9 @@ func TestStripeDiskUse(t *testing.T) {
 
 // A client that splits a block itself and puts its shards one by one
 // through its node, as a signed-in user, gets each shard held once, by
-// K+M distinct nodes, and reads the block back through the node from
-// any K (shard.Gather over the node's block protocol).
+// K+M distinct nodes, also when it puts them all again, and reads the
+// block back through the node from any K (shard.Gather over the node's
+// block protocol).
 func TestUserShardsPlacedApart(t *testing.T) {
 	nodes := newNet(t, 8, stripeConfig())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -351,6 +352,19 @@ func TestUserShardsPlacedApart(t *testing.T) {
 			t.Fatalf("shard %d held by %v (earlier shards by %v), want one node of its own", i, h, seen)
 		}
 		seen = append(seen, h[0])
+	}
+	// The same shards again (a retried put): each goes where it went.
+	for i, sh := range shards {
+		wg.Go(func() { _, errs[i] = ur.Put(ctx, sh) })
+	}
+	wg.Wait()
+	for i := range shards {
+		if errs[i] != nil {
+			t.Fatalf("shard %d put again: %v", i, errs[i])
+		}
+		if h := holders(nodes, refs[i]); !slices.Equal(h, seen[i:i+1]) {
+			t.Fatalf("shard %d put again is held by %v, want node %d alone", i, h, seen[i])
+		}
 	}
 	for _, h := range seen[:2] {
 		if h != 0 {

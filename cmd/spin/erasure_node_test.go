@@ -43,6 +43,10 @@ func TestErasureSurvivesTwoNodesKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	ann.run("put", file, "@/big")
+	info, err := ann.command("info", "@/big").Output()
+	if err != nil || !bytes.Contains(info, []byte("4+2: each block stored as 6 shards, any 4 of which give it back")) || bytes.Count(info, []byte("shard 5: ")) != 64 {
+		t.Fatalf("spin info @/big: %v\n%s", err, info)
+	}
 
 	var held int64
 	perNode := make([]int64, len(nodes))

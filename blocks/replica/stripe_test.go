@@ -379,3 +379,32 @@ func TestUserShardsPlacedApart(t *testing.T) {
 		t.Fatalf("Gather through the node: %v", err)
 	}
 }
+
+// A node that drains hands each shard it holds to one other node, not
+// to r: the shard is still held once when the node has left, and the
+// stripe still reads.
+func TestDrainHandsShardToOneNode(t *testing.T) {
+	nodes := newNet(t, 8, stripeConfig())
+	st := putStripes(t, nodes, 0, 1, 100000, 9)[0]
+	leaver, idx := st.holders[0], 0
+	if leaver == 0 {
+		leaver, idx = st.holders[1], 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := nodes[leaver].store.Drain(ctx)
+	if err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	if res.Blocks != 1 || res.Handed != 1 || res.Pushed != 1 {
+		t.Fatalf("Drain of node %d holding one shard: %+v, want it handed to one node", leaver, res)
+	}
+	nodes[leaver].stop()
+	if h := holders(nodes, st.shards[idx]); len(h) != 1 {
+		t.Fatalf("after node %d drained and left, its shard is held by %v, want one node", leaver, h)
+	}
+	got, err := nodes[0].store.GetStripe(ctx, st.ref, st.shards)
+	if err != nil || !bytes.Equal(got, st.data) {
+		t.Fatalf("GetStripe after a holder drained: %v", err)
+	}
+}

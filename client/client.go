@@ -32,6 +32,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"spindle.dev"
+	"spindle.dev/blocks/shard"
 	"spindle.dev/dirlog"
 	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
@@ -129,6 +130,10 @@ type Client struct {
 
 	bufs     sync.Pool     // Block buffers for putPipe.
 	putSlots chan struct{} // Blocks on their way to the node, from all puts together.
+
+	// erasure is the erasure code the node asked for at the last sign-in
+	// (a *shard.Scheme; nil for whole blocks): see stripe.go.
+	erasure atomic.Pointer[shard.Scheme]
 
 	// disconnected is set when the connection to the node drops; the
 	// node forgets the session then, and Put signs in again.
@@ -319,6 +324,9 @@ func (c *Client) signIn(ctx context.Context) (vkey string, err error) {
 	resp, err := callAuth[wire.AuthRequest, wire.AuthResponse](ctx, c.svc, wire.Auth, a, &wire.AuthRequest{})
 	if resp != nil {
 		vkey = strings.TrimSpace(string(resp.Verifier))
+	}
+	if err == nil {
+		c.setErasure(resp.Erasure)
 	}
 	return vkey, err
 }
@@ -946,6 +954,7 @@ func (c *Client) openFile(ctx context.Context, e *spindle.DirEntry) (*pack.Reade
 			Keys:       c.keys,
 			WriterKeys: wkeys,
 			Get:        c.fetcher(), // pack.Reader checks each block's hash and tag itself.
+			GetStripe:  c.getStripe,
 			Release:    p2p.RecycleBlock,
 			ReadAhead:  cmp.Or(c.ahead, readAhead),
 		})

@@ -65,12 +65,17 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 	}
 	pipe := newPutPipe(c.putter(), putInFlight, c.putSlots, &c.bufs)
 	entry := &spindle.DirEntry{Name: name}
-	err = pack.Pack(ctx, entry, r, pack.Config{
+	pc := pack.Config{
 		Packing: packing,
 		Signer:  c.keys,
 		Readers: readers,
 		Put:     pipe.put,
-	})
+	}
+	if sc := c.erasure.Load(); sc != nil {
+		pc.Erasure = pack.Erasure{K: sc.K, M: sc.M}
+		pc.Stripe = stripePut(*sc, pipe)
+	}
+	err = pack.Pack(ctx, entry, r, pc)
 	if werr := pipe.wait(); err == nil {
 		err = werr
 	}

@@ -151,6 +151,13 @@ func (n *Node) startLeases() {
 				default:
 					n.log.Info("leases renewed", "blocks", res.Blocks, "leases", res.Leases, "holders", res.Holders, "took", res.Took)
 				}
+				sr, err := n.RepairStripes(n.ctx)
+				switch {
+				case err != nil && n.ctx.Err() == nil:
+					n.log.Warn("stripe repair", "files", sr.Files, "stripes", sr.Stripes, "short", sr.Short, "rebuilt", sr.Rebuilt, "failed", sr.Failed, "moved", sr.Moved, "err", err)
+				case sr.Short > 0:
+					n.log.Info("stripes repaired", "files", sr.Files, "stripes", sr.Stripes, "short", sr.Short, "rebuilt", sr.Rebuilt, "moved", sr.Moved)
+				}
 			})
 		})
 	}

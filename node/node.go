@@ -37,6 +37,7 @@ import (
 	"spindle.dev/blocks/disk"
 	"spindle.dev/blocks/mem"
 	"spindle.dev/blocks/replica"
+	"spindle.dev/blocks/shard"
 	"spindle.dev/dirlog"
 	dirhost "spindle.dev/dirlog/host"
 	"spindle.dev/keyraft"
@@ -120,6 +121,12 @@ type Config struct {
 	// makes: here and on the nodes nearest to the block's address
 	// (replica.DefaultReplicas if zero).
 	Replicas int
+	// Erasure, if not zero, has the clients that put through this node
+	// store each block as a stripe of K data and M parity shards, each
+	// held once, instead of Replicas whole copies (see
+	// replica.Store.PutShard). The entry of each file records the code,
+	// so readers need no setting.
+	Erasure shard.Scheme
 	// CacheBytes bounds the cache of blocks fetched from other nodes
 	// (replica.DefaultCacheBytes if zero, none if negative).
 	CacheBytes int64
@@ -273,6 +280,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, spindle.E(op, spindle.Invalid, err)
 	}
+	if !cfg.Erasure.IsZero() {
+		if err := cfg.Erasure.Check(); err != nil {
+			return nil, spindle.E(op, err)
+		}
+	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
@@ -406,7 +418,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, spindle.E(op, err)
 	}
 	n.answers = signer
-	dcfg := dirhost.Config{Keys: n.userKey, KeyHistory: n.keyHistory, KeyLogSize: n.keyLogSize, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter, Keep: n.keepOf, Pins: n.pinsOf, Now: cfg.now}
+	dcfg := dirhost.Config{Keys: n.userKey, KeyHistory: n.keyHistory, KeyLogSize: n.keyLogSize, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter, Keep: n.keepOf, Pins: n.pinsOf, Now: cfg.now, MoreRefs: shardRefs}
 	if cfg.Home == "" {
 		n.dir, err = dirhost.New(ctx, new(dirhost.MemStore), dcfg)
 	} else {

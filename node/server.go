@@ -278,7 +278,11 @@ func callNode[Req, Resp any](ctx context.Context, n *Node, to peer.AddrInfo, met
 func (n *Node) serveAuth(ctx context.Context, c *caller, _ *wire.AuthRequest) (*wire.AuthResponse, error) {
 	// The verifier key goes with every answer, so that a client that
 	// signs in checks which key cluster it reached without asking.
-	return &wire.AuthResponse{Verifier: []byte(n.kst().ks.VerifierKey())}, n.authenticate(ctx, c.remote, c.req.Auth)
+	resp := &wire.AuthResponse{Verifier: []byte(n.kst().ks.VerifierKey())}
+	if !n.cfg.Erasure.IsZero() {
+		resp.Erasure = n.cfg.Erasure.String()
+	}
+	return resp, n.authenticate(ctx, c.remote, c.req.Auth)
 }
 
 func (n *Node) serveKeyLookup(ctx context.Context, _ *caller, req *wire.KeyLookupRequest) (*wire.KeyLookupResponse, error) {

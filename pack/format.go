@@ -30,12 +30,28 @@ import (
 // can be added and removed without the writer; a wrap that carries a
 // different file key is caught by the commitment.
 //
+// Version 2 is version 1 followed by a stripes section, and is written
+// only for a file whose blocks are erasure-coded (see [Erasure]):
+//
+//	-- version 2 only:
+//	k           1 byte   data shards per block (1..maxStripeData)
+//	m           1 byte   parity shards per block (1..maxStripeParity)
+//	nBlocks     4 bytes  big-endian, = the entry's number of blocks (≥ 1)
+//	shards      nBlocks × (k+m) × 32 bytes: for each block in order, the
+//	            SHA-256 of each of its shards' stored bytes, in shard order
+//
+// The section is signed (see signedDigest); an entry of version 1 signs
+// and verifies exactly as before.
+//
 // A wrap for all users is a wrap like any other, for the well-known key
 // [AllKey] (derived from the constant allInfo): a reader finds it by its
 // key hash when none of its own keys holds a wrap. It needed no new
 // version: a client that does not know AllKey finds no wrap of its own and
 // reports CannotDecrypt, as for any file not shared with it.
-const packdataVersion = 1
+const (
+	packdataVersion        = 1
+	packdataVersionStripes = 2
+)
 
 const (
 	maxSigLen = 72 // Longest DER encoding of a P-256 ECDSA signature.
@@ -47,6 +63,13 @@ const (
 	wrapSize = 32 + 65 + 12 + fileKeySize + 16
 	// fileKeySize is the size of an ee file key.
 	fileKeySize = 32
+	// Bounds on a stripe, as package blocks/shard has them.
+	maxStripeData   = 32
+	maxStripeParity = 16
+	// maxStripeBytes bounds the shard digests of a striped file, so that
+	// its packdata, with as many wraps as maxWraps allows, stays under
+	// dirlog.MaxPackdata (1 MiB): 2048 blocks (2 GiB) under 4+2.
+	maxStripeBytes = 384 << 10
 )
 
 // Domain-separation strings. They are part of the format.
@@ -55,6 +78,7 @@ const (
 	blockSumPrefix  = "spindle.dev pack block list v1\x00"
 	commitPrefix    = "spindle.dev ee key commitment v1\x00"
 	wrapInfoPrefix  = "spindle.dev ee wrap v1\x00"
+	stripesPrefix   = "spindle.dev pack stripes v1\x00"
 )
 
 // A packdata is the decoded form of DirEntry.Packdata.
@@ -65,6 +89,35 @@ type packdata struct {
 	blockSum   [32]byte // eeintegrity and ee.
 	commitment [32]byte // ee.
 	wraps      []wrap   // ee; sorted by keyHash.
+	stripes    *stripes // Version 2: the blocks are erasure-coded.
+}
+
+// stripes records how a file's blocks are erasure-coded: the digests of
+// the K+M shards of each block.
+type stripes struct {
+	k, m   int
+	shards [][32]byte // nBlocks × (k+m), block by block.
+}
+
+// blocks returns the number of blocks the stripes describe.
+func (st *stripes) blocks() int { return len(st.shards) / (st.k + st.m) }
+
+// sum returns the hash of the stripes section that the writer signs:
+//
+//	sha256(stripesPrefix || k (1) || m (1) || nBlocks (8) || every shard digest)
+func (st *stripes) sum() [32]byte {
+	h := sha256.New()
+	h.Write([]byte(stripesPrefix))
+	h.Write([]byte{byte(st.k), byte(st.m)})
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], uint64(st.blocks()))
+	h.Write(buf[:])
+	for i := range st.shards {
+		h.Write(st.shards[i][:])
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // A wrap is a file key sealed for one reader.
@@ -77,21 +130,30 @@ type wrap struct {
 
 func (p *packdata) marshal() []byte {
 	b := make([]byte, 0, 2+32+1+len(p.sig)+64+2+len(p.wraps)*wrapSize)
-	b = append(b, packdataVersion, byte(p.packing))
+	version := byte(packdataVersion)
+	if p.stripes != nil {
+		version = packdataVersionStripes
+	}
+	b = append(b, version, byte(p.packing))
 	b = append(b, p.signer[:]...)
 	b = append(b, byte(len(p.sig)))
 	b = append(b, p.sig...)
-	if p.packing == spindle.PlainPack {
-		return b
+	if p.packing != spindle.PlainPack {
+		b = append(b, p.blockSum[:]...)
 	}
-	b = append(b, p.blockSum[:]...)
-	if p.packing != spindle.EEPack {
-		return b
+	if p.packing == spindle.EEPack {
+		b = append(b, p.commitment[:]...)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(p.wraps)))
+		for i := range p.wraps {
+			b = p.wraps[i].append(b)
+		}
 	}
-	b = append(b, p.commitment[:]...)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(p.wraps)))
-	for i := range p.wraps {
-		b = p.wraps[i].append(b)
+	if st := p.stripes; st != nil {
+		b = append(b, byte(st.k), byte(st.m))
+		b = binary.BigEndian.AppendUint32(b, uint32(st.blocks()))
+		for i := range st.shards {
+			b = append(b, st.shards[i][:]...)
+		}
 	}
 	return b
 }
@@ -123,9 +185,10 @@ func unmarshalPackdata(b []byte) (*packdata, error) {
 	if len(b) < 2 {
 		return nil, errors.New("packdata too short")
 	}
-	if b[0] != packdataVersion {
-		return nil, fmt.Errorf("packdata version %d, want %d", b[0], packdataVersion)
+	if b[0] != packdataVersion && b[0] != packdataVersionStripes {
+		return nil, fmt.Errorf("packdata version %d, want %d or %d", b[0], packdataVersion, packdataVersionStripes)
 	}
+	striped := b[0] == packdataVersionStripes
 	p := &packdata{packing: spindle.Packing(b[1])}
 	switch p.packing {
 	case spindle.PlainPack, spindle.EEIntegrityPack, spindle.EEPack:
@@ -161,7 +224,7 @@ func unmarshalPackdata(b []byte) (*packdata, error) {
 		if nw == 0 || nw > maxWraps {
 			return nil, fmt.Errorf("bad number of wraps %d", nw)
 		}
-		if len(b) != nw*wrapSize {
+		if len(b) < nw*wrapSize || !striped && len(b) != nw*wrapSize {
 			return nil, fmt.Errorf("%d wraps need %d bytes, have %d", nw, nw*wrapSize, len(b))
 		}
 		p.wraps = make([]wrap, nw)
@@ -177,10 +240,55 @@ func unmarshalPackdata(b []byte) (*packdata, error) {
 			b = b[wrapSize:]
 		}
 	}
+	if striped {
+		st, err := decodeStripes(b)
+		if err != nil {
+			return nil, err
+		}
+		p.stripes = st
+		b = nil
+	}
 	if len(b) != 0 {
 		return nil, fmt.Errorf("%d trailing bytes in packdata", len(b))
 	}
 	return p, nil
+}
+
+// refs returns the erasure code and the shard refs of each block.
+func (st *stripes) refs() (Erasure, [][]spindle.Ref) {
+	n := st.k + st.m
+	out := make([][]spindle.Ref, st.blocks())
+	for i := range out {
+		out[i] = make([]spindle.Ref, n)
+		for j := range n {
+			out[i][j] = refOf(st.shards[i*n+j])
+		}
+	}
+	return Erasure{st.k, st.m}, out
+}
+
+// decodeStripes decodes a stripes section, which must fill b.
+func decodeStripes(b []byte) (*stripes, error) {
+	if len(b) < 6 {
+		return nil, errors.New("packdata too short for stripes")
+	}
+	st := &stripes{k: int(b[0]), m: int(b[1])}
+	if st.k < 1 || st.k > maxStripeData || st.m < 1 || st.m > maxStripeParity {
+		return nil, fmt.Errorf("bad erasure code %d+%d", st.k, st.m)
+	}
+	n := int(binary.BigEndian.Uint32(b[2:]))
+	b = b[6:]
+	if n < 1 || n*(st.k+st.m)*32 > maxStripeBytes {
+		return nil, fmt.Errorf("bad number of striped blocks %d", n)
+	}
+	if len(b) != n*(st.k+st.m)*32 {
+		return nil, fmt.Errorf("%d stripes of %d shards need %d bytes, have %d", n, st.k+st.m, n*(st.k+st.m)*32, len(b))
+	}
+	st.shards = make([][32]byte, n*(st.k+st.m))
+	for i := range st.shards {
+		copy(st.shards[i][:], b[i*32:])
+	}
+	return st, nil
 }
 
 // rawCIDPrefix starts the binary form of a CIDv1 with codec raw and a
@@ -297,9 +405,10 @@ func commit(fileKey []byte) [32]byte {
 //	len(link) (4) link       sha256(inline) (32)
 //	number of blocks (8)     blockSum (32)
 //	commitment (32; zero unless ee)
+//	stripes sum (32; only if the blocks are erasure-coded, see stripes.sum)
 //
 // with integers big-endian. The wraps are not signed.
-func signedDigest(e *spindle.DirEntry, sum, commitment [32]byte) []byte {
+func signedDigest(e *spindle.DirEntry, sum, commitment [32]byte, st *stripes) []byte {
 	h := sha256.New()
 	var buf [8]byte
 	str := func(s string) {
@@ -322,5 +431,9 @@ func signedDigest(e *spindle.DirEntry, sum, commitment [32]byte) []byte {
 	h.Write(buf[:])
 	h.Write(sum[:])
 	h.Write(commitment[:])
+	if st != nil {
+		ss := st.sum()
+		h.Write(ss[:])
+	}
 	return h.Sum(nil)
 }

@@ -23,6 +23,10 @@ func fuzzSeeds(t testing.TB) map[string][][]byte {
 	}
 	e := packFile(t, s, "alice@example.com/all", testData(100, 2), spindle.EEPack, ak, AllKey())
 	seeds["FuzzPackdata"] = append(seeds["FuzzPackdata"], e.Packdata)
+	for _, packing := range []spindle.Packing{spindle.EEPack, spindle.PlainPack} {
+		e := packStriped(t, &stripeBlocks{memBlocks: s}, testData(2*spindle.MaxBlockSize, 4), packing, ak)
+		seeds["FuzzPackdata"] = append(seeds["FuzzPackdata"], e.Packdata)
+	}
 	dir := t.TempDir()
 	ak.Rotate(Secret{5})
 	if err := ak.Save(dir); err != nil {

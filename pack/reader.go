@@ -19,6 +19,12 @@ import (
 // at once when it reads ahead.
 type GetFunc func(ctx context.Context, ref spindle.Ref) ([]byte, error)
 
+// A GetStripeFunc fetches the stored bytes of a block that is stored as
+// a stripe: ref is the block's ref and shards the refs of its K+M shards,
+// in order. The Reader checks what it returns against ref, and owns the
+// returned slice.
+type GetStripeFunc func(ctx context.Context, ref spindle.Ref, shards []spindle.Ref) ([]byte, error)
+
 // A ReadConfig says how a [Reader] opens a file.
 type ReadConfig struct {
 	// Keys unwrap the file key of an ee file; unused by other packings.
@@ -26,8 +32,12 @@ type ReadConfig struct {
 	// WriterKeys are the public keys accepted for the entry's writer: the
 	// writer's current key and, during a rotation window, previous ones.
 	WriterKeys []spindle.PublicKey
-	// Get fetches blocks. Required.
+	// Get fetches blocks. Required, unless the entry's blocks are
+	// erasure-coded and GetStripe is set.
 	Get GetFunc
+	// GetStripe fetches the blocks of an entry whose blocks are
+	// erasure-coded (see [Stripes]). Required for such an entry.
+	GetStripe GetStripeFunc
 	// Release, if set, hands the Reader ownership of the slices Get
 	// returns: the Reader may overwrite them (it decrypts in place, so a
 	// block needs one buffer, not two) and passes each to Release once it
@@ -54,7 +64,9 @@ type Reader struct {
 	ctx        context.Context
 	entry      *spindle.DirEntry
 	get        GetFunc
-	giveBack   func([]byte) // ReadConfig.Release.
+	getStripe  GetStripeFunc
+	shards     [][]spindle.Ref // Of each block, if the blocks are erasure-coded.
+	giveBack   func([]byte)    // ReadConfig.Release.
 	readAhead  int
 	aead       cipher.AEAD // ee only.
 	commitment [32]byte
@@ -83,22 +95,29 @@ var (
 // applies to every fetch.
 func NewReader(ctx context.Context, entry *spindle.DirEntry, c ReadConfig) (*Reader, error) {
 	const op spindle.Op = "pack.NewReader"
-	if c.Get == nil {
-		return nil, spindle.E(op, entry.Name, spindle.Invalid, "config needs a Get function")
-	}
 	p, digests, err := verify(entry, c.WriterKeys)
 	if err != nil {
 		return nil, spindle.E(op, entry.Name, err)
+	}
+	switch {
+	case p.stripes == nil && c.Get == nil:
+		return nil, spindle.E(op, entry.Name, spindle.Invalid, "config needs a Get function")
+	case p.stripes != nil && c.GetStripe == nil:
+		return nil, spindle.E(op, entry.Name, spindle.Invalid, "the file's blocks are erasure-coded and the config has no GetStripe function")
 	}
 	r := &Reader{
 		ctx:        ctx,
 		entry:      cloneEntry(entry),
 		get:        c.Get,
+		getStripe:  c.GetStripe,
 		commitment: p.commitment,
 		digests:    digests,
 		giveBack:   c.Release,
 		readAhead:  c.ReadAhead,
 		cached:     -1,
+	}
+	if p.stripes != nil {
+		_, r.shards = p.stripes.refs()
 	}
 	switch {
 	case r.readAhead == 0:
@@ -348,12 +367,21 @@ func (r *Reader) fetch(f *fetch) {
 	defer close(f.done)
 	i := f.index
 	b := r.entry.Blocks[i]
-	data, err := r.get(r.ctx, b.Ref)
+	var (
+		data    []byte
+		err     error
+		striped = r.shards != nil
+	)
+	if striped {
+		data, err = r.getStripe(r.ctx, b.Ref, r.shards[i])
+	} else {
+		data, err = r.get(r.ctx, b.Ref)
+	}
 	if err != nil {
 		f.err = spindle.E(spindle.KindOf(err), fmt.Errorf("block %d: %w", i, err))
 		return
 	}
-	if r.giveBack != nil {
+	if r.giveBack != nil && !striped {
 		f.owned = data
 	}
 	want := b.Size
@@ -373,7 +401,7 @@ func (r *Reader) fetch(f *fetch) {
 		return
 	}
 	dst := f.buf[:0]
-	if f.owned != nil {
+	if f.owned != nil || striped {
 		dst = data[:0] // In place: Open allows exact overlap.
 	}
 	blockNonce(&f.nonce, uint64(i))

@@ -128,7 +128,7 @@ func computeVectors(t *testing.T, in *vectors) *vectors {
 		if packing == spindle.EEPack {
 			o.Commitment = hex.EncodeToString(p.commitment[:])
 		}
-		o.Signed = hex.EncodeToString(signedDigest(e, sum, p.commitment))
+		o.Signed = hex.EncodeToString(signedDigest(e, sum, p.commitment, p.stripes))
 		out.Packs = append(out.Packs, o)
 	}
 	wv := in.Wrap

@@ -38,7 +38,7 @@ func verify(e *spindle.DirEntry, writerKeys []spindle.PublicKey) (*packdata, [][
 	if key == "" {
 		return nil, nil, spindle.E(spindle.Integrity, e.Writer, "entry is signed by a key that is not one of the writer's")
 	}
-	if err := spindle.Verify(key, signedDigest(e, sum, p.commitment), p.sig); err != nil {
+	if err := spindle.Verify(key, signedDigest(e, sum, p.commitment, p.stripes), p.sig); err != nil {
 		return nil, nil, spindle.E(spindle.Integrity, e.Writer, "writer's signature does not verify")
 	}
 	return p, digests, nil
@@ -62,10 +62,31 @@ func decodeEntry(e *spindle.DirEntry) (*packdata, [][32]byte, [32]byte, error) {
 	if err != nil {
 		return nil, nil, sum, spindle.E(spindle.Integrity, err)
 	}
+	if p.stripes != nil && p.stripes.blocks() != len(e.Blocks) {
+		return nil, nil, sum, spindle.E(spindle.Integrity, fmt.Sprintf("packdata has the stripes of %d blocks, the entry has %d blocks", p.stripes.blocks(), len(e.Blocks)))
+	}
 	sum = blockSum(e.Blocks, digests)
 	if p.packing != spindle.PlainPack && sum != p.blockSum {
 		return nil, nil, sum, spindle.E(spindle.Integrity, "block list does not match the block sum")
 	}
 	p.blockSum = sum
 	return p, digests, sum, nil
+}
+
+// Stripes returns how entry's blocks are erasure-coded, and the refs of
+// each block's K+M shards, in block and shard order; the zero Erasure and
+// no refs if its blocks are stored whole. It checks the entry's structure
+// as [Verify] does but not its signature: a caller that has not verified
+// the entry must not trust the refs. Errors are Integrity.
+func Stripes(entry *spindle.DirEntry) (Erasure, [][]spindle.Ref, error) {
+	const op spindle.Op = "pack.Stripes"
+	p, _, _, err := decodeEntry(entry)
+	if err != nil {
+		return Erasure{}, nil, spindle.E(op, entry.Name, err)
+	}
+	if p.stripes == nil {
+		return Erasure{}, nil, nil
+	}
+	e, refs := p.stripes.refs()
+	return e, refs, nil
 }

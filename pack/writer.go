@@ -47,9 +47,41 @@ type Config struct {
 	// besides the signer's own key, which is always included. Repeated
 	// keys are wrapped once. Ignored by the other packings.
 	Readers []spindle.PublicKey
-	// Put receives each packed block. Required.
+	// Put receives each packed block. Required, unless Stripe is set.
 	Put PutFunc
+	// Erasure, if not zero, stores each packed block as a stripe of K+M
+	// shards through Stripe instead of Put; the entry records the shards'
+	// refs in its packdata (version 2), under the writer's signature, so
+	// that readers need no setting of their own. A striped file holds at
+	// most MaxStripedBlocks(K+M) blocks.
+	Erasure Erasure
+	Stripe  StripeFunc
 }
+
+// An Erasure is an erasure code: K data shards and M parity shards per
+// block (package blocks/shard makes them). The zero Erasure means whole
+// blocks, stored through a [PutFunc].
+type Erasure struct{ K, M int }
+
+// IsZero reports whether e is the zero Erasure.
+func (e Erasure) IsZero() bool { return e == Erasure{} }
+
+func (e Erasure) check() error {
+	if e.K < 1 || e.K > maxStripeData || e.M < 1 || e.M > maxStripeParity {
+		return fmt.Errorf("bad erasure code %d+%d: want 1 to %d data shards and 1 to %d parity shards", e.K, e.M, maxStripeData, maxStripeParity)
+	}
+	return nil
+}
+
+// MaxStripedBlocks returns the most blocks a file erasure-coded into n
+// shards a block may have: the shard refs of its blocks travel in its
+// packdata, whose size is bounded.
+func MaxStripedBlocks(n int) int { return maxStripeBytes / (32 * n) }
+
+// A StripeFunc stores one packed block, whose ref is ref, as a stripe of
+// K+M shards under the Writer's [Erasure], and returns the refs of its
+// shards in order. It is called as a [PutFunc] is.
+type StripeFunc func(ctx context.Context, ref spindle.Ref, data []byte) ([]spindle.Ref, error)
 
 // slots is the number of block buffers a Writer cycles through: one being
 // filled and sealed, one queued, one being hashed and stored.
@@ -67,6 +99,8 @@ type Writer struct {
 	packing spindle.Packing
 	signer  spindle.Signer
 	put     PutFunc
+	erasure Erasure
+	stripe  StripeFunc
 
 	fileKey    []byte      // ee only.
 	commitment [32]byte    // ee only.
@@ -84,6 +118,7 @@ type Writer struct {
 	err     error // First error; sticky.
 	blocks  []spindle.DirBlock
 	digests [][32]byte
+	shards  [][32]byte // Of each block's stripe, if the blocks are striped.
 	closed  bool
 }
 
@@ -113,8 +148,16 @@ const gcmOverhead = 16
 // which also releases the Writer's goroutine and buffers.
 func NewWriter(ctx context.Context, entry *spindle.DirEntry, c Config) (*Writer, error) {
 	const op spindle.Op = "pack.NewWriter"
-	if c.Signer == nil || c.Put == nil {
+	if c.Signer == nil || c.Put == nil && c.Erasure.IsZero() {
 		return nil, spindle.E(op, entry.Name, spindle.Invalid, "config needs a Signer and a Put function")
+	}
+	if !c.Erasure.IsZero() {
+		if err := c.Erasure.check(); err != nil {
+			return nil, spindle.E(op, entry.Name, spindle.Invalid, err)
+		}
+		if c.Stripe == nil {
+			return nil, spindle.E(op, entry.Name, spindle.Invalid, "config with an erasure code needs a Stripe function")
+		}
 	}
 	if clean, err := spindle.Clean(entry.Name); err != nil || clean != entry.Name {
 		return nil, spindle.E(op, entry.Name, spindle.Invalid, "entry name is not a clean path name")
@@ -128,6 +171,8 @@ func NewWriter(ctx context.Context, entry *spindle.DirEntry, c Config) (*Writer,
 		packing: c.Packing,
 		signer:  c.Signer,
 		put:     c.Put,
+		erasure: c.Erasure,
+		stripe:  c.Stripe,
 	}
 	if w.packing == spindle.UnknownPack {
 		w.packing = spindle.EEPack
@@ -253,7 +298,7 @@ func (w *Writer) store() {
 			} else {
 				sum := sha256.Sum256(s.buf)
 				ref := refOf(sum)
-				if err := w.put(w.ctx, ref, s.buf); err != nil {
+				if err := w.storeBlock(ref, s); err != nil {
 					w.setErr(spindle.E(spindle.KindOf(err), fmt.Errorf("storing block %d: %w", s.index, err)))
 				} else {
 					// Only this goroutine touches blocks until done is closed.
@@ -264,6 +309,34 @@ func (w *Writer) store() {
 		}
 		w.free <- s
 	}
+}
+
+// storeBlock stores the packed block in s, whose ref is ref, through
+// the PutFunc or, for a striped file, the StripeFunc, whose shard refs it
+// keeps.
+func (w *Writer) storeBlock(ref spindle.Ref, s *slot) error {
+	if w.erasure.IsZero() {
+		return w.put(w.ctx, ref, s.buf)
+	}
+	n := w.erasure.K + w.erasure.M
+	if len(w.blocks) >= MaxStripedBlocks(n) {
+		return spindle.E(spindle.Invalid, fmt.Sprintf("a file erasure-coded %d+%d holds at most %d blocks", w.erasure.K, w.erasure.M, MaxStripedBlocks(n)))
+	}
+	refs, err := w.stripe(w.ctx, ref, s.buf)
+	if err != nil {
+		return err
+	}
+	if len(refs) != n {
+		return spindle.E(spindle.Internal, fmt.Sprintf("stripe of %d shards, want %d", len(refs), n))
+	}
+	for _, r := range refs {
+		d, err := refDigest(r)
+		if err != nil {
+			return spindle.E(spindle.Internal, err)
+		}
+		w.shards = append(w.shards, d)
+	}
+	return nil
 }
 
 // flush packs the block in w.cur and queues it for storing.
@@ -370,6 +443,9 @@ func (w *Writer) Close() error {
 	}
 	p := &packdata{packing: w.packing, wraps: w.wraps, commitment: w.commitment}
 	p.blockSum = blockSum(e.Blocks, w.digests)
+	if !w.erasure.IsZero() && len(e.Blocks) > 0 {
+		p.stripes = &stripes{k: w.erasure.K, m: w.erasure.M, shards: w.shards}
+	}
 	if err := sign(e, p, w.signer); err != nil {
 		return spindle.E(op, e.Name, err)
 	}
@@ -384,7 +460,7 @@ func sign(e *spindle.DirEntry, p *packdata, signer spindle.Signer) error {
 		return spindle.E(spindle.Invalid, err)
 	}
 	e.Writer = signer.UserName()
-	sig, err := signer.Sign(signedDigest(e, p.blockSum, p.commitment))
+	sig, err := signer.Sign(signedDigest(e, p.blockSum, p.commitment, p.stripes))
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,11 @@ package replica_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,4 +166,105 @@ func BenchmarkRepairRound(b *testing.B) {
 			b.Fatalf("repair round: %+v, want %d blocks checked and none short", res, n)
 		}
 	}
+}
+
+// BenchmarkErasure compares 4+2 stripes with r=3 copies in one run, on
+// one network of 8 loopback nodes with memory stores and no cache of
+// fetched blocks. put: one block of 1 MiB through node 0, until it is
+// durable (r=3: Put, the local copy and two pushes; 4+2: PutStripe, the
+// split and six shards placed, one of which may stay local). get: 8
+// blocks of 1 MiB at once through node 7, none of whose bytes (block or
+// shard) node 7 holds (r=3: Get from a provider; 4+2: GetStripe, the
+// first 4 of 6 shards and the decode). The bytes are those of the
+// blocks, not of what crossed the network.
+func BenchmarkErasure(b *testing.B) {
+	nodes := newNet(b, 8, replica.Config{Replicas: 3, CacheBytes: -1, RepairInterval: -1})
+	ctx := context.Background()
+	rnd := rand.NewChaCha8([32]byte{3})
+	block := func() []byte {
+		data := make([]byte, spindle.MaxBlockSize)
+		rnd.Read(data)
+		return data
+	}
+	z := nodes[7]
+	b.Run("put/r=3", func(b *testing.B) {
+		data := block()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			rnd.Read(data)
+			if _, err := nodes[0].store.Put(ctx, data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("put/4+2", func(b *testing.B) {
+		data := block()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			rnd.Read(data)
+			if _, err := nodes[0].store.PutStripe(ctx, data, fourTwo); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	const reads = 8
+	var whole []spindle.Ref
+	for len(whole) < reads {
+		ref, err := nodes[0].store.Put(ctx, block())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !z.has(ref) {
+			whole = append(whole, ref)
+		}
+	}
+	type striped struct {
+		ref    spindle.Ref
+		shards []spindle.Ref
+	}
+	var stripes []striped
+	for len(stripes) < reads {
+		data := block()
+		refs, err := nodes[0].store.PutStripe(ctx, data, fourTwo)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !slices.ContainsFunc(refs, z.has) {
+			stripes = append(stripes, striped{blocks.RefOf(data), refs})
+		} else {
+			for _, nd := range nodes {
+				for _, r := range refs {
+					nd.local.(spindle.BlockLister).Delete(ctx, r)
+				}
+			}
+		}
+	}
+	for _, ref := range whole {
+		waitProviders(b, z, ref, 3)
+	}
+	for _, st := range stripes {
+		for _, r := range st.shards {
+			waitProviders(b, z, r, 1)
+		}
+	}
+	each := func(b *testing.B, get func(i int) error) {
+		b.SetBytes(reads * spindle.MaxBlockSize)
+		for b.Loop() {
+			errs := make([]error, reads)
+			var wg sync.WaitGroup
+			for i := range reads {
+				wg.Go(func() { errs[i] = get(i) })
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("get/r=3", func(b *testing.B) {
+		each(b, func(i int) error { _, err := z.store.Get(ctx, whole[i]); return err })
+	})
+	b.Run("get/4+2", func(b *testing.B) {
+		each(b, func(i int) error { _, err := z.store.GetStripe(ctx, stripes[i].ref, stripes[i].shards); return err })
+	})
 }

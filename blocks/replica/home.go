@@ -14,6 +14,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/blocks"
+	"spindle.dev/blocks/shard"
 )
 
 // Blocks come home, and copies beyond r go.
@@ -185,6 +186,9 @@ func (s *Store) homecoming(ctx context.Context, peers []peer.ID) {
 			if data == nil {
 				if data, err = s.localCopy(ctx, ref); err != nil {
 					return
+				}
+				if shard.Is(data) {
+					return // Held once, where it was placed (stripe.go).
 				}
 				ch = blocks.NewChallenge(data)
 			}

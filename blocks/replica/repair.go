@@ -12,9 +12,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	mh "github.com/multiformats/go-multihash"
 
-	"spindle.dev/blocks"
-
 	"spindle.dev"
+	"spindle.dev/blocks"
+	"spindle.dev/blocks/shard"
 )
 
 // Defaults for the repair settings of Config.
@@ -351,6 +351,11 @@ func (s *Store) repairOne(ctx context.Context, ref spindle.Ref, live *liveness, 
 		}
 		return outcome{state: stateUnknown}
 	}
+	if shard.Is(data) {
+		// One copy of each shard is the point of a stripe: a missing
+		// shard is rebuilt by RepairStripe, not copied (stripe.go).
+		return outcome{state: stateOK}
+	}
 	ch := blocks.NewChallenge(data)
 	holders, complete := s.liveHolders(ctx, ref, k, ch, live, s.cfg.Replicas-1)
 	// A copy pushed lately counts even if its holder's announcement has
@@ -581,15 +586,20 @@ func (s *Store) drainOne(ctx context.Context, ref spindle.Ref, live *liveness) (
 	if err != nil {
 		return false, 0, false
 	}
-	// Look for r others, not r−1: this node's copy is leaving.
+	// Look for r others, not r−1: this node's copy is leaving. A shard
+	// is held once (stripe.go): one other holder takes this one's place.
+	want := s.cfg.Replicas
+	if shard.Is(data) {
+		want = 1
+	}
 	ch := blocks.NewChallenge(data)
-	holders, _ := s.liveHolders(ctx, ref, k, ch, live, s.cfg.Replicas)
+	holders, _ := s.liveHolders(ctx, ref, k, ch, live, want)
 	for _, p := range s.recentlyPushed(ref) {
 		if !holders[p] && live.proves(ctx, p, ref, ch) {
 			holders[p] = true
 		}
 	}
-	need := s.cfg.Replicas - len(holders)
+	need := want - len(holders)
 	if need <= 0 {
 		return false, 0, true
 	}

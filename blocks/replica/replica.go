@@ -189,19 +189,21 @@ type Store struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	remotes  map[peer.ID]*p2p.RemoteStore
-	inflight map[peer.ID]int       // Fetches in progress, per peer, to spread load.
-	seen     seen                  // How fetches went, per peer and in all.
-	held     int64                 // Bytes held in the local store, as last counted plus those put since.
-	putSince int64                 // Bytes put since the count in progress started.
-	refused  int64                 // Replica pushes refused.
-	full     int64                 // Replica pushes refused for Config.HoldLimit.
-	fullPeer map[peer.ID]time.Time // Nodes that refused a push as full, and when.
-	pushFull int64                 // Pushes to other nodes that they refused as full.
-	unproven map[peer.ID]time.Time // Nodes that could not prove they hold a block, and when (see proof.go).
-	failed   int64                 // Challenges other nodes failed or could not answer.
-	closed   bool
+	mu          sync.Mutex
+	remotes     map[peer.ID]*p2p.RemoteStore
+	inflight    map[peer.ID]int         // Fetches in progress, per peer, to spread load.
+	seen        seen                    // How fetches went, per peer and in all.
+	held        int64                   // Bytes held in the local store, as last counted plus those put since.
+	putSince    int64                   // Bytes put since the count in progress started.
+	refused     int64                   // Replica pushes refused.
+	full        int64                   // Replica pushes refused for Config.HoldLimit.
+	fullPeer    map[peer.ID]time.Time   // Nodes that refused a push as full, and when.
+	pushFull    int64                   // Pushes to other nodes that they refused as full.
+	unproven    map[peer.ID]time.Time   // Nodes that could not prove they hold a block, and when (see proof.go).
+	failed      int64                   // Challenges other nodes failed or could not answer.
+	stripeMoved int64                   // Bytes of shards sent or fetched by stripe operations (stripe.go).
+	stripes     map[[32]byte]*placement // Stripes whose shards users put here one by one, by block hash (PutShard).
+	closed      bool
 
 	countMu sync.Mutex // Held while the local store is counted; taken before mu.
 

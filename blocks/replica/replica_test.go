@@ -38,6 +38,7 @@ type node struct {
 	cancel  context.CancelFunc
 	corrupt atomic.Bool  // Serve wrong bytes to other nodes.
 	hang    atomic.Bool  // Answer no get from other nodes.
+	gone    atomic.Bool  // Answer every get from other nodes as if nothing were held.
 	hung    atomic.Int64 // Gets left unanswered while hung.
 	served  atomic.Int64 // Gets served while corrupt.
 	users   sync.Map     // Of peer.ID: the node's signed-in users.
@@ -70,6 +71,9 @@ type corruptStore struct {
 }
 
 func (c corruptStore) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	if c.n.gone.Load() {
+		return nil, spindle.E(spindle.NotExist, "gone")
+	}
 	if c.n.hang.Load() {
 		c.n.hung.Add(1)
 		<-ctx.Done()

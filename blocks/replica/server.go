@@ -13,6 +13,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/blocks"
+	"spindle.dev/blocks/shard"
 	"spindle.dev/p2p"
 )
 
@@ -103,6 +104,11 @@ func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	if isUser {
 		if !srv.s.admitted(srv.s.h.ID()) {
 			return "", spindle.E(op, spindle.Permission, fmt.Sprintf("node %s is not a member of its network, which admits only its members, so no other node would keep or find the blocks put here; put through a member node, or have an operator admit this one (spin key node add %s)", srv.s.h.ID(), srv.s.h.ID()))
+		}
+		if shard.Is(data) {
+			// A shard of a block the client erasure-codes: one
+			// copy, on a node apart from its siblings (stripe.go).
+			return srv.s.PutShard(ctx, data)
 		}
 		ref, _, err := srv.s.PutCopies(ctx, data)
 		return ref, err
@@ -277,6 +283,9 @@ type Stats struct {
 	FetchHedged int64 // Providers asked while waiting for others.
 	FetchCut    int64 // Fetches from a provider cut for falling far behind.
 	FetchPeers  int   // Peers whose fetches are remembered.
+
+	// Stripes (see stripe.go).
+	StripeMoved int64 // Bytes of shards pushed to or fetched from other nodes.
 }
 
 // Stats returns the Store's figures. The announcements are described by
@@ -288,6 +297,7 @@ func (s *Store) Stats() Stats {
 	st.HeldBytes, st.HoldLimit = s.held, s.cfg.HoldLimit
 	st.ReplicaRefused, st.ReplicaFull, st.PushedFull = s.refused, s.full, s.pushFull
 	st.ProofsFailed, st.Unproven = s.failed, len(s.unproven)
+	st.StripeMoved = s.stripeMoved
 	s.mu.Unlock()
 	s.repairStats(&st)
 	s.seen.stats(&st)

@@ -7,13 +7,15 @@ import (
 	"strings"
 
 	"spindle.dev"
+	"spindle.dev/pack"
 )
 
 const infoUsage = `Usage:
     spin info PATH...
 
 Describes each PATH in detail: kind, writer, packing, size, time, sequence
-number, blocks, the users holding a wrapped key (who can decrypt it: "all
+number, blocks (and, for a file stored erasure-coded, its code and each
+block's shards), the users holding a wrapped key (who can decrypt it: "all
 (key wrapped for all)" if anyone can), and the Access file that governs it.
 Key holders it cannot name, and the groups it cannot read to name them, are
 reported as warnings. A link is described, not followed.
@@ -93,8 +95,17 @@ func printInfo(w io.Writer, e *spindle.DirEntry, readers []spindle.UserName, acc
 	}
 	if !e.Attr.IsDir() && !e.Attr.IsLink() && !e.Attr.IsIncomplete() {
 		field("blocks", "%d", len(e.Blocks))
+		code, stripes, _ := pack.Stripes(e)
+		if !code.IsZero() {
+			field("erasure", "%d+%d: each block stored as %d shards, any %d of which give it back", code.K, code.M, code.K+code.M, code.K)
+		}
 		for i, b := range e.Blocks {
 			fmt.Fprintf(w, "%-9s %d: %s offset %d size %d\n", "", i, b.Ref, b.Offset, b.Size)
+			if i < len(stripes) {
+				for j, r := range stripes[i] {
+					fmt.Fprintf(w, "%-9s    shard %d: %s\n", "", j, r)
+				}
+			}
 		}
 		switch e.Packing {
 		case spindle.EEPack:

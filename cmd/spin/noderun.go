@@ -21,6 +21,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/blocks/replica"
+	"spindle.dev/blocks/shard"
 	"spindle.dev/client"
 	"spindle.dev/node"
 	"spindle.dev/p2p"
@@ -32,7 +33,7 @@ const nodeUsage = `Usage:
     spin node [-home DIR] [-listen MULTIADDR,...] [-writers LIST] [-repair USER,...]
               [-bootstrap MULTIADDR,...] [-relay] [-autonat=false]
               [-holepunch=false] [-relayclient=false] [-portmap=false]
-              [-replicas N] [-cache MIB] [-holdlimit MIB] [-drain]
+              [-replicas N] [-ec K+M] [-cache MIB] [-holdlimit MIB] [-drain]
               [-gateway ADDR]
               [-keyserver MULTIADDR,...] [-compact K] [-witness]
               [-metrics ADDR] [-quota USER=SIZE,...] [-rate SIZE|up=SIZE,down=SIZE]
@@ -161,6 +162,12 @@ Options:
     -replicas N      copies of each block a put through this node makes: one
                      here and the rest on the nodes nearest to the block's
                      address; with fewer nodes, as many as there are (default 3)
+    -ec K+M          erasure-code the blocks put through this node instead: each
+                     block as K data and M parity shards, held once each by
+                     K+M nodes, any K of which give it back (4+2 stores 1.5
+                     times the file and survives 2 nodes lost); each file's
+                     entry records the code, so readers need no setting
+                     (default none: -replicas whole copies)
     -cache MIB       size of the cache of blocks fetched from other nodes, in
                      MiB; 0 turns it off (default 256)
     -holdlimit MIB   the disk this node gives to blocks, in MiB: once the
@@ -296,6 +303,14 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "spin: node: -replicas %d: a block needs at least one copy\n", *f.replicas)
 		return 2
 	}
+	var erasure shard.Scheme
+	if *f.ec != "" {
+		var err error
+		if erasure, err = shard.ParseScheme(*f.ec); err != nil {
+			fmt.Fprintf(stderr, "spin: node: -ec %s: want K+M, such as 4+2, with K 1 to %d and M 1 to %d\n", *f.ec, shard.MaxData, shard.MaxParity)
+			return 2
+		}
+	}
 	if *f.holdlimit <= 0 {
 		fmt.Fprintf(stderr, "spin: node: -holdlimit %d: give the MiB of blocks this node may hold, more than 0\n", *f.holdlimit)
 		return 2
@@ -358,6 +373,7 @@ func runNodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		NoRelayClient:    !*f.relayclient,
 		NoPortMap:        !*f.portmap,
 		Replicas:         *f.replicas,
+		Erasure:          erasure,
 		CacheBytes:       cacheBytes(*f.cache),
 		HoldLimit:        *f.holdlimit << 20,
 		KeyServers:       keyservers,
@@ -477,7 +493,7 @@ type nodeFlags struct {
 	replicas, compact                               *int
 	cache, holdlimit                                *int64
 	drain                                           *bool
-	gateway                                         *string
+	gateway, ec                                     *string
 	keyserver                                       *string
 	witness                                         *bool
 	metrics                                         *string
@@ -502,6 +518,7 @@ func newNodeFlags() (*flag.FlagSet, *nodeFlags) {
 		relayclient:  fs.Bool("relayclient", true, ""),
 		portmap:      fs.Bool("portmap", true, ""),
 		replicas:     fs.Int("replicas", replica.DefaultReplicas, ""),
+		ec:           fs.String("ec", "", ""),
 		compact:      fs.Int("compact", 0, ""),
 		cache:        fs.Int64("cache", replica.DefaultCacheBytes>>20, ""),
 		holdlimit:    fs.Int64("holdlimit", replica.DefaultHoldLimit>>20, ""),

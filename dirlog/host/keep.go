@@ -146,6 +146,9 @@ func (s *Server) keptRefs(ctx context.Context, l *hosted, keep time.Duration, pi
 		for _, b := range e.Blocks {
 			refs = append(refs, b.Ref)
 		}
+		if s.cfg.MoreRefs != nil && len(e.Blocks) > 0 {
+			refs = append(refs, s.cfg.MoreRefs(e)...) // An erasure-coded file's shards.
+		}
 	}
 	if len(at) > 0 {
 		t := dirlog.NewTree(l.user)

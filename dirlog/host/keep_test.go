@@ -340,3 +340,37 @@ func TestPinKept(t *testing.T) {
 		t.Fatalf("compaction after the pin went: %v, %v; want a checkpoint at %d", cp, err, pin+2)
 	}
 }
+
+// TestKeepMoreRefs checks that the blocks Config.MoreRefs adds (an
+// erasure-coded file's shards) are kept for past states as for the
+// current one.
+func TestKeepMoreRefs(t *testing.T) {
+	st := &MemStore{}
+	e := newEnv(t, st)
+	e.s.Close()
+	s, err := New(e.ctx, st, Config{Keys: e.keys, Host: e.host, Logger: slog.New(slog.DiscardHandler),
+		Keep:     func(context.Context, spindle.UserName) time.Duration { return time.Hour },
+		MoreRefs: func(d *spindle.DirEntry) []spindle.Ref { return []spindle.Ref{d.Blocks[0].Ref + "-shard"} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e.s = s
+	c := e.as(ann)
+	e.do(c.MakeDirectory(e.ctx, "ann@example.com/"))
+	e.do(c.Put(e.ctx, version("ann@example.com/x", "X1")))
+	e.do(c.Put(e.ctx, version("ann@example.com/x", "X2")))
+	var got []string
+	if _, err := s.Refs(e.ctx, func(u spindle.UserName, refs []spindle.Ref) error {
+		for _, r := range refs {
+			got = append(got, string(r))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if want := []string{"X1", "X1-shard", "X2", "X2-shard"}; !slices.Equal(got, want) {
+		t.Fatalf("leased %v, want %v", got, want)
+	}
+}

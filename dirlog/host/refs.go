@@ -12,9 +12,11 @@ import (
 
 // Refs calls fn, one user at a time, with the blocks that the current
 // tree of each user whose log this server holds references, and of every
-// earlier state inside the user's retention window (Config.Keep): the
-// blocks of every file, each once per user. This is what the server, as
-// those users' dir host, keeps leased (see package blocks/lease). fn must not keep refs after it returns.
+// earlier state inside the user's retention window (Config.Keep) or
+// named by a pin (Config.Pins): the blocks of every file (and those
+// Config.MoreRefs adds), each once per user. This is what the server, as
+// those users' dir host, keeps leased (see package blocks/lease). fn must
+// not keep refs after it returns.
 //
 // Refs also returns the users whose logs are damaged and not served: the
 // blocks their trees reference are not known until the operator repairs
@@ -50,6 +52,14 @@ func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs [
 					if !seen[b.Ref] {
 						seen[b.Ref] = true
 						refs = append(refs, b.Ref)
+					}
+				}
+				if s.cfg.MoreRefs != nil && len(n.Entry.Blocks) > 0 {
+					for _, r := range s.cfg.MoreRefs(&n.Entry) {
+						if !seen[r] {
+							seen[r] = true
+							refs = append(refs, r)
+						}
 					}
 				}
 				for _, k := range n.Kids {
@@ -93,4 +103,51 @@ func (s *Server) keptOf(ctx context.Context, user spindle.UserName, keep time.Du
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	return s.keptRefs(ctx, l, keep, pins)
+}
+
+// Files calls fn, one user at a time, with a copy of every entry of the
+// current tree of each user whose log this server holds that has blocks:
+// the files whose blocks the server keeps leased (see [Server.Refs]). An
+// error from fn, or the end of ctx, stops Files and is returned.
+func (s *Server) Files(ctx context.Context, fn func(user spindle.UserName, e *spindle.DirEntry) error) error {
+	const op spindle.Op = "dirlog.Files"
+	s.mu.RLock()
+	users := make([]spindle.UserName, 0, len(s.logs))
+	for u, l := range s.logs {
+		if l.t != nil {
+			users = append(users, u)
+		}
+	}
+	s.mu.RUnlock()
+	slices.Sort(users)
+	for _, u := range users {
+		if err := ctx.Err(); err != nil {
+			return spindle.E(op, spindle.Transient, err)
+		}
+		var files []spindle.DirEntry
+		v := s.view()
+		if l := v.served(u); l != nil && l.t.Root != nil {
+			var visit func(n *dirlog.Node)
+			visit = func(n *dirlog.Node) {
+				if len(n.Entry.Blocks) > 0 {
+					e := n.Entry
+					e.Blocks = slices.Clone(e.Blocks)
+					e.Packdata = slices.Clone(e.Packdata)
+					e.Inline, e.Signed = nil, nil
+					files = append(files, e)
+				}
+				for _, k := range n.Kids {
+					visit(k)
+				}
+			}
+			visit(l.t.Root)
+		}
+		v.release()
+		for i := range files {
+			if err := fn(u, &files[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -70,6 +70,11 @@ type Config struct {
 	Pins func(ctx context.Context, user spindle.UserName) []int64
 	// Now, if set, is the clock retention is measured by; tests set it.
 	Now func() time.Time
+	// MoreRefs, if set, returns the blocks an entry reaches besides those
+	// of its block list, which [Server.Refs] reports too: a node names
+	// the shards of a file whose blocks are erasure-coded, which only
+	// its packdata records (package pack). It must not keep e.
+	MoreRefs func(e *spindle.DirEntry) []spindle.Ref
 }
 
 // A Server holds the logs of many users on one dir host: it checks and

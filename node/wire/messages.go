@@ -16,8 +16,15 @@ type AuthRequest struct{}
 // An AuthResponse carries the key cluster's note verifier key (as
 // KeyVerifierResponse), with the error if signing in failed: a client
 // checks which key cluster it reached without asking again.
+//
+// Erasure is the erasure code ("4+2") in which the node asks its users'
+// clients to store the blocks they put through it (spin node -ec): each
+// block as K data and M parity shards, which the node places apart.
+// Empty means whole blocks, replicated; an older node sends none, and an
+// older client ignores it and puts whole blocks, which any node takes.
 type AuthResponse struct {
 	Verifier []byte `cbor:"4,keyasint,omitempty"`
+	Erasure  string `cbor:"5,keyasint,omitempty"`
 }
 
 // A KeyLookupRequest asks for User's key record (KeyLookup), or for the

@@ -249,15 +249,23 @@ func TestNetnsRole(t *testing.T) {
 		if err := spindle.ReplaceFile(get("ADDRFILE"), []byte(addr), 0o600, false); err != nil {
 			t.Fatal(err)
 		}
+		done := make(chan struct{})
 		if os.Getenv(netnsEnv+"VERBOSE") == "1" {
-			go func() {
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			wg.Go(func() {
 				for {
 					fmt.Fprintf(os.Stderr, "%s reachability %s addrs %v dht %d\n", time.Now().Format(time.TimeOnly), n.reachability(), n.Host().Addrs(), n.DHT().RoutingTable().Size())
-					time.Sleep(5 * time.Second)
+					select {
+					case <-done:
+						return
+					case <-time.After(5 * time.Second):
+					}
 				}
-			}()
+			})
 		}
 		io.Copy(io.Discard, os.Stdin)
+		close(done)
 	case "get":
 		getRole(t, n, seed, count)
 	case "reach":

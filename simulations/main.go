@@ -9,6 +9,7 @@
 //	go run ./simulations -scenario hot -nodes 201
 //	go run ./simulations -scenario model-churn -nodes 10000,100000
 //	go run ./simulations -scenario model-lookup -nodes 100,1000,10000,100000
+//	go run ./simulations -scenario model-ec -nodes 1000,10000 -avail 0.3,0.5,0.7 -codes r2,r3,4+2,6+3
 //
 // The same seed gives the same inputs (identities, latencies, schedule,
 // workload) and, for the model, the same table.
@@ -38,6 +39,7 @@ Scenarios:
   hot           many readers fetch one file at once, with and without caching
   model-churn   the churn model at sizes beyond one process
   model-lookup  the lookup model at sizes beyond one process
+  model-ec      whole copies against erasure-coded stripes in the churn model
 
 Flags:
 `
@@ -54,7 +56,8 @@ func main() {
 		rs       = flag.String("r", "1,2,3,4,5", "churn: replication factors")
 		repair   = flag.String("repair", "0,1", "churn: repair intervals in hours (0: no repair)")
 		hours    = flag.Float64("hours", 48, "churn: simulated hours")
-		avail    = flag.Float64("avail", 0.5, "churn: availability of a machine")
+		avail    = flag.String("avail", "0.5", "churn: availability of a machine (model-ec: a list)")
+		codes    = flag.String("codes", "r2,r3,r4,4+2,6+3,10+4", "model-ec: codes, rN (N copies) or K+M (stripes)")
 		shape    = flag.Float64("shape", 0.5, "churn: Weibull shape of session lengths")
 		online   = flag.Float64("session", 8, "churn: mean online session in hours")
 		lifetime = flag.Float64("lifetime", 0, "churn: mean hours until a machine leaves for good (0: never)")
@@ -65,7 +68,11 @@ func main() {
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	churn := model.Churn{Availability: *avail, Shape: *shape, MeanOnline: *online, MeanLifetime: *lifetime}
+	avails := floats(*avail)
+	churn := model.Churn{Availability: avails[0], Shape: *shape, MeanOnline: *online, MeanLifetime: *lifetime}
+	if len(avails) > 1 && *scenario != "model-ec" {
+		fatal(fmt.Errorf("-avail %s: only model-ec takes a list", *avail))
+	}
 	sizes := func(def string) []int {
 		if *nodes == "" {
 			return ints(def)
@@ -107,6 +114,25 @@ func main() {
 			}
 		}
 		plotErr(t.Plot(filepath.Join(*out, name+".png"), "r", "readable_pct", "nodes,repair_h", "replication factor r", "files readable (%)"))
+	case "model-ec":
+		t = model.CodedTable()
+		var cs []model.Code
+		for f := range strings.SplitSeq(*codes, ",") {
+			c, cerr := model.ParseCode(strings.TrimSpace(f))
+			if cerr != nil {
+				fatal(cerr)
+			}
+			cs = append(cs, c)
+		}
+	all:
+		for _, n := range sizes("1000,10000") {
+			for _, a := range avails {
+				churn.Availability = a
+				if err = model.CodedRows(t, n, *files*n/100, *blocks, cs, floats(*repair), *hours, churn, *seed); err != nil {
+					break all
+				}
+			}
+		}
 	case "model-lookup":
 		t = model.LookupTable()
 		for _, n := range sizes("100,1000,10000,100000") {

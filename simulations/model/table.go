@@ -52,3 +52,30 @@ func LookupRow(t *report.Table, n, lookups int, seed uint64) error {
 	t.Add(n, math.Log10(float64(n)), lookups, res.Found, MeanInt(res.Hops), p99, MeanInt(res.Queried))
 	return nil
 }
+
+// CodedTable returns an empty table of the model under codes.
+func CodedTable() *report.Table {
+	return &report.Table{
+		Title: "model-ec: copies against stripes on one churn schedule (event-driven model)",
+		Cols: []string{"nodes", "files", "avail", "code", "repair_h", "hours", "readable_pct", "min_readable_pct",
+			"lost_files", "repair_x", "repair_fetchall_x", "disk_x", "disk_end_x"},
+	}
+}
+
+// CodedRows adds a row for every repair interval and code at n nodes
+// under churn c. repair_x is the bytes repair moved over the run per
+// byte of data; disk_x is the bytes stored per byte of data when each
+// piece is held once, disk_end_x what is held at the end.
+func CodedRows(t *report.Table, n, files, blocks int, codes []Code, repair []float64, hours float64, c Churn, seed uint64) error {
+	for _, rep := range repair {
+		for _, code := range codes {
+			res, err := Coded(CodedConfig{Nodes: n, Files: files, Blocks: blocks, Code: code, Hours: hours, Repair: rep, Churn: c, Seed: seed})
+			if err != nil {
+				return err
+			}
+			t.Add(n, files, c.Availability, code.String(), rep, hours, 100*res.Readable, 100*res.MinReadable,
+				res.Lost, res.Repair, res.RepairFetchAll, code.Disk(), res.Disk)
+		}
+	}
+	return nil
+}

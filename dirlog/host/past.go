@@ -66,72 +66,123 @@ func (c *pastTrees) put(k pastKey, t *dirlog.Tree) {
 
 // pastTree returns owner's tree after entry seq or, if when is not zero,
 // as it was at when (after the last entry made at or before it). A state
-// before the log's checkpoint, or past its head, is NotExist.
+// before the log's checkpoint, or past its head, is NotExist. The log is
+// read through a handle of its own, up to the state asked for, with no
+// lock held, so that readers of the past do not hold up the owner's
+// appends; a log replaced meanwhile (compacted) is read again.
 func (s *Server) pastTree(ctx context.Context, owner spindle.UserName, seq int64, when time.Time) (*dirlog.Tree, error) {
+	for try := 1; ; try++ {
+		t, replaced, err := s.pastTreeOnce(ctx, owner, seq, when)
+		if !replaced || try == 3 {
+			if replaced && err == nil {
+				err = spindle.E(spindle.Transient, spindle.PathName(owner+"/"), "the log was replaced while it was read; try again")
+			}
+			return t, err
+		}
+	}
+}
+
+// pastTreeOnce is one try of pastTree; replaced reports that the log was
+// replaced while it was read.
+func (s *Server) pastTreeOnce(ctx context.Context, owner spindle.UserName, seq int64, when time.Time) (t *dirlog.Tree, replaced bool, err error) {
+	root := spindle.PathName(owner + "/")
 	s.mu.RLock()
 	l := s.served(owner)
 	s.mu.RUnlock()
 	if l == nil {
-		return nil, spindle.E(spindle.NotExist, spindle.PathName(owner+"/"), "no tree of the user on this dir host")
+		return nil, false, spindle.E(spindle.NotExist, root, "no tree of the user on this dir host")
 	}
 	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
-	head := l.pos().seq
-	gen := l.replaced.Load()
+	head, cp, skip, gen := l.pos().seq, l.cp, l.cpRecs, l.replaced.Load()
+	var lg Log
+	if l.log != nil && head > 0 {
+		lg, err = s.store.Open(ctx, l.user)
+	}
+	l.appendMu.Unlock()
+	if err != nil {
+		return nil, false, err
+	}
+	if lg == nil {
+		return nil, false, spindle.E(spindle.NotExist, root, "the tree has no entries")
+	}
+	defer lg.Close()
+	var since int64
+	if cp != nil {
+		since = cp.Seq
+	}
+	if when.IsZero() && seq < 0 {
+		seq += head
+	}
 	if when.IsZero() {
-		if seq < 0 {
-			seq += head
+		switch {
+		case seq <= 0 || seq > head:
+			return nil, false, spindle.E(spindle.NotExist, root, fmt.Sprintf("no sequence %d: the log ends at %d", seq, head))
+		case seq < since:
+			return nil, false, spindle.E(spindle.NotExist, root, fmt.Sprintf("sequence %d was compacted into the checkpoint at %d", seq, since))
 		}
 		if t := s.past.get(pastKey{owner, seq, gen}); t != nil {
-			return t, nil
+			return t, false, nil
 		}
 	}
-	w, err := s.scanWindow(ctx, l, 0, s.now())
-	if err != nil {
-		return nil, err
+	t = dirlog.NewTree(owner)
+	found := false // At a time: whether a state at or before it is known.
+	if cp != nil {
+		if t, err = cp.Fold(); err != nil {
+			return nil, false, spindle.E(spindle.Integrity, owner, err)
+		}
+		for _, e := range cp.Entries {
+			found = found || e.Seq == since && !when.IsZero() && !e.Time.Go().After(when)
+		}
 	}
-	var since int64
-	if w.cp != nil {
-		since = w.cp.Seq
+	target := seq
+	if !when.IsZero() {
+		target = head
+	}
+	err = lg.Scan(ctx, func(b []byte) error {
+		if skip > 0 {
+			skip--
+			return nil
+		}
+		if t.Seq >= target {
+			return errUpTo
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p := dirlog.DecodePending(b)
+		if p.Err != nil {
+			return p.Err
+		}
+		if !when.IsZero() && p.Entry.Time.Go().After(when) {
+			return errUpTo
+		}
+		if p.Entry.Seq != t.Seq+1 || p.Entry.Prev != t.Head {
+			return spindle.E(spindle.Integrity, owner, fmt.Sprintf("stored log changed while in use: entry %d does not follow entry %d", p.Entry.Seq, t.Seq))
+		}
+		if _, err := t.Apply(p.Entry); err != nil {
+			return spindle.E(spindle.Internal, owner, fmt.Errorf("stored log changed while in use: %w", err))
+		}
+		found = true
+		return nil
+	})
+	if l.replaced.Load() != gen {
+		return nil, true, nil
+	}
+	if err != nil && err != errUpTo {
+		return nil, false, err
 	}
 	if !when.IsZero() {
-		seq = 0
-		if w.cp != nil {
-			for _, e := range w.cp.Entries {
-				if e.Seq == since && !e.Time.Go().After(when) {
-					seq = since
-				}
+		if !found {
+			if cp != nil {
+				return nil, false, spindle.E(spindle.NotExist, root, fmt.Sprintf("the tree at %s was compacted into the checkpoint at %d", when.UTC().Format(time.RFC3339), since))
 			}
+			return nil, false, spindle.E(spindle.NotExist, root, fmt.Sprintf("the tree has no entry at or before %s", when.UTC().Format(time.RFC3339)))
 		}
-		for _, e := range w.entries {
-			if e.Time.Go().After(when) {
-				break
-			}
-			seq = e.Seq
-		}
-		if seq == 0 {
-			if w.cp != nil {
-				return nil, spindle.E(spindle.NotExist, spindle.PathName(owner+"/"), fmt.Sprintf("the tree at %s was compacted into the checkpoint at %d", when.UTC().Format(time.RFC3339), since))
-			}
-			return nil, spindle.E(spindle.NotExist, spindle.PathName(owner+"/"), fmt.Sprintf("the tree has no entry at or before %s", when.UTC().Format(time.RFC3339)))
-		}
+	} else if t.Seq != seq {
+		return nil, false, spindle.E(spindle.Integrity, owner, fmt.Sprintf("stored log ends at entry %d, before entry %d", t.Seq, seq))
 	}
-	switch {
-	case seq <= 0 || seq > head:
-		return nil, spindle.E(spindle.NotExist, spindle.PathName(owner+"/"), fmt.Sprintf("no sequence %d: the log ends at %d", seq, head))
-	case seq < since:
-		return nil, spindle.E(spindle.NotExist, spindle.PathName(owner+"/"), fmt.Sprintf("sequence %d was compacted into the checkpoint at %d", seq, since))
-	}
-	k := pastKey{owner, seq, gen}
-	if t := s.past.get(k); t != nil {
-		return t, nil
-	}
-	t, err := w.treeAt(owner, seq)
-	if err != nil {
-		return nil, err
-	}
-	s.past.put(k, t)
-	return t, nil
+	s.past.put(pastKey{owner, t.Seq, gen}, t)
+	return t, false, nil
 }
 
 // pastReaderFor returns a reader of past, a state of owner's tree, for

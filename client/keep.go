@@ -32,15 +32,18 @@ func (c *Client) Snapshot(ctx context.Context, name string) (int64, error) {
 	if len(cur.Pins) >= keylog.MaxPins {
 		return 0, spindle.E(op, c.user, spindle.Invalid, fmt.Sprintf("%d snapshots already, the most a key record holds: remove one first", len(cur.Pins)))
 	}
-	t, err := c.TreeAt(ctx, 0)
-	if err != nil {
+	// The state now: the head a lookup of the root is proved against,
+	// which costs a round trip, not a read of the whole log.
+	if _, err := c.Lookup(ctx, spindle.PathName(c.user+"/"), false); err != nil {
 		return 0, spindle.E(op, c.user, err)
 	}
-	if t.Seq == 0 {
+	h := c.svc.heads.floor(c.user)
+	if h == nil || h.Seq == 0 {
 		return 0, spindle.E(op, c.user, spindle.NotExist, "the tree is empty: nothing to name")
 	}
+	seq := h.Seq
 	next := keylog.Next(cur)
-	next.Pins = append(next.Pins, spindle.Pin{Name: name, Seq: t.Seq})
+	next.Pins = append(next.Pins, spindle.Pin{Name: name, Seq: seq})
 	slices.SortFunc(next.Pins, func(a, b spindle.Pin) int { return strings.Compare(a.Name, b.Name) })
 	if err := c.putUser(ctx, next); err != nil {
 		return 0, spindle.E(op, c.user, err)
@@ -48,7 +51,7 @@ func (c *Client) Snapshot(ctx context.Context, name string) (int64, error) {
 	if err := c.auth(ctx); err != nil {
 		return 0, spindle.E(op, c.user, err)
 	}
-	return t.Seq, nil
+	return seq, nil
 }
 
 // DropSnapshot removes the named snapshot name of the client's own tree;

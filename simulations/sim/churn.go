@@ -89,10 +89,12 @@ func ChurnCodesTable() *report.Table {
 // schedule, nodes, files and code. placed_mean is the copies or shards
 // the put placed per block; min_readable_pct the least readable at time
 // 0 and at each whole hour, before that hour's repair round; repair_x
-// the bytes repair moved per byte of data (copies pushed; shards fetched
-// and pushed by RepairStripe, which the model counts as
-// repair_fetchall_x); disk_end_x the bytes all nodes hold, online or
-// not, per byte of data at the end.
+// the bytes repair moved per byte of data (copies pushed by Repair and
+// handed back to home nodes that returned; shards fetched and pushed by
+// RepairStripe, which the model counts as repair_fetchall_x); disk_end_x
+// the bytes all nodes hold, online or not, per byte of data at the end
+// (shards with their headers). The model's repair figure is
+// repair_fetchall_x, counted as RepairStripe moves bytes.
 func ChurnCodes(ctx context.Context, cfg ChurnConfig, t *report.Table) error {
 	data := float64(cfg.Files * cfg.Blocks * cfg.BlockSize)
 	for _, rep := range cfg.Repair {
@@ -124,7 +126,7 @@ type churnRow struct {
 	minReadable      float64 // Least readable_pct at time 0 and each whole hour.
 	lost             int     // Files with a block held (online or not) too few times to read.
 	pushes           int64   // Copies pushed by Repair (copies only).
-	repairBytes      int64   // Bytes repair moved: copies pushed, or shards fetched and pushed.
+	repairBytes      int64   // Bytes repair moved: copies pushed by Repair and to returning home nodes, or shards fetched and pushed by RepairStripe.
 	diskBytes        int64   // Bytes held by all nodes, online or not, at the end.
 	wall             time.Duration
 }
@@ -376,12 +378,17 @@ func churnOnce(ctx context.Context, cfg ChurnConfig, c model.Code, repairHours f
 	for _, g := range got {
 		readOK += btoi(g)
 	}
+	var homed int64
 	for _, nd := range net.Nodes {
-		row.pushes += nd.Store.Stats().RepairPushed
+		st := nd.Store.Stats()
+		row.pushes += st.RepairPushed
+		homed += st.HomePushed
 		_, size, _ := nd.Local.Usage(ctx)
 		row.diskBytes += size
 	}
-	row.repairBytes = row.pushes*int64(cfg.BlockSize) + stripeBytes.Load()
+	// Copies handed back to home nodes that returned are repair
+	// traffic too; the model has no such step.
+	row.repairBytes = (row.pushes+homed)*int64(cfg.BlockSize) + stripeBytes.Load()
 	row.readable = 100 * float64(readable) / float64(cfg.Files)
 	row.readOK = 100 * float64(readOK) / float64(cfg.Files)
 	row.minReadable = 100 * row.minReadable / float64(cfg.Files)

@@ -286,6 +286,9 @@ func churnOnce(ctx context.Context, cfg ChurnConfig, c model.Code, repairHours f
 			}
 		}
 		if c.Striped() {
+			if len(online) == 0 {
+				return
+			}
 			// One online node is the files' dir host this round: the
 			// model assumes one always is (dir hosts are mirrored).
 			host := net.Nodes[online[order.IntN(len(online))]].Store

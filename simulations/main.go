@@ -5,6 +5,7 @@
 //
 //	go run ./simulations -scenario lookup -nodes 50,100,200,300 -seed 1
 //	go run ./simulations -scenario churn -nodes 40 -r 1,2,3,4,5 -repair 0,1,6
+//	go run ./simulations -scenario churn -nodes 80 -avail 0.5,0.7 -codes r3,4+2 -repair 1 -hours 24
 //	go run ./simulations -scenario keys -seed 1
 //	go run ./simulations -scenario hot -nodes 201
 //	go run ./simulations -scenario model-churn -nodes 10000,100000
@@ -34,7 +35,8 @@ const usage = `usage: go run ./simulations -scenario NAME [flags]
 
 Scenarios:
   lookup        provider lookups over real nodes with 20–200 ms RTT links
-  churn         files under churn against r and the repair interval (real nodes)
+  churn         files under churn against r and the repair interval (real nodes);
+                with -codes, copies against stripes beside the model
   keys          a 5-member key cluster whose members are killed and restarted
   hot           many readers fetch one file at once, with and without caching
   model-churn   the churn model at sizes beyond one process
@@ -57,7 +59,7 @@ func main() {
 		repair   = flag.String("repair", "0,1", "churn: repair intervals in hours (0: no repair)")
 		hours    = flag.Float64("hours", 48, "churn: simulated hours")
 		avail    = flag.String("avail", "0.5", "churn: availability of a machine (model-ec: a list)")
-		codes    = flag.String("codes", "r2,r3,r4,4+2,6+3,10+4", "model-ec: codes, rN (N copies) or K+M (stripes)")
+		codes    = flag.String("codes", "r2,r3,r4,4+2,6+3,10+4", "model-ec, and churn if set: codes, rN (N copies) or K+M (stripes)")
 		shape    = flag.Float64("shape", 0.5, "churn: Weibull shape of session lengths")
 		online   = flag.Float64("session", 8, "churn: mean online session in hours")
 		lifetime = flag.Float64("lifetime", 0, "churn: mean hours until a machine leaves for good (0: never)")
@@ -68,10 +70,23 @@ func main() {
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	codesSet := false
+	flag.Visit(func(f *flag.Flag) { codesSet = codesSet || f.Name == "codes" })
 	avails := floats(*avail)
 	churn := model.Churn{Availability: avails[0], Shape: *shape, MeanOnline: *online, MeanLifetime: *lifetime}
-	if len(avails) > 1 && *scenario != "model-ec" {
-		fatal(fmt.Errorf("-avail %s: only model-ec takes a list", *avail))
+	if len(avails) > 1 && *scenario != "model-ec" && !(*scenario == "churn" && codesSet) {
+		fatal(fmt.Errorf("-avail %s: only model-ec and churn with -codes take a list", *avail))
+	}
+	parseCodes := func() []model.Code {
+		var cs []model.Code
+		for f := range strings.SplitSeq(*codes, ",") {
+			c, err := model.ParseCode(strings.TrimSpace(f))
+			if err != nil {
+				fatal(err)
+			}
+			cs = append(cs, c)
+		}
+		return cs
 	}
 	sizes := func(def string) []int {
 		if *nodes == "" {
@@ -95,8 +110,20 @@ func main() {
 		err = sim.Lookup(ctx, sim.LookupConfig{Nodes: sizes("50,100,200"), Seed: *seed, Keys: 50, Lookups: *lookups, Timeout: time.Minute}, t)
 		plotErr(t.Plot(filepath.Join(*out, name+".png"), "nodes", "lat_p50_ms", "", "nodes", "lookup latency p50 (ms)"))
 	case "churn":
-		t = sim.ChurnTable()
 		n := sizes("40")
+		if codesSet {
+			// Copies against stripes: one table, a run per availability.
+			t = sim.ChurnCodesTable()
+			for _, a := range avails {
+				churn.Availability = a
+				if err = sim.ChurnCodes(ctx, sim.ChurnConfig{Nodes: n[0], Files: *files, Blocks: *blocks, BlockSize: 16 << 10,
+					Codes: parseCodes(), Repair: floats(*repair), Hours: *hours, Churn: churn, Seed: *seed}, t); err != nil {
+					break
+				}
+			}
+			break
+		}
+		t = sim.ChurnTable()
 		err = sim.Churn(ctx, sim.ChurnConfig{Nodes: n[0], Files: *files, Blocks: *blocks, BlockSize: 16 << 10,
 			Replicas: ints(*rs), Repair: floats(*repair), Hours: *hours, Churn: churn, Seed: *seed}, t)
 		plotErr(t.Plot(filepath.Join(*out, name+".png"), "r", "readable_pct", "repair_h", "replication factor r", "files readable (%)"))
@@ -116,14 +143,7 @@ func main() {
 		plotErr(t.Plot(filepath.Join(*out, name+".png"), "r", "readable_pct", "nodes,repair_h", "replication factor r", "files readable (%)"))
 	case "model-ec":
 		t = model.CodedTable()
-		var cs []model.Code
-		for f := range strings.SplitSeq(*codes, ",") {
-			c, cerr := model.ParseCode(strings.TrimSpace(f))
-			if cerr != nil {
-				fatal(cerr)
-			}
-			cs = append(cs, c)
-		}
+		cs := parseCodes()
 	all:
 		for _, n := range sizes("1000,10000") {
 			for _, a := range avails {

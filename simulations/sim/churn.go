@@ -3,9 +3,12 @@ package sim
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -13,6 +16,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/blocks"
 	"spindle.dev/blocks/replica"
+	"spindle.dev/blocks/shard"
 	"spindle.dev/simulations/model"
 	"spindle.dev/simulations/report"
 )
@@ -30,9 +34,12 @@ type ChurnConfig struct {
 	BlockSize int
 	Replicas  []int     // One run per r…
 	Repair    []float64 // …and per repair interval in hours (0: none).
-	Hours     float64
-	Churn     model.Churn
-	Seed      uint64
+	// Codes, for ChurnCodes: one run per code (r whole copies or K+M
+	// stripes) and repair interval.
+	Codes []model.Code
+	Hours float64
+	Churn model.Churn
+	Seed  uint64
 }
 
 // ChurnTable returns an empty table of the churn scenario.
@@ -48,7 +55,7 @@ func ChurnTable() *report.Table {
 func Churn(ctx context.Context, cfg ChurnConfig, t *report.Table) error {
 	for _, rep := range cfg.Repair {
 		for _, r := range cfg.Replicas {
-			row, err := churnOnce(ctx, cfg, r, rep)
+			row, err := churnOnce(ctx, cfg, model.Code{Replicas: r}, rep)
 			if err != nil {
 				return fmt.Errorf("churn with r = %d, repair every %vh (seed %d): %w", r, rep, cfg.Seed, err)
 			}
@@ -66,10 +73,61 @@ func Churn(ctx context.Context, cfg ChurnConfig, t *report.Table) error {
 	return nil
 }
 
+// ChurnCodesTable returns an empty table of the churn scenario run
+// under codes, whole copies against stripes.
+func ChurnCodesTable() *report.Table {
+	return &report.Table{
+		Title: "churn: copies against stripes on one churn schedule (real code, mocknet), beside model.Coded",
+		Cols: []string{"nodes", "files", "avail", "code", "repair_h", "hours", "placed_mean",
+			"readable_pct", "read_ok_pct", "min_readable_pct", "lost_files", "repair_x", "disk_end_x",
+			"model_readable_pct", "model_min_readable_pct", "model_lost_files", "model_repair_x", "model_disk_end_x", "wall_s"},
+	}
+}
+
+// ChurnCodes runs the scenario for every code and repair interval of
+// cfg, adding a row for each beside model.Coded's figures for the same
+// schedule, nodes, files and code. placed_mean is the copies or shards
+// the put placed per block; min_readable_pct the least readable at time
+// 0 and at each whole hour, before that hour's repair round; repair_x
+// the bytes repair moved per byte of data (copies pushed by Repair and
+// handed back to home nodes that returned; shards fetched and pushed by
+// RepairStripe, which the model counts as repair_fetchall_x); disk_end_x
+// the bytes all nodes hold, online or not, per byte of data at the end
+// (shards with their headers). The model's repair figure is
+// repair_fetchall_x, counted as RepairStripe moves bytes.
+func ChurnCodes(ctx context.Context, cfg ChurnConfig, t *report.Table) error {
+	data := float64(cfg.Files * cfg.Blocks * cfg.BlockSize)
+	for _, rep := range cfg.Repair {
+		for _, c := range cfg.Codes {
+			row, err := churnOnce(ctx, cfg, c, rep)
+			if err != nil {
+				return fmt.Errorf("churn with %v, repair every %vh (seed %d): %w", c, rep, cfg.Seed, err)
+			}
+			m, err := model.Coded(model.CodedConfig{
+				Nodes: cfg.Nodes, Files: cfg.Files, Blocks: cfg.Blocks, Code: c,
+				Hours: cfg.Hours, Repair: rep, Churn: cfg.Churn, Seed: cfg.Seed,
+			})
+			if err != nil {
+				return err
+			}
+			t.Add(cfg.Nodes, cfg.Files, cfg.Churn.Availability, c.String(), rep, cfg.Hours, row.copies,
+				row.readable, row.readOK, row.minReadable, row.lost,
+				float64(row.repairBytes)/data, float64(row.diskBytes)/data,
+				100*m.Readable, 100*m.MinReadable, m.Lost, m.RepairFetchAll, m.Disk,
+				float64(row.wall.Round(time.Second)/time.Second))
+		}
+	}
+	return nil
+}
+
 type churnRow struct {
-	copies           float64
+	copies           float64 // Copies or shards placed per block by the put.
 	readable, readOK float64
-	pushes           int64
+	minReadable      float64 // Least readable_pct at time 0 and each whole hour.
+	lost             int     // Files with a block held (online or not) too few times to read.
+	pushes           int64   // Copies pushed by Repair (copies only).
+	repairBytes      int64   // Bytes repair moved: copies pushed by Repair and to returning home nodes, or shards fetched and pushed by RepairStripe.
+	diskBytes        int64   // Bytes held by all nodes, online or not, at the end.
 	wall             time.Duration
 }
 
@@ -85,8 +143,19 @@ func blockData(seed uint64, f, b, size int) []byte {
 	return data
 }
 
-func churnOnce(ctx context.Context, cfg ChurnConfig, r int, repairHours float64) (churnRow, error) {
+// churnOnce runs the scenario once under code c: r whole copies put with
+// PutCopies and repaired by every online node's Store.Repair, or stripes
+// put with PutStripe and repaired, as a dir host does after renewing its
+// leases (node.RepairStripes), with StripeShort and RepairStripe.
+func churnOnce(ctx context.Context, cfg ChurnConfig, c model.Code, repairHours float64) (churnRow, error) {
 	t0 := time.Now()
+	r := c.Replicas
+	if c.Striped() {
+		// A node whose clients put stripes keeps its default r: no
+		// whole copies are made of shards, but a node takes a pushed
+		// shard only if it is among the 2r+2 nearest to its key.
+		r = replica.DefaultReplicas
+	}
 	net, err := NewNet(ctx, NetConfig{
 		Nodes: cfg.Nodes, Seed: cfg.Seed,
 		Replica: replica.Config{
@@ -117,43 +186,121 @@ func churnOnce(ctx context.Context, cfg ChurnConfig, r int, repairHours float64)
 	}
 	// Write the files from random online nodes.
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0xf11e))
-	refs := make([][]spindle.Ref, cfg.Files)
-	writers := make([]int, cfg.Files*cfg.Blocks)
+	nb := cfg.Files * cfg.Blocks
+	refs := make([]spindle.Ref, nb)      // Block i is block i%Blocks of file i/Blocks.
+	stripes := make([][]spindle.Ref, nb) // Its shards' refs, for stripes.
+	writers := make([]int, nb)
 	for i := range writers {
 		writers[i] = up[rng.IntN(len(up))]
 	}
-	copies := make([]int, len(writers))
-	for f := range refs {
-		refs[f] = make([]spindle.Ref, cfg.Blocks)
-	}
-	err = parallel(ctx, 8, len(writers), func(i int) error {
+	copies := make([]int, nb)
+	err = parallel(ctx, 8, nb, func(i int) error {
 		f, b := i/cfg.Blocks, i%cfg.Blocks
-		ref, n, err := net.Nodes[writers[i]].Store.PutCopies(ctx, blockData(cfg.Seed, f, b, cfg.BlockSize))
-		if err != nil {
-			return fmt.Errorf("node %d puts block %d of file %d: %w", writers[i], b, f, err)
+		data := blockData(cfg.Seed, f, b, cfg.BlockSize)
+		st := net.Nodes[writers[i]].Store
+		if !c.Striped() {
+			ref, n, err := st.PutCopies(ctx, data)
+			if err != nil {
+				return fmt.Errorf("node %d puts block %d of file %d: %w", writers[i], b, f, err)
+			}
+			refs[i], copies[i] = ref, n
+			return nil
 		}
-		refs[f][b], copies[i] = ref, n
+		srefs, err := st.PutStripe(ctx, data, shard.Scheme{K: c.K, M: c.M})
+		if w := (*spindle.Warning)(nil); err != nil && !errors.As(err, &w) {
+			return fmt.Errorf("node %d puts block %d of file %d as %v: %w", writers[i], b, f, c, err)
+		}
+		refs[i], stripes[i] = blocks.RefOf(data), srefs
 		return nil
 	})
 	if err != nil {
 		return churnRow{}, err
 	}
+	// What to wait for: each copy's or shard's holders other than the
+	// writer announced.
+	var ann []announced
+	if c.Striped() {
+		held := holdings(ctx, net)
+		for i, srefs := range stripes {
+			for _, ref := range srefs {
+				hs := held[ref]
+				copies[i] += len(hs)
+				ann = append(ann, announced{ref, writers[i], len(hs) - btoi(slices.Contains(hs, writers[i]))})
+			}
+		}
+	} else {
+		for i, ref := range refs {
+			ann = append(ann, announced{ref, writers[i], copies[i] - 1})
+		}
+	}
 	// Let the announcements land before the clock starts: repair
 	// counts holders by their provider records.
-	if err := waitAnnounced(ctx, net, refs, writers, copies, cfg.Blocks); err != nil {
+	if err := waitAnnounced(ctx, net, ann); err != nil {
 		return churnRow{}, err
 	}
-	repairAt := cfg.Hours + 1
-	if repairHours > 0 {
-		repairAt = repairHours
+	var row churnRow
+	// readableNow counts, from what each node holds, the files whose
+	// every block has a copy, or K shards, on online nodes, and the
+	// files with a block held too few times on any node.
+	readableNow := func() (readable, lost int) {
+		held := holdings(ctx, net)
+		count := func(i int) (on, any int) {
+			pieces := []spindle.Ref{refs[i]}
+			if c.Striped() {
+				pieces = stripes[i]
+			}
+			for _, ref := range pieces {
+				hs := held[ref]
+				if len(hs) > 0 {
+					any++
+				}
+				if slices.ContainsFunc(hs, net.Online) {
+					on++
+				}
+			}
+			return on, any
+		}
+		need := 1
+		if c.Striped() {
+			need = c.K
+		}
+		for f := range cfg.Files {
+			ok, gone := true, false
+			for i := f * cfg.Blocks; i < (f+1)*cfg.Blocks; i++ {
+				on, any := count(i)
+				ok = ok && on >= need
+				gone = gone || any < need
+			}
+			readable += btoi(ok)
+			lost += btoi(gone)
+		}
+		return readable, lost
 	}
 	order := rand.New(rand.NewPCG(cfg.Seed, 0x4e9a))
+	var stripeBytes atomic.Int64
 	round := func() {
 		var online []int
 		for i := range net.Nodes {
 			if net.Online(i) {
 				online = append(online, i)
 			}
+		}
+		if c.Striped() {
+			if len(online) == 0 {
+				return
+			}
+			// One online node is the files' dir host this round: the
+			// model assumes one always is (dir hosts are mirrored).
+			host := net.Nodes[online[order.IntN(len(online))]].Store
+			parallel(ctx, 8, nb, func(i int) error {
+				if short, err := host.StripeShort(ctx, stripes[i]); err != nil || !short {
+					return nil
+				}
+				res, _ := host.RepairStripe(ctx, refs[i], stripes[i])
+				stripeBytes.Add(res.Fetched + res.Pushed)
+				return nil
+			})
+			return
 		}
 		// One node after another, in random order: in a real network
 		// rounds are spread over the interval (±25 %), not simultaneous.
@@ -162,11 +309,28 @@ func churnOnce(ctx context.Context, cfg ChurnConfig, r int, repairHours float64)
 			net.Nodes[i].Store.Repair(ctx)
 		}
 	}
-	for _, ev := range events {
-		for repairAt <= ev.At {
-			round()
-			repairAt += repairHours
+	first, _ := readableNow()
+	row.minReadable = float64(first)
+	repairAt, sampleAt := math.Inf(1), 1.0
+	if repairHours > 0 {
+		repairAt = repairHours
+	}
+	// catchUp runs the samples and repair rounds due by t, a sample
+	// before a repair round at the same time, as model.Coded does.
+	catchUp := func(t float64) {
+		for sampleAt <= t || repairAt <= t {
+			if sampleAt <= repairAt {
+				n, _ := readableNow()
+				row.minReadable = min(row.minReadable, float64(n))
+				sampleAt++
+			} else {
+				round()
+				repairAt += repairHours
+			}
 		}
+	}
+	for _, ev := range events {
+		catchUp(ev.At)
 		if ev.Gone {
 			wipe(ctx, net.Nodes[ev.Node])
 			continue
@@ -175,13 +339,9 @@ func churnOnce(ctx context.Context, cfg ChurnConfig, r int, repairHours float64)
 			return churnRow{}, err
 		}
 	}
-	for repairAt <= cfg.Hours {
-		round()
-		repairAt += repairHours
-	}
-	var row churnRow
-	for _, c := range copies {
-		row.copies += float64(c)
+	catchUp(cfg.Hours)
+	for _, n := range copies {
+		row.copies += float64(n)
 	}
 	row.copies /= float64(len(copies))
 	var online []int
@@ -190,47 +350,73 @@ func churnOnce(ctx context.Context, cfg ChurnConfig, r int, repairHours float64)
 			online = append(online, i)
 		}
 	}
-	readable, readOK := 0, 0
-	for f := range refs {
-		ok := true
-		for _, ref := range refs[f] {
-			if !slices.ContainsFunc(online, func(i int) bool { return net.Nodes[i].has(ctx, ref) }) {
-				ok = false
-			}
-		}
-		if ok {
-			readable++
-		}
-	}
+	readable, lost := readableNow()
+	row.minReadable = min(row.minReadable, float64(readable))
+	row.lost = lost
 	reader := rand.New(rand.NewPCG(cfg.Seed, 0x4ead))
-	readers := make([]int, len(refs))
+	readers := make([]int, cfg.Files)
 	for f := range readers {
 		readers[f] = online[reader.IntN(len(online))]
 	}
-	got := make([]bool, len(refs))
-	parallel(ctx, 8, len(refs), func(f int) error {
+	got := make([]bool, cfg.Files)
+	parallel(ctx, 8, cfg.Files, func(f int) error {
 		gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		for _, ref := range refs[f] {
-			if _, err := net.Nodes[readers[f]].Store.Get(gctx, ref); err != nil {
+		st := net.Nodes[readers[f]].Store
+		for i := f * cfg.Blocks; i < (f+1)*cfg.Blocks; i++ {
+			var err error
+			if c.Striped() {
+				_, err = st.GetStripe(gctx, refs[i], stripes[i])
+			} else {
+				_, err = st.Get(gctx, refs[i])
+			}
+			if err != nil {
 				return nil
 			}
 		}
 		got[f] = true
 		return nil
 	})
+	readOK := 0
 	for _, g := range got {
-		if g {
-			readOK++
-		}
+		readOK += btoi(g)
 	}
+	var homed int64
 	for _, nd := range net.Nodes {
-		row.pushes += nd.Store.Stats().RepairPushed
+		st := nd.Store.Stats()
+		row.pushes += st.RepairPushed
+		homed += st.HomePushed
+		_, size, _ := nd.Local.Usage(ctx)
+		row.diskBytes += size
 	}
-	row.readable = 100 * float64(readable) / float64(len(refs))
-	row.readOK = 100 * float64(readOK) / float64(len(refs))
+	// Copies handed back to home nodes that returned are repair
+	// traffic too; the model has no such step.
+	row.repairBytes = (row.pushes+homed)*int64(cfg.BlockSize) + stripeBytes.Load()
+	row.readable = 100 * float64(readable) / float64(cfg.Files)
+	row.readOK = 100 * float64(readOK) / float64(cfg.Files)
+	row.minReadable = 100 * row.minReadable / float64(cfg.Files)
 	row.wall = time.Since(t0)
 	return row, ctx.Err()
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// holdings returns the nodes, online or not, whose own store holds each
+// ref.
+func holdings(ctx context.Context, net *Net) map[spindle.Ref][]int {
+	held := make(map[spindle.Ref][]int)
+	for i, nd := range net.Nodes {
+		nd.Local.List(ctx, func(ref spindle.Ref) error {
+			held[ref] = append(held[ref], i)
+			return nil
+		})
+	}
+	return held
 }
 
 // has reports whether the node's own store holds ref.
@@ -249,24 +435,33 @@ func wipe(ctx context.Context, nd *Node) {
 	}
 }
 
-// waitAnnounced waits until a lookup from each block's writer finds as
-// many providers as the block has copies, or a minute has passed.
-func waitAnnounced(ctx context.Context, net *Net, refs [][]spindle.Ref, writers, copies []int, blocks int) error {
+// An announced is a block or shard whose holders other than the node
+// that put it should be found by a lookup from that node.
+type announced struct {
+	ref  spindle.Ref
+	from int
+	want int
+}
+
+// waitAnnounced waits until a lookup from each block's or shard's writer
+// finds as many providers as it has holders besides the writer, or a
+// minute has passed.
+func waitAnnounced(ctx context.Context, net *Net, ann []announced) error {
 	deadline := time.Now().Add(time.Minute)
-	return parallel(ctx, 8, len(writers), func(i int) error {
-		ref := refs[i/blocks][i%blocks]
-		k, err := cidOf(ref)
+	return parallel(ctx, 8, len(ann), func(i int) error {
+		a := ann[i]
+		k, err := cidOf(a.ref)
 		if err != nil {
 			return err
 		}
 		for time.Now().Before(deadline) {
 			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			n := 0
-			for range net.Nodes[writers[i]].DHT.FindProvidersAsync(lctx, k, 0) {
+			for range net.Nodes[a.from].DHT.FindProvidersAsync(lctx, k, 0) {
 				n++
 			}
 			cancel()
-			if n >= copies[i]-1 { // Without the writer's own record.
+			if n >= a.want {
 				return nil
 			}
 			time.Sleep(200 * time.Millisecond)

@@ -73,12 +73,11 @@ func hotOnce(ctx context.Context, cfg HotConfig, cache bool, t *report.Table) er
 			}
 		}
 	}
-	writers := make([]int, len(refs))
-	copies := make([]int, len(refs))
-	for i := range copies {
-		copies[i] = r
+	ann := make([]announced, len(refs))
+	for i, ref := range refs {
+		ann[i] = announced{ref: ref, from: 0, want: r - 1}
 	}
-	if err := waitAnnounced(ctx, net, [][]spindle.Ref{refs}, writers, copies, len(refs)); err != nil {
+	if err := waitAnnounced(ctx, net, ann); err != nil {
 		return err
 	}
 	readers := cfg.Nodes - 1

@@ -1,10 +1,16 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"spindle.dev"
+	"spindle.dev/blocks"
+	"spindle.dev/blocks/replica"
+	"spindle.dev/blocks/shard"
 	"spindle.dev/simulations/model"
 )
 
@@ -109,6 +115,142 @@ func TestHot(t *testing.T) {
 	for i, row := range tab.Rows {
 		if got := row[tab.Col("read_ok")]; got != "30+30" {
 			t.Errorf("seed %d, row %d: readers that read the file (first+second): %s, want 30+30", seed, i, got)
+		}
+	}
+}
+
+// TestChurnStripes runs the churn scenario with whole copies and 4+2
+// stripes through the real PutStripe, GetStripe and RepairStripe: with
+// no churn every file reads and repair moves nothing; under churn with
+// no machine leaving for good no file is lost and the real reads agree
+// with the count of online holders; and a stripe reads with 2 of its 6
+// holders stopped, not with 3, and reads again with 2 more stopped once
+// RepairStripe has rebuilt the first two.
+func TestChurnStripes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real libp2p hosts; skipped with -short")
+	}
+	const seed = 5
+	codes := []model.Code{{Replicas: 3}, {K: 4, M: 2}}
+	still := model.Churn{Availability: 1, Shape: 0.5, MeanOnline: 1e9}
+	tab := ChurnCodesTable()
+	cfg := ChurnConfig{Nodes: 16, Files: 6, Blocks: 2, BlockSize: 4 << 10,
+		Codes: codes, Repair: []float64{1}, Hours: 3, Churn: still, Seed: seed}
+	if err := ChurnCodes(ctxT(t, 3*time.Minute), cfg, tab); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + tab.String())
+	for i, c := range codes {
+		want := map[string]float64{"placed_mean": float64(max(c.Replicas, c.K+c.M)),
+			"readable_pct": 100, "read_ok_pct": 100, "min_readable_pct": 100, "lost_files": 0, "repair_x": 0}
+		for col, w := range want {
+			if got := tab.Float(i, col); got != w {
+				t.Errorf("seed %d, %v, no churn: %s is %v, want %v", seed, c, col, got, w)
+			}
+		}
+	}
+
+	tab = ChurnCodesTable()
+	cfg = ChurnConfig{Nodes: 24, Files: 8, Blocks: 1, BlockSize: 4 << 10,
+		Codes: codes, Repair: []float64{1}, Hours: 8, Churn: homes, Seed: seed}
+	if err := ChurnCodes(ctxT(t, 3*time.Minute), cfg, tab); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + tab.String())
+	for i, c := range codes {
+		if got := tab.Float(i, "lost_files"); got != 0 {
+			t.Errorf("seed %d, %v, churn: %v files lost with no machine leaving for good", seed, c, got)
+		}
+		if a, b := tab.Float(i, "readable_pct"), tab.Float(i, "read_ok_pct"); a != b {
+			t.Errorf("seed %d, %v, churn: %v%% readable by the online holders, %v%% read", seed, c, a, b)
+		}
+	}
+
+	t.Run("holders stopped", func(t *testing.T) { stripeHoldersStopped(t, seed) })
+}
+
+func stripeHoldersStopped(t *testing.T, seed uint64) {
+	ctx := ctxT(t, 3*time.Minute)
+	net, err := NewNet(ctx, NetConfig{Nodes: 14, Seed: seed,
+		Replica: replica.Config{Replicas: replica.DefaultReplicas, RepairInterval: -1, BaseTimeout: 5 * time.Second, CacheBytes: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	sc := shard.Scheme{K: 4, M: 2}
+	for b := range 2 {
+		data := blockData(seed, 0, b, 4<<10)
+		ref := blocks.RefOf(data)
+		refs, err := net.Nodes[0].Store.PutStripe(ctx, data, sc)
+		if err != nil {
+			t.Fatalf("block %d: %v", b, err)
+		}
+		// holders returns the online holders of the stripe's shards, and
+		// an online node holding none of them to read from.
+		holders := func() (hs []int, reader int) {
+			held := holdings(ctx, net)
+			on := make(map[int]bool)
+			for _, r := range refs {
+				for _, i := range held[r] {
+					if net.Online(i) {
+						on[i] = true
+					}
+				}
+			}
+			reader = -1
+			for i := range net.Nodes {
+				switch {
+				case on[i]:
+					hs = append(hs, i)
+				case reader < 0 && net.Online(i):
+					reader = i
+				}
+			}
+			return hs, reader
+		}
+		read := func(reader int) error {
+			got, err := net.Nodes[reader].Store.GetStripe(ctx, ref, refs)
+			if err == nil && !bytes.Equal(got, data) {
+				err = errors.New("read other bytes")
+			}
+			return err
+		}
+		hs, reader := holders()
+		if len(hs) != sc.N() || reader < 0 {
+			t.Fatalf("block %d: %d online holders of its %d shards and reader %d", b, len(hs), sc.N(), reader)
+		}
+		stop := func(i int) {
+			if err := net.SetOnline(ctx, i, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop(hs[0])
+		stop(hs[1])
+		if err := read(reader); err != nil {
+			t.Errorf("block %d, 2 of 6 holders stopped: %v", b, err)
+		}
+		stop(hs[2])
+		if err := read(reader); !errors.Is(err, spindle.NotExist) {
+			t.Errorf("block %d, 3 of 6 holders stopped: read gave %v, want NotExist", b, err)
+		}
+		if err := net.SetOnline(ctx, hs[2], true); err != nil {
+			t.Fatal(err)
+		}
+		res, err := net.Nodes[reader].Store.RepairStripe(ctx, ref, refs)
+		if err != nil || res.Rebuilt != 2 {
+			t.Fatalf("block %d, 2 of 6 holders stopped: RepairStripe rebuilt %d shards (%+v), want 2; err %v", b, res.Rebuilt, res, err)
+		}
+		hs, reader = holders()
+		if len(hs) != sc.N() {
+			t.Fatalf("block %d after repair: %d online holders, want %d", b, len(hs), sc.N())
+		}
+		stop(hs[len(hs)-1])
+		stop(hs[len(hs)-2])
+		if err := read(reader); err != nil {
+			t.Errorf("block %d, repaired, 2 more holders stopped: %v", b, err)
+		}
+		for i := range net.Nodes {
+			net.SetOnline(ctx, i, true)
 		}
 	}
 }

@@ -236,12 +236,15 @@ func stripeHoldersStopped(t *testing.T, seed uint64) {
 		if err := net.SetOnline(ctx, hs[2], true); err != nil {
 			t.Fatal(err)
 		}
+		// The third holder is back, but on a loaded machine it may not
+		// answer yet: repair then rebuilds its shard too. Either way every
+		// shard is held or rebuilt.
 		res, err := net.Nodes[reader].Store.RepairStripe(ctx, ref, refs)
-		if err != nil || res.Rebuilt != 2 {
-			t.Fatalf("block %d, 2 of 6 holders stopped: RepairStripe rebuilt %d shards (%+v), want 2; err %v", b, res.Rebuilt, res, err)
+		if err != nil || res.Rebuilt < 2 || res.Held+res.Rebuilt != sc.N() {
+			t.Fatalf("block %d, 2 of 6 holders stopped: RepairStripe held %d and rebuilt %d shards (%+v), want all %d, 2 or more rebuilt; err %v", b, res.Held, res.Rebuilt, res, sc.N(), err)
 		}
 		hs, reader = holders()
-		if len(hs) != sc.N() {
+		if len(hs) < sc.N() {
 			t.Fatalf("block %d after repair: %d online holders, want %d", b, len(hs), sc.N())
 		}
 		stop(hs[len(hs)-1])

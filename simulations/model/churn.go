@@ -132,40 +132,11 @@ func Durability(cfg DurabilityConfig) (DurabilityResult, error) {
 	start, events := Schedule(cfg.Nodes, cfg.Hours, cfg.Churn, cfg.Seed)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0xb10c))
 	online := slices.Clone(start)
-	// The ring: node i sits at pos[i]; byPos lists nodes in ring order.
-	pos := make([]uint64, cfg.Nodes)
-	for i := range pos {
-		pos[i] = rng.Uint64()
-	}
-	byPos := make([]int, cfg.Nodes)
-	for i := range byPos {
-		byPos[i] = i
-	}
-	slices.SortFunc(byPos, func(a, b int) int {
-		if pos[a] < pos[b] {
-			return -1
-		}
-		return 1
-	})
+	nearest := newRing(cfg.Nodes, rng).nearest
 	nb := cfg.Files * cfg.Blocks
 	key := make([]uint64, nb)
 	holders := make([][]int32, nb)     // Nodes holding each block, online or not.
 	held := make([][]int32, cfg.Nodes) // Blocks each node holds.
-	// nearest calls fn with the nodes after key k on the ring, nearest
-	// first, until fn returns false.
-	nearest := func(k uint64, fn func(node int) bool) {
-		i, _ := slices.BinarySearchFunc(byPos, k, func(n int, k uint64) int {
-			if pos[n] < k {
-				return -1
-			}
-			return 1
-		})
-		for step := range cfg.Nodes {
-			if !fn(byPos[(i+step)%cfg.Nodes]) {
-				return
-			}
-		}
-	}
 	has := func(b int, node int) bool { return slices.Contains(holders[b], int32(node)) }
 	// place puts block b on the nearest online nodes without it until it
 	// has want online holders, and returns the copies made.
@@ -255,4 +226,45 @@ func Durability(cfg DurabilityConfig) (DurabilityResult, error) {
 	res.Surviving = float64(surviving) / float64(cfg.Files)
 	res.Holders = float64(copies) / float64(nb)
 	return res, nil
+}
+
+// A ring places nodes at random positions; the nodes after a key, in ring
+// order, rank as XOR distance ranks them.
+type ring struct {
+	pos   []uint64 // Node i sits at pos[i].
+	byPos []int    // The nodes in ring order.
+}
+
+// newRing places n nodes with rng.
+func newRing(n int, rng *rand.Rand) *ring {
+	r := &ring{pos: make([]uint64, n), byPos: make([]int, n)}
+	for i := range r.pos {
+		r.pos[i] = rng.Uint64()
+	}
+	for i := range r.byPos {
+		r.byPos[i] = i
+	}
+	slices.SortFunc(r.byPos, func(a, b int) int {
+		if r.pos[a] < r.pos[b] {
+			return -1
+		}
+		return 1
+	})
+	return r
+}
+
+// nearest calls fn with the nodes after key k on the ring, nearest first,
+// until fn returns false.
+func (r *ring) nearest(k uint64, fn func(node int) bool) {
+	i, _ := slices.BinarySearchFunc(r.byPos, k, func(n int, k uint64) int {
+		if r.pos[n] < k {
+			return -1
+		}
+		return 1
+	})
+	for step := range len(r.byPos) {
+		if !fn(r.byPos[(i+step)%len(r.byPos)]) {
+			return
+		}
+	}
 }

@@ -124,33 +124,7 @@ func Coded(cfg CodedConfig) (CodedResult, error) {
 	start, events := Schedule(cfg.Nodes, cfg.Hours, cfg.Churn, cfg.Seed)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0xb10c))
 	online := slices.Clone(start)
-	pos := make([]uint64, cfg.Nodes)
-	for i := range pos {
-		pos[i] = rng.Uint64()
-	}
-	byPos := make([]int, cfg.Nodes)
-	for i := range byPos {
-		byPos[i] = i
-	}
-	slices.SortFunc(byPos, func(a, b int) int {
-		if pos[a] < pos[b] {
-			return -1
-		}
-		return 1
-	})
-	nearest := func(k uint64, fn func(node int) bool) {
-		i, _ := slices.BinarySearchFunc(byPos, k, func(n int, k uint64) int {
-			if pos[n] < k {
-				return -1
-			}
-			return 1
-		})
-		for step := range cfg.Nodes {
-			if !fn(byPos[(i+step)%cfg.Nodes]) {
-				return
-			}
-		}
-	}
+	nearest := newRing(cfg.Nodes, rng).nearest
 	nb := cfg.Files * cfg.Blocks
 	// Piece p = b*n + i is piece i of block b.
 	key := make([]uint64, nb*n)

@@ -138,39 +138,18 @@ func (s *Server) pastTreeOnce(ctx context.Context, owner spindle.UserName, seq i
 	if !when.IsZero() {
 		target = head
 	}
-	err = lg.Scan(ctx, func(b []byte) error {
-		if skip > 0 {
-			skip--
-			return nil
-		}
-		if t.Seq >= target {
-			return errUpTo
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		p := dirlog.DecodePending(b)
-		if p.Err != nil {
-			return p.Err
-		}
-		if !when.IsZero() && p.Entry.Time.Go().After(when) {
-			return errUpTo
-		}
-		if p.Entry.Seq != t.Seq+1 || p.Entry.Prev != t.Head {
-			return spindle.E(spindle.Integrity, owner, fmt.Sprintf("stored log changed while in use: entry %d does not follow entry %d", p.Entry.Seq, t.Seq))
-		}
-		if _, err := t.Apply(p.Entry); err != nil {
-			return spindle.E(spindle.Internal, owner, fmt.Errorf("stored log changed while in use: %w", err))
-		}
-		found = true
-		return nil
-	})
+	var stop func(*dirlog.Entry) bool
+	if !when.IsZero() {
+		stop = func(e *dirlog.Entry) bool { return e.Time.Go().After(when) }
+	}
+	err = foldStored(ctx, lg, owner, t, skip, target, stop, nil)
 	if l.replaced.Load() != gen {
 		return nil, true, nil
 	}
-	if err != nil && err != errUpTo {
+	if err != nil {
 		return nil, false, err
 	}
+	found = found || t.Seq > since
 	if !when.IsZero() {
 		if !found {
 			if cp != nil {

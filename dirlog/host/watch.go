@@ -283,6 +283,50 @@ func (s *Server) history(ctx context.Context, l *hosted, from int64) ([]seqEvent
 // errUpTo stops a history scan at the position it was taken for.
 var errUpTo = errors.New("up to the position taken")
 
+// foldStored applies to t the entries lg holds after its first skip
+// records (a checkpoint's, which t was folded from), in order, until t
+// reaches upto or stop, if set, refuses the next entry; each, if set, is
+// given each applied entry's changes. lg is a handle of its own on a log
+// that may be appended to meanwhile: whatever follows upto (an append in
+// progress, even a torn one) is not read, and an entry out of place says
+// the stored log changed under it.
+func foldStored(ctx context.Context, lg Log, user spindle.UserName, t *dirlog.Tree, skip int, upto int64, stop func(*dirlog.Entry) bool, each func(seq int64, changes []dirlog.Change)) error {
+	err := lg.Scan(ctx, func(b []byte) error {
+		if skip > 0 {
+			skip--
+			return nil
+		}
+		if t.Seq >= upto {
+			return errUpTo
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p := dirlog.DecodePending(b)
+		if p.Err != nil {
+			return p.Err
+		}
+		if stop != nil && stop(p.Entry) {
+			return errUpTo
+		}
+		if p.Entry.Seq != t.Seq+1 || p.Entry.Prev != t.Head {
+			return spindle.E(spindle.Integrity, user, fmt.Sprintf("stored log changed while in use: entry %d does not follow entry %d", p.Entry.Seq, t.Seq))
+		}
+		changes, err := t.Apply(p.Entry)
+		if err != nil {
+			return spindle.E(spindle.Internal, user, fmt.Errorf("stored log changed while in use: %w", err))
+		}
+		if each != nil {
+			each(p.Entry.Seq, changes)
+		}
+		return nil
+	})
+	if err == errUpTo || err != nil && t.Seq >= upto {
+		return nil // Stopped, or damage after upto: an append in progress.
+	}
+	return err
+}
+
 // historyOnce is one try of history. replaced reports that the log was
 // replaced while it read it, so that what it read may not be the log
 // whose position it took.
@@ -316,36 +360,11 @@ func (s *Server) historyOnce(ctx context.Context, l *hosted, from int64) (out []
 		}
 	}
 	t.Map = nil // Events need no map.
-	err = lg.Scan(ctx, func(b []byte) error {
-		if skip > 0 {
-			skip--
-			return nil
+	err = foldStored(ctx, lg, l.user, t, skip, upto, nil, func(seq int64, events []dirlog.Change) {
+		if seq >= from {
+			out = append(out, seqEvents{seq, events})
 		}
-		if t.Seq >= upto {
-			return errUpTo
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		p := dirlog.DecodePending(b)
-		if p.Err != nil {
-			return p.Err
-		}
-		if p.Entry.Seq != t.Seq+1 || p.Entry.Prev != t.Head {
-			return spindle.E(spindle.Integrity, l.user, fmt.Sprintf("stored log changed while in use: entry %d does not follow entry %d", p.Entry.Seq, t.Seq))
-		}
-		events, err := t.Apply(p.Entry)
-		if err != nil {
-			return spindle.E(spindle.Internal, l.user, fmt.Errorf("stored log changed while in use: %w", err))
-		}
-		if p.Entry.Seq >= from {
-			out = append(out, seqEvents{p.Entry.Seq, events})
-		}
-		return nil
 	})
-	if err != nil && t.Seq >= upto {
-		err = nil // errUpTo, or damage after upto: an append in progress.
-	}
 	replaced = l.replaced.Load() != gen
 	if err == nil && t.Seq < upto {
 		err = spindle.E(spindle.Integrity, l.user, fmt.Sprintf("stored log ends at entry %d, before entry %d", t.Seq, upto))

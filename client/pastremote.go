@@ -117,6 +117,15 @@ func (p *Past) checkHead(ctx context.Context, name spindle.PathName, h *dirlog.H
 	if !h.HasLogRoot() {
 		return spindle.E(spindle.PathName(p.owner+"/"), spindle.Integrity, fmt.Sprintf("the head of the state at %d from %s commits to no log root: it cannot be checked against the log", h.Seq, hostOf(h)))
 	}
+	// A state proved once to be of the log needs no second consistency
+	// proof (a round trip per read of a folder's files): each read of it
+	// comes with a head of it, whose signature is checked above.
+	p.mu.Lock()
+	proved := p.proved
+	p.mu.Unlock()
+	if proved != nil && proved.Seq == h.Seq && proved.Hash == h.Hash && proved.LogRoot == h.LogRoot && proved.Root == h.Root {
+		return nil
+	}
 	newest := func() *dirlog.Head {
 		if f := r.heads.floor(p.owner); f != nil && f.HasLogRoot() && len(f.Sig) > 0 {
 			return f
@@ -145,11 +154,13 @@ func (p *Past) checkHead(ctx context.Context, name spindle.PathName, h *dirlog.H
 		if ref.Hash != h.Hash || ref.LogRoot != h.LogRoot {
 			return spindle.E(spindle.PathName(p.owner+"/"), spindle.Integrity, fmt.Sprintf("the state at %d from %s (%s) is not the one the client holds (%s)", h.Seq, hostOf(h), h.Hash, ref.Hash))
 		}
-		return nil
-	}
-	if err := r.proveStep(ctx, h, ref); err != nil {
+	} else if err := r.proveStep(ctx, h, ref); err != nil {
 		return spindle.E(spindle.PathName(p.owner+"/"), spindle.Integrity, fmt.Errorf("the state at %d is not one of the log the client holds: %w", h.Seq, err))
 	}
+	c := *h
+	p.mu.Lock()
+	p.proved = &c
+	p.mu.Unlock()
 	return nil
 }
 

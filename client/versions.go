@@ -135,11 +135,12 @@ type Past struct {
 	t *dirlog.Tree // Nil for another user's tree.
 	// owner names another user's tree; at and when the state asked
 	// for (see PastOf), and seq the state, once an answer told it.
-	owner spindle.UserName
-	at    int64
-	when  time.Time
-	mu    sync.Mutex
-	seq   int64
+	owner  spindle.UserName
+	at     int64
+	when   time.Time
+	mu     sync.Mutex
+	seq    int64
+	proved *dirlog.Head // The head of seq last proved to be of the log.
 }
 
 // PastAt returns the client's own tree as it was after entry seq, -seq

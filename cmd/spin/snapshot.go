@@ -83,17 +83,25 @@ func parseKeep(s string) (time.Duration, error) {
 
 // formatKeep describes a key record's window.
 func formatKeep(keep int64) string {
-	switch {
-	case keep == spindle.KeepNone:
+	switch keep {
+	case spindle.KeepNone:
 		return "only the current state kept"
-	case keep == 0:
+	case 0:
 		return "earlier states kept as long as each dir host keeps them by default"
-	case keep%86400 == 0:
-		return fmt.Sprintf("earlier states kept %d %s", keep/86400, plural(int(keep/86400), "day"))
-	case keep%3600 == 0:
-		return fmt.Sprintf("earlier states kept %d %s", keep/3600, plural(int(keep/3600), "hour"))
 	}
-	return fmt.Sprintf("earlier states kept %v", time.Duration(keep)*time.Second)
+	return "earlier states kept " + keepWindow(keep)
+}
+
+// keepWindow names a window of keep seconds, keep > 0: in days or hours
+// where it is whole ones.
+func keepWindow(keep int64) string {
+	switch {
+	case keep%86400 == 0:
+		return fmt.Sprintf("%d %s", keep/86400, plural(int(keep/86400), "day"))
+	case keep%3600 == 0:
+		return fmt.Sprintf("%d %s", keep/3600, plural(int(keep/3600), "hour"))
+	}
+	return (time.Duration(keep) * time.Second).String()
 }
 
 func runSnapshot(ctx context.Context, st *State, args []string) error {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"spindle.dev"
 	"spindle.dev/pack"
@@ -180,7 +179,7 @@ func printUser(w io.Writer, u *spindle.User) {
 	case u.Keep == spindle.KeepNone:
 		fmt.Fprintf(w, "keep:      none\n")
 	case u.Keep > 0:
-		fmt.Fprintf(w, "keep:      %s\n", strings.TrimPrefix(formatKeep(u.Keep), "earlier states kept "))
+		fmt.Fprintf(w, "keep:      %s\n", keepWindow(u.Keep))
 	}
 	for _, p := range u.Pins {
 		fmt.Fprintf(w, "snapshot:  %s (sequence %d)\n", p.Name, p.Seq)

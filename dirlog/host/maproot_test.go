@@ -95,7 +95,12 @@ func (m *treeModel) step(ctx context.Context, rng *rand.Rand, c *dirlog.Client) 
 			}
 		}
 	case op < 5:
+		// Directories take names of their own as well as the files'
+		// (a tree whose n0…n5 are all files would grow no more).
 		n := name()
+		if rng.IntN(2) == 0 {
+			n = join(pick(rng, m.dirs), fmt.Sprintf("d%d", rng.IntN(4)))
+		}
 		if _, err := c.MakeDirectory(ctx, n); err == nil {
 			m.dirs[n] = true
 		}

@@ -917,6 +917,14 @@ func (c *Client) Watch(ctx context.Context, name spindle.PathName, fromSeq int64
 // docs/performance.md.)
 const readAhead = 12
 
+// refetch is how many times an open file asks its node again for a block
+// whose bytes are wrong. The node passes on the bytes a holder sends
+// without checking them, since the client does, and checks them when
+// asked again (blocks/replica/unchecked.go), so that a lying holder is
+// bypassed: once is enough; twice covers a node whose memory of the
+// first answer was cut short.
+const refetch = 2
+
 // Open implements spindle.Client.
 func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File, error) {
 	const op spindle.Op = "client.Open"
@@ -957,6 +965,7 @@ func (c *Client) openFile(ctx context.Context, e *spindle.DirEntry) (*pack.Reade
 			GetStripe:  c.getStripe,
 			Release:    p2p.RecycleBlock,
 			ReadAhead:  cmp.Or(c.ahead, readAhead),
+			Refetch:    refetch,
 		})
 		return err
 	})

@@ -49,6 +49,12 @@ type ReadConfig struct {
 	// (DefaultReadAhead if zero, none if negative). The Reader holds up to
 	// ReadAhead+1 blocks in memory.
 	ReadAhead int
+	// Refetch is how many times a block whose bytes do not match its
+	// hash (or its size) is fetched again before the read fails with
+	// Integrity: a node in the middle passes on a holder's bytes to a
+	// client without checking them, and checks them when the client asks
+	// again (see blocks/replica). Zero means none.
+	Refetch int
 }
 
 // DefaultReadAhead is the read-ahead of a Reader whose config sets none.
@@ -68,6 +74,7 @@ type Reader struct {
 	shards     [][]spindle.Ref // Of each block, if the blocks are erasure-coded.
 	giveBack   func([]byte)    // ReadConfig.Release.
 	readAhead  int
+	refetch    int         // ReadConfig.Refetch.
 	aead       cipher.AEAD // ee only.
 	commitment [32]byte
 	digests    [][32]byte
@@ -114,6 +121,7 @@ func NewReader(ctx context.Context, entry *spindle.DirEntry, c ReadConfig) (*Rea
 		digests:    digests,
 		giveBack:   c.Release,
 		readAhead:  c.ReadAhead,
+		refetch:    max(c.Refetch, 0),
 		cached:     -1,
 	}
 	if p.stripes != nil {
@@ -372,28 +380,42 @@ func (r *Reader) fetch(f *fetch) {
 		err     error
 		striped = r.shards != nil
 	)
-	if striped {
-		data, err = r.getStripe(r.ctx, b.Ref, r.shards[i])
-	} else {
-		data, err = r.get(r.ctx, b.Ref)
-	}
-	if err != nil {
-		f.err = spindle.E(spindle.KindOf(err), fmt.Errorf("block %d: %w", i, err))
-		return
-	}
-	if r.giveBack != nil && !striped {
-		f.owned = data
-	}
 	want := b.Size
 	if r.aead != nil {
 		want += gcmOverhead
 	}
-	if int64(len(data)) != want {
-		f.err = spindle.E(spindle.Integrity, fmt.Sprintf("block %d: stored size is %d bytes, want %d", i, len(data), want))
-		return
+	for try := 0; ; try++ {
+		if striped {
+			data, err = r.getStripe(r.ctx, b.Ref, r.shards[i])
+		} else {
+			data, err = r.get(r.ctx, b.Ref)
+		}
+		if err != nil {
+			f.err = spindle.E(spindle.KindOf(err), fmt.Errorf("block %d: %w", i, err))
+			return
+		}
+		if r.giveBack != nil && !striped {
+			f.owned = data
+		}
+		switch {
+		case int64(len(data)) != want:
+			f.err = spindle.E(spindle.Integrity, fmt.Sprintf("block %d: stored size is %d bytes, want %d", i, len(data), want))
+		case sha256.Sum256(data) != r.digests[i]:
+			f.err = spindle.E(spindle.Integrity, fmt.Sprintf("block %d: content does not match its hash", i))
+		default:
+			f.err = nil
+		}
+		if f.err == nil || try >= r.refetch || striped {
+			break
+		}
+		// Wrong bytes: ask again, and the node, which passed them on
+		// unchecked, checks what it fetches this time.
+		if f.owned != nil {
+			r.giveBack(f.owned)
+			f.owned = nil
+		}
 	}
-	if sha256.Sum256(data) != r.digests[i] {
-		f.err = spindle.E(spindle.Integrity, fmt.Sprintf("block %d: content does not match its hash", i))
+	if f.err != nil {
 		return
 	}
 	if r.aead == nil {

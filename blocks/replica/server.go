@@ -84,7 +84,7 @@ func (srv *server) user(ctx context.Context) (peer.ID, bool) {
 func (srv *server) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	const op spindle.Op = "replica.Serve"
 	if p, ok := p2p.BlockPeer(ctx); ok && (srv.isUser(p) || srv.isReader != nil && srv.isReader(p)) {
-		return srv.s.Get(ctx, ref)
+		return srv.s.GetForClient(ctx, ref)
 	}
 	data, err := srv.s.local.Get(ctx, ref)
 	if errors.Is(err, spindle.NotExist) {

@@ -1,0 +1,152 @@
+package replica_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+
+	"spindle.dev"
+	"spindle.dev/blocks"
+	"spindle.dev/blocks/replica"
+	"spindle.dev/p2p"
+)
+
+// A node passes on to its user, unchecked, the bytes a holder sends (the
+// user's client checks them); it caches them only once a check finds them
+// sound; and when the user asks again for a block it served unchecked, it
+// checks what it fetches, so that a lying holder is bypassed.
+func TestClientGetUncheckedCachesOnlySound(t *testing.T) {
+	nodes := newNet(t, 4, replica.Config{Replicas: 3, BaseTimeout: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	user, stranger := blockClient(t, nodes[0]), blockClient(t, nodes[0])
+	nodes[0].users.Store(user.h.ID(), true)
+
+	liar, honest := nodes[2], nodes[3]
+	x, y := []byte("block x, held by a liar and an honest node"), []byte("block y, held by the honest node")
+	for _, nd := range []*node{liar, honest} {
+		if _, err := nd.local.Put(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := honest.local.Put(ctx, y); err != nil {
+		t.Fatal(err)
+	}
+	rx, ry := blocks.RefOf(x), blocks.RefOf(y)
+	for _, nd := range []*node{liar, honest} {
+		if err := nd.store.Announce(rx, ry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitProviders(t, nodes[0], rx, 2)
+	waitProviders(t, nodes[0], ry, 1)
+
+	// The honest holder answers as if it held nothing: the liar's bytes
+	// reach the user as they are.
+	liar.corrupt.Store(true)
+	honest.gone.Store(true)
+	got, err := user.r.Fetch(ctx, rx)
+	if err != nil {
+		t.Fatalf("the user's fetch of a block only a liar serves: %v", err)
+	}
+	if bytes.Equal(got, x) || blocks.Check(rx, got) == nil {
+		t.Fatal("the node sent the user sound bytes: it did not pass on the liar's unchecked, and the test does not show what it means to")
+	}
+	// The user, finding them wrong, asks again; now the node checks, and
+	// the honest holder is back.
+	honest.gone.Store(false)
+	lies := liar.served.Load()
+	got, err = user.r.Fetch(ctx, rx)
+	if err != nil || !bytes.Equal(got, x) {
+		t.Fatalf("the user's second fetch of a block a liar served: %v, equal=%v; want the block from the honest holder", err, bytes.Equal(got, x))
+	}
+	if n := liar.served.Load() - lies; n > 1 {
+		t.Fatalf("the liar served %d times on the second fetch; want at most once, then dropped", n)
+	}
+	// What the node checked it caches; strangers get it from there.
+	if got, err := stranger.r.Get(ctx, rx); err != nil || !bytes.Equal(got, x) {
+		t.Fatalf("a stranger's get of the block the node checked and cached: %v", err)
+	}
+
+	// A sound block passed on unchecked is cached once checked, off the
+	// user's path.
+	if got, err := user.r.Fetch(ctx, ry); err != nil || !bytes.Equal(got, y) {
+		t.Fatalf("the user's fetch of a block an honest node holds: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := stranger.r.Get(ctx, ry)
+		if err == nil && bytes.Equal(got, y) {
+			break
+		}
+		if !errors.Is(err, spindle.NotExist) {
+			t.Fatalf("a stranger's get of a block the node fetched for its user: %v, want the block or NotExist", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the block the node passed on unchecked is not in its cache 10s later")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The liar's bytes, passed on unchecked, are never cached: a stranger,
+// who may get only what the node holds or has cached, never gets them.
+func TestClientGetUncheckedLieNotCached(t *testing.T) {
+	nodes := newNet(t, 3, replica.Config{Replicas: 3, BaseTimeout: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	user, stranger := blockClient(t, nodes[0]), blockClient(t, nodes[0])
+	nodes[0].users.Store(user.h.ID(), true)
+	liar := nodes[2]
+	x := []byte("block x, held by a liar alone")
+	if _, err := liar.local.Put(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	rx := blocks.RefOf(x)
+	if err := liar.store.Announce(rx); err != nil {
+		t.Fatal(err)
+	}
+	waitProviders(t, nodes[0], rx, 1)
+	liar.corrupt.Store(true)
+	for range 3 {
+		got, err := user.r.Fetch(ctx, rx)
+		if err == nil && blocks.Check(rx, got) == nil {
+			t.Fatal("a liar's block reached the user sound")
+		}
+	}
+	// However long the node's checks take, the stranger never gets bytes.
+	for range 20 {
+		if got, err := stranger.r.Get(ctx, rx); !errors.Is(err, spindle.NotExist) {
+			t.Fatalf("a stranger's get of a block only a liar holds: %d bytes, %v; want NotExist", len(got), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// blockClient returns a host of its own connected to nd, and a remote
+// store of nd's blocks reached from it.
+func blockClient(t *testing.T, nd *node) blockPeer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	if _, err := p2p.Connect(ctx, h, p2p.Addrs(nd.h)[0]); err != nil {
+		t.Fatal(err)
+	}
+	r := p2p.NewRemoteStore(h, nd.h.ID())
+	t.Cleanup(func() { r.Close() })
+	return blockPeer{h, r}
+}
+
+type blockPeer struct {
+	h host.Host
+	r *p2p.RemoteStore
+}

@@ -116,6 +116,7 @@ type Client struct {
 	dir     *serialDir
 	blocks  *p2p.RemoteStore // Nil for the anonymous reader.
 	get     pack.GetFunc     // Fetches blocks: blocks.Fetch, or the anonymous reader's own.
+	refetch pack.GetFunc     // Fetches a block whose bytes were wrong again: blocks.Refetch, or nil.
 	ahead   int              // Blocks an open file reads ahead; zero means readAhead.
 	keyLog  *keyLog          // Nil if the client trusts its node's key records.
 	heads   *dirHeads        // Nil if the client does not check for rollbacks.
@@ -236,6 +237,10 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 	c.dir.FollowKeyLog(c.keyLogSize, c.catchUpKeyLog)
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
 	c.get = c.blocks.Fetch
+	// The node passes on what holders send without checking it, since
+	// the reader checks each block; a block's wrong bytes are asked for
+	// again, which the node checks (blocks/replica/unchecked.go).
+	c.refetch = c.blocks.Refetch
 	// Without a file, the heads seen are kept for this client's life.
 	c.heads = &dirHeads{heads: make(map[spindle.UserName]*dirlog.Head), anchors: make(map[spindle.UserName]*dirlog.Head)}
 	if cfg.DirHeads != "" {
@@ -917,14 +922,6 @@ func (c *Client) Watch(ctx context.Context, name spindle.PathName, fromSeq int64
 // docs/performance.md.)
 const readAhead = 12
 
-// refetch is how many times an open file asks its node again for a block
-// whose bytes are wrong. The node passes on the bytes a holder sends
-// without checking them, since the client does, and checks them when
-// asked again (blocks/replica/unchecked.go), so that a lying holder is
-// bypassed: once is enough; twice covers a node whose memory of the
-// first answer was cut short.
-const refetch = 2
-
 // Open implements spindle.Client.
 func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File, error) {
 	const op spindle.Op = "client.Open"
@@ -965,7 +962,7 @@ func (c *Client) openFile(ctx context.Context, e *spindle.DirEntry) (*pack.Reade
 			GetStripe:  c.getStripe,
 			Release:    p2p.RecycleBlock,
 			ReadAhead:  cmp.Or(c.ahead, readAhead),
-			Refetch:    refetch,
+			Refetch:    c.refetch,
 		})
 		return err
 	})

@@ -49,12 +49,13 @@ type ReadConfig struct {
 	// (DefaultReadAhead if zero, none if negative). The Reader holds up to
 	// ReadAhead+1 blocks in memory.
 	ReadAhead int
-	// Refetch is how many times a block whose bytes do not match its
-	// hash (or its size) is fetched again before the read fails with
-	// Integrity: a node in the middle passes on a holder's bytes to a
-	// client without checking them, and checks them when the client asks
-	// again (see blocks/replica). Zero means none.
-	Refetch int
+	// Refetch, if set, fetches a block again, once, after the bytes Get
+	// returned for it did not match its hash (or its size), before the
+	// read fails with Integrity. A node in the middle passes on a holder's
+	// bytes to its client without checking them, and checks them when
+	// the client says it asks again (p2p.RemoteStore.Refetch), so that a
+	// lying holder is bypassed. Its slices are Get's: Release applies.
+	Refetch GetFunc
 }
 
 // DefaultReadAhead is the read-ahead of a Reader whose config sets none.
@@ -74,7 +75,7 @@ type Reader struct {
 	shards     [][]spindle.Ref // Of each block, if the blocks are erasure-coded.
 	giveBack   func([]byte)    // ReadConfig.Release.
 	readAhead  int
-	refetch    int         // ReadConfig.Refetch.
+	refetch    GetFunc     // ReadConfig.Refetch.
 	aead       cipher.AEAD // ee only.
 	commitment [32]byte
 	digests    [][32]byte
@@ -121,7 +122,7 @@ func NewReader(ctx context.Context, entry *spindle.DirEntry, c ReadConfig) (*Rea
 		digests:    digests,
 		giveBack:   c.Release,
 		readAhead:  c.ReadAhead,
-		refetch:    max(c.Refetch, 0),
+		refetch:    c.Refetch,
 		cached:     -1,
 	}
 	if p.stripes != nil {
@@ -385,9 +386,12 @@ func (r *Reader) fetch(f *fetch) {
 		want += gcmOverhead
 	}
 	for try := 0; ; try++ {
-		if striped {
+		switch {
+		case striped:
 			data, err = r.getStripe(r.ctx, b.Ref, r.shards[i])
-		} else {
+		case try > 0:
+			data, err = r.refetch(r.ctx, b.Ref)
+		default:
 			data, err = r.get(r.ctx, b.Ref)
 		}
 		if err != nil {
@@ -405,7 +409,7 @@ func (r *Reader) fetch(f *fetch) {
 		default:
 			f.err = nil
 		}
-		if f.err == nil || try >= r.refetch || striped {
+		if f.err == nil || try > 0 || r.refetch == nil || striped {
 			break
 		}
 		// Wrong bytes: ask again, and the node, which passed them on

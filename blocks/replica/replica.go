@@ -185,8 +185,7 @@ type Store struct {
 	cache *cache
 	quota *quotas // Charges of the copies other nodes pushed here.
 
-	unchecked uncheckedRefs // Blocks served to clients unchecked (unchecked.go).
-	checks    chan struct{} // Checks of such blocks for the cache running, maxChecks at most.
+	checks chan struct{} // Checks for the cache of blocks passed on unchecked, maxChecks at most (unchecked.go).
 
 	ctx    context.Context // Ends when the Store is closed.
 	cancel context.CancelFunc

@@ -17,8 +17,9 @@ import (
 
 // A node passes on to its user, unchecked, the bytes a holder sends (the
 // user's client checks them); it caches them only once a check finds them
-// sound; and when the user asks again for a block it served unchecked, it
-// checks what it fetches, so that a lying holder is bypassed.
+// sound; and when the user asks for a block again because its bytes were
+// wrong (Refetch), it checks what it fetches, so that a lying holder is
+// bypassed.
 func TestClientGetUncheckedCachesOnlySound(t *testing.T) {
 	nodes := newNet(t, 4, replica.Config{Replicas: 3, BaseTimeout: 5 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -56,11 +57,11 @@ func TestClientGetUncheckedCachesOnlySound(t *testing.T) {
 	if bytes.Equal(got, x) || blocks.Check(rx, got) == nil {
 		t.Fatal("the node sent the user sound bytes: it did not pass on the liar's unchecked, and the test does not show what it means to")
 	}
-	// The user, finding them wrong, asks again; now the node checks, and
-	// the honest holder is back.
+	// The user, finding them wrong, asks again, saying so; now the node
+	// checks, and the honest holder is back.
 	honest.gone.Store(false)
 	lies := liar.served.Load()
-	got, err = user.r.Fetch(ctx, rx)
+	got, err = user.r.Refetch(ctx, rx)
 	if err != nil || !bytes.Equal(got, x) {
 		t.Fatalf("the user's second fetch of a block a liar served: %v, equal=%v; want the block from the honest holder", err, bytes.Equal(got, x))
 	}
@@ -114,9 +115,13 @@ func TestClientGetUncheckedLieNotCached(t *testing.T) {
 	liar.corrupt.Store(true)
 	for range 3 {
 		got, err := user.r.Fetch(ctx, rx)
-		if err == nil && blocks.Check(rx, got) == nil {
-			t.Fatal("a liar's block reached the user sound")
+		if err != nil || blocks.Check(rx, got) == nil {
+			t.Fatalf("the user's fetch of a block only a liar holds: %v, sound=%v; want the liar's bytes passed on", err, err == nil)
 		}
+	}
+	// Asked again, the node checks, and there is no one else to ask.
+	if got, err := user.r.Refetch(ctx, rx); err == nil {
+		t.Fatalf("the user's refetch of a block only a liar holds: %d bytes, sound=%v; want an error", len(got), blocks.Check(rx, got) == nil)
 	}
 	// However long the node's checks take, the stranger never gets bytes.
 	for range 20 {

@@ -1,0 +1,151 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"spindle.dev"
+	"spindle.dev/client"
+)
+
+// middleWorld is a holder H, which runs the key cluster, hosts ann's tree
+// and holds every block of her files (one copy each), and a node M in the
+// middle, which uses H's key cluster, holds none of the blocks and caches
+// none (so that every read through it crosses to H). ann has a client on
+// H and on M over loopback TCP, and one on M's Unix socket, as spin on
+// M's machine reaches it.
+type middleWorld struct {
+	h, m         *Node
+	direct, via  *client.Client // Over TCP.
+	viaSocket    *client.Client
+	name         spindle.PathName
+	data         []byte
+	blocksOfFile []spindle.Ref
+}
+
+func newMiddleWorld(tb testing.TB, size int, mcfg Config) *middleWorld {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, err := New(ctx, Config{Home: tb.TempDir(), Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Writers: []string{"all"}, Replicas: 1, Logger: testLogger(tb)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Close() })
+	mcfg.Home = tb.TempDir()
+	mcfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	mcfg.Writers = []string{"all"}
+	mcfg.Replicas = 1
+	mcfg.KeyServers = h.Addrs()[:1]
+	mcfg.Logger = testLogger(tb)
+	m, err := New(ctx, mcfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { m.Close() })
+	for _, n := range []*Node{h, m} {
+		waitFor(tb, 30*time.Second, func() string { return fmt.Sprintf("%s knows %d peers", n.Host().ID(), n.DHT().RoutingTable().Size()) },
+			func() bool { return n.DHT().RoutingTable().Size() >= 1 })
+	}
+	w := &middleWorld{h: h, m: m, name: "ann@example.com/big"}
+	direct, annKeys := dialWithKeys(tb, h, "ann@example.com")
+	w.direct = direct
+	w.data = make([]byte, size)
+	rand.NewChaCha8([32]byte{7}).Read(w.data)
+	e, err := direct.Put(ctx, w.name, bytes.NewReader(w.data), spindle.EEPack, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, b := range e.Blocks {
+		w.blocksOfFile = append(w.blocksOfFile, b.Ref)
+		if _, err := m.store.Get(ctx, b.Ref); err == nil {
+			tb.Fatalf("node M holds block %s of the file: the world is not as the test needs", b.Ref)
+		}
+	}
+	w.via = fwdDial(tb, m, annKeys)
+	w.viaSocket, err = client.Dial(ctx, client.Config{Keys: annKeys, Node: m.SocketAddr(), Logger: testLogger(tb), KeyLog: filepath.Join(tb.TempDir(), "keylog")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { w.viaSocket.Close() })
+	return w
+}
+
+// read reads the file through c, checking what it reads, and returns
+// how long it took.
+func (w *middleWorld) read(tb testing.TB, c *client.Client) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	f, err := c.Open(context.Background(), w.name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var check checkingWriter
+	check.want = w.data
+	if _, err := io.Copy(&check, f); err != nil {
+		tb.Fatal(err)
+	}
+	d := time.Since(start)
+	if check.bad || check.off != len(w.data) {
+		tb.Fatalf("read %d bytes, matching %v; want the %d bytes put", check.off, !check.bad, len(w.data))
+	}
+	return d
+}
+
+// checkingWriter compares what it is written with want, keeping nothing.
+type checkingWriter struct {
+	want []byte
+	off  int
+	bad  bool
+}
+
+func (w *checkingWriter) Write(p []byte) (int, error) {
+	if w.off+len(p) > len(w.want) || !bytes.Equal(p, w.want[w.off:w.off+len(p)]) {
+		w.bad = true
+	}
+	w.off += len(p)
+	return len(p), nil
+}
+
+// BenchmarkMiddleGet reads a 64 MiB file (ee) from its holder H directly
+// and through a node M that holds none of its blocks and caches none,
+// taking turns in each iteration so that the ratios of the rates are
+// measured under the same load: middle/direct is the user's own node M,
+// reached over its Unix socket as spin reaches it, against the holder
+// reached over loopback TCP as a client on another machine would;
+// middle-tcp/direct reaches M over loopback TCP too. Nodes and clients are
+// all in the test process, on one machine: the TLS of every TCP hop, both
+// ends of it, counts against the same cores.
+func BenchmarkMiddleGet(b *testing.B) {
+	w := newMiddleWorld(b, 64<<20, Config{CacheBytes: -1})
+	w.read(b, w.via) // The providers found, the streams open.
+	w.read(b, w.viaSocket)
+	w.read(b, w.direct)
+	var direct, middle, middleTCP time.Duration
+	b.SetBytes(int64(3 * len(w.data)))
+	b.ResetTimer()
+	for i := range b.N {
+		turns := []func(){
+			func() { direct += w.read(b, w.direct) },
+			func() { middle += w.read(b, w.viaSocket) },
+			func() { middleTCP += w.read(b, w.via) },
+		}
+		for k := range turns {
+			turns[(i+k)%len(turns)]()
+		}
+	}
+	b.StopTimer()
+	mb := float64(len(w.data)*b.N) / 1e6
+	b.ReportMetric(mb/direct.Seconds(), "direct-MB/s")
+	b.ReportMetric(mb/middle.Seconds(), "middle-MB/s")
+	b.ReportMetric(mb/middleTCP.Seconds(), "middle-tcp-MB/s")
+	b.ReportMetric(direct.Seconds()/middle.Seconds(), "middle/direct")
+	b.ReportMetric(direct.Seconds()/middleTCP.Seconds(), "middle-tcp/direct")
+}

@@ -7,11 +7,16 @@ import (
 	"io"
 	"math/rand/v2"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ipfs/go-cid"
+
 	"spindle.dev"
 	"spindle.dev/client"
+	"spindle.dev/p2p"
+	"spindle.dev/p2p/dht"
 )
 
 // middleWorld is a holder H, which runs the key cluster, hosts ann's tree
@@ -148,4 +153,93 @@ func BenchmarkMiddleGet(b *testing.B) {
 	b.ReportMetric(mb/middleTCP.Seconds(), "middle-tcp-MB/s")
 	b.ReportMetric(direct.Seconds()/middle.Seconds(), "middle/direct")
 	b.ReportMetric(direct.Seconds()/middleTCP.Seconds(), "middle-tcp/direct")
+}
+
+// lyingStore serves the blocks it is given with one byte flipped,
+// counting what it serves.
+type lyingStore struct {
+	blocks map[spindle.Ref][]byte
+	served atomic.Int64
+}
+
+func (s *lyingStore) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	data, ok := s.blocks[ref]
+	if !ok {
+		return nil, spindle.E(spindle.NotExist, "no block "+string(ref))
+	}
+	s.served.Add(1)
+	data = bytes.Clone(data)
+	data[len(data)/2] ^= 0x40
+	return data, nil
+}
+
+func (s *lyingStore) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
+	return "", spindle.E(spindle.Permission, "a liar takes no blocks")
+}
+
+// lyingHolder starts a peer of the DHT joined through boot that
+// announces itself as a provider of every block in held and answers gets
+// for them with wrong bytes.
+func lyingHolder(t *testing.T, boot spindle.PeerAddr, held map[spindle.Ref][]byte) *lyingStore {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	h, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	d, err := dht.New(ctx, h, []spindle.PeerAddr{boot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	liar := &lyingStore{blocks: held}
+	p2p.ServeBlocks(ctx, h, liar, p2p.BlockServerConfig{})
+	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("the liar knows %d peers", d.RoutingTable().Size()) },
+		func() bool { return d.RoutingTable().Size() >= 2 })
+	for ref := range held {
+		c, err := cid.Decode(string(ref))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+		err = d.Provide(pctx, c, true)
+		pcancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return liar
+}
+
+// A holder that lies about the blocks of a file is bypassed through a
+// node in the middle that passes blocks on unchecked: the reader finds
+// the liar's bytes wrong, asks again, and the node, checking this time,
+// gets them from the honest holder. Every read returns the file.
+func TestMiddleBypassesLyingHolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two networked nodes and a lying peer")
+	}
+	w := newMiddleWorld(t, 8<<20, Config{CacheBytes: -1})
+	ctx := context.Background()
+	held := make(map[spindle.Ref][]byte)
+	for _, ref := range w.blocksOfFile {
+		data, err := w.h.store.Get(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[ref] = data
+	}
+	liar := lyingHolder(t, w.h.Addrs()[0], held)
+	// The node in the middle picks among the two providers at random
+	// until one has served it well: read until the liar has been asked.
+	for i := 0; liar.served.Load() == 0; i++ {
+		if i == 20 {
+			t.Fatal("the lying holder was never asked in 20 reads: the test did not exercise the check")
+		}
+		w.read(t, []*client.Client{w.viaSocket, w.via}[i%2])
+	}
+	t.Logf("the liar served %d blocks, each bypassed", liar.served.Load())
+	w.read(t, w.viaSocket)
 }

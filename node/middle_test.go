@@ -17,6 +17,7 @@ import (
 	"spindle.dev/client"
 	"spindle.dev/p2p"
 	"spindle.dev/p2p/dht"
+	"spindle.dev/pack"
 )
 
 // middleWorld is a holder H, which runs the key cluster, hosts ann's tree
@@ -29,6 +30,7 @@ type middleWorld struct {
 	h, m         *Node
 	direct, via  *client.Client // Over TCP.
 	viaSocket    *client.Client
+	annKeys      *pack.Keys
 	name         spindle.PathName
 	data         []byte
 	blocksOfFile []spindle.Ref
@@ -73,6 +75,7 @@ func newMiddleWorld(tb testing.TB, size int, mcfg Config) *middleWorld {
 			tb.Fatalf("node M holds block %s of the file: the world is not as the test needs", b.Ref)
 		}
 	}
+	w.annKeys = annKeys
 	w.via = fwdDial(tb, m, annKeys)
 	w.viaSocket, err = client.Dial(ctx, client.Config{Keys: annKeys, Node: m.SocketAddr(), Logger: testLogger(tb), KeyLog: filepath.Join(tb.TempDir(), "keylog")})
 	if err != nil {

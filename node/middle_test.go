@@ -3,9 +3,12 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"spindle.dev"
+	"spindle.dev/blocks"
 	"spindle.dev/client"
 	"spindle.dev/p2p"
 	"spindle.dev/p2p/dht"
@@ -245,4 +249,59 @@ func TestMiddleBypassesLyingHolder(t *testing.T) {
 	}
 	t.Logf("the liar served %d blocks, each bypassed", liar.served.Load())
 	w.read(t, w.viaSocket)
+}
+
+// A block that rots on its holder's disk is caught, through a node in the
+// middle that passes blocks on unchecked as from the holder directly: the
+// holder's store finds the damage when it reads the block and sets the
+// copy aside, and the reader gets an error, never the rotten bytes. (The
+// same from the holder directly: the scenario corrupt-block-detected.)
+func TestMiddleCorruptHolderDiskCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two networked nodes")
+	}
+	w := newMiddleWorld(t, 3<<20/2, Config{CacheBytes: -1})
+	d, err := blocks.ParseRef(w.blocksOfFile[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A block of 1 MiB is kept in a file of its own, named by its digest
+	// (see package blocks/disk; nodetest.FindBlock finds small ones too).
+	var file string
+	filepath.WalkDir(filepath.Join(w.h.cfg.Home, "blocks"), func(p string, de fs.DirEntry, err error) error {
+		if err == nil && de.Name() == hex.EncodeToString(d[:]) {
+			file = p
+		}
+		return nil
+	})
+	if file == "" {
+		t.Fatalf("no file of its own for block %s under %s", w.blocksOfFile[0], w.h.cfg.Home)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x40
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*client.Client{w.viaSocket, w.direct} {
+		f, err := c.Open(context.Background(), w.name)
+		if err == nil {
+			var check checkingWriter
+			check.want = w.data
+			_, err = io.Copy(&check, f)
+			f.Close()
+			if check.bad {
+				t.Fatal("the reader was given the rotten bytes")
+			}
+		}
+		if err == nil {
+			t.Fatal("a file whose block rotted on its only holder's disk read without an error")
+		}
+		t.Logf("read: %v", err)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("the rotten block file is still in place (%v); want it set aside", err)
+	}
 }

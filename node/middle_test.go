@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -325,4 +326,81 @@ func TestMiddleCorruptHolderDiskCaught(t *testing.T) {
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Fatalf("the rotten block file is still in place (%v); want it set aside", err)
 	}
+}
+
+// A peer that announces the shards of an erasure-coded file and serves
+// them wrong is bypassed too: the reader checks each shard the node
+// passes on, asks again for a wrong one, and the node, checking that
+// time, gets it from its holder.
+func TestErasureLyingShardHolderBypassed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts seven networked nodes and a lying peer")
+	}
+	const count = 7
+	nodes := make([]*Node, count)
+	nodes[0] = ecNode(t, t.TempDir(), nil)
+	boot := nodes[0].Addrs()[:1]
+	var wg sync.WaitGroup
+	for i := 1; i < count; i++ {
+		home := t.TempDir()
+		wg.Go(func() { nodes[i] = ecNode(t, home, boot) })
+	}
+	wg.Wait()
+	for _, n := range nodes {
+		t.Cleanup(func() { n.Close() })
+	}
+	for _, n := range nodes {
+		waitFor(t, 60*time.Second, func() string { return fmt.Sprintf("%s knows %d peers", n.Host().ID(), n.DHT().RoutingTable().Size()) },
+			func() bool { return n.DHT().RoutingTable().Size() >= count-1 })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ann, keys := dialWithKeys(t, nodes[0], "ann@example.com")
+	data := make([]byte, 3*spindle.MaxBlockSize+77)
+	rand.NewChaCha8([32]byte{8}).Read(data)
+	name := spindle.PathName("ann@example.com/striped")
+	e, err := ann.Put(ctx, name, bytes.NewReader(data), spindle.EEPack, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stripes, err := pack.Stripes(e)
+	if err != nil || len(stripes) != len(e.Blocks) {
+		t.Fatalf("entry's stripes: %d of %d blocks, %v", len(stripes), len(e.Blocks), err)
+	}
+	held := make(map[spindle.Ref][]byte)
+	for _, refs := range stripes {
+		for _, r := range refs {
+			for _, n := range nodes {
+				if sh, err := n.store.Get(ctx, r); err == nil {
+					held[r] = sh
+					break
+				}
+			}
+			if held[r] == nil {
+				t.Fatalf("no node holds shard %s", r)
+			}
+		}
+	}
+	liar := lyingHolder(t, boot[0], held)
+	reader := client.Config{Keys: keys, Node: nodes[count-1].DialAddr(), Logger: testLogger(t), KeyLog: filepath.Join(t.TempDir(), "keylog")}
+	for i := 0; liar.served.Load() == 0; i++ {
+		if i == 20 {
+			t.Fatal("the lying holder was never asked in 20 reads: the test did not exercise the check")
+		}
+		c, err := client.Dial(ctx, reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := c.Open(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(f)
+		f.Close()
+		c.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("read %d with a lying shard holder: %d bytes, %v; want the file", i, len(got), err)
+		}
+	}
+	t.Logf("the liar served %d shards, each bypassed", liar.served.Load())
 }

@@ -15,6 +15,9 @@
 // address it can compute, so a fetch races the providers: it asks another
 // when the ones it waits for send nothing for a while, cuts those that
 // fall far behind, and asks first those that served it well (hedge.go).
+// For a client of the node, which checks every block itself, the fetch
+// passes the bytes on unchecked, caches only what a check off its path
+// finds sound, and checks when the client asks again (unchecked.go).
 //
 // Every holder also checks, in bounded background rounds, that each block
 // it holds still has r live holders, and pushes a copy to the nearest node

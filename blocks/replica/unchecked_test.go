@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
+	"os"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"spindle.dev"
 	"spindle.dev/blocks"
+	"spindle.dev/blocks/disk"
 	"spindle.dev/blocks/replica"
 	"spindle.dev/p2p"
 )
@@ -154,4 +157,48 @@ func blockClient(t *testing.T, nd *node) blockPeer {
 type blockPeer struct {
 	h host.Host
 	r *p2p.RemoteStore
+}
+
+// A holder whose own copy has rotted on disk, asked for the block by its
+// user, still catches the damage (its disk store checks what it reads),
+// gets a good copy from another holder, serves it and holds it again: the
+// repair is as for any other Get, though the copy fetched for the user is
+// passed on unchecked (the disk store checks it on Put).
+func TestClientGetOfRottenCopyHealed(t *testing.T) {
+	nodes := newNetWith(t, 4, replica.Config{Replicas: 3, BaseTimeout: 5 * time.Second}, func() spindle.BlockStore {
+		s, err := disk.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	user := blockClient(t, nodes[0])
+	nodes[0].users.Store(user.h.ID(), true)
+	data := randomBlock(rand.New(rand.NewPCG(14, 15)), 300000) // A file of its own.
+	ref, err := nodes[0].store.Put(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := blocks.ParseRef(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := nodes[0].local.(*disk.Store).Path(d)
+	onDisk, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk[1000] ^= 0x40
+	if err := os.WriteFile(name, onDisk, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := user.r.Fetch(ctx, ref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the user's fetch of a block whose copy on its node rotted: %v, equal=%v; want the block from another holder", err, bytes.Equal(got, data))
+	}
+	if got, err := nodes[0].local.Get(ctx, ref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the rotten copy was not replaced: %v", err)
+	}
 }

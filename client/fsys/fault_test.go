@@ -2,10 +2,13 @@ package fsys_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,7 +41,8 @@ func TestNodeKilled(t *testing.T) {
 	canMount(t)
 	env := nodetest.New(t, nodetest.Setup{Kind: nodetest.Procs, Users: []spindle.UserName{ann}})
 	const timeout = 3 * time.Second
-	_, root := mount(t, env, ann, timeout)
+	cache := t.TempDir()
+	_, root := mountCache(t, env, ann, timeout, cache)
 
 	big := bytes.Repeat([]byte("0123456789abcdef"), 40<<20/16) // 40 blocks.
 	check(t, os.WriteFile(filepath.Join(root, "big"), big, 0o644))
@@ -84,8 +88,29 @@ func TestNodeKilled(t *testing.T) {
 		}
 		return wf.Close()
 	})
-	if err == nil {
-		t.Fatal("stored a file with the node gone")
+	if err != nil {
+		// Closing does not wait for the put.
+		t.Fatalf("closing a file written with the node gone: %v; want it queued", err)
+	}
+	// The put fails in the background, and the next operation on the
+	// file says so; its contents stay in the staging directory.
+	err = timed(t, "the failed put reported", func() error {
+		for start := time.Now(); time.Since(start) < hangBound; time.Sleep(50 * time.Millisecond) {
+			f, err := os.Open(filepath.Join(root, "written"))
+			if err != nil {
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("the operation after a failed put: %v, want EIO", err)
+	}
+	if !stagedWith(t, cache, big[:3<<20]) {
+		t.Fatal("no staging file holds the file whose put failed")
 	}
 	err = timed(t, "ls of a directory never listed", func() error {
 		_, err := os.ReadDir(filepath.Join(root, "other"))
@@ -126,6 +151,12 @@ func TestNodeKilled(t *testing.T) {
 		}
 		return err
 	})
+	// The failed put is tried again, and lands.
+	c, err := env.Client(ann)
+	check(t, err)
+	waitFor(t, "the failed put landing after the restart", func() error {
+		return sameStored(c, "ann@example.com/written", big[:3<<20])
+	})
 	waitFor(t, "writing after the restart", func() error {
 		return os.WriteFile(filepath.Join(root, "written"), big[:3<<20], 0o644)
 	})
@@ -141,4 +172,37 @@ func TestNodeKilled(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// stagedWith reports whether a staging file under the mount's cache
+// directory holds data.
+func stagedWith(t *testing.T, cache string, data []byte) bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(cache, "staging", "file-*"))
+	check(t, err)
+	for _, f := range files {
+		if got, err := os.ReadFile(f); err == nil && bytes.Equal(got, data) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameStored returns nil if name is stored with contents data.
+func sameStored(c spindle.Client, name spindle.PathName, data []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f, err := c.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	got, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, data) {
+		return fmt.Errorf("%s holds %d bytes, not the %d written", name, len(got), len(data))
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -64,6 +65,8 @@ type filesys struct {
 	snaps    *snapshots
 	blocks   *blockCache
 	staging  string // Directory of staging files.
+	wb       *writeBack
+	finished sync.Once
 	mountDir string // Where the file system is mounted.
 }
 
@@ -127,7 +130,10 @@ func Mount(dir string, cfg Config) (*FS, error) {
 	}
 	f.meta = newMeta(f)
 	f.snaps = &snapshots{f: f}
+	f.wb = newWriteBack(f)
 	go blocks.writer(ctx)
+	f.wb.start()
+	go f.recoverQueued()
 	ttl := kernelTTL
 	neg := time.Duration(0)
 	server, err := fs.Mount(abs, &rootNode{fs: f}, &fs.Options{
@@ -157,7 +163,7 @@ func (m *FS) Dir() string { return m.dir }
 // umount(8).
 func (m *FS) Wait() {
 	m.server.Wait()
-	m.fs.cancel()
+	m.fs.finish()
 }
 
 // Unmount unmounts the file system. If it is busy (a process has a file
@@ -171,8 +177,20 @@ func (m *FS) Unmount() error {
 			return fmt.Errorf("unmounting %s: %v (lazily: %v)", m.dir, err, lerr)
 		}
 	}
-	m.fs.cancel()
+	m.fs.finish()
 	return nil
+}
+
+// finish puts the files still queued, until none is left or none has
+// been put for the timeout, and ends the mount's work. Files left are
+// kept, with their journal entries, for the next mount to put.
+func (f *filesys) finish() {
+	f.finished.Do(func() {
+		if left := f.wb.drain(f.timeout); left > 0 {
+			f.log.Error("unmounted with files not yet put; the next mount puts them", "files", left, "dir", f.staging)
+		}
+		f.cancel()
+	})
 }
 
 // IsMountPoint reports whether dir, an absolute clean path, is the mount

@@ -23,6 +23,9 @@ type meta struct {
 	entries map[spindle.PathName]*entryItem
 	lists   map[spindle.PathName]*listItem
 	trees   map[spindle.UserName]*tree
+	// held are entries answered whatever the tree says, while this
+	// mount replaces them in more than one step.
+	held map[spindle.PathName]*spindle.DirEntry
 }
 
 // An entryItem is a cached answer to a lookup: an entry, or the error
@@ -49,7 +52,7 @@ type tree struct {
 }
 
 func newMeta(fs *filesys) *meta {
-	return &meta{fs: fs, entries: map[spindle.PathName]*entryItem{}, lists: map[spindle.PathName]*listItem{}, trees: map[spindle.UserName]*tree{}}
+	return &meta{fs: fs, entries: map[spindle.PathName]*entryItem{}, lists: map[spindle.PathName]*listItem{}, trees: map[spindle.UserName]*tree{}, held: map[spindle.PathName]*spindle.DirEntry{}}
 }
 
 func userOf(name spindle.PathName) spindle.UserName {
@@ -95,6 +98,10 @@ func (c *meta) gen(user spindle.UserName) uint64 {
 func (c *meta) lookup(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
 	user := userOf(name)
 	c.mu.Lock()
+	if e := c.held[name]; e != nil {
+		c.mu.Unlock()
+		return e, nil
+	}
 	it := c.entries[name]
 	if it != nil && !it.stale && c.fresh(user, it.at) {
 		c.mu.Unlock()
@@ -153,6 +160,19 @@ func (c *meta) list(ctx context.Context, dir spindle.PathName) ([]*spindle.DirEn
 	}
 	c.mu.Unlock()
 	return es, nil
+}
+
+// hold answers e for name until unhold.
+func (c *meta) hold(name spindle.PathName, e *spindle.DirEntry) {
+	c.mu.Lock()
+	c.held[name] = e
+	c.mu.Unlock()
+}
+
+func (c *meta) unhold(name spindle.PathName) {
+	c.mu.Lock()
+	delete(c.held, name)
+	c.mu.Unlock()
 }
 
 // stored notes e as the entry now at its name, after this mount changed it.

@@ -51,33 +51,100 @@ type fileNode struct {
 	failed error
 }
 
-// A streamPut is a put of a file fed by its writes.
+// A streamPut is a put of a file that follows its writes: it reads the
+// staging file up to where the writes, coming in order, have reached, so
+// that a file written from start to end is stored as it is written,
+// while the writes go at the speed of the disk.
 type streamPut struct {
-	pw   *io.PipeWriter
-	off  int64 // Bytes sent.
+	file *os.File
 	done chan struct{}
 	e    *spindle.DirEntry // Once done: what was stored, or why not.
 	err  error
+
+	mu   sync.Mutex // Guards the fields below.
+	cond sync.Cond
+	off  int64 // Bytes written in order.
+	end  bool  // Nothing more will be written.
+	stop error // Set when the stream is abandoned.
+	read int64 // Bytes the put has read.
 }
 
 // errAbandoned ends a stream whose writes stopped coming in order.
 var errAbandoned = errors.New("writes out of order: the file is put when closed")
 
-// startStream starts a put of the file fed by its writes. n.mu is held.
+// Read gives the put what has been written and it has not read, waiting
+// for more until the end.
+func (s *streamPut) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	for s.read >= s.off && !s.end && s.stop == nil {
+		s.cond.Wait()
+	}
+	if s.stop != nil {
+		s.mu.Unlock()
+		return 0, s.stop
+	}
+	if s.read >= s.off {
+		s.mu.Unlock()
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), s.off-s.read)]
+	at := s.read
+	s.mu.Unlock()
+	k, err := s.file.ReadAt(p, at)
+	if err == io.EOF && k == len(p) {
+		err = nil
+	}
+	s.mu.Lock()
+	s.read += int64(k)
+	s.mu.Unlock()
+	return k, err
+}
+
+// wrote notes a write of k bytes at off, and reports whether the stream
+// follows it (it came in order).
+func (s *streamPut) wrote(off int64, k int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if off != s.off {
+		return false
+	}
+	s.off += int64(k)
+	s.cond.Broadcast()
+	return true
+}
+
+// finish ends the stream, with err (abandoned) or at the end of what was
+// written, and waits for its put.
+func (s *streamPut) finish(err error) {
+	s.mu.Lock()
+	if err != nil {
+		s.stop = err
+	}
+	s.end = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	<-s.done
+}
+
+// startStream starts a put of the file that follows its writes. n.mu is
+// held.
 func (n *fileNode) startStream(name spindle.PathName) {
-	pr, pw := io.Pipe()
-	s := &streamPut{pw: pw, done: make(chan struct{})}
+	s := &streamPut{file: n.stage, done: make(chan struct{})}
+	s.cond.L = &s.mu
 	go func() {
 		defer close(s.done)
-		s.e, s.err = n.fs.put(n.fs.ctx, name, pr)
-		if s.err == nil {
-			// A put that ended before its writer closed the pipe
-			// stored less than was written.
-			if _, err := pr.Read(make([]byte, 1)); err != io.EOF {
-				s.err = errAbandoned
-			}
+		e, err := n.fs.put(n.fs.ctx, name, s)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err == nil && (!s.end || s.stop != nil || s.read != s.off) {
+			// A put that ended before the stream did stored less
+			// than was written.
+			err = errAbandoned
 		}
-		pr.CloseWithError(errAbandoned)
+		s.e, s.err = e, err
+		if s.stop == nil {
+			s.stop = errAbandoned
+		}
 	}()
 	n.stream = s
 }
@@ -86,8 +153,7 @@ func (n *fileNode) startStream(name spindle.PathName) {
 // it is closed. n.mu is held.
 func (n *fileNode) abandonStream() {
 	if n.stream != nil {
-		n.stream.pw.CloseWithError(errAbandoned)
-		<-n.stream.done
+		n.stream.finish(errAbandoned)
 		n.stream = nil
 	}
 	n.fresh = false
@@ -102,13 +168,14 @@ func (n *fileNode) endStream() bool {
 	}
 	n.stream = nil
 	info, err := n.stage.Stat()
-	if err != nil || info.Size() != s.off {
-		s.pw.CloseWithError(errAbandoned)
-		<-s.done
+	s.mu.Lock()
+	whole := err == nil && info.Size() == s.off
+	s.mu.Unlock()
+	if !whole {
+		s.finish(errAbandoned)
 		return false
 	}
-	s.pw.Close()
-	<-s.done
+	s.finish(nil)
 	if s.err != nil {
 		n.fs.log.Debug("streamed put failed; putting the whole file", "err", s.err)
 		return false
@@ -759,14 +826,8 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		}
 	}
 	n.fresh = false
-	if s := n.stream; s != nil {
-		if off != s.off {
-			n.abandonStream()
-		} else if _, err := s.pw.Write(data); err != nil {
-			n.abandonStream()
-		} else {
-			s.off += int64(len(data))
-		}
+	if s := n.stream; s != nil && !s.wrote(off, k) {
+		n.abandonStream()
 	}
 	return uint32(k), 0
 }

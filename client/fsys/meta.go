@@ -3,6 +3,7 @@ package fsys
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -180,6 +181,17 @@ func (c *meta) stored(e *spindle.DirEntry) {
 	c.changed(e.Name, false)
 	c.mu.Lock()
 	c.entries[e.Name] = &entryItem{e: e, at: time.Now()}
+	if it := c.lists[parentOf(e.Name)]; it != nil {
+		// Asked again, but while the node cannot be reached the
+		// listing shows what this mount stored.
+		es := slices.Clone(it.es)
+		if i := slices.IndexFunc(es, func(x *spindle.DirEntry) bool { return x.Name == e.Name }); i >= 0 {
+			es[i] = e
+		} else {
+			es = append(es, e)
+		}
+		it.es = es
+	}
 	c.mu.Unlock()
 }
 

@@ -233,7 +233,7 @@ func parseJournal(data []byte) (journal, error) {
 		return journal{}, fmt.Errorf("journal entry names no clean path: %q", lines[0])
 	}
 	base, err := strconv.ParseInt(string(lines[1]), 10, 64)
-	if err != nil || base < 0 {
+	if err != nil || base < 0 || strconv.FormatInt(base, 10) != string(lines[1]) {
 		return journal{}, fmt.Errorf("journal entry has no version: %q", lines[1])
 	}
 	return journal{Name: name, Base: base}, nil

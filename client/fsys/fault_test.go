@@ -206,3 +206,92 @@ func sameStored(c spindle.Client, name spindle.PathName, data []byte) error {
 	}
 	return nil
 }
+
+// The node hangs (SIGSTOP): its connections stay open and nothing
+// answers. Every operation of the mount is answered within its bound —
+// a read of a file never read, a lookup, an ls, an fsync fail; a close
+// queues the file — and once the node goes on, the queued file lands
+// and the same operations succeed.
+func TestNodeHung(t *testing.T) {
+	canMount(t)
+	env := nodetest.New(t, nodetest.Setup{Kind: nodetest.Procs, Users: []spindle.UserName{ann}})
+	const timeout = 3 * time.Second
+	_, root := mount(t, env, ann, timeout)
+	c, err := env.Client(ann)
+	check(t, err)
+	big := bytes.Repeat([]byte("hung node "), 300000) // Three blocks.
+	_, err = c.Put(context.Background(), "ann@example.com/big", bytes.NewReader(big), 0, nil)
+	check(t, err)
+	if _, err := os.Stat(filepath.Join(root, "queued")); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("stat of a new name: %v", err)
+	}
+
+	pid := nodePid(t, env)
+	check(t, syscall.Kill(pid, syscall.SIGSTOP))
+	stopped := true
+	defer func() {
+		if stopped {
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}()
+	if err := timed(t, "read of a file never read", func() error {
+		_, err := os.ReadFile(filepath.Join(root, "big"))
+		return err
+	}); err == nil {
+		t.Fatal("read a file never read with the node hung")
+	}
+	if err := timed(t, "lookup of a name never looked up", func() error {
+		_, err := os.Stat(filepath.Join(root, "never"))
+		return err
+	}); err == nil {
+		t.Fatal("looked up a name with the node hung")
+	}
+	if err := timed(t, "fsync of a new file", func() error {
+		return writeSync(filepath.Join(root, "synced"), []byte("synced"))
+	}); err == nil {
+		t.Fatal("fsync returned with the node hung")
+	}
+	var f *os.File
+	if err := timed(t, "create of a new file", func() error {
+		f, err = os.Create(filepath.Join(root, "queued"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := timed(t, "write of a new file", func() error {
+		_, err := f.Write([]byte("queued"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := timed(t, "close of a new file", f.Close); err != nil {
+		t.Fatalf("close with the node hung: %v; want the file queued", err)
+	}
+	// Its put fails, which the next operation on it may report.
+	if err := timed(t, "read of the queued file", func() error {
+		data, err := os.ReadFile(filepath.Join(root, "queued"))
+		if err == nil && string(data) != "queued" {
+			t.Errorf("the queued file reads %q", data)
+		}
+		return err
+	}); err != nil && !errors.Is(err, syscall.EIO) {
+		t.Fatalf("reading a queued file with the node hung: %v", err)
+	}
+
+	check(t, syscall.Kill(pid, syscall.SIGCONT))
+	stopped = false
+	waitFor(t, "the queued file landing", func() error {
+		return sameStored(c, "ann@example.com/queued", []byte("queued"))
+	})
+	waitFor(t, "reading the big file", func() error {
+		data, err := os.ReadFile(filepath.Join(root, "big"))
+		if err == nil && !bytes.Equal(data, big) {
+			t.Fatal("the big file differs")
+		}
+		return err
+	})
+	waitFor(t, "fsync after the node went on", func() error {
+		return writeSync(filepath.Join(root, "synced"), []byte("synced"))
+	})
+	check(t, sameStored(c, "ann@example.com/synced", []byte("synced")))
+}

@@ -212,12 +212,7 @@ func (n *fileNode) unqueue() {
 // which is what it is for; fsync is what survives the machine's crash.
 // n.mu is held.
 func (n *fileNode) writeJournal(name spindle.PathName) error {
-	path := n.stage.Name() + journalSuffix
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, journal{Name: name, Base: n.base}.marshal(), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return writeJournal(n.stage.Name()+journalSuffix, journal{Name: name, Base: n.base})
 }
 
 // stageName returns the name of the staging file, or "". n.mu is held.

@@ -193,6 +193,10 @@ func (f *filesys) finish() {
 	})
 }
 
+// Drain waits until every file closed so far is stored, or until none
+// has been stored for the timeout, and reports how many are left.
+func (m *FS) Drain() int { return m.fs.wb.drain(m.fs.timeout) }
+
 // IsMountPoint reports whether dir, an absolute clean path, is the mount
 // point of a file system, by reading /proc/self/mountinfo: it never
 // touches dir, so a hung mount cannot hang it.

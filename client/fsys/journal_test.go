@@ -1,6 +1,9 @@
 package fsys
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"spindle.dev"
@@ -42,4 +45,28 @@ func FuzzParseJournal(f *testing.F) {
 			t.Fatalf("%q reads as an unclean name %q", data, j.Name)
 		}
 	})
+}
+
+// A journal entry is written and replaced in one step, as a link or, too
+// long for one, as a file, and reads back.
+func TestJournalFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, j := range []journal{
+		{Name: "ann@example.com/a", Base: 1},
+		{Name: "ann@example.com/b", Base: 2},
+		{Name: spindle.PathName("ann@example.com/" + strings.Repeat("long/", 1000) + "end"), Base: 3},
+		{Name: "ann@example.com/c", Base: 4},
+	} {
+		path := filepath.Join(dir, "file-1"+journalSuffix)
+		if err := writeJournal(path, j); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readJournal(path)
+		if err != nil || got != j {
+			t.Fatalf("read back %+v, %v; want %+v", got, err, j)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("the directory holds %d entries, want 1", len(ents))
+	}
 }

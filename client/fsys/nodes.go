@@ -377,7 +377,7 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if err != nil {
 		return nil, errno(err)
 	}
-	d.fs.meta.stored(e)
+	d.fs.meta.madeDir(e)
 	return d.fs.newChild(ctx, &d.Inode, name, e, out), 0
 }
 

@@ -221,6 +221,45 @@ func (j journal) marshal() []byte {
 	return fmt.Appendf(nil, "%s\n%d\n", j.Name, j.Base)
 }
 
+// maxLink is the longest journal entry kept as a symbolic link's target.
+const maxLink = 4000
+
+// writeJournal writes j at path, replacing what is there in one step. An
+// entry is the target of a symbolic link, made in one system call, or if
+// too long for one, a file.
+func writeJournal(path string, j journal) error {
+	data := j.marshal()
+	if len(data) <= maxLink {
+		err := os.Symlink(string(data), path)
+		if !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		tmp := path + ".tmp"
+		os.Remove(tmp)
+		if err := os.Symlink(string(data), tmp); err != nil {
+			return err
+		}
+		return os.Rename(tmp, path)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// readJournal reads the journal entry at path.
+func readJournal(path string) (journal, error) {
+	var data []byte
+	target, err := os.Readlink(path)
+	if err == nil {
+		data = []byte(target)
+	} else if data, err = os.ReadFile(path); err != nil {
+		return journal{}, err
+	}
+	return parseJournal(data)
+}
+
 // parseJournal decodes a journal entry, which a mount killed while
 // writing it may have left cut short.
 func parseJournal(data []byte) (journal, error) {
@@ -256,11 +295,7 @@ func (f *filesys) recoverQueued() {
 }
 
 func (f *filesys) recoverOne(stage, jpath string) error {
-	data, err := os.ReadFile(jpath)
-	if err != nil {
-		return err
-	}
-	j, err := parseJournal(data)
+	j, err := readJournal(jpath)
 	if err != nil {
 		return err
 	}

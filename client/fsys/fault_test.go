@@ -48,8 +48,13 @@ func TestNodeKilled(t *testing.T) {
 	check(t, os.WriteFile(filepath.Join(root, "big"), big, 0o644))
 	check(t, os.Mkdir(filepath.Join(root, "cached"), 0o755))
 	check(t, os.WriteFile(filepath.Join(root, "cached/small"), []byte("kept"), 0o644))
-	check(t, os.Mkdir(filepath.Join(root, "other"), 0o755))
-	check(t, os.WriteFile(filepath.Join(root, "other/x"), []byte("x"), 0o644))
+	// Made by another client: this mount never listed it.
+	other, err := env.Client(ann)
+	check(t, err)
+	_, err = other.MakeDirectory(context.Background(), "ann@example.com/other")
+	check(t, err)
+	_, err = other.Put(context.Background(), "ann@example.com/other/x", bytes.NewReader([]byte("x")), 0, nil)
+	check(t, err)
 	// Cache the directory and the small file; drop the kernel's cache of
 	// its contents, so reading it again goes to the mount.
 	if _, err := os.ReadDir(filepath.Join(root, "cached")); err != nil {

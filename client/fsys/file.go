@@ -668,6 +668,13 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	if h.entry == nil {
 		return nil, syscall.EIO
 	}
+	if data, ok, err := h.within(ctx, len(dest), off); ok || err != nil {
+		if err != nil {
+			n.fs.log.Warn("read failed", "name", h.entry.Name, "offset", off, "err", err)
+			return nil, errno(err)
+		}
+		return fuse.ReadResultData(data), 0
+	}
 	k, err := h.readAt(ctx, dest, off)
 	if err != nil {
 		// Never a short read: the kernel would take it for the end of
@@ -676,6 +683,41 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return nil, errno(err)
 	}
 	return fuse.ReadResultData(dest[:k]), 0
+}
+
+// within returns, without copying them, the size bytes at off if they lie
+// in one block of a file of blocks (the whole block of a sequential
+// read, in the kernel's requests of up to a block); ok is false if they
+// do not. The block's buffer is never written again, so the reply may
+// hold it.
+func (h *handle) within(ctx context.Context, size int, off int64) (data []byte, ok bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.entry
+	if e.Inline != nil || (isRules(e.Name) && len(e.Blocks) == 0) || off >= e.Size {
+		return nil, false, nil
+	}
+	i := sort.Search(len(e.Blocks), func(i int) bool { return e.Blocks[i].Offset+e.Blocks[i].Size > off })
+	if i == len(e.Blocks) {
+		return nil, false, nil
+	}
+	b := e.Blocks[i]
+	end := off + int64(size)
+	if end > b.Offset+b.Size && !(i == len(e.Blocks)-1 && b.Offset+b.Size == e.Size) {
+		return nil, false, nil
+	}
+	block, err := h.block(ctx, i)
+	if err == errChanged {
+		return nil, false, nil // readAt retries.
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if h.entry != e {
+		return nil, false, nil
+	}
+	end = min(end, b.Offset+int64(len(block)))
+	return block[off-b.Offset : end-b.Offset], true, nil
 }
 
 // errChanged says the file changed since the handle's entry was got.

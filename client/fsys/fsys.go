@@ -14,6 +14,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"spindle.dev"
 )
@@ -143,7 +144,11 @@ func Mount(dir string, cfg Config) (*FS, error) {
 			Name:         "spindle",
 			MaxWrite:     1 << 20,
 			MaxReadAhead: 1 << 20,
-			Debug:        cfg.Debug,
+			// Reads answer with bytes, never a file to splice from;
+			// go-fuse would try to, and fail, for every read of more
+			// than a pipe's default size.
+			DisableSplice: true,
+			Debug:         cfg.Debug,
 		},
 		EntryTimeout:    &ttl,
 		AttrTimeout:     &ttl,
@@ -153,7 +158,30 @@ func Mount(dir string, cfg Config) (*FS, error) {
 		cancel()
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("mounting on %s: %v", abs, err))
 	}
+	raiseReadAhead(abs, server, cfg.Logger)
 	return &FS{dir: abs, server: server, fs: f}, nil
+}
+
+// readAheadKB is the kernel's read-ahead on the mount. The kernel takes
+// no more than its default (128 KiB) from the file system, and then
+// reads a file in requests of that size; the administrator, or the
+// mount's user when it is root, may raise it.
+const readAheadKB = 1024
+
+// raiseReadAhead raises the kernel's read-ahead of the mount on dir to
+// readAheadKB, if it may.
+func raiseReadAhead(dir string, server *fuse.Server, log *slog.Logger) {
+	if err := server.WaitMount(); err != nil {
+		return
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return
+	}
+	bdi := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	if err := os.WriteFile(bdi, []byte(fmt.Sprint(readAheadKB)), 0); err != nil {
+		log.Debug("kernel read-ahead left as it was", "file", bdi, "err", err)
+	}
 }
 
 // Dir returns the directory the file system is mounted on.

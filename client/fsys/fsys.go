@@ -134,7 +134,8 @@ func Mount(dir string, cfg Config) (*FS, error) {
 	f.wb = newWriteBack(f)
 	go blocks.writer(ctx)
 	f.wb.start()
-	go f.recoverQueued()
+	left, _ := filepath.Glob(filepath.Join(staging, "*"+journalSuffix))
+	go f.recoverQueued(left)
 	ttl := kernelTTL
 	neg := time.Duration(0)
 	server, err := fs.Mount(abs, &rootNode{fs: f}, &fs.Options{

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -278,11 +277,12 @@ func parseJournal(data []byte) (journal, error) {
 	return journal{Name: name, Base: base}, nil
 }
 
-// recover puts the files a mount before this one queued and did not put.
+// recoverQueued puts the files a mount before this one queued and did not put.
 // A file whose stored version changed since it was staged is put beside
 // it, as NAME.conflict-N, so that neither is lost.
-func (f *filesys) recoverQueued() {
-	js, _ := filepath.Glob(filepath.Join(f.staging, "*"+journalSuffix))
+// js are the journal entries found before this mount served anything,
+// so that none of its own is taken for one.
+func (f *filesys) recoverQueued(js []string) {
 	for _, jpath := range js {
 		if f.ctx.Err() != nil {
 			return

@@ -146,8 +146,9 @@ func (c *meta) list(ctx context.Context, dir spindle.PathName) ([]*spindle.DirEn
 	c.mu.Lock()
 	it := c.lists[dir]
 	if it != nil && !it.stale && c.fresh(user, it.at) {
+		es := it.es // Replaced, never changed, under c.mu.
 		c.mu.Unlock()
-		return it.es, nil
+		return es, nil
 	}
 	gen := c.gen(user)
 	c.mu.Unlock()
@@ -158,6 +159,8 @@ func (c *meta) list(ctx context.Context, dir spindle.PathName) ([]*spindle.DirEn
 	})
 	if err != nil {
 		if unreachable(err) && it != nil {
+			c.mu.Lock()
+			defer c.mu.Unlock()
 			return it.es, nil
 		}
 		return nil, err

@@ -23,7 +23,7 @@ var benchSize = flag.Int64("fsys.size", 1<<30, "bytes of the file the sequential
 
 // benchEnv starts a real spin node process, as the spin command would
 // talk to, and mounts it with a block cache of cacheSize bytes.
-func benchEnv(b *testing.B, cacheSize int64) (*nodetest.Env, spindle.Client, string) {
+func benchEnv(b *testing.B, cacheSize int64) (*nodetest.Env, *fsys.FS, spindle.Client, string) {
 	canMount(b)
 	if testing.Short() {
 		b.Skip("starts a node process")
@@ -40,16 +40,19 @@ func benchEnv(b *testing.B, cacheSize int64) (*nodetest.Env, spindle.Client, str
 		b.Skipf("cannot mount: %v", err)
 	}
 	b.Cleanup(func() { m.Unmount() })
-	return env, c, filepath.Join(dir, string(ann))
+	return env, m, c, filepath.Join(dir, string(ann))
 }
 
 // BenchmarkSequential writes and reads a file of -fsys.size bytes (1 GiB)
-// through the mount, with dd in a process of its own (bs=1M), and through
-// the client in this process, as spin put and spin get do. The mount's
-// block cache is smaller than a block, so every read goes to the node.
-// The data is zeros (ee encrypts them all the same).
+// through the mount, with dd in a process of its own (bs=1M, the write
+// with conv=fsync, so that it ends when the file is stored), and through
+// the client in this process, as spin put and spin get do, the two
+// alternated in each run. It reports each rate and the mount's as a share
+// of the client's. The mount's block cache is smaller than a block, so
+// every read goes to the node. The data is zeros (ee encrypts them all the
+// same).
 func BenchmarkSequential(b *testing.B) {
-	_, c, root := benchEnv(b, 1)
+	_, _, c, root := benchEnv(b, 1)
 	ctx := context.Background()
 	size := *benchSize
 	count := fmt.Sprint(size >> 20)
@@ -62,42 +65,49 @@ func BenchmarkSequential(b *testing.B) {
 			b.Fatalf("dd: %v\n%s", err, out)
 		}
 	}
-	b.Run("write/mount", func(b *testing.B) {
-		b.SetBytes(size)
+	report := func(b *testing.B, mount, direct time.Duration, what string) {
+		mb := float64(size) * float64(b.N) / 1e6
+		b.ReportMetric(mb/mount.Seconds(), "mount-MB/s")
+		b.ReportMetric(mb/direct.Seconds(), what+"-MB/s")
+		b.ReportMetric(direct.Seconds()/mount.Seconds(), "mount/"+what)
+		b.ReportMetric(0, "ns/op")
+	}
+	b.Run("write", func(b *testing.B) {
+		var mount, direct time.Duration
 		for i := 0; i < b.N; i++ {
-			dd(b, "if=/dev/zero", "of="+filepath.Join(root, "w"), "count="+count)
+			start := time.Now()
+			dd(b, "if=/dev/zero", "of="+filepath.Join(root, "w"), "count="+count, "conv=fsync")
+			mount += time.Since(start)
+			start = time.Now()
+			if _, err := c.Put(ctx, "ann@example.com/q", zeros(size), 0, nil); err != nil {
+				b.Fatal(err)
+			}
+			direct += time.Since(start)
 		}
 		b.StopTimer()
 		if e, err := c.Lookup(ctx, "ann@example.com/w", false); err != nil || e.Size != size {
 			b.Fatalf("stored %v, %v; want %d bytes", e, err, size)
 		}
+		report(b, mount, direct, "put")
 	})
-	b.Run("write/put", func(b *testing.B) {
-		b.SetBytes(size)
+	b.Run("read", func(b *testing.B) {
+		var mount, direct time.Duration
 		for i := 0; i < b.N; i++ {
-			if _, err := c.Put(ctx, "ann@example.com/p", zeros(size), 0, nil); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("read/mount", func(b *testing.B) {
-		b.SetBytes(size)
-		for i := 0; i < b.N; i++ {
+			start := time.Now()
 			dd(b, "if="+filepath.Join(root, "p"), "of=/dev/null")
-		}
-	})
-	b.Run("read/get", func(b *testing.B) {
-		b.SetBytes(size)
-		for i := 0; i < b.N; i++ {
+			mount += time.Since(start)
+			start = time.Now()
 			f, err := c.Open(ctx, "ann@example.com/p")
 			check(b, err)
 			n, err := io.Copy(io.Discard, f)
 			check(b, err)
 			f.Close()
+			direct += time.Since(start)
 			if n != size {
 				b.Fatalf("read %d bytes, want %d", n, size)
 			}
 		}
+		report(b, mount, direct, "open")
 	})
 }
 
@@ -114,7 +124,7 @@ func (zeroReader) Read(p []byte) (int, error) {
 // BenchmarkListDir runs ls -l on a directory of 2,000 files: cold, in a
 // fresh mount each time, and warm, in a mount that listed it before.
 func BenchmarkListDir(b *testing.B) {
-	env, c, _ := benchEnv(b, 1<<20)
+	env, _, c, _ := benchEnv(b, 1<<20)
 	ctx := context.Background()
 	if _, err := c.MakeDirectory(ctx, "ann@example.com/many"); err != nil {
 		b.Fatal(err)
@@ -161,24 +171,81 @@ func BenchmarkListDir(b *testing.B) {
 }
 
 // BenchmarkCopyIn copies 2,000 small files (1-4 KiB, in 20 directories)
-// into the mount with cp -r, and reports files per second.
+// into the mount with cp -r, and through the client with 16 files in
+// flight, as spin cp -R does, the two alternated in each run. It reports
+// files per second until cp returns (files/s), until every file is stored
+// (stored-files/s, after FS.Drain), and through the client, and the
+// stored rate as a share of the client's.
 func BenchmarkCopyIn(b *testing.B) {
-	_, _, root := benchEnv(b, 1<<20)
+	_, m, c, root := benchEnv(b, 1<<20)
+	ctx := context.Background()
 	src := filepath.Join(b.TempDir(), "src")
 	rng := rand.New(rand.NewSource(1))
+	type file struct {
+		name string
+		data []byte
+	}
+	var files []file
 	for i := range 2000 {
-		d := filepath.Join(src, fmt.Sprintf("d%02d", i%20))
-		check(b, os.MkdirAll(d, 0o755))
+		rel := fmt.Sprintf("d%02d/f%04d", i%20, i)
+		check(b, os.MkdirAll(filepath.Join(src, filepath.Dir(rel)), 0o755))
 		data := make([]byte, 1024+rng.Intn(3072))
 		rng.Read(data)
-		check(b, os.WriteFile(filepath.Join(d, fmt.Sprintf("f%04d", i)), data, 0o644))
+		check(b, os.WriteFile(filepath.Join(src, rel), data, 0o644))
+		files = append(files, file{rel, data})
 	}
 	b.ResetTimer()
-	start := time.Now()
+	var copied, stored, direct time.Duration
 	for i := 0; i < b.N; i++ {
+		start := time.Now()
 		if out, err := exec.Command("cp", "-r", src, filepath.Join(root, fmt.Sprintf("copy%d", i))).CombinedOutput(); err != nil {
 			b.Fatalf("cp -r: %v\n%s", err, out)
 		}
+		copied += time.Since(start)
+		if left := m.Drain(); left > 0 {
+			b.Fatalf("%d files not stored", left)
+		}
+		stored += time.Since(start)
+
+		start = time.Now()
+		dir := spindle.PathName(fmt.Sprintf("ann@example.com/direct%d", i))
+		_, err := c.MakeDirectory(ctx, dir)
+		check(b, err)
+		for d := range 20 {
+			_, err := c.MakeDirectory(ctx, dir+spindle.PathName(fmt.Sprintf("/d%02d", d)))
+			check(b, err)
+		}
+		work := make(chan file)
+		errs := make(chan error, 16)
+		for range 16 {
+			go func() {
+				var err error
+				for f := range work {
+					if err == nil {
+						_, err = c.Put(ctx, dir+"/"+spindle.PathName(f.name), bytes.NewReader(f.data), 0, nil)
+					}
+				}
+				errs <- err
+			}()
+		}
+		for _, f := range files {
+			work <- f
+		}
+		close(work)
+		for range 16 {
+			check(b, <-errs)
+		}
+		direct += time.Since(start)
 	}
-	b.ReportMetric(float64(2000*b.N)/time.Since(start).Seconds(), "files/s")
+	b.StopTimer()
+	n := float64(len(files) * b.N)
+	b.ReportMetric(n/copied.Seconds(), "files/s")
+	b.ReportMetric(n/stored.Seconds(), "stored-files/s")
+	b.ReportMetric(n/direct.Seconds(), "client-files/s")
+	b.ReportMetric(direct.Seconds()/stored.Seconds(), "stored/client")
+	b.ReportMetric(0, "ns/op")
+	// Every file arrived, whole.
+	for _, f := range files[:20] {
+		check(b, sameStored(c, "ann@example.com/copy0/"+spindle.PathName(f.name), f.data))
+	}
 }

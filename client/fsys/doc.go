@@ -17,7 +17,9 @@
 //
 // Directory entries and listings are cached in memory. While a tree's
 // watch stream (see [spindle.Client.Watch]) is open, they stay valid until
-// an event of that tree changes them, so another client's change shows
+// an event of that tree changes them (in the client's own tree, a file's
+// event and the mount's own puts change the cached listing in place, so a
+// name missing from it is known not to exist without asking), so another client's change shows
 // within a second or two (the kernel's own cache of names and attributes
 // lasts one second). A tree that cannot be watched is cached for one
 // second. When the node cannot be reached, the last cached answer is
@@ -32,18 +34,37 @@
 // # Writes
 //
 // A file opened for writing is copied to a local staging file (only when
-// it is written without being truncated first), written there, and put
-// when it is closed or fsynced; fsync returns only when the file is
-// stored. A file that could not be put when it was last closed stays in
-// the staging directory and its name is logged, so nothing written is
-// lost. Renaming onto or from an Access or Group file (an editor saving
-// one: write a temporary file, rename it over) puts the text as "spin
-// put" does, which re-shares the files it governs, and removes the
-// source. A rename onto an existing file replaces it, but not atomically:
-// the target is deleted first. Spindle links are symbolic links, shown
-// relative to the link's directory; hard links are refused (EPERM).
-// Modes, owners and times cannot be changed; such requests succeed and
-// change nothing.
+// it is written without being truncated first) and written there. A file
+// written from its start is put as it is written: the put reads the
+// staging file behind the writes. Otherwise it is put whole.
+//
+// Closing a file does not wait for its put (write-back). The file is
+// noted in a journal beside its staging file (the target of a symbolic
+// link, NAME.queued, naming the file and the version it was written
+// over) and queued; 16 files are put at once, and a close waits
+// while 64 are queued. fsync puts the file and returns only
+// when it is stored. Until a queued file is stored, reads, stat and
+// listings show its staged contents. A put that fails is logged, and the
+// next open, write, fsync or close of the file reports it (EIO, or the
+// errno of the kind that refused it); the staging file stays, and the
+// put is tried again after the timeout while the node is unreachable.
+// A later close of the file supersedes a queued one; a rename or unlink
+// of a queued file acts after its put or cancels it. Unmounting waits for
+// the queue while files are being stored; what it leaves, and what a
+// killed mount left, the next mount of the same cache directory puts,
+// beside the stored file, as NAME.conflict-N, if that changed since.
+//
+// Renaming onto or from an Access or Group file (an editor saving one:
+// write a temporary file, rename it over) puts the text as "spin put"
+// does, which re-shares the files it governs, and removes the source.
+// A rename of a file whose contents wait to be put onto an existing file
+// puts them at the new name, which replaces the old in one step. Other
+// renames onto an existing file delete the target first (the tree has no
+// replacing rename); the mount answers its own lookups of the target with
+// the old entry until the rename is done, so its readers never see it
+// missing. Spindle links are symbolic links, shown relative to the link's
+// directory; hard links are refused (EPERM). Modes, owners and times
+// cannot be changed; such requests succeed and change nothing.
 //
 // # Snapshots
 //

@@ -38,35 +38,113 @@ type fileNode struct {
 	// while they come in order: a file written from start to end is
 	// stored as it is written, not all at once when it is closed.
 	stream *streamPut
+	// queued says the file waits in the write-back queue to be put as
+	// qname; qname stays while the name waits for the node's contents
+	// (see writeBack.names), through failed puts that are tried again.
+	queued bool
+	qname  spindle.PathName
+	// base is the sequence of the stored version the staged contents
+	// were written over, or 0 for a new file.
+	base int64
+	// failed is why the last put in the background failed, reported
+	// (and cleared) by the next operation on the file.
+	failed error
 }
 
-// A streamPut is a put of a file fed by its writes.
+// A streamPut is a put of a file that follows its writes: it reads the
+// staging file up to where the writes, coming in order, have reached, so
+// that a file written from start to end is stored as it is written,
+// while the writes go at the speed of the disk.
 type streamPut struct {
-	pw   *io.PipeWriter
-	off  int64 // Bytes sent.
+	file *os.File
 	done chan struct{}
 	e    *spindle.DirEntry // Once done: what was stored, or why not.
 	err  error
+
+	mu   sync.Mutex // Guards the fields below.
+	cond sync.Cond
+	off  int64 // Bytes written in order.
+	end  bool  // Nothing more will be written.
+	stop error // Set when the stream is abandoned.
+	read int64 // Bytes the put has read.
 }
 
 // errAbandoned ends a stream whose writes stopped coming in order.
 var errAbandoned = errors.New("writes out of order: the file is put when closed")
 
-// startStream starts a put of the file fed by its writes. n.mu is held.
+// Read gives the put what has been written and it has not read, waiting
+// for more until the end.
+func (s *streamPut) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	for s.read >= s.off && !s.end && s.stop == nil {
+		s.cond.Wait()
+	}
+	if s.stop != nil {
+		s.mu.Unlock()
+		return 0, s.stop
+	}
+	if s.read >= s.off {
+		s.mu.Unlock()
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), s.off-s.read)]
+	at := s.read
+	s.mu.Unlock()
+	k, err := s.file.ReadAt(p, at)
+	if err == io.EOF && k == len(p) {
+		err = nil
+	}
+	s.mu.Lock()
+	s.read += int64(k)
+	s.mu.Unlock()
+	return k, err
+}
+
+// wrote notes a write of k bytes at off, and reports whether the stream
+// follows it (it came in order).
+func (s *streamPut) wrote(off int64, k int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if off != s.off {
+		return false
+	}
+	s.off += int64(k)
+	s.cond.Broadcast()
+	return true
+}
+
+// finish ends the stream, with err (abandoned) or at the end of what was
+// written, and waits for its put.
+func (s *streamPut) finish(err error) {
+	s.mu.Lock()
+	if err != nil {
+		s.stop = err
+	}
+	s.end = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	<-s.done
+}
+
+// startStream starts a put of the file that follows its writes. n.mu is
+// held.
 func (n *fileNode) startStream(name spindle.PathName) {
-	pr, pw := io.Pipe()
-	s := &streamPut{pw: pw, done: make(chan struct{})}
+	s := &streamPut{file: n.stage, done: make(chan struct{})}
+	s.cond.L = &s.mu
 	go func() {
 		defer close(s.done)
-		s.e, s.err = n.fs.put(n.fs.ctx, name, pr)
-		if s.err == nil {
-			// A put that ended before its writer closed the pipe
-			// stored less than was written.
-			if _, err := pr.Read(make([]byte, 1)); err != io.EOF {
-				s.err = errAbandoned
-			}
+		e, err := n.fs.put(n.fs.ctx, name, s)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err == nil && (!s.end || s.stop != nil || s.read != s.off) {
+			// A put that ended before the stream did stored less
+			// than was written.
+			err = errAbandoned
 		}
-		pr.CloseWithError(errAbandoned)
+		s.e, s.err = e, err
+		if s.stop == nil {
+			s.stop = errAbandoned
+		}
 	}()
 	n.stream = s
 }
@@ -75,8 +153,7 @@ func (n *fileNode) startStream(name spindle.PathName) {
 // it is closed. n.mu is held.
 func (n *fileNode) abandonStream() {
 	if n.stream != nil {
-		n.stream.pw.CloseWithError(errAbandoned)
-		<-n.stream.done
+		n.stream.finish(errAbandoned)
 		n.stream = nil
 	}
 	n.fresh = false
@@ -91,21 +168,80 @@ func (n *fileNode) endStream() bool {
 	}
 	n.stream = nil
 	info, err := n.stage.Stat()
-	if err != nil || info.Size() != s.off {
-		s.pw.CloseWithError(errAbandoned)
-		<-s.done
+	s.mu.Lock()
+	whole := err == nil && info.Size() == s.off
+	s.mu.Unlock()
+	if !whole {
+		s.finish(errAbandoned)
 		return false
 	}
-	s.pw.Close()
-	<-s.done
+	s.finish(nil)
 	if s.err != nil {
 		n.fs.log.Debug("streamed put failed; putting the whole file", "err", s.err)
 		return false
 	}
-	n.dirty = false
-	n.entry = s.e
-	n.fs.meta.stored(s.e)
+	n.landed(s.e)
 	return true
+}
+
+// landed notes that the file's contents are stored as e. n.mu is held.
+func (n *fileNode) landed(e *spindle.DirEntry) {
+	n.dirty = false
+	n.entry = e
+	n.base = e.Sequence
+	n.failed = nil
+	n.fs.meta.stored(e)
+	n.unqueue()
+}
+
+// unqueue forgets that the file waits for a put: its claim on its name
+// and its journal entry go. n.mu is held.
+func (n *fileNode) unqueue() {
+	if n.qname != "" {
+		n.fs.wb.unclaim(n.qname, n)
+		n.qname = ""
+	}
+	n.queued = false
+	if n.stage != nil {
+		os.Remove(n.stage.Name() + journalSuffix)
+	}
+}
+
+// writeJournal notes, beside the staging file, that it is to be put as
+// name. It is not synced: it survives the mount's process being killed,
+// which is what it is for; fsync is what survives the machine's crash.
+// n.mu is held.
+func (n *fileNode) writeJournal(name spindle.PathName) error {
+	return writeJournal(n.stage.Name()+journalSuffix, journal{Name: name, Base: n.base})
+}
+
+// stageName returns the name of the staging file, or "". n.mu is held.
+func (n *fileNode) stageName() string {
+	if n.stage == nil {
+		return ""
+	}
+	return n.stage.Name()
+}
+
+// takeFailure reports, once, that a put in the background failed. n.mu
+// is held.
+func (n *fileNode) takeFailure() syscall.Errno {
+	if n.failed == nil {
+		return 0
+	}
+	e := errno(n.failed)
+	n.failed = nil
+	return e
+}
+
+// putName returns the name the file is to be put as: the one it was
+// queued as while that name waits for it (the kernel may have forgotten
+// the node meanwhile), else the one it has. n.mu is held.
+func (n *fileNode) putName() (spindle.PathName, bool) {
+	if n.qname != "" && n.fs.wb.owner(n.qname) == n {
+		return n.qname, true
+	}
+	return spinName(&n.Inode)
 }
 
 var (
@@ -151,6 +287,16 @@ func (n *fileNode) staged(out *fuse.Attr) bool {
 		out.Owner = fuse.Owner{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
 	}
 	return true
+}
+
+// hasStage reports whether the file has local contents, or is busy being
+// put (which a listing must not wait for).
+func (n *fileNode) hasStage() bool {
+	if !n.mu.TryLock() {
+		return true
+	}
+	defer n.mu.Unlock()
+	return n.stage != nil
 }
 
 func (n *fileNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -200,10 +346,7 @@ func (n *fileNode) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAt
 		}
 		if opens == 0 {
 			// truncate(2) by name: no close will put it.
-			if e := n.flush(ctx); e != 0 {
-				return e
-			}
-			n.release()
+			n.settle()
 		}
 	}
 	return n.Getattr(ctx, fh, out)
@@ -212,6 +355,9 @@ func (n *fileNode) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAt
 func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if e := n.takeFailure(); e != 0 {
+		return nil, 0, e
+	}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		if err := n.ensureStage(ctx, true); err != nil {
 			return nil, 0, errno(err)
@@ -262,6 +408,10 @@ func (n *fileNode) ensureStage(ctx context.Context, empty bool) error {
 		return nil
 	}
 	var data []byte
+	n.base = 0
+	if n.entry != nil {
+		n.base = n.entry.Sequence
+	}
 	if !empty && n.entry != nil {
 		var err error
 		data, err = n.fs.readAll(ctx, n.entry)
@@ -279,9 +429,12 @@ func (n *fileNode) ensureStage(ctx context.Context, empty bool) error {
 	return nil
 }
 
-// dropStage removes the staging file. n.mu is held.
+// dropStage removes the staging file, and with it any put it waits for.
+// n.mu is held.
 func (n *fileNode) dropStage() {
 	n.abandonStream()
+	n.unqueue()
+	n.failed = nil
 	if n.stage != nil {
 		n.stage.Close()
 		os.Remove(n.stage.Name())
@@ -299,36 +452,104 @@ func (n *fileNode) drop() bool {
 	return local
 }
 
-// flush puts the file if it has contents not yet put.
-func (n *fileNode) flush(ctx context.Context) syscall.Errno {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.endStream() || !n.dirty {
-		return 0
+// store puts the file if it has contents not yet put, and returns when
+// it is stored. n.mu is held.
+func (n *fileNode) store(ctx context.Context) error {
+	if n.endStream() {
+		return nil
 	}
-	name, ok := spinName(&n.Inode)
+	if !n.dirty {
+		n.unqueue()
+		return nil
+	}
+	name, ok := n.putName()
 	if !ok {
 		// Removed while open: nothing to put.
 		n.dirty = false
-		return 0
+		n.unqueue()
+		return nil
 	}
 	info, err := n.stage.Stat()
 	if err != nil {
-		return syscall.EIO
+		return spindle.E(spindle.IO, name, err)
 	}
 	e, err := n.fs.put(ctx, name, io.NewSectionReader(n.stage, 0, info.Size()))
 	if err != nil {
-		n.fs.log.Error("cannot put file", "name", name, "err", err)
+		return err
+	}
+	n.landed(e)
+	return nil
+}
+
+// storeNow puts the file at once if it has contents not yet put, queued
+// or not.
+func (n *fileNode) storeNow(ctx context.Context) syscall.Errno {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.store(ctx); err != nil {
+		n.fs.log.Error("cannot put file", "name", n.qname, "err", err)
 		return errno(err)
 	}
-	n.dirty = false
-	n.entry = e
-	n.fs.meta.stored(e)
 	return 0
 }
 
-// release ends one open file handle: when the last is closed, the staging
-// file goes, unless it holds what could not be put.
+// queue queues the file to be put in the background if it has contents
+// not yet put; report says to report, once, a failed put before. The
+// file is noted in the journal first, so that a mount killed before the
+// put lands leaves it to the next. It waits while the queue is full.
+func (n *fileNode) queue(report bool) syscall.Errno {
+	n.mu.Lock()
+	if report {
+		if e := n.takeFailure(); e != 0 {
+			n.mu.Unlock()
+			return e
+		}
+	} else if n.failed != nil {
+		n.mu.Unlock()
+		return 0 // Tried again by itself.
+	}
+	if !n.dirty || n.queued {
+		n.mu.Unlock()
+		return 0
+	}
+	name, ok := n.putName()
+	if !ok {
+		n.dirty = false
+		n.mu.Unlock()
+		return 0
+	}
+	if err := n.writeJournal(name); err != nil {
+		// Nothing would survive a crash of the mount: put it now.
+		n.fs.log.Warn("cannot note a file in the journal; putting it now", "name", name, "err", err)
+		err := n.store(n.fs.ctx)
+		n.mu.Unlock()
+		return errno(err)
+	}
+	old := n.fs.wb.claim(name, n)
+	n.qname, n.queued = name, true
+	n.mu.Unlock()
+	if old != nil {
+		old.cancel()
+	}
+	n.fs.wb.add(n)
+	return 0
+}
+
+// cancel drops the put the file waits for, if any, as when what it was to
+// replace is replaced by something else.
+func (n *fileNode) cancel() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.abandonStream()
+	n.unqueue()
+	n.dirty, n.failed = false, nil
+	if n.opens == 0 {
+		n.dropStage()
+	}
+}
+
+// release ends one open file handle: when the last is closed, what is not
+// yet put is queued, and a staging file with nothing left to put goes.
 func (n *fileNode) release() {
 	n.mu.Lock()
 	if n.opens > 0 {
@@ -336,21 +557,17 @@ func (n *fileNode) release() {
 	}
 	last := n.opens == 0
 	n.mu.Unlock()
-	if !last {
-		return
+	if last {
+		n.settle()
 	}
-	if e := n.flush(n.fs.ctx); e != 0 {
-		n.mu.Lock()
-		if n.stage != nil {
-			n.fs.log.Error("file not stored; its contents are kept", "name", n.Path(nil), "file", n.stage.Name())
-			n.stage.Close()
-			n.stage, n.dirty = nil, false
-		}
-		n.mu.Unlock()
-		return
-	}
+}
+
+// settle queues what a file no longer open has not yet put, or lets go
+// of its staging file.
+func (n *fileNode) settle() {
+	n.queue(false)
 	n.mu.Lock()
-	if n.opens == 0 && !n.dirty {
+	if n.opens == 0 && !n.dirty && !n.queued && n.failed == nil {
 		n.dropStage()
 	}
 	n.mu.Unlock()
@@ -451,6 +668,13 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	if h.entry == nil {
 		return nil, syscall.EIO
 	}
+	if data, ok, err := h.within(ctx, len(dest), off); ok || err != nil {
+		if err != nil {
+			n.fs.log.Warn("read failed", "name", h.entry.Name, "offset", off, "err", err)
+			return nil, errno(err)
+		}
+		return fuse.ReadResultData(data), 0
+	}
 	k, err := h.readAt(ctx, dest, off)
 	if err != nil {
 		// Never a short read: the kernel would take it for the end of
@@ -459,6 +683,41 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return nil, errno(err)
 	}
 	return fuse.ReadResultData(dest[:k]), 0
+}
+
+// within returns, without copying them, the size bytes at off if they lie
+// in one block of a file of blocks (the whole block of a sequential
+// read, in the kernel's requests of up to a block); ok is false if they
+// do not. The block's buffer is never written again, so the reply may
+// hold it.
+func (h *handle) within(ctx context.Context, size int, off int64) (data []byte, ok bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.entry
+	if e.Inline != nil || (isRules(e.Name) && len(e.Blocks) == 0) || off >= e.Size {
+		return nil, false, nil
+	}
+	i := sort.Search(len(e.Blocks), func(i int) bool { return e.Blocks[i].Offset+e.Blocks[i].Size > off })
+	if i == len(e.Blocks) {
+		return nil, false, nil
+	}
+	b := e.Blocks[i]
+	end := off + int64(size)
+	if end > b.Offset+b.Size && !(i == len(e.Blocks)-1 && b.Offset+b.Size == e.Size) {
+		return nil, false, nil
+	}
+	block, err := h.block(ctx, i)
+	if err == errChanged {
+		return nil, false, nil // readAt retries.
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if h.entry != e {
+		return nil, false, nil
+	}
+	end = min(end, b.Offset+int64(len(block)))
+	return block[off-b.Offset : end-b.Offset], true, nil
 }
 
 // errChanged says the file changed since the handle's entry was got.
@@ -584,6 +843,9 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	n := h.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if e := n.takeFailure(); e != 0 {
+		return 0, e
+	}
 	if err := n.ensureStage(ctx, false); err != nil {
 		return 0, errno(err)
 	}
@@ -601,24 +863,32 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		}
 	}
 	n.fresh = false
-	if s := n.stream; s != nil {
-		if off != s.off {
-			n.abandonStream()
-		} else if _, err := s.pw.Write(data); err != nil {
-			n.abandonStream()
-		} else {
-			s.off += int64(len(data))
-		}
+	if s := n.stream; s != nil && !s.wrote(off, k) {
+		n.abandonStream()
 	}
 	return uint32(k), 0
 }
 
-// Flush puts the file if it was written: close(2) reports whether it was
-// stored.
-func (h *handle) Flush(ctx context.Context) syscall.Errno { return h.n.flush(ctx) }
+// Flush queues the file to be put in the background if it was written:
+// close(2) does not wait for the network. It reports a put of the file
+// that failed before.
+func (h *handle) Flush(ctx context.Context) syscall.Errno { return h.n.queue(true) }
 
 // Fsync puts the file if it was written, and returns when it is stored.
-func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno { return h.n.flush(ctx) }
+// It reports a put of the file that failed before.
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	n := h.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if e := n.takeFailure(); e != 0 {
+		return e
+	}
+	if err := n.store(ctx); err != nil {
+		n.fs.log.Error("cannot put file", "name", n.Path(nil), "err", err)
+		return errno(err)
+	}
+	return 0
+}
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	h.close()

@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"spindle.dev"
 )
@@ -64,6 +66,8 @@ type filesys struct {
 	snaps    *snapshots
 	blocks   *blockCache
 	staging  string // Directory of staging files.
+	wb       *writeBack
+	finished sync.Once
 	mountDir string // Where the file system is mounted.
 }
 
@@ -127,7 +131,11 @@ func Mount(dir string, cfg Config) (*FS, error) {
 	}
 	f.meta = newMeta(f)
 	f.snaps = &snapshots{f: f}
+	f.wb = newWriteBack(f)
 	go blocks.writer(ctx)
+	f.wb.start()
+	left, _ := filepath.Glob(filepath.Join(staging, "*"+journalSuffix))
+	go f.recoverQueued(left)
 	ttl := kernelTTL
 	neg := time.Duration(0)
 	server, err := fs.Mount(abs, &rootNode{fs: f}, &fs.Options{
@@ -137,7 +145,11 @@ func Mount(dir string, cfg Config) (*FS, error) {
 			Name:         "spindle",
 			MaxWrite:     1 << 20,
 			MaxReadAhead: 1 << 20,
-			Debug:        cfg.Debug,
+			// Reads answer with bytes, never a file to splice from;
+			// go-fuse would try to, and fail, for every read of more
+			// than a pipe's default size.
+			DisableSplice: true,
+			Debug:         cfg.Debug,
 		},
 		EntryTimeout:    &ttl,
 		AttrTimeout:     &ttl,
@@ -147,7 +159,30 @@ func Mount(dir string, cfg Config) (*FS, error) {
 		cancel()
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("mounting on %s: %v", abs, err))
 	}
+	raiseReadAhead(abs, server, cfg.Logger)
 	return &FS{dir: abs, server: server, fs: f}, nil
+}
+
+// readAheadKB is the kernel's read-ahead on the mount. The kernel takes
+// no more than its default (128 KiB) from the file system, and then
+// reads a file in requests of that size; the administrator, or the
+// mount's user when it is root, may raise it.
+const readAheadKB = 1024
+
+// raiseReadAhead raises the kernel's read-ahead of the mount on dir to
+// readAheadKB, if it may.
+func raiseReadAhead(dir string, server *fuse.Server, log *slog.Logger) {
+	if err := server.WaitMount(); err != nil {
+		return
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return
+	}
+	bdi := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	if err := os.WriteFile(bdi, []byte(fmt.Sprint(readAheadKB)), 0); err != nil {
+		log.Debug("kernel read-ahead left as it was", "file", bdi, "err", err)
+	}
 }
 
 // Dir returns the directory the file system is mounted on.
@@ -157,7 +192,7 @@ func (m *FS) Dir() string { return m.dir }
 // umount(8).
 func (m *FS) Wait() {
 	m.server.Wait()
-	m.fs.cancel()
+	m.fs.finish()
 }
 
 // Unmount unmounts the file system. If it is busy (a process has a file
@@ -171,9 +206,25 @@ func (m *FS) Unmount() error {
 			return fmt.Errorf("unmounting %s: %v (lazily: %v)", m.dir, err, lerr)
 		}
 	}
-	m.fs.cancel()
+	m.fs.finish()
 	return nil
 }
+
+// finish puts the files still queued, until none is left or none has
+// been put for the timeout, and ends the mount's work. Files left are
+// kept, with their journal entries, for the next mount to put.
+func (f *filesys) finish() {
+	f.finished.Do(func() {
+		if left := f.wb.drain(f.timeout); left > 0 {
+			f.log.Error("unmounted with files not yet put; the next mount puts them", "files", left, "dir", f.staging)
+		}
+		f.cancel()
+	})
+}
+
+// Drain waits until every file closed so far is stored, or until none
+// has been stored for the timeout, and reports how many are left.
+func (m *FS) Drain() int { return m.fs.wb.drain(m.fs.timeout) }
 
 // IsMountPoint reports whether dir, an absolute clean path, is the mount
 // point of a file system, by reading /proc/self/mountinfo: it never

@@ -3,6 +3,7 @@ package fsys
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,9 @@ type meta struct {
 	entries map[spindle.PathName]*entryItem
 	lists   map[spindle.PathName]*listItem
 	trees   map[spindle.UserName]*tree
+	// held are entries answered whatever the tree says, while this
+	// mount replaces them in more than one step.
+	held map[spindle.PathName]*spindle.DirEntry
 }
 
 // An entryItem is a cached answer to a lookup: an entry, or the error
@@ -49,7 +53,7 @@ type tree struct {
 }
 
 func newMeta(fs *filesys) *meta {
-	return &meta{fs: fs, entries: map[spindle.PathName]*entryItem{}, lists: map[spindle.PathName]*listItem{}, trees: map[spindle.UserName]*tree{}}
+	return &meta{fs: fs, entries: map[spindle.PathName]*entryItem{}, lists: map[spindle.PathName]*listItem{}, trees: map[spindle.UserName]*tree{}, held: map[spindle.PathName]*spindle.DirEntry{}}
 }
 
 func userOf(name spindle.PathName) spindle.UserName {
@@ -95,10 +99,23 @@ func (c *meta) gen(user spindle.UserName) uint64 {
 func (c *meta) lookup(ctx context.Context, name spindle.PathName) (*spindle.DirEntry, error) {
 	user := userOf(name)
 	c.mu.Lock()
+	if e := c.held[name]; e != nil {
+		c.mu.Unlock()
+		return e, nil
+	}
 	it := c.entries[name]
 	if it != nil && !it.stale && c.fresh(user, it.at) {
 		c.mu.Unlock()
 		return it.e, it.err
+	}
+	if it == nil && user == c.fs.client.User() {
+		// A name missing from a listing of one's own tree, which
+		// lists everything, does not exist: a new file's name is not
+		// asked for.
+		if l := c.lists[parentOf(name)]; l != nil && !l.stale && c.fresh(user, l.at) {
+			c.mu.Unlock()
+			return nil, spindle.E(spindle.NotExist, name)
+		}
 	}
 	gen := c.gen(user)
 	c.mu.Unlock()
@@ -129,8 +146,9 @@ func (c *meta) list(ctx context.Context, dir spindle.PathName) ([]*spindle.DirEn
 	c.mu.Lock()
 	it := c.lists[dir]
 	if it != nil && !it.stale && c.fresh(user, it.at) {
+		es := it.es // Replaced, never changed, under c.mu.
 		c.mu.Unlock()
-		return it.es, nil
+		return es, nil
 	}
 	gen := c.gen(user)
 	c.mu.Unlock()
@@ -141,6 +159,8 @@ func (c *meta) list(ctx context.Context, dir spindle.PathName) ([]*spindle.DirEn
 	})
 	if err != nil {
 		if unreachable(err) && it != nil {
+			c.mu.Lock()
+			defer c.mu.Unlock()
 			return it.es, nil
 		}
 		return nil, err
@@ -155,12 +175,104 @@ func (c *meta) list(ctx context.Context, dir spindle.PathName) ([]*spindle.DirEn
 	return es, nil
 }
 
-// stored notes e as the entry now at its name, after this mount changed it.
-func (c *meta) stored(e *spindle.DirEntry) {
-	c.changed(e.Name, false)
+// hold answers e for name until unhold.
+func (c *meta) hold(name spindle.PathName, e *spindle.DirEntry) {
 	c.mu.Lock()
-	c.entries[e.Name] = &entryItem{e: e, at: time.Now()}
+	c.held[name] = e
 	c.mu.Unlock()
+}
+
+func (c *meta) unhold(name spindle.PathName) {
+	c.mu.Lock()
+	delete(c.held, name)
+	c.mu.Unlock()
+}
+
+// stored notes e as the entry now at its name, after this mount changed it:
+// the cached listing of its directory is changed to hold it, and the
+// tree's event for it changes nothing more.
+func (c *meta) stored(e *spindle.DirEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.trees[userOf(e.Name)]; t != nil {
+		t.gen++
+	}
+	c.entries[e.Name] = &entryItem{e: e, at: time.Now()}
+	if e.Attr.IsDir() {
+		prefix := strings.TrimSuffix(string(e.Name), "/") + "/"
+		for n, it := range c.entries {
+			if strings.HasPrefix(string(n), prefix) {
+				it.stale = true
+			}
+		}
+		for n, it := range c.lists {
+			if n == e.Name || strings.HasPrefix(string(n), prefix) {
+				it.stale = true
+			}
+		}
+	}
+	c.listed(e, false)
+}
+
+// listed puts e in, or if gone takes it out of, the cached listing of its
+// directory. c.mu is held.
+func (c *meta) listed(e *spindle.DirEntry, gone bool) {
+	it := c.lists[parentOf(e.Name)]
+	if it == nil {
+		return
+	}
+	es := slices.Clone(it.es)
+	i := slices.IndexFunc(es, func(x *spindle.DirEntry) bool { return x.Name == e.Name })
+	switch {
+	case gone && i >= 0:
+		es = slices.Delete(es, i, i+1)
+	case gone:
+	case i >= 0:
+		es[i] = e
+	default:
+		es = append(es, e)
+	}
+	it.es = es
+}
+
+// event applies an event of a watched tree. A file of the client's own
+// tree, which it may list whole, is changed in place in the caches: a new
+// file's name then is still known not to exist before it is written.
+// Anything else is asked again.
+func (c *meta) event(ev spindle.Event) {
+	e := ev.Entry
+	if userOf(e.Name) != c.fs.client.User() || e.Attr.IsDir() {
+		c.changed(e.Name, e.Attr.IsDir())
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.trees[userOf(e.Name)]; t != nil {
+		t.gen++
+	}
+	if ev.Delete {
+		c.entries[e.Name] = &entryItem{err: spindle.E(spindle.NotExist, e.Name), at: time.Now()}
+	} else {
+		c.entries[e.Name] = &entryItem{e: e, at: time.Now()}
+	}
+	c.listed(e, ev.Delete)
+}
+
+// madeDir notes that dir was made, empty, by this mount.
+func (c *meta) madeDir(e *spindle.DirEntry) {
+	c.stored(e)
+	c.mu.Lock()
+	c.lists[e.Name] = &listItem{at: time.Now()}
+	c.mu.Unlock()
+}
+
+// known reports whether ev tells of an entry this mount stored, and
+// already knows.
+func (c *meta) known(ev spindle.Event) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	it := c.entries[ev.Entry.Name]
+	return !ev.Delete && it != nil && !it.stale && it.e != nil && ev.Entry.Sequence != 0 && it.e.Sequence == ev.Entry.Sequence
 }
 
 // changed marks as stale what is cached about name, its directory's
@@ -216,8 +328,8 @@ func (c *meta) watch(user spindle.UserName, t *tree) {
 					err = ev.Err
 					break
 				}
-				if ev.Entry != nil {
-					c.changed(ev.Entry.Name, ev.Entry.Attr.IsDir())
+				if ev.Entry != nil && !c.known(ev) {
+					c.event(ev)
 				}
 			}
 			c.mu.Lock()

@@ -38,13 +38,20 @@ func canMount(t testing.TB) {
 // test ends, lazily if it is busy.
 func mount(t testing.TB, env *nodetest.Env, u spindle.UserName, timeout time.Duration) (dir string, root string) {
 	t.Helper()
+	return mountCache(t, env, u, timeout, t.TempDir())
+}
+
+// mountCache mounts as mount does, with the cache (and the staging files)
+// in cacheDir.
+func mountCache(t testing.TB, env *nodetest.Env, u spindle.UserName, timeout time.Duration, cacheDir string) (dir string, root string) {
+	t.Helper()
 	canMount(t)
 	c, err := env.Client(u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir = t.TempDir()
-	m, err := fsys.Mount(dir, fsys.Config{Client: c, CacheDir: t.TempDir(), Timeout: timeout, Logger: testLogger(t)})
+	m, err := fsys.Mount(dir, fsys.Config{Client: c, CacheDir: cacheDir, Timeout: timeout, Logger: testLogger(t)})
 	if err != nil {
 		if errors.Is(err, spindle.IO) {
 			t.Skipf("cannot mount here (no privilege?): %v", err)
@@ -84,7 +91,7 @@ func TestBasics(t *testing.T) {
 	}
 	check(t, os.Mkdir(filepath.Join(root, "docs"), 0o755))
 	want := bytes.Repeat([]byte("spindle "), 300000) // 2.3 MiB: three blocks.
-	check(t, os.WriteFile(filepath.Join(root, "docs/a.txt"), want, 0o644))
+	check(t, writeSync(filepath.Join(root, "docs/a.txt"), want))
 	got, err := os.ReadFile(filepath.Join(root, "docs/a.txt"))
 	check(t, err)
 	if !bytes.Equal(got, want) {
@@ -356,4 +363,22 @@ func TestListPrivateRootIsRefused(t *testing.T) {
 	if !errors.Is(err, syscall.EACCES) {
 		t.Fatalf("ls of bob's root: %v, %v; want EACCES", ents, err)
 	}
+}
+
+// writeSync writes a file, fsyncs it and closes it: it returns when the
+// file is stored, or why it was not.
+func writeSync(name string, data []byte) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -23,6 +23,9 @@ const renameNoReplace = 1
 // longer in the tree (it was removed while open).
 func spinName(n *fs.Inode) (spindle.PathName, bool) {
 	p := n.Path(n.Root())
+	if p == "" {
+		return "", false // Orphaned: the kernel forgot it.
+	}
 	if strings.HasPrefix(p, ".go-fuse.") || strings.Contains(p, "/.go-fuse.") {
 		return "", false
 	}
@@ -265,9 +268,17 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if d.fs.isSnapshots(dir, name) {
 		return d.fs.snapshotsChild(ctx, &d.Inode, out)
 	}
-	if ch := d.GetChild(name); ch != nil {
+	ch := d.GetChild(name)
+	if ch != nil {
 		if fn, ok := ch.Operations().(*fileNode); ok && fn.staged(&out.Attr) {
 			return ch, 0
+		}
+	}
+	if fn := d.fs.wb.owner(childName(dir, name)); fn != nil && ch == nil {
+		// The kernel forgot a file whose put is queued: what it
+		// finds must be what was written.
+		if e := fn.storeNow(ctx); e != 0 {
+			return nil, e
 		}
 	}
 	e, err := d.fs.meta.lookup(ctx, childName(dir, name))
@@ -281,6 +292,17 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	dir, ok := spinName(&d.Inode)
 	if !ok {
 		return nil, syscall.ENOENT
+	}
+	// Files created here and not yet put, found before the listing:
+	// one whose put lands meanwhile is in the listing.
+	var local []string
+	for name, ch := range d.Children() {
+		if fn, ok := ch.Operations().(*fileNode); ok && fn.hasStage() {
+			local = append(local, name)
+		}
+	}
+	for _, p := range d.fs.wb.in(dir) {
+		local = append(local, path.Base(string(p)))
 	}
 	es, err := d.fs.meta.list(ctx, dir)
 	if errors.Is(err, spindle.Private) {
@@ -308,9 +330,9 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		seen[name] = true
 		list = append(list, fuse.DirEntry{Name: name, Mode: modeOf(e)})
 	}
-	// Files created here and not yet put.
-	for name, ch := range d.Children() {
-		if fn, ok := ch.Operations().(*fileNode); ok && !seen[name] && fn.staged(nil) {
+	for _, name := range local {
+		if !seen[name] {
+			seen[name] = true
 			list = append(list, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG})
 		}
 	}
@@ -355,7 +377,7 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if err != nil {
 		return nil, errno(err)
 	}
-	d.fs.meta.stored(e)
+	d.fs.meta.madeDir(e)
 	return d.fs.newChild(ctx, &d.Inode, name, e, out), 0
 }
 
@@ -400,6 +422,10 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		if fn, ok := ch.Operations().(*fileNode); ok {
 			local = fn.drop()
 		}
+	}
+	if fn := d.fs.wb.owner(full); fn != nil {
+		// A queued put of a file the kernel forgot.
+		local = fn.drop() || local
 	}
 	err := d.fs.delete(ctx, full)
 	d.fs.meta.changed(full, false)
@@ -486,28 +512,124 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmb
 	if userOf(from) != userOf(to) {
 		return syscall.EXDEV
 	}
-	// What was written to the file must be there to be moved.
-	if ch := d.GetChild(name); ch != nil {
-		if fn, ok := ch.Operations().(*fileNode); ok {
-			if e := fn.flush(ctx); e != 0 {
-				return e
-			}
-		}
-	}
 	defer d.fs.meta.changed(from, true)
 	defer d.fs.meta.changed(to, true)
+	var src *fileNode
+	if ch := d.GetChild(name); ch != nil {
+		src, _ = ch.Operations().(*fileNode)
+	}
+	if src == nil {
+		src = d.fs.wb.owner(from)
+	}
+	if src != nil && !isRules(from) && !isRules(to) {
+		if moved, err := d.fs.moveStaged(ctx, src, from, to, flags); moved || err != nil {
+			return errno(err)
+		}
+	}
+	// What was written to the file, or below the directory, must be
+	// there to be moved.
+	if src != nil {
+		if e := src.storeNow(ctx); e != 0 {
+			return e
+		}
+	}
+	for _, fn := range d.fs.wb.under(from) {
+		if e := fn.storeNow(ctx); e != 0 {
+			return e
+		}
+	}
 	if isRules(from) || isRules(to) {
 		return errno(d.fs.renameByPut(ctx, from, to, flags))
 	}
+	if fn := d.fs.wb.owner(to); fn != nil {
+		// Stored first, so that its put cannot land over the file
+		// renamed onto it.
+		if e := fn.storeNow(ctx); e != 0 {
+			return e
+		}
+	}
 	err := d.fs.rename(ctx, from, to)
 	if errors.Is(err, spindle.Exist) && flags&renameNoReplace == 0 {
-		// Replace the target, as rename(2) does.
+		// Replace the target, as rename(2) does. The tree has no
+		// replacing rename: the target is deleted first, and while it
+		// is missing this mount goes on answering with it.
+		old, lerr := d.fs.meta.lookup(ctx, to)
+		if lerr != nil {
+			return errno(lerr)
+		}
+		if old.Attr.IsDir() {
+			return errno(spindle.E(spindle.Exist, to, "a directory cannot be replaced by a rename"))
+		}
+		d.fs.meta.hold(to, old)
+		defer d.fs.meta.unhold(to)
 		if derr := d.fs.delete(ctx, to); derr != nil {
 			return errno(derr)
 		}
 		err = d.fs.rename(ctx, from, to)
 	}
 	return errno(err)
+}
+
+// moveStaged renames a file whose contents wait to be put by putting them
+// at the new name instead: the target, if any, is replaced in one step,
+// so that no reader sees it missing. It reports whether src was such a
+// file.
+func (f *filesys) moveStaged(ctx context.Context, src *fileNode, from, to spindle.PathName, flags uint32) (bool, error) {
+	src.mu.Lock()
+	if src.stage == nil || !src.dirty || src.failed != nil {
+		src.mu.Unlock()
+		return false, nil
+	}
+	stored := src.entry != nil
+	src.mu.Unlock()
+	target, err := f.meta.lookup(ctx, to)
+	switch {
+	case err == nil && target.Attr.IsDir():
+		return true, spindle.E(spindle.IsDir, to)
+	case err == nil && flags&renameNoReplace != 0:
+		return true, spindle.E(spindle.Exist, to)
+	case err != nil && !errors.Is(err, spindle.NotExist):
+		return true, err
+	}
+	if err := spindle.CheckName(to); err != nil {
+		return true, err
+	}
+	src.mu.Lock()
+	if src.stage == nil || !src.dirty {
+		src.mu.Unlock()
+		return false, nil // Stored meanwhile.
+	}
+	// A stream puts the file at its old name: stop it.
+	src.abandonStream()
+	src.unqueue()
+	src.base = 0
+	if target != nil {
+		src.base = target.Sequence
+	}
+	if err := src.writeJournal(to); err != nil {
+		src.mu.Unlock()
+		return true, spindle.E(spindle.IO, to, err)
+	}
+	old := f.wb.claim(to, src)
+	src.qname = to
+	queue := src.opens == 0
+	if queue {
+		src.queued = true
+	}
+	src.mu.Unlock()
+	if old != nil {
+		old.cancel()
+	}
+	if queue {
+		f.wb.add(src)
+	}
+	if stored {
+		// The old name was stored before: it goes.
+		if err := f.delete(ctx, from); err != nil && !errors.Is(err, spindle.NotExist) {
+			return true, err
+		}
+	}
+	return true, nil
 }
 
 func (f *filesys) rename(ctx context.Context, from, to spindle.PathName) error {

@@ -23,7 +23,9 @@ interrupted (Ctrl-C or SIGTERM), or until "umount DIR", and then unmounts.
 A DIR that is a mount point already is refused.
 
 Files are read block by block as programs read them, and written to a
-local staging file that is stored when it is closed or fsynced. Every
+local staging file that is stored in the background once it is closed
+(fsync waits until it is stored); one not yet stored when spin mount
+ends is stored by the next spin mount with the same cache. Every
 operation answers within the timeout (each block of a long transfer has
 the timeout to itself): if the node is gone, with an I/O error, while what
 was cached stays readable; the mount recovers when the node returns. An

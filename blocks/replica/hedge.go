@@ -110,8 +110,9 @@ func (sn *seen) count(hedged, cut int64) {
 }
 
 type peerScore struct {
-	v  float64
-	at time.Time // When v was last set.
+	v      float64
+	at     time.Time // When v was last set.
+	served int64     // Blocks the peer has served (forgotten with the score).
 }
 
 // decayed returns the score at time now.
@@ -190,7 +191,24 @@ func (sn *seen) add(p peer.ID, delta float64) {
 		v = max(v, 0) // A block that hashed right outweighs the past.
 	}
 	v = min(max(v+delta, scoreMin), scoreMax)
-	sn.peers[p] = peerScore{v: v, at: now}
+	if delta == scoreServed {
+		ps.served++
+	}
+	sn.peers[p] = peerScore{v: v, at: now, served: ps.served}
+}
+
+// Served returns, for each peer remembered (see maxScores), the blocks
+// it has served to fetches of this Store.
+func (s *Store) Served() map[peer.ID]int64 {
+	s.seen.mu.Lock()
+	defer s.seen.mu.Unlock()
+	out := make(map[peer.ID]int64)
+	for p, ps := range s.seen.peers {
+		if ps.served > 0 {
+			out[p] = ps.served
+		}
+	}
+	return out
 }
 
 // tier places a score in one of three classes: 0 for peers that served

@@ -656,15 +656,23 @@ func (s *Store) get(ctx context.Context, ref spindle.Ref, f *fetch) ([]byte, err
 	return data, nil
 }
 
-// fetchFrom gets the block from peer p, through r, its store. It is
+// begin counts a fetch from peer p as in progress, and returns the
+// fetches from p in progress with it: the caller calls fetchFrom with
+// that count. It is counted before the fetch starts, so that fetches
+// launched at once see each other's load and spread over the providers.
+func (s *Store) begin(p peer.ID) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight[p]++
+	return s.inflight[p]
+}
+
+// fetchFrom gets the block from peer p, through r, its store, as the
+// queued-th fetch in progress from p (see begin), which it ends. It is
 // given time for a largest block, and for those already queued on the
 // same stream.
-func (s *Store) fetchFrom(ctx context.Context, r *p2p.RemoteStore, ref spindle.Ref) ([]byte, error) {
+func (s *Store) fetchFrom(ctx context.Context, r *p2p.RemoteStore, ref spindle.Ref, queued int) ([]byte, error) {
 	p := r.Peer()
-	s.mu.Lock()
-	s.inflight[p]++
-	queued := int64(s.inflight[p])
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		if s.inflight[p]--; s.inflight[p] <= 0 {
@@ -672,7 +680,7 @@ func (s *Store) fetchFrom(ctx context.Context, r *p2p.RemoteStore, ref spindle.R
 		}
 		s.mu.Unlock()
 	}()
-	ctx, cancel := context.WithTimeout(ctx, s.timeout(queued*spindle.MaxStoredBlockSize))
+	ctx, cancel := context.WithTimeout(ctx, s.timeout(int64(queued)*spindle.MaxStoredBlockSize))
 	defer cancel()
 	return r.Get(ctx, ref) // Checks the hash: wrong bytes are Integrity.
 }

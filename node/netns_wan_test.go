@@ -222,3 +222,68 @@ func BenchmarkNetnsWANGet(b *testing.B) {
 		})
 	}
 }
+
+// servedBy maps what the getter reported as served=ID:n,... to the
+// providers at boot: the blocks each served, in the order of boot.
+func servedBy(t testing.TB, boot []string, served string) []int {
+	t.Helper()
+	byID := make(map[string]int)
+	for _, kv := range strings.Split(served, ",") {
+		id, n, ok := strings.Cut(kv, ":")
+		if ok {
+			byID[id] = atoiOr(n, 0)
+		}
+	}
+	out := make([]int, len(boot))
+	for i, a := range boot {
+		out[i] = byID[a[strings.LastIndex(a, "/")+1:]]
+	}
+	return out
+}
+
+// A get from three providers, each behind a slow link of its own,
+// fetches from all of them at once: with equal links each serves a
+// good share of the blocks; with one link four times slower than the
+// others, that provider serves fewer blocks than either fast one.
+func TestNetnsWANStripes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves files across slow links; skipped with -short")
+	}
+	const blocks = 32
+	slow := wanLink
+	slow.Rate = "5mbit"
+	for _, tc := range []struct {
+		name  string
+		links []netns.Link
+	}{
+		{"equal", []netns.Link{wanLink, wanLink, wanLink}},
+		{"one-slow", []netns.Link{wanLink, wanLink, slow}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWANNet(t, tc.links)
+			boot := w.serve(t, blocks, 22)
+			res := w.get(t, boot, blocks, 22, "CHECK=1")
+			n := servedBy(t, boot, res["served"])
+			t.Logf("blocks served by each provider: %v, in %s s", n, res["seconds"])
+			total := 0
+			for _, k := range n {
+				total += k
+			}
+			if total < blocks {
+				t.Fatalf("the providers served %d blocks in all, want at least %d: %v", total, blocks, n)
+			}
+			switch tc.name {
+			case "equal":
+				for i, k := range n {
+					if k*100 < total*15 {
+						t.Errorf("provider %d served %d of %d blocks, under 15%%", i, k, total)
+					}
+				}
+			case "one-slow":
+				if n[2] >= n[0] || n[2] >= n[1] {
+					t.Errorf("the provider behind the slow link served %d blocks, the fast ones %d and %d: want fewer", n[2], n[0], n[1])
+				}
+			}
+		})
+	}
+}

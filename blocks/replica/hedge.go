@@ -378,10 +378,9 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 			graceEnd = time.Now().Add(providerGrace)
 		}
 	}
-	launch := func(now time.Time) {
-		s.rank(pool)
-		p := pool[0]
-		pool = pool[1:]
+	launch := func(now time.Time, i int) {
+		p := pool[i]
+		pool = append(pool[:i], pool[i+1:]...)
 		r, err := s.remote(p)
 		if err != nil {
 			problems = append(problems, err)
@@ -421,6 +420,7 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	lookupDone := false
+	waitSlot := false // The first attempt waits for a slot (see roomAt).
 	for {
 		now := time.Now()
 		// Cut the attempts that fall far behind, if there is someone
@@ -447,6 +447,9 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 		// asked sends at a fair rate; and steal the block for a peer
 		// that served well and now has nothing to do, if it would bring
 		// it well before those asked.
+		// The first is asked only when it has room in its window;
+		// until one of the best has, the fetch waits for a slot.
+		waitSlot = false
 		for len(pool) > 0 && len(live) < maxRace {
 			first := !started && (!now.Before(graceEnd) || len(pool) >= s.cfg.Replicas || s.anyServed(pool, now))
 			hedge := started && (len(live) == 0 || !now.Before(hedgeAt) && !s.anySending(live, now))
@@ -454,10 +457,18 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 			if !first && !hedge && !steal {
 				break
 			}
+			s.rank(pool)
+			i := 0
+			if first {
+				if i = s.roomAt(pool, now); i < 0 {
+					waitSlot = true
+					break
+				}
+			}
 			if steal {
 				s.seen.count(0, 0, 1)
 			}
-			launch(now)
+			launch(now, i)
 		}
 		if len(pool) == 0 && lookupDone && (len(live) == 0 || !nearDone && s.allBehind(live, now)) {
 			if !nearDone && ctx.Err() == nil {
@@ -495,12 +506,20 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 			}
 			wake = max(wake, time.Millisecond)
 		}
+		if waitSlot {
+			wake = max(wake, s.seen.hedgeDelay()) // Woken when a slot frees.
+		}
 		timer.Reset(wake)
 		foundCh := found
 		if lookupDone {
 			foundCh = nil
 		}
+		var freed <-chan struct{}
+		if waitSlot {
+			freed = s.freedChan()
+		}
 		select {
+		case <-freed:
 		case p, ok := <-foundCh:
 			if !ok {
 				lookupDone = true
@@ -546,6 +565,57 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 		}
 	}
 	return nil, spindle.E(kind, fmt.Sprintf("block %s: %d nodes tried", ref, asked), errors.Join(problems...))
+}
+
+// Windows: the fetches a get keeps in flight from one peer at most, so
+// that the blocks of a file are not all queued at once, before the rates
+// of their providers are known, at peers that turn out slow. A peer whose
+// rate is known is given windowTime's worth of blocks at that rate (at
+// least minWindow); one not seen yet, initialWindow.
+const (
+	windowTime    = 2 * time.Second
+	minWindow     = 2
+	initialWindow = 4
+)
+
+// window returns the fetches to have in flight from peer p at most.
+func (s *Store) window(p peer.ID) int {
+	s.seen.mu.Lock()
+	rate := s.seen.peers[p].rate
+	s.seen.mu.Unlock()
+	if rate <= 0 {
+		return initialWindow
+	}
+	return max(minWindow, int(math.Ceil(rate*windowTime.Seconds()/spindle.MaxBlockSize)))
+}
+
+// roomAt returns the index in pool (ranked) of the first peer of the best
+// tier that has room in its window, or -1 if none has: the fetch then
+// waits for a slot rather than ask a peer of a lower tier. The fetches
+// counted are those in progress, which all end (abandoned ones the peer
+// may still be sending are not: a peer that never answers them would
+// never have room).
+func (s *Store) roomAt(pool []peer.ID, now time.Time) int {
+	best := tier(s.seen.score(pool[0], now))
+	for i, p := range pool {
+		if tier(s.seen.score(p, now)) != best {
+			break
+		}
+		s.mu.Lock()
+		n := s.inflight[p]
+		s.mu.Unlock()
+		if n < s.window(p) {
+			return i
+		}
+	}
+	return -1
+}
+
+// freedChan returns a channel closed when a fetch in progress next ends.
+func (s *Store) freedChan() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.freed
 }
 
 // stealFactor is how much sooner an idle peer must be expected to bring

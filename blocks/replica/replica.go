@@ -192,6 +192,7 @@ type Store struct {
 	mu          sync.Mutex
 	remotes     map[peer.ID]*p2p.RemoteStore
 	inflight    map[peer.ID]int         // Fetches in progress, per peer, to spread load.
+	freed       chan struct{}           // Closed, and replaced, when a fetch in progress ends.
 	seen        seen                    // How fetches went, per peer and in all.
 	held        int64                   // Bytes held in the local store, as last counted plus those put since.
 	putSince    int64                   // Bytes put since the count in progress started.
@@ -254,6 +255,7 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 		cancel:   cancel,
 		remotes:  make(map[peer.ID]*p2p.RemoteStore),
 		inflight: make(map[peer.ID]int),
+		freed:    make(chan struct{}),
 		seen:     seen{peers: make(map[peer.ID]peerScore)},
 		fullPeer: make(map[peer.ID]time.Time),
 		unproven: make(map[peer.ID]time.Time),
@@ -678,6 +680,8 @@ func (s *Store) fetchFrom(ctx context.Context, r *p2p.RemoteStore, ref spindle.R
 		if s.inflight[p]--; s.inflight[p] <= 0 {
 			delete(s.inflight, p)
 		}
+		close(s.freed)
+		s.freed = make(chan struct{})
 		s.mu.Unlock()
 	}()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout(int64(queued)*spindle.MaxStoredBlockSize))

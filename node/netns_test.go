@@ -422,7 +422,8 @@ func getRole(t *testing.T, n *Node, seed uint64, count int) {
 		for p, n := range n.replica.Served() {
 			served = append(served, fmt.Sprintf("%s:%d", p, n))
 		}
-		fmt.Printf("RESULT bytes=%d seconds=%.3f served=%s\n", count*spindle.MaxBlockSize, secs, strings.Join(served, ","))
+		st := n.replica.Stats()
+		fmt.Printf("RESULT bytes=%d seconds=%.3f served=%s hedged=%d stolen=%d cut=%d\n", count*spindle.MaxBlockSize, secs, strings.Join(served, ","), st.FetchHedged, st.FetchStolen, st.FetchCut)
 	}
 	for i, ok := range got {
 		if !ok {

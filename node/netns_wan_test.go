@@ -212,7 +212,7 @@ func BenchmarkNetnsWANGet(b *testing.B) {
 				if err != nil || gs <= 0 {
 					b.Fatalf("the getter reported %v", res)
 				}
-				b.Logf("raw stream %.2f MB/s, get %.2f MB/s, ratio %.2f; served %s", bytes/rs/1e6, bytes/gs/1e6, rs/gs, res["served"])
+				b.Logf("raw stream %.2f MB/s, get %.2f MB/s, ratio %.2f; served %s; hedged %s, stolen %s, cut %s", bytes/rs/1e6, bytes/gs/1e6, rs/gs, res["served"], res["hedged"], res["stolen"], res["cut"])
 				rawSecs += rs
 				getSecs += gs
 			}

@@ -445,10 +445,9 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 		// at once if one served well), then whenever none is being
 		// asked, and when the hedge delay has passed while no peer
 		// asked sends at a fair rate; and steal the block for a peer
-		// that served well and now has nothing to do, if it would bring
-		// it well before those asked.
-		// The first is asked only when it has room in its window;
-		// until one of the best has, the fetch waits for a slot.
+		// that has nothing to do, if it would bring it well before
+		// those asked. The first is asked only when it has room in its
+		// window; until one of the best has, the fetch waits for a slot.
 		waitSlot = false
 		for len(pool) > 0 && len(live) < maxRace {
 			first := !started && (!now.Before(graceEnd) || len(pool) >= s.cfg.Replicas || s.anyServed(pool, now))
@@ -619,11 +618,18 @@ func (s *Store) freedChan() <-chan struct{} {
 }
 
 // stealFactor is how much sooner an idle peer must be expected to bring
-// a block than the attempts in progress for it to be asked as well.
-const stealFactor = 2
+// a block than the attempts in progress for it to be asked as well; and
+// stealIdle how long it must have been idle: in the middle of a get, a
+// peer is idle only for the moment between a block and the next that a
+// waiting fetch asks of it, and a block stolen then would be sent twice.
+const (
+	stealFactor = 2
+	stealIdle   = 100 * time.Millisecond
+)
 
 // stealable reports whether the best of pool (which it ranks) has not
-// failed lately, has no fetch in progress, and would bring a block
+// failed lately, has had no fetch in progress for stealIdle (or never
+// had one), and would bring a block
 // stealFactor times sooner than any of attempts is expected to finish
 // (a peer not seen yet is taken to send at the rate of peers in general).
 // At the end of a many-block get, a fast provider that has finished its
@@ -639,7 +645,10 @@ func (s *Store) stealable(pool []peer.ID, attempts []*attempt, now time.Time) bo
 	if tier(s.seen.score(p, now)) == 2 {
 		return false
 	}
-	idle := s.load(p) == 0
+	s.mu.Lock()
+	since, paused := s.idleSince[p]
+	s.mu.Unlock()
+	idle := s.load(p) == 0 && (!paused || now.Sub(since) >= stealIdle)
 	rate := s.seen.peerRate(p)
 	if !idle || rate <= 0 {
 		return false

@@ -193,6 +193,7 @@ type Store struct {
 	remotes     map[peer.ID]*p2p.RemoteStore
 	inflight    map[peer.ID]int         // Fetches in progress, per peer, to spread load.
 	freed       chan struct{}           // Closed, and replaced, when a fetch in progress ends.
+	idleSince   map[peer.ID]time.Time   // When the last fetch in progress from a peer ended (see stealable).
 	seen        seen                    // How fetches went, per peer and in all.
 	held        int64                   // Bytes held in the local store, as last counted plus those put since.
 	putSince    int64                   // Bytes put since the count in progress started.
@@ -250,16 +251,17 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		h: h, dht: d, local: local, cfg: cfg, prov: prov, quota: quota,
-		cache:    newCache(cfg.CacheBytes),
-		ctx:      ctx,
-		cancel:   cancel,
-		remotes:  make(map[peer.ID]*p2p.RemoteStore),
-		inflight: make(map[peer.ID]int),
-		freed:    make(chan struct{}),
-		seen:     seen{peers: make(map[peer.ID]peerScore)},
-		fullPeer: make(map[peer.ID]time.Time),
-		unproven: make(map[peer.ID]time.Time),
-		repair:   repairProgress{backlog: make(map[spindle.Ref]int), recent: make(map[spindle.Ref]recentPush), extra: make(map[spindle.Ref]time.Time)},
+		cache:     newCache(cfg.CacheBytes),
+		ctx:       ctx,
+		cancel:    cancel,
+		remotes:   make(map[peer.ID]*p2p.RemoteStore),
+		inflight:  make(map[peer.ID]int),
+		freed:     make(chan struct{}),
+		idleSince: make(map[peer.ID]time.Time),
+		seen:      seen{peers: make(map[peer.ID]peerScore)},
+		fullPeer:  make(map[peer.ID]time.Time),
+		unproven:  make(map[peer.ID]time.Time),
+		repair:    repairProgress{backlog: make(map[spindle.Ref]int), recent: make(map[spindle.Ref]recentPush), extra: make(map[spindle.Ref]time.Time)},
 	}
 	if err := s.recount(ctx); err != nil {
 		cancel()
@@ -666,6 +668,7 @@ func (s *Store) begin(p peer.ID) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight[p]++
+	delete(s.idleSince, p)
 	return s.inflight[p]
 }
 
@@ -679,6 +682,10 @@ func (s *Store) fetchFrom(ctx context.Context, r *p2p.RemoteStore, ref spindle.R
 		s.mu.Lock()
 		if s.inflight[p]--; s.inflight[p] <= 0 {
 			delete(s.inflight, p)
+			if len(s.idleSince) >= maxScores {
+				clear(s.idleSince) // Only a pause just begun matters.
+			}
+			s.idleSince[p] = time.Now()
 		}
 		close(s.freed)
 		s.freed = make(chan struct{})

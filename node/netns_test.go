@@ -203,6 +203,10 @@ func TestNetnsRole(t *testing.T) {
 	if role == "" {
 		t.Skip("a node that the namespace tests run in a namespace of their own")
 	}
+	if role == "rawsend" || role == "rawrecv" {
+		rawRole(t, role) // Plain TCP, no node.
+		return
+	}
 	get := func(k string) string { return os.Getenv(netnsEnv + k) }
 	cfg := Config{
 		Home:      get("HOME"),
@@ -414,7 +418,12 @@ func getRole(t *testing.T, n *Node, seed uint64, count int) {
 			t.Fatal(err)
 		}
 		secs := time.Since(start).Seconds()
-		fmt.Printf("RESULT bytes=%d seconds=%.3f\n", count*spindle.MaxBlockSize, secs)
+		var served []string
+		for p, n := range n.replica.Served() {
+			served = append(served, fmt.Sprintf("%s:%d", p, n))
+		}
+		st := n.replica.Stats()
+		fmt.Printf("RESULT bytes=%d seconds=%.3f served=%s hedged=%d stolen=%d cut=%d\n", count*spindle.MaxBlockSize, secs, strings.Join(served, ","), st.FetchHedged, st.FetchStolen, st.FetchCut)
 	}
 	for i, ok := range got {
 		if !ok {

@@ -360,6 +360,21 @@ func (r *RemoteStore) Received() int64 {
 	return n
 }
 
+// Owed returns the calls on the current stream that were abandoned (their
+// context ended) and whose answers have not arrived: the peer may still
+// be sending them, ahead of whatever is asked next.
+func (r *RemoteStore) Owed() int {
+	r.mu.Lock()
+	sess := r.sess
+	r.mu.Unlock()
+	if sess == nil {
+		return 0
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return len(sess.owed)
+}
+
 // Close ends the store's stream; calls in progress fail. The store must
 // not be used after.
 func (r *RemoteStore) Close() error {
@@ -550,6 +565,11 @@ func RecycleBlock(block []byte) {
 	blockBufs.Put(&block)
 }
 
+// maxOwed bounds the abandoned calls a session remembers (see
+// [RemoteStore.Owed]): a peer that never answers them is counted as that
+// busy, no busier.
+const maxOwed = 1024
+
 // errSessionBroken marks failures of the stream itself, after which a
 // call may be retried on a new stream.
 var errSessionBroken = errors.New("block stream broken")
@@ -618,7 +638,8 @@ type blockSession struct {
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]chan blockResult
-	err     error // Set when the stream has failed.
+	owed    map[uint64]bool // Abandoned calls whose answers have not arrived.
+	err     error           // Set when the stream has failed.
 }
 
 type blockResult struct {
@@ -627,7 +648,7 @@ type blockResult struct {
 }
 
 func newBlockSession(c *Conn, v1 bool) *blockSession {
-	s := &blockSession{c: c, v1: v1, pending: make(map[uint64]chan blockResult)}
+	s := &blockSession{c: c, v1: v1, pending: make(map[uint64]chan blockResult), owed: make(map[uint64]bool)}
 	go s.readLoop()
 	return s
 }
@@ -649,6 +670,7 @@ func (s *blockSession) fail(err error) {
 		ch <- blockResult{err: s.err}
 		delete(s.pending, id)
 	}
+	clear(s.owed) // Nothing more arrives on this stream.
 }
 
 func (s *blockSession) readLoop() {
@@ -678,6 +700,7 @@ func (s *blockSession) readLoop() {
 		s.mu.Lock()
 		ch, ok := s.pending[id]
 		delete(s.pending, id)
+		delete(s.owed, id)
 		s.mu.Unlock()
 		if ok {
 			ch <- res // Buffered: never blocks.
@@ -713,6 +736,9 @@ func (s *blockSession) call(ctx context.Context, op byte, body []byte) ([]byte, 
 		return res.data, res.err
 	case <-ctx.Done():
 		s.mu.Lock()
+		if _, ok := s.pending[id]; ok && s.err == nil && len(s.owed) < maxOwed {
+			s.owed[id] = true
+		}
 		delete(s.pending, id)
 		s.mu.Unlock()
 		return nil, spindle.E(spindle.Transient, ctx.Err())

@@ -622,3 +622,44 @@ func TestRemoteStoreReceived(t *testing.T) {
 		t.Fatalf("Received after a second get on a new stream = %d, want at least %d", n, first+int64(len(block)))
 	}
 }
+
+// A call abandoned while the peer works on it is owed until its answer
+// arrives, which the store then drops: the peer was still sending it.
+func TestRemoteStoreOwed(t *testing.T) {
+	ctx := context.Background()
+	net := p2ptest.NewNet(t, 2)
+	store := &slowStore{release: make(chan struct{})}
+	ref, _ := store.Put(ctx, []byte("owed"))
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p2p.ServeBlocks(sctx, net.Hosts[0], store, p2p.BlockServerConfig{})
+	r := remote(t, net.Hosts[1], net.Hosts[0].ID())
+	if n := r.Owed(); n != 0 {
+		t.Fatalf("Owed before any call = %d", n)
+	}
+	gctx, gcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Get(gctx, ref)
+		done <- err
+	}()
+	waitFor(t, "the request in the store", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.now == 1
+	})
+	gcancel()
+	if err := <-done; !errors.Is(err, spindle.Transient) {
+		t.Fatalf("abandoned Get returned %v, want Transient", err)
+	}
+	if n := r.Owed(); n != 1 {
+		t.Fatalf("Owed after one call was abandoned = %d, want 1", n)
+	}
+	store.release <- struct{}{}
+	waitFor(t, "the abandoned answer", func() bool { return r.Owed() == 0 })
+	// The stream still serves.
+	go func() { store.release <- struct{}{} }()
+	if data, err := r.Get(ctx, ref); err != nil || string(data) != "owed" {
+		t.Fatalf("Get after the abandoned answer: %q, %v", data, err)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/transport"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
@@ -199,6 +200,7 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 		libp2p.Security(libp2ptls.ID, libp2ptls.New),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.ResourceManager(rm),
+		libp2p.Muxer(yamux.ID, yamuxTransport()),
 		libp2p.SwarmOpts(swarm.WithDialRanker(tcpFirst)),
 	}
 	cm, err := connmgr.NewConnManager(ConnsLow, ConnsHigh, connmgr.WithGracePeriod(ConnGrace))
@@ -600,4 +602,24 @@ func HostLimits(memory int64) Limits {
 		ConnsLow:     ConnsLow,
 		ConnsHigh:    ConnsHigh,
 	}
+}
+
+// streamWindow is the flow-control window yamux gives each stream from
+// its start: what the other side may send before it is told it may send
+// more. One block stream carries a whole file, so the window bounds its
+// rate at one window a round trip. yamux's default of 256 KiB is meant to
+// grow with use, but across a far, lossy link it did not grow enough: a
+// get fell well short of one plain TCP stream on the same link, and
+// reached it with this window (BenchmarkNetnsWANGet; docs/performance.md).
+// The cost: a peer may make this host buffer up to this much on each
+// stream it keeps open and that the host does not read (the resource
+// manager bounds streams per peer; yamux reserves only the first 256 KiB
+// of a window from it).
+const streamWindow = 1 << 20
+
+// yamuxTransport returns libp2p's yamux transport with streamWindow.
+func yamuxTransport() *yamux.Transport {
+	t := *yamux.DefaultTransport
+	t.InitialStreamWindowSize = streamWindow
+	return &t
 }

@@ -92,26 +92,30 @@ type seen struct {
 	peers  map[peer.ID]peerScore
 	hedged int64 // Attempts made while others were running.
 	cut    int64 // Attempts cut for falling behind.
+	stolen int64 // Attempts made of an idle peer for a block queued at another.
 }
 
 // stats adds the figures of fetches to st.
 func (sn *seen) stats(st *Stats) {
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
-	st.FetchHedged, st.FetchCut, st.FetchPeers = sn.hedged, sn.cut, len(sn.peers)
+	st.FetchHedged, st.FetchCut, st.FetchStolen, st.FetchPeers = sn.hedged, sn.cut, sn.stolen, len(sn.peers)
 }
 
 // count adds to the figures of fetches.
-func (sn *seen) count(hedged, cut int64) {
+func (sn *seen) count(hedged, cut, stolen int64) {
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
 	sn.hedged += hedged
 	sn.cut += cut
+	sn.stolen += stolen
 }
 
 type peerScore struct {
-	v  float64
-	at time.Time // When v was last set.
+	v      float64
+	at     time.Time // When v was last set.
+	served int64     // Blocks the peer has served (forgotten with the score).
+	rate   float64   // Smoothed bytes per second the peer sends while fetches from it are in progress (zero: none seen).
 }
 
 // decayed returns the score at time now.
@@ -119,14 +123,24 @@ func (ps peerScore) decayed(now time.Time) float64 {
 	return ps.v * math.Exp2(-float64(now.Sub(ps.at))/float64(scoreHalfLife))
 }
 
-// observe records a block of n bytes that arrived in d, while its peer
-// sent sent bytes in all (this block's and others').
-func (sn *seen) observe(d time.Duration, n int, sent int64) {
+// observe records a block of n bytes that arrived from peer p in d,
+// while p sent sent bytes in all (this block's and others').
+func (sn *seen) observe(p peer.ID, d time.Duration, n int, sent int64) {
 	d = max(d, time.Microsecond)
 	rate := float64(max(sent, int64(n))) / d.Seconds() // The peer's rate.
 	d = max(time.Duration(float64(n)/rate*float64(time.Second)), time.Microsecond)
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
+	if ps, ok := sn.peers[p]; ok {
+		if ps.rate == 0 {
+			ps.rate = rate
+		} else {
+			ps.rate = (3*ps.rate + rate) / 4
+		}
+		sn.peers[p] = ps
+	} else {
+		sn.remember(p, peerScore{at: time.Now(), rate: rate})
+	}
 	if sn.srtt == 0 {
 		sn.srtt, sn.rate = d, rate
 		return
@@ -170,7 +184,25 @@ func (sn *seen) add(p peer.ID, delta float64) {
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
 	ps, ok := sn.peers[p]
-	if !ok && len(sn.peers) >= maxScores {
+	if !ok {
+		sn.remember(p, ps)
+	}
+	v := ps.decayed(now)
+	if delta > 0 {
+		v = max(v, 0) // A block that hashed right outweighs the past.
+	}
+	ps.v, ps.at = min(max(v+delta, scoreMin), scoreMax), now
+	if delta == scoreServed {
+		ps.served++
+	}
+	sn.peers[p] = ps
+}
+
+// remember adds peer p, not yet known, with ps, forgetting another if
+// maxScores are known. sn.mu is held.
+func (sn *seen) remember(p peer.ID, ps peerScore) {
+	now := time.Now()
+	if len(sn.peers) >= maxScores {
 		// Forget the weakest of a few peers (map order is random), so
 		// that strong scores, good or bad, are kept longest.
 		var victim peer.ID
@@ -185,12 +217,32 @@ func (sn *seen) add(p peer.ID, delta float64) {
 		}
 		delete(sn.peers, victim)
 	}
-	v := ps.decayed(now)
-	if delta > 0 {
-		v = max(v, 0) // A block that hashed right outweighs the past.
+	sn.peers[p] = ps
+}
+
+// peerRate returns the rate peer p has sent at lately, or, if it has not
+// been seen, the rate of peers in general; zero if none has been seen.
+func (sn *seen) peerRate(p peer.ID) float64 {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if r := sn.peers[p].rate; r > 0 {
+		return r
 	}
-	v = min(max(v+delta, scoreMin), scoreMax)
-	sn.peers[p] = peerScore{v: v, at: now}
+	return sn.rate
+}
+
+// Served returns, for each peer remembered (see maxScores), the blocks
+// it has served to fetches of this Store.
+func (s *Store) Served() map[peer.ID]int64 {
+	s.seen.mu.Lock()
+	defer s.seen.mu.Unlock()
+	out := make(map[peer.ID]int64)
+	for p, ps := range s.seen.peers {
+		if ps.served > 0 {
+			out[p] = ps.served
+		}
+	}
+	return out
 }
 
 // tier places a score in one of three classes: 0 for peers that served
@@ -205,28 +257,47 @@ func tier(v float64) int {
 	return 2
 }
 
-// rank orders peers best first: by tier, then by the fetches in progress
-// from each (fewest first), then by score; ties in random order.
+// load returns the fetches from peer p in progress, and those abandoned
+// whose blocks p may still be sending ahead of the next.
+func (s *Store) load(p peer.ID) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.inflight[p]
+	if r := s.remotes[p]; r != nil {
+		n += r.Owed()
+	}
+	return n
+}
+
+// rank orders peers best first: by tier, then by when a block asked of
+// each now would arrive (the fetches in progress from it, and this one,
+// at the rate it has sent at lately: so a peer twice as fast is given
+// twice as many blocks in flight), then by score; ties in random order.
+// A peer not seen yet is taken to send at the rate of peers in general.
 func (s *Store) rank(peers []peer.ID) {
 	rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 	now := time.Now()
 	score := make(map[peer.ID]float64, len(peers))
+	finish := make(map[peer.ID]float64, len(peers))
 	for _, p := range peers {
 		score[p] = s.seen.score(p, now)
+		finish[p] = s.seen.peerRate(p)
 	}
-	s.mu.Lock()
-	load := make(map[peer.ID]int, len(peers))
 	for _, p := range peers {
-		load[p] = s.inflight[p]
+		load := float64(s.load(p) + 1)
+		if rate := finish[p]; rate > 0 {
+			finish[p] = load / rate
+		} else {
+			finish[p] = load // No rate known: by load alone.
+		}
 	}
-	s.mu.Unlock()
 	sort.SliceStable(peers, func(i, j int) bool {
 		a, b := peers[i], peers[j]
 		if ta, tb := tier(score[a]), tier(score[b]); ta != tb {
 			return ta < tb
 		}
-		if load[a] != load[b] {
-			return load[a] < load[b]
+		if finish[a] != finish[b] {
+			return finish[a] < finish[b]
 		}
 		return score[a] > score[b]
 	})
@@ -236,7 +307,9 @@ func (s *Store) rank(peers []peer.ID) {
 type attempt struct {
 	r      *p2p.RemoteStore
 	start  time.Time
-	recv0  int64 // r.Received() at the start.
+	rtt    time.Duration // The peer's round trip time as last measured (zero: unknown).
+	recv0  int64         // r.Received() at the start.
+	queued int           // Fetches in progress from the peer at the start, this one included.
 	cancel context.CancelFunc
 	cut    bool
 }
@@ -256,11 +329,20 @@ func (s *Store) behind(a *attempt, now time.Time) bool {
 }
 
 // sending reports whether a's peer has sent at a fair rate, divided by
-// slack, since a started.
+// slack, since a started, less two round trips to the peer: the time for
+// the request to arrive and the first bytes to come back, and as much
+// again for TCP to open its window, during which no peer far away can
+// send anything. (A peer that is slow only to answer pings gains at most
+// that time.)
 func (s *Store) sending(a *attempt, now time.Time, slack float64) bool {
 	_, rate := s.seen.cutAfter(s.cfg.MinRate)
-	return float64(a.r.Received()-a.recv0) >= rate/slack*now.Sub(a.start).Seconds()
+	elapsed := max(0, now.Sub(a.start)-min(2*a.rtt, maxRTTGrace))
+	return float64(a.r.Received()-a.recv0) >= rate/slack*elapsed.Seconds()
 }
+
+// maxRTTGrace bounds the round trips an attempt is given before its peer
+// must send (see sending).
+const maxRTTGrace = time.Second
 
 // fetch gets the block from its providers, racing them as described
 // above. If none has it, it asks the nodes nearest to its key, where Put
@@ -296,19 +378,18 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 			graceEnd = time.Now().Add(providerGrace)
 		}
 	}
-	launch := func(now time.Time) {
-		s.rank(pool)
-		p := pool[0]
-		pool = pool[1:]
+	launch := func(now time.Time, i int) {
+		p := pool[i]
+		pool = append(pool[:i], pool[i+1:]...)
 		r, err := s.remote(p)
 		if err != nil {
 			problems = append(problems, err)
 			return
 		}
 		actx, acancel := context.WithCancel(ctx)
-		a := &attempt{r: r, start: now, recv0: r.Received(), cancel: acancel}
+		a := &attempt{r: r, start: now, rtt: s.h.Peerstore().LatencyEWMA(p), recv0: r.Received(), queued: s.begin(p), cancel: acancel}
 		if len(live) > 0 {
-			s.seen.count(1, 0)
+			s.seen.count(1, 0, 0)
 		}
 		live = append(live, a)
 		pending++
@@ -316,7 +397,7 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 		started = true
 		hedgeAt = now.Add(s.seen.hedgeDelay())
 		wg.Go(func() {
-			data, err := s.fetchFrom(actx, r, ref)
+			data, err := s.fetchFrom(actx, r, ref, a.queued)
 			sent := r.Received() - a.recv0
 			acancel()
 			select {
@@ -339,6 +420,7 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	lookupDone := false
+	waitSlot := false // The first attempt waits for a slot (see roomAt).
 	for {
 		now := time.Now()
 		// Cut the attempts that fall far behind, if there is someone
@@ -356,20 +438,36 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 			a.cancel()
 			drop(a)
 			s.seen.add(a.r.Peer(), scoreBehind)
-			s.seen.count(0, 1)
+			s.seen.count(0, 1, 0)
 			problems = append(problems, spindle.E(spindle.Transient, fmt.Sprintf("peer %s sent %d bytes in %v: cut for falling behind", a.r.Peer(), a.r.Received()-a.recv0, now.Sub(a.start).Round(time.Millisecond))))
 		}
 		// Ask another provider: the first once the grace is over (or
 		// at once if one served well), then whenever none is being
 		// asked, and when the hedge delay has passed while no peer
-		// asked sends at a fair rate.
+		// asked sends at a fair rate; and steal the block for a peer
+		// that has nothing to do, if it would bring it well before
+		// those asked. The first is asked only when it has room in its
+		// window; until one of the best has, the fetch waits for a slot.
+		waitSlot = false
 		for len(pool) > 0 && len(live) < maxRace {
 			first := !started && (!now.Before(graceEnd) || len(pool) >= s.cfg.Replicas || s.anyServed(pool, now))
 			hedge := started && (len(live) == 0 || !now.Before(hedgeAt) && !s.anySending(live, now))
-			if !first && !hedge {
+			steal := started && !hedge && s.stealable(pool, live, now)
+			if !first && !hedge && !steal {
 				break
 			}
-			launch(now)
+			s.rank(pool)
+			i := 0
+			if first {
+				if i = s.roomAt(pool, now); i < 0 {
+					waitSlot = true
+					break
+				}
+			}
+			if steal {
+				s.seen.count(0, 0, 1)
+			}
+			launch(now, i)
 		}
 		if len(pool) == 0 && lookupDone && (len(live) == 0 || !nearDone && s.allBehind(live, now)) {
 			if !nearDone && ctx.Err() == nil {
@@ -407,12 +505,20 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 			}
 			wake = max(wake, time.Millisecond)
 		}
+		if waitSlot {
+			wake = max(wake, s.seen.hedgeDelay()) // Woken when a slot frees.
+		}
 		timer.Reset(wake)
 		foundCh := found
 		if lookupDone {
 			foundCh = nil
 		}
+		var freed <-chan struct{}
+		if waitSlot {
+			freed = s.freedChan()
+		}
 		select {
+		case <-freed:
 		case p, ok := <-foundCh:
 			if !ok {
 				lookupDone = true
@@ -427,7 +533,7 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 			drop(o.a)
 			p := o.a.r.Peer()
 			if o.err == nil {
-				s.seen.observe(time.Since(o.a.start), len(o.data), o.sent)
+				s.seen.observe(p, time.Since(o.a.start), len(o.data), o.sent)
 				s.seen.add(p, scoreServed)
 				return o.data, nil
 			}
@@ -458,6 +564,107 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 		}
 	}
 	return nil, spindle.E(kind, fmt.Sprintf("block %s: %d nodes tried", ref, asked), errors.Join(problems...))
+}
+
+// Windows: the fetches a get keeps in flight from one peer at most, so
+// that the blocks of a file are not all queued at once, before the rates
+// of their providers are known, at peers that turn out slow. A peer whose
+// rate is known is given windowTime's worth of blocks at that rate (at
+// least minWindow); one not seen yet, initialWindow.
+const (
+	windowTime    = 2 * time.Second
+	minWindow     = 2
+	initialWindow = 4
+)
+
+// window returns the fetches to have in flight from peer p at most.
+func (s *Store) window(p peer.ID) int {
+	s.seen.mu.Lock()
+	rate := s.seen.peers[p].rate
+	s.seen.mu.Unlock()
+	if rate <= 0 {
+		return initialWindow
+	}
+	return max(minWindow, int(math.Ceil(rate*windowTime.Seconds()/spindle.MaxBlockSize)))
+}
+
+// roomAt returns the index in pool (ranked) of the first peer of the best
+// tier that has room in its window, or -1 if none has: the fetch then
+// waits for a slot rather than ask a peer of a lower tier. The fetches
+// counted are those in progress, which all end (abandoned ones the peer
+// may still be sending are not: a peer that never answers them would
+// never have room).
+func (s *Store) roomAt(pool []peer.ID, now time.Time) int {
+	best := tier(s.seen.score(pool[0], now))
+	for i, p := range pool {
+		if tier(s.seen.score(p, now)) != best {
+			break
+		}
+		s.mu.Lock()
+		n := s.inflight[p]
+		s.mu.Unlock()
+		if n < s.window(p) {
+			return i
+		}
+	}
+	return -1
+}
+
+// freedChan returns a channel closed when a fetch in progress next ends.
+func (s *Store) freedChan() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.freed
+}
+
+// stealFactor is how much sooner an idle peer must be expected to bring
+// a block than the attempts in progress for it to be asked as well; and
+// stealIdle how long it must have been idle: in the middle of a get, a
+// peer is idle only for the moment between a block and the next that a
+// waiting fetch asks of it, and a block stolen then would be sent twice.
+const (
+	stealFactor = 2
+	stealIdle   = 100 * time.Millisecond
+)
+
+// stealable reports whether the best of pool (which it ranks) has not
+// failed lately, has had no fetch in progress for stealIdle (or never
+// had one), and would bring a block
+// stealFactor times sooner than any of attempts is expected to finish
+// (a peer not seen yet is taken to send at the rate of peers in general).
+// At the end of a many-block get, a fast provider that has finished its
+// share takes over the blocks still queued at a slower one; and a
+// provider that the lookups found too late to be asked first is tried
+// once it is idle, rather than never. The first answer wins.
+func (s *Store) stealable(pool []peer.ID, attempts []*attempt, now time.Time) bool {
+	if len(attempts) == 0 {
+		return false
+	}
+	s.rank(pool)
+	p := pool[0]
+	if tier(s.seen.score(p, now)) == 2 {
+		return false
+	}
+	s.mu.Lock()
+	since, paused := s.idleSince[p]
+	s.mu.Unlock()
+	idle := s.load(p) == 0 && (!paused || now.Sub(since) >= stealIdle)
+	rate := s.seen.peerRate(p)
+	if !idle || rate <= 0 {
+		return false
+	}
+	mine := float64(spindle.MaxBlockSize) / rate
+	for _, a := range attempts {
+		r := s.seen.peerRate(a.r.Peer())
+		if r <= 0 {
+			return false
+		}
+		left := float64(a.queued)*float64(spindle.MaxBlockSize)/r - now.Sub(a.start).Seconds()
+		if left < stealFactor*mine {
+			return false
+		}
+	}
+	return true
 }
 
 // silent reports whether a has run for a hedge delay while its peer sent

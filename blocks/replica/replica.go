@@ -197,6 +197,8 @@ type Store struct {
 	mu          sync.Mutex
 	remotes     map[peer.ID]*p2p.RemoteStore
 	inflight    map[peer.ID]int         // Fetches in progress, per peer, to spread load.
+	freed       chan struct{}           // Closed, and replaced, when a fetch in progress ends.
+	idleSince   map[peer.ID]time.Time   // When the last fetch in progress from a peer ended (see stealable).
 	seen        seen                    // How fetches went, per peer and in all.
 	held        int64                   // Bytes held in the local store, as last counted plus those put since.
 	putSince    int64                   // Bytes put since the count in progress started.
@@ -254,16 +256,18 @@ func New(h host.Host, d *dht.IpfsDHT, local spindle.BlockStore, cfg Config) (*St
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		h: h, dht: d, local: local, cfg: cfg, prov: prov, quota: quota,
-		cache:    newCache(cfg.CacheBytes),
-		checks:   make(chan struct{}, maxChecks),
-		ctx:      ctx,
-		cancel:   cancel,
-		remotes:  make(map[peer.ID]*p2p.RemoteStore),
-		inflight: make(map[peer.ID]int),
-		seen:     seen{peers: make(map[peer.ID]peerScore)},
-		fullPeer: make(map[peer.ID]time.Time),
-		unproven: make(map[peer.ID]time.Time),
-		repair:   repairProgress{backlog: make(map[spindle.Ref]int), recent: make(map[spindle.Ref]recentPush), extra: make(map[spindle.Ref]time.Time)},
+		cache:     newCache(cfg.CacheBytes),
+		checks:    make(chan struct{}, maxChecks),
+		ctx:       ctx,
+		cancel:    cancel,
+		remotes:   make(map[peer.ID]*p2p.RemoteStore),
+		inflight:  make(map[peer.ID]int),
+		freed:     make(chan struct{}),
+		idleSince: make(map[peer.ID]time.Time),
+		seen:      seen{peers: make(map[peer.ID]peerScore)},
+		fullPeer:  make(map[peer.ID]time.Time),
+		unproven:  make(map[peer.ID]time.Time),
+		repair:    repairProgress{backlog: make(map[spindle.Ref]int), recent: make(map[spindle.Ref]recentPush), extra: make(map[spindle.Ref]time.Time)},
 	}
 	if err := s.recount(ctx); err != nil {
 		cancel()
@@ -662,24 +666,39 @@ func (s *Store) get(ctx context.Context, ref spindle.Ref, f *fetch) ([]byte, err
 	return data, nil
 }
 
-// fetchFrom gets the block from peer p, through r, its store. It is
+// begin counts a fetch from peer p as in progress, and returns the
+// fetches from p in progress with it: the caller calls fetchFrom with
+// that count. It is counted before the fetch starts, so that fetches
+// launched at once see each other's load and spread over the providers.
+func (s *Store) begin(p peer.ID) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight[p]++
+	delete(s.idleSince, p)
+	return s.inflight[p]
+}
+
+// fetchFrom gets the block from peer p, through r, its store, as the
+// queued-th fetch in progress from p (see begin), which it ends. It is
 // given time for a largest block, and for those already queued on the
 // same stream.
-func (s *Store) fetchFrom(ctx context.Context, r *p2p.RemoteStore, ref spindle.Ref) ([]byte, error) {
+func (s *Store) fetchFrom(ctx context.Context, r *p2p.RemoteStore, ref spindle.Ref, queued int) ([]byte, error) {
 	p := r.Peer()
-	s.mu.Lock()
-	s.inflight[p]++
-	queued := int64(s.inflight[p])
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		if s.inflight[p]--; s.inflight[p] <= 0 {
 			delete(s.inflight, p)
+			if len(s.idleSince) >= maxScores {
+				clear(s.idleSince) // Only a pause just begun matters.
+			}
+			s.idleSince[p] = time.Now()
 		}
+		close(s.freed)
+		s.freed = make(chan struct{})
 		s.mu.Unlock()
 	}()
 	unchecked := isUnchecked(ctx)
-	ctx, cancel := context.WithTimeout(ctx, s.timeout(queued*spindle.MaxStoredBlockSize))
+	ctx, cancel := context.WithTimeout(ctx, s.timeout(int64(queued)*spindle.MaxStoredBlockSize))
 	defer cancel()
 	if unchecked {
 		return r.Fetch(ctx, ref) // For a client that checks it (unchecked.go).

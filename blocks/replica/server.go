@@ -297,6 +297,7 @@ type Stats struct {
 	// Fetches from providers (see hedge.go).
 	FetchHedged int64 // Providers asked while waiting for others.
 	FetchCut    int64 // Fetches from a provider cut for falling far behind.
+	FetchStolen int64 // Fetches asked of an idle provider for a block queued at a slower one.
 	FetchPeers  int   // Peers whose fetches are remembered.
 
 	// Stripes (see stripe.go).

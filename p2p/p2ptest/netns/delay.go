@@ -61,33 +61,44 @@ type DelayLine struct {
 func (d *DelayLine) Cut(cut bool) { d.cut.Store(cut) }
 
 // NewDelayLine joins a and b: a gets address aIP and b bIP (plain IPv4
-// addresses, as 10.9.0.1), each reaching the other through the line.
+// addresses, as 10.9.0.1), each reaching the other through the line. The
+// device in each namespace is named after the other (see [LineDev]), so
+// that one namespace can have lines to several others.
 func NewDelayLine(t testing.TB, a *NS, aIP string, b *NS, bIP string, link Link) *DelayLine {
 	t.Helper()
 	d := &DelayLine{link: link}
 	var err error
-	if d.a, err = openTUN(a.Name, "tund"); err != nil {
+	if d.a, err = openTUN(a.Name, LineDev(b)); err != nil {
 		t.Skipf("cannot make a TUN device in a namespace: %v", err)
 	}
-	if d.b, err = openTUN(b.Name, "tund"); err != nil {
+	if d.b, err = openTUN(b.Name, LineDev(a)); err != nil {
 		d.a.Close()
 		t.Skipf("cannot make a TUN device in a namespace: %v", err)
 	}
 	t.Cleanup(d.close)
 	for _, e := range []struct {
-		ns         *NS
+		ns, other  *NS
 		self, peer string
-	}{{a, aIP, bIP}, {b, bIP, aIP}} {
-		e.ns.Must(t, "ip", "addr", "add", e.self, "peer", e.peer, "dev", "tund")
-		e.ns.Must(t, "ip", "link", "set", "tund", "up")
+	}{{a, b, aIP, bIP}, {b, a, bIP, aIP}} {
+		dev := LineDev(e.other)
+		e.ns.Must(t, "ip", "addr", "add", e.self, "peer", e.peer, "dev", dev)
+		e.ns.Must(t, "ip", "link", "set", dev, "up")
 		if link.Rate != "" {
-			e.ns.Rate(t, "tund", link.Rate)
+			e.ns.Rate(t, dev, link.Rate)
 		}
 	}
 	d.wg.Add(2)
 	go d.carry(d.a, d.b)
 	go d.carry(d.b, d.a)
 	return d
+}
+
+// LineDev returns the name of the device through which a namespace
+// reaches other over a delay line: "t" and other's name, within the 15
+// bytes of a device name.
+func LineDev(other *NS) string {
+	name := "t" + other.Name
+	return name[:min(len(name), 15)]
 }
 
 // Stats returns the packets carried and dropped so far, both directions.

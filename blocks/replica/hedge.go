@@ -534,7 +534,12 @@ func (s *Store) fetch(ctx context.Context, ref spindle.Ref, k mh.Multihash, f *f
 			p := o.a.r.Peer()
 			if o.err == nil {
 				s.seen.observe(p, time.Since(o.a.start), len(o.data), o.sent)
-				s.seen.add(p, scoreServed)
+				if !isUnchecked(ctx) {
+					// Bytes passed on unchecked earn nothing: a
+					// holder caught lying climbs back only by
+					// blocks that hashed right.
+					s.seen.add(p, scoreServed)
+				}
 				return o.data, nil
 			}
 			switch {

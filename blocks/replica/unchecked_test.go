@@ -122,6 +122,11 @@ func TestClientGetUncheckedLieNotCached(t *testing.T) {
 			t.Fatalf("the user's fetch of a block only a liar holds: %v, sound=%v; want the liar's bytes passed on", err, err == nil)
 		}
 	}
+	// Bytes passed on unchecked earn the holder no standing: a liar
+	// caught once would otherwise climb back on the blocks it lied in.
+	if sc := nodes[0].store.ScoreOf(liar.h.ID()); sc > 0 {
+		t.Fatalf("the liar scores %.2f after blocks passed on unchecked; want no credit", sc)
+	}
 	// Asked again, the node checks, and there is no one else to ask.
 	if got, err := user.r.Refetch(ctx, rx); err == nil {
 		t.Fatalf("the user's refetch of a block only a liar holds: %d bytes, sound=%v; want an error", len(got), blocks.Check(rx, got) == nil)

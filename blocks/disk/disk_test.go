@@ -49,6 +49,59 @@ func digest(t *testing.T, ref spindle.Ref) blocks.Digest {
 	return d
 }
 
+// A get for a reader that checks each block itself skips the CRC of a
+// block file: a flipped bit is served as it is (the reader's hash
+// catches it), and the reader's get again, unmarked, finds the damage
+// and sets the file aside. What cannot be a block (a file with its size
+// wrong, or without a trailer and not hashing right) is refused either
+// way.
+func TestGetForCheckingReaderSkipsCRC(t *testing.T) {
+	ctx := context.Background()
+	reader := blocks.WithCheckedByReader(ctx)
+	data := blockstest.Block(8, disk.SmallMax+10000)
+	s := open(t, t.TempDir())
+	ref, err := s.Put(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := s.Path(digest(t, ref))
+	onDisk, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(reader, ref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Get for a checking reader of a sound file: %v, equal=%v", err, bytes.Equal(got, data))
+	}
+	rotten := bytes.Clone(onDisk)
+	rotten[5000] ^= 0x40
+	if err := os.WriteFile(name, rotten, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(reader, ref)
+	if err != nil || !bytes.Equal(got, rotten[:len(data)]) {
+		t.Fatalf("Get for a checking reader of a rotten file = %d bytes, %v; want its bytes as stored, for the reader to check", len(got), err)
+	}
+	if _, err := os.Stat(name); err != nil {
+		t.Fatalf("the file was moved by a get that did not check it: %v", err)
+	}
+	if got, err := s.Get(ctx, ref); !errors.Is(err, spindle.Integrity) || got != nil {
+		t.Fatalf("the get again of a rotten file = %d bytes, %v; want Integrity", len(got), err)
+	}
+	if _, err := os.Stat(name); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("rotten file still present after the get again: %v", err)
+	}
+	// Without its trailer a file is hashed, for any reader.
+	if _, err := s.Put(ctx, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, rotten[:len(data)], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(reader, ref); !errors.Is(err, spindle.Integrity) || got != nil {
+		t.Fatalf("Get for a checking reader of a rotten file without its trailer = %d bytes, %v; want Integrity", len(got), err)
+	}
+}
+
 func TestCorruptFile(t *testing.T) {
 	ctx := context.Background()
 	data := blockstest.Block(7, disk.SmallMax+10000) // Large enough for a file of its own.

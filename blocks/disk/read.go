@@ -29,7 +29,10 @@ import (
 // before trailers existed) or does not match is hashed, and served only if
 // the hash matches; otherwise it is reported as Integrity and moved aside
 // to DIR/corrupt/ for inspection (see [CorruptDir]).
-// Every receiver of a block hashes it again in any case.
+// Every receiver of a block hashes it again in any case, and a get for a
+// client, which checks each block against its signed entry, skips the
+// CRC ([blocks.WithCheckedByReader]): a client given damaged bytes asks
+// again, and that get checks.
 const trailerLen = 8
 
 var trailerMagic = [4]byte{'s', 'p', 'B', '1'}
@@ -43,11 +46,14 @@ func appendTrailer(b, data []byte) []byte {
 }
 
 // verifyFile returns the block held in the contents of a block file,
-// which must have digest d.
-func verifyFile(d blocks.Digest, file []byte) ([]byte, error) {
+// which must have digest d. With trusted set (a get for a reader that
+// checks the block itself: [blocks.CheckedByReader]) a file with its
+// trailer in place is served without the CRC being computed; the size
+// is still checked, and a file without a trailer is still hashed.
+func verifyFile(d blocks.Digest, file []byte, trusted bool) ([]byte, error) {
 	if n := len(file) - trailerLen; n >= 0 && [4]byte(file[n:n+4]) == trailerMagic {
 		data := file[:n]
-		if binary.BigEndian.Uint32(file[n+4:]) == crc32.Checksum(data, castagnoli) && n <= spindle.MaxStoredBlockSize {
+		if n <= spindle.MaxStoredBlockSize && (trusted || binary.BigEndian.Uint32(file[n+4:]) == crc32.Checksum(data, castagnoli)) {
 			return data, nil
 		}
 		if blocks.CheckDigest(d, data) == nil {
@@ -104,7 +110,10 @@ var _ blocks.Recycler = (*Store)(nil)
 
 // Get implements [spindle.BlockStore]. A file whose contents do not match
 // ref is moved to DIR/corrupt/ and reported as Integrity. The caller may hand the
-// returned block back with [Store.Recycle].
+// returned block back with [Store.Recycle]. For a ctx marked with
+// [blocks.WithCheckedByReader] the CRC of a block file is not computed:
+// damage is then found by the reader, whose get again (unmarked) finds it
+// here too.
 func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	const op spindle.Op = "disk.Get"
 	if err := ctx.Err(); err != nil {
@@ -130,7 +139,7 @@ func (s *Store) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 		}
 		return nil, spindle.E(op, spindle.IO, err)
 	}
-	block, err := verifyFile(d, data)
+	block, err := verifyFile(d, data, blocks.CheckedByReader(ctx))
 	if err != nil {
 		s.Recycle(data)
 		aside := s.removeBad(d, name)
@@ -145,7 +154,7 @@ func (s *Store) sound(d blocks.Digest, name string) bool {
 	if err != nil {
 		return false
 	}
-	_, err = verifyFile(d, data)
+	_, err = verifyFile(d, data, false)
 	s.Recycle(data)
 	return err == nil
 }
@@ -226,7 +235,7 @@ func (s *Store) removeBad(d blocks.Digest, name string) string {
 	if err != nil {
 		return "(gone)"
 	}
-	if _, err := verifyFile(d, data); err == nil {
+	if _, err := verifyFile(d, data, false); err == nil {
 		return "(replaced by a sound copy meanwhile)"
 	}
 	aside, err := s.corruptName(filepath.Base(name))

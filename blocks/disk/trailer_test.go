@@ -22,7 +22,19 @@ func FuzzVerifyFile(f *testing.F) {
 	f.Add(append([]byte("x"), trailerMagic[:]...))
 	f.Fuzz(func(t *testing.T, file []byte) {
 		d := blocks.Digest(sha256.Sum256(data))
-		got, err := verifyFile(d, file)
+		// For a reader that checks the block itself: the file, or the
+		// file less its trailer, never more than a block.
+		if got, err := verifyFile(d, file, true); err == nil {
+			switch {
+			case len(got) > spindle.MaxStoredBlockSize || !bytes.HasPrefix(file, got):
+				t.Fatalf("trusted: accepted %d bytes that are not a prefix of the %d-byte file", len(got), len(file))
+			case len(file)-len(got) == 0 && blocks.Digest(sha256.Sum256(got)) != d:
+				t.Fatalf("trusted: accepted a file without a trailer whose hash does not match")
+			case len(file)-len(got) != 0 && len(file)-len(got) != trailerLen:
+				t.Fatalf("trusted: accepted %d of %d bytes", len(got), len(file))
+			}
+		}
+		got, err := verifyFile(d, file, false)
 		if err != nil {
 			if !spindle.Match(spindle.E(spindle.Integrity), err) && !spindle.Match(spindle.E(spindle.Invalid), err) {
 				t.Fatalf("error of kind %v: %v", spindle.KindOf(err), err)

@@ -42,11 +42,15 @@ const maxChecks = 4
 // its signed entry: a block fetched from another node is passed on
 // without a hash check here (see the comment at the top of unchecked.go),
 // unless the client asks for it again ([p2p.Recheck]) because the bytes
-// it was sent were wrong. Blocks from the local store and the cache are
-// as sound as Get's.
+// it was sent were wrong. Blocks from the cache are as sound as Get's;
+// the local store may skip its check of its own disk
+// ([blocks.WithCheckedByReader]), which the get again makes.
 func (s *Store) GetForClient(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	if !p2p.Recheck(ctx) {
 		ctx = context.WithValue(ctx, uncheckedKey{}, true)
+		// The local store, too, may skip its own check of its disk:
+		// the client's get again finds the damage (blocks/reader.go).
+		ctx = blocks.WithCheckedByReader(ctx)
 	}
 	data, err := s.get(ctx, ref, newFetch())
 	if err != nil {

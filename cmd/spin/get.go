@@ -79,9 +79,13 @@ func (st *State) getStdout(ctx context.Context, c spindle.Client, name spindle.P
 	}
 	defer f.Close()
 	var w io.Writer = st.Stdout
+	out, _ := st.Stdout.(*os.File)
 	if st.terminal(st.Stdout) {
 		w = &textOnly{w: w}
-	} else if out, ok := st.Stdout.(*os.File); ok && f.Entry() != nil && f.Entry().Size >= directMin && freshFile(out) {
+	} else if out != nil && f.Entry() != nil && f.Entry().Size >= pipeSize {
+		growPipe(out)
+	}
+	if out != nil && w == st.Stdout && f.Entry() != nil && f.Entry().Size >= directMin && freshFile(out) {
 		// "spin get PATH > FILE": as fast as spin get PATH FILE.
 		if done, err := copyDirect(out, f, f.Entry().Size, func(int) {}); done {
 			if err == nil {
@@ -261,6 +265,11 @@ func (t *textOnly) Write(b []byte) (int, error) {
 	t.tail = append(t.tail[:0:0], data[len(data)-keep:]...)
 	return len(b), nil
 }
+
+// pipeSize is the buffer get asks for when it writes a file of at least
+// that size to a pipe: the largest an unprivileged process may set on
+// Linux by default (/proc/sys/fs/pipe-max-size).
+const pipeSize = 1 << 20
 
 // copyBufSize is the buffer copyData reads through: large enough that
 // copying a big file costs few system calls.

@@ -121,7 +121,9 @@ func main() {
 	if env := os.Getenv("SPIN_CONFIG"); env != "" {
 		st.ConfigFile = env // -config, if given, still wins.
 	}
+	stopProfile := startCPUProfile()
 	code := run(os.Args[1:], st)
+	stopProfile()
 	if ctx.Err() != nil && st.cmd != "node" && st.cmd != "mount" {
 		// Stopped by Ctrl-C or SIGTERM: the shell's convention, whatever
 		// the command did with the signal. A node stopping cleanly on

@@ -21,6 +21,7 @@ const kuboEnv = "SPINDLE_KUBO"
 // daemon running on it.
 type kubo struct {
 	bin, repo string
+	daemon    int // The daemon's process id.
 }
 
 func (k *kubo) command(args ...string) *exec.Cmd {
@@ -55,6 +56,7 @@ func startKubo(tb testing.TB, bin string) *kubo {
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
+	k.daemon = cmd.Process.Pid
 	exited := make(chan struct{})
 	tb.Cleanup(func() {
 		cmd.Process.Signal(os.Interrupt)
@@ -121,7 +123,8 @@ func toPipe(tb testing.TB, cmd *exec.Cmd) (int64, time.Duration) {
 // with `ipfs cat` (kubo, from an offline daemon, as added by `ipfs add`
 // with its defaults), taking turns, and reports both rates and
 // kubo-time/spin-time: how many times faster spin is, and the CPU time
-// the spin command and the node took for a get. The kubo binary is
+// the spin command and the node took for a get, and kubo's daemon and
+// ipfs cat together for a cat. The kubo binary is
 // named by SPINDLE_KUBO; without it the benchmark is skipped.
 //
 //	SPINDLE_KUBO=/usr/local/bin/ipfs go test ./node/nodetest -run '^$' -bench CLIGetVsKubo -benchtime 4x
@@ -144,7 +147,7 @@ func BenchmarkCLIGetVsKubo(b *testing.B) {
 	k := startKubo(b, bin)
 	cid := strings.TrimSpace(k.run(b, "add", "-Q", src))
 	settle()
-	var cliCPU, nodeCPU time.Duration
+	var cliCPU, nodeCPU, kuboCPU time.Duration
 	spinGet := func() time.Duration {
 		cmd := exec.Command(u.bin, "get", "@/big")
 		cmd.Env = append(os.Environ(), "HOME="+u.home)
@@ -158,7 +161,10 @@ func BenchmarkCLIGetVsKubo(b *testing.B) {
 		return d
 	}
 	kuboCat := func() time.Duration {
-		n, d := toPipe(b, k.command("cat", cid))
+		cmd := k.command("cat", cid)
+		before := cpuTime(k.daemon)
+		n, d := toPipe(b, cmd)
+		kuboCPU += cpuTime(k.daemon) - before + cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		if n != benchFileSize {
 			b.Fatalf("ipfs cat wrote %d bytes, want %d", n, benchFileSize)
 		}
@@ -167,7 +173,7 @@ func BenchmarkCLIGetVsKubo(b *testing.B) {
 	spinGet() // Warm both: the page cache holds both stores alike.
 	kuboCat()
 	var spin, ipfs time.Duration
-	cliCPU, nodeCPU = 0, 0
+	cliCPU, nodeCPU, kuboCPU = 0, 0, 0
 	b.SetBytes(2 * benchFileSize)
 	b.ResetTimer()
 	for i := range b.N {
@@ -185,4 +191,5 @@ func BenchmarkCLIGetVsKubo(b *testing.B) {
 	b.ReportMetric(ipfs.Seconds()/spin.Seconds(), "kubo/spin")
 	b.ReportMetric(cliCPU.Seconds()/float64(b.N), "spin-cli-cpu-s")
 	b.ReportMetric(nodeCPU.Seconds()/float64(b.N), "spin-node-cpu-s")
+	b.ReportMetric(kuboCPU.Seconds()/float64(b.N), "kubo-cpu-s")
 }

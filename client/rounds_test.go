@@ -1,0 +1,262 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"path/filepath"
+	"spindle.dev"
+	"spindle.dev/node"
+	"spindle.dev/pack"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
+	"spindle.dev/p2p"
+)
+
+// A roundCounter counts the round trips a peer makes on the streams it
+// opens: a round is the requests sent before any answer of the round
+// came back; a request sent after an answer arrived starts a new round.
+// A round trip costs its time over a far link whatever the requests in
+// it, so this count, times the link's round-trip time, is what the link
+// adds to a command.
+//
+// It sees every stream the host opens (the client protocol, blocks,
+// tunnels), as the bytes written to and read from them: a write after a
+// read starts a round. (A stream opened with a choice of protocols that
+// the peer's identify has not told about would negotiate in a round of
+// its own, unseen here; the host's streams to its node pick from the
+// protocols identify named.)
+type roundCounter struct {
+	mu       sync.Mutex
+	rounds   int
+	answered bool     // An answer came back in the current round.
+	log      []string // What each round sent, for diagnostics.
+}
+
+func newRoundCounter() *roundCounter { return &roundCounter{answered: true} }
+
+// reset starts counting afresh.
+func (c *roundCounter) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rounds, c.answered, c.log = 0, true, nil
+}
+
+// count returns the rounds so far and what each sent.
+func (c *roundCounter) count() (int, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rounds, strings.Join(c.log, "; ")
+}
+
+func (c *roundCounter) sent(proto protocol.ID, p []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.answered {
+		c.rounds++
+		c.answered = false
+		c.log = append(c.log, fmt.Sprintf("round %d:", c.rounds))
+	}
+	if what := describe(proto, p); what != "" {
+		c.log[len(c.log)-1] += " " + what
+	}
+}
+
+func (c *roundCounter) received() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.answered = true
+}
+
+// describe names a message written to a stream of proto, if p starts
+// one: a client request by its method, a block request by its op.
+func describe(proto protocol.ID, p []byte) string {
+	const header = 5                  // A frame's tag and length (see p2p.Conn).
+	if len(p) < header || p[0] != 1 { // 1: a message, not an error.
+		return ""
+	}
+	n := binary.BigEndian.Uint32(p[1:header])
+	switch proto {
+	case wire.ClientProtocol:
+		var req wiretest.Request
+		if int(n) == len(p)-header && wire.Decode(p[header:], &req) == nil {
+			if req.To != "" {
+				return req.Method + "(forwarded)"
+			}
+			return req.Method
+		}
+		return "client"
+	case p2p.BlockProtocol, p2p.BlockProtocolV1:
+		if len(p) > header {
+			return [...]string{"?", "block.get", "block.put", "block.has", "block.prove"}[min(int(p[header]), 4)]
+		}
+	}
+	return string(proto)
+}
+
+// countingHost is a host whose streams report to a roundCounter.
+type countingHost struct {
+	host.Host
+	c *roundCounter
+}
+
+// NewStream opens a stream whose writes and reads are counted.
+func (h *countingHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
+	s, err := h.Host.NewStream(ctx, p, pids...)
+	if err != nil {
+		return nil, err
+	}
+	return &countingStream{Stream: s, c: h.c}, nil
+}
+
+type countingStream struct {
+	network.Stream
+	c *roundCounter
+}
+
+func (s *countingStream) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		s.c.sent(s.Protocol(), p)
+	}
+	return s.Stream.Write(p)
+}
+
+func (s *countingStream) Read(p []byte) (int, error) {
+	n, err := s.Stream.Read(p)
+	if n > 0 {
+		s.c.received()
+	}
+	return n, err
+}
+
+// roundsEnv is a node with ann and bob signed up, and a way to dial it
+// as a new client of either, as each spin command does, whose round
+// trips to the node are counted.
+type roundsEnv struct {
+	n      *node.Node
+	keys   map[spindle.UserName]*pack.Keys
+	keyLog map[spindle.UserName]string
+	heads  map[spindle.UserName]string
+}
+
+func newRoundsEnv(t testing.TB) *roundsEnv {
+	t.Helper()
+	e := &roundsEnv{n: startNode(t, t.TempDir()), keys: map[spindle.UserName]*pack.Keys{}, keyLog: map[spindle.UserName]string{}, heads: map[spindle.UserName]string{}}
+	t.Cleanup(func() { e.n.Close() })
+	for _, u := range []spindle.UserName{"ann@example.com", "bob@example.com"} {
+		keys, _, err := pack.Generate(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		e.keys[u], e.keyLog[u], e.heads[u] = keys, filepath.Join(dir, "keylog"), filepath.Join(dir, "dirheads")
+		c, err := Dial(context.Background(), Config{Keys: keys, Node: e.n.DialAddr(), Logger: testLogger(t), KeyLog: e.keyLog[u], DirHeads: e.heads[u]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Signup(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	return e
+}
+
+// dial returns a new client of u, dialled, and the counter of its round
+// trips, reset after the dial.
+func (e *roundsEnv) dial(t testing.TB, u spindle.UserName) (*Client, *roundCounter) {
+	t.Helper()
+	ctx := context.Background()
+	h, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := newRoundCounter()
+	c, err := Dial(ctx, Config{Keys: e.keys[u], Node: e.n.DialAddr(), Host: &countingHost{Host: h, c: rc}, Logger: testLogger(t), KeyLog: e.keyLog[u], DirHeads: e.heads[u], RequireKeyLog: true})
+	if err != nil {
+		h.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		h.Close()
+	})
+	rc.reset()
+	return c, rc
+}
+
+// put puts data at name as a new client of u, and returns its rounds.
+func (e *roundsEnv) put(t testing.TB, u spindle.UserName, name spindle.PathName, data []byte) (int, string) {
+	t.Helper()
+	c, rc := e.dial(t, u)
+	if _, err := c.Put(context.Background(), name, bytes.NewReader(data), spindle.EEPack, nil); err != nil {
+		t.Fatal(err)
+	}
+	n, log := rc.count()
+	c.Close()
+	return n, log
+}
+
+// get reads name as a new client of u, checks it holds want, and
+// returns its rounds.
+func (e *roundsEnv) get(t testing.TB, u spindle.UserName, name spindle.PathName, want []byte) (int, string) {
+	t.Helper()
+	c, rc := e.dial(t, u)
+	f, err := c.Open(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read back %s: %v, equal=%v", name, err, bytes.Equal(got, want))
+	}
+	n, log := rc.count()
+	c.Close()
+	return n, log
+}
+
+// The round trips of a small put and a small get, each by a new client
+// as each spin command is, after its dial: of a file only its owner
+// reads, and of one shared with bob, whose key the put wraps the file's
+// key for and who reads it.
+func TestSmallPutGetRounds(t *testing.T) {
+	e := newRoundsEnv(t)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("x"), 1<<10)
+	setup, _ := e.dial(t, "ann@example.com")
+	if _, err := setup.MakeDirectory(ctx, "@/shared"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := setup.Put(ctx, "@/shared/Access", strings.NewReader("*: ann@example.com\nread, list: bob@example.com\n"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	setup.Close()
+	for _, tc := range []struct {
+		what   string
+		rounds func() (int, string)
+		most   int
+	}{
+		{"put of ann's own file", func() (int, string) { return e.put(t, "ann@example.com", ann("f"), data) }, 5},
+		{"get of ann's own file by ann", func() (int, string) { return e.get(t, "ann@example.com", ann("f"), data) }, 5},
+		{"put of a file shared with bob", func() (int, string) { return e.put(t, "ann@example.com", ann("shared/f"), data) }, 6},
+		{"get of a file shared with bob by bob", func() (int, string) { return e.get(t, "bob@example.com", ann("shared/f"), data) }, 4},
+	} {
+		n, log := tc.rounds()
+		t.Logf("%s: %d rounds (%s)", tc.what, n, log)
+		if n > tc.most {
+			t.Errorf("%s took %d round trips to the node, want at most %d: %s", tc.what, n, tc.most, log)
+		}
+	}
+}

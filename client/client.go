@@ -924,15 +924,29 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	e, err := c.lookupTyped(ctx, name, p.Path(), true)
+	ctx, gossip := deferGossip(ctx)
+	f, err := c.open(ctx, p.Path(), name)
+	if gerr := gossip.wait(); err == nil && gerr != nil {
+		f.Close()
+		f, err = nil, gerr
+	}
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)
 	}
+	return f, nil
+}
+
+// open is Open of the clean name p, which the user named name.
+func (c *Client) open(ctx context.Context, p, name spindle.PathName) (spindle.File, error) {
+	e, err := c.lookupTyped(ctx, name, p, true)
+	if err != nil {
+		return nil, err
+	}
 	if e.Attr.IsDir() {
-		return nil, spindle.E(op, p.Path(), spindle.IsDir)
+		return nil, spindle.E(spindle.IsDir)
 	}
 	if e.Attr.IsIncomplete() {
-		return nil, spindle.E(op, p.Path(), spindle.Permission, "you may list this file but not read it")
+		return nil, spindle.E(spindle.Permission, "you may list this file but not read it")
 	}
 	if isRules(e.Name) {
 		// lookup verified the text as the owner's.
@@ -940,7 +954,7 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 	}
 	r, err := c.openFile(ctx, e)
 	if err != nil {
-		return nil, spindle.E(op, p.Path(), err)
+		return nil, err
 	}
 	return r, nil
 }

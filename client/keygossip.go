@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"spindle.dev"
@@ -29,7 +30,8 @@ import (
 //
 // The client gossips when its key log has advanced to a size it has not
 // gossiped (after a key lookup), within keyGossipBudget, and on spin
-// audit. One gossip costs one round trip to the node, which reads one DHT
+// audit. A put or a get gossips beside its next request (see
+// gossipLater). One gossip costs one round trip to the node, which reads one DHT
 // record and writes one (each bounded by the node), and one verification
 // of each head found.
 
@@ -111,4 +113,56 @@ func (c *Client) gossipOnAdvance(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// A gossipLater holds the gossip that lookups made under a context from
+// deferGossip started in the background, so that a command's next request
+// goes out beside it, in the same round trip, and not after it. The
+// command waits for it (wait) before it lets anything looked up act: a put
+// before it sends a byte of the file, a get before it hands the file back.
+type gossipLater struct {
+	mu   sync.Mutex
+	runs []chan error
+}
+
+type gossipLaterKey struct{}
+
+// deferGossip returns ctx carrying a new gossipLater.
+func deferGossip(ctx context.Context) (context.Context, *gossipLater) {
+	g := &gossipLater{}
+	return context.WithValue(ctx, gossipLaterKey{}, g), g
+}
+
+// start runs fn in the background as a gossip wait will wait for.
+func (g *gossipLater) start(fn func() error) {
+	ch := make(chan error, 1)
+	g.mu.Lock()
+	g.runs = append(g.runs, ch)
+	g.mu.Unlock()
+	go func() { ch <- fn() }()
+}
+
+// wait waits for the gossip started so far and returns the first error.
+func (g *gossipLater) wait() error {
+	g.mu.Lock()
+	runs := g.runs
+	g.runs = nil
+	g.mu.Unlock()
+	var first error
+	for _, ch := range runs {
+		if err := <-ch; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// gossipAfterLookup gossips as gossipOnAdvance does: in the background if
+// ctx comes from deferGossip, else before it returns.
+func (c *Client) gossipAfterLookup(ctx context.Context) error {
+	if g, ok := ctx.Value(gossipLaterKey{}).(*gossipLater); ok {
+		g.start(func() error { return c.gossipOnAdvance(ctx) })
+		return nil
+	}
+	return c.gossipOnAdvance(ctx)
 }

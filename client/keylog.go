@@ -526,7 +526,7 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 	if err := c.keyLog.seen(u, floor); err != nil {
 		return nil, err
 	}
-	if err := c.gossipOnAdvance(ctx); err != nil {
+	if err := c.gossipAfterLookup(ctx); err != nil {
 		return nil, err
 	}
 	c.log.Debug("key record proved in the key log", "user", name, "version", c.keyLog.floor(name), "seen", floor)

@@ -40,11 +40,15 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 	if packing == spindle.UnknownPack {
 		packing = spindle.EEPack
 	}
+	ctx, gossip := deferGossip(ctx)
 	var readers []spindle.PublicKey
 	readersAt := int64(-1)
 	if packing == spindle.EEPack {
 		var public bool
 		readers, public, readersAt, err = c.putReaders(ctx, name)
+		if gerr := gossip.wait(); err == nil {
+			err = gerr
+		}
 		if err != nil {
 			return nil, spindle.E(op, name, err)
 		}
@@ -83,6 +87,9 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 		return nil, spindle.E(op, name, err)
 	}
 	e, err := c.putFile(ctx, entry, readersAt)
+	if gerr := gossip.wait(); err == nil {
+		err = gerr
+	}
 	if err != nil {
 		return nil, spindle.E(op, name, err)
 	}

@@ -248,10 +248,10 @@ func TestSmallPutGetRounds(t *testing.T) {
 		rounds func() (int, string)
 		most   int
 	}{
-		{"put of ann's own file", func() (int, string) { return e.put(t, "ann@example.com", ann("f"), data) }, 5},
-		{"get of ann's own file by ann", func() (int, string) { return e.get(t, "ann@example.com", ann("f"), data) }, 5},
-		{"put of a file shared with bob", func() (int, string) { return e.put(t, "ann@example.com", ann("shared/f"), data) }, 6},
-		{"get of a file shared with bob by bob", func() (int, string) { return e.get(t, "bob@example.com", ann("shared/f"), data) }, 4},
+		{"put of ann's own file", func() (int, string) { return e.put(t, "ann@example.com", ann("f"), data) }, 4},
+		{"get of ann's own file by ann", func() (int, string) { return e.get(t, "ann@example.com", ann("f"), data) }, 4},
+		{"put of a file shared with bob", func() (int, string) { return e.put(t, "ann@example.com", ann("shared/f"), data) }, 5},
+		{"get of a file shared with bob by bob", func() (int, string) { return e.get(t, "bob@example.com", ann("shared/f"), data) }, 3},
 	} {
 		n, log := tc.rounds()
 		t.Logf("%s: %d rounds (%s)", tc.what, n, log)

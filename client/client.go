@@ -134,6 +134,10 @@ type Client struct {
 	// erasure is the erasure code the node asked for at the last sign-in
 	// (a *shard.Scheme; nil for whole blocks): see stripe.go.
 	erasure atomic.Pointer[shard.Scheme]
+	// takesBlocks is set if the node said at the last sign-in that it
+	// takes and gives the blocks of small files with their entries
+	// (see inline.go).
+	takesBlocks atomic.Bool
 
 	// disconnected is set when the connection to the node drops; the
 	// node forgets the session then, and Put signs in again.
@@ -228,13 +232,14 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 			}
 		},
 	})
-	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead, ownStep: c.checkOwnStep, log: c.log, route: c.dirHostsOf, routeFresh: c.dirHostsFresh, hostAddrs: c.dirHostAddrs, sign: c.signRequest}
+	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead, ownStep: c.checkOwnStep, log: c.log, route: c.dirHostsOf, routeCached: c.recordCached, routeFresh: c.dirHostsFresh, hostAddrs: c.dirHostAddrs, sign: c.signRequest}
 	if !cfg.PlainForwarding {
 		c.svc.tunnels = newTunnels(c.h, pid)
 	}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.dir.FollowKeyLog(c.keyLogSize, c.catchUpKeyLog)
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
+	c.svc.held = &heldRegistry{store: c.putter()}
 	c.get = c.blocks.Fetch
 	// Without a file, the heads seen are kept for this client's life.
 	c.heads = &dirHeads{heads: make(map[spindle.UserName]*dirlog.Head), anchors: make(map[spindle.UserName]*dirlog.Head)}
@@ -327,6 +332,7 @@ func (c *Client) signIn(ctx context.Context) (vkey string, err error) {
 	}
 	if err == nil {
 		c.setErasure(resp.Erasure)
+		c.takesBlocks.Store(resp.TakesBlocks)
 	}
 	return vkey, err
 }
@@ -925,6 +931,9 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 		return nil, spindle.E(op, err)
 	}
 	ctx, gossip := deferGossip(ctx)
+	if c.takesBlocks.Load() && c.blocks != nil {
+		ctx, _ = withLookupBlocks(ctx)
+	}
 	f, err := c.open(ctx, p.Path(), name)
 	if gerr := gossip.wait(); err == nil && gerr != nil {
 		f.Close()
@@ -963,11 +972,15 @@ func (c *Client) open(ctx context.Context, p, name spindle.PathName) (spindle.Fi
 // signature and, as it reads, each block.
 func (c *Client) openFile(ctx context.Context, e *spindle.DirEntry) (*pack.Reader, error) {
 	var r *pack.Reader
+	get := c.fetcher()
+	if lb := lookupBlocksOf(ctx); lb != nil {
+		get = lb.fetcher(get)
+	}
 	err := c.tryWriterKeys(ctx, e, c.svc.puts.signedAt(e), func(wkeys []spindle.PublicKey) (err error) {
 		r, err = pack.NewReader(ctx, e, pack.ReadConfig{
 			Keys:       c.keys,
 			WriterKeys: wkeys,
-			Get:        c.fetcher(), // pack.Reader checks each block's hash and tag itself.
+			Get:        get, // pack.Reader checks each block's hash and tag itself.
 			GetStripe:  c.getStripe,
 			Release:    p2p.RecycleBlock,
 			ReadAhead:  cmp.Or(c.ahead, readAhead),

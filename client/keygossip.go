@@ -119,7 +119,9 @@ func (c *Client) gossipOnAdvance(ctx context.Context) error {
 // deferGossip started in the background, so that a command's next request
 // goes out beside it, in the same round trip, and not after it. The
 // command waits for it (wait) before it lets anything looked up act: a put
-// before it sends a byte of the file, a get before it hands the file back.
+// before it appends the entry whose wrapped keys the records chose (the
+// blocks, of no use without it, go out meanwhile), a get before it hands
+// the file back.
 type gossipLater struct {
 	mu   sync.Mutex
 	runs []chan error

@@ -46,9 +46,6 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 	if packing == spindle.EEPack {
 		var public bool
 		readers, public, readersAt, err = c.putReaders(ctx, name)
-		if gerr := gossip.wait(); err == nil {
-			err = gerr
-		}
 		if err != nil {
 			return nil, spindle.E(op, name, err)
 		}
@@ -75,9 +72,14 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 		Readers: readers,
 		Put:     pipe.put,
 	}
+	var held *heldBlocks
 	if sc := c.erasure.Load(); sc != nil {
 		pc.Erasure = pack.Erasure{K: sc.K, M: sc.M}
 		pc.Stripe = stripePut(*sc, pipe)
+	} else if c.takesBlocks.Load() {
+		// A small file's blocks go with its entry (see inline.go).
+		held = &heldBlocks{}
+		pc.Put = held.holding(pipe.put)
 	}
 	err = pack.Pack(ctx, entry, r, pc)
 	if werr := pipe.wait(); err == nil {
@@ -85,6 +87,15 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 	}
 	if err != nil {
 		return nil, spindle.E(op, name, err)
+	}
+	// The blocks went out beside the gossip: they are of no use without
+	// the entry, whose wrapped keys the key records looked up chose.
+	if err := gossip.wait(); err != nil {
+		return nil, spindle.E(op, name, err)
+	}
+	if held != nil {
+		c.svc.held.add(held)
+		defer c.svc.held.remove(held)
 	}
 	e, err := c.putFile(ctx, entry, readersAt)
 	if gerr := gossip.wait(); err == nil {

@@ -50,6 +50,12 @@ type remote struct {
 	// of its key record (see forward.go); none if the client's node is to
 	// answer.
 	route func(ctx context.Context, owner spindle.UserName) []peer.ID
+	// held, if set, holds the blocks of small files that go with their
+	// entries (see inline.go).
+	held *heldRegistry
+	// routeCached, if set, reports whether route has the owner's key
+	// record at hand, and answers without a round trip.
+	routeCached func(owner spindle.UserName) bool
 	// routeFresh is route with the owner's key record looked up afresh.
 	routeFresh func(ctx context.Context, owner spindle.UserName) []peer.ID
 	// hostAddrs, if set, returns the dir hosts of owner's tree as its key
@@ -219,11 +225,34 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 	if r.route == nil || r.sign == nil && r.direct == nil || owner == "" {
 		return r.call1(ctx, req, dec)
 	}
+	write := req.Method == wire.DirAppend || req.Method == wire.DirBatch
+	var early chan earlyAnswer
+	if !write && r.direct == nil && r.routeCached != nil && !r.routeCached(owner) && r.heads.signer(owner) == r.peer.String() {
+		// The route is to be looked up, a round trip; but the client's
+		// node signed the newest head of the tree the client saw, so
+		// it is most likely the host to ask: ask it meanwhile. It
+		// hears nothing it did not know: it holds the tree.
+		ectx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		early = make(chan earlyAnswer, 1)
+		go func() {
+			v, err := r.call1(ectx, req, dec)
+			early <- earlyAnswer{v, err}
+		}()
+	}
 	hosts := r.route(ctx, owner)
+	if early != nil && (len(hosts) == 0 || hosts[0] == r.peer) {
+		// The answer is the one call1 below would get; a node that
+		// cannot serve it now leaves the read to the others.
+		a := <-early
+		if a.err == nil || !unavailable(a.err) || len(hosts) <= 1 || ctx.Err() != nil {
+			return a.v, a.err
+		}
+	}
 	if len(hosts) == 0 {
 		return r.call1(ctx, req, dec)
 	}
-	if req.Method == wire.DirAppend || req.Method == wire.DirBatch {
+	if write {
 		return r.callSequencer(ctx, req, owner, hosts[0], dec)
 	}
 	var errs []error
@@ -262,6 +291,13 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 		return nil, errs[0]
 	}
 	return nil, spindle.E(spindle.PathName(owner+"/"), spindle.IO, fmt.Errorf("none of the %d dir hosts of %s answered: %w", len(hosts), owner, errors.Join(errs...)))
+}
+
+// An earlyAnswer is the answer to a read sent to the client's node while
+// the route of the read was looked up (see callRouted).
+type earlyAnswer struct {
+	v   any
+	err error
 }
 
 // logHead returns the head of a directory log that the answer resp
@@ -441,6 +477,10 @@ func (r *remote) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head
 
 // Append implements dirlog.Sequencer.
 func (r *remote) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry, error) {
+	// Only dir.appendbatch carries blocks.
+	if _, err := r.held.take(ctx, []*dirlog.Entry{e}, false); err != nil {
+		return nil, err
+	}
 	resp, err := call[wire.DirAppendRequest, wire.DirAppendResponse](ctx, r, wire.DirAppend, e.Tree(), &wire.DirAppendRequest{Entry: e.Marshal()})
 	if resp == nil {
 		return nil, err
@@ -449,6 +489,19 @@ func (r *remote) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry
 		err = r.appended([]*dirlog.Entry{e})
 	}
 	return resp.Entry, err
+}
+
+// toNode reports whether a write to owner's tree goes to the client's
+// node: the node sequences the tree, or no record names its hosts.
+func (r *remote) toNode(ctx context.Context, owner spindle.UserName) bool {
+	if r.direct != nil {
+		return false
+	}
+	if r.route == nil || owner == "" {
+		return true
+	}
+	hosts := r.route(ctx, owner)
+	return len(hosts) == 0 || hosts[0] == r.peer
 }
 
 // appended remembers the head that entries the node has just appended
@@ -475,7 +528,12 @@ func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindl
 		if len(es) > 0 {
 			owner = es[0].Tree()
 		}
-		resp, err := call[wire.DirBatchRequest, wire.DirBatchResponse](ctx, r, wire.DirBatch, owner, &wire.DirBatchRequest{Entries: batch})
+		blocks, err := r.held.take(ctx, es, r.toNode(ctx, owner))
+		if err != nil {
+			return nil, err
+		}
+		req := &wire.DirBatchRequest{Entries: batch, Blocks: blocks}
+		resp, err := call[wire.DirBatchRequest, wire.DirBatchResponse](ctx, r, wire.DirBatch, owner, req)
 		var e *spindle.Error
 		if !(errors.As(err, &e) && e.Op == wire.UnknownOp) {
 			if resp == nil {
@@ -501,7 +559,8 @@ func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindl
 
 // Lookup implements dirlog.Service.
 func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
-	resp, err := callDir[wire.DirLookupRequest, wire.DirLookupResponse](ctx, r, wire.DirLookup, &wire.DirLookupRequest{Name: name}, string(name))
+	lb := lookupBlocksOf(ctx)
+	resp, err := callDir[wire.DirLookupRequest, wire.DirLookupResponse](ctx, r, wire.DirLookup, &wire.DirLookupRequest{Name: name, WithBlocks: lb != nil}, string(name))
 	if resp == nil {
 		return nil, err
 	}
@@ -509,6 +568,9 @@ func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.Pa
 		return nil, perr
 	}
 	noteProved(ctx, resp.Head)
+	if lb != nil && err == nil {
+		lb.keep(resp.Entry, resp.Blocks)
+	}
 	return resp.Entry, err
 }
 

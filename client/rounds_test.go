@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"spindle.dev"
 	"spindle.dev/node"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -37,14 +39,22 @@ import (
 // the peer's identify has not told about would negotiate in a round of
 // its own, unseen here; the host's streams to its node pick from the
 // protocols identify named.)
+//
+// On loopback an answer may come back before the client, busy with the
+// answer before, sends a request that a far link would see go out in the
+// same round; so the counter holds each answer back until rtt after the
+// last request on its stream, as a link of that round-trip time would.
 type roundCounter struct {
+	rtt      time.Duration
 	mu       sync.Mutex
 	rounds   int
 	answered bool     // An answer came back in the current round.
 	log      []string // What each round sent, for diagnostics.
 }
 
-func newRoundCounter() *roundCounter { return &roundCounter{answered: true} }
+func newRoundCounter(rtt time.Duration) *roundCounter {
+	return &roundCounter{rtt: rtt, answered: true}
+}
 
 // reset starts counting afresh.
 func (c *roundCounter) reset() {
@@ -60,7 +70,9 @@ func (c *roundCounter) count() (int, string) {
 	return c.rounds, strings.Join(c.log, "; ")
 }
 
-func (c *roundCounter) sent(proto protocol.ID, p []byte) {
+// sent counts a write of p to a stream of proto and returns the round it
+// is in.
+func (c *roundCounter) sent(proto protocol.ID, p []byte) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.answered {
@@ -69,14 +81,23 @@ func (c *roundCounter) sent(proto protocol.ID, p []byte) {
 		c.log = append(c.log, fmt.Sprintf("round %d:", c.rounds))
 	}
 	if what := describe(proto, p); what != "" {
+		if os.Getenv("SPINDLE_ROUNDS_DEBUG") != "" {
+			what += fmt.Sprintf("@%s", time.Now().Format("05.000"))
+		}
 		c.log[len(c.log)-1] += " " + what
 	}
+	return c.rounds
 }
 
-func (c *roundCounter) received() {
+// received counts an answer to a request of round: one of the current
+// round ends it. (One of an earlier round, late, does not: what the
+// client sends next still goes out with the current round.)
+func (c *roundCounter) received(round int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.answered = true
+	if round == c.rounds {
+		c.answered = true
+	}
 }
 
 // describe names a message written to a stream of proto, if p starts
@@ -122,12 +143,18 @@ func (h *countingHost) NewStream(ctx context.Context, p peer.ID, pids ...protoco
 
 type countingStream struct {
 	network.Stream
-	c *roundCounter
+	c         *roundCounter
+	mu        sync.Mutex
+	lastWrite time.Time
+	round     int // The round of the last write.
 }
 
 func (s *countingStream) Write(p []byte) (int, error) {
 	if len(p) > 0 {
-		s.c.sent(s.Protocol(), p)
+		round := s.c.sent(s.Protocol(), p)
+		s.mu.Lock()
+		s.lastWrite, s.round = time.Now(), round
+		s.mu.Unlock()
 	}
 	return s.Stream.Write(p)
 }
@@ -135,15 +162,24 @@ func (s *countingStream) Write(p []byte) (int, error) {
 func (s *countingStream) Read(p []byte) (int, error) {
 	n, err := s.Stream.Read(p)
 	if n > 0 {
-		s.c.received()
+		s.mu.Lock()
+		due, round := s.lastWrite.Add(s.c.rtt), s.round
+		s.mu.Unlock()
+		time.Sleep(time.Until(due))
+		s.c.received(round)
 	}
 	return n, err
 }
+
+// roundsRTT is the round-trip time the round counting tests make between
+// a client and its node.
+const roundsRTT = 100 * time.Millisecond
 
 // roundsEnv is a node with ann and bob signed up, and a way to dial it
 // as a new client of either, as each spin command does, whose round
 // trips to the node are counted.
 type roundsEnv struct {
+	rtt    time.Duration // The round-trip time the counter makes (see roundCounter).
 	n      *node.Node
 	keys   map[spindle.UserName]*pack.Keys
 	keyLog map[spindle.UserName]string
@@ -152,7 +188,7 @@ type roundsEnv struct {
 
 func newRoundsEnv(t testing.TB) *roundsEnv {
 	t.Helper()
-	e := &roundsEnv{n: startNode(t, t.TempDir()), keys: map[spindle.UserName]*pack.Keys{}, keyLog: map[spindle.UserName]string{}, heads: map[spindle.UserName]string{}}
+	e := &roundsEnv{rtt: roundsRTT, n: startNode(t, t.TempDir()), keys: map[spindle.UserName]*pack.Keys{}, keyLog: map[spindle.UserName]string{}, heads: map[spindle.UserName]string{}}
 	t.Cleanup(func() { e.n.Close() })
 	for _, u := range []spindle.UserName{"ann@example.com", "bob@example.com"} {
 		keys, _, err := pack.Generate(u)
@@ -182,7 +218,7 @@ func (e *roundsEnv) dial(t testing.TB, u spindle.UserName) (*Client, *roundCount
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := newRoundCounter()
+	rc := newRoundCounter(e.rtt)
 	c, err := Dial(ctx, Config{Keys: e.keys[u], Node: e.n.DialAddr(), Host: &countingHost{Host: h, c: rc}, Logger: testLogger(t), KeyLog: e.keyLog[u], DirHeads: e.heads[u], RequireKeyLog: true})
 	if err != nil {
 		h.Close()
@@ -248,12 +284,18 @@ func TestSmallPutGetRounds(t *testing.T) {
 		rounds func() (int, string)
 		most   int
 	}{
-		{"put of ann's own file", func() (int, string) { return e.put(t, "ann@example.com", ann("f"), data) }, 4},
-		{"get of ann's own file by ann", func() (int, string) { return e.get(t, "ann@example.com", ann("f"), data) }, 4},
-		{"put of a file shared with bob", func() (int, string) { return e.put(t, "ann@example.com", ann("shared/f"), data) }, 5},
-		{"get of a file shared with bob by bob", func() (int, string) { return e.get(t, "bob@example.com", ann("shared/f"), data) }, 3},
+		{"put of ann's own file", func() (int, string) { return e.put(t, "ann@example.com", ann("f"), data) }, 3},
+		{"get of ann's own file by ann", func() (int, string) { return e.get(t, "ann@example.com", ann("f"), data) }, 2},
+		{"put of a file shared with bob", func() (int, string) { return e.put(t, "ann@example.com", ann("shared/f"), data) }, 3},
+		{"get of a file shared with bob by bob", func() (int, string) { return e.get(t, "bob@example.com", ann("shared/f"), data) }, 2},
 	} {
+		// A machine stalled for longer than the round-trip time the
+		// counter makes splits a round in two; a round more in every
+		// try is a round more.
 		n, log := tc.rounds()
+		for try := 1; try < 3 && n > tc.most; try++ {
+			n, log = tc.rounds()
+		}
 		t.Logf("%s: %d rounds (%s)", tc.what, n, log)
 		if n > tc.most {
 			t.Errorf("%s took %d round trips to the node, want at most %d: %s", tc.what, n, tc.most, log)

@@ -278,7 +278,7 @@ func callNode[Req, Resp any](ctx context.Context, n *Node, to peer.AddrInfo, met
 func (n *Node) serveAuth(ctx context.Context, c *caller, _ *wire.AuthRequest) (*wire.AuthResponse, error) {
 	// The verifier key goes with every answer, so that a client that
 	// signs in checks which key cluster it reached without asking.
-	resp := &wire.AuthResponse{Verifier: []byte(n.kst().ks.VerifierKey())}
+	resp := &wire.AuthResponse{Verifier: []byte(n.kst().ks.VerifierKey()), TakesBlocks: true}
 	if !n.cfg.Erasure.IsZero() {
 		resp.Erasure = n.cfg.Erasure.String()
 	}
@@ -452,6 +452,9 @@ func (n *Node) serveDirBatch(ctx context.Context, c *caller, req *wire.DirBatchR
 	if len(req.Entries) > dirlog.MaxBatch {
 		return nil, spindle.E(spindle.Op("node.AppendBatch"), c.user, spindle.Invalid, fmt.Sprintf("%d entries in a batch, limit is %d", len(req.Entries), dirlog.MaxBatch))
 	}
+	if err := n.putInline(ctx, c, req.Blocks); err != nil {
+		return nil, err
+	}
 	// Append the entries before the first bad one, and report it.
 	var es []*dirlog.Entry
 	var bad error
@@ -499,7 +502,62 @@ func (n *Node) serveDirLookup(ctx context.Context, c *caller, req *wire.DirLooku
 	if werr := n.witnessed(ctx, &resp.Head); werr != nil {
 		return nil, werr
 	}
+	if req.WithBlocks && err == nil {
+		resp.Blocks = n.inlineBlocks(ctx, c, de)
+	}
 	return resp, err
+}
+
+// putInline stores the blocks a client sent with its entries
+// (wire.DirBatchRequest.Blocks) as the block protocol would store them
+// from the client's peer: only from the client itself, signed in as a
+// writer the node admits, never from a node carrying a request.
+func (n *Node) putInline(ctx context.Context, c *caller, blocks [][]byte) error {
+	const op spindle.Op = "node.AppendBlocks"
+	if len(blocks) == 0 {
+		return nil
+	}
+	switch {
+	case c.req.To != "":
+		return spindle.E(op, c.user, spindle.Invalid, "blocks travel with entries only to the client's own node")
+	case len(blocks) > wire.MaxInlineBlocks:
+		return spindle.E(op, c.user, spindle.Invalid, fmt.Sprintf("%d blocks with the entries, limit is %d", len(blocks), wire.MaxInlineBlocks))
+	case !n.canStore(c.remote):
+		return spindle.E(op, c.user, spindle.Permission, fmt.Sprintf("peer %s may not store blocks here", c.remote))
+	}
+	for i, b := range blocks {
+		if len(b) > wire.MaxInlineBlock {
+			return spindle.E(op, c.user, spindle.Invalid, fmt.Sprintf("block %d of %d bytes with the entries, limit is %d", i, len(b), wire.MaxInlineBlock))
+		}
+	}
+	for _, b := range blocks {
+		if _, err := n.userBlocks.Put(p2p.WithBlockPeer(ctx, c.remote), b); err != nil {
+			return spindle.E(op, c.user, err)
+		}
+	}
+	return nil
+}
+
+// inlineBlocks returns the blocks of e for a lookup's answer
+// (wire.DirLookupRequest.WithBlocks), got as a block get from the client
+// would get them: none if e is not a small file, and only those before
+// the first that cannot be had.
+func (n *Node) inlineBlocks(ctx context.Context, c *caller, e *spindle.DirEntry) [][]byte {
+	if e == nil || e.Attr.IsDir() || e.Attr.IsLink() || len(e.Blocks) == 0 || len(e.Blocks) > wire.MaxInlineBlocks {
+		return nil
+	}
+	var out [][]byte
+	for _, b := range e.Blocks {
+		if b.Size > wire.MaxInlineBlock {
+			return out
+		}
+		data, err := n.userBlocks.Get(p2p.WithBlockPeer(ctx, c.remote), b.Ref)
+		if err != nil || len(data) > wire.MaxInlineBlock {
+			return out
+		}
+		out = append(out, data)
+	}
+	return out
 }
 
 func (n *Node) serveDirGlob(ctx context.Context, c *caller, req *wire.DirGlobRequest) (*wire.DirGlobResponse, error) {

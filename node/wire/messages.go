@@ -22,9 +22,15 @@ type AuthRequest struct{}
 // block as K data and M parity shards, which the node places apart.
 // Empty means whole blocks, replicated; an older node sends none, and an
 // older client ignores it and puts whole blocks, which any node takes.
+//
+// TakesBlocks says that the node takes the blocks of a small file with
+// its entry, in DirBatchRequest.Blocks, and hands them back with the
+// entry, in DirLookupResponse.Blocks: a put and a get each save a round
+// trip. An older node sends false, and its clients send blocks apart.
 type AuthResponse struct {
-	Verifier []byte `cbor:"4,keyasint,omitempty"`
-	Erasure  string `cbor:"5,keyasint,omitempty"`
+	Verifier    []byte `cbor:"4,keyasint,omitempty"`
+	Erasure     string `cbor:"5,keyasint,omitempty"`
+	TakesBlocks bool   `cbor:"24,keyasint,omitempty"`
 }
 
 // A KeyLookupRequest asks for User's key record (KeyLookup), or for the
@@ -319,9 +325,24 @@ type DirAppendResponse struct {
 // Entries, at most dirlog.MaxBatch encoded entries of one tree, in
 // order. A node that does not know the method answers with an error of
 // Op UnknownOp, and the client appends one at a time.
+//
+// Blocks, sent only to a node whose AuthResponse.TakesBlocks is set and
+// only to the client's own node (never with Request.To), are blocks the
+// entries name, at most MaxInlineBlocks of at most MaxInlineBlock bytes:
+// the node stores them, as a block put through it would, before it
+// appends, and appends nothing if one fails.
 type DirBatchRequest struct {
 	Entries [][]byte `cbor:"8,keyasint,omitempty"`
+	Blocks  [][]byte `cbor:"22,keyasint,omitempty"`
 }
+
+// The bounds of the blocks a request or an answer of the client protocol
+// carries with entries (DirBatchRequest.Blocks, DirLookupResponse.Blocks):
+// the blocks of a small file, which would cost a round trip of their own.
+const (
+	MaxInlineBlocks = 4
+	MaxInlineBlock  = 64 << 10
+)
 
 // A DirBatchResponse carries the entries appended, those before the
 // first that failed, whose error the Response carries.
@@ -335,20 +356,31 @@ type DirBatchResponse struct {
 // proved against a head of that state (see dirlog/host's LookupProvedAt).
 // A node that predates them answers with the current state, under a head
 // of another sequence, which the client refuses.
+//
+// WithBlocks asks for the blocks of the file found too, if it has at
+// most MaxInlineBlocks of at most MaxInlineBlock bytes (see
+// DirLookupResponse.Blocks); a node that predates it sends none.
 type DirLookupRequest struct {
-	Name   spindle.PathName `cbor:"3,keyasint,omitempty"`
-	At     int64            `cbor:"20,keyasint,omitempty"`
-	AtTime int64            `cbor:"21,keyasint,omitempty"`
+	Name       spindle.PathName `cbor:"3,keyasint,omitempty"`
+	At         int64            `cbor:"20,keyasint,omitempty"`
+	AtTime     int64            `cbor:"21,keyasint,omitempty"`
+	WithBlocks bool             `cbor:"23,keyasint,omitempty"`
 }
 
 // A DirLookupResponse carries the entry, with Head and Proofs: the proof
 // (a dirlog.Proved, encoded) of the answer against Head, followed for
 // NotExist by its Above, root first. A lookup that stops at a link
 // carries the link's entry and the error together.
+//
+// Blocks, if WithBlocks asked for them, are blocks the entry names, as
+// the node holds or fetched them, in the entry's order; the node may
+// leave out any. The client checks each as it checks a block it fetches:
+// its hash against the entry's reference, which the writer signed.
 type DirLookupResponse struct {
 	Entry  *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
 	Head   *dirlog.Head      `cbor:"3,keyasint,omitempty"`
 	Proofs [][]byte          `cbor:"10,keyasint,omitempty"`
+	Blocks [][]byte          `cbor:"22,keyasint,omitempty"`
 }
 
 // A DirGlobRequest asks for the entries that match Pattern, in the

@@ -30,6 +30,9 @@ type Request struct {
 	Size    int64
 	Grant   []byte
 	At      int64 // A read of the past (DirLookupRequest.At).
+
+	Blocks     [][]byte // Blocks with entries (DirBatchRequest.Blocks).
+	WithBlocks bool     // DirLookupRequest.WithBlocks.
 }
 
 // body is the union of the request bodies' fields.
@@ -43,11 +46,14 @@ type body struct {
 	Size    int64            `cbor:"9,keyasint,omitempty"`
 	Grant   []byte           `cbor:"11,keyasint,omitempty"`
 	At      int64            `cbor:"20,keyasint,omitempty"`
+
+	Blocks     [][]byte `cbor:"22,keyasint,omitempty"`
+	WithBlocks bool     `cbor:"23,keyasint,omitempty"`
 }
 
 // Envelope returns r as the wire.Request it encodes as.
 func (r Request) Envelope() *wire.Request {
-	b, err := wire.Encode(&body{r.User, r.Name, r.Pattern, r.Seq, r.Data, r.Batch, r.Size, r.Grant, r.At})
+	b, err := wire.Encode(&body{r.User, r.Name, r.Pattern, r.Seq, r.Data, r.Batch, r.Size, r.Grant, r.At, r.Blocks, r.WithBlocks})
 	if err != nil {
 		panic(err)
 	}
@@ -69,7 +75,7 @@ func (r *Request) UnmarshalCBOR(data []byte) error {
 			return err
 		}
 	}
-	*r = Request{env.Method, env.Auth, env.To, b.User, b.Name, b.Pattern, b.Seq, b.Data, b.Batch, b.Size, b.Grant, b.At}
+	*r = Request{env.Method, env.Auth, env.To, b.User, b.Name, b.Pattern, b.Seq, b.Data, b.Batch, b.Size, b.Grant, b.At, b.Blocks, b.WithBlocks}
 	return nil
 }
 
@@ -92,6 +98,9 @@ type Response struct {
 	Status    *wire.Status        `cbor:"11,keyasint,omitempty"`
 	Log       [][]byte            `cbor:"12,keyasint,omitempty"`
 	KeyStatus *wire.ClusterStatus `cbor:"13,keyasint,omitempty"`
+
+	Blocks      [][]byte `cbor:"22,keyasint,omitempty"` // DirLookupResponse.Blocks.
+	TakesBlocks bool     `cbor:"24,keyasint,omitempty"` // AuthResponse.TakesBlocks.
 
 	Err       []byte `cbor:"-"` // An encoded *spindle.Error.
 	NotLeader bool   `cbor:"-"`

@@ -1,0 +1,122 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"spindle.dev"
+	"spindle.dev/node/wire"
+	"spindle.dev/node/wire/wiretest"
+	"spindle.dev/p2p"
+)
+
+// A small file's block goes with its entry to a node that takes it, and
+// comes back with the entry a lookup finds: no block request is made
+// either way, and the file reads back. A file of a large block sends it
+// apart, as before.
+func TestSmallFileBlocksTravelWithEntry(t *testing.T) {
+	e := newRoundsEnv(t)
+	e.rtt = 0
+	data := []byte("a small file")
+	if _, log := e.put(t, "ann@example.com", ann("small"), data); strings.Contains(log, "block.") {
+		t.Errorf("a put of a small file made a block request: %s", log)
+	}
+	if _, log := e.get(t, "ann@example.com", ann("small"), data); strings.Contains(log, "block.") {
+		t.Errorf("a get of a small file made a block request: %s", log)
+	}
+	big := bytes.Repeat([]byte("y"), wire.MaxInlineBlock+1)
+	if _, log := e.put(t, "ann@example.com", ann("big"), big); !strings.Contains(log, "block.put") {
+		t.Errorf("a put of a file of a block larger than %d bytes sent it with the entry: %s", wire.MaxInlineBlock, log)
+	}
+	if _, log := e.get(t, "ann@example.com", ann("big"), big); !strings.Contains(log, "block.get") {
+		t.Errorf("a get of a file of a block larger than %d bytes had it with the entry: %s", wire.MaxInlineBlock, log)
+	}
+}
+
+// alterAnswers puts a handler in front of n's client protocol that
+// passes each request's answer, decoded, through alter.
+func alterAnswers(t *testing.T, e *roundsEnv, alter func(req *wiretest.Request, resp *wiretest.Response)) {
+	n := e.n
+	p2p.Handle(context.Background(), n.Host(), wire.ClientProtocol, wire.MaxMessage, func(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+		out, err := n.ServeClient(ctx, remote, data)
+		var req wiretest.Request
+		if err != nil || wire.Decode(data, &req) != nil {
+			return out, err
+		}
+		resp, _ := wiretest.DecodeResponse(out)
+		if resp == nil {
+			return out, err
+		}
+		alter(&req, resp)
+		return wire.Encode(resp)
+	})
+}
+
+// An older node says nothing of taking blocks with entries: the client
+// sends them apart and fetches them apart, and the file reads back.
+func TestOlderNodeGetsBlocksApart(t *testing.T) {
+	e := newRoundsEnv(t)
+	e.rtt = 0
+	alterAnswers(t, e, func(req *wiretest.Request, resp *wiretest.Response) {
+		if req.Method == wire.Auth {
+			resp.TakesBlocks = false
+		}
+	})
+	data := []byte("a small file")
+	if _, log := e.put(t, "ann@example.com", ann("small"), data); !strings.Contains(log, "block.put") {
+		t.Errorf("a put through an older node sent no block apart: %s", log)
+	}
+	if _, log := e.get(t, "ann@example.com", ann("small"), data); !strings.Contains(log, "block.get") {
+		t.Errorf("a get through an older node fetched no block apart: %s", log)
+	}
+}
+
+// A node that hands back another block with the entry than the one the
+// writer signed is caught: the read fails with Integrity.
+func TestLookupWithForgedBlockIsCaught(t *testing.T) {
+	e := newRoundsEnv(t)
+	e.rtt = 0
+	data := []byte("a small file")
+	e.put(t, "ann@example.com", ann("small"), data)
+	alterAnswers(t, e, func(req *wiretest.Request, resp *wiretest.Response) {
+		if req.Method == wire.DirLookup && len(resp.Blocks) > 0 {
+			resp.Blocks[0] = bytes.Clone(resp.Blocks[0])
+			resp.Blocks[0][len(resp.Blocks[0])-1] ^= 1
+		}
+	})
+	c, _ := e.dial(t, "ann@example.com")
+	f, err := c.Open(context.Background(), ann("small"))
+	if err == nil {
+		_, err = io.ReadAll(f)
+		f.Close()
+	}
+	if !errors.Is(err, spindle.Integrity) {
+		t.Fatalf("read of a file whose block the node forged: %v, want Integrity", err)
+	}
+}
+
+// A node takes no more blocks with entries than wire.MaxInlineBlocks, and
+// none larger than wire.MaxInlineBlock: each is a clear Invalid error, and
+// nothing is appended.
+func TestNodeBoundsBlocksWithEntries(t *testing.T) {
+	e := newRoundsEnv(t)
+	c, _ := e.dial(t, "ann@example.com")
+	for _, tc := range []struct {
+		what   string
+		blocks [][]byte
+	}{
+		{"too many blocks", bytes.Split(bytes.Repeat([]byte("b,"), wire.MaxInlineBlocks+1), []byte(","))[:wire.MaxInlineBlocks+1]},
+		{"a block too large", [][]byte{make([]byte, wire.MaxInlineBlock+1)}},
+	} {
+		_, err := c.svc.call(context.Background(), &wiretest.Request{Method: wire.DirBatch, Batch: [][]byte{[]byte("not an entry")}, Blocks: tc.blocks})
+		if !spindle.Match(spindle.E(spindle.Op("node.AppendBlocks"), spindle.Invalid), err) {
+			t.Errorf("%s with an entry: %v, want the node's Invalid for the blocks", tc.what, err)
+		}
+	}
+}

@@ -30,7 +30,9 @@ import (
 //
 // The client gossips when its key log has advanced to a size it has not
 // gossiped (after a key lookup), within keyGossipBudget, and on spin
-// audit. A put or a get gossips beside its next request (see
+// audit. A key proof asked for with Gossip comes with the gossip of its
+// head, done by the node as it would do it for a gossip request of the
+// client's; otherwise a put or a get gossips beside its next request (see
 // gossipLater). One gossip costs one round trip to the node, which reads one DHT
 // record and writes one (each bounded by the node), and one verification
 // of each head found.
@@ -67,11 +69,20 @@ func (c *Client) GossipKeyHead(ctx context.Context) (*GossipReport, error) {
 	if err != nil {
 		return rep, spindle.E(op, err)
 	}
-	if len(resp.Heads) > keylog.MaxGossipHeads {
-		resp.Heads = resp.Heads[:keylog.MaxGossipHeads]
+	if err := c.compareGossip(chk, rep, resp.Heads); err != nil {
+		return rep, spindle.E(op, err)
+	}
+	return rep, nil
+}
+
+// compareGossip compares heads, those of rep.Size published, with the
+// head of chk, as GossipKeyHead describes, and fills in rep.
+func (c *Client) compareGossip(chk *keylog.Checker, rep *GossipReport, heads [][]byte) error {
+	if len(heads) > keylog.MaxGossipHeads {
+		heads = heads[:keylog.MaxGossipHeads]
 	}
 	var fork error
-	for i, h := range resp.Heads {
+	for i, h := range heads {
 		hi, err := chk.Compare(h)
 		switch {
 		case err == nil && hi.N != rep.Size:
@@ -90,10 +101,7 @@ func (c *Client) GossipKeyHead(ctx context.Context) (*GossipReport, error) {
 		c.log.Warn("ignoring a key-log head published in the DHT", "n", i+1, "err", oneLine(err.Error()))
 		rep.Ignored = append(rep.Ignored, err)
 	}
-	if fork != nil {
-		return rep, spindle.E(op, fork)
-	}
-	return rep, nil
+	return fork
 }
 
 // gossipOnAdvance gossips the key log's head if the key log has advanced
@@ -157,6 +165,30 @@ func (g *gossipLater) wait() error {
 		}
 	}
 	return first
+}
+
+// gossipWithProof takes the gossip that came with a key proof whose head
+// was of size n (see wire.KeyProofRequest.Gossip), heads, as the gossip
+// gossipOnAdvance would do now: if the key log is of size n and this
+// client has not gossiped it. It reports whether it took it. Only a fork
+// is an error.
+func (c *Client) gossipWithProof(n int64, heads [][]byte) (bool, error) {
+	chk := c.keyLog.chk()
+	if chk.Tree().N != n {
+		return false, nil
+	}
+	last := c.gossiped.Load()
+	if n <= last {
+		return true, nil
+	}
+	if !c.gossiped.CompareAndSwap(last, n) {
+		return false, nil
+	}
+	rep := &GossipReport{Size: n}
+	if err := c.compareGossip(chk, rep, heads); err != nil {
+		return true, spindle.E(spindle.Op("client.GossipKeyHead"), err)
+	}
+	return true, nil
 }
 
 // gossipAfterLookup gossips as gossipOnAdvance does: in the background if

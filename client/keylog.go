@@ -492,7 +492,10 @@ func (c *Client) keepKeyFork(err error) error {
 // checks both against the key log.
 func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
 	floor := c.keyLog.floor(name)
-	resp, err := call[wire.KeyProofRequest, wire.KeyProofResponse](ctx, c.svc, wire.KeyProof, "", &wire.KeyProofRequest{User: name})
+	// The gossip of the head the proof comes under goes with it, unless
+	// this client gossiped the key log's head already.
+	gossip := c.gossiped.Load() == 0 || c.gossiped.Load() < c.keyLog.chk().Tree().N
+	resp, err := call[wire.KeyProofRequest, wire.KeyProofResponse](ctx, c.svc, wire.KeyProof, "", &wire.KeyProofRequest{User: name, Gossip: gossip})
 	if err != nil {
 		return nil, err
 	}
@@ -526,8 +529,19 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 	if err := c.keyLog.seen(u, floor); err != nil {
 		return nil, err
 	}
-	if err := c.gossipAfterLookup(ctx); err != nil {
-		return nil, err
+	took := false
+	if resp.Gossiped {
+		hi, herr := keylog.ParseHead(p.Head)
+		if herr == nil {
+			if took, err = c.gossipWithProof(hi.N, resp.Heads); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !took {
+		if err := c.gossipAfterLookup(ctx); err != nil {
+			return nil, err
+		}
 	}
 	c.log.Debug("key record proved in the key log", "user", name, "version", c.keyLog.floor(name), "seen", floor)
 	return u, nil

@@ -321,7 +321,16 @@ func (n *Node) serveKeyProof(ctx context.Context, _ *caller, req *wire.KeyProofR
 		return nil, err
 	}
 	data, err := p.MarshalBinary()
-	return &wire.KeyProofResponse{Proof: data}, err
+	resp := &wire.KeyProofResponse{Proof: data}
+	if err == nil && req.Gossip {
+		hs, gerr := n.GossipKeyHead(ctx, p.Head)
+		if gerr != nil {
+			n.log.Debug("cannot gossip the head of a key proof", "err", oneLine(gerr.Error()))
+		} else {
+			resp.Heads, resp.Gossiped = hs, true
+		}
+	}
+	return resp, err
 }
 
 func (n *Node) serveKeyProofs(ctx context.Context, _ *caller, req *wire.KeyProofsRequest) (*wire.KeyProofsResponse, error) {

@@ -81,13 +81,25 @@ type KeyHistoryResponse struct {
 // A KeyProofRequest asks for the proof of User's current record in the
 // key cluster's transparency log, for clients that check it (see
 // client.Config.KeyLog).
+//
+// Gossip asks the node to gossip the signed tree head of the proof, as a
+// KeyGossipRequest of that head would, and to answer with what that
+// would answer (KeyProofResponse.Heads): a client that has not gossiped
+// the head it is about to see saves the round trip. A node that predates
+// it answers Gossiped false, and the client gossips apart.
 type KeyProofRequest struct {
-	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+	User   spindle.UserName `cbor:"2,keyasint,omitempty"`
+	Gossip bool             `cbor:"25,keyasint,omitempty"`
 }
 
-// A KeyProofResponse carries a keylog.Proof, encoded.
+// A KeyProofResponse carries a keylog.Proof, encoded, and if the request
+// asked for Gossip and the node gossiped the proof's head, Gossiped and
+// the heads a KeyGossipResponse would carry, which the client checks as
+// it checks those.
 type KeyProofResponse struct {
-	Proof []byte `cbor:"4,keyasint,omitempty"`
+	Proof    []byte   `cbor:"4,keyasint,omitempty"`
+	Heads    [][]byte `cbor:"12,keyasint,omitempty"`
+	Gossiped bool     `cbor:"26,keyasint,omitempty"`
 }
 
 // A KeyProofsRequest asks for the proofs of every version of User's

@@ -33,6 +33,7 @@ type Request struct {
 
 	Blocks     [][]byte // Blocks with entries (DirBatchRequest.Blocks).
 	WithBlocks bool     // DirLookupRequest.WithBlocks.
+	Gossip     bool     // KeyProofRequest.Gossip.
 }
 
 // body is the union of the request bodies' fields.
@@ -49,11 +50,12 @@ type body struct {
 
 	Blocks     [][]byte `cbor:"22,keyasint,omitempty"`
 	WithBlocks bool     `cbor:"23,keyasint,omitempty"`
+	Gossip     bool     `cbor:"25,keyasint,omitempty"`
 }
 
 // Envelope returns r as the wire.Request it encodes as.
 func (r Request) Envelope() *wire.Request {
-	b, err := wire.Encode(&body{r.User, r.Name, r.Pattern, r.Seq, r.Data, r.Batch, r.Size, r.Grant, r.At, r.Blocks, r.WithBlocks})
+	b, err := wire.Encode(&body{r.User, r.Name, r.Pattern, r.Seq, r.Data, r.Batch, r.Size, r.Grant, r.At, r.Blocks, r.WithBlocks, r.Gossip})
 	if err != nil {
 		panic(err)
 	}
@@ -75,7 +77,7 @@ func (r *Request) UnmarshalCBOR(data []byte) error {
 			return err
 		}
 	}
-	*r = Request{env.Method, env.Auth, env.To, b.User, b.Name, b.Pattern, b.Seq, b.Data, b.Batch, b.Size, b.Grant, b.At, b.Blocks, b.WithBlocks}
+	*r = Request{env.Method, env.Auth, env.To, b.User, b.Name, b.Pattern, b.Seq, b.Data, b.Batch, b.Size, b.Grant, b.At, b.Blocks, b.WithBlocks, b.Gossip}
 	return nil
 }
 
@@ -101,6 +103,7 @@ type Response struct {
 
 	Blocks      [][]byte `cbor:"22,keyasint,omitempty"` // DirLookupResponse.Blocks.
 	TakesBlocks bool     `cbor:"24,keyasint,omitempty"` // AuthResponse.TakesBlocks.
+	Gossiped    bool     `cbor:"26,keyasint,omitempty"` // KeyProofResponse.Gossiped.
 
 	Err       []byte `cbor:"-"` // An encoded *spindle.Error.
 	NotLeader bool   `cbor:"-"`

@@ -4,105 +4,36 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"spindle.dev"
-	"spindle.dev/node"
-	"spindle.dev/pack"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
-	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
+	"spindle.dev"
+	"spindle.dev/node"
 	"spindle.dev/node/wire"
 	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
+	"spindle.dev/p2p/p2ptest"
+	"spindle.dev/pack"
 )
 
-// A roundCounter counts the round trips a peer makes on the streams it
-// opens: a round is the requests sent before any answer of the round
-// came back; a request sent after an answer arrived starts a new round.
-// A round trip costs its time over a far link whatever the requests in
-// it, so this count, times the link's round-trip time, is what the link
-// adds to a command.
-//
-// It sees every stream the host opens (the client protocol, blocks,
-// tunnels), as the bytes written to and read from them: a write after a
-// read starts a round. (A stream opened with a choice of protocols that
-// the peer's identify has not told about would negotiate in a round of
-// its own, unseen here; the host's streams to its node pick from the
-// protocols identify named.)
-//
-// On loopback an answer may come back before the client, busy with the
-// answer before, sends a request that a far link would see go out in the
-// same round; so the counter holds each answer back until rtt after the
-// last request on its stream, as a link of that round-trip time would.
-type roundCounter struct {
-	rtt      time.Duration
-	mu       sync.Mutex
-	rounds   int
-	answered bool     // An answer came back in the current round.
-	log      []string // What each round sent, for diagnostics.
-}
-
-func newRoundCounter(rtt time.Duration) *roundCounter {
-	return &roundCounter{rtt: rtt, answered: true}
-}
-
-// reset starts counting afresh.
-func (c *roundCounter) reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.rounds, c.answered, c.log = 0, true, nil
-}
-
-// count returns the rounds so far and what each sent.
-func (c *roundCounter) count() (int, string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.rounds, strings.Join(c.log, "; ")
-}
-
-// sent counts a write of p to a stream of proto and returns the round it
-// is in.
-func (c *roundCounter) sent(proto protocol.ID, p []byte) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.answered {
-		c.rounds++
-		c.answered = false
-		c.log = append(c.log, fmt.Sprintf("round %d:", c.rounds))
-	}
-	if what := describe(proto, p); what != "" {
-		if os.Getenv("SPINDLE_ROUNDS_DEBUG") != "" {
-			what += fmt.Sprintf("@%s", time.Now().Format("05.000"))
-		}
-		c.log[len(c.log)-1] += " " + what
-	}
-	return c.rounds
-}
-
-// received counts an answer to a request of round: one of the current
-// round ends it. (One of an earlier round, late, does not: what the
-// client sends next still goes out with the current round.)
-func (c *roundCounter) received(round int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if round == c.rounds {
-		c.answered = true
-	}
-}
-
 // describe names a message written to a stream of proto, if p starts
-// one: a client request by its method, a block request by its op.
+// one: a client request by its method, a block request by its op; with
+// SPINDLE_ROUNDS_DEBUG set, with the time it went.
 func describe(proto protocol.ID, p []byte) string {
+	what := describe1(proto, p)
+	if what != "" && os.Getenv("SPINDLE_ROUNDS_DEBUG") != "" {
+		what += "@" + time.Now().Format("05.000")
+	}
+	return what
+}
+
+func describe1(proto protocol.ID, p []byte) string {
 	const header = 5                  // A frame's tag and length (see p2p.Conn).
 	if len(p) < header || p[0] != 1 { // 1: a message, not an error.
 		return ""
@@ -126,51 +57,6 @@ func describe(proto protocol.ID, p []byte) string {
 	return string(proto)
 }
 
-// countingHost is a host whose streams report to a roundCounter.
-type countingHost struct {
-	host.Host
-	c *roundCounter
-}
-
-// NewStream opens a stream whose writes and reads are counted.
-func (h *countingHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
-	s, err := h.Host.NewStream(ctx, p, pids...)
-	if err != nil {
-		return nil, err
-	}
-	return &countingStream{Stream: s, c: h.c}, nil
-}
-
-type countingStream struct {
-	network.Stream
-	c         *roundCounter
-	mu        sync.Mutex
-	lastWrite time.Time
-	round     int // The round of the last write.
-}
-
-func (s *countingStream) Write(p []byte) (int, error) {
-	if len(p) > 0 {
-		round := s.c.sent(s.Protocol(), p)
-		s.mu.Lock()
-		s.lastWrite, s.round = time.Now(), round
-		s.mu.Unlock()
-	}
-	return s.Stream.Write(p)
-}
-
-func (s *countingStream) Read(p []byte) (int, error) {
-	n, err := s.Stream.Read(p)
-	if n > 0 {
-		s.mu.Lock()
-		due, round := s.lastWrite.Add(s.c.rtt), s.round
-		s.mu.Unlock()
-		time.Sleep(time.Until(due))
-		s.c.received(round)
-	}
-	return n, err
-}
-
 // roundsRTT is the round-trip time the round counting tests make between
 // a client and its node.
 const roundsRTT = 100 * time.Millisecond
@@ -179,7 +65,7 @@ const roundsRTT = 100 * time.Millisecond
 // as a new client of either, as each spin command does, whose round
 // trips to the node are counted.
 type roundsEnv struct {
-	rtt    time.Duration // The round-trip time the counter makes (see roundCounter).
+	rtt    time.Duration // The round-trip time the counter makes (see p2ptest.RoundCounter).
 	n      *node.Node
 	keys   map[spindle.UserName]*pack.Keys
 	keyLog map[spindle.UserName]string
@@ -211,15 +97,16 @@ func newRoundsEnv(t testing.TB) *roundsEnv {
 
 // dial returns a new client of u, dialled, and the counter of its round
 // trips, reset after the dial.
-func (e *roundsEnv) dial(t testing.TB, u spindle.UserName) (*Client, *roundCounter) {
+func (e *roundsEnv) dial(t testing.TB, u spindle.UserName) (*Client, *p2ptest.RoundCounter) {
 	t.Helper()
 	ctx := context.Background()
 	h, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := newRoundCounter(e.rtt)
-	c, err := Dial(ctx, Config{Keys: e.keys[u], Node: e.n.DialAddr(), Host: &countingHost{Host: h, c: rc}, Logger: testLogger(t), KeyLog: e.keyLog[u], DirHeads: e.heads[u], RequireKeyLog: true})
+	rc := p2ptest.NewRoundCounter(e.rtt)
+	rc.Describe = describe
+	c, err := Dial(ctx, Config{Keys: e.keys[u], Node: e.n.DialAddr(), Host: &p2ptest.CountingHost{Host: h, C: rc}, Logger: testLogger(t), KeyLog: e.keyLog[u], DirHeads: e.heads[u], RequireKeyLog: true})
 	if err != nil {
 		h.Close()
 		t.Fatal(err)
@@ -228,7 +115,7 @@ func (e *roundsEnv) dial(t testing.TB, u spindle.UserName) (*Client, *roundCount
 		c.Close()
 		h.Close()
 	})
-	rc.reset()
+	rc.Reset()
 	return c, rc
 }
 
@@ -239,7 +126,7 @@ func (e *roundsEnv) put(t testing.TB, u spindle.UserName, name spindle.PathName,
 	if _, err := c.Put(context.Background(), name, bytes.NewReader(data), spindle.EEPack, nil); err != nil {
 		t.Fatal(err)
 	}
-	n, log := rc.count()
+	n, log := rc.Count()
 	c.Close()
 	return n, log
 }
@@ -258,7 +145,7 @@ func (e *roundsEnv) get(t testing.TB, u spindle.UserName, name spindle.PathName,
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("read back %s: %v, equal=%v", name, err, bytes.Equal(got, want))
 	}
-	n, log := rc.count()
+	n, log := rc.Count()
 	c.Close()
 	return n, log
 }

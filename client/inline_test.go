@@ -120,3 +120,56 @@ func TestNodeBoundsBlocksWithEntries(t *testing.T) {
 		}
 	}
 }
+
+// The answers to a step's requests that come with a lookup are checked
+// as those requests' answers are: a host that alters any of them is
+// caught, with Integrity, and the read fails.
+func TestStepAnswersWithLookupAreChecked(t *testing.T) {
+	for _, part := range []string{"entries", "map step", "proof"} {
+		t.Run(part, func(t *testing.T) {
+			e := newRoundsEnv(t)
+			e.rtt = 0
+			data := []byte("a small file")
+			e.put(t, "ann@example.com", ann("a"), data)
+			c, _ := e.dial(t, "ann@example.com")
+			mustRead(t, c, ann("a"), data) // The head the client saw: signed, with a log root.
+			c.Close()
+			e.put(t, "ann@example.com", ann("b"), data) // Moves the head past it.
+			e.put(t, "ann@example.com", ann("c"), data)
+			altered := false
+			alterAnswers(t, e, func(req *wiretest.Request, resp *wiretest.Response) {
+				if req.Method != wire.DirLookup || resp.Step == nil {
+					return
+				}
+				flip := func(b []byte) []byte {
+					if len(b) == 0 {
+						return b
+					}
+					b = bytes.Clone(b)
+					b[len(b)/2] ^= 1
+					altered = true
+					return b
+				}
+				switch part {
+				case "entries":
+					if len(resp.Step.Log) > 0 {
+						resp.Step.Log[0] = flip(resp.Step.Log[0])
+					}
+				case "map step":
+					resp.Step.MapStep = flip(resp.Step.MapStep)
+				case "proof":
+					resp.Step.Proof = flip(resp.Step.Proof)
+				}
+			})
+			c, rc := e.dial(t, "ann@example.com")
+			_, err := c.Open(context.Background(), ann("c"))
+			if !altered {
+				n, log := rc.Count()
+				t.Fatalf("no step answers came with the lookup to alter (%d rounds: %s)", n, log)
+			}
+			if !errors.Is(err, spindle.Integrity) {
+				t.Fatalf("a lookup whose step answers the host altered: %v, want Integrity", err)
+			}
+		})
+	}
+}

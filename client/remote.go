@@ -127,7 +127,7 @@ func callDir[Req any, Resp any, PResp interface {
 				return nil, herr
 			}
 		}
-		if herr := r.checkStep(ctx, floor, anchor, h); herr != nil {
+		if herr := r.checkStep(withStepAnswers(ctx, resp, h), floor, anchor, h); herr != nil {
 			r.log.Debug("directory log step refused", "user", h.User, "seq", h.Seq, "err", herr.Error())
 			if k := spindle.KindOf(herr); k == spindle.IO || k == spindle.Transient {
 				// The step could not be checked (the host went away
@@ -298,6 +298,12 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 type earlyAnswer struct {
 	v   any
 	err error
+}
+
+// ownerOf returns the user whose tree name is in.
+func ownerOf(name spindle.PathName) spindle.UserName {
+	owner, _, _ := strings.Cut(string(name), "/")
+	return spindle.UserName(owner)
 }
 
 // logHead returns the head of a directory log that the answer resp
@@ -560,7 +566,7 @@ func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindl
 // Lookup implements dirlog.Service.
 func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
 	lb := lookupBlocksOf(ctx)
-	resp, err := callDir[wire.DirLookupRequest, wire.DirLookupResponse](ctx, r, wire.DirLookup, &wire.DirLookupRequest{Name: name, WithBlocks: lb != nil}, string(name))
+	resp, err := callDir[wire.DirLookupRequest, wire.DirLookupResponse](ctx, r, wire.DirLookup, &wire.DirLookupRequest{Name: name, WithBlocks: lb != nil, StepFrom: r.stepFrom(ownerOf(name))}, string(name))
 	if resp == nil {
 		return nil, err
 	}
@@ -597,7 +603,7 @@ func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) (
 
 // WhichAccess implements dirlog.Service.
 func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
-	resp, err := callDir[wire.DirWhichRequest, wire.DirWhichResponse](ctx, r, wire.DirWhich, &wire.DirWhichRequest{Name: name}, string(name))
+	resp, err := callDir[wire.DirWhichRequest, wire.DirWhichResponse](ctx, r, wire.DirWhich, &wire.DirWhichRequest{Name: name, StepFrom: r.stepFrom(ownerOf(name))}, string(name))
 	if resp == nil || err != nil {
 		return nil, err
 	}

@@ -514,7 +514,41 @@ func (n *Node) serveDirLookup(ctx context.Context, c *caller, req *wire.DirLooku
 	if req.WithBlocks && err == nil {
 		resp.Blocks = n.inlineBlocks(ctx, c, de)
 	}
+	if req.At == 0 && req.AtTime == 0 {
+		resp.Step = n.stepAnswers(ctx, c, req.Name, req.StepFrom, resp.Head)
+	}
 	return resp, err
+}
+
+// maxStepLog bounds the entries StepAnswers carry; the client asks for
+// the rest.
+const maxStepLog = 256
+
+// stepAnswers returns the answers to the requests a client that has seen
+// the head at sequence from of name's tree makes to check the step to
+// head (see wire.StepAnswers), or nil if there is none to check.
+func (n *Node) stepAnswers(ctx context.Context, c *caller, name spindle.PathName, from int64, head *dirlog.Head) *wire.StepAnswers {
+	if from <= 0 || head == nil || head.Seq <= from {
+		return nil
+	}
+	p, err := spindle.Parse(name)
+	if err != nil || p.User() != head.User {
+		return nil
+	}
+	owner := p.User()
+	sa := &wire.StepAnswers{From: from}
+	if st, err := n.serveDirStep(ctx, c, &wire.DirStepRequest{User: owner, From: from, To: head.Seq}); err == nil {
+		sa.Proof = st.Proof
+	}
+	if c.user == owner {
+		if ms, err := n.serveDirMapStep(ctx, c, &wire.DirMapStepRequest{User: owner, From: from}); err == nil {
+			sa.MapStep = ms.Step
+		}
+		if es, err := n.serveDirEntries(ctx, c, &wire.DirEntriesRequest{User: owner, From: from + 1, Max: min(head.Seq-from, maxStepLog)}); err == nil {
+			sa.Log = es.Log
+		}
+	}
+	return sa
 }
 
 // putInline stores the blocks a client sent with its entries
@@ -613,6 +647,7 @@ func (n *Node) serveDirWhich(ctx context.Context, c *caller, req *wire.DirWhichR
 	if werr := n.witnessed(ctx, &resp.Head); werr != nil {
 		return nil, werr
 	}
+	resp.Step = n.stepAnswers(ctx, c, req.Name, req.StepFrom, resp.Head)
 	return resp, err
 }
 

@@ -372,12 +372,43 @@ type DirBatchResponse struct {
 // WithBlocks asks for the blocks of the file found too, if it has at
 // most MaxInlineBlocks of at most MaxInlineBlock bytes (see
 // DirLookupResponse.Blocks); a node that predates it sends none.
+//
+// StepFrom, if positive, is the sequence of the newest head of the tree
+// the client has seen (or the one it checks steps from): if the answer's
+// head is past it, the host adds the answers to the requests the client
+// would make next to check the step (see StepAnswers).
 type DirLookupRequest struct {
 	Name       spindle.PathName `cbor:"3,keyasint,omitempty"`
 	At         int64            `cbor:"20,keyasint,omitempty"`
 	AtTime     int64            `cbor:"21,keyasint,omitempty"`
 	WithBlocks bool             `cbor:"23,keyasint,omitempty"`
+	StepFrom   int64            `cbor:"28,keyasint,omitempty"`
 }
+
+// StepAnswers are the answers, added to an answer whose head is past the
+// head the client has seen (StepFrom), to the requests the client makes
+// to check that step (dir.step, and for the tree's owner dir.mapstep and
+// the first dir.entries), each as that method's answer would carry it,
+// for From to the answer's head; a part the host cannot give is left out,
+// and the client asks for it. The client checks them as it checks those
+// answers: nothing is taken on trust that was not before.
+type StepAnswers struct {
+	From    int64    `cbor:"1,keyasint,omitempty"`
+	Proof   []byte   `cbor:"2,keyasint,omitempty"` // DirStepResponse.Proof, From to the head.
+	MapStep []byte   `cbor:"3,keyasint,omitempty"` // DirMapStepResponse.Step from From.
+	Log     [][]byte `cbor:"4,keyasint,omitempty"` // DirEntriesResponse.Log from From+1.
+}
+
+// A StepAnswering answer may carry StepAnswers.
+type StepAnswering interface {
+	StepAnswers() *StepAnswers
+}
+
+// StepAnswers returns r.Step.
+func (r *DirLookupResponse) StepAnswers() *StepAnswers { return r.Step }
+
+// StepAnswers returns r.Step.
+func (r *DirWhichResponse) StepAnswers() *StepAnswers { return r.Step }
 
 // A DirLookupResponse carries the entry, with Head and Proofs: the proof
 // (a dirlog.Proved, encoded) of the answer against Head, followed for
@@ -387,12 +418,14 @@ type DirLookupRequest struct {
 // Blocks, if WithBlocks asked for them, are blocks the entry names, as
 // the node holds or fetched them, in the entry's order; the node may
 // leave out any. The client checks each as it checks a block it fetches:
-// its hash against the entry's reference, which the writer signed.
+// its hash against the entry's reference, which the writer signed. Step
+// answers the check of the step to Head if StepFrom asked for it.
 type DirLookupResponse struct {
 	Entry  *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
 	Head   *dirlog.Head      `cbor:"3,keyasint,omitempty"`
 	Proofs [][]byte          `cbor:"10,keyasint,omitempty"`
 	Blocks [][]byte          `cbor:"22,keyasint,omitempty"`
+	Step   *StepAnswers      `cbor:"27,keyasint,omitempty"`
 }
 
 // A DirGlobRequest asks for the entries that match Pattern, in the
@@ -413,17 +446,22 @@ type DirGlobResponse struct {
 
 // A DirWhichRequest (dir.whichaccess) asks for the Access file that
 // governs Name.
+//
+// StepFrom is as a DirLookupRequest's.
 type DirWhichRequest struct {
-	Name spindle.PathName `cbor:"3,keyasint,omitempty"`
+	Name     spindle.PathName `cbor:"3,keyasint,omitempty"`
+	StepFrom int64            `cbor:"28,keyasint,omitempty"`
 }
 
 // A DirWhichResponse carries the Access file's entry (nil if none
 // governs), with Head and Proofs: the governing file's proof (empty if
-// none governs) and then the absence of each nearer one, nearest first.
+// none governs) and then the absence of each nearer one, nearest first;
+// and Step, as a DirLookupResponse's.
 type DirWhichResponse struct {
 	Entry  *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
 	Head   *dirlog.Head      `cbor:"3,keyasint,omitempty"`
 	Proofs [][]byte          `cbor:"10,keyasint,omitempty"`
+	Step   *StepAnswers      `cbor:"27,keyasint,omitempty"`
 }
 
 // A WatchRequest, the first message on WatchProtocol, asks for the events

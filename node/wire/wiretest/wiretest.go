@@ -34,6 +34,7 @@ type Request struct {
 	Blocks     [][]byte // Blocks with entries (DirBatchRequest.Blocks).
 	WithBlocks bool     // DirLookupRequest.WithBlocks.
 	Gossip     bool     // KeyProofRequest.Gossip.
+	StepFrom   int64    // DirLookupRequest.StepFrom.
 }
 
 // body is the union of the request bodies' fields.
@@ -51,11 +52,12 @@ type body struct {
 	Blocks     [][]byte `cbor:"22,keyasint,omitempty"`
 	WithBlocks bool     `cbor:"23,keyasint,omitempty"`
 	Gossip     bool     `cbor:"25,keyasint,omitempty"`
+	StepFrom   int64    `cbor:"28,keyasint,omitempty"`
 }
 
 // Envelope returns r as the wire.Request it encodes as.
 func (r Request) Envelope() *wire.Request {
-	b, err := wire.Encode(&body{r.User, r.Name, r.Pattern, r.Seq, r.Data, r.Batch, r.Size, r.Grant, r.At, r.Blocks, r.WithBlocks, r.Gossip})
+	b, err := wire.Encode(&body{r.User, r.Name, r.Pattern, r.Seq, r.Data, r.Batch, r.Size, r.Grant, r.At, r.Blocks, r.WithBlocks, r.Gossip, r.StepFrom})
 	if err != nil {
 		panic(err)
 	}
@@ -77,7 +79,7 @@ func (r *Request) UnmarshalCBOR(data []byte) error {
 			return err
 		}
 	}
-	*r = Request{env.Method, env.Auth, env.To, b.User, b.Name, b.Pattern, b.Seq, b.Data, b.Batch, b.Size, b.Grant, b.At, b.Blocks, b.WithBlocks, b.Gossip}
+	*r = Request{env.Method, env.Auth, env.To, b.User, b.Name, b.Pattern, b.Seq, b.Data, b.Batch, b.Size, b.Grant, b.At, b.Blocks, b.WithBlocks, b.Gossip, b.StepFrom}
 	return nil
 }
 
@@ -101,9 +103,10 @@ type Response struct {
 	Log       [][]byte            `cbor:"12,keyasint,omitempty"`
 	KeyStatus *wire.ClusterStatus `cbor:"13,keyasint,omitempty"`
 
-	Blocks      [][]byte `cbor:"22,keyasint,omitempty"` // DirLookupResponse.Blocks.
-	TakesBlocks bool     `cbor:"24,keyasint,omitempty"` // AuthResponse.TakesBlocks.
-	Gossiped    bool     `cbor:"26,keyasint,omitempty"` // KeyProofResponse.Gossiped.
+	Blocks      [][]byte          `cbor:"22,keyasint,omitempty"` // DirLookupResponse.Blocks.
+	TakesBlocks bool              `cbor:"24,keyasint,omitempty"` // AuthResponse.TakesBlocks.
+	Gossiped    bool              `cbor:"26,keyasint,omitempty"` // KeyProofResponse.Gossiped.
+	Step        *wire.StepAnswers `cbor:"27,keyasint,omitempty"` // DirLookupResponse.Step.
 
 	Err       []byte `cbor:"-"` // An encoded *spindle.Error.
 	NotLeader bool   `cbor:"-"`

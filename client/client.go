@@ -145,6 +145,7 @@ type Client struct {
 
 	mu           sync.Mutex
 	userKeys     map[spindle.UserName]cachedUser    // Key records looked up so far.
+	proofs       map[spindle.UserName]keptProof     // Key proofs that came with answers (see keepProofs).
 	readersCache map[spindle.PathName]cachedReaders // Reader keys by directory, for Put.
 	verified     map[[32]byte]time.Time             // Entries verifyEntry passed, by verifiedDigest.
 	headsOK      map[[32]byte]time.Time             // Heads whose signature verifyHead checked, by digest.
@@ -614,7 +615,10 @@ func (c *Client) lookupUser(ctx context.Context, name spindle.UserName, fresh bo
 	}
 	var u *spindle.User
 	if c.keyLog != nil {
-		u, err = c.provedRecord(ctx, name)
+		u, err = c.keptRecord(ctx, name)
+		if u == nil && err == nil {
+			u, err = c.provedRecord(ctx, name)
+		}
 	} else {
 		var resp *wire.KeyLookupResponse
 		if resp, err = call[wire.KeyLookupRequest, wire.KeyLookupResponse](ctx, c.svc, wire.KeyLookup, "", &wire.KeyLookupRequest{User: name}); err == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"spindle.dev"
+	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node/wire"
 	"spindle.dev/node/wire/wiretest"
 	"spindle.dev/p2p"
@@ -171,5 +172,46 @@ func TestStepAnswersWithLookupAreChecked(t *testing.T) {
 				t.Fatalf("a lookup whose step answers the host altered: %v, want Integrity", err)
 			}
 		})
+	}
+}
+
+// The key records of the readers that come with a whichaccess answer are
+// checked as a key proof's answer is: a put that would wrap the file's
+// key for a reader's record the node forged fails with Integrity.
+func TestReaderProofsWithWhichAccessAreChecked(t *testing.T) {
+	e := newRoundsEnv(t)
+	e.rtt = 0
+	ctx := context.Background()
+	setup, _ := e.dial(t, "ann@example.com")
+	if _, err := setup.MakeDirectory(ctx, "@/shared"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := setup.Put(ctx, "@/shared/Access", strings.NewReader("*: ann@example.com\nread: bob@example.com\n"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	setup.Close()
+	forged := false
+	alterAnswers(t, e, func(req *wiretest.Request, resp *wiretest.Response) {
+		if req.Method != wire.DirWhich || len(resp.KeyProofs) == 0 {
+			return
+		}
+		p, err := keylog.UnmarshalProof(resp.KeyProofs[0])
+		if err != nil {
+			t.Errorf("a proof that came with whichaccess: %v", err)
+			return
+		}
+		p.Index++
+		if resp.KeyProofs[0], err = p.MarshalBinary(); err != nil {
+			t.Error(err)
+		}
+		forged = true
+	})
+	c, _ := e.dial(t, "ann@example.com")
+	_, err := c.Put(ctx, "@/shared/f", strings.NewReader("for bob"), spindle.EEPack, nil)
+	if !forged {
+		t.Fatal("no key proof came with whichaccess to forge")
+	}
+	if !errors.Is(err, spindle.Integrity) {
+		t.Fatalf("a put whose reader's key proof the node forged: %v, want Integrity", err)
 	}
 }

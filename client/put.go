@@ -328,6 +328,10 @@ func (c *Client) putReaders(ctx context.Context, name spindle.PathName) ([]spind
 		return nil, false, 0, err
 	}
 	rctx, ra := withReadersAt(ctx, p.User())
+	if c.keyLog != nil {
+		// The readers' key records come with the Access file.
+		rctx = context.WithValue(rctx, keepProofsKey{}, c.keepProofs)
+	}
 	keys, public, _, err := c.readerKeys(rctx, name)
 	if err != nil {
 		return nil, false, 0, err

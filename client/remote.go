@@ -300,6 +300,11 @@ type earlyAnswer struct {
 	err error
 }
 
+// keepProofsKey is the context key of the function that keeps the key
+// proofs a whichaccess answer carries, if the caller asks for them (see
+// Client.keepProofs).
+type keepProofsKey struct{}
+
 // ownerOf returns the user whose tree name is in.
 func ownerOf(name spindle.PathName) spindle.UserName {
 	owner, _, _ := strings.Cut(string(name), "/")
@@ -603,12 +608,16 @@ func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) (
 
 // WhichAccess implements dirlog.Service.
 func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
-	resp, err := callDir[wire.DirWhichRequest, wire.DirWhichResponse](ctx, r, wire.DirWhich, &wire.DirWhichRequest{Name: name, StepFrom: r.stepFrom(ownerOf(name))}, string(name))
+	keep, _ := ctx.Value(keepProofsKey{}).(func([][]byte))
+	resp, err := callDir[wire.DirWhichRequest, wire.DirWhichResponse](ctx, r, wire.DirWhich, &wire.DirWhichRequest{Name: name, StepFrom: r.stepFrom(ownerOf(name)), WithKeys: keep != nil}, string(name))
 	if resp == nil || err != nil {
 		return nil, err
 	}
 	if perr := r.checkWhichAccess(name, resp); perr != nil {
 		return nil, perr
+	}
+	if keep != nil {
+		keep(resp.KeyProofs)
 	}
 	noteProved(ctx, resp.Head)
 	return resp.Entry, nil

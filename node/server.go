@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"spindle.dev"
+	"spindle.dev/access"
 	"spindle.dev/dirlog"
 	"spindle.dev/keyraft"
 	"spindle.dev/keyraft/keylog"
@@ -648,7 +650,45 @@ func (n *Node) serveDirWhich(ctx context.Context, c *caller, req *wire.DirWhichR
 		return nil, werr
 	}
 	resp.Step = n.stepAnswers(ctx, c, req.Name, req.StepFrom, resp.Head)
+	if req.WithKeys && err == nil {
+		resp.KeyProofs = n.readerProofs(ctx, c, de)
+	}
 	return resp, err
+}
+
+// readerProofs returns the proofs of the key records of the readers that
+// the Access file e names (see wire.DirWhichRequest.WithKeys): those it
+// can have, of at most wire.MaxKeyProofs users.
+func (n *Node) readerProofs(ctx context.Context, c *caller, e *spindle.DirEntry) [][]byte {
+	if e == nil {
+		return nil
+	}
+	a, err := access.Parse(e.Name, e.Inline)
+	if err != nil {
+		return nil
+	}
+	noGroups := func(spindle.PathName) (*access.Group, error) { return nil, spindle.E(spindle.NotExist) }
+	users, _, err := a.KnownUsers(access.Read, noGroups)
+	if err != nil {
+		return nil
+	}
+	var out [][]byte
+	for _, u := range users {
+		if u == c.user || u == spindle.AllUsers || strings.HasPrefix(string(u), "*@") {
+			continue
+		}
+		if len(out) == wire.MaxKeyProofs {
+			break
+		}
+		p, err := n.kst().ks.LookupProof(ctx, u)
+		if err != nil {
+			continue
+		}
+		if data, err := p.MarshalBinary(); err == nil {
+			out = append(out, data)
+		}
+	}
+	return out
 }
 
 // appendable decodes an entry that user sends to be appended and checks

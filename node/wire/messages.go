@@ -447,21 +447,34 @@ type DirGlobResponse struct {
 // A DirWhichRequest (dir.whichaccess) asks for the Access file that
 // governs Name.
 //
-// StepFrom is as a DirLookupRequest's.
+// StepFrom is as a DirLookupRequest's. WithKeys asks for the proofs of
+// the key records of the users the Access file found names as readers
+// (DirWhichResponse.KeyProofs), which a writer wraps a new file's key
+// for; a node that predates it sends none.
 type DirWhichRequest struct {
 	Name     spindle.PathName `cbor:"3,keyasint,omitempty"`
 	StepFrom int64            `cbor:"28,keyasint,omitempty"`
+	WithKeys bool             `cbor:"29,keyasint,omitempty"`
 }
+
+// MaxKeyProofs bounds the key proofs a DirWhichResponse carries.
+const MaxKeyProofs = 8
 
 // A DirWhichResponse carries the Access file's entry (nil if none
 // governs), with Head and Proofs: the governing file's proof (empty if
 // none governs) and then the absence of each nearer one, nearest first;
 // and Step, as a DirLookupResponse's.
+//
+// KeyProofs, if WithKeys asked for them, are, for at most MaxKeyProofs
+// of the users the Access file names as readers (by name: not through
+// groups or wildcards, nor the requester), the proofs a KeyProofResponse
+// would carry; the client checks each as it checks those.
 type DirWhichResponse struct {
-	Entry  *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
-	Head   *dirlog.Head      `cbor:"3,keyasint,omitempty"`
-	Proofs [][]byte          `cbor:"10,keyasint,omitempty"`
-	Step   *StepAnswers      `cbor:"27,keyasint,omitempty"`
+	Entry     *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
+	Head      *dirlog.Head      `cbor:"3,keyasint,omitempty"`
+	Proofs    [][]byte          `cbor:"10,keyasint,omitempty"`
+	Step      *StepAnswers      `cbor:"27,keyasint,omitempty"`
+	KeyProofs [][]byte          `cbor:"29,keyasint,omitempty"`
 }
 
 // A WatchRequest, the first message on WatchProtocol, asks for the events

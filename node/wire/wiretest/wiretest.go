@@ -35,6 +35,7 @@ type Request struct {
 	WithBlocks bool     // DirLookupRequest.WithBlocks.
 	Gossip     bool     // KeyProofRequest.Gossip.
 	StepFrom   int64    // DirLookupRequest.StepFrom.
+	WithKeys   bool     // DirWhichRequest.WithKeys.
 }
 
 // body is the union of the request bodies' fields.
@@ -53,11 +54,12 @@ type body struct {
 	WithBlocks bool     `cbor:"23,keyasint,omitempty"`
 	Gossip     bool     `cbor:"25,keyasint,omitempty"`
 	StepFrom   int64    `cbor:"28,keyasint,omitempty"`
+	WithKeys   bool     `cbor:"29,keyasint,omitempty"`
 }
 
 // Envelope returns r as the wire.Request it encodes as.
 func (r Request) Envelope() *wire.Request {
-	b, err := wire.Encode(&body{r.User, r.Name, r.Pattern, r.Seq, r.Data, r.Batch, r.Size, r.Grant, r.At, r.Blocks, r.WithBlocks, r.Gossip, r.StepFrom})
+	b, err := wire.Encode(&body{r.User, r.Name, r.Pattern, r.Seq, r.Data, r.Batch, r.Size, r.Grant, r.At, r.Blocks, r.WithBlocks, r.Gossip, r.StepFrom, r.WithKeys})
 	if err != nil {
 		panic(err)
 	}
@@ -79,7 +81,7 @@ func (r *Request) UnmarshalCBOR(data []byte) error {
 			return err
 		}
 	}
-	*r = Request{env.Method, env.Auth, env.To, b.User, b.Name, b.Pattern, b.Seq, b.Data, b.Batch, b.Size, b.Grant, b.At, b.Blocks, b.WithBlocks, b.Gossip, b.StepFrom}
+	*r = Request{env.Method, env.Auth, env.To, b.User, b.Name, b.Pattern, b.Seq, b.Data, b.Batch, b.Size, b.Grant, b.At, b.Blocks, b.WithBlocks, b.Gossip, b.StepFrom, b.WithKeys}
 	return nil
 }
 
@@ -107,6 +109,7 @@ type Response struct {
 	TakesBlocks bool              `cbor:"24,keyasint,omitempty"` // AuthResponse.TakesBlocks.
 	Gossiped    bool              `cbor:"26,keyasint,omitempty"` // KeyProofResponse.Gossiped.
 	Step        *wire.StepAnswers `cbor:"27,keyasint,omitempty"` // DirLookupResponse.Step.
+	KeyProofs   [][]byte          `cbor:"29,keyasint,omitempty"` // DirWhichResponse.KeyProofs.
 
 	Err       []byte `cbor:"-"` // An encoded *spindle.Error.
 	NotLeader bool   `cbor:"-"`

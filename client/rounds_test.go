@@ -174,7 +174,11 @@ func TestSmallPutGetRounds(t *testing.T) {
 		{"put of ann's own file", func() (int, string) { return e.put(t, "ann@example.com", ann("f"), data) }, 2},
 		{"get of ann's own file by ann", func() (int, string) { return e.get(t, "ann@example.com", ann("f"), data) }, 1},
 		{"put of a file shared with bob", func() (int, string) { return e.put(t, "ann@example.com", ann("shared/f"), data) }, 2},
-		{"get of a file shared with bob by bob", func() (int, string) { return e.get(t, "bob@example.com", ann("shared/f"), data) }, 2},
+		// Bob's first read of ann's tree: the key record that says where
+		// it is comes first. (His node may not be her dir host, and is
+		// not told what he asks elsewhere: see tunnel.go.)
+		{"first get of a file shared with bob by bob", func() (int, string) { return e.get(t, "bob@example.com", ann("shared/f"), data) }, 2},
+		{"get of a file shared with bob by bob", func() (int, string) { return e.get(t, "bob@example.com", ann("shared/f"), data) }, 1},
 	} {
 		// A machine stalled for longer than the round-trip time the
 		// counter makes splits a round in two; a round more in every

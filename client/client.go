@@ -615,7 +615,11 @@ func (c *Client) lookupUser(ctx context.Context, name spindle.UserName, fresh bo
 	}
 	var u *spindle.User
 	if c.keyLog != nil {
-		u, err = c.keptRecord(ctx, name)
+		if !fresh {
+			// A lookup afresh asks: it is made when a record may have
+			// changed since an answer came.
+			u, err = c.keptRecord(ctx, name)
+		}
 		if u == nil && err == nil {
 			u, err = c.provedRecord(ctx, name)
 		}

@@ -227,23 +227,29 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 	}
 	write := req.Method == wire.DirAppend || req.Method == wire.DirBatch
 	var early chan earlyAnswer
-	if !write && r.direct == nil && r.routeCached != nil && !r.routeCached(owner) && r.heads.signer(owner) == r.peer.String() {
-		// The route is to be looked up, a round trip; but the client's
-		// node signed the newest head of the tree the client saw, so
-		// it is most likely the host to ask: ask it meanwhile. It
-		// hears nothing it did not know: it holds the tree.
+	var guess peer.ID
+	if !write && r.direct == nil && r.routeCached != nil && !r.routeCached(owner) {
+		guess, _ = peer.Decode(r.heads.signer(owner))
+	}
+	if guess != "" {
+		// The route is to be looked up, a round trip; but the dir host
+		// that signed the newest head of the tree the client saw is
+		// most likely the one to ask: ask it meanwhile, as the route
+		// would. The client's node, if that host, hears nothing it did
+		// not know: it holds the tree; if another, it carries the
+		// request in a tunnel, which it cannot read.
 		ectx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		early = make(chan earlyAnswer, 1)
 		go func() {
-			v, err := r.call1(ectx, req, dec)
+			v, err := r.callTo(ectx, req, guess, dec)
 			early <- earlyAnswer{v, err}
 		}()
 	}
 	hosts := r.route(ctx, owner)
-	if early != nil && (len(hosts) == 0 || hosts[0] == r.peer) {
-		// The answer is the one call1 below would get; a node that
-		// cannot serve it now leaves the read to the others.
+	if early != nil && (len(hosts) == 0 && guess == r.peer || len(hosts) > 0 && hosts[0] == guess) {
+		// The answer is the one the read below would get first; a host
+		// that cannot serve it now leaves the read to the others.
 		a := <-early
 		if a.err == nil || !unavailable(a.err) || len(hosts) <= 1 || ctx.Err() != nil {
 			return a.v, a.err

@@ -514,7 +514,7 @@ func (n *Node) serveDirLookup(ctx context.Context, c *caller, req *wire.DirLooku
 		return nil, werr
 	}
 	if req.WithBlocks && err == nil {
-		resp.Blocks = n.inlineBlocks(ctx, c, de)
+		resp.Blocks = n.inlineBlocks(ctx, de)
 	}
 	if req.At == 0 && req.AtTime == 0 {
 		resp.Step = n.stepAnswers(ctx, c, req.Name, req.StepFrom, resp.Head)
@@ -584,10 +584,11 @@ func (n *Node) putInline(ctx context.Context, c *caller, blocks [][]byte) error 
 }
 
 // inlineBlocks returns the blocks of e for a lookup's answer
-// (wire.DirLookupRequest.WithBlocks), got as a block get from the client
-// would get them: none if e is not a small file, and only those before
-// the first that cannot be had.
-func (n *Node) inlineBlocks(ctx context.Context, c *caller, e *spindle.DirEntry) [][]byte {
+// (wire.DirLookupRequest.WithBlocks), those held here: none if e is not
+// a small file, and only those before the first not held here. (A block
+// held elsewhere is not fetched for the answer, which would wait on the
+// network: the client fetches it as before.)
+func (n *Node) inlineBlocks(ctx context.Context, e *spindle.DirEntry) [][]byte {
 	if e == nil || e.Attr.IsDir() || e.Attr.IsLink() || len(e.Blocks) == 0 || len(e.Blocks) > wire.MaxInlineBlocks {
 		return nil
 	}
@@ -596,7 +597,7 @@ func (n *Node) inlineBlocks(ctx context.Context, c *caller, e *spindle.DirEntry)
 		if b.Size > wire.MaxInlineBlock {
 			return out
 		}
-		data, err := n.userBlocks.Get(p2p.WithBlockPeer(ctx, c.remote), b.Ref)
+		data, err := n.store.Get(ctx, b.Ref)
 		if err != nil || len(data) > wire.MaxInlineBlock {
 			return out
 		}

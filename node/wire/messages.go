@@ -415,8 +415,8 @@ func (r *DirWhichResponse) StepAnswers() *StepAnswers { return r.Step }
 // NotExist by its Above, root first. A lookup that stops at a link
 // carries the link's entry and the error together.
 //
-// Blocks, if WithBlocks asked for them, are blocks the entry names, as
-// the node holds or fetched them, in the entry's order; the node may
+// Blocks, if WithBlocks asked for them, are blocks the entry names that
+// the node holds, in the entry's order, from the first; the node may
 // leave out any. The client checks each as it checks a block it fetches:
 // its hash against the entry's reference, which the writer signed. Step
 // answers the check of the step to Head if StepFrom asked for it.

@@ -126,6 +126,7 @@ func (r *heldRegistry) take(ctx context.Context, es []*dirlog.Entry, inline bool
 type lookupBlocks struct {
 	mu     sync.Mutex
 	blocks map[spindle.Ref][]byte
+	errs   map[spindle.Ref]error // What the node said a get of a block would answer.
 }
 
 type lookupBlocksKey struct{}
@@ -133,7 +134,7 @@ type lookupBlocksKey struct{}
 // withLookupBlocks returns ctx asking for the blocks of the entries
 // looked up under it, and where they go.
 func withLookupBlocks(ctx context.Context) (context.Context, *lookupBlocks) {
-	lb := &lookupBlocks{blocks: map[spindle.Ref][]byte{}}
+	lb := &lookupBlocks{blocks: map[spindle.Ref][]byte{}, errs: map[spindle.Ref]error{}}
 	return context.WithValue(ctx, lookupBlocksKey{}, lb), lb
 }
 
@@ -144,15 +145,21 @@ func lookupBlocksOf(ctx context.Context) *lookupBlocks {
 	return lb
 }
 
-// keep keeps the blocks that came with e, in the order of its block list.
-func (lb *lookupBlocks) keep(e *spindle.DirEntry, blocks [][]byte) {
+// keep keeps the blocks that came with e, in the order of its block list,
+// and blockErr, the error the node says a get of the block after them
+// would answer (see wire.DirLookupResponse.BlockErr).
+func (lb *lookupBlocks) keep(e *spindle.DirEntry, blocks [][]byte, blockErr []byte) {
 	if e == nil {
 		return
 	}
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
-	for i, data := range blocks[:min(len(blocks), len(e.Blocks), wire.MaxInlineBlocks)] {
+	n := min(len(blocks), len(e.Blocks), wire.MaxInlineBlocks)
+	for i, data := range blocks[:n] {
 		lb.blocks[e.Blocks[i].Ref] = data
+	}
+	if len(blockErr) > 0 && n < len(e.Blocks) {
+		lb.errs[e.Blocks[n].Ref] = spindle.UnmarshalError(blockErr)
 	}
 }
 
@@ -162,10 +169,15 @@ func (lb *lookupBlocks) fetcher(get func(context.Context, spindle.Ref) ([]byte, 
 	return func(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 		lb.mu.Lock()
 		data, ok := lb.blocks[ref]
+		err := lb.errs[ref]
 		delete(lb.blocks, ref)
+		delete(lb.errs, ref)
 		lb.mu.Unlock()
 		if ok {
 			return data, nil
+		}
+		if err != nil {
+			return nil, err
 		}
 		return get(ctx, ref)
 	}

@@ -246,14 +246,30 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 			early <- earlyAnswer{v, err}
 		}()
 	}
+	sent := time.Now()
 	hosts := r.route(ctx, owner)
+	var errs []error
+	first := 0 // The first host the loop below asks.
 	if early != nil && (len(hosts) == 0 && guess == r.peer || len(hosts) > 0 && hosts[0] == guess) {
 		// The answer is the one the read below would get first; a host
-		// that cannot serve it now leaves the read to the others.
-		a := <-early
-		if a.err == nil || !unavailable(a.err) || len(hosts) <= 1 || ctx.Err() != nil {
+		// that cannot serve it now, or within hostReadTimeout if others
+		// may, leaves the read to the others.
+		if len(hosts) <= 1 {
+			a := <-early
 			return a.v, a.err
 		}
+		wait := time.NewTimer(hostReadTimeout - time.Since(sent))
+		select {
+		case a := <-early:
+			wait.Stop()
+			if a.err == nil || !unavailable(a.err) || ctx.Err() != nil {
+				return a.v, a.err
+			}
+			errs = append(errs, a.err)
+		case <-wait.C:
+			errs = append(errs, spindle.E(spindle.Transient, fmt.Errorf("dir host %s did not answer within %v", guess, hostReadTimeout)))
+		}
+		first = 1
 	}
 	if len(hosts) == 0 {
 		return r.call1(ctx, req, dec)
@@ -261,10 +277,12 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 	if write {
 		return r.callSequencer(ctx, req, owner, hosts[0], dec)
 	}
-	var errs []error
 	floor := r.heads.floor(owner)
 	lagging := false
 	for i, to := range hosts {
+		if i < first {
+			continue
+		}
 		hctx, cancel := ctx, context.CancelFunc(func() {})
 		if i < len(hosts)-1 {
 			// A host that hangs (stopped, or its machine asleep) must not
@@ -586,7 +604,10 @@ func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.Pa
 	}
 	noteProved(ctx, resp.Head)
 	if lb != nil && err == nil {
-		lb.keep(resp.Entry, resp.Blocks)
+		lb.keep(resp.Entry, resp.Blocks, resp.BlockErr)
+		if len(resp.Blocks) > 0 {
+			r.log.Debug("blocks with the entry", "name", name, "blocks", len(resp.Blocks))
+		}
 	}
 	return resp.Entry, err
 }

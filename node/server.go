@@ -514,7 +514,7 @@ func (n *Node) serveDirLookup(ctx context.Context, c *caller, req *wire.DirLooku
 		return nil, werr
 	}
 	if req.WithBlocks && err == nil {
-		resp.Blocks = n.inlineBlocks(ctx, de)
+		resp.Blocks, resp.BlockErr = n.inlineBlocks(ctx, c, de)
 	}
 	if req.At == 0 && req.AtTime == 0 {
 		resp.Step = n.stepAnswers(ctx, c, req.Name, req.StepFrom, resp.Head)
@@ -568,7 +568,8 @@ func (n *Node) putInline(ctx context.Context, c *caller, blocks [][]byte) error 
 	case len(blocks) > wire.MaxInlineBlocks:
 		return spindle.E(op, c.user, spindle.Invalid, fmt.Sprintf("%d blocks with the entries, limit is %d", len(blocks), wire.MaxInlineBlocks))
 	case !n.canStore(c.remote):
-		return spindle.E(op, c.user, spindle.Permission, fmt.Sprintf("peer %s may not store blocks here", c.remote))
+		// As the block protocol refuses them (cmd/spin's hint knows it).
+		return spindle.E(p2p.BlockServerOp, c.user, spindle.Permission, fmt.Sprintf("peer %s may not store blocks here", c.remote))
 	}
 	for i, b := range blocks {
 		if len(b) > wire.MaxInlineBlock {
@@ -587,23 +588,32 @@ func (n *Node) putInline(ctx context.Context, c *caller, blocks [][]byte) error 
 // (wire.DirLookupRequest.WithBlocks), those held here: none if e is not
 // a small file, and only those before the first not held here. (A block
 // held elsewhere is not fetched for the answer, which would wait on the
-// network: the client fetches it as before.)
-func (n *Node) inlineBlocks(ctx context.Context, e *spindle.DirEntry) [][]byte {
+// network: the client fetches it as before.) A copy here that is damaged
+// is got, for the client's own node, as the client's block get would
+// get it, from elsewhere; if it cannot be, the error is the answer's
+// BlockErr (see wire.DirLookupResponse).
+func (n *Node) inlineBlocks(ctx context.Context, c *caller, e *spindle.DirEntry) ([][]byte, []byte) {
 	if e == nil || e.Attr.IsDir() || e.Attr.IsLink() || len(e.Blocks) == 0 || len(e.Blocks) > wire.MaxInlineBlocks {
-		return nil
+		return nil, nil
 	}
 	var out [][]byte
 	for _, b := range e.Blocks {
 		if b.Size > wire.MaxInlineBlock {
-			return out
+			return out, nil
 		}
 		data, err := n.store.Get(ctx, b.Ref)
+		if errors.Is(err, spindle.Integrity) && c.req.To == "" && n.session(c.remote) != "" {
+			bad := err
+			if data, err = n.userBlocks.Get(p2p.WithBlockPeer(ctx, c.remote), b.Ref); err != nil {
+				return out, wire.ErrBytes(bad)
+			}
+		}
 		if err != nil || len(data) > wire.MaxInlineBlock {
-			return out
+			return out, nil
 		}
 		out = append(out, data)
 	}
-	return out
+	return out, nil
 }
 
 func (n *Node) serveDirGlob(ctx context.Context, c *caller, req *wire.DirGlobRequest) (*wire.DirGlobResponse, error) {

@@ -418,14 +418,19 @@ func (r *DirWhichResponse) StepAnswers() *StepAnswers { return r.Step }
 // Blocks, if WithBlocks asked for them, are blocks the entry names that
 // the node holds, in the entry's order, from the first; the node may
 // leave out any. The client checks each as it checks a block it fetches:
-// its hash against the entry's reference, which the writer signed. Step
+// its hash against the entry's reference, which the writer signed.
+// BlockErr, an encoded *spindle.Error, is what a block get of the client
+// from its node would have answered for the block after those, if the
+// node found its copy damaged and could get no other: the node's check
+// moved the copy aside, and a get now would not say why. Step
 // answers the check of the step to Head if StepFrom asked for it.
 type DirLookupResponse struct {
-	Entry  *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
-	Head   *dirlog.Head      `cbor:"3,keyasint,omitempty"`
-	Proofs [][]byte          `cbor:"10,keyasint,omitempty"`
-	Blocks [][]byte          `cbor:"22,keyasint,omitempty"`
-	Step   *StepAnswers      `cbor:"27,keyasint,omitempty"`
+	Entry    *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
+	Head     *dirlog.Head      `cbor:"3,keyasint,omitempty"`
+	Proofs   [][]byte          `cbor:"10,keyasint,omitempty"`
+	Blocks   [][]byte          `cbor:"22,keyasint,omitempty"`
+	Step     *StepAnswers      `cbor:"27,keyasint,omitempty"`
+	BlockErr []byte            `cbor:"30,keyasint,omitempty"`
 }
 
 // A DirGlobRequest asks for the entries that match Pattern, in the

@@ -110,6 +110,7 @@ type Response struct {
 	Gossiped    bool              `cbor:"26,keyasint,omitempty"` // KeyProofResponse.Gossiped.
 	Step        *wire.StepAnswers `cbor:"27,keyasint,omitempty"` // DirLookupResponse.Step.
 	KeyProofs   [][]byte          `cbor:"29,keyasint,omitempty"` // DirWhichResponse.KeyProofs.
+	BlockErr    []byte            `cbor:"30,keyasint,omitempty"` // DirLookupResponse.BlockErr.
 
 	Err       []byte `cbor:"-"` // An encoded *spindle.Error.
 	NotLeader bool   `cbor:"-"`

@@ -180,7 +180,7 @@ func FuzzDecodeResponse(f *testing.F) {
 		&KeyDomainResponse{Users: []spindle.UserName{"ann@example.com"}},
 		&KeyHistoryResponse{Keys: []spindle.PublicKey{"k"}},
 		&KeyProofsResponse{Proofs: [][]byte{{1, 2}}},
-		&DirLookupResponse{Entry: &spindle.DirEntry{Name: "ann@example.com/x"}, Blocks: [][]byte{{7}}, Step: &StepAnswers{From: 3, Proof: []byte{1}, MapStep: []byte{2}, Log: [][]byte{{3}, {4}}}},
+		&DirLookupResponse{Entry: &spindle.DirEntry{Name: "ann@example.com/x"}, Blocks: [][]byte{{7}}, BlockErr: ErrBytes(spindle.E(spindle.Integrity, "damaged")), Step: &StepAnswers{From: 3, Proof: []byte{1}, MapStep: []byte{2}, Log: [][]byte{{3}, {4}}}},
 		&DirWhichResponse{Entry: &spindle.DirEntry{Name: "ann@example.com/Access"}, KeyProofs: [][]byte{{5, 6}}, Step: &StepAnswers{From: 1}},
 		&KeyProofResponse{Proof: []byte{1}, Heads: [][]byte{{2}}, Gossiped: true},
 		&AuthResponse{Verifier: []byte("v"), TakesBlocks: true},

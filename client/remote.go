@@ -259,16 +259,21 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 			return a.v, a.err
 		}
 		wait := time.NewTimer(hostReadTimeout - time.Since(sent))
+		var a earlyAnswer
 		select {
-		case a := <-early:
-			wait.Stop()
-			if a.err == nil || !unavailable(a.err) || ctx.Err() != nil {
-				return a.v, a.err
-			}
-			errs = append(errs, a.err)
+		case a = <-early:
 		case <-wait.C:
-			errs = append(errs, spindle.E(spindle.Transient, fmt.Errorf("dir host %s did not answer within %v", guess, hostReadTimeout)))
+			select {
+			case a = <-early: // The answer came as the time ran out.
+			default:
+				a.err = spindle.E(spindle.Transient, fmt.Errorf("dir host %s did not answer within %v", guess, hostReadTimeout))
+			}
 		}
+		wait.Stop()
+		if a.err == nil || !unavailable(a.err) || ctx.Err() != nil {
+			return a.v, a.err
+		}
+		errs = append(errs, a.err)
 		first = 1
 	}
 	if len(hosts) == 0 {

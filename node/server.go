@@ -325,7 +325,11 @@ func (n *Node) serveKeyProof(ctx context.Context, _ *caller, req *wire.KeyProofR
 	data, err := p.MarshalBinary()
 	resp := &wire.KeyProofResponse{Proof: data}
 	if err == nil && req.Gossip {
-		hs, gerr := n.GossipKeyHead(ctx, p.Head)
+		// Within the budget a client gives its own gossip: a slow DHT
+		// holds up no key proof by more.
+		gctx, cancel := context.WithTimeout(ctx, keyProofGossipBudget)
+		hs, gerr := n.GossipKeyHead(gctx, p.Head)
+		cancel()
 		if gerr != nil {
 			n.log.Debug("cannot gossip the head of a key proof", "err", oneLine(gerr.Error()))
 		} else {
@@ -334,6 +338,10 @@ func (n *Node) serveKeyProof(ctx context.Context, _ *caller, req *wire.KeyProofR
 	}
 	return resp, err
 }
+
+// keyProofGossipBudget bounds the gossip a key proof does for its client
+// (wire.KeyProofRequest.Gossip), as the client bounds its own.
+const keyProofGossipBudget = 2 * time.Second
 
 func (n *Node) serveKeyProofs(ctx context.Context, _ *caller, req *wire.KeyProofsRequest) (*wire.KeyProofsResponse, error) {
 	ps, err := n.kst().ks.History(ctx, req.User)

@@ -163,7 +163,7 @@ type User struct {
 	DirQuorum int
 	// Keep is how long, in seconds, the user's dir hosts keep every
 	// earlier state of the user's tree readable (see dirlog/host's
-	// Config.Keep): the log entries of that window are not compacted and
+	// Config.Retain): the log entries of that window are not compacted and
 	// the blocks they reach stay leased. 0 leaves it to each host's
 	// default; KeepNone keeps only the current state.
 	Keep int64

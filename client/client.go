@@ -116,6 +116,7 @@ type Client struct {
 	dir     *serialDir
 	blocks  *p2p.RemoteStore // Nil for the anonymous reader.
 	get     pack.GetFunc     // Fetches blocks: blocks.Fetch, or the anonymous reader's own.
+	refetch pack.GetFunc     // Fetches a block whose bytes were wrong again: blocks.Refetch, or nil.
 	ahead   int              // Blocks an open file reads ahead; zero means readAhead.
 	keyLog  *keyLog          // Nil if the client trusts its node's key records.
 	heads   *dirHeads        // Nil if the client does not check for rollbacks.
@@ -242,6 +243,10 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
 	c.svc.held = &heldRegistry{store: c.putter()}
 	c.get = c.blocks.Fetch
+	// The node passes on what holders send without checking it, since
+	// the reader checks each block; a block's wrong bytes are asked for
+	// again, which the node checks (blocks/replica/unchecked.go).
+	c.refetch = c.blocks.Refetch
 	// Without a file, the heads seen are kept for this client's life.
 	c.heads = &dirHeads{heads: make(map[spindle.UserName]*dirlog.Head), anchors: make(map[spindle.UserName]*dirlog.Head)}
 	if cfg.DirHeads != "" {
@@ -992,6 +997,7 @@ func (c *Client) openFile(ctx context.Context, e *spindle.DirEntry) (*pack.Reade
 			GetStripe:  c.getStripe,
 			Release:    p2p.RecycleBlock,
 			ReadAhead:  cmp.Or(c.ahead, readAhead),
+			Refetch:    c.refetch,
 		})
 		return err
 	})

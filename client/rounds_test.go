@@ -51,7 +51,7 @@ func describe1(proto protocol.ID, p []byte) string {
 		return "client"
 	case p2p.BlockProtocol, p2p.BlockProtocolV1:
 		if len(p) > header {
-			return [...]string{"?", "block.get", "block.put", "block.has", "block.prove"}[min(int(p[header]), 4)]
+			return [...]string{"?", "block.get", "block.put", "block.has", "block.prove", "block.again"}[min(int(p[header]), 5)]
 		}
 	}
 	return string(proto)

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 
 	"spindle.dev"
 	"spindle.dev/blocks"
@@ -57,7 +58,10 @@ func stripePut(sc shard.Scheme, pipe *putPipe) pack.StripeFunc {
 }
 
 // getStripe is a pack.GetStripeFunc: it fetches the shards through the
-// node, each checked against its ref, and decodes from the first K.
+// node, checks each against its ref, and decodes from the first K. The
+// node passes on what other nodes send unchecked (the reader checks), so
+// a shard whose bytes are wrong is asked for again, saying so, and the
+// node checks it that time: a lying holder of a shard is bypassed.
 func (c *Client) getStripe(ctx context.Context, ref spindle.Ref, shards []spindle.Ref) ([]byte, error) {
 	d, err := blocks.ParseRef(ref)
 	if err != nil {
@@ -65,6 +69,20 @@ func (c *Client) getStripe(ctx context.Context, ref spindle.Ref, shards []spindl
 	}
 	get := c.fetcher()
 	return shard.Gather(ctx, d, shards, func(ctx context.Context, r spindle.Ref) ([]byte, error) {
-		return get(ctx, r)
+		data, err := get(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		cerr := blocks.Check(r, data)
+		if cerr == nil || c.refetch == nil {
+			return data, cerr
+		}
+		if data, err = c.refetch(ctx, r); err != nil {
+			return nil, errors.Join(cerr, err)
+		}
+		if err := blocks.Check(r, data); err != nil {
+			return nil, err
+		}
+		return data, nil
 	})
 }

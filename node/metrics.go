@@ -150,6 +150,10 @@ func (c countingBlocks) Get(ctx context.Context, ref spindle.Ref) ([]byte, error
 	return data, err
 }
 
+// Recycle implements [blocks.Recycler] for the store it wraps, if that
+// lends its buffers.
+func (c countingBlocks) Recycle(block []byte) { recycle(c.BlockStore, block) }
+
 func (c countingBlocks) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	ref, err := c.BlockStore.Put(ctx, data)
 	class := c.class(ctx)

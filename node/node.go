@@ -422,7 +422,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, spindle.E(op, err)
 	}
 	n.answers = signer
-	dcfg := dirhost.Config{Keys: n.userKey, KeyHistory: n.keyHistory, KeyLogSize: n.keyLogSize, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter, Keep: n.keepOf, Pins: n.pinsOf, Now: cfg.now, MoreRefs: shardRefs}
+	dcfg := dirhost.Config{Keys: n.userKey, KeyHistory: n.keyHistory, KeyLogSize: n.keyLogSize, CheckPut: n.checkPut, Host: signer, Logger: log.With("part", "dirlog"), Fix: cfg.Repair, CompactAfter: cfg.CompactAfter, Retain: n.retention, Now: cfg.now, MoreRefs: shardRefs}
 	if cfg.Home == "" {
 		n.dir, err = dirhost.New(ctx, new(dirhost.MemStore), dcfg)
 	} else {
@@ -623,36 +623,29 @@ func (n *Node) userKey(ctx context.Context, user spindle.UserName) (spindle.Publ
 	return u.PublicKey, nil
 }
 
-// keepOf returns how long the earlier states of user's tree are kept:
-// the window the user's key record sets, or the node's default.
-func (n *Node) keepOf(ctx context.Context, user spindle.UserName) time.Duration {
-	u, err := n.kst().ks.Lookup(ctx, user)
-	switch {
-	case err != nil:
-		// Not known now: keep what the node keeps by default, so that a
-		// key cluster out of reach drops nothing it should keep.
-		return n.cfg.Keep
-	case u.Keep == spindle.KeepNone:
-		return 0
-	case u.Keep > 0:
-		return time.Duration(u.Keep) * time.Second
-	}
-	return n.cfg.Keep
-}
-
-// pinsOf returns the sequences of user's named snapshots, from the key
-// record; none if it cannot be read now (the blocks stay leased until
-// their leases run out, and the next renewal asks again).
-func (n *Node) pinsOf(ctx context.Context, user spindle.UserName) []int64 {
+// retention returns, from user's key record read once, how long the
+// earlier states of user's tree are kept (the window the record sets, or
+// the node's default) and the sequences of user's named snapshots. When
+// the record cannot be read now, the node's default window is kept, so
+// that a key cluster out of reach drops nothing it should keep, and no
+// pins: their blocks stay leased until their leases run out, and the
+// next renewal asks again.
+func (n *Node) retention(ctx context.Context, user spindle.UserName) (time.Duration, []int64) {
 	u, err := n.kst().ks.Lookup(ctx, user)
 	if err != nil {
-		return nil
+		return n.cfg.Keep, nil
 	}
-	var out []int64
+	var pins []int64
 	for _, p := range u.Pins {
-		out = append(out, p.Seq)
+		pins = append(pins, p.Seq)
 	}
-	return out
+	switch {
+	case u.Keep == spindle.KeepNone:
+		return 0, pins
+	case u.Keep > 0:
+		return time.Duration(u.Keep) * time.Second, pins
+	}
+	return n.cfg.Keep, pins
 }
 
 // checkPut verifies the writer's signature in the packdata of a file

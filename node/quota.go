@@ -142,6 +142,17 @@ func (l limitedBlocks) Get(ctx context.Context, ref spindle.Ref) ([]byte, error)
 	return data, err
 }
 
+// Recycle implements [blocks.Recycler] for the store it wraps, if that
+// lends its buffers.
+func (l limitedBlocks) Recycle(block []byte) { recycle(l.BlockStore, block) }
+
+// recycle hands block back to store if it is a [blocks.Recycler].
+func recycle(store spindle.BlockStore, block []byte) {
+	if r, ok := store.(blocks.Recycler); ok {
+		r.Recycle(block)
+	}
+}
+
 func (l limitedBlocks) Put(ctx context.Context, data []byte) (spindle.Ref, error) {
 	if err := wait(ctx, l.down, len(data)); err != nil {
 		return "", err

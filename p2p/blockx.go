@@ -25,10 +25,16 @@ import (
 // answers; the server answers each as soon as it is done, in any order.
 // Every message is one frame (see [Conn]):
 //
-//	request:  op (1 byte: 1 get, 2 put, 3 has, 4 prove) | id (8 bytes, big-endian) |
-//	          ref (get, has) or block (put) or nonce ([blocks.NonceSize] bytes) and ref (prove)
+//	request:  op (1 byte: 1 get, 2 put, 3 has, 4 prove, 5 get again) | id (8 bytes, big-endian) |
+//	          ref (get, has, get again) or block (put) or nonce ([blocks.NonceSize] bytes) and ref (prove)
 //	response: status (1 byte: 0 ok, 1 error) | id |
-//	          block (get) or ref (put) or held (has: 1 byte, 1 or 0) or proof (prove) or a spindle.Error
+//	          block (get, get again) or ref (put) or held (has: 1 byte, 1 or 0) or proof (prove) or a spindle.Error
+//
+// A get again is a get by a peer that found the bytes of an earlier
+// answer for the block wrong: a server that passes on blocks fetched
+// from elsewhere without checking them (a node serving its users, which
+// check every block themselves) checks this one, so that a holder that
+// lied is bypassed (see [Recheck] and [RemoteStore.Refetch]).
 //
 // A has request asks whether the server holds the block itself (not
 // whether it could fetch it), as a holder checking the copies of a block
@@ -56,6 +62,7 @@ const (
 	blockPut   byte = 2
 	blockHas   byte = 3
 	blockProve byte = 4 // Version 2 only.
+	blockAgain byte = 5 // Version 2 only.
 
 	statusOK  byte = 0
 	statusErr byte = 1
@@ -149,7 +156,7 @@ func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 		if err != nil {
 			return err
 		}
-		if hdr[0] != blockGet && hdr[0] != blockPut && hdr[0] != blockHas && (hdr[0] != blockProve || !v2) {
+		if hdr[0] != blockGet && hdr[0] != blockPut && hdr[0] != blockHas && (hdr[0] != blockProve && hdr[0] != blockAgain || !v2) {
 			c.Reset()
 			return spindle.E(BlockServerOp, spindle.Invalid, fmt.Sprintf("peer %s sent a malformed block request", remote))
 		}
@@ -170,7 +177,7 @@ func (srv *blockServer) serve(ctx context.Context, c *Conn) error {
 			stall := time.AfterFunc(srv.cfg.SendTimeout, func() { c.Reset() })
 			err := c.sendParts([]byte{status}, hdr[1:9], result)
 			stall.Stop()
-			if hdr[0] == blockGet && status == statusOK && srv.recycle != nil {
+			if (hdr[0] == blockGet || hdr[0] == blockAgain) && status == statusOK && srv.recycle != nil {
 				srv.recycle.Recycle(result)
 			}
 			if err != nil {
@@ -201,6 +208,18 @@ func WithBlockPeer(ctx context.Context, p peer.ID) context.Context {
 	return context.WithValue(ctx, blockPeerKey{}, p)
 }
 
+// recheckKey is the context key under which ServeBlocks marks a get
+// again (see Recheck).
+type recheckKey struct{}
+
+// Recheck reports whether the get a store called by [ServeBlocks] is
+// answering is a get again: the peer found the bytes of an earlier answer
+// for the block wrong, and asks that what is fetched for it elsewhere be
+// checked this time (see [BlockProtocol]).
+func Recheck(ctx context.Context) bool {
+	return ctx.Value(recheckKey{}) != nil
+}
+
 // handle answers one request, whose header has been checked, with a
 // status and a result.
 func (srv *blockServer) handle(ctx context.Context, remote peer.ID, op byte, body []byte) (byte, []byte) {
@@ -208,10 +227,13 @@ func (srv *blockServer) handle(ctx context.Context, remote peer.ID, op byte, bod
 	var result []byte
 	var err error
 	switch op {
-	case blockGet:
+	case blockGet, blockAgain:
 		if srv.cfg.CanGet != nil && !srv.cfg.CanGet(remote) {
 			err = spindle.E(BlockServerOp, spindle.Permission, fmt.Sprintf("peer %s may not fetch blocks here", remote))
 			break
+		}
+		if op == blockAgain {
+			ctx = context.WithValue(ctx, recheckKey{}, true)
 		}
 		result, err = srv.store.Get(ctx, spindle.Ref(body))
 	case blockPut:
@@ -482,6 +504,23 @@ func (r *RemoteStore) Fetch(ctx context.Context, ref spindle.Ref) ([]byte, error
 	return data, nil
 }
 
+// Refetch is Fetch for a block whose bytes, as an earlier Get or Fetch
+// returned them, were wrong: it asks the peer to check what it fetches
+// for it elsewhere this time (a get again, see [BlockProtocol]), so that a
+// holder that lied to it is bypassed. Like Fetch, it does not check the
+// bytes itself. A peer that speaks only [BlockProtocolV1] is sent a get.
+func (r *RemoteStore) Refetch(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+	const op spindle.Op = "p2p.RemoteStore.Refetch"
+	if _, err := blocks.ParseRef(ref); err != nil {
+		return nil, spindle.E(op, err)
+	}
+	data, err := r.call(ctx, blockAgain, []byte(ref))
+	if err != nil {
+		return nil, spindle.E(op, err)
+	}
+	return data, nil
+}
+
 // blockBufs holds buffers for blocks received over BlockProtocol, so that
 // moving a large file does not allocate (and clear, and collect) a block
 // buffer per block. A buffer holds any stored block and starts at a
@@ -545,7 +584,11 @@ func (r *RemoteStore) call(ctx context.Context, op byte, body []byte) ([]byte, e
 		if op == blockProve && sess.v1 {
 			return nil, spindle.E(spindle.Invalid, fmt.Errorf("peer %s: %w", r.peer, ErrNoProofs))
 		}
-		resp, err := sess.call(ctx, op, body)
+		sop := op
+		if op == blockAgain && sess.v1 {
+			sop = blockGet
+		}
+		resp, err := sess.call(ctx, sop, body)
 		if err != nil && errors.Is(err, errSessionBroken) && attempt == 0 && ctx.Err() == nil {
 			continue
 		}

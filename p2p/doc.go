@@ -41,8 +41,10 @@
 // The block exchange protocol ([BlockProtocol]) serves a local
 // [spindle.BlockStore] ([ServeBlocks]) and reaches another peer's as a
 // [spindle.BlockStore] ([RemoteStore]), with many blocks in flight on one
-// stream and every fetched block checked against its address. Its
-// version 2 adds proofs of holding: [RemoteStore.Prove] challenges a peer
+// stream and every block Get returns checked against its address (Fetch
+// and Refetch leave that to a caller that checks each block itself). Its
+// version 2 adds a get again, for a block whose bytes were wrong, and
+// proofs of holding: [RemoteStore.Prove] challenges a peer
 // to show it holds a block's bytes, with a fresh nonce that only those
 // bytes answer (see [blocks.Challenge]); a peer that speaks only version
 // 1 ([BlockProtocolV1]) still serves blocks but proves nothing.

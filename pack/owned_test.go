@@ -193,3 +193,74 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 	w.left -= len(p)
 	return len(p), nil
 }
+
+// A block whose bytes are wrong is fetched again once, with
+// ReadConfig.Refetch: bytes wrong once (a lying holder a node in the
+// middle passed on unchecked) are then read right; bytes wrong twice fail
+// with Integrity, after two fetches. Without Refetch, once is enough to
+// fail. Every lent slice comes back.
+func TestRefetchWrongBlock(t *testing.T) {
+	ak := testKeys(t, alice, 1)
+	const size = 5*spindle.MaxBlockSize + 3
+	for _, packing := range packings {
+		s := newMemBlocks()
+		data := testData(size, 9)
+		e := packFile(t, s, "alice@example.com/f", data, packing, ak)
+		bad := e.Blocks[2].Ref
+		for _, owned := range []bool{false, true} {
+			for _, wrongTimes := range []int{1, 2, 100} {
+				for _, refetch := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%v/owned=%v/wrong%d/refetch=%v", packing, owned, wrongTimes, refetch), func(t *testing.T) {
+						l := newLender(s)
+						var mu sync.Mutex
+						fetches := 0
+						get := func(ctx context.Context, ref spindle.Ref) ([]byte, error) {
+							b, err := l.get(ctx, ref)
+							if err == nil && ref == bad {
+								mu.Lock()
+								fetches++
+								if fetches <= wrongTimes {
+									b[len(b)/3] ^= 1
+								}
+								mu.Unlock()
+							}
+							return b, err
+						}
+						cfg := ReadConfig{Keys: ak, WriterKeys: []spindle.PublicKey{ak.PublicKey()}, Get: get}
+						tries := 1
+						if refetch {
+							cfg.Refetch, tries = get, 2
+						}
+						if owned {
+							cfg.Release = l.release
+						}
+						r, err := NewReader(context.Background(), e, cfg)
+						if err != nil {
+							t.Fatal(err)
+						}
+						got, err := io.ReadAll(r)
+						r.Close()
+						if owned {
+							l.check(t)
+						}
+						if wrongTimes < tries {
+							if err != nil || !bytes.Equal(got, data) {
+								t.Fatalf("read with block 2 wrong %d times: %d bytes, %v; want the file", wrongTimes, len(got), err)
+							}
+							if fetches != wrongTimes+1 {
+								t.Fatalf("block 2 fetched %d times, want %d", fetches, wrongTimes+1)
+							}
+							return
+						}
+						if !spindle.Match(spindle.E(spindle.Integrity), err) || len(got) != int(e.Blocks[2].Offset) {
+							t.Fatalf("read with block 2 always wrong: %d bytes, %v; want %d bytes and Integrity", len(got), err, e.Blocks[2].Offset)
+						}
+						if fetches != tries {
+							t.Fatalf("block 2 wrong %d times fetched %d times, want %d", wrongTimes, fetches, tries)
+						}
+					})
+				}
+			}
+		}
+	}
+}

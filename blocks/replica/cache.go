@@ -45,7 +45,15 @@ func (c *cache) add(ref spindle.Ref, data []byte) {
 	if n > c.max {
 		return // Also when there is no cache (max < 0).
 	}
-	data = append([]byte(nil), data...)
+	c.keep(ref, append([]byte(nil), data...))
+}
+
+// keep is add for data that is the cache's own: the caller gives it up.
+func (c *cache) keep(ref spindle.Ref, data []byte) {
+	n := int64(len(data))
+	if n > c.max {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.items[ref]; ok {

@@ -84,7 +84,7 @@ func (srv *server) user(ctx context.Context) (peer.ID, bool) {
 func (srv *server) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 	const op spindle.Op = "replica.Serve"
 	if p, ok := p2p.BlockPeer(ctx); ok && (srv.isUser(p) || srv.isReader != nil && srv.isReader(p)) {
-		return srv.s.Get(ctx, ref)
+		return srv.s.GetForClient(ctx, ref)
 	}
 	data, err := srv.s.local.Get(ctx, ref)
 	if errors.Is(err, spindle.NotExist) {
@@ -96,6 +96,21 @@ func (srv *server) Get(ctx context.Context, ref spindle.Ref) ([]byte, error) {
 		return nil, spindle.E(op, err)
 	}
 	return data, nil
+}
+
+// Recycle implements [blocks.Recycler]: a block Get returned, once sent,
+// goes back to where it came from for reuse, a block fetched from
+// another node to p2p's buffers ([p2p.RecycleBlock]) and one read from
+// the local store to it, if it lends its buffers. Copies from the cache
+// are left to the garbage collector.
+func (srv *server) Recycle(block []byte) {
+	if cap(block) == spindle.MaxStoredBlockSize {
+		p2p.RecycleBlock(block)
+		return
+	}
+	if r, ok := srv.s.local.(blocks.Recycler); ok {
+		r.Recycle(block)
+	}
 }
 
 func (srv *server) Put(ctx context.Context, data []byte) (spindle.Ref, error) {

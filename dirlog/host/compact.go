@@ -10,7 +10,7 @@ import (
 )
 
 // Compact replaces owner's log with a checkpoint of its tree now (or, if
-// Config.Keep keeps a window of earlier states, of its tree at the start
+// Config.Retain keeps a window of earlier states, of its tree at the start
 // of the window; see keep.go), signed
 // by the host if the server has a Host signer (see [dirlog.Checkpoint]): entries
 // 1 to the head are dropped, and the entries appended after are kept
@@ -38,7 +38,8 @@ func (s *Server) Compact(ctx context.Context, owner spindle.UserName) (*dirlog.C
 	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	return s.compactTo(ctx, op, l, s.keepOf(ctx, owner), s.pinsOf(ctx, owner))
+	keep, pins := s.retained(ctx, owner)
+	return s.compactTo(ctx, op, l, keep, pins)
 }
 
 // compact is Compact with l's appendMu held.
@@ -174,7 +175,8 @@ func (s *Server) compactDueLog(ctx context.Context, user spindle.UserName) {
 	if !s.due(l) {
 		return
 	}
-	if _, err := s.compactTo(ctx, spindle.Op("dirlog.Compact"), l, s.keepOf(ctx, user), s.pinsOf(ctx, user)); err != nil {
+	keep, pins := s.retained(ctx, user)
+	if _, err := s.compactTo(ctx, spindle.Op("dirlog.Compact"), l, keep, pins); err != nil {
 		s.cfg.Logger.Error("dirlog: compaction failed; the log is whole", "user", string(l.user), "err", err)
 	}
 }

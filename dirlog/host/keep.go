@@ -11,28 +11,21 @@ import (
 )
 
 // Retention: a host keeps every state of a user's tree inside the user's
-// window (Config.Keep) readable. The window starts at the state the tree
+// window (Config.Retain) readable. The window starts at the state the tree
 // was in Keep ago: the tree after the last entry made at or before then,
 // called the floor. Compaction folds the log only up to the floor, and
 // the blocks leased for the user (see [Server.Refs]) are those of the
 // tree at the floor and of every file an entry after it put: together,
 // every file of every state inside the window.
 
-// pinsOf returns the sequences of user's named snapshots.
-func (s *Server) pinsOf(ctx context.Context, user spindle.UserName) []int64 {
-	if s.cfg.Pins == nil {
-		return nil
+// retained returns how long user's states are kept (0 for only the
+// current one) and the sequences of user's named snapshots.
+func (s *Server) retained(ctx context.Context, user spindle.UserName) (time.Duration, []int64) {
+	if s.cfg.Retain == nil {
+		return 0, nil
 	}
-	return s.cfg.Pins(ctx, user)
-}
-
-// keepOf returns how long user's states are kept: 0 for only the current
-// one.
-func (s *Server) keepOf(ctx context.Context, user spindle.UserName) time.Duration {
-	if s.cfg.Keep == nil {
-		return 0
-	}
-	return max(s.cfg.Keep(ctx, user), 0)
+	keep, pins := s.cfg.Retain(ctx, user)
+	return max(keep, 0), pins
 }
 
 // now is the server's clock.

@@ -36,11 +36,11 @@ func TestKeepWindow(t *testing.T) {
 	set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
 	open := func() {
 		s, err := New(e.ctx, st, Config{Keys: e.keys, Host: e.host, Logger: slog.New(slog.DiscardHandler),
-			Keep: func(_ context.Context, u spindle.UserName) time.Duration {
+			Retain: func(_ context.Context, u spindle.UserName) (time.Duration, []int64) {
 				if u == ann {
-					return keep
+					return keep, nil
 				}
-				return 0
+				return 0, nil
 			},
 			Now: clock})
 		if err != nil {
@@ -172,7 +172,7 @@ func TestKeepHoldsCompactAfter(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	s, err := New(e.ctx, st, Config{Keys: e.keys, Host: e.host, Logger: slog.New(slog.DiscardHandler), CompactAfter: 3,
-		Keep: func(context.Context, spindle.UserName) time.Duration { return time.Hour }, Now: clock})
+		Retain: func(context.Context, spindle.UserName) (time.Duration, []int64) { return time.Hour, nil }, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestKeepWindowStorage(t *testing.T) {
 	e := newEnv(t, st)
 	e.s.Close()
 	s, err := New(e.ctx, st, Config{Keys: e.keys, Host: e.host, Logger: slog.New(slog.DiscardHandler), CompactAfter: 50,
-		Keep: func(context.Context, spindle.UserName) time.Duration { return window * day }})
+		Retain: func(context.Context, spindle.UserName) (time.Duration, []int64) { return window * day, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,11 @@ func TestPinKept(t *testing.T) {
 	var mu sync.Mutex
 	var pins []int64
 	s, err := New(e.ctx, st, Config{Keys: e.keys, Host: e.host, Logger: slog.New(slog.DiscardHandler),
-		Pins: func(context.Context, spindle.UserName) []int64 { mu.Lock(); defer mu.Unlock(); return pins }})
+		Retain: func(context.Context, spindle.UserName) (time.Duration, []int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			return 0, pins
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +353,7 @@ func TestKeepMoreRefs(t *testing.T) {
 	e := newEnv(t, st)
 	e.s.Close()
 	s, err := New(e.ctx, st, Config{Keys: e.keys, Host: e.host, Logger: slog.New(slog.DiscardHandler),
-		Keep:     func(context.Context, spindle.UserName) time.Duration { return time.Hour },
+		Retain:   func(context.Context, spindle.UserName) (time.Duration, []int64) { return time.Hour, nil },
 		MoreRefs: func(d *spindle.DirEntry) []spindle.Ref { return []spindle.Ref{d.Blocks[0].Ref + "-shard"} }})
 	if err != nil {
 		t.Fatal(err)

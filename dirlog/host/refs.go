@@ -12,7 +12,7 @@ import (
 
 // Refs calls fn, one user at a time, with the blocks that the current
 // tree of each user whose log this server holds references, and of every
-// earlier state inside the user's retention window (Config.Keep) or
+// earlier state inside the user's retention window (Config.Retain) or
 // named by a pin (Config.Pins): the blocks of every file (and those
 // Config.MoreRefs adds), each once per user. This is what the server, as
 // those users' dir host, keeps leased (see package blocks/lease). fn must
@@ -69,7 +69,7 @@ func (s *Server) Refs(ctx context.Context, fn func(user spindle.UserName, refs [
 			visit(l.t.Root)
 		}
 		v.release()
-		if keep, pins := s.keepOf(ctx, u), s.pinsOf(ctx, u); keep > 0 || len(pins) > 0 {
+		if keep, pins := s.retained(ctx, u); keep > 0 || len(pins) > 0 {
 			kept, err := s.keptOf(ctx, u, keep, pins)
 			if err != nil {
 				s.cfg.Logger.Warn("dirlog: the blocks of earlier versions are not known; only the current tree's are leased", "user", string(u), "err", err)

@@ -58,16 +58,16 @@ type Config struct {
 	// threshold does not wait for it, though later appends to that log
 	// wait while it replaces the log.
 	CompactAfter int
-	// Keep, if set, returns how long every earlier state of user's tree
-	// is kept readable (a node reads it from the user's key record,
-	// spindle.User.Keep, or uses its own default): compaction keeps the
-	// entries of that window and Refs the blocks its files reach. 0 or
-	// less keeps only the current state, as a nil Keep does.
-	Keep func(ctx context.Context, user spindle.UserName) time.Duration
-	// Pins, if set, returns the sequences of user's named snapshots
-	// (spindle.User.Pins): states kept, like those inside the window, for
+	// Retain, if set, returns what of user's past is kept, in one call
+	// (a node reads both from the user's key record, where a lookup may
+	// cost a round trip): keep, how long every earlier state of the tree
+	// is kept readable (spindle.User.Keep, or the node's own default),
+	// compaction keeping the entries of that window and Refs the blocks
+	// its files reach, 0 or less keeping only the current state, as a nil
+	// Retain does; and pins, the sequences of user's named snapshots
+	// (spindle.User.Pins), states kept like those inside the window for
 	// as long as they are named.
-	Pins func(ctx context.Context, user spindle.UserName) []int64
+	Retain func(ctx context.Context, user spindle.UserName) (keep time.Duration, pins []int64)
 	// Now, if set, is the clock retention is measured by; tests set it.
 	Now func() time.Time
 	// MoreRefs, if set, returns the blocks an entry reaches besides those

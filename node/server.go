@@ -329,7 +329,7 @@ func (n *Node) serveKeyProof(ctx context.Context, _ *caller, req *wire.KeyProofR
 		// Within the budget a client gives its own gossip: a slow DHT
 		// holds up no key proof by more.
 		gctx, cancel := context.WithTimeout(ctx, keyProofGossipBudget)
-		hs, gerr := n.GossipKeyHead(gctx, p.Head)
+		hs, gerr := n.gossipKeyHead(gctx, p.Head, true)
 		cancel()
 		if gerr != nil {
 			n.log.Debug("cannot gossip the head of a key proof", "err", oneLine(gerr.Error()))

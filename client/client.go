@@ -135,6 +135,10 @@ type Client struct {
 	// erasure is the erasure code the node asked for at the last sign-in
 	// (a *shard.Scheme; nil for whole blocks): see stripe.go.
 	erasure atomic.Pointer[shard.Scheme]
+	// takesBlocks is set if the node said at the last sign-in that it
+	// takes and gives the blocks of small files with their entries
+	// (see inline.go).
+	takesBlocks atomic.Bool
 
 	// disconnected is set when the connection to the node drops; the
 	// node forgets the session then, and Put signs in again.
@@ -142,6 +146,7 @@ type Client struct {
 
 	mu           sync.Mutex
 	userKeys     map[spindle.UserName]cachedUser    // Key records looked up so far.
+	proofs       map[spindle.UserName]keptProof     // Key proofs that came with answers (see keepProofs).
 	readersCache map[spindle.PathName]cachedReaders // Reader keys by directory, for Put.
 	verified     map[[32]byte]time.Time             // Entries verifyEntry passed, by verifiedDigest.
 	headsOK      map[[32]byte]time.Time             // Heads whose signature verifyHead checked, by digest.
@@ -229,13 +234,14 @@ func dial(ctx context.Context, cfg Config, signIn bool) (*Client, error) {
 			}
 		},
 	})
-	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead, ownStep: c.checkOwnStep, log: c.log, route: c.dirHostsOf, routeFresh: c.dirHostsFresh, hostAddrs: c.dirHostAddrs, sign: c.signRequest}
+	c.svc = &remote{h: c.h, peer: pid, reauth: c.auth, verifyHead: c.verifyHead, ownStep: c.checkOwnStep, log: c.log, route: c.dirHostsOf, routeCached: c.recordCached, routeFresh: c.dirHostsFresh, hostAddrs: c.dirHostAddrs, sign: c.signRequest}
 	if !cfg.PlainForwarding {
 		c.svc.tunnels = newTunnels(c.h, pid)
 	}
 	c.dir = &serialDir{Client: dirlog.NewClient(c.svc, c.keys)}
 	c.dir.FollowKeyLog(c.keyLogSize, c.catchUpKeyLog)
 	c.blocks = p2p.NewRemoteStore(c.h, pid)
+	c.svc.held = &heldRegistry{store: c.putter()}
 	c.get = c.blocks.Fetch
 	// The node passes on what holders send without checking it, since
 	// the reader checks each block; a block's wrong bytes are asked for
@@ -332,6 +338,7 @@ func (c *Client) signIn(ctx context.Context) (vkey string, err error) {
 	}
 	if err == nil {
 		c.setErasure(resp.Erasure)
+		c.takesBlocks.Store(resp.TakesBlocks)
 	}
 	return vkey, err
 }
@@ -613,7 +620,14 @@ func (c *Client) lookupUser(ctx context.Context, name spindle.UserName, fresh bo
 	}
 	var u *spindle.User
 	if c.keyLog != nil {
-		u, err = c.provedRecord(ctx, name)
+		if !fresh {
+			// A lookup afresh asks: it is made when a record may have
+			// changed since an answer came.
+			u, err = c.keptRecord(ctx, name)
+		}
+		if u == nil && err == nil {
+			u, err = c.provedRecord(ctx, name)
+		}
 	} else {
 		var resp *wire.KeyLookupResponse
 		if resp, err = call[wire.KeyLookupRequest, wire.KeyLookupResponse](ctx, c.svc, wire.KeyLookup, "", &wire.KeyLookupRequest{User: name}); err == nil {
@@ -929,15 +943,32 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}
-	e, err := c.lookupTyped(ctx, name, p.Path(), true)
+	ctx, gossip := deferGossip(ctx)
+	if c.takesBlocks.Load() && c.blocks != nil {
+		ctx, _ = withLookupBlocks(ctx)
+	}
+	f, err := c.open(ctx, p.Path(), name)
+	if gerr := gossip.wait(); err == nil && gerr != nil {
+		f.Close()
+		f, err = nil, gerr
+	}
 	if err != nil {
 		return nil, spindle.E(op, p.Path(), err)
 	}
+	return f, nil
+}
+
+// open is Open of the clean name p, which the user named name.
+func (c *Client) open(ctx context.Context, p, name spindle.PathName) (spindle.File, error) {
+	e, err := c.lookupTyped(ctx, name, p, true)
+	if err != nil {
+		return nil, err
+	}
 	if e.Attr.IsDir() {
-		return nil, spindle.E(op, p.Path(), spindle.IsDir)
+		return nil, spindle.E(spindle.IsDir)
 	}
 	if e.Attr.IsIncomplete() {
-		return nil, spindle.E(op, p.Path(), spindle.Permission, "you may list this file but not read it")
+		return nil, spindle.E(spindle.Permission, "you may list this file but not read it")
 	}
 	if isRules(e.Name) {
 		// lookup verified the text as the owner's.
@@ -945,7 +976,7 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 	}
 	r, err := c.openFile(ctx, e)
 	if err != nil {
-		return nil, spindle.E(op, p.Path(), err)
+		return nil, err
 	}
 	return r, nil
 }
@@ -954,11 +985,15 @@ func (c *Client) Open(ctx context.Context, name spindle.PathName) (spindle.File,
 // signature and, as it reads, each block.
 func (c *Client) openFile(ctx context.Context, e *spindle.DirEntry) (*pack.Reader, error) {
 	var r *pack.Reader
+	get := c.fetcher()
+	if lb := lookupBlocksOf(ctx); lb != nil {
+		get = lb.fetcher(get)
+	}
 	err := c.tryWriterKeys(ctx, e, c.svc.puts.signedAt(e), func(wkeys []spindle.PublicKey) (err error) {
 		r, err = pack.NewReader(ctx, e, pack.ReadConfig{
 			Keys:       c.keys,
 			WriterKeys: wkeys,
-			Get:        c.fetcher(), // pack.Reader checks each block's hash and tag itself.
+			Get:        get, // pack.Reader checks each block's hash and tag itself.
 			GetStripe:  c.getStripe,
 			Release:    p2p.RecycleBlock,
 			ReadAhead:  cmp.Or(c.ahead, readAhead),

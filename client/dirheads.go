@@ -173,6 +173,20 @@ func (d *dirHeads) anchor(owner spindle.UserName) *dirlog.Head {
 	return nil
 }
 
+// signer returns the dir host that signed the newest signed head seen of
+// owner's log, or "".
+func (d *dirHeads) signer(owner spindle.UserName) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h := d.heads[owner]; h != nil && len(h.Sig) > 0 {
+		return h.Host
+	}
+	if h := d.anchors[owner]; h != nil {
+		return h.Host
+	}
+	return ""
+}
+
 // check checks a head that came with an answer: against floor, the newest
 // head seen when the call was made, for a rollback or a fork, and against
 // the newest head seen now for a fork. It remembers the head if it is the

@@ -26,6 +26,56 @@ import (
 // below the floor. With no anchor either, the client takes the next
 // signed head as it did before, and checks the steps after it.
 
+// The requests a step costs go out after the answer whose head moved
+// the client: a round trip more. So a lookup and a whichaccess name the
+// point the client checks steps from (stepFrom), and the host adds the
+// answers to those requests to its answer (wire.StepAnswers), which
+// checkStep takes as it takes the answers it asks for, and checks alike.
+
+// stepFrom returns the sequence of the head of owner's log from which
+// checkStep would check a step to a newer head (see above), 0 if none.
+func (r *remote) stepFrom(owner spindle.UserName) int64 {
+	if r.heads == nil {
+		return 0
+	}
+	floor := r.heads.floor(owner)
+	if floor == nil {
+		return 0
+	}
+	if anchor := r.heads.anchor(owner); !floor.HasLogRoot() && anchor != nil && anchor.User == owner && anchor.Seq < floor.Seq {
+		return anchor.Seq
+	}
+	return floor.Seq
+}
+
+// A stepPrefetch is the StepAnswers that came with got.
+type stepPrefetch struct {
+	got *dirlog.Head
+	sa  *wire.StepAnswers
+}
+
+type stepPrefetchKey struct{}
+
+// withStepAnswers returns ctx carrying the step answers that came with
+// the answer resp, whose head is got, if any.
+func withStepAnswers(ctx context.Context, resp any, got *dirlog.Head) context.Context {
+	a, ok := resp.(wire.StepAnswering)
+	if !ok || a.StepAnswers() == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, stepPrefetchKey{}, &stepPrefetch{got: got, sa: a.StepAnswers()})
+}
+
+// stepAnswers returns the step answers ctx carries for the step from
+// floor to got, or nil.
+func stepAnswers(ctx context.Context, floor, got *dirlog.Head) *wire.StepAnswers {
+	p, _ := ctx.Value(stepPrefetchKey{}).(*stepPrefetch)
+	if p == nil || floor == nil || p.got != got || p.sa.From != floor.Seq {
+		return nil
+	}
+	return p.sa
+}
+
 // checkStep checks that got, a head that came with an answer, extends
 // floor, the newest head seen when the call was made, or from anchor (see
 // above). Every failure is Integrity and names both heads.
@@ -65,7 +115,13 @@ func (r *remote) checkStep(ctx context.Context, floor, anchor, got *dirlog.Head)
 
 // proveStep checks the consistency proof that got's log extends floor's.
 func (r *remote) proveStep(ctx context.Context, floor, got *dirlog.Head) error {
-	resp, err := call[wire.DirStepRequest, wire.DirStepResponse](ctx, r, wire.DirStep, got.User, &wire.DirStepRequest{User: got.User, From: floor.Seq, To: got.Seq})
+	var resp *wire.DirStepResponse
+	var err error
+	if sa := stepAnswers(ctx, floor, got); sa != nil && sa.Proof != nil {
+		resp = &wire.DirStepResponse{Proof: sa.Proof}
+	} else {
+		resp, err = call[wire.DirStepRequest, wire.DirStepResponse](ctx, r, wire.DirStep, got.User, &wire.DirStepRequest{User: got.User, From: floor.Seq, To: got.Seq})
+	}
 	if err != nil {
 		if errors.Is(err, spindle.Transient) || ctx.Err() != nil {
 			return err
@@ -123,7 +179,11 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, through, got *dirlog.H
 	}
 	var mapStep chan mapStepAnswer
 	long := got.Seq-floor.Seq > dirlog.MapStepWindow // No host keeps a map step this long.
-	if !floor.Root.IsZero() && !long {
+	sa := stepAnswers(ctx, floor, got)
+	if !floor.Root.IsZero() && !long && sa != nil && sa.MapStep != nil {
+		mapStep = make(chan mapStepAnswer, 1)
+		mapStep <- mapStepAnswer{&wire.DirMapStepResponse{Step: sa.MapStep}, nil}
+	} else if !floor.Root.IsZero() && !long {
 		// Fetched while the entries are.
 		ctx2, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -139,7 +199,13 @@ func (c *Client) checkOwnStep(ctx context.Context, floor, through, got *dirlog.H
 		entries = make([]*dirlog.Entry, 0, got.Seq-floor.Seq)
 	}
 	for seq < got.Seq {
-		resp, err := call[wire.DirEntriesRequest, wire.DirEntriesResponse](ctx, c.svc, wire.DirEntries, c.user, &wire.DirEntriesRequest{User: c.user, From: seq + 1, Max: got.Seq - seq})
+		var resp *wire.DirEntriesResponse
+		var err error
+		if sa != nil && len(sa.Log) > 0 && seq == floor.Seq {
+			resp = &wire.DirEntriesResponse{Log: sa.Log}
+		} else {
+			resp, err = call[wire.DirEntriesRequest, wire.DirEntriesResponse](ctx, c.svc, wire.DirEntries, c.user, &wire.DirEntriesRequest{User: c.user, From: seq + 1, Max: got.Seq - seq})
+		}
 		if err != nil {
 			if errors.Is(err, spindle.Transient) || errors.Is(err, spindle.IO) || ctx.Err() != nil {
 				return err // The host or the way to it failed: no answer, not a lie.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -47,6 +48,15 @@ import (
 // knows.
 func (c *Client) dirHostsOf(ctx context.Context, owner spindle.UserName) []peer.ID {
 	return c.dirHostList(ctx, owner, false)
+}
+
+// recordCached reports whether the client holds owner's key record from
+// a lookup recent enough to use without looking again.
+func (c *Client) recordCached(owner spindle.UserName) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cu := c.userKeys[owner]
+	return cu.u != nil && time.Since(cu.at) < keyCacheTTL
 }
 
 // dirHostsFresh is dirHostsOf with the record looked up afresh.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"spindle.dev"
@@ -29,7 +30,10 @@ import (
 //
 // The client gossips when its key log has advanced to a size it has not
 // gossiped (after a key lookup), within keyGossipBudget, and on spin
-// audit. One gossip costs one round trip to the node, which reads one DHT
+// audit. A key proof asked for with Gossip comes with the gossip of its
+// head, done by the node as it would do it for a gossip request of the
+// client's; otherwise a put or a get gossips beside its next request (see
+// gossipLater). One gossip costs one round trip to the node, which reads one DHT
 // record and writes one (each bounded by the node), and one verification
 // of each head found.
 
@@ -65,11 +69,20 @@ func (c *Client) GossipKeyHead(ctx context.Context) (*GossipReport, error) {
 	if err != nil {
 		return rep, spindle.E(op, err)
 	}
-	if len(resp.Heads) > keylog.MaxGossipHeads {
-		resp.Heads = resp.Heads[:keylog.MaxGossipHeads]
+	if err := c.compareGossip(chk, rep, resp.Heads); err != nil {
+		return rep, spindle.E(op, err)
+	}
+	return rep, nil
+}
+
+// compareGossip compares heads, those of rep.Size published, with the
+// head of chk, as GossipKeyHead describes, and fills in rep.
+func (c *Client) compareGossip(chk *keylog.Checker, rep *GossipReport, heads [][]byte) error {
+	if len(heads) > keylog.MaxGossipHeads {
+		heads = heads[:keylog.MaxGossipHeads]
 	}
 	var fork error
-	for i, h := range resp.Heads {
+	for i, h := range heads {
 		hi, err := chk.Compare(h)
 		switch {
 		case err == nil && hi.N != rep.Size:
@@ -88,10 +101,7 @@ func (c *Client) GossipKeyHead(ctx context.Context) (*GossipReport, error) {
 		c.log.Warn("ignoring a key-log head published in the DHT", "n", i+1, "err", oneLine(err.Error()))
 		rep.Ignored = append(rep.Ignored, err)
 	}
-	if fork != nil {
-		return rep, spindle.E(op, fork)
-	}
-	return rep, nil
+	return fork
 }
 
 // gossipOnAdvance gossips the key log's head if the key log has advanced
@@ -111,4 +121,82 @@ func (c *Client) gossipOnAdvance(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// A gossipLater holds the gossip that lookups made under a context from
+// deferGossip started in the background, so that a command's next request
+// goes out beside it, in the same round trip, and not after it. The
+// command waits for it (wait) before it lets anything looked up act: a put
+// before it appends the entry whose wrapped keys the records chose (the
+// blocks, of no use without it, go out meanwhile), a get before it hands
+// the file back.
+type gossipLater struct {
+	mu   sync.Mutex
+	runs []chan error
+}
+
+type gossipLaterKey struct{}
+
+// deferGossip returns ctx carrying a new gossipLater.
+func deferGossip(ctx context.Context) (context.Context, *gossipLater) {
+	g := &gossipLater{}
+	return context.WithValue(ctx, gossipLaterKey{}, g), g
+}
+
+// start runs fn in the background as a gossip wait will wait for.
+func (g *gossipLater) start(fn func() error) {
+	ch := make(chan error, 1)
+	g.mu.Lock()
+	g.runs = append(g.runs, ch)
+	g.mu.Unlock()
+	go func() { ch <- fn() }()
+}
+
+// wait waits for the gossip started so far and returns the first error.
+func (g *gossipLater) wait() error {
+	g.mu.Lock()
+	runs := g.runs
+	g.runs = nil
+	g.mu.Unlock()
+	var first error
+	for _, ch := range runs {
+		if err := <-ch; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// gossipWithProof takes the gossip that came with a key proof whose head
+// was of size n (see wire.KeyProofRequest.Gossip), heads, as the gossip
+// gossipOnAdvance would do now: if the key log is of size n and this
+// client has not gossiped it. It reports whether it took it. Only a fork
+// is an error.
+func (c *Client) gossipWithProof(n int64, heads [][]byte) (bool, error) {
+	chk := c.keyLog.chk()
+	if chk.Tree().N != n {
+		return false, nil
+	}
+	last := c.gossiped.Load()
+	if n <= last {
+		return true, nil
+	}
+	if !c.gossiped.CompareAndSwap(last, n) {
+		return false, nil
+	}
+	rep := &GossipReport{Size: n}
+	if err := c.compareGossip(chk, rep, heads); err != nil {
+		return true, spindle.E(spindle.Op("client.GossipKeyHead"), err)
+	}
+	return true, nil
+}
+
+// gossipAfterLookup gossips as gossipOnAdvance does: in the background if
+// ctx comes from deferGossip, else before it returns.
+func (c *Client) gossipAfterLookup(ctx context.Context) error {
+	if g, ok := ctx.Value(gossipLaterKey{}).(*gossipLater); ok {
+		g.start(func() error { return c.gossipOnAdvance(ctx) })
+		return nil
+	}
+	return c.gossipOnAdvance(ctx)
 }

@@ -18,6 +18,7 @@ import (
 	"spindle.dev"
 	"spindle.dev/keyraft/keylog"
 	"spindle.dev/node"
+	"spindle.dev/node/wire"
 	"spindle.dev/pack"
 )
 
@@ -218,5 +219,42 @@ func TestKeyGossipGarbageIgnored(t *testing.T) {
 	w.n.DHT().PutValue(ctx, node.KeyGossipKey(tree.N), append([]byte{1, byte(len(unsigned))}, unsigned...))
 	if got, err := w.n.DHT().GetValue(ctx, node.KeyGossipKey(tree.N)); err != nil || !bytes.Equal(got, rec) {
 		t.Errorf("the DHT took a record with an unsigned head: %q, %v", got, err)
+	}
+}
+
+// A key proof asked for with the gossip of its head carries the heads
+// others published, and a fork among them is caught as a gossip request
+// would catch it: ann, who has not gossiped yet, looks up a record after
+// bob published a forged head of her log's size, and her lookup fails
+// with the fork's evidence saved, with no gossip request of its own.
+func TestKeyProofGossipCatchesFork(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newGossipWorld(t, ctx)
+	size := int(w.ann.keyLog.chk().Tree().N)
+	bobRec, err := w.ann.LookupUser(ctx, "bob@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := make([]*spindle.User, size)
+	for i := range records {
+		records[i] = bobRec
+	}
+	forged := keyHeadOf(t, newRogueLog(t, w.home, records...))
+	shown, err := newKeyLog(w.bob.keyLog.file, w.bob.keyLog.boot, w.bob.keyLog.chk().ConfigEntries(), forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.bob.keyLog.checker.Store(shown.chk())
+	w.bob.GossipKeyHead(ctx) // Publishes the forged head; bob's own verdict is not the point here.
+
+	counts := countRequests(t, w.n)
+	w.ann.gossiped.Store(0) // As a new command of ann's.
+	_, err = w.ann.LookupUser(ctx, "bob@example.com")
+	if !errors.Is(err, spindle.Integrity) || len(evidenceFiles(t, w.annEv)) != 1 {
+		t.Fatalf("ann's lookup after a forged head was published = %v, with %d evidence files; want Integrity and the evidence", err, len(evidenceFiles(t, w.annEv)))
+	}
+	if got := counts(); got[wire.KeyGossip] != 0 || got[wire.KeyProof] != 1 {
+		t.Errorf("the lookup made requests %v, want one %s and no %s", got, wire.KeyProof, wire.KeyGossip)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -492,10 +493,20 @@ func (c *Client) keepKeyFork(err error) error {
 // checks both against the key log.
 func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
 	floor := c.keyLog.floor(name)
-	resp, err := call[wire.KeyProofRequest, wire.KeyProofResponse](ctx, c.svc, wire.KeyProof, "", &wire.KeyProofRequest{User: name})
+	// The gossip of the head the proof comes under goes with it, unless
+	// this client gossiped the key log's head already.
+	gossip := c.gossiped.Load() == 0 || c.gossiped.Load() < c.keyLog.chk().Tree().N
+	resp, err := call[wire.KeyProofRequest, wire.KeyProofResponse](ctx, c.svc, wire.KeyProof, "", &wire.KeyProofRequest{User: name, Gossip: gossip})
 	if err != nil {
 		return nil, err
 	}
+	return c.checkProved(ctx, name, floor, resp)
+}
+
+// checkProved checks resp, the answer to a key proof of name's record
+// asked for when the newest version of it seen was floor, against the key
+// log, and returns the record.
+func (c *Client) checkProved(ctx context.Context, name spindle.UserName, floor int64, resp *wire.KeyProofResponse) (*spindle.User, error) {
 	p, err := keylog.UnmarshalProof(resp.Proof)
 	if err != nil {
 		return nil, err
@@ -526,11 +537,82 @@ func (c *Client) provedRecord(ctx context.Context, name spindle.UserName) (*spin
 	if err := c.keyLog.seen(u, floor); err != nil {
 		return nil, err
 	}
-	if err := c.gossipOnAdvance(ctx); err != nil {
-		return nil, err
+	took := false
+	if resp.Gossiped {
+		hi, herr := keylog.ParseHead(p.Head)
+		if herr == nil {
+			if took, err = c.gossipWithProof(hi.N, resp.Heads); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !took {
+		if err := c.gossipAfterLookup(ctx); err != nil {
+			return nil, err
+		}
 	}
 	c.log.Debug("key record proved in the key log", "user", name, "version", c.keyLog.floor(name), "seen", floor)
 	return u, nil
+}
+
+// Proofs that came with an answer. A whichaccess answer carries the
+// proofs of the records of the readers its Access file names
+// (wire.DirWhichRequest.WithKeys), which a put looks up next, to wrap the
+// file's key for them: kept here by user, each is checked as the answer
+// to a key proof would be when the client looks the user up, instead of
+// asking (lookupUser).
+
+// keepProofs keeps proofs, encoded keylog.Proofs, for lookupUser.
+func (c *Client) keepProofs(proofs [][]byte) {
+	for _, data := range proofs[:min(len(proofs), wire.MaxKeyProofs)] {
+		p, err := keylog.UnmarshalProof(data)
+		if err != nil {
+			continue
+		}
+		u, err := keylog.DecodeRecord(p.Record)
+		if err != nil {
+			continue
+		}
+		c.mu.Lock()
+		if c.proofs == nil {
+			c.proofs = map[spindle.UserName]keptProof{}
+		}
+		c.proofs[u.Name] = keptProof{data, time.Now()}
+		c.mu.Unlock()
+	}
+}
+
+// A keptProof is a key proof that came with an answer, and when.
+type keptProof struct {
+	data []byte
+	at   time.Time
+}
+
+// keptProof returns, once, the proof kept for name, or nil; a proof kept
+// for longer than a looked up record is used is dropped.
+func (c *Client) keptProof(name spindle.UserName) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kp, ok := c.proofs[name]
+	delete(c.proofs, name)
+	if !ok || time.Since(kp.at) >= keyCacheTTL {
+		return nil
+	}
+	return kp.data
+}
+
+// keptRecord returns name's record from a proof kept for it, checked, if
+// there is one; an Integrity error if the proof is a lie.
+func (c *Client) keptRecord(ctx context.Context, name spindle.UserName) (*spindle.User, error) {
+	data := c.keptProof(name)
+	if data == nil {
+		return nil, nil
+	}
+	u, err := c.checkProved(ctx, name, c.keyLog.floor(name), &wire.KeyProofResponse{Proof: data})
+	if err != nil && !errors.Is(err, spindle.Integrity) {
+		return nil, nil // Ask, as without it.
+	}
+	return u, err
 }
 
 // provedHistory returns every version of name's key record, oldest

@@ -40,6 +40,7 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 	if packing == spindle.UnknownPack {
 		packing = spindle.EEPack
 	}
+	ctx, gossip := deferGossip(ctx)
 	var readers []spindle.PublicKey
 	readersAt := int64(-1)
 	if packing == spindle.EEPack {
@@ -71,9 +72,14 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 		Readers: readers,
 		Put:     pipe.put,
 	}
+	var held *heldBlocks
 	if sc := c.erasure.Load(); sc != nil {
 		pc.Erasure = pack.Erasure{K: sc.K, M: sc.M}
 		pc.Stripe = stripePut(*sc, pipe)
+	} else if c.takesBlocks.Load() {
+		// A small file's blocks go with its entry (see inline.go).
+		held = &heldBlocks{}
+		pc.Put = held.holding(pipe.put)
 	}
 	err = pack.Pack(ctx, entry, r, pc)
 	if werr := pipe.wait(); err == nil {
@@ -82,7 +88,19 @@ func (c *Client) Put(ctx context.Context, name spindle.PathName, r io.Reader, pa
 	if err != nil {
 		return nil, spindle.E(op, name, err)
 	}
+	// The blocks went out beside the gossip: they are of no use without
+	// the entry, whose wrapped keys the key records looked up chose.
+	if err := gossip.wait(); err != nil {
+		return nil, spindle.E(op, name, err)
+	}
+	if held != nil {
+		c.svc.held.add(held)
+		defer c.svc.held.remove(held)
+	}
 	e, err := c.putFile(ctx, entry, readersAt)
+	if gerr := gossip.wait(); err == nil {
+		err = gerr
+	}
 	if err != nil {
 		return nil, spindle.E(op, name, err)
 	}
@@ -310,6 +328,10 @@ func (c *Client) putReaders(ctx context.Context, name spindle.PathName) ([]spind
 		return nil, false, 0, err
 	}
 	rctx, ra := withReadersAt(ctx, p.User())
+	if c.keyLog != nil {
+		// The readers' key records come with the Access file.
+		rctx = context.WithValue(rctx, keepProofsKey{}, c.keepProofs)
+	}
 	keys, public, _, err := c.readerKeys(rctx, name)
 	if err != nil {
 		return nil, false, 0, err

@@ -50,6 +50,12 @@ type remote struct {
 	// of its key record (see forward.go); none if the client's node is to
 	// answer.
 	route func(ctx context.Context, owner spindle.UserName) []peer.ID
+	// held, if set, holds the blocks of small files that go with their
+	// entries (see inline.go).
+	held *heldRegistry
+	// routeCached, if set, reports whether route has the owner's key
+	// record at hand, and answers without a round trip.
+	routeCached func(owner spindle.UserName) bool
 	// routeFresh is route with the owner's key record looked up afresh.
 	routeFresh func(ctx context.Context, owner spindle.UserName) []peer.ID
 	// hostAddrs, if set, returns the dir hosts of owner's tree as its key
@@ -121,7 +127,7 @@ func callDir[Req any, Resp any, PResp interface {
 				return nil, herr
 			}
 		}
-		if herr := r.checkStep(ctx, floor, anchor, h); herr != nil {
+		if herr := r.checkStep(withStepAnswers(ctx, resp, h), floor, anchor, h); herr != nil {
 			r.log.Debug("directory log step refused", "user", h.User, "seq", h.Seq, "err", herr.Error())
 			if k := spindle.KindOf(herr); k == spindle.IO || k == spindle.Transient {
 				// The step could not be checked (the host went away
@@ -219,17 +225,69 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 	if r.route == nil || r.sign == nil && r.direct == nil || owner == "" {
 		return r.call1(ctx, req, dec)
 	}
+	write := req.Method == wire.DirAppend || req.Method == wire.DirBatch
+	var early chan earlyAnswer
+	var guess peer.ID
+	if !write && r.direct == nil && r.routeCached != nil && !r.routeCached(owner) {
+		guess, _ = peer.Decode(r.heads.signer(owner))
+	}
+	if guess != "" {
+		// The route is to be looked up, a round trip; but the dir host
+		// that signed the newest head of the tree the client saw is
+		// most likely the one to ask: ask it meanwhile, as the route
+		// would. The client's node, if that host, hears nothing it did
+		// not know: it holds the tree; if another, it carries the
+		// request in a tunnel, which it cannot read.
+		ectx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		early = make(chan earlyAnswer, 1)
+		go func() {
+			v, err := r.callTo(ectx, req, guess, dec)
+			early <- earlyAnswer{v, err}
+		}()
+	}
+	sent := time.Now()
 	hosts := r.route(ctx, owner)
+	var errs []error
+	first := 0 // The first host the loop below asks.
+	if early != nil && (len(hosts) == 0 && guess == r.peer || len(hosts) > 0 && hosts[0] == guess) {
+		// The answer is the one the read below would get first; a host
+		// that cannot serve it now, or within hostReadTimeout if others
+		// may, leaves the read to the others.
+		if len(hosts) <= 1 {
+			a := <-early
+			return a.v, a.err
+		}
+		wait := time.NewTimer(hostReadTimeout - time.Since(sent))
+		var a earlyAnswer
+		select {
+		case a = <-early:
+		case <-wait.C:
+			select {
+			case a = <-early: // The answer came as the time ran out.
+			default:
+				a.err = spindle.E(spindle.Transient, fmt.Errorf("dir host %s did not answer within %v", guess, hostReadTimeout))
+			}
+		}
+		wait.Stop()
+		if a.err == nil || !unavailable(a.err) || ctx.Err() != nil {
+			return a.v, a.err
+		}
+		errs = append(errs, a.err)
+		first = 1
+	}
 	if len(hosts) == 0 {
 		return r.call1(ctx, req, dec)
 	}
-	if req.Method == wire.DirAppend || req.Method == wire.DirBatch {
+	if write {
 		return r.callSequencer(ctx, req, owner, hosts[0], dec)
 	}
-	var errs []error
 	floor := r.heads.floor(owner)
 	lagging := false
 	for i, to := range hosts {
+		if i < first {
+			continue
+		}
 		hctx, cancel := ctx, context.CancelFunc(func() {})
 		if i < len(hosts)-1 {
 			// A host that hangs (stopped, or its machine asleep) must not
@@ -262,6 +320,24 @@ func (r *remote) callRouted(ctx context.Context, req *wire.Request, owner spindl
 		return nil, errs[0]
 	}
 	return nil, spindle.E(spindle.PathName(owner+"/"), spindle.IO, fmt.Errorf("none of the %d dir hosts of %s answered: %w", len(hosts), owner, errors.Join(errs...)))
+}
+
+// An earlyAnswer is the answer to a read sent to the client's node while
+// the route of the read was looked up (see callRouted).
+type earlyAnswer struct {
+	v   any
+	err error
+}
+
+// keepProofsKey is the context key of the function that keeps the key
+// proofs a whichaccess answer carries, if the caller asks for them (see
+// Client.keepProofs).
+type keepProofsKey struct{}
+
+// ownerOf returns the user whose tree name is in.
+func ownerOf(name spindle.PathName) spindle.UserName {
+	owner, _, _ := strings.Cut(string(name), "/")
+	return spindle.UserName(owner)
 }
 
 // logHead returns the head of a directory log that the answer resp
@@ -441,6 +517,10 @@ func (r *remote) Head(ctx context.Context, owner spindle.UserName) (*dirlog.Head
 
 // Append implements dirlog.Sequencer.
 func (r *remote) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry, error) {
+	// Only dir.appendbatch carries blocks.
+	if _, err := r.held.take(ctx, []*dirlog.Entry{e}, false); err != nil {
+		return nil, err
+	}
 	resp, err := call[wire.DirAppendRequest, wire.DirAppendResponse](ctx, r, wire.DirAppend, e.Tree(), &wire.DirAppendRequest{Entry: e.Marshal()})
 	if resp == nil {
 		return nil, err
@@ -449,6 +529,19 @@ func (r *remote) Append(ctx context.Context, e *dirlog.Entry) (*spindle.DirEntry
 		err = r.appended([]*dirlog.Entry{e})
 	}
 	return resp.Entry, err
+}
+
+// toNode reports whether a write to owner's tree goes to the client's
+// node: the node sequences the tree, or no record names its hosts.
+func (r *remote) toNode(ctx context.Context, owner spindle.UserName) bool {
+	if r.direct != nil {
+		return false
+	}
+	if r.route == nil || owner == "" {
+		return true
+	}
+	hosts := r.route(ctx, owner)
+	return len(hosts) == 0 || hosts[0] == r.peer
 }
 
 // appended remembers the head that entries the node has just appended
@@ -475,7 +568,12 @@ func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindl
 		if len(es) > 0 {
 			owner = es[0].Tree()
 		}
-		resp, err := call[wire.DirBatchRequest, wire.DirBatchResponse](ctx, r, wire.DirBatch, owner, &wire.DirBatchRequest{Entries: batch})
+		blocks, err := r.held.take(ctx, es, r.toNode(ctx, owner))
+		if err != nil {
+			return nil, err
+		}
+		req := &wire.DirBatchRequest{Entries: batch, Blocks: blocks}
+		resp, err := call[wire.DirBatchRequest, wire.DirBatchResponse](ctx, r, wire.DirBatch, owner, req)
 		var e *spindle.Error
 		if !(errors.As(err, &e) && e.Op == wire.UnknownOp) {
 			if resp == nil {
@@ -501,7 +599,8 @@ func (r *remote) AppendBatch(ctx context.Context, es []*dirlog.Entry) ([]*spindl
 
 // Lookup implements dirlog.Service.
 func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
-	resp, err := callDir[wire.DirLookupRequest, wire.DirLookupResponse](ctx, r, wire.DirLookup, &wire.DirLookupRequest{Name: name}, string(name))
+	lb := lookupBlocksOf(ctx)
+	resp, err := callDir[wire.DirLookupRequest, wire.DirLookupResponse](ctx, r, wire.DirLookup, &wire.DirLookupRequest{Name: name, WithBlocks: lb != nil, StepFrom: r.stepFrom(ownerOf(name))}, string(name))
 	if resp == nil {
 		return nil, err
 	}
@@ -509,6 +608,12 @@ func (r *remote) Lookup(ctx context.Context, _ spindle.UserName, name spindle.Pa
 		return nil, perr
 	}
 	noteProved(ctx, resp.Head)
+	if lb != nil && err == nil {
+		lb.keep(resp.Entry, resp.Blocks, resp.BlockErr)
+		if len(resp.Blocks) > 0 {
+			r.log.Debug("blocks with the entry", "name", name, "blocks", len(resp.Blocks))
+		}
+	}
 	return resp.Entry, err
 }
 
@@ -535,12 +640,16 @@ func (r *remote) Glob(ctx context.Context, _ spindle.UserName, pattern string) (
 
 // WhichAccess implements dirlog.Service.
 func (r *remote) WhichAccess(ctx context.Context, _ spindle.UserName, name spindle.PathName) (*spindle.DirEntry, error) {
-	resp, err := callDir[wire.DirWhichRequest, wire.DirWhichResponse](ctx, r, wire.DirWhich, &wire.DirWhichRequest{Name: name}, string(name))
+	keep, _ := ctx.Value(keepProofsKey{}).(func([][]byte))
+	resp, err := callDir[wire.DirWhichRequest, wire.DirWhichResponse](ctx, r, wire.DirWhich, &wire.DirWhichRequest{Name: name, StepFrom: r.stepFrom(ownerOf(name)), WithKeys: keep != nil}, string(name))
 	if resp == nil || err != nil {
 		return nil, err
 	}
 	if perr := r.checkWhichAccess(name, resp); perr != nil {
 		return nil, perr
+	}
+	if keep != nil {
+		keep(resp.KeyProofs)
 	}
 	noteProved(ctx, resp.Head)
 	return resp.Entry, nil

@@ -35,6 +35,7 @@ func logCall(log *slog.Logger, req *wire.Request, sent, got int, took time.Durat
 		Name    spindle.PathName `cbor:"3,keyasint,omitempty"`
 		Pattern string           `cbor:"4,keyasint,omitempty"`
 		Batch   [][]byte         `cbor:"8,keyasint,omitempty"`
+		Blocks  [][]byte         `cbor:"22,keyasint,omitempty"`
 	}
 	if len(req.Body) > 0 && wire.Decode(req.Body, &about) == nil {
 		switch {
@@ -47,6 +48,9 @@ func logCall(log *slog.Logger, req *wire.Request, sent, got int, took time.Durat
 		}
 		if len(about.Batch) > 0 {
 			attrs = append(attrs, "entries", len(about.Batch))
+		}
+		if len(about.Blocks) > 0 {
+			attrs = append(attrs, "blocks", len(about.Blocks)) // See inline.go.
 		}
 	}
 	attrs = append(attrs, "sent", sent, "got", got, "took", roundDur(took))

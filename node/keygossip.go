@@ -94,6 +94,15 @@ func decodeKeyGossip(key string, value []byte) ([][]byte, error) {
 // by gossipTimeout; a node without a DHT, or a DHT that finds nothing,
 // returns no heads.
 func (n *Node) GossipKeyHead(ctx context.Context, head []byte) ([][]byte, error) {
+	return n.gossipKeyHead(ctx, head, false)
+}
+
+// gossipKeyHead is GossipKeyHead; with sameTree, a head of the same tree
+// as head (another note of it, signed by other members or witnesses)
+// among those published counts as head published: the gossip a node does
+// for a key proof (wire.KeyProofRequest.Gossip), which leaves the room in
+// the record to the heads clients and witnesses publish themselves.
+func (n *Node) gossipKeyHead(ctx context.Context, head []byte, sameTree bool) ([][]byte, error) {
 	const op spindle.Op = "node.GossipKeyHead"
 	hi, err := keylog.ParseHead(head)
 	if err != nil {
@@ -122,7 +131,14 @@ func (n *Node) GossipKeyHead(ctx context.Context, head []byte) ([][]byte, error)
 	default:
 		n.log.Debug("cannot read key gossip", "key", key, "err", oneLine(err.Error()))
 	}
-	if slices.ContainsFunc(found, func(h []byte) bool { return bytes.Equal(h, head) }) || len(found) >= keylog.MaxGossipHeads {
+	published := func(h []byte) bool {
+		if bytes.Equal(h, head) {
+			return true
+		}
+		fi, err := keylog.ParseHead(h)
+		return sameTree && err == nil && fi.Tree == hi.Tree
+	}
+	if slices.ContainsFunc(found, published) || len(found) >= keylog.MaxGossipHeads {
 		return found, nil // Published already, or no room.
 	}
 	rec, err := keylog.EncodeGossip(hi.N, append(slices.Clone(found), head))

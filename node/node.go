@@ -201,8 +201,12 @@ type Node struct {
 	local   host.Host          // The Unix-socket host for clients on this machine, or nil.
 	store   spindle.BlockStore // The blocks held here.
 	replica *replica.Store     // In front of store: the blocks across the network.
-	leases  *leases            // Leases held and renewed, and collection.
-	closeBS func() error
+	// userBlocks is the store the block protocol serves, which the
+	// client protocol uses for the blocks it carries (see
+	// wire.DirBatchRequest.Blocks); called with p2p.WithBlockPeer.
+	userBlocks spindle.BlockStore
+	leases     *leases // Leases held and renewed, and collection.
+	closeBS    func() error
 	// The key cluster, which changes as the node joins or leaves it
 	// (members.go).
 	keyState atomic.Pointer[keyState]
@@ -470,6 +474,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.metrics != nil {
 		blockSrv = countingBlocks{BlockStore: blockSrv, m: n.metrics, user: func(p peer.ID) bool { return n.session(p) != "" }}
 	}
+	n.userBlocks = blockSrv
 
 	n.startMirrors()
 	// The logs the operator asked to repair first, before clients come:

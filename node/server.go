@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -11,6 +12,8 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"spindle.dev"
+	"spindle.dev/access"
+	"spindle.dev/blocks"
 	"spindle.dev/dirlog"
 	"spindle.dev/keyraft"
 	"spindle.dev/keyraft/keylog"
@@ -278,7 +281,7 @@ func callNode[Req, Resp any](ctx context.Context, n *Node, to peer.AddrInfo, met
 func (n *Node) serveAuth(ctx context.Context, c *caller, _ *wire.AuthRequest) (*wire.AuthResponse, error) {
 	// The verifier key goes with every answer, so that a client that
 	// signs in checks which key cluster it reached without asking.
-	resp := &wire.AuthResponse{Verifier: []byte(n.kst().ks.VerifierKey())}
+	resp := &wire.AuthResponse{Verifier: []byte(n.kst().ks.VerifierKey()), TakesBlocks: true}
 	if !n.cfg.Erasure.IsZero() {
 		resp.Erasure = n.cfg.Erasure.String()
 	}
@@ -321,8 +324,25 @@ func (n *Node) serveKeyProof(ctx context.Context, _ *caller, req *wire.KeyProofR
 		return nil, err
 	}
 	data, err := p.MarshalBinary()
-	return &wire.KeyProofResponse{Proof: data}, err
+	resp := &wire.KeyProofResponse{Proof: data}
+	if err == nil && req.Gossip {
+		// Within the budget a client gives its own gossip: a slow DHT
+		// holds up no key proof by more.
+		gctx, cancel := context.WithTimeout(ctx, keyProofGossipBudget)
+		hs, gerr := n.gossipKeyHead(gctx, p.Head, true)
+		cancel()
+		if gerr != nil {
+			n.log.Debug("cannot gossip the head of a key proof", "err", oneLine(gerr.Error()))
+		} else {
+			resp.Heads, resp.Gossiped = hs, true
+		}
+	}
+	return resp, err
 }
+
+// keyProofGossipBudget bounds the gossip a key proof does for its client
+// (wire.KeyProofRequest.Gossip), as the client bounds its own.
+const keyProofGossipBudget = 2 * time.Second
 
 func (n *Node) serveKeyProofs(ctx context.Context, _ *caller, req *wire.KeyProofsRequest) (*wire.KeyProofsResponse, error) {
 	ps, err := n.kst().ks.History(ctx, req.User)
@@ -452,6 +472,9 @@ func (n *Node) serveDirBatch(ctx context.Context, c *caller, req *wire.DirBatchR
 	if len(req.Entries) > dirlog.MaxBatch {
 		return nil, spindle.E(spindle.Op("node.AppendBatch"), c.user, spindle.Invalid, fmt.Sprintf("%d entries in a batch, limit is %d", len(req.Entries), dirlog.MaxBatch))
 	}
+	if err := n.putInline(ctx, c, req.Blocks); err != nil {
+		return nil, err
+	}
 	// Append the entries before the first bad one, and report it.
 	var es []*dirlog.Entry
 	var bad error
@@ -499,7 +522,112 @@ func (n *Node) serveDirLookup(ctx context.Context, c *caller, req *wire.DirLooku
 	if werr := n.witnessed(ctx, &resp.Head); werr != nil {
 		return nil, werr
 	}
+	if req.WithBlocks && err == nil {
+		resp.Blocks, resp.BlockErr = n.inlineBlocks(ctx, c, de)
+	}
+	if req.At == 0 && req.AtTime == 0 {
+		resp.Step = n.stepAnswers(ctx, c, req.Name, req.StepFrom, resp.Head)
+	}
 	return resp, err
+}
+
+// maxStepLog bounds the entries StepAnswers carry; the client asks for
+// the rest.
+const maxStepLog = 256
+
+// stepAnswers returns the answers to the requests a client that has seen
+// the head at sequence from of name's tree makes to check the step to
+// head (see wire.StepAnswers), or nil if there is none to check.
+func (n *Node) stepAnswers(ctx context.Context, c *caller, name spindle.PathName, from int64, head *dirlog.Head) *wire.StepAnswers {
+	if from <= 0 || head == nil || head.Seq <= from {
+		return nil
+	}
+	p, err := spindle.Parse(name)
+	if err != nil || p.User() != head.User {
+		return nil
+	}
+	owner := p.User()
+	sa := &wire.StepAnswers{From: from}
+	if st, err := n.serveDirStep(ctx, c, &wire.DirStepRequest{User: owner, From: from, To: head.Seq}); err == nil {
+		sa.Proof = st.Proof
+	}
+	if c.user == owner {
+		if ms, err := n.serveDirMapStep(ctx, c, &wire.DirMapStepRequest{User: owner, From: from}); err == nil {
+			sa.MapStep = ms.Step
+		}
+		if es, err := n.serveDirEntries(ctx, c, &wire.DirEntriesRequest{User: owner, From: from + 1, Max: min(head.Seq-from, maxStepLog)}); err == nil {
+			sa.Log = es.Log
+		}
+	}
+	return sa
+}
+
+// putInline stores the blocks a client sent with its entries
+// (wire.DirBatchRequest.Blocks) as the block protocol would store them
+// from the client's peer: only from the client itself, signed in as a
+// writer the node admits, never from a node carrying a request.
+func (n *Node) putInline(ctx context.Context, c *caller, blocks [][]byte) error {
+	const op spindle.Op = "node.AppendBlocks"
+	if len(blocks) == 0 {
+		return nil
+	}
+	switch {
+	case c.req.To != "":
+		return spindle.E(op, c.user, spindle.Invalid, "blocks travel with entries only to the client's own node")
+	case len(blocks) > wire.MaxInlineBlocks:
+		return spindle.E(op, c.user, spindle.Invalid, fmt.Sprintf("%d blocks with the entries, limit is %d", len(blocks), wire.MaxInlineBlocks))
+	case !n.canStore(c.remote):
+		// As the block protocol refuses them (cmd/spin's hint knows it).
+		return spindle.E(p2p.BlockServerOp, c.user, spindle.Permission, fmt.Sprintf("peer %s may not store blocks here", c.remote))
+	}
+	for i, b := range blocks {
+		if len(b) > wire.MaxInlineBlock {
+			return spindle.E(op, c.user, spindle.Invalid, fmt.Sprintf("block %d of %d bytes with the entries, limit is %d", i, len(b), wire.MaxInlineBlock))
+		}
+	}
+	for _, b := range blocks {
+		if _, err := n.userBlocks.Put(p2p.WithBlockPeer(ctx, c.remote), b); err != nil {
+			return spindle.E(op, c.user, err)
+		}
+	}
+	return nil
+}
+
+// inlineBlocks returns the blocks of e for a lookup's answer
+// (wire.DirLookupRequest.WithBlocks), those held here: none if e is not
+// a small file, and only those before the first not held here. (A block
+// held elsewhere is not fetched for the answer, which would wait on the
+// network: the client fetches it as before.) A copy here that is damaged
+// is got, for the client's own node, as the client's block get would
+// get it, from elsewhere; if it cannot be, the error is the answer's
+// BlockErr (see wire.DirLookupResponse).
+func (n *Node) inlineBlocks(ctx context.Context, c *caller, e *spindle.DirEntry) ([][]byte, []byte) {
+	if e == nil || e.Attr.IsDir() || e.Attr.IsLink() || len(e.Blocks) == 0 || len(e.Blocks) > wire.MaxInlineBlocks {
+		return nil, nil
+	}
+	var out [][]byte
+	for _, b := range e.Blocks {
+		if b.Size > wire.MaxInlineBlock {
+			return out, nil
+		}
+		data, err := n.store.Get(ctx, b.Ref)
+		if errors.Is(err, spindle.Integrity) && c.req.To == "" && n.session(c.remote) != "" {
+			bad := err
+			if data, err = n.userBlocks.Get(p2p.WithBlockPeer(ctx, c.remote), b.Ref); err != nil {
+				return out, wire.ErrBytes(bad)
+			}
+			if blocks.RefOf(data) != b.Ref {
+				// Passed on from elsewhere unchecked, as a user's get
+				// is: the client's own get asks again for a wrong one.
+				return out, nil
+			}
+		}
+		if err != nil || len(data) > wire.MaxInlineBlock {
+			return out, nil
+		}
+		out = append(out, data)
+	}
+	return out, nil
 }
 
 func (n *Node) serveDirGlob(ctx context.Context, c *caller, req *wire.DirGlobRequest) (*wire.DirGlobResponse, error) {
@@ -546,7 +674,46 @@ func (n *Node) serveDirWhich(ctx context.Context, c *caller, req *wire.DirWhichR
 	if werr := n.witnessed(ctx, &resp.Head); werr != nil {
 		return nil, werr
 	}
+	resp.Step = n.stepAnswers(ctx, c, req.Name, req.StepFrom, resp.Head)
+	if req.WithKeys && err == nil {
+		resp.KeyProofs = n.readerProofs(ctx, c, de)
+	}
 	return resp, err
+}
+
+// readerProofs returns the proofs of the key records of the readers that
+// the Access file e names (see wire.DirWhichRequest.WithKeys): those it
+// can have, of at most wire.MaxKeyProofs users.
+func (n *Node) readerProofs(ctx context.Context, c *caller, e *spindle.DirEntry) [][]byte {
+	if e == nil {
+		return nil
+	}
+	a, err := access.Parse(e.Name, e.Inline)
+	if err != nil {
+		return nil
+	}
+	noGroups := func(spindle.PathName) (*access.Group, error) { return nil, spindle.E(spindle.NotExist) }
+	users, _, err := a.KnownUsers(access.Read, noGroups)
+	if err != nil {
+		return nil
+	}
+	var out [][]byte
+	for _, u := range users {
+		if u == c.user || u == spindle.AllUsers || strings.HasPrefix(string(u), "*@") {
+			continue
+		}
+		if len(out) == wire.MaxKeyProofs {
+			break
+		}
+		p, err := n.kst().ks.LookupProof(ctx, u)
+		if err != nil {
+			continue
+		}
+		if data, err := p.MarshalBinary(); err == nil {
+			out = append(out, data)
+		}
+	}
+	return out
 }
 
 // appendable decodes an entry that user sends to be appended and checks

@@ -200,6 +200,14 @@ func BlockPeer(ctx context.Context) (peer.ID, bool) {
 	return p, ok
 }
 
+// WithBlockPeer returns ctx for a call of a store that [ServeBlocks]
+// serves made on behalf of peer p, as if p had sent the request on the
+// block protocol: for blocks that travel on another protocol (a node's
+// client protocol carries a small file's blocks with its entry).
+func WithBlockPeer(ctx context.Context, p peer.ID) context.Context {
+	return context.WithValue(ctx, blockPeerKey{}, p)
+}
+
 // recheckKey is the context key under which ServeBlocks marks a get
 // again (see Recheck).
 type recheckKey struct{}

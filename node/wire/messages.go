@@ -22,9 +22,15 @@ type AuthRequest struct{}
 // block as K data and M parity shards, which the node places apart.
 // Empty means whole blocks, replicated; an older node sends none, and an
 // older client ignores it and puts whole blocks, which any node takes.
+//
+// TakesBlocks says that the node takes the blocks of a small file with
+// its entry, in DirBatchRequest.Blocks, and hands them back with the
+// entry, in DirLookupResponse.Blocks: a put and a get each save a round
+// trip. An older node sends false, and its clients send blocks apart.
 type AuthResponse struct {
-	Verifier []byte `cbor:"4,keyasint,omitempty"`
-	Erasure  string `cbor:"5,keyasint,omitempty"`
+	Verifier    []byte `cbor:"4,keyasint,omitempty"`
+	Erasure     string `cbor:"5,keyasint,omitempty"`
+	TakesBlocks bool   `cbor:"24,keyasint,omitempty"`
 }
 
 // A KeyLookupRequest asks for User's key record (KeyLookup), or for the
@@ -75,13 +81,25 @@ type KeyHistoryResponse struct {
 // A KeyProofRequest asks for the proof of User's current record in the
 // key cluster's transparency log, for clients that check it (see
 // client.Config.KeyLog).
+//
+// Gossip asks the node to gossip the signed tree head of the proof, as a
+// KeyGossipRequest of that head would, and to answer with what that
+// would answer (KeyProofResponse.Heads): a client that has not gossiped
+// the head it is about to see saves the round trip. A node that predates
+// it answers Gossiped false, and the client gossips apart.
 type KeyProofRequest struct {
-	User spindle.UserName `cbor:"2,keyasint,omitempty"`
+	User   spindle.UserName `cbor:"2,keyasint,omitempty"`
+	Gossip bool             `cbor:"25,keyasint,omitempty"`
 }
 
-// A KeyProofResponse carries a keylog.Proof, encoded.
+// A KeyProofResponse carries a keylog.Proof, encoded, and if the request
+// asked for Gossip and the node gossiped the proof's head, Gossiped and
+// the heads a KeyGossipResponse would carry, which the client checks as
+// it checks those.
 type KeyProofResponse struct {
-	Proof []byte `cbor:"4,keyasint,omitempty"`
+	Proof    []byte   `cbor:"4,keyasint,omitempty"`
+	Heads    [][]byte `cbor:"12,keyasint,omitempty"`
+	Gossiped bool     `cbor:"26,keyasint,omitempty"`
 }
 
 // A KeyProofsRequest asks for the proofs of every version of User's
@@ -319,9 +337,24 @@ type DirAppendResponse struct {
 // Entries, at most dirlog.MaxBatch encoded entries of one tree, in
 // order. A node that does not know the method answers with an error of
 // Op UnknownOp, and the client appends one at a time.
+//
+// Blocks, sent only to a node whose AuthResponse.TakesBlocks is set and
+// only to the client's own node (never with Request.To), are blocks the
+// entries name, at most MaxInlineBlocks of at most MaxInlineBlock bytes:
+// the node stores them, as a block put through it would, before it
+// appends, and appends nothing if one fails.
 type DirBatchRequest struct {
 	Entries [][]byte `cbor:"8,keyasint,omitempty"`
+	Blocks  [][]byte `cbor:"22,keyasint,omitempty"`
 }
+
+// The bounds of the blocks a request or an answer of the client protocol
+// carries with entries (DirBatchRequest.Blocks, DirLookupResponse.Blocks):
+// the blocks of a small file, which would cost a round trip of their own.
+const (
+	MaxInlineBlocks = 4
+	MaxInlineBlock  = 64 << 10
+)
 
 // A DirBatchResponse carries the entries appended, those before the
 // first that failed, whose error the Response carries.
@@ -335,20 +368,69 @@ type DirBatchResponse struct {
 // proved against a head of that state (see dirlog/host's LookupProvedAt).
 // A node that predates them answers with the current state, under a head
 // of another sequence, which the client refuses.
+//
+// WithBlocks asks for the blocks of the file found too, if it has at
+// most MaxInlineBlocks of at most MaxInlineBlock bytes (see
+// DirLookupResponse.Blocks); a node that predates it sends none.
+//
+// StepFrom, if positive, is the sequence of the newest head of the tree
+// the client has seen (or the one it checks steps from): if the answer's
+// head is past it, the host adds the answers to the requests the client
+// would make next to check the step (see StepAnswers).
 type DirLookupRequest struct {
-	Name   spindle.PathName `cbor:"3,keyasint,omitempty"`
-	At     int64            `cbor:"20,keyasint,omitempty"`
-	AtTime int64            `cbor:"21,keyasint,omitempty"`
+	Name       spindle.PathName `cbor:"3,keyasint,omitempty"`
+	At         int64            `cbor:"20,keyasint,omitempty"`
+	AtTime     int64            `cbor:"21,keyasint,omitempty"`
+	WithBlocks bool             `cbor:"23,keyasint,omitempty"`
+	StepFrom   int64            `cbor:"28,keyasint,omitempty"`
 }
+
+// StepAnswers are the answers, added to an answer whose head is past the
+// head the client has seen (StepFrom), to the requests the client makes
+// to check that step (dir.step, and for the tree's owner dir.mapstep and
+// the first dir.entries), each as that method's answer would carry it,
+// for From to the answer's head; a part the host cannot give is left out,
+// and the client asks for it. The client checks them as it checks those
+// answers: nothing is taken on trust that was not before.
+type StepAnswers struct {
+	From    int64    `cbor:"1,keyasint,omitempty"`
+	Proof   []byte   `cbor:"2,keyasint,omitempty"` // DirStepResponse.Proof, From to the head.
+	MapStep []byte   `cbor:"3,keyasint,omitempty"` // DirMapStepResponse.Step from From.
+	Log     [][]byte `cbor:"4,keyasint,omitempty"` // DirEntriesResponse.Log from From+1.
+}
+
+// A StepAnswering answer may carry StepAnswers.
+type StepAnswering interface {
+	StepAnswers() *StepAnswers
+}
+
+// StepAnswers returns r.Step.
+func (r *DirLookupResponse) StepAnswers() *StepAnswers { return r.Step }
+
+// StepAnswers returns r.Step.
+func (r *DirWhichResponse) StepAnswers() *StepAnswers { return r.Step }
 
 // A DirLookupResponse carries the entry, with Head and Proofs: the proof
 // (a dirlog.Proved, encoded) of the answer against Head, followed for
 // NotExist by its Above, root first. A lookup that stops at a link
 // carries the link's entry and the error together.
+//
+// Blocks, if WithBlocks asked for them, are blocks the entry names that
+// the node holds, in the entry's order, from the first; the node may
+// leave out any. The client checks each as it checks a block it fetches:
+// its hash against the entry's reference, which the writer signed.
+// BlockErr, an encoded *spindle.Error, is what a block get of the client
+// from its node would have answered for the block after those, if the
+// node found its copy damaged and could get no other: the node's check
+// moved the copy aside, and a get now would not say why. Step
+// answers the check of the step to Head if StepFrom asked for it.
 type DirLookupResponse struct {
-	Entry  *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
-	Head   *dirlog.Head      `cbor:"3,keyasint,omitempty"`
-	Proofs [][]byte          `cbor:"10,keyasint,omitempty"`
+	Entry    *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
+	Head     *dirlog.Head      `cbor:"3,keyasint,omitempty"`
+	Proofs   [][]byte          `cbor:"10,keyasint,omitempty"`
+	Blocks   [][]byte          `cbor:"22,keyasint,omitempty"`
+	Step     *StepAnswers      `cbor:"27,keyasint,omitempty"`
+	BlockErr []byte            `cbor:"30,keyasint,omitempty"`
 }
 
 // A DirGlobRequest asks for the entries that match Pattern, in the
@@ -369,17 +451,35 @@ type DirGlobResponse struct {
 
 // A DirWhichRequest (dir.whichaccess) asks for the Access file that
 // governs Name.
+//
+// StepFrom is as a DirLookupRequest's. WithKeys asks for the proofs of
+// the key records of the users the Access file found names as readers
+// (DirWhichResponse.KeyProofs), which a writer wraps a new file's key
+// for; a node that predates it sends none.
 type DirWhichRequest struct {
-	Name spindle.PathName `cbor:"3,keyasint,omitempty"`
+	Name     spindle.PathName `cbor:"3,keyasint,omitempty"`
+	StepFrom int64            `cbor:"28,keyasint,omitempty"`
+	WithKeys bool             `cbor:"29,keyasint,omitempty"`
 }
+
+// MaxKeyProofs bounds the key proofs a DirWhichResponse carries.
+const MaxKeyProofs = 8
 
 // A DirWhichResponse carries the Access file's entry (nil if none
 // governs), with Head and Proofs: the governing file's proof (empty if
-// none governs) and then the absence of each nearer one, nearest first.
+// none governs) and then the absence of each nearer one, nearest first;
+// and Step, as a DirLookupResponse's.
+//
+// KeyProofs, if WithKeys asked for them, are, for at most MaxKeyProofs
+// of the users the Access file names as readers (by name: not through
+// groups or wildcards, nor the requester), the proofs a KeyProofResponse
+// would carry; the client checks each as it checks those.
 type DirWhichResponse struct {
-	Entry  *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
-	Head   *dirlog.Head      `cbor:"3,keyasint,omitempty"`
-	Proofs [][]byte          `cbor:"10,keyasint,omitempty"`
+	Entry     *spindle.DirEntry `cbor:"1,keyasint,omitempty"`
+	Head      *dirlog.Head      `cbor:"3,keyasint,omitempty"`
+	Proofs    [][]byte          `cbor:"10,keyasint,omitempty"`
+	Step      *StepAnswers      `cbor:"27,keyasint,omitempty"`
+	KeyProofs [][]byte          `cbor:"29,keyasint,omitempty"`
 }
 
 // A WatchRequest, the first message on WatchProtocol, asks for the events

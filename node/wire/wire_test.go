@@ -46,6 +46,10 @@ func FuzzDecodeBody(f *testing.F) {
 		req(KeyPut, &KeyPutRequest{Record: []byte{0, 1, 2}, Grant: []byte{3, 4}}),
 		req(DirEntries, &DirEntriesRequest{User: "ann@example.com", From: 3, Max: 100}),
 		req(KeyConfig, &KeyConfigRequest{After: 2, Head: []byte("head")}),
+		req(DirLookup, &DirLookupRequest{Name: "ann@example.com/x", WithBlocks: true, StepFrom: 4}),
+		req(DirBatch, &DirBatchRequest{Entries: [][]byte{{1}}, Blocks: [][]byte{{4, 5}, {6}}}),
+		req(DirWhich, &DirWhichRequest{Name: "ann@example.com/x", StepFrom: 2, WithKeys: true}),
+		req(KeyProof, &KeyProofRequest{User: "ann@example.com", Gossip: true}),
 	} {
 		f.Add(r.Body)
 	}
@@ -56,6 +60,8 @@ func FuzzDecodeBody(f *testing.F) {
 		roundTrip[DirEntriesRequest](t, data)
 		roundTrip[KeyConfigRequest](t, data)
 		roundTrip[WatchRequest](t, data)
+		roundTrip[DirWhichRequest](t, data)
+		roundTrip[KeyProofRequest](t, data)
 	})
 }
 
@@ -174,6 +180,10 @@ func FuzzDecodeResponse(f *testing.F) {
 		&KeyDomainResponse{Users: []spindle.UserName{"ann@example.com"}},
 		&KeyHistoryResponse{Keys: []spindle.PublicKey{"k"}},
 		&KeyProofsResponse{Proofs: [][]byte{{1, 2}}},
+		&DirLookupResponse{Entry: &spindle.DirEntry{Name: "ann@example.com/x"}, Blocks: [][]byte{{7}}, BlockErr: ErrBytes(spindle.E(spindle.Integrity, "damaged")), Step: &StepAnswers{From: 3, Proof: []byte{1}, MapStep: []byte{2}, Log: [][]byte{{3}, {4}}}},
+		&DirWhichResponse{Entry: &spindle.DirEntry{Name: "ann@example.com/Access"}, KeyProofs: [][]byte{{5, 6}}, Step: &StepAnswers{From: 1}},
+		&KeyProofResponse{Proof: []byte{1}, Heads: [][]byte{{2}}, Gossiped: true},
+		&AuthResponse{Verifier: []byte("v"), TakesBlocks: true},
 		&WatchEvent{Err: []byte{1}, Delete: true},
 		&NodeStatusResponse{Status: &Status{Peer: "12D3KooW", Started: 1, Peers: 3, DHTPeers: 2, Blocks: 5, Bytes: 1 << 20, Addrs: []string{"/ip4/127.0.0.1/tcp/7447"}, Announced: new(int64), RepairBacklog: new(int64),
 			Logs: []LogStatus{{User: "ann@example.com", Role: "sequencer", Seq: 7, Hosts: []LogHost{{Peer: "12D3KooW", Seq: 7, Asked: new(spindle.Time)}}}, {User: "bob@example.com", Role: "mirror", Seq: 5, Source: "12D3KooW", SourceSeq: 7, Lag: 2, Err: "refused"}}}},
@@ -217,6 +227,9 @@ func FuzzDecodeResponse(f *testing.F) {
 		roundTrip[NodeStatusResponse](t, resp.Body)
 		roundTrip[KeyJoinResponse](t, resp.Body)
 		roundTrip[WatchEvent](t, resp.Body)
+		roundTrip[DirWhichResponse](t, resp.Body)
+		roundTrip[KeyProofResponse](t, resp.Body)
+		roundTrip[AuthResponse](t, resp.Body)
 	})
 }
 

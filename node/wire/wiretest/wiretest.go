@@ -30,6 +30,12 @@ type Request struct {
 	Size    int64
 	Grant   []byte
 	At      int64 // A read of the past (DirLookupRequest.At).
+
+	Blocks     [][]byte // Blocks with entries (DirBatchRequest.Blocks).
+	WithBlocks bool     // DirLookupRequest.WithBlocks.
+	Gossip     bool     // KeyProofRequest.Gossip.
+	StepFrom   int64    // DirLookupRequest.StepFrom.
+	WithKeys   bool     // DirWhichRequest.WithKeys.
 }
 
 // body is the union of the request bodies' fields.
@@ -43,11 +49,17 @@ type body struct {
 	Size    int64            `cbor:"9,keyasint,omitempty"`
 	Grant   []byte           `cbor:"11,keyasint,omitempty"`
 	At      int64            `cbor:"20,keyasint,omitempty"`
+
+	Blocks     [][]byte `cbor:"22,keyasint,omitempty"`
+	WithBlocks bool     `cbor:"23,keyasint,omitempty"`
+	Gossip     bool     `cbor:"25,keyasint,omitempty"`
+	StepFrom   int64    `cbor:"28,keyasint,omitempty"`
+	WithKeys   bool     `cbor:"29,keyasint,omitempty"`
 }
 
 // Envelope returns r as the wire.Request it encodes as.
 func (r Request) Envelope() *wire.Request {
-	b, err := wire.Encode(&body{r.User, r.Name, r.Pattern, r.Seq, r.Data, r.Batch, r.Size, r.Grant, r.At})
+	b, err := wire.Encode(&body{r.User, r.Name, r.Pattern, r.Seq, r.Data, r.Batch, r.Size, r.Grant, r.At, r.Blocks, r.WithBlocks, r.Gossip, r.StepFrom, r.WithKeys})
 	if err != nil {
 		panic(err)
 	}
@@ -69,7 +81,7 @@ func (r *Request) UnmarshalCBOR(data []byte) error {
 			return err
 		}
 	}
-	*r = Request{env.Method, env.Auth, env.To, b.User, b.Name, b.Pattern, b.Seq, b.Data, b.Batch, b.Size, b.Grant, b.At}
+	*r = Request{env.Method, env.Auth, env.To, b.User, b.Name, b.Pattern, b.Seq, b.Data, b.Batch, b.Size, b.Grant, b.At, b.Blocks, b.WithBlocks, b.Gossip, b.StepFrom, b.WithKeys}
 	return nil
 }
 
@@ -92,6 +104,13 @@ type Response struct {
 	Status    *wire.Status        `cbor:"11,keyasint,omitempty"`
 	Log       [][]byte            `cbor:"12,keyasint,omitempty"`
 	KeyStatus *wire.ClusterStatus `cbor:"13,keyasint,omitempty"`
+
+	Blocks      [][]byte          `cbor:"22,keyasint,omitempty"` // DirLookupResponse.Blocks.
+	TakesBlocks bool              `cbor:"24,keyasint,omitempty"` // AuthResponse.TakesBlocks.
+	Gossiped    bool              `cbor:"26,keyasint,omitempty"` // KeyProofResponse.Gossiped.
+	Step        *wire.StepAnswers `cbor:"27,keyasint,omitempty"` // DirLookupResponse.Step.
+	KeyProofs   [][]byte          `cbor:"29,keyasint,omitempty"` // DirWhichResponse.KeyProofs.
+	BlockErr    []byte            `cbor:"30,keyasint,omitempty"` // DirLookupResponse.BlockErr.
 
 	Err       []byte `cbor:"-"` // An encoded *spindle.Error.
 	NotLeader bool   `cbor:"-"`

@@ -835,9 +835,11 @@ func (h *handle) block(ctx context.Context, i int) ([]byte, error) {
 }
 
 // maxAhead is how far ahead of the next block in order a read may ask
-// and still be taken as part of a sequential read (the kernel's
-// read-ahead, in blocks); h.ahead holds at most twice as many.
-const maxAhead = readAheadKB >> 10
+// and still be taken as part of a sequential read: the kernel's
+// read-ahead, in blocks, twice (it may have the next window on its way
+// before the current one is answered). h.ahead holds at most twice as
+// many blocks.
+const maxAhead = 2 * readAheadKB >> 10
 
 // fetch reads block i through the handle's reader, bounded by the
 // timeout. h.mu is held.

@@ -52,7 +52,7 @@ func benchEnv(b *testing.B, cacheSize int64) (*nodetest.Env, *fsys.FS, spindle.C
 // every read goes to the node. The data is zeros (ee encrypts them all the
 // same).
 func BenchmarkSequential(b *testing.B) {
-	_, _, c, root := benchEnv(b, 1)
+	_, m, c, root := benchEnv(b, 1)
 	ctx := context.Background()
 	size := *benchSize
 	count := fmt.Sprint(size >> 20)
@@ -92,6 +92,7 @@ func BenchmarkSequential(b *testing.B) {
 	})
 	b.Run("read", func(b *testing.B) {
 		var mount, direct time.Duration
+		before := m.Ops()
 		for i := 0; i < b.N; i++ {
 			start := time.Now()
 			dd(b, "if="+filepath.Join(root, "p"), "of=/dev/null")
@@ -106,6 +107,11 @@ func BenchmarkSequential(b *testing.B) {
 			if n != size {
 				b.Fatalf("read %d bytes, want %d", n, size)
 			}
+		}
+		after := m.Ops()
+		if reads := after["read"] - before["read"]; reads > 0 {
+			// The size of the kernel's read requests.
+			b.ReportMetric(float64(after["read-bytes"]-before["read-bytes"])/float64(reads)/1024, "KiB/read")
 		}
 		report(b, mount, direct, "open")
 	})
@@ -195,6 +201,7 @@ func BenchmarkCopyIn(b *testing.B) {
 		files = append(files, file{rel, data})
 	}
 	b.ResetTimer()
+	before := m.Ops()
 	var copied, stored, direct time.Duration
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
@@ -239,6 +246,15 @@ func BenchmarkCopyIn(b *testing.B) {
 	}
 	b.StopTimer()
 	n := float64(len(files) * b.N)
+	after := m.Ops()
+	var ops int64
+	for k, v := range after {
+		if k != "read-bytes" {
+			ops += v - before[k]
+		}
+	}
+	// The FUSE requests cp makes for each file.
+	b.ReportMetric(float64(ops)/n, "ops/file")
 	b.ReportMetric(n/copied.Seconds(), "files/s")
 	b.ReportMetric(n/stored.Seconds(), "stored-files/s")
 	b.ReportMetric(n/direct.Seconds(), "client-files/s")

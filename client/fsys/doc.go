@@ -31,6 +31,14 @@
 // [Config.CacheSize] (least recently used blocks go first). A file read
 // before stays readable while the node is away.
 //
+// A file read from start to end is fetched ahead, as the client's own
+// reads are. The kernel reads ahead too (8 MiB, raised from its default
+// when the mount may), with several requests at once that arrive in any
+// order; a request a few blocks ahead of the next one in order reads the
+// blocks before it first and keeps them for the requests on their way,
+// so that the client's reader is still read in order, each block once
+// (TestSequentialReadInOrder).
+//
 // # Writes
 //
 // A file opened for writing is copied to a local staging file (only when

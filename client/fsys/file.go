@@ -633,6 +633,11 @@ type handle struct {
 	cancel context.CancelFunc
 	cur    int // Index of the block in data, or -1.
 	data   []byte
+	// ahead holds blocks read in order before the one asked for, for
+	// the kernel's requests still on their way; next is the block the
+	// reader is to read next in order.
+	ahead map[int][]byte
+	next  int
 }
 
 var (
@@ -760,9 +765,21 @@ func (h *handle) readAt(ctx context.Context, dest []byte, off int64) (int, error
 }
 
 // block returns the plaintext of block i of h.entry. h.mu is held.
+//
+// The kernel reads ahead with several requests at once, which reach the
+// handle in any order; the reader fetches ahead only while it is asked
+// for blocks in order, and a request that skips ahead would stop it. So
+// a block a little ahead of the next one in order is read after the
+// blocks before it, which are kept (in h.ahead) for the requests on
+// their way.
 func (h *handle) block(ctx context.Context, i int) ([]byte, error) {
 	if h.data != nil && h.cur == i {
 		return h.data, nil
+	}
+	if data, ok := h.ahead[i]; ok {
+		delete(h.ahead, i)
+		h.cur, h.data = i, data
+		return data, nil
 	}
 	f := h.filesys()
 	b := h.entry.Blocks[i]
@@ -771,6 +788,7 @@ func (h *handle) block(ctx context.Context, i int) ([]byte, error) {
 		return data, nil
 	}
 	if h.rd == nil {
+		h.ahead, h.next = nil, 0
 		rctx, cancel := context.WithCancel(f.ctx)
 		rd, err := bounded(ctx, f.timeout, func(context.Context) (spindle.File, error) {
 			// The reader lives as long as the handle, so its
@@ -791,6 +809,43 @@ func (h *handle) block(ctx context.Context, i int) ([]byte, error) {
 			return nil, errChanged
 		}
 	}
+	from := i
+	if i > h.next && i-h.next <= maxAhead {
+		from = h.next
+	}
+	for j := from; j <= i; j++ {
+		if _, ok := h.ahead[j]; ok && j < i {
+			continue
+		}
+		buf, err := h.fetch(ctx, j)
+		if err != nil {
+			return nil, err
+		}
+		h.next = j + 1
+		if j == i {
+			h.cur, h.data = i, buf
+			return buf, nil
+		}
+		if h.ahead == nil {
+			h.ahead = make(map[int][]byte)
+		}
+		h.ahead[j] = buf
+	}
+	panic("unreachable")
+}
+
+// maxAhead is how far ahead of the next block in order a read may ask
+// and still be taken as part of a sequential read: the kernel's
+// read-ahead, in blocks, twice (it may have the next window on its way
+// before the current one is answered). h.ahead holds at most twice as
+// many blocks.
+const maxAhead = 2 * readAheadKB >> 10
+
+// fetch reads block i through the handle's reader, bounded by the
+// timeout. h.mu is held.
+func (h *handle) fetch(ctx context.Context, i int) ([]byte, error) {
+	f := h.filesys()
+	b := h.entry.Blocks[i]
 	buf := make([]byte, b.Size)
 	rd := h.rd
 	start := time.Now()
@@ -807,7 +862,14 @@ func (h *handle) block(ctx context.Context, i int) ([]byte, error) {
 		return nil, fmt.Errorf("block %d of %s (after %v): %w", i, h.entry.Name, time.Since(start).Round(time.Millisecond), err)
 	}
 	f.blocks.putLater(b.Ref, buf)
-	h.cur, h.data = i, buf
+	// Blocks kept for requests that never came go, the oldest first.
+	for len(h.ahead) >= 2*maxAhead {
+		low := i
+		for j := range h.ahead {
+			low = min(low, j)
+		}
+		delete(h.ahead, low)
+	}
 	return buf, nil
 }
 
@@ -830,6 +892,7 @@ func (h *handle) dropReader() {
 		go h.rd.Close() // Waits for a read in progress.
 		h.rd, h.cancel = nil, nil
 	}
+	h.ahead = nil
 }
 
 func (h *handle) close() {

@@ -53,6 +53,7 @@ type FS struct {
 	dir    string
 	server *fuse.Server
 	fs     *filesys
+	raw    *counted
 }
 
 // filesys is the state every node of a mount shares.
@@ -138,7 +139,7 @@ func Mount(dir string, cfg Config) (*FS, error) {
 	go f.recoverQueued(left)
 	ttl := kernelTTL
 	neg := time.Duration(0)
-	server, err := fs.Mount(abs, &rootNode{fs: f}, &fs.Options{
+	opts := &fs.Options{
 		MountOptions: fuse.MountOptions{
 			DirectMount:  true,
 			FsName:       "spindle",
@@ -154,20 +155,26 @@ func Mount(dir string, cfg Config) (*FS, error) {
 		EntryTimeout:    &ttl,
 		AttrTimeout:     &ttl,
 		NegativeTimeout: &neg,
-	})
+	}
+	raw := &counted{RawFileSystem: fs.NewNodeFS(&rootNode{fs: f}, opts)}
+	server, err := fuse.NewServer(raw, abs, &opts.MountOptions)
+	if err == nil {
+		go server.Serve()
+		err = server.WaitMount()
+	}
 	if err != nil {
 		cancel()
 		return nil, spindle.E(op, spindle.IO, fmt.Errorf("mounting on %s: %v", abs, err))
 	}
 	raiseReadAhead(abs, server, cfg.Logger)
-	return &FS{dir: abs, server: server, fs: f}, nil
+	return &FS{dir: abs, server: server, fs: f, raw: raw}, nil
 }
 
 // readAheadKB is the kernel's read-ahead on the mount. The kernel takes
 // no more than its default (128 KiB) from the file system, and then
 // reads a file in requests of that size; the administrator, or the
 // mount's user when it is root, may raise it.
-const readAheadKB = 1024
+const readAheadKB = 8192
 
 // raiseReadAhead raises the kernel's read-ahead of the mount on dir to
 // readAheadKB, if it may.

@@ -39,7 +39,8 @@ type writeBack struct {
 
 	mu      sync.Mutex // Guards the fields below. Taken after fileNode.mu, never before.
 	names   map[spindle.PathName]*fileNode
-	pending int           // Files queued or being put.
+	pending int           // Files queued, being put, or waiting to be queued again.
+	stored  int64         // Files stored from the queue so far.
 	changed chan struct{} // Closed and replaced when pending falls.
 }
 
@@ -124,6 +125,13 @@ func (w *writeBack) add(n *fileNode) {
 	}
 }
 
+// hold counts a file that waits to be queued again as pending.
+func (w *writeBack) hold() {
+	w.mu.Lock()
+	w.pending++
+	w.mu.Unlock()
+}
+
 func (w *writeBack) done() {
 	w.mu.Lock()
 	w.pending--
@@ -151,14 +159,21 @@ func (w *writeBack) drain(timeout time.Duration) int {
 	defer timer.Stop()
 	for {
 		w.mu.Lock()
-		left, changed := w.pending, w.changed
+		left, changed, stored := w.pending, w.changed, w.stored
 		w.mu.Unlock()
 		if left == 0 {
 			return 0
 		}
 		select {
 		case <-changed:
-			timer.Reset(timeout)
+			// Only a file stored is progress: a put that failed and
+			// waits to be tried again is not.
+			w.mu.Lock()
+			progress := w.stored > stored
+			w.mu.Unlock()
+			if progress {
+				timer.Reset(timeout)
+			}
 		case <-timer.C:
 			return left
 		case <-w.f.ctx.Done():
@@ -178,6 +193,9 @@ func (n *fileNode) storeQueued() {
 	}
 	err := n.store(n.fs.ctx)
 	if err == nil {
+		n.fs.wb.mu.Lock()
+		n.fs.wb.stored++
+		n.fs.wb.mu.Unlock()
 		if n.opens == 0 && !n.dirty {
 			n.dropStage()
 		}
@@ -195,7 +213,11 @@ func (n *fileNode) storeQueued() {
 	if n.fs.ctx.Err() != nil {
 		return
 	}
+	// The file counts as waiting until it is queued again, so that a
+	// drain does not take it for stored.
+	n.fs.wb.hold()
 	time.AfterFunc(n.fs.timeout, func() {
+		defer n.fs.wb.done()
 		n.mu.Lock()
 		again := n.dirty && n.stage != nil && !n.queued && n.qname != "" && n.fs.wb.owner(n.qname) == n
 		if again {

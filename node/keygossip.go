@@ -182,10 +182,32 @@ func (n *Node) gossipWitnessHead() {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, 2*gossipTimeout)
 	defer cancel()
-	if _, err := n.GossipKeyHead(ctx, head); err != nil {
-		n.log.Debug("cannot gossip the witness's head", "n", hi.N, "err", oneLine(err.Error()))
-		return
+	// A record is read, extended and written whole, so a node that
+	// publishes a head of the same size at the same moment may write
+	// over this one: read it back, and publish again if it is not there.
+	for try := 1; ; try++ {
+		found, err := n.GossipKeyHead(ctx, head)
+		if err != nil {
+			n.log.Debug("cannot gossip the witness's head", "n", hi.N, "err", oneLine(err.Error()))
+			return
+		}
+		in := slices.ContainsFunc(found, func(h []byte) bool { return bytes.Equal(h, head) })
+		if in || len(found) >= keylog.MaxGossipHeads || try == witnessGossipTries {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(witnessGossipPause):
+		}
 	}
 	n.gossiped.Store(hi.N)
 	n.log.Debug("gossiped the witness's head", "n", hi.N)
 }
+
+// A witness reads its gossip back up to witnessGossipTries times,
+// witnessGossipPause apart.
+const (
+	witnessGossipTries = 4
+	witnessGossipPause = 250 * time.Millisecond
+)

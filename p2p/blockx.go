@@ -508,15 +508,7 @@ func (r *RemoteStore) Prove(ctx context.Context, ref spindle.Ref, c blocks.Chall
 // caller done with it may pass it to [RecycleBlock] so that later fetches
 // reuse its memory.
 func (r *RemoteStore) Fetch(ctx context.Context, ref spindle.Ref) ([]byte, error) {
-	const op spindle.Op = "p2p.RemoteStore.Fetch"
-	if _, err := blocks.ParseRef(ref); err != nil {
-		return nil, spindle.E(op, err)
-	}
-	data, err := r.call(ctx, blockGet, []byte(ref))
-	if err != nil {
-		return nil, spindle.E(op, err)
-	}
-	return data, nil
+	return r.fetch(ctx, "p2p.RemoteStore.Fetch", blockGet, ref)
 }
 
 // Refetch is Fetch for a block whose bytes, as an earlier Get or Fetch
@@ -525,11 +517,15 @@ func (r *RemoteStore) Fetch(ctx context.Context, ref spindle.Ref) ([]byte, error
 // holder that lied to it is bypassed. Like Fetch, it does not check the
 // bytes itself. A peer that speaks only [BlockProtocolV1] is sent a get.
 func (r *RemoteStore) Refetch(ctx context.Context, ref spindle.Ref) ([]byte, error) {
-	const op spindle.Op = "p2p.RemoteStore.Refetch"
+	return r.fetch(ctx, "p2p.RemoteStore.Refetch", blockAgain, ref)
+}
+
+// fetch asks the peer for ref's bytes with request kind, unchecked.
+func (r *RemoteStore) fetch(ctx context.Context, op spindle.Op, kind byte, ref spindle.Ref) ([]byte, error) {
 	if _, err := blocks.ParseRef(ref); err != nil {
 		return nil, spindle.E(op, err)
 	}
-	data, err := r.call(ctx, blockAgain, []byte(ref))
+	data, err := r.call(ctx, kind, []byte(ref))
 	if err != nil {
 		return nil, spindle.E(op, err)
 	}

@@ -43,9 +43,7 @@ func TestDrainCountsRetriesAsLeft(t *testing.T) {
 	<-stopped
 
 	// A file stored is progress, and then nothing is left.
-	w.mu.Lock()
-	w.stored++
-	w.mu.Unlock()
+	w.storedOne()
 	w.done()
 	if left := w.drain(time.Second); left != 0 {
 		t.Fatalf("after the file was stored, drain reports %d left", left)

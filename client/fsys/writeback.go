@@ -115,9 +115,7 @@ func (w *writeBack) in(dir spindle.PathName) []spindle.PathName {
 // add queues n for a put, waiting while the queue is full. It gives up
 // when the mount ends: the journal then keeps the file for the next.
 func (w *writeBack) add(n *fileNode) {
-	w.mu.Lock()
-	w.pending++
-	w.mu.Unlock()
+	w.hold()
 	select {
 	case w.queue <- n:
 	case <-w.f.ctx.Done():
@@ -125,10 +123,17 @@ func (w *writeBack) add(n *fileNode) {
 	}
 }
 
-// hold counts a file that waits to be queued again as pending.
+// hold counts a file as pending: queued, or waiting to be queued again.
 func (w *writeBack) hold() {
 	w.mu.Lock()
 	w.pending++
+	w.mu.Unlock()
+}
+
+// storedOne counts a file stored from the queue: progress for drain.
+func (w *writeBack) storedOne() {
+	w.mu.Lock()
+	w.stored++
 	w.mu.Unlock()
 }
 
@@ -193,9 +198,7 @@ func (n *fileNode) storeQueued() {
 	}
 	err := n.store(n.fs.ctx)
 	if err == nil {
-		n.fs.wb.mu.Lock()
-		n.fs.wb.stored++
-		n.fs.wb.mu.Unlock()
+		n.fs.wb.storedOne()
 		if n.opens == 0 && !n.dirty {
 			n.dropStage()
 		}
